@@ -1,0 +1,65 @@
+"""The control actor: serves the daemon's app on the local control endpoint.
+
+Owns: one hypercorn (trio worker) server over a duplicate of the endpoint's listening
+socket, which the daemon claimed at start and keeps open, so a restart of this actor never
+unbinds the socket.
+Inputs: HTTP requests from gpuplanectl, the SDK and scripts on this machine.
+Outputs: calls into the service layer; nothing on its inbox.
+Restart: permanent. It cannot be stopped through the API it serves.
+Ready: the server accepts connections; ``started()`` passes a ``ControlHandle``.
+Stop: graceful; hypercorn stops accepting and finishes in-flight requests (the shutdown
+reply among them) for up to ``GRACE`` seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import attrs
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+
+from gpuplaned.http.app import RequestStats, create_app
+from gpuplaned.runtime.context import ActorContext
+
+log = logging.getLogger("gpuplaned.control")
+
+GRACE = 3.0
+
+
+@attrs.frozen
+class ControlStats:
+    endpoint: str
+    requests: int
+    errors: int
+
+
+@attrs.define
+class ControlHandle:
+    endpoint: str
+    request_stats: RequestStats
+
+    def statistics(self) -> ControlStats:
+        return ControlStats(self.endpoint, self.request_stats.requests, self.request_stats.errors)
+
+
+def hypercorn_config(bind: str) -> HypercornConfig:
+    cfg = HypercornConfig()
+    cfg.bind = [bind]
+    cfg.accesslog = None
+    cfg.errorlog = logging.getLogger("gpuplaned.hypercorn")
+    cfg.graceful_timeout = GRACE
+    return cfg
+
+
+async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[ControlHandle] = trio.TASK_STATUS_IGNORED) -> None:
+    endpoint = ctx.shared.endpoint
+    app, request_stats = create_app(ctx.shared, secret=endpoint.secret)
+    cfg = hypercorn_config(endpoint.hypercorn_bind())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(functools.partial(serve, app, cfg, shutdown_trigger=ctx.stop_requested.wait))
+        where = endpoint.portfile().endpoint
+        log.info("control API listening on %s", where)
+        task_status.started(ControlHandle(where, request_stats))

@@ -1,0 +1,167 @@
+"""The store actor: the only SQLite writer.
+
+Owns: the write connection to ``$GPUPLANE_HOME/gpuplane.db`` and its migrations.
+Inputs: ``Write`` messages on its inbox, each a function to run inside the write transaction.
+Outputs: each ``Write``'s reply, resolved only after its transaction has committed.
+Restart: permanent; a crash fails the replies of the batch in flight and nothing else.
+Ready: the database is open, checked and migrated; ``started()`` passes a ``StoreHandle``.
+
+Group commit: the actor takes one message, then everything else already queued (up to
+``store.max_batch``), and runs the lot in one transaction on a worker thread. Each write
+runs inside its own SAVEPOINT, so one failing write is rolled back and reported alone.
+On a stop request it drains the inbox into a last batch before closing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from gpuplaned.runtime.call import Reply, call
+from gpuplaned.runtime.context import ActorContext
+from gpuplaned.store.database import open_writer, schema_version
+
+log = logging.getLogger("gpuplaned.store")
+
+
+@attrs.frozen
+class Write:
+    """Run ``apply(conn)`` in the next write transaction; its return value is the reply."""
+
+    apply: Callable[[sqlite3.Connection], Any]
+    reply: Reply[Any]
+
+
+class StoreUnavailable(Exception):
+    pass
+
+
+@attrs.frozen
+class StoreStats:
+    schema_version: int
+    batches: int
+    writes: int
+    failed_writes: int
+    largest_batch: int
+    last_commit_ms: float
+    queued: int
+    db_bytes: int
+
+
+async def write(port: trio.MemorySendChannel[Any], apply: Callable[[sqlite3.Connection], Any]) -> Any:
+    """Have the store run ``apply(conn)`` in a committed transaction; returns its result."""
+    return await call(port, lambda reply: Write(apply, reply))
+
+
+class StoreHandle:
+    def __init__(self, conn: sqlite3.Connection, ctx: ActorContext, db_path: Any) -> None:
+        self._conn = conn
+        self._ctx = ctx
+        self._db_path = db_path
+        self.schema_version = schema_version(conn)
+        self.batches = 0
+        self.writes = 0
+        self.failed_writes = 0
+        self.largest_batch = 0
+        self.last_commit_ms = 0.0
+
+    def statistics(self) -> StoreStats:
+        size = 0
+        for suffix in ("", "-wal"):
+            try:
+                size += (self._db_path.parent / (self._db_path.name + suffix)).stat().st_size
+            except OSError:
+                pass
+        return StoreStats(
+            schema_version=self.schema_version,
+            batches=self.batches,
+            writes=self.writes,
+            failed_writes=self.failed_writes,
+            largest_batch=self.largest_batch,
+            last_commit_ms=round(self.last_commit_ms, 3),
+            queued=self._ctx.inbox.statistics().current_buffer_used,
+            db_bytes=size,
+        )
+
+
+def _commit_batch(conn: sqlite3.Connection, batch: list[Write]) -> list[tuple[bool, Any]]:
+    """Runs on a worker thread. One transaction; a savepoint per write."""
+    outcomes: list[tuple[bool, Any]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for item in batch:
+            conn.execute("SAVEPOINT write")
+            try:
+                result = item.apply(conn)
+            except Exception as exc:  # noqa: BLE001 - reported to that write's caller
+                conn.execute("ROLLBACK TO write")
+                conn.execute("RELEASE write")
+                outcomes.append((False, exc))
+            else:
+                conn.execute("RELEASE write")
+                outcomes.append((True, result))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[StoreHandle] = trio.TASK_STATUS_IGNORED) -> None:
+    cfg = ctx.shared.config
+    db_path = cfg.db_path
+    conn = await trio.to_thread.run_sync(open_writer, db_path)
+    handle = StoreHandle(conn, ctx, db_path)
+    batch: list[Write] = []
+    try:
+        log.info("store ready: %s (schema version %d)", db_path, handle.schema_version)
+        task_status.started(handle)
+        while True:
+            first = await ctx.receive_or_stop()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < cfg.store.max_batch:
+                try:
+                    batch.append(ctx.inbox.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            await _commit(conn, handle, batch)
+            batch = []
+        # Stop requested: what is already queued still gets committed.
+        while True:
+            try:
+                batch.append(ctx.inbox.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        if batch:
+            await _commit(conn, handle, batch)
+            batch = []
+    finally:
+        for item in batch:
+            item.reply.fail(StoreUnavailable("the store stopped before this write committed"))
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(conn.close)
+
+
+async def _commit(conn: sqlite3.Connection, handle: StoreHandle, batch: list[Write]) -> None:
+    start = trio.current_time()
+    # Not cancellable: a batch half-handed to SQLite finishes (it is one transaction either way).
+    outcomes = await trio.to_thread.run_sync(_commit_batch, conn, batch)
+    handle.last_commit_ms = (trio.current_time() - start) * 1000
+    handle.batches += 1
+    handle.writes += len(batch)
+    handle.largest_batch = max(handle.largest_batch, len(batch))
+    for item, (ok, value) in zip(batch, outcomes):
+        if ok:
+            item.reply.resolve(value)
+        else:
+            handle.failed_writes += 1
+            item.reply.fail(value)
+    batch.clear()

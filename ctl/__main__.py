@@ -1,0 +1,3 @@
+from gpuplanectl.main import main
+
+raise SystemExit(main())

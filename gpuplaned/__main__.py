@@ -1,0 +1,3 @@
+from gpuplaned.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""``gpuplaned``: parse argv, load the configuration, run the daemon, map the outcome to an exit code.
+
+Exit codes: 0 normal (signal-initiated shutdown included), 1 runtime error, 2 usage or
+configuration error, 3 the endpoint belongs to another live daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import trio
+
+from gpuplaned import __version__
+from gpuplaned.config import ROLES, ConfigError, load_config
+from gpuplaned.endpoint import EndpointBusy, EndpointError
+from gpuplaned.protocol.discovery import pid_alive
+from gpuplaned.protocol.errors import EXIT_ENDPOINT_BUSY, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from gpuplaned.runtime.supervisor import ActorStartError, unwrap_error
+
+log = logging.getLogger("gpuplaned")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuplaned",
+        description="GPUPlane daemon: job queue, GPU monitor, metrics and the control API.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpuplaned {__version__}")
+    parser.add_argument("--role", choices=ROLES, help="all (default): a workstation; server; agent")
+    parser.add_argument("--server", metavar="URL", help="the server an agent dials out to (role agent)")
+    parser.add_argument("--config", metavar="FILE", help="TOML config (default ~/.config/gpuplane/gpuplaned.toml)")
+    parser.add_argument("--home", metavar="DIR", help="data dir (env GPUPLANE_HOME; default ~/.local/share/gpuplane)")
+    parser.add_argument("--runtime-dir", metavar="DIR",
+                        help="socket and port-file dir (env GPUPLANE_RUNTIME_DIR; default $XDG_RUNTIME_DIR/gpuplane or /tmp/gpuplane-UID)")
+    parser.add_argument("--listen", metavar="URL",
+                        help="explicit control endpoint: unix:///abs/path or tcp://127.0.0.1:PORT; fails instead of falling back")
+    parser.add_argument("--owner-pid", type=int, metavar="PID", help="shut down when this process exits")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    return parser
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # exits 2 on a usage error
+    try:
+        cfg = load_config(vars(args))
+    except ConfigError as exc:
+        print(f"gpuplaned: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if cfg.owner_pid is not None and not pid_alive(cfg.owner_pid):
+        print(f"gpuplaned: --owner-pid {cfg.owner_pid} is not a running process", file=sys.stderr)
+        return EXIT_USAGE
+    _setup_logging(cfg.log_level)
+
+    from gpuplaned.actors import specs_for_role
+    from gpuplaned.daemon import serve
+    from gpuplaned.testing.actors import testing_specs
+
+    try:
+        specs = specs_for_role(cfg.role) + testing_specs(os.environ)
+    except ValueError as exc:
+        print(f"gpuplaned: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        trio.run(serve, cfg, specs)
+    except BaseException as raised:  # noqa: BLE001 - mapped to an exit code below
+        return _exit_code(unwrap_error(raised))
+    return EXIT_OK
+
+
+def _exit_code(error: BaseException) -> int:
+    if isinstance(error, EndpointBusy):
+        print(f"gpuplaned: {error}; not starting a second daemon", file=sys.stderr)
+        return EXIT_ENDPOINT_BUSY
+    if isinstance(error, (EndpointError, ActorStartError)):
+        log.error("%s", error)
+        return EXIT_FAILURE
+    if isinstance(error, KeyboardInterrupt):
+        return EXIT_OK
+    if isinstance(error, SystemExit):
+        return error.code if isinstance(error.code, int) else EXIT_FAILURE
+    log.error("gpuplaned failed", exc_info=error)
+    return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Daemon configuration: defaults < TOML file < environment < command-line flags.
+
+Every key is checked: an unknown key or a bad value is a ``ConfigError`` that names the key
+(``store.max_batch``) and the file, and the daemon exits 2 without touching anything.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+
+from gpuplaned.protocol.discovery import default_runtime_dir
+
+ROLES = ("all", "server", "agent")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, worded for the user; the daemon exits 2."""
+
+
+@attrs.frozen
+class Listen:
+    """An explicit control endpoint from ``--listen``/``listen =``."""
+
+    unix: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+    def __str__(self) -> str:
+        return f"unix://{self.unix}" if self.unix else f"tcp://{self.host}:{self.port}"
+
+
+@attrs.frozen
+class StoreConfig:
+    max_batch: int = 1000  # most writes folded into one transaction
+    read_connections: int = 4
+
+
+@attrs.frozen
+class Config:
+    role: str = "all"
+    home: Path = attrs.field(factory=lambda: Path("~/.local/share/gpuplane").expanduser())
+    runtime_dir: Path = attrs.field(factory=default_runtime_dir)
+    listen: Listen | None = None
+    server: str | None = None
+    log_level: str = "info"
+    owner_pid: int | None = None
+    config_file: Path | None = None
+    store: StoreConfig = StoreConfig()
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "gpuplane.db"
+
+
+def default_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gpuplane" / "gpuplaned.toml"
+
+
+def parse_listen(value: str) -> Listen:
+    """Parse ``unix:///abs/path`` or ``tcp://127.0.0.1:PORT`` (loopback only)."""
+    if value.startswith("unix://"):
+        path = value[len("unix://"):]
+        if not path.startswith("/"):
+            raise ValueError(f"unix socket path must be absolute: {value!r} (write unix:///abs/path)")
+        return Listen(unix=path)
+    if value.startswith("tcp://"):
+        parts = urlsplit(value)
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"bad TCP port in {value!r}") from None
+        host = parts.hostname
+        if host is None or port is None or parts.path not in ("", "/"):
+            raise ValueError(f"expected tcp://HOST:PORT, got {value!r}")
+        if host != "localhost":
+            try:
+                loopback = ipaddress.ip_address(host).is_loopback
+            except ValueError:
+                loopback = False
+            if not loopback:
+                raise ValueError(
+                    f"the control endpoint must be loopback, not {host!r}: it has no "
+                    "authentication beyond this machine (remote access comes over the HTTP front)"
+                )
+        return Listen(host="127.0.0.1" if host == "localhost" else host, port=port)
+    raise ValueError(f"expected unix:///abs/path or tcp://127.0.0.1:PORT, got {value!r}")
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}; got {value!r}")
+        return value
+
+    return check
+
+
+def _path(value: Any) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty path string; got {value!r}")
+    return Path(value).expanduser().absolute()
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"must be a positive integer; got {value!r}")
+    return value
+
+
+def _listen(value: Any) -> Listen:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string; got {value!r}")
+    return parse_listen(value)
+
+
+def _url(value: Any) -> str:
+    if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https", "ws", "wss"):
+        raise ValueError(f"must be an http(s):// or ws(s):// URL; got {value!r}")
+    return value
+
+
+# key -> checker; sections are dotted. The only place that lists what a config may hold.
+_TOP_KEYS: dict[str, Callable[[Any], Any]] = {
+    "role": _choice(ROLES),
+    "home": _path,
+    "runtime_dir": _path,
+    "listen": _listen,
+    "server": _url,
+    "log_level": _choice(LOG_LEVELS),
+}
+_SECTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
+    "store": {"max_batch": _positive_int, "read_connections": _positive_int},
+}
+
+
+def _check(where: str, key: str, checker: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return checker(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {key} {exc}") from None
+
+
+def load_config(
+    flags: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Build the configuration.
+
+    Args:
+        flags: values given on the command line (None for "not given"); ``config`` names the file.
+        env: the environment (defaults to ``os.environ``).
+
+    Raises:
+        ConfigError: an unreadable or unparsable file, an unknown key or a bad value.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+
+    explicit = flags.get("config")
+    path = Path(explicit).expanduser() if explicit else default_config_path(env)
+    config_file: Path | None = None
+    if explicit or path.exists():
+        data = _read_toml(path)
+        config_file = path.absolute()
+        where = str(path)
+        for key, value in data.items():
+            if key in _SECTIONS:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{where}: [{key}] must be a table")
+                for sub, sub_value in value.items():
+                    checker = _SECTIONS[key].get(sub)
+                    if checker is None:
+                        raise ConfigError(
+                            f"{where}: unknown key {key}.{sub} (known: "
+                            + ", ".join(f"{key}.{k}" for k in _SECTIONS[key]) + ")"
+                        )
+                    sections[key][sub] = _check(where, f"{key}.{sub}", checker, sub_value)
+            elif key in _TOP_KEYS:
+                values[key] = _check(where, key, _TOP_KEYS[key], value)
+            else:
+                known = ", ".join(list(_TOP_KEYS) + [f"[{s}]" for s in _SECTIONS])
+                raise ConfigError(f"{where}: unknown key {key} (known: {known})")
+
+    for key, var in (("home", "GPUPLANE_HOME"), ("runtime_dir", "GPUPLANE_RUNTIME_DIR")):
+        if env.get(var):
+            values[key] = _check(f"environment {var}", key, _path, env[var])
+
+    for key, checker in _TOP_KEYS.items():
+        if flags.get(key) is not None:
+            values[key] = _check(f"--{key.replace('_', '-')}", key, checker, flags[key])
+    if flags.get("owner_pid") is not None:
+        values["owner_pid"] = _check("--owner-pid", "owner_pid", _positive_int, flags["owner_pid"])
+
+    if values.get("role") == "agent" and not values.get("server"):
+        raise ConfigError("role agent needs the server's URL: --server URL (or server = in the config)")
+    if "runtime_dir" not in values:
+        values["runtime_dir"] = default_runtime_dir(env)
+    return Config(config_file=config_file, store=StoreConfig(**sections["store"]), **values)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None

@@ -1,0 +1,123 @@
+"""The daemon: claim the endpoint, run the role's actors, and shut down along one path.
+
+Every way to stop (SIGINT/SIGTERM, ``POST /api/v1/daemon/shutdown``, owner death, a crash
+of the serve loop) goes through ``request_shutdown``: the lifecycle moves to STOPPING, the
+supervisor stops actors in reverse start order within ``STOP_DEADLINE``, and the cleanup
+that must happen (port-file removed if it is still ours, socket unlinked if it is still
+ours, lock released) runs shielded in ``finally``. A second signal skips the graceful part.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from typing import Any
+
+import attrs
+import trio
+
+from gpuplaned.config import Config
+from gpuplaned.endpoint import ClaimedEndpoint, claim_endpoint, publish_portfile, remove_portfile_if_ours
+from gpuplaned.lifecycle import DaemonState, Lifecycle
+from gpuplaned.owner import watch_owner
+from gpuplaned.runtime.spec import ActorSpec
+from gpuplaned.runtime.supervisor import Supervisor
+from gpuplaned.store.readers import Readers
+
+log = logging.getLogger("gpuplaned")
+
+STOP_DEADLINE = 20.0
+
+
+@attrs.define
+class DaemonContext:
+    """What every actor and handler may see of the daemon (``ctx.shared``)."""
+
+    config: Config
+    lifecycle: Lifecycle
+    endpoint: ClaimedEndpoint
+    started_at: float  # trio clock
+    started_wall: float
+    readers: Readers | None = None
+    supervisor: Supervisor = attrs.field(default=None)
+    _shutdown: trio.Event = attrs.field(factory=trio.Event)
+    _startup_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+
+    def request_shutdown(self, reason: str) -> None:
+        """Begin shutdown (idempotent; the first reason is the one kept)."""
+        if self.lifecycle.stopping(reason):
+            log.info("shutting down: %s", reason)
+            self._startup_scope.cancel()
+            self._shutdown.set()
+
+
+async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskStatus[DaemonContext] = trio.TASK_STATUS_IGNORED) -> None:
+    """Run the daemon until it is told to stop.
+
+    Raises:
+        EndpointBusy: another daemon owns the endpoint (nothing was touched).
+        EndpointError: the endpoint could not be claimed.
+        ActorStartError: an actor failed before it first became ready.
+    """
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        endpoint = claim_endpoint(cfg.runtime_dir, cfg.listen)
+        shared = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
+        if any(spec.name == "store" for spec in specs):
+            shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
+        supervisor = shared.supervisor = Supervisor(specs, shared, on_started=_publish_when_control(shared))
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_signals, signals, shared, nursery.cancel_scope)
+                if cfg.owner_pid is not None:
+                    nursery.start_soon(watch_owner, cfg.owner_pid, shared.request_shutdown)
+                with shared._startup_scope:
+                    await nursery.start(supervisor.run)
+                    shared.lifecycle.ready()
+                    log.info("gpuplaned %s ready (pid %d, role %s, %s)", _version(), os.getpid(),
+                             cfg.role, endpoint.portfile().endpoint)
+                    task_status.started(shared)
+                await shared._shutdown.wait()
+                if supervisor.booted:
+                    with trio.move_on_after(STOP_DEADLINE) as deadline:
+                        await supervisor.stop_all()
+                    if deadline.cancelled_caught:
+                        log.warning("actors did not stop within %g s; cancelling them", STOP_DEADLINE)
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            if shared.lifecycle.state is not DaemonState.STOPPING:
+                shared.lifecycle.stopping(f"serve loop failed: {type(exc).__name__}")
+            raise
+        finally:
+            remove_portfile_if_ours(cfg.runtime_dir)
+            endpoint.release()
+            if shared.readers is not None:
+                shared.readers.close()
+            shared.lifecycle.closed()
+            log.info("gpuplaned stopped (%s)", shared.lifecycle.stop_reason or "done")
+
+
+def _publish_when_control(shared: DaemonContext) -> Any:
+    def on_started(name: str) -> None:
+        # The port-file goes out once something answers on the endpoint.
+        if name == "control":
+            publish_portfile(shared.endpoint)
+
+    return on_started
+
+
+async def _watch_signals(signals: Any, shared: DaemonContext, everything: trio.CancelScope) -> None:
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if shared.lifecycle.state in (DaemonState.STOPPING, DaemonState.CLOSED):
+            log.warning("second %s: stopping now, without waiting for actors", name)
+            everything.cancel()
+            return
+        shared.request_shutdown(f"received {name}")
+
+
+def _version() -> str:
+    from gpuplaned import __version__
+
+    return __version__

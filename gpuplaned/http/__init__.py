@@ -1,0 +1,1 @@
+"""The Quart-Trio app: routes, error mapping and auth. No business logic."""

@@ -1,0 +1,135 @@
+"""``create_app``: the same app serves the control socket (and, later, the TCP front).
+
+Every error leaves as ``{"error": {"code", "message", "details"}}`` with a 4xx/5xx status,
+never an HTML page or a traceback. Before READY every request gets 503 ``not_ready``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from quart import Response, jsonify, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from gpuplaned.lifecycle import DaemonState
+from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
+from gpuplaned.protocol.converter import unstructure
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service import control
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+log = logging.getLogger("gpuplaned.http")
+
+_HTTP_CODES = {
+    400: ErrorCode.BAD_REQUEST,
+    401: ErrorCode.UNAUTHORIZED,
+    403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    413: ErrorCode.PAYLOAD_TOO_LARGE,
+}
+
+
+@attrs.define
+class RequestStats:
+    requests: int = 0
+    errors: int = 0
+
+
+def error_response(error: ApiError) -> Response:
+    response = jsonify(error.body())
+    response.status_code = error.code.http_status
+    return response
+
+
+def ok(value: Any, status: int = 200) -> Response:
+    response = jsonify(unstructure(value))
+    response.status_code = status
+    return response
+
+
+def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[QuartTrio, RequestStats]:
+    """Build the app.
+
+    Args:
+        shared: the daemon context the handlers act on.
+        secret: when set (the loopback-TCP fallback), every request must carry
+            ``Authorization: Bearer <secret>``.
+    """
+    app = QuartTrio("gpuplaned")
+    app.config["MAX_CONTENT_LENGTH"] = 1 << 20
+    stats = RequestStats()
+    expected = f"Bearer {secret}".encode() if secret else None
+
+    @app.before_request
+    async def gate() -> Response | None:
+        stats.requests += 1
+        if expected is not None:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                raise ApiError(ErrorCode.UNAUTHORIZED, "missing or wrong bearer token for the control endpoint")
+        state = shared.lifecycle.state
+        if state is DaemonState.NOT_READY:
+            raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})
+        if state is not DaemonState.READY and not (request.method == "GET" and request.path == "/api/v1/daemon"):
+            raise ApiError(ErrorCode.STOPPING, "gpuplaned is shutting down", {"state": state.value})
+        return None
+
+    @app.after_request
+    async def count(response: Response) -> Response:
+        if response.status_code >= 400:
+            stats.errors += 1
+        return response
+
+    @app.errorhandler(ApiError)
+    async def api_error(error: ApiError) -> Response:
+        return error_response(error)
+
+    @app.errorhandler(HTTPException)
+    async def http_error(error: HTTPException) -> Response:
+        code = _HTTP_CODES.get(error.code or 500, ErrorCode.INTERNAL)
+        message = error.description or error.name
+        details: dict[str, Any] = {}
+        if error.code == 404:
+            message = f"no such endpoint: {request.method} {request.path}"
+        elif error.code == 405:
+            message = f"{request.method} is not allowed on {request.path}"
+            allowed = getattr(error, "valid_methods", None)
+            if allowed:
+                details["allowed"] = sorted(allowed)
+        return error_response(ApiError(code, message, details))
+
+    @app.errorhandler(Exception)
+    async def internal_error(error: Exception) -> Response:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(ApiError(ErrorCode.INTERNAL, f"internal error: {type(error).__name__}"))
+
+    @app.get("/api/v1/daemon")
+    async def get_daemon() -> Response:
+        return ok(control.daemon_info(shared))
+
+    @app.post("/api/v1/daemon/shutdown")
+    async def shutdown() -> Response:
+        # The reply leaves before shutdown begins: the trigger only wakes the daemon's main
+        # task, and the control actor stops last, finishing in-flight requests first.
+        return ok(ShutdownReply(control.request_shutdown(shared, "shutdown requested over the control API")), 202)
+
+    @app.get("/api/v1/actors")
+    async def get_actors() -> Response:
+        return ok(ActorList(control.list_actors(shared)))
+
+    @app.get("/api/v1/actors/<name>")
+    async def get_actor(name: str) -> Response:
+        return ok(ActorReply(control.get_actor(shared, name)))
+
+    @app.post("/api/v1/actors/<name>/<verb>")
+    async def actor_command(name: str, verb: str) -> Response:
+        return ok(ActorReply(await control.command_actor(shared, name, verb)))
+
+    return app, stats

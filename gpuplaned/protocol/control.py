@@ -1,0 +1,55 @@
+"""Control API bodies: what ``GET /api/v1/daemon`` and ``/api/v1/actors`` return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Endpoints:
+    unix: str | None = None
+    tcp: str | None = None  # "127.0.0.1:PORT" when the control socket fell back to TCP
+
+
+@attrs.frozen
+class DaemonInfo:
+    version: str
+    api_version: int
+    pid: int
+    role: str
+    state: str  # NOT_READY / READY / STOPPING / CLOSED
+    uptime_s: float
+    started_at: float  # wall clock, seconds since the epoch
+    endpoints: Endpoints
+    runtime_dir: str
+    home: str
+    config_file: str | None
+
+
+@attrs.frozen
+class ActorInfo:
+    name: str
+    state: str
+    uptime_s: float
+    restarts: int
+    last_error: str | None
+    last_error_at: float | None
+    depends_on: list[str]
+    stats: dict[str, Any] | None
+
+
+@attrs.frozen
+class ActorList:
+    actors: list[ActorInfo]
+
+
+@attrs.frozen
+class ActorReply:
+    actor: ActorInfo
+
+
+@attrs.frozen
+class ShutdownReply:
+    state: str

@@ -1,0 +1,50 @@
+"""Request/reply over channels: the gen_server ``call`` of our actors.
+
+A message that wants an answer carries a ``Reply``; the actor resolves it. Callers own
+their timeouts: wrap ``call`` in ``trio.fail_after``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+
+class Reply(Generic[T]):
+    """A one-shot answer slot, resolved from the trio thread."""
+
+    def __init__(self) -> None:
+        self._done = trio.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def resolve(self, value: T) -> None:
+        if not self._done.is_set():
+            self._value = value
+            self._done.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._done.is_set():
+            self._error = error
+            self._done.set()
+
+    async def wait(self) -> T:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+async def call(port: trio.MemorySendChannel[Any], make_message: Callable[[Reply[T]], Any]) -> T:
+    """Send ``make_message(reply)`` to ``port`` and wait for the answer."""
+    reply: Reply[T] = Reply()
+    await port.send(make_message(reply))
+    return await reply.wait()

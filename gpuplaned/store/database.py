@@ -1,0 +1,124 @@
+"""Opening the database safely: checks, pragmas and numbered migrations.
+
+A database that is not SQLite, is damaged, or was written by a newer gpuplaned is a
+``StoreError`` at start. It is never recreated, truncated or migrated "just in case": the
+file on disk is exactly as we found it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from importlib import resources
+from pathlib import Path
+
+import attrs
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+class StoreError(Exception):
+    """The database cannot be used; the message names the file and the problem."""
+
+
+@attrs.frozen
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def load_migrations() -> list[Migration]:
+    """The packaged migrations, numbered 1, 2, 3... without gaps."""
+    found = []
+    for entry in resources.files("gpuplaned.store").joinpath("migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise RuntimeError(f"migration {migration.name} out of sequence (expected {expected:04d})")
+    return found
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot read database {path}: {exc.strerror}") from None
+    if head and head != SQLITE_MAGIC:
+        raise StoreError(
+            f"{path} is not a SQLite database (or its header is damaged); "
+            "gpuplaned will not overwrite it: move it aside or restore a backup"
+        )
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def open_writer(path: Path, migrations: list[Migration] | None = None) -> sqlite3.Connection:
+    """Open (creating if absent) and migrate the database; the one write connection.
+
+    Raises:
+        StoreError: not a database, damaged, or from a newer version.
+    """
+    migrations = load_migrations() if migrations is None else migrations
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_header(path)
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open database {path}: {exc}") from None
+    try:
+        try:
+            _configure(conn)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"database {path} is damaged: {exc}") from None
+        latest = len(migrations)
+        if version > latest:
+            raise StoreError(
+                f"database {path} has schema version {version}, newer than this gpuplaned "
+                f"knows ({latest}); upgrade gpuplaned or point --home elsewhere"
+            )
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode.lower() != "wal":
+            raise StoreError(f"database {path} refused WAL mode (got {mode})")
+        for migration in migrations[version:]:
+            _apply(conn, path, migration)
+        return conn
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _apply(conn: sqlite3.Connection, path: Path, migration: Migration) -> None:
+    try:
+        conn.executescript(
+            f"BEGIN IMMEDIATE;\n{migration.sql}\nPRAGMA user_version = {migration.version};\nCOMMIT;"
+        )
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StoreError(f"database {path}: migration {migration.name} failed: {exc}") from None
+
+
+def open_reader(path: Path) -> sqlite3.Connection:
+    """A read-only connection for queries off the trio thread."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
