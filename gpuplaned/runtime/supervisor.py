@@ -129,14 +129,20 @@ class Supervisor:
         Raises:
             ActorStartError: an actor failed before its first ``started()``.
         """
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for spec in self._order:
-                await nursery.start(self._keep, self._children[spec.name])
-                if self._on_started is not None:
-                    self._on_started(spec.name)
-            self.booted = True
-            task_status.started()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for spec in self._order:
+                    await nursery.start(self._keep, self._children[spec.name])
+                    if self._on_started is not None:
+                        self._on_started(spec.name)
+                self.booted = True
+                task_status.started()
+        except BaseExceptionGroup as group:
+            error = unwrap_error(group)
+            if isinstance(error, ActorStartError):
+                raise error from None
+            raise
 
     # --- queries ---------------------------------------------------------
 

@@ -1,0 +1,27 @@
+import pytest
+
+from helpers import DaemonProcess
+
+
+@pytest.fixture
+def daemon_factory(tmp_path):
+    """Start real gpuplaned processes in private dirs; all are killed at teardown."""
+    started: list[DaemonProcess] = []
+
+    def make(*args: str, name: str = "d", **kwargs) -> DaemonProcess:
+        proc = DaemonProcess(tmp_path / name, *args, **kwargs)
+        started.append(proc)
+        return proc
+
+    yield make
+    for proc in started:
+        proc.kill()
+
+
+@pytest.fixture
+def daemon(daemon_factory):
+    """One READY daemon with the default role."""
+    proc = daemon_factory()
+    proc.start()
+    proc.wait_ready()
+    return proc

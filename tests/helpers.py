@@ -1,0 +1,122 @@
+"""Helpers for end-to-end tests: real gpuplaned processes in temporary dirs.
+
+These poll real files and sockets with short sleeps; that is the honest way to wait on
+another process. Timing logic inside the daemon is tested under trio's MockClock instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
+from gpuplaned.protocol.errors import ApiError
+
+READY_TIMEOUT = 20.0
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def base_env(root: Path) -> dict[str, str]:
+    """An environment that keeps the daemon and CLI away from the real user's files."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
+    env.update(
+        GPUPLANE_HOME=str(root / "home"),
+        GPUPLANE_RUNTIME_DIR=str(root / "run"),
+        XDG_CONFIG_HOME=str(root / "config"),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+class DaemonProcess:
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None,
+                 runtime_dir: Path | None = None) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.args = list(args)
+        self.env = base_env(root)
+        if runtime_dir is not None:
+            self.env["GPUPLANE_RUNTIME_DIR"] = str(runtime_dir)
+        self.env.update(env or {})
+        self.runtime_dir = Path(self.env["GPUPLANE_RUNTIME_DIR"])
+        self.home = Path(self.env["GPUPLANE_HOME"])
+        self.log_path = root / f"gpuplaned-{len(list(root.glob('gpuplaned-*.log')))}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def portfile(self) -> Path:
+        return self.runtime_dir / "gpuplaned.port"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.runtime_dir / "gpuplaned.sock"
+
+    def start(self, **popen: Any) -> DaemonProcess:
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuplaned", *self.args],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen,
+        )
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def client(self) -> DaemonClient:
+        return DaemonClient.discover(self.runtime_dir, timeout=10)
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> dict:
+        def ready() -> dict | None:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"gpuplaned exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                info = self.client().get("/api/v1/daemon")
+            except (NoDaemon, DaemonUnreachable, ApiError):
+                return None
+            return info if info["state"] == "READY" and info["pid"] == self.pid else None
+
+        return wait_for(ready, timeout, what="gpuplaned to be READY")
+
+    def wait_exit(self, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"gpuplaned did not exit within {timeout} s:\n{self.log()}") from None
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def run_ctl(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+        """Run gpuplanectl against this daemon's runtime dir."""
+        return subprocess.run(
+            [sys.executable, "-m", "gpuplanectl", *args], env=self.env, capture_output=True,
+            text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        )

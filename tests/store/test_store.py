@@ -1,0 +1,207 @@
+"""The store with real SQLite files: migrations, refusal of bad files, group commit, readers."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from gpuplaned.actors import store
+from gpuplaned.config import Config
+from gpuplaned.runtime.spec import ActorSpec
+from gpuplaned.runtime.supervisor import ActorStartError, Supervisor
+from gpuplaned.store.database import Migration, StoreError, load_migrations, open_writer
+from gpuplaned.store.readers import Readers
+
+SEED_TABLES = {
+    "projects", "experiments", "nodes", "gpu_slots", "jobs", "runs", "metric_definitions",
+    "project_primary_metrics", "experiment_primary_metrics", "metrics_raw", "metrics_rollup",
+    "node_metrics_raw", "node_metrics_rollup", "events", "checkpoints", "evaluations",
+    "artifacts", "webhook_subscriptions",
+}
+
+
+def tables(conn):
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def test_fresh_database_gets_the_seed_schema_and_pragmas(tmp_path):
+    conn = open_writer(tmp_path / "db" / "g.db")
+    assert SEED_TABLES <= tables(conn)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(load_migrations())
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    conn.close()
+    conn = open_writer(tmp_path / "db" / "g.db")  # reopening is a no-op
+    conn.close()
+
+
+def test_migrations_apply_in_order_from_the_recorded_version(tmp_path):
+    path = tmp_path / "g.db"
+    base = [Migration(1, "0001_a.sql", "CREATE TABLE a (x INTEGER);")]
+    open_writer(path, base).close()
+    more = base + [Migration(2, "0002_b.sql", "ALTER TABLE a ADD COLUMN y TEXT; CREATE TABLE b (z);")]
+    conn = open_writer(path, more)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert [r[1] for r in conn.execute("PRAGMA table_info(a)")] == ["x", "y"]
+    conn.close()
+
+
+def test_failed_migration_leaves_the_previous_version(tmp_path):
+    path = tmp_path / "g.db"
+    base = [Migration(1, "0001_a.sql", "CREATE TABLE a (x);")]
+    open_writer(path, base).close()
+    broken = base + [Migration(2, "0002_bad.sql", "CREATE TABLE c (q); CREATE TABLE a (x);")]
+    with pytest.raises(StoreError, match="0002_bad.sql failed"):
+        open_writer(path, broken)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert "c" not in tables(conn)
+    conn.close()
+
+
+def test_not_a_database_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "g.db"
+    path.write_bytes(b"these are my notes, not a database\n" * 100)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not a SQLite database"):
+        open_writer(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.db"]
+
+
+def test_damaged_database_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "g.db"
+    open_writer(path).close()
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # keep the magic, wreck the first page
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="damaged"):
+        open_writer(path)
+    assert path.read_bytes() == bytes(data)
+
+
+def test_newer_database_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "g.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 999")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="schema version 999, newer than this gpuplaned"):
+        open_writer(path)
+    assert path.read_bytes() == before
+
+
+# --- the actor -------------------------------------------------------------
+
+
+@attrs.define
+class Shared:
+    config: Config
+
+
+def store_spec():
+    return ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024)
+
+
+async def start_store(nursery, tmp_path, **cfg):
+    shared = Shared(Config(home=tmp_path / "home", **cfg))
+    sup = Supervisor([store_spec()], shared)
+    await nursery.start(sup.run)
+    return sup, shared
+
+
+def insert_project(n):
+    def apply(conn):
+        conn.execute("INSERT INTO projects (id, name, created_at) VALUES (?, ?, 0)", (f"p{n}", f"name{n}"))
+        return n
+
+    return apply
+
+
+async def test_group_commit_folds_concurrent_writes_into_few_transactions(nursery, tmp_path):
+    sup, shared = await start_store(nursery, tmp_path)
+    port = sup.ports["store"]
+    results = []
+
+    async def writer(n):
+        results.append(await store.write(port, insert_project(n)))
+
+    async with trio.open_nursery() as writers:
+        for n in range(200):
+            writers.start_soon(writer, n)
+    assert sorted(results) == list(range(200))
+    stats = sup.handle("store").statistics()
+    assert stats.writes == 200
+    assert stats.batches < 20, stats
+    assert stats.largest_batch > 10
+    readers = Readers(shared.config.db_path)
+    count = await readers.run(lambda c: c.execute("SELECT count(*) FROM projects").fetchone()[0])
+    readers.close()
+    assert count == 200
+
+
+async def test_a_failing_write_is_rolled_back_alone(nursery, tmp_path):
+    sup, _ = await start_store(nursery, tmp_path)
+    port = sup.ports["store"]
+    outcomes = {}
+
+    async def attempt(key, apply):
+        try:
+            outcomes[key] = await store.write(port, apply)
+        except Exception as exc:
+            outcomes[key] = exc
+
+    def half_then_fail(conn):
+        conn.execute("INSERT INTO projects (id, name, created_at) VALUES ('bad', 'bad', 0)")
+        conn.execute("INSERT INTO experiments (id, project_id, name, created_at) VALUES ('e', 'nope', 'e', 0)")
+
+    async with trio.open_nursery() as n:
+        n.start_soon(attempt, "a", insert_project(1))
+        n.start_soon(attempt, "bad", half_then_fail)  # foreign key violation
+        n.start_soon(attempt, "b", insert_project(2))
+    assert outcomes["a"] == 1 and outcomes["b"] == 2
+    assert isinstance(outcomes["bad"], sqlite3.IntegrityError)
+    conn = sqlite3.connect(tmp_path / "home" / "gpuplane.db")
+    assert sorted(r[0] for r in conn.execute("SELECT id FROM projects")) == ["p1", "p2"]
+    conn.close()
+    assert sup.handle("store").statistics().failed_writes == 1
+
+
+async def test_stop_commits_what_is_queued(nursery, tmp_path):
+    sup, _ = await start_store(nursery, tmp_path)
+    port = sup.ports["store"]
+    replies = []
+    for n in range(50):
+        reply = store.Reply()
+        await port.send(store.Write(insert_project(n), reply))
+        replies.append(reply)
+    await sup.stop("store")
+    assert all(r.done for r in replies)
+    assert [await r.wait() for r in replies] == list(range(50))
+    conn = sqlite3.connect(tmp_path / "home" / "gpuplane.db")
+    assert conn.execute("SELECT count(*) FROM projects").fetchone()[0] == 50
+    conn.close()
+
+
+async def test_corrupt_database_fails_the_store_start(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "gpuplane.db").write_text("not sqlite")
+    sup = Supervisor([store_spec()], Shared(Config(home=tmp_path / "home")))
+    with pytest.raises(ActorStartError, match="not a SQLite database"):
+        await sup.run()
+
+
+async def test_readers_keep_working_after_a_failed_query(tmp_path):
+    open_writer(tmp_path / "g.db").close()
+    readers = Readers(tmp_path / "g.db", size=1)
+    with pytest.raises(sqlite3.OperationalError):
+        await readers.run(lambda c: c.execute("SELECT * FROM no_such_table").fetchall())
+    assert await readers.run(lambda c: c.execute("SELECT 1").fetchone()[0]) == 1
+    with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only|attempt to write"):
+        await readers.run(lambda c: c.execute("INSERT INTO projects VALUES ('x','x',NULL,0)"))
+    readers.close()
