@@ -265,9 +265,10 @@ def test_actor_commands_over_the_socket(daemon):
     assert client.post("/api/v1/actors/store/stop")["actor"]["state"] == "STOPPED"
     assert client.post("/api/v1/actors/store/start")["actor"]["state"] in ("STARTING", "RUNNING")
     assert client.post("/api/v1/actors/store/restart")["actor"]["state"] in ("STARTING", "RUNNING")
-    with pytest.raises(ApiError) as err:
-        client.post("/api/v1/actors/control/stop")
-    assert err.value.code is ErrorCode.CONFLICT
+    for verb in ("stop", "restart"):
+        with pytest.raises(ApiError) as err:
+            client.post(f"/api/v1/actors/control/{verb}")
+        assert err.value.code is ErrorCode.CONFLICT
     with pytest.raises(ApiError) as err:
         client.post("/api/v1/actors/nosuch/stop")
     assert err.value.code is ErrorCode.NOT_FOUND and "nosuch" in err.value.message
