@@ -119,10 +119,19 @@ def read_portfile(runtime_dir: Path) -> PortFile:
 
 
 def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs; an exited process its parent has not reaped (a zombie) is not alive."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # no procfs here: kill(0) is all we know
+    # The state follows the parenthesised command name, which may itself contain ")".
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from gpuplanectl.client import DaemonClient
-from gpuplaned.protocol.discovery import SECRET_NAME, parse_portfile
+from gpuplaned.protocol.discovery import SECRET_NAME, parse_portfile, pid_alive
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from helpers import wait_for
 
@@ -193,21 +193,13 @@ def test_parent_owner_death_via_pdeathsig(daemon_factory, tmp_path):
                  what="daemon READY")
         parent.kill()
         parent.wait()
-        wait_for(lambda: not os.path.exists(f"/proc/{child_pid}") or _zombie(child_pid), timeout=2.0,
+        wait_for(lambda: not pid_alive(child_pid), timeout=2.0,
                  what="the daemon to exit after its parent died")
         assert not d.portfile.exists()
     finally:
         parent.kill()
         parent.wait()
         parent.stdout.close()
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def test_owner_pid_that_is_not_running_is_a_usage_error(daemon_factory):

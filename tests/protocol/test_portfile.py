@@ -39,3 +39,24 @@ def test_runtime_dir_rules():
     assert str(default_runtime_dir({"GPUPLANE_RUNTIME_DIR": "/x/y"})) == "/x/y"
     assert str(default_runtime_dir({"XDG_RUNTIME_DIR": "/run/user/5"})) == "/run/user/5/gpuplane"
     assert str(default_runtime_dir({})).startswith("/tmp/gpuplane-")
+
+
+def test_pid_alive_treats_zombies_as_gone():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from gpuplaned.protocol.discovery import pid_alive
+
+    assert pid_alive(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # exited but not reaped: a zombie
+        with open(f"/proc/{child.pid}/stat") as f:
+            if f.read().rpartition(")")[2].split()[0] == "Z":
+                break
+        time.sleep(0.005)
+    assert not pid_alive(child.pid)
+    child.wait()
+    assert not pid_alive(child.pid)

@@ -1,0 +1,48 @@
+"""``gpuplanectl``: the command-line client of gpuplaned (console script ``gpuplanectl = gpuplanectl.main:main``).
+
+This module only composes the app: the global options and one ``app.command`` per verb,
+each implemented in ``gpuplanectl.commands.<noun>``. Start-up stays light: nothing here or
+below imports trio, quart, hypercorn, httpx, cattrs, pynvml or mcp (a test checks).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gpuplanectl.client import runtime_dir_from
+from gpuplanectl.commands import Globals, actors, daemon, status
+
+app = typer.Typer(
+    name="gpuplanectl",
+    help="Control gpuplaned, the GPUPlane daemon, through its local socket.",
+    epilog="Every command takes --json. Exit codes: 0 ok, 1 failure (also: no daemon running), 2 usage.",
+    no_args_is_help=True,
+    # Plain click help: rich would cost start-up time and eat "[env ...]" as markup.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    runtime_dir: Annotated[str | None, typer.Option(
+        "--runtime-dir", metavar="DIR", show_default=False,
+        help="Where the daemon's socket and port-file live "
+             "[env GPUPLANE_RUNTIME_DIR; default $XDG_RUNTIME_DIR/gpuplane, else /tmp/gpuplane-UID].")] = None,
+) -> None:
+    ctx.obj = Globals(runtime_dir_from(runtime_dir), explicit=runtime_dir is not None)
+
+
+app.command("status")(status.status)
+app.command("start")(actors.start)
+app.command("stop")(actors.stop)
+app.command("restart")(actors.restart)
+app.command("daemon")(daemon.daemon)
+app.command("shutdown")(daemon.shutdown)
+
+
+def main() -> None:
+    app(prog_name="gpuplanectl")
