@@ -43,6 +43,14 @@ def base_env(root: Path) -> dict[str, str]:
     return env
 
 
+def daemon_info(runtime_dir: Path) -> dict | None:
+    """``GET /api/v1/daemon`` of the daemon published in ``runtime_dir``; None while none answers."""
+    try:
+        return DaemonClient.discover(runtime_dir, timeout=10).get("/api/v1/daemon")
+    except (NoDaemon, DaemonUnreachable, ApiError):
+        return None
+
+
 class DaemonProcess:
     def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None,
                  runtime_dir: Path | None = None) -> None:
@@ -86,15 +94,15 @@ class DaemonProcess:
     def client(self) -> DaemonClient:
         return DaemonClient.discover(self.runtime_dir, timeout=10)
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> dict:
+    def wait_ready(self, timeout: float = READY_TIMEOUT, pid: int | None = None) -> dict:
+        """Wait until the daemon (``pid``, default our child) answers READY."""
+        pid = self.pid if pid is None else pid
+
         def ready() -> dict | None:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"gpuplaned exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                info = self.client().get("/api/v1/daemon")
-            except (NoDaemon, DaemonUnreachable, ApiError):
-                return None
-            return info if info["state"] == "READY" and info["pid"] == self.pid else None
+            info = daemon_info(self.runtime_dir)
+            return info if info and info["state"] == "READY" and info["pid"] == pid else None
 
         return wait_for(ready, timeout, what="gpuplaned to be READY")
 

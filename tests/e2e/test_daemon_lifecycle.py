@@ -189,8 +189,7 @@ def test_parent_owner_death_via_pdeathsig(daemon_factory, tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", launcher], env=d.env, stdout=subprocess.PIPE, text=True)
     try:
         child_pid = int(parent.stdout.readline())
-        wait_for(lambda: d.portfile.exists() and d.client().get("/api/v1/daemon")["state"] == "READY",
-                 what="daemon READY")
+        d.wait_ready(pid=child_pid)
         parent.kill()
         parent.wait()
         wait_for(lambda: not pid_alive(child_pid), timeout=2.0,
