@@ -1,0 +1,1 @@
+"""Pure state machines and algorithms: no trio, no SQLite, no I/O."""
