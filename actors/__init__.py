@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplaned.actors import control, store
+from gpuplaned.actors import control, logs, runner, scheduler, store
 from gpuplaned.runtime.spec import ActorSpec
 
 SERVER = frozenset({"all", "server"})
@@ -13,6 +13,11 @@ REGISTRY: tuple[ActorSpec, ...] = (
     ActorSpec("control", control.run, EVERY_ROLE, graceful_stop=True, stop_grace=5.0, stoppable=False),
     ActorSpec("store", store.run, SERVER, depends_on=(), graceful_stop=True, stop_grace=10.0,
               inbox_size=1024),
+    ActorSpec("scheduler", scheduler.run, SERVER, depends_on=("store",)),
+    # The runner talks to the server through a node link; role agent gets one with the
+    # uplink, so for now the runner runs where the server does.
+    ActorSpec("logs", logs.run, frozenset({"all"}), depends_on=("store",), inbox_size=1024),
+    ActorSpec("runner", runner.run, frozenset({"all"}), depends_on=("store", "scheduler", "logs"), inbox_size=256),
 )
 
 

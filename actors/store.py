@@ -16,29 +16,16 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 import trio
 
-from gpuplaned.runtime.call import Reply, call
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.store.database import open_writer, schema_version
+from gpuplaned.store.writer import StoreUnavailable, Write
 
 log = logging.getLogger("gpuplaned.store")
-
-
-@attrs.frozen
-class Write:
-    """Run ``apply(conn)`` in the next write transaction; its return value is the reply."""
-
-    apply: Callable[[sqlite3.Connection], Any]
-    reply: Reply[Any]
-
-
-class StoreUnavailable(Exception):
-    pass
 
 
 @attrs.frozen
@@ -51,11 +38,6 @@ class StoreStats:
     last_commit_ms: float
     queued: int
     db_bytes: int
-
-
-async def write(port: trio.MemorySendChannel[Any], apply: Callable[[sqlite3.Connection], Any]) -> Any:
-    """Have the store run ``apply(conn)`` in a committed transaction; returns its result."""
-    return await call(port, lambda reply: Write(apply, reply))
 
 
 class StoreHandle:

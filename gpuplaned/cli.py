@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="socket and port-file dir (env GPUPLANE_RUNTIME_DIR; default $XDG_RUNTIME_DIR/gpuplane or /tmp/gpuplane-UID)")
     parser.add_argument("--listen", metavar="URL",
                         help="explicit control endpoint: unix:///abs/path or tcp://127.0.0.1:PORT; fails instead of falling back")
+    parser.add_argument("--gpus", metavar="SOURCE", help="auto (default), nvml, none, or fake:N for N fake GPUs")
+    parser.add_argument("--node-name", metavar="NAME", help="this node's name (default: the host name)")
+    parser.add_argument("--label", action="append", metavar="LABEL", help="a node label for job selectors (repeatable)")
+    parser.add_argument("--max-cpu-jobs", type=int, metavar="N", help="CPU-only jobs allowed at once on this node (default 2)")
     parser.add_argument("--owner-pid", type=int, metavar="PID", help="shut down when this process exits")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
     return parser

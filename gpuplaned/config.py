@@ -7,7 +7,9 @@ Every key is checked: an unknown key or a bad value is a ``ConfigError`` that na
 from __future__ import annotations
 
 import ipaddress
+import re
 import os
+import socket
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -16,6 +18,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from gpuplaned.gpus import GpuSource, parse_gpus
 from gpuplaned.protocol.discovery import default_runtime_dir
 
 ROLES = ("all", "server", "agent")
@@ -45,6 +48,15 @@ class StoreConfig:
 
 
 @attrs.frozen
+class NodeConfig:
+    name: str = attrs.field(factory=socket.gethostname)
+    labels: tuple[str, ...] = ()
+    gpus: GpuSource = GpuSource("auto")
+    max_cpu_jobs: int = 2
+    log_tail_lines: int = 2000  # lines of each job's output kept in the store
+
+
+@attrs.frozen
 class Config:
     role: str = "all"
     home: Path = attrs.field(factory=lambda: Path("~/.local/share/gpuplane").expanduser())
@@ -55,6 +67,7 @@ class Config:
     owner_pid: int | None = None
     config_file: Path | None = None
     store: StoreConfig = StoreConfig()
+    node: NodeConfig = attrs.field(factory=NodeConfig)
 
     @property
     def db_path(self) -> Path:
@@ -123,6 +136,36 @@ def _listen(value: Any) -> Listen:
     return parse_listen(value)
 
 
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be an integer >= 0; got {value!r}")
+    return value
+
+
+def _gpus(value: Any) -> GpuSource:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string; got {value!r}")
+    return parse_gpus(value)
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", value):
+        raise ValueError(f"must be 1-63 letters, digits, '.', '_' or '-'; got {value!r}")
+    return value
+
+
+def _labels(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of names; got {value!r}")
+    return tuple(_name(v) for v in value)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty string; got {value!r}")
+    return value
+
+
 def _url(value: Any) -> str:
     if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https", "ws", "wss"):
         raise ValueError(f"must be an http(s):// or ws(s):// URL; got {value!r}")
@@ -140,7 +183,18 @@ _TOP_KEYS: dict[str, Callable[[Any], Any]] = {
 }
 _SECTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "store": {"max_batch": _positive_int, "read_connections": _positive_int},
+    "node": {
+        "name": _name,
+        "labels": _labels,
+        "gpus": _gpus,
+        "max_cpu_jobs": _non_negative_int,
+        "log_tail_lines": _positive_int,
+        "fake_gpu_model": _text,
+        "fake_gpu_memory_mb": _positive_int,
+    },
 }
+# Flags that set a key inside a section: flag name -> (section, key).
+_SECTION_FLAGS = {"gpus": ("node", "gpus"), "node_name": ("node", "name"), "max_cpu_jobs": ("node", "max_cpu_jobs")}
 
 
 def _check(where: str, key: str, checker: Callable[[Any], Any], value: Any) -> Any:
@@ -199,6 +253,12 @@ def load_config(
     for key, checker in _TOP_KEYS.items():
         if flags.get(key) is not None:
             values[key] = _check(f"--{key.replace('_', '-')}", key, checker, flags[key])
+    for flag, (section, key) in _SECTION_FLAGS.items():
+        if flags.get(flag) is not None:
+            where = f"--{flag.replace('_', '-')}"
+            sections[section][key] = _check(where, f"{section}.{key}", _SECTIONS[section][key], flags[flag])
+    if flags.get("label"):
+        sections["node"]["labels"] = _check("--label", "node.labels", _labels, list(flags["label"]))
     if flags.get("owner_pid") is not None:
         values["owner_pid"] = _check("--owner-pid", "owner_pid", _positive_int, flags["owner_pid"])
 
@@ -206,7 +266,13 @@ def load_config(
         raise ConfigError("role agent needs the server's URL: --server URL (or server = in the config)")
     if "runtime_dir" not in values:
         values["runtime_dir"] = default_runtime_dir(env)
-    return Config(config_file=config_file, store=StoreConfig(**sections["store"]), **values)
+    node = dict(sections["node"])
+    fake_model = node.pop("fake_gpu_model", None)
+    fake_memory = node.pop("fake_gpu_memory_mb", None)
+    if "gpus" in node and node["gpus"].kind == "fake":
+        extra = {k: v for k, v in (("fake_model", fake_model), ("fake_memory_mb", fake_memory)) if v is not None}
+        node["gpus"] = attrs.evolve(node["gpus"], **extra)
+    return Config(config_file=config_file, store=StoreConfig(**sections["store"]), node=NodeConfig(**node), **values)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from gpuplaned.lifecycle import DaemonState, Lifecycle
 from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
+from gpuplaned.service.nodes import LocalNodeLink, NodeRegistry
 from gpuplaned.store.readers import Readers
 
 log = logging.getLogger("gpuplaned")
@@ -42,6 +43,8 @@ class DaemonContext:
     started_wall: float
     readers: Readers | None = None
     supervisor: Supervisor = attrs.field(default=None)
+    nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # server side: reach each node's runner
+    node_link: Any = None  # node side: how the runner reaches the server
     _shutdown: trio.Event = attrs.field(factory=trio.Event)
     _startup_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
 
@@ -66,6 +69,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
         shared = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
         if any(spec.name == "store" for spec in specs):
             shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
+            shared.node_link = LocalNodeLink(shared)
         supervisor = shared.supervisor = Supervisor(specs, shared, on_started=_publish_when_control(shared))
         try:
             async with trio.open_nursery() as nursery:
@@ -108,10 +112,17 @@ def _publish_when_control(shared: DaemonContext) -> Any:
 
 
 async def _watch_signals(signals: Any, shared: DaemonContext, everything: trio.CancelScope) -> None:
+    """The first signal starts a graceful shutdown; a second one skips the waiting.
+
+    Only signals count: owner death may arrive both through its pidfd and as the
+    PDEATHSIG SIGTERM, and that is still one request to stop.
+    """
+    received = 0
     async for signum in signals:
+        received += 1
         name = signal.Signals(signum).name
-        if shared.lifecycle.state in (DaemonState.STOPPING, DaemonState.CLOSED):
-            log.warning("second %s: stopping now, without waiting for actors", name)
+        if received > 1:
+            log.warning("second signal (%s): stopping now, without waiting for actors", name)
             everything.cancel()
             return
         shared.request_shutdown(f"received {name}")

@@ -11,14 +11,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from quart import Response, jsonify, request
+from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
-from gpuplaned.protocol.converter import unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.http import jobs_routes
+from gpuplaned.http.responses import error_response, ok
 from gpuplaned.service import control
 
 if TYPE_CHECKING:
@@ -40,18 +41,6 @@ _HTTP_CODES = {
 class RequestStats:
     requests: int = 0
     errors: int = 0
-
-
-def error_response(error: ApiError) -> Response:
-    response = jsonify(error.body())
-    response.status_code = error.code.http_status
-    return response
-
-
-def ok(value: Any, status: int = 200) -> Response:
-    response = jsonify(unstructure(value))
-    response.status_code = status
-    return response
 
 
 def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[QuartTrio, RequestStats]:
@@ -132,4 +121,5 @@ def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[Qua
     async def actor_command(name: str, verb: str) -> Response:
         return ok(ActorReply(await control.command_actor(shared, name, verb)))
 
+    jobs_routes.register(app, shared)
     return app, stats

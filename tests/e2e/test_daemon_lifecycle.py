@@ -37,7 +37,8 @@ def test_portfile_content_and_modes(daemon):
     assert info["state"] == "READY" and info["role"] == "all"
     assert info["endpoints"] == {"unix": str(daemon.socket_path), "tcp": None}
     assert info["home"] == str(daemon.home)
-    assert [a["name"] for a in daemon.client().get("/api/v1/actors")["actors"]] == ["control", "store"]
+    assert [a["name"] for a in daemon.client().get("/api/v1/actors")["actors"]] == [
+        "control", "store", "scheduler", "logs", "runner"]
 
 
 def test_runtime_dir_with_loose_mode_is_tightened(daemon_factory, tmp_path):
@@ -240,7 +241,8 @@ def test_crashing_actor_is_restarted_and_reports_its_restarts(daemon_factory):
     def settled():
         actors = {a["name"]: a for a in client.get("/api/v1/actors")["actors"]}
         states = {name: a["state"] for name, a in actors.items()}
-        if states == {"flaky": "RUNNING", "doomed": "FATAL", "store": "RUNNING", "control": "RUNNING"}:
+        wanted = {"flaky": "RUNNING", "doomed": "FATAL", "store": "RUNNING", "control": "RUNNING"}
+        if {name: states[name] for name in wanted} == wanted:
             return actors
         return None
 

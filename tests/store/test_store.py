@@ -15,6 +15,8 @@ from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import ActorStartError, Supervisor
 from gpuplaned.store.database import Migration, StoreError, load_migrations, open_writer
 from gpuplaned.store.readers import Readers
+from gpuplaned.runtime.call import Reply
+from gpuplaned.store.writer import Write, write
 
 SEED_TABLES = {
     "projects", "experiments", "nodes", "gpu_slots", "jobs", "runs", "metric_definitions",
@@ -129,7 +131,7 @@ async def test_group_commit_folds_concurrent_writes_into_few_transactions(nurser
     results = []
 
     async def writer(n):
-        results.append(await store.write(port, insert_project(n)))
+        results.append(await write(port, insert_project(n)))
 
     async with trio.open_nursery() as writers:
         for n in range(200):
@@ -152,7 +154,7 @@ async def test_a_failing_write_is_rolled_back_alone(nursery, tmp_path):
 
     async def attempt(key, apply):
         try:
-            outcomes[key] = await store.write(port, apply)
+            outcomes[key] = await write(port, apply)
         except Exception as exc:
             outcomes[key] = exc
 
@@ -177,8 +179,8 @@ async def test_stop_commits_what_is_queued(nursery, tmp_path):
     port = sup.ports["store"]
     replies = []
     for n in range(50):
-        reply = store.Reply()
-        await port.send(store.Write(insert_project(n), reply))
+        reply = Reply()
+        await port.send(Write(insert_project(n), reply))
         replies.append(reply)
     await sup.stop("store")
     assert all(r.done for r in replies)

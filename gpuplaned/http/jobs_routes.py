@@ -1,0 +1,78 @@
+"""Routes for jobs and nodes (seed 000 section 11.1, Jobs and Nodes)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from collections.abc import AsyncGenerator
+
+import trio
+from quart import Response, make_response, request
+from quart_trio import QuartTrio
+
+from gpuplaned.http.bodies import int_arg, json_body
+from gpuplaned.http.responses import ok
+from gpuplaned.http.sse import SSE_HEADERS, parse_last_event_id, sse_stream
+from gpuplaned.service import jobs, logs, nodes_view
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+
+def register(app: QuartTrio, shared: DaemonContext) -> None:
+    @app.post("/api/v1/jobs")
+    async def submit_job() -> Response:
+        return ok({"job": await jobs.submit(shared, await json_body())}, 201)
+
+    @app.get("/api/v1/jobs")
+    async def list_jobs() -> Response:
+        statuses = jobs.parse_statuses(request.args.get("status"))
+        limit = int_arg("limit", 100, 1, 10_000)
+        return ok({"jobs": await jobs.list_jobs(shared, statuses, limit)})
+
+    @app.get("/api/v1/jobs/<job_id>")
+    async def get_job(job_id: str) -> Response:
+        return ok({"job": await jobs.get_job(shared, job_id)})
+
+    @app.post("/api/v1/jobs/<job_id>/cancel")
+    async def cancel_job(job_id: str) -> Response:
+        return ok({"job": await jobs.cancel(shared, job_id)})
+
+    @app.post("/api/v1/jobs/<job_id>/retry")
+    async def retry_job(job_id: str) -> Response:
+        return ok({"job": await jobs.retry(shared, job_id)})
+
+    @app.get("/api/v1/jobs/<job_id>/logs")
+    async def job_logs(job_id: str) -> Response:
+        stream = request.args.get("stream", "stdout")
+        attempt = int_arg("attempt", 0, 0, 1_000_000) or None
+        tail = int_arg("tail", 0, 0, logs.MAX_PAGE) if "tail" in request.args else None
+        offset = int_arg("offset", 0, 0, 1 << 62) if "offset" in request.args else None
+        limit = int_arg("limit", 10_000, 1, logs.MAX_PAGE)
+        if tail is None and offset is None:
+            tail = 100
+        return ok(await logs.read_lines(shared, job_id, stream, attempt=attempt, tail=tail, offset=offset, limit=limit))
+
+    @app.get("/api/v1/jobs/<job_id>/logs/stream")
+    async def job_log_stream(job_id: str) -> Response:
+        attempt = int_arg("attempt", 0, 0, 1_000_000) or None
+        resume = parse_last_event_id(request.headers) or request.args.get("position")
+        events = await logs.follow_events(shared, job_id, request.args.get("stream", "all"), resume, attempt)
+
+        @trio.as_safe_channel
+        async def produce() -> AsyncGenerator[bytes, None]:
+            async for event in events:
+                yield event
+
+        async def body() -> AsyncGenerator[bytes, None]:
+            async with produce() as channel:
+                async for chunk in sse_stream(channel):
+                    yield chunk
+
+        response = await make_response(body(), 200, dict(SSE_HEADERS))
+        response.timeout = None  # a stream has no response deadline
+        return response
+
+    @app.get("/api/v1/nodes")
+    async def list_nodes() -> Response:
+        return ok({"nodes": await nodes_view.list_nodes(shared)})

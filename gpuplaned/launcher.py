@@ -1,0 +1,616 @@
+"""The daemon's side of job start-up: a client for the launcher, and the job-file helpers.
+
+Owns the one long-lived launcher process (``gpuplaned/shim.py --serve``, see that module's
+theory of operation) that forks a shim per job. Jobs never depend on this side: a shim is
+in its own session, writes the job's output straight to files and records the exit status
+in ``exit.json``, so the daemon (and the launcher) may die and come back at any time. What
+the runner needs afterwards is here, as plain functions over the job dir and ``/proc``:
+
+- ``read_runtime`` / ``read_exit``: the shim's ``runtime.json`` and ``exit.json``;
+- ``process_start_time`` / ``is_same_process``: a pid plus its start time names one
+  process, so a reused pid is never mistaken for a job;
+- ``wait_process_exit``: wait for a process that is not our child (pidfd);
+- ``signal_shim``: cancel (SIGTERM) a job through its shim, refusing a reused pid;
+- ``classify_failure`` and ``tail_text``: the failure reason for a finished job.
+
+Why a launcher rather than one ``python shim.py`` per job: an interpreter start alone is
+~35 ms; a fork of the warm launcher is about a millisecond.
+
+Errors: ``SpawnError`` (the command could not be started; the launcher's message, and
+``exit.json`` has reason ``spawn_failed``), ``LauncherGone`` (the launcher died or was
+closed; the runner restarts it), ``CorruptRecord`` (a job file that is not what the shim
+writes). All are ``LauncherError``\\ s except ``CorruptRecord``, a ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from gpuplaned import shim as _shim
+from gpuplaned.protocol.discovery import pid_alive
+
+SHIM_PATH = Path(_shim.__file__).resolve()
+STDOUT_FILE = _shim.STDOUT_FILE
+STDERR_FILE = _shim.STDERR_FILE
+RUNTIME_FILE = _shim.RUNTIME_FILE
+EXIT_FILE = _shim.EXIT_FILE
+
+CLOSE_GRACE_S = 2.0  # after closing its stdin, how long the launcher gets to exit
+POLL_INTERVAL_S = 0.2  # wait_process_exit without pidfds
+TAIL_BYTES = 64 * 1024
+OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError")
+_MAX_REPLY = 1024 * 1024
+
+
+class LauncherError(Exception):
+    """Base of the launcher client's errors."""
+
+
+class SpawnError(LauncherError):
+    """The launcher could not start the command; ``exit.json`` records it too.
+
+    Attributes:
+        job_id: the request's id.
+        message: the launcher's explanation, e.g. ``argv[0] 'nosuch' not found: ...``.
+    """
+
+    def __init__(self, message: str, job_id: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.job_id = job_id
+
+
+class LauncherGone(LauncherError):
+    """The launcher process died or was closed. Jobs it started are unaffected."""
+
+
+class CorruptRecord(ValueError):
+    """A job file (``runtime.json``, ``exit.json``) exists but is not what a shim writes."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+def _str_dict(value: Mapping[str, str]) -> dict[str, str]:
+    return dict(value)
+
+
+@attrs.frozen
+class SpawnRequest:
+    """One command to start. ``env`` is the job's full environment (PATH lookup uses it)."""
+
+    id: str
+    job_dir: Path = attrs.field(converter=Path)
+    argv: tuple[str, ...] = attrs.field(converter=tuple)
+    cwd: Path = attrs.field(converter=Path)
+    env: dict[str, str] = attrs.field(converter=_str_dict)
+    timeout_s: float | None = None
+    grace_s: float = 10.0  # SIGTERM -> SIGKILL on cancel and timeout
+
+
+@attrs.frozen
+class Spawned:
+    """A started job: its shim and its main process (also the process group leader)."""
+
+    id: str
+    shim_pid: int
+    shim_start_time: int | None  # clock ticks since boot, /proc/<pid>/stat field 22
+    pid: int
+    pgid: int
+    start_time: int | None
+
+
+@attrs.frozen
+class Runtime:
+    """``runtime.json``: written by the shim once the command has been exec'd."""
+
+    id: str | None
+    shim_pid: int
+    shim_start_time: int | None
+    pid: int
+    pgid: int
+    start_time: int | None
+    argv: tuple[str, ...]
+    cwd: str
+    env_keys: tuple[str, ...]
+    started_at: float  # wall clock, epoch seconds (data only)
+    timeout_s: float | None
+    grace_s: float
+
+
+@attrs.frozen
+class ExitRecord:
+    """``exit.json``: written by the shim after the job and all its descendants are gone.
+
+    ``reason`` is one of ``exited``, ``signaled``, ``cancelled``, ``timeout``,
+    ``spawn_failed``. ``exit_code`` is set when the main process exited (127/126 for a
+    spawn failure), ``signal`` when a signal killed it.
+    """
+
+    exit_code: int | None
+    signal: int | None
+    signal_name: str | None
+    reason: str
+    ended_at: float  # wall clock, epoch seconds (data only)
+    pid: int | None
+    error: str | None = None
+
+
+REASONS = frozenset({"exited", "signaled", "cancelled", "timeout", "spawn_failed"})
+
+
+class _Waiter:
+    __slots__ = ("reply",)
+
+    def __init__(self) -> None:
+        self.reply: dict[str, Any] | None = None
+
+
+class Launcher:
+    """A running launcher process. Get one from ``open_launcher()``.
+
+    Requests may be issued from many tasks at once. The launcher answers in order, so each
+    request joins a FIFO of waiters when it is written; whichever waiter is not blocked
+    elsewhere reads the next reply and hands it to the head of the FIFO. A caller that is
+    cancelled after its request went out leaves its waiter behind, so its reply is still
+    consumed and the stream never falls out of step.
+    """
+
+    def __init__(self, proc: trio.Process) -> None:
+        self._proc = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        self._stdin = proc.stdin
+        self._stdout = proc.stdout
+        self._send_lock = trio.Lock()
+        self._pending: collections.deque[_Waiter] = collections.deque()
+        self._buf = bytearray()
+        self._reading = False
+        self._progress = trio.Event()
+        self._gone: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def gone(self) -> bool:
+        return self._gone is not None
+
+    async def ping(self) -> None:
+        """Round-trip one request.
+
+        Raises:
+            LauncherGone: the launcher has exited or was closed.
+        """
+        reply = await self._call({"op": "ping"})
+        if reply.get("pong") is not True:
+            self._break(f"unexpected reply to ping: {reply!r}")
+            raise LauncherGone(self._gone)
+
+    async def spawn(self, request: SpawnRequest) -> Spawned:
+        """Start ``request.argv`` through a new shim; returns once the command is exec'd.
+
+        ``runtime.json`` is in the job dir by the time this returns.
+
+        Raises:
+            SpawnError: no such command, no such cwd, permission denied, a bad request;
+                ``exit.json`` (reason ``spawn_failed``) records it as well.
+            LauncherGone: the launcher has exited or was closed (nothing was started, or,
+                if it died mid-request, look for ``runtime.json``).
+
+        Cancellation: a request already written is still carried out; if the caller is
+        cancelled while waiting for the reply the job may be running, and its
+        ``runtime.json`` is the record.
+        """
+        reply = await self._call({
+            "op": "spawn",
+            "id": request.id,
+            "job_dir": str(request.job_dir),
+            "argv": list(request.argv),
+            "cwd": str(request.cwd),
+            "env": request.env,
+            "timeout_s": request.timeout_s,
+            "grace_s": request.grace_s,
+        })
+        if reply.get("id") != request.id:
+            self._break(f"reply for {reply.get('id')!r} to the request for {request.id!r}")
+            raise LauncherGone(self._gone)
+        if not reply.get("ok"):
+            raise SpawnError(str(reply.get("error", "spawn failed")), request.id)
+        try:
+            return Spawned(
+                id=request.id,
+                shim_pid=_int(reply, "shim_pid"),
+                shim_start_time=_int(reply, "shim_start_time", optional=True),
+                pid=_int(reply, "pid"),
+                pgid=_int(reply, "pgid"),
+                start_time=_int(reply, "start_time", optional=True),
+            )
+        except _Invalid as exc:
+            self._break(f"malformed spawn reply {reply!r}: {exc}")
+            raise LauncherGone(self._gone) from None
+
+    async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(message).encode() + b"\n"
+        waiter = _Waiter()
+        async with self._send_lock:
+            if self._gone is not None:
+                raise LauncherGone(self._gone)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            self._pending.append(waiter)
+            try:
+                # A half-written request would put the stream out of step for good. The
+                # launcher reads its stdin whenever it is not starting a job, so this
+                # finishes promptly unless it is stopped, and ends if it dies.
+                with trio.CancelScope(shield=True):
+                    await self._stdin.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self._set_gone(f"launcher pid {self.pid} stopped reading requests ({exc!r})")
+                raise LauncherGone(self._gone) from exc
+        while waiter.reply is None:
+            if self._gone is not None:
+                raise LauncherGone(self._gone)
+            if self._reading:
+                await self._progress.wait()
+            else:
+                await self._read_reply()
+        return waiter.reply
+
+    async def _read_reply(self) -> None:
+        """Read one reply line and hand it to the oldest waiter."""
+        self._reading = True
+        try:
+            while (nl := self._buf.find(b"\n")) < 0:
+                if len(self._buf) > _MAX_REPLY:
+                    self._break("reply line too long")
+                    return
+                try:
+                    chunk = await self._stdout.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    chunk = b""
+                if not chunk:
+                    status = self._proc.poll()
+                    self._set_gone(
+                        f"launcher pid {self.pid} exited"
+                        + (f" with status {status}" if status is not None else "")
+                    )
+                    return
+                self._buf += chunk
+            line = bytes(self._buf[:nl])
+            del self._buf[: nl + 1]
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict) or not self._pending:
+                self._break(f"unexpected reply {line[:200]!r}")
+                return
+            self._pending.popleft().reply = reply
+        finally:
+            self._reading = False
+            self._progress.set()
+            self._progress = trio.Event()
+
+    def _set_gone(self, why: str) -> None:
+        if self._gone is None:
+            self._gone = why
+        self._progress.set()
+        self._progress = trio.Event()
+
+    def _break(self, why: str) -> None:
+        """The stream can no longer be trusted: stop the launcher (jobs are unaffected)."""
+        self._set_gone(f"launcher pid {self.pid} protocol error: {why}")
+        with contextlib.suppress(OSError):
+            self._proc.kill()
+
+    async def aclose(self) -> None:
+        """Close stdin, give the launcher ``CLOSE_GRACE_S`` to exit, then kill it. Shielded."""
+        with trio.CancelScope(shield=True):
+            self._set_gone("launcher closed")
+            await self._stdin.aclose()
+            with trio.move_on_after(CLOSE_GRACE_S):
+                await self._proc.wait()
+            if self._proc.returncode is None:
+                self._proc.kill()
+                await self._proc.wait()
+            await self._stdout.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_launcher(*, python: str | os.PathLike[str] | None = None) -> AsyncIterator[Launcher]:
+    """Start a launcher; ready (it has answered a ping) when the body runs.
+
+    Args:
+        python: the interpreter to run ``shim.py`` with; default ``sys.executable``. It
+            runs isolated (``-I -S``): the shim needs only the standard library.
+
+    Resource handling: on exit the launcher's stdin is closed, it gets ``CLOSE_GRACE_S`` to
+    exit and is killed otherwise. Jobs it started keep running.
+
+    Raises:
+        LauncherGone: the launcher exited before answering.
+    """
+    proc = await trio.lowlevel.open_process(
+        [os.fspath(python or sys.executable), "-I", "-S", str(SHIM_PATH), "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,  # a Ctrl-C meant for the daemon's terminal must not reach it
+        close_fds=True,
+    )
+    launcher = Launcher(proc)
+    try:
+        await launcher.ping()
+        yield launcher
+    finally:
+        await launcher.aclose()
+
+
+# ---------------------------------------------------------------------------------------
+# Job files.
+
+
+class _Invalid(ValueError):
+    pass
+
+
+def _field(data: Mapping[str, Any], key: str) -> Any:
+    if key not in data:
+        raise _Invalid(f"missing {key!r}")
+    return data[key]
+
+
+def _int(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
+    value = _field(data, key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"{key!r} must be an integer, got {value!r}")
+    return value
+
+
+def _float(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
+    value = _field(data, key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _Invalid(f"{key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def _str(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
+    value = _field(data, key) if not optional else data.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise _Invalid(f"{key!r} must be a string, got {value!r}")
+    return value
+
+
+def _strs(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = _field(data, key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"{key!r} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptRecord(path, f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CorruptRecord(path, "not a JSON object")
+    return data
+
+
+def read_runtime(job_dir: str | os.PathLike[str]) -> Runtime | None:
+    """``job_dir/runtime.json``; None while it does not exist.
+
+    Raises:
+        CorruptRecord: the file is not valid JSON or lacks a field.
+    """
+    path = Path(job_dir) / RUNTIME_FILE
+    data = _load(path)
+    if data is None:
+        return None
+    try:
+        return Runtime(
+            id=_str(data, "id", optional=True),
+            shim_pid=_int(data, "shim_pid"),
+            shim_start_time=_int(data, "shim_start_time", optional=True),
+            pid=_int(data, "pid"),
+            pgid=_int(data, "pgid"),
+            start_time=_int(data, "start_time", optional=True),
+            argv=_strs(data, "argv"),
+            cwd=_str(data, "cwd"),
+            env_keys=_strs(data, "env_keys"),
+            started_at=_float(data, "started_at"),
+            timeout_s=_float(data, "timeout_s", optional=True),
+            grace_s=_float(data, "grace_s"),
+        )
+    except _Invalid as exc:
+        raise CorruptRecord(path, str(exc)) from None
+
+
+def read_exit(job_dir: str | os.PathLike[str]) -> ExitRecord | None:
+    """``job_dir/exit.json``; None while the job (or its clean-up) is still running.
+
+    Raises:
+        CorruptRecord: the file is not valid JSON, lacks a field or has an unknown reason.
+    """
+    path = Path(job_dir) / EXIT_FILE
+    data = _load(path)
+    if data is None:
+        return None
+    try:
+        reason = _str(data, "reason")
+        if reason not in REASONS:
+            raise _Invalid(f"unknown reason {reason!r}")
+        return ExitRecord(
+            exit_code=_int(data, "exit_code", optional=True),
+            signal=_int(data, "signal", optional=True),
+            signal_name=_str(data, "signal_name", optional=True),
+            reason=reason,
+            ended_at=_float(data, "ended_at"),
+            pid=_int(data, "pid", optional=True),
+            error=_str(data, "error", optional=True),
+        )
+    except _Invalid as exc:
+        raise CorruptRecord(path, str(exc)) from None
+
+
+def tail_text(path: str | os.PathLike[str], max_bytes: int = TAIL_BYTES) -> str:
+    """The last ``max_bytes`` of a log as text ("" if it does not exist).
+
+    A cut-off first line is dropped when the tail holds a newline; undecodable bytes are
+    replaced.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - max_bytes)
+            f.seek(start)
+            data = f.read(max_bytes)
+    except FileNotFoundError:
+        return ""
+    if start > 0:
+        nl = data.find(b"\n")
+        if 0 <= nl < len(data) - 1:
+            data = data[nl + 1:]
+    return data.decode("utf-8", errors="replace")
+
+
+def classify_failure(
+    record: ExitRecord, stderr_tail: str = "", oom_killed: bool = False
+) -> tuple[str | None, str | None]:
+    """Why a finished job failed, as ``(failure_reason, detail)``; ``(None, None)`` on success.
+
+    ``failure_reason`` is one of ``SPAWN_FAILED``, ``CANCELLED`` (the caller maps it to the
+    CANCELLED state), ``TIMEOUT``, ``OOM`` (``oom_killed`` from the kernel's cgroup
+    counters, or an out-of-memory message in ``stderr_tail``), ``SIGNAL(SIGSEGV)``-style,
+    or ``EXIT_CODE``. A job that exited 0 succeeded whatever its stderr says.
+    """
+    if record.reason == "spawn_failed":
+        return "SPAWN_FAILED", record.error or f"exit code {record.exit_code}"
+    if record.reason == "cancelled":
+        return "CANCELLED", "cancelled"
+    if record.reason == "timeout":
+        return "TIMEOUT", "timed out"
+    if record.exit_code == 0 and record.signal is None:
+        return None, None
+    if oom_killed:
+        return "OOM", "killed by the kernel's OOM killer"
+    for marker in OOM_MARKERS:
+        if marker in stderr_tail:
+            return "OOM", f"stderr: {marker}"
+    if record.signal is not None:
+        name = record.signal_name or _shim.signal_name(record.signal)
+        return f"SIGNAL({name})", f"killed by {name}"
+    return "EXIT_CODE", f"exit code {record.exit_code}"
+
+
+# ---------------------------------------------------------------------------------------
+# Processes that are not our children.
+
+
+def process_start_time(pid: int) -> int | None:
+    """``/proc/<pid>/stat`` field 22 (clock ticks since boot); None if there is no such pid."""
+    stat = _shim.read_proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
+def is_same_process(pid: int, start_time: int | None) -> bool:
+    """True while ``pid`` is the live (not zombie) process that started at ``start_time``.
+
+    A pid that was reused by another process, or one that has exited, gives False.
+    """
+    if start_time is None:
+        return False
+    stat = _shim.read_proc_stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X") and stat[1] == start_time
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A pidfd for ``pid``; None when pidfds are unavailable.
+
+    Raises:
+        ProcessLookupError: there is no such process.
+    """
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        raise
+    except (AttributeError, OSError):
+        return None
+
+
+async def wait_process_exit(pid: int, start_time: int | None = None) -> None:
+    """Return once ``pid`` has exited; it need not be our child.
+
+    With ``start_time``, a pid that already names another process counts as exited. Uses a
+    pidfd; polls every ``POLL_INTERVAL_S`` where pidfds are unavailable.
+
+    Cancellation: safe; nothing is left behind.
+    """
+    try:
+        fd = _open_pidfd(pid)
+    except ProcessLookupError:
+        await trio.lowlevel.checkpoint()
+        return
+    if fd is None:
+        while is_same_process(pid, start_time) if start_time is not None else pid_alive(pid):
+            await trio.sleep(POLL_INTERVAL_S)
+        await trio.lowlevel.checkpoint()
+        return
+    try:
+        # Checked after opening the pidfd, so the fd surely names the process we mean.
+        if start_time is not None and not is_same_process(pid, start_time):
+            await trio.lowlevel.checkpoint()
+            return
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
+def signal_shim(shim_pid: int, shim_start_time: int | None, sig: int = signal.SIGTERM) -> bool:
+    """Send ``sig`` to a job's shim (SIGTERM = cancel); False if that shim is gone.
+
+    Refuses (False) when ``shim_pid`` now names another process. With pidfds the check
+    and the signal address the same process, so a pid reused in between cannot be hit.
+    """
+    try:
+        fd = _open_pidfd(shim_pid)
+    except ProcessLookupError:
+        return False
+    try:
+        if not is_same_process(shim_pid, shim_start_time):
+            return False
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(shim_pid, sig)
+    except ProcessLookupError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return True

@@ -1,0 +1,106 @@
+"""Jobs for the API: submit, list, show, cancel, retry, and where their log files are."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuplaned.store.writer import write
+from gpuplaned.protocol.agent import Cancel
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.jobs import Job, parse_job_spec
+from gpuplaned.service.nodes import NodeUnavailable, now_ms, wake_scheduler
+from gpuplaned.store import jobs as job_rows
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+JOB_STATES = ("CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST")
+STREAMS = ("stdout", "stderr")
+
+
+def _store(shared: DaemonContext) -> Any:
+    port = shared.supervisor.ports.get("store")
+    if port is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role has no job store")
+    return port
+
+
+def _readers(shared: DaemonContext) -> Any:
+    if shared.readers is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role has no job store")
+    return shared.readers
+
+
+async def submit(shared: DaemonContext, body: Any) -> Job:
+    spec = parse_job_spec(body)
+
+    def insert(conn: Any) -> Job:
+        job_id = job_rows.insert_job(conn, spec, now_ms())
+        job = job_rows.get_job(conn, job_id)
+        assert job is not None
+        return job
+
+    job = await write(_store(shared), insert)
+    wake_scheduler(shared)
+    return job
+
+
+def parse_statuses(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    statuses = [s.strip().upper() for s in raw.split(",") if s.strip()]
+    bad = [s for s in statuses if s not in JOB_STATES]
+    if bad:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"status: unknown job state(s) {', '.join(bad)}",
+                       {"field": "status", "states": list(JOB_STATES)})
+    return statuses
+
+
+async def list_jobs(shared: DaemonContext, statuses: list[str], limit: int) -> list[Job]:
+    return await _readers(shared).run(lambda conn: job_rows.list_jobs(conn, statuses=statuses, limit=limit))
+
+
+async def get_job(shared: DaemonContext, job_id: str) -> Job:
+    job = await _readers(shared).run(lambda conn: job_rows.get_job(conn, job_id))
+    if job is None:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no job {job_id!r}", {"job_id": job_id})
+    return job
+
+
+async def cancel(shared: DaemonContext, job_id: str) -> Job:
+    outcome = await write(_store(shared), lambda conn: job_rows.cancel_job(conn, job_id, now_ms()))
+    if outcome.node_id is not None:
+        try:
+            await shared.nodes.send(outcome.node_id, Cancel(job_id, outcome.job.attempt))
+        except NodeUnavailable:
+            pass  # cancel_requested is on record; the node acts on it when it says hello again
+    else:
+        wake_scheduler(shared)
+    return outcome.job
+
+
+async def retry(shared: DaemonContext, job_id: str) -> Job:
+    job = await write(_store(shared), lambda conn: job_rows.retry_job(conn, job_id))
+    wake_scheduler(shared)
+    return job
+
+
+def attempt_dir(home: Path, job_id: str, attempt: int) -> Path:
+    return home / "jobs" / job_id / f"attempt-{attempt}"
+
+
+def log_path(shared: DaemonContext, job: Job, stream: str, attempt: int | None = None) -> Path:
+    if stream not in STREAMS:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"stream: must be stdout or stderr, not {stream!r}",
+                       {"field": "stream"})
+    attempt = job.attempt if attempt is None else attempt
+    if attempt < 1 or attempt > job.attempt:
+        raise ApiError(ErrorCode.NOT_FOUND, f"job {job.id} has no attempt {attempt} (it has {job.attempt})",
+                       {"job_id": job.id, "attempts": job.attempt})
+    return attempt_dir(shared.config.home, job.id, attempt) / f"{stream}.log"
+
+
+def file_exists(path: Path) -> bool:
+    return os.path.exists(path)

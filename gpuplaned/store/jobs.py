@@ -1,0 +1,350 @@
+"""Job, node and slot rows: the SQL behind submit, schedule, status, cancel and retry.
+
+Write functions take the store's connection inside its transaction (the store actor calls
+them); read functions take a reader connection. Slot assignment happens inside the same
+transaction that reads the free slots, so a slot is never booked twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from gpuplaned.domain.jobs import ACTIVE, TERMINAL, IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
+from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit
+from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.jobs import Job, JobSpec
+
+QUEUE_SCAN_LIMIT = 1000
+
+_JOB_COLUMNS = (
+    "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
+    "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
+    "started_at, finished_at, exit_code, failure_reason, cancel_requested"
+)
+
+
+def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
+    (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
+     max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
+     failure, cancel) = row
+    sel = json.loads(selector) if selector else {}
+    return Job(
+        id=id_, name=name, type=type_, status=status, priority=priority,
+        command=json.loads(command), cwd=cwd, env=json.loads(env) if env else {},
+        gpu=int(json.loads(resources).get("gpu", 1)), labels=list(sel.get("labels") or []),
+        node=sel.get("node"), node_id=node_id, attempt=attempt, max_attempts=max_attempts,
+        timeout_s=timeout_s, stop_grace_s=grace, run_id=run_id,
+        gpu_indexes=json.loads(gpu_indexes) if gpu_indexes else [],
+        created_at=created, started_at=started, finished_at=finished, exit_code=exit_code,
+        failure_reason=failure, cancel_requested=bool(cancel),
+    )
+
+
+# --- reads -----------------------------------------------------------------
+
+
+def get_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
+    row = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _job(row) if row else None
+
+
+def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: int = 100) -> list[Job]:
+    """Newest first."""
+    statuses = list(statuses)
+    where = f"WHERE status IN ({','.join('?' * len(statuses))})" if statuses else ""
+    rows = conn.execute(
+        f"SELECT {_JOB_COLUMNS} FROM jobs {where} ORDER BY created_at DESC, id DESC LIMIT ?",
+        (*statuses, limit),
+    ).fetchall()
+    return [_job(r) for r in rows]
+
+
+def queue(conn: sqlite3.Connection) -> list[Job]:
+    rows = conn.execute(
+        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'QUEUED' "
+        "ORDER BY priority DESC, created_at, id LIMIT ?", (QUEUE_SCAN_LIMIT,),
+    ).fetchall()
+    return [_job(r) for r in rows]
+
+
+@attrs.frozen
+class SlotView:
+    node_id: str
+    node_name: str
+    gpu_index: int
+    model: str | None
+    memory_mb: int | None
+    owner_job_id: str | None
+    owner_job_name: str | None
+
+
+def slots(conn: sqlite3.Connection) -> list[SlotView]:
+    rows = conn.execute(
+        "SELECT s.node_id, n.name, s.gpu_index, s.model, s.vram_mb, s.owner_job_id, j.name "
+        "FROM gpu_slots s JOIN nodes n ON n.id = s.node_id LEFT JOIN jobs j ON j.id = s.owner_job_id "
+        "ORDER BY n.name, s.gpu_index"
+    ).fetchall()
+    return [SlotView(*r) for r in rows]
+
+
+def capacities(conn: sqlite3.Connection, connected: set[str] | None = None) -> list[NodeCapacity]:
+    """Every node's capacity; ``connected`` (node ids) overrides the stored ONLINE status."""
+    nodes = conn.execute("SELECT id, name, status, labels, max_cpu_jobs FROM nodes ORDER BY name").fetchall()
+    out = []
+    for node_id, name, status, labels, max_cpu in nodes:
+        slot_rows = conn.execute(
+            "SELECT gpu_index, owner_job_id FROM gpu_slots WHERE node_id = ? ORDER BY gpu_index", (node_id,)
+        ).fetchall()
+        cpu_jobs = conn.execute(
+            "SELECT count(*) FROM jobs WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING') "
+            "AND json_extract(resources, '$.gpu') = 0", (node_id,),
+        ).fetchone()[0]
+        out.append(NodeCapacity(
+            node_id=node_id, name=name, labels=tuple(json.loads(labels or "[]")),
+            free_gpus=tuple(i for i, owner in slot_rows if owner is None), total_gpus=len(slot_rows),
+            cpu_jobs=cpu_jobs, max_cpu_jobs=max_cpu,
+            online=node_id in connected if connected is not None else status == "ONLINE",
+        ))
+    return out
+
+
+# --- writes ----------------------------------------------------------------
+
+
+def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int) -> str:
+    """Queue a validated job; refuses one that no known node could ever run.
+
+    Raises:
+        ApiError: bad_request naming why it can never fit.
+    """
+    nodes = capacities(conn)
+    wanted = QueuedJob("new", spec.gpu, spec.labels, spec.node)
+    if spec.node is not None and not any(n.name == spec.node for n in nodes):
+        raise ApiError(ErrorCode.BAD_REQUEST, f"node: no node named {spec.node!r}",
+                       {"field": "node", "nodes": [n.name for n in nodes]})
+    if not can_ever_fit(wanted, nodes):
+        biggest = max((n.total_gpus for n in nodes if _matches_selector(spec, n)), default=0)
+        raise ApiError(
+            ErrorCode.BAD_REQUEST,
+            f"gpu: the job asks for {spec.gpu} GPU(s) but the largest matching node has {biggest}"
+            if spec.gpu else "no matching node runs CPU jobs",
+            {"field": "gpu", "requested": spec.gpu, "largest_matching_node": biggest},
+        )
+    job_id = new_id("job")
+    conn.execute(
+        "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
+        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at) "
+        "VALUES (?, ?, ?, 'QUEUED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (job_id, spec.name, spec.type, spec.priority, spec.cwd, json.dumps(list(spec.command)),
+         json.dumps(spec.env), json.dumps({"gpu": spec.gpu}),
+         json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
+         spec.timeout_s, spec.stop_grace_s, now_ms),
+    )
+    return job_id
+
+
+def _matches_selector(spec: JobSpec, node: NodeCapacity) -> bool:
+    return (spec.node is None or spec.node == node.name) and set(spec.labels) <= set(node.labels)
+
+
+@attrs.frozen
+class Dispatched:
+    node_id: str
+    job: JobSpecWire
+
+
+def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str]) -> list[Dispatched]:
+    """Assign free slots on connected nodes to queued jobs; mark them DISPATCHING (a new Run each)."""
+    queued = queue(conn)
+    if not queued:
+        return []
+    decisions = assign(
+        [QueuedJob(j.id, j.gpu, tuple(j.labels), j.node) for j in queued], capacities(conn, connected)
+    )
+    by_id = {j.id: j for j in queued}
+    return [_dispatch(conn, by_id[a.job_id], a, now_ms) for a in decisions]
+
+
+def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: int) -> Dispatched:
+    run_id = new_id("run")
+    attempt = job.attempt + 1
+    next_state(JobState(job.status), JobEvent.DISPATCH)
+    conn.execute(
+        "UPDATE jobs SET status = 'DISPATCHING', node_id = ?, attempt = ?, run_id = ?, gpu_indexes = ?, "
+        "started_at = NULL, finished_at = NULL, exit_code = NULL, failure_reason = NULL, "
+        "cancel_requested = 0 WHERE id = ? AND status = 'QUEUED'",
+        (decision.node_id, attempt, run_id, json.dumps(list(decision.gpu_indexes)), job.id),
+    )
+    for index in decision.gpu_indexes:
+        taken = conn.execute(
+            "UPDATE gpu_slots SET owner_job_id = ? WHERE node_id = ? AND gpu_index = ? AND owner_job_id IS NULL",
+            (job.id, decision.node_id, index),
+        ).rowcount
+        if taken != 1:
+            raise RuntimeError(f"slot {decision.node_id}/gpu{index} is not free; refusing to double-book")
+    conn.execute(
+        "INSERT INTO runs (id, job_id, attempt, node_id, name, source, status, created_at) "
+        "VALUES (?, ?, ?, ?, ?, 'job', 'RUNNING', ?)",
+        (run_id, job.id, attempt, decision.node_id, job.name, now_ms),
+    )
+    env = dict(job.env)
+    wire = JobSpecWire(
+        job_id=job.id, run_id=run_id, attempt=attempt, name=job.name, argv=tuple(job.command),
+        cwd=job.cwd or "/", env=env, gpu_indexes=decision.gpu_indexes, timeout_s=job.timeout_s,
+        stop_grace_s=job.stop_grace_s,
+    )
+    return Dispatched(decision.node_id, wire)
+
+
+_STATUS_EVENTS = {
+    "RUNNING": JobEvent.STARTED,
+    "SUCCEEDED": JobEvent.SUCCEEDED,
+    "FAILED": JobEvent.FAILED,
+    "CANCELLED": JobEvent.CANCELLED,
+    "LOST": JobEvent.LOST,
+    "REQUEUE": JobEvent.REQUEUE,
+}
+
+
+@attrs.frozen
+class StatusOutcome:
+    applied: bool
+    status: str | None = None
+    freed_slots: bool = False
+    reason: str = ""
+
+
+def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms: int) -> StatusOutcome:
+    """Apply a node's report about one attempt; stale or impossible reports change nothing."""
+    row = conn.execute(
+        "SELECT status, attempt, max_attempts, node_id, run_id FROM jobs WHERE id = ?", (msg.job_id,)
+    ).fetchone()
+    if row is None:
+        return StatusOutcome(False, reason="unknown job")
+    status, attempt, max_attempts, job_node, run_id = row
+    if attempt != msg.attempt or job_node != node_id:
+        return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
+    event = _STATUS_EVENTS.get(msg.status)
+    if event is None:
+        return StatusOutcome(False, status, reason=f"unknown status {msg.status!r}")
+    state = JobState(status)
+    cancelled = bool(conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (msg.job_id,)).fetchone()[0])
+    if cancelled and event is JobEvent.FAILED:
+        event = JobEvent.CANCELLED  # it died of our cancel: no automatic retry
+    if not can(state, event):
+        return StatusOutcome(False, status, reason=f"a {status} job cannot {event.value}")
+    when = msg.at_ms or now_ms
+    if event is JobEvent.STARTED:
+        conn.execute("UPDATE jobs SET status = 'RUNNING', started_at = coalesce(started_at, ?) WHERE id = ?",
+                     (when, msg.job_id))
+        conn.execute("UPDATE runs SET status = 'RUNNING', started_at = coalesce(started_at, ?) WHERE id = ?",
+                     (when, run_id))
+        return StatusOutcome(True, "RUNNING")
+    if event is JobEvent.LOST:
+        conn.execute("UPDATE jobs SET status = 'LOST', failure_reason = 'LOST' WHERE id = ?", (msg.job_id,))
+        conn.execute("UPDATE runs SET status = 'LOST', failure_reason = 'LOST' WHERE id = ?", (run_id,))
+        return StatusOutcome(True, "LOST")
+    if event is JobEvent.REQUEUE:
+        new = next_state(state, event)
+    else:
+        new = next_after_exit(state, event, attempt, max_attempts)
+    run_status = "FAILED" if event is JobEvent.REQUEUE else event.value.upper()
+    conn.execute(
+        "UPDATE jobs SET status = ?, finished_at = ?, exit_code = ?, failure_reason = ? WHERE id = ?",
+        (new.value, when if new in TERMINAL else None, msg.exit_code, msg.failure_reason, msg.job_id),
+    )
+    conn.execute(
+        "UPDATE runs SET status = ?, finished_at = ?, exit_code = ?, failure_reason = ? WHERE id = ?",
+        (run_status, when, msg.exit_code, msg.failure_reason or ("REQUEUED" if event is JobEvent.REQUEUE else None),
+         run_id),
+    )
+    freed = conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,)).rowcount
+    return StatusOutcome(True, new.value, freed_slots=freed > 0 or new not in ACTIVE)
+
+
+@attrs.frozen
+class CancelOutcome:
+    job: Job
+    node_id: str | None = None  # set when the runner must stop a live attempt
+
+
+def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutcome:
+    job = _require(conn, job_id)
+    state = JobState(job.status)
+    if state is JobState.QUEUED:
+        conn.execute("UPDATE jobs SET status = 'CANCELLED', finished_at = ? WHERE id = ?", (now_ms, job_id))
+        return CancelOutcome(_require(conn, job_id))
+    if state in (JobState.DISPATCHING, JobState.RUNNING, JobState.LOST):
+        conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+        return CancelOutcome(_require(conn, job_id), node_id=job.node_id)
+    raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is already {job.status}; nothing to cancel",
+                   {"job_id": job_id, "status": job.status})
+
+
+def retry_job(conn: sqlite3.Connection, job_id: str) -> Job:
+    job = _require(conn, job_id)
+    try:
+        next_state(JobState(job.status), JobEvent.RETRY)
+    except IllegalTransition:
+        raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is {job.status}; only an ended job can be retried",
+                       {"job_id": job_id, "status": job.status}) from None
+    conn.execute("UPDATE jobs SET status = 'QUEUED', finished_at = NULL, cancel_requested = 0 WHERE id = ?",
+                 (job_id,))
+    conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
+    return _require(conn, job_id)
+
+
+def _require(conn: sqlite3.Connection, job_id: str) -> Job:
+    job = get_job(conn, job_id)
+    if job is None:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no job {job_id!r}", {"job_id": job_id})
+    return job
+
+
+def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[str, list[ActiveJob]]:
+    """Create or refresh the node named in ``hello`` and its GPU slots; list its active jobs."""
+    hardware = json.dumps({"gpus": [attrs.asdict(g) for g in hello.gpus], "gpu_backend": hello.gpu_backend})
+    row = conn.execute("SELECT id FROM nodes WHERE name = ?", (hello.node_name,)).fetchone()
+    if row is None:
+        node_id = new_id("nd")
+        conn.execute(
+            "INSERT INTO nodes (id, name, status, agent_version, labels, hardware, last_heartbeat_at, "
+            "created_at, max_cpu_jobs) VALUES (?, ?, 'ONLINE', ?, ?, ?, ?, ?, ?)",
+            (node_id, hello.node_name, hello.agent_version, json.dumps(list(hello.labels)), hardware,
+             now_ms, now_ms, hello.max_cpu_jobs),
+        )
+    else:
+        node_id = row[0]
+        conn.execute(
+            "UPDATE nodes SET status = 'ONLINE', agent_version = ?, labels = ?, hardware = ?, "
+            "last_heartbeat_at = ?, max_cpu_jobs = ? WHERE id = ?",
+            (hello.agent_version, json.dumps(list(hello.labels)), hardware, now_ms, hello.max_cpu_jobs, node_id),
+        )
+    present = {g.index for g in hello.gpus}
+    for gpu in hello.gpus:
+        conn.execute(
+            "INSERT INTO gpu_slots (id, node_id, gpu_index, model, vram_mb) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (node_id, gpu_index) DO UPDATE SET model = excluded.model, vram_mb = excluded.vram_mb",
+            (new_id("slot"), node_id, gpu.index, gpu.model, gpu.memory_mb),
+        )
+    for (index,) in conn.execute("SELECT gpu_index FROM gpu_slots WHERE node_id = ? AND owner_job_id IS NULL",
+                                 (node_id,)).fetchall():
+        if index not in present:
+            conn.execute("DELETE FROM gpu_slots WHERE node_id = ? AND gpu_index = ?", (node_id, index))
+    active = conn.execute(
+        "SELECT id, attempt, run_id FROM jobs WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING', 'LOST')",
+        (node_id,),
+    ).fetchall()
+    return node_id, [ActiveJob(*r) for r in active]
+
+
+def cancel_requested(conn: sqlite3.Connection, job_id: str) -> bool:
+    row = conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return bool(row and row[0])

@@ -1,0 +1,125 @@
+"""Following job output over Server-Sent Events, with resume, against a real daemon."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+
+import pytest
+
+from helpers import wait_for
+from test_jobs import Jobs
+
+pytestmark = pytest.mark.e2e
+
+
+class _Unix(http.client.HTTPConnection):
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=30)
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self._path)
+
+
+def read_events(daemon, path: str, headers=None, stop_after: int | None = None):
+    """Yield (event, id, data) from an SSE response; stops after ``stop_after`` line events."""
+    conn = _Unix(str(daemon.socket_path))
+    conn.request("GET", path, headers=headers or {})
+    response = conn.getresponse()
+    assert response.status == 200, response.read()
+    assert response.getheader("Content-Type").startswith("text/event-stream")
+    assert response.getheader("X-Accel-Buffering") == "no"
+    events = []
+    event, event_id, data = None, None, []
+    try:
+        while True:
+            raw = response.readline()
+            if not raw:
+                break
+            line = raw.decode().rstrip("\n")
+            if line.startswith(":"):
+                continue
+            if line == "":
+                if event is not None or data:
+                    events.append((event, event_id, "\n".join(data)))
+                    if event == "end":
+                        break
+                    if stop_after is not None and sum(1 for e in events if e[0] != "end") >= stop_after:
+                        break
+                event, event_id, data = None, None, []
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                event = value
+            elif field == "id":
+                event_id = value
+            elif field == "data":
+                data.append(value)
+    finally:
+        conn.close()
+    return events
+
+
+@pytest.fixture
+def jobs(daemon_factory, tmp_path):
+    d = daemon_factory("--gpus=fake:1").start()
+    d.wait_ready()
+    driver = Jobs(d, tmp_path / "work")
+    wait_for(lambda: driver.client.get("/api/v1/nodes")["nodes"], what="node")
+    return driver
+
+
+def test_follow_both_streams_then_end(jobs):
+    job = jobs.sh("""
+        for i in 1 2 3; do echo "out $i"; echo "err $i" >&2; sleep 0.05; done
+        printf 'no newline at the end'
+        exit 5
+    """, gpu=0)
+    events = read_events(jobs.daemon, f"/api/v1/jobs/{job['id']}/logs/stream")
+    out = [d for e, _, d in events if e == "stdout"]
+    err = [d for e, _, d in events if e == "stderr"]
+    assert out == ["out 1", "out 2", "out 3", "no newline at the end"]
+    assert err == ["err 1", "err 2", "err 3"]
+    kind, _, data = events[-1]
+    assert kind == "end"
+    assert json.loads(data) == {"status": "FAILED", "attempt": 1, "exit_code": 5, "failure_reason": "EXIT_CODE"}
+
+
+def test_resume_after_a_dropped_connection_loses_and_repeats_nothing(jobs):
+    job = jobs.sh("""
+        i=0
+        while [ $i -lt 300 ]; do i=$((i+1)); echo "line $i"; done
+        while [ ! -e go ]; do sleep 0.02; done
+        i=300
+        while [ $i -lt 600 ]; do i=$((i+1)); echo "line $i"; done
+    """, gpu=0)
+    first = read_events(jobs.daemon, f"/api/v1/jobs/{job['id']}/logs/stream?stream=stdout", stop_after=120)
+    assert len(first) == 120
+    last_id = first[-1][1]
+    jobs.file("go").touch()
+    rest = read_events(jobs.daemon, f"/api/v1/jobs/{job['id']}/logs/stream?stream=stdout",
+                       headers={"Last-Event-ID": last_id})
+    lines = [d for e, _, d in first + rest if e == "stdout"]
+    assert lines == [f"line {i}" for i in range(1, 601)]
+    assert rest[-1][0] == "end"
+
+
+def test_bad_follow_requests(jobs):
+    job = jobs.sh("true", gpu=0)
+    jobs.wait(job["id"])
+    conn = _Unix(str(jobs.daemon.socket_path))
+    conn.request("GET", f"/api/v1/jobs/{job['id']}/logs/stream?stream=both")
+    response = conn.getresponse()
+    assert response.status == 400
+    assert json.loads(response.read())["error"]["details"]["field"] == "stream"
+    conn.close()
+    conn = _Unix(str(jobs.daemon.socket_path))
+    conn.request("GET", "/api/v1/jobs/job_nope/logs/stream")
+    response = conn.getresponse()
+    assert response.status == 404
+    response.read()
+    conn.close()

@@ -1,0 +1,296 @@
+"""Jobs end to end: real daemons with fake GPUs, real shims, real child processes and signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from helpers import wait_for
+
+pytestmark = pytest.mark.e2e
+
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+class Jobs:
+    """A thin API driver for one daemon."""
+
+    def __init__(self, daemon, workdir: Path) -> None:
+        self.daemon = daemon
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def client(self):
+        return self.daemon.client()
+
+    def submit(self, command: list[str], **fields) -> dict:
+        body = {"command": command, "cwd": str(self.workdir), **fields}
+        return self.client.post("/api/v1/jobs", body)["job"]
+
+    def sh(self, script: str, **fields) -> dict:
+        return self.submit(["sh", "-c", textwrap.dedent(script)], **fields)
+
+    def get(self, job_id: str) -> dict:
+        return self.client.get(f"/api/v1/jobs/{job_id}")["job"]
+
+    def wait(self, job_id: str, *states: str, timeout: float = 20.0) -> dict:
+        states = states or tuple(TERMINAL)
+
+        def reached():
+            job = self.get(job_id)
+            return job if job["status"] in states else None
+
+        return wait_for(reached, timeout, interval=0.05, what=f"{job_id} to reach {states}")
+
+    def file(self, name: str) -> Path:
+        return self.workdir / name
+
+
+@pytest.fixture
+def gpu_daemon(daemon_factory):
+    d = daemon_factory("--gpus=fake:2").start()
+    d.wait_ready()
+    return d
+
+
+@pytest.fixture
+def jobs(gpu_daemon, tmp_path):
+    driver = Jobs(gpu_daemon, tmp_path / "work")
+    wait_for(lambda: driver.client.get("/api/v1/nodes")["nodes"], what="the local node to register")
+    return driver
+
+
+def test_two_gpus_three_jobs(jobs):
+    block = """
+        echo "gpu=$CUDA_VISIBLE_DEVICES job=$GPUPLANE_JOB_ID attempt=$GPUPLANE_ATTEMPT unbuffered=$PYTHONUNBUFFERED"
+        while [ ! -e release-$N ]; do sleep 0.02; done
+    """
+    a = jobs.sh(block, gpu=1, env={"N": "a"})
+    b = jobs.sh(block, gpu=1, env={"N": "b"})
+    c = jobs.sh(block, gpu=1, env={"N": "c"})
+    a, b = jobs.wait(a["id"], "RUNNING"), jobs.wait(b["id"], "RUNNING")
+    assert sorted(a["gpu_indexes"] + b["gpu_indexes"]) == [0, 1]
+    time.sleep(0.3)
+    assert jobs.get(c["id"])["status"] == "QUEUED"
+    nodes = jobs.client.get("/api/v1/nodes")["nodes"]
+    assert {g["owner_job_id"] for g in nodes[0]["gpus"]} == {a["id"], b["id"]}
+
+    jobs.file("release-a").touch()
+    assert jobs.wait(a["id"])["status"] == "SUCCEEDED"
+    c = jobs.wait(c["id"], "RUNNING")
+    assert c["gpu_indexes"] == a["gpu_indexes"]
+    jobs.file("release-b").touch()
+    jobs.file("release-c").touch()
+    for job in (a, b, c):
+        done = jobs.wait(job["id"])
+        assert done["status"] == "SUCCEEDED" and done["exit_code"] == 0
+        out = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout")["lines"]
+        assert out[0]["line"] == f"gpu={job['gpu_indexes'][0]} job={job['id']} attempt=1 unbuffered=1"
+    slots = jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"]
+    assert all(g["owner_job_id"] is None for g in slots)
+
+
+def test_priority_order(daemon_factory, tmp_path):
+    d = daemon_factory("--gpus=fake:1").start()
+    d.wait_ready()
+    jobs = Jobs(d, tmp_path / "work")
+    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    hold = jobs.sh("while [ ! -e go ]; do sleep 0.02; done", gpu=1)
+    jobs.wait(hold["id"], "RUNNING")
+    queued = [jobs.sh(f"echo {name} >> order", gpu=1, priority=p)
+              for name, p in (("low", 0), ("high", 10), ("mid", 5), ("low2", 0))]
+    jobs.file("go").touch()
+    for job in queued:
+        jobs.wait(job["id"])
+    assert jobs.file("order").read_text().split() == ["high", "mid", "low", "low2"]
+
+
+def test_cpu_jobs_bounded_by_max_cpu_jobs(daemon_factory, tmp_path):
+    d = daemon_factory("--gpus=none", "--max-cpu-jobs=2").start()
+    d.wait_ready()
+    jobs = Jobs(d, tmp_path / "work")
+    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    submitted = [jobs.sh("touch started-$N; while [ ! -e go ]; do sleep 0.02; done", gpu=0, env={"N": str(i)})
+                 for i in range(3)]
+    for job in submitted[:2]:
+        assert jobs.wait(job["id"], "RUNNING")["gpu_indexes"] == []
+    time.sleep(0.3)
+    assert jobs.get(submitted[2]["id"])["status"] == "QUEUED"
+    jobs.file("go").touch()
+    for job in submitted:
+        assert jobs.wait(job["id"])["status"] == "SUCCEEDED"
+    with pytest.raises(ApiError) as err:
+        jobs.sh("true", gpu=1)
+    assert err.value.code is ErrorCode.BAD_REQUEST and "largest matching node has 0" in err.value.message
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    with open(f"/proc/{entry}/stat") as s:
+                        if s.read().rpartition(")")[2].split()[0] != "Z":
+                            found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def test_cancel_leaves_no_survivors(jobs):
+    marker = f"GPUPLANE_TEST_MARKER=cancel-{os.getpid()}-{time.monotonic_ns()}"
+    script = textwrap.dedent("""
+        import os, signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+        kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+        subprocess.Popen([sys.executable, "-c", "import os; os.setsid(); " + code])  # escapes the group
+        open("ready", "w").close()
+        time.sleep(600)
+    """)
+    key, value = marker.split("=")
+    job = jobs.submit([sys.executable, "-c", script], gpu=1, stop_grace_s=0.5, env={key: value})
+    wait_for(lambda: jobs.file("ready").exists(), what="the job's children to start")
+    assert len(_processes_with(marker)) == 4
+    jobs.client.post(f"/api/v1/jobs/{job['id']}/cancel")
+    done = jobs.wait(job["id"], timeout=10)
+    assert done["status"] == "CANCELLED"
+    assert _processes_with(marker) == []
+    assert all(g["owner_job_id"] is None for g in jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"])
+
+
+def test_cancel_queued_job_is_immediate(jobs):
+    hold = jobs.sh("while [ ! -e go ]; do sleep 0.02; done", gpu=2)
+    queued = jobs.sh("echo never", gpu=1)
+    assert jobs.client.post(f"/api/v1/jobs/{queued['id']}/cancel")["job"]["status"] == "CANCELLED"
+    with pytest.raises(ApiError) as err:
+        jobs.client.post(f"/api/v1/jobs/{queued['id']}/cancel")
+    assert err.value.code is ErrorCode.CONFLICT
+    jobs.file("go").touch()
+    jobs.wait(hold["id"])
+    assert jobs.get(queued["id"])["attempt"] == 0
+
+
+def test_timeout(jobs):
+    job = jobs.sh("echo start; sleep 30", gpu=0, timeout_s=0.5, stop_grace_s=0.5)
+    done = jobs.wait(job["id"], timeout=10)
+    assert (done["status"], done["failure_reason"]) == ("FAILED", "TIMEOUT")
+
+
+def test_retry_by_hand_and_automatic(jobs):
+    job = jobs.sh("echo attempt $GPUPLANE_ATTEMPT run $GPUPLANE_RUN_ID; exit 4", gpu=0)
+    done = jobs.wait(job["id"])
+    assert (done["status"], done["exit_code"], done["failure_reason"], done["attempt"]) == ("FAILED", 4, "EXIT_CODE", 1)
+    first_run = done["run_id"]
+    jobs.client.post(f"/api/v1/jobs/{job['id']}/retry")
+    again = jobs.wait(job["id"])
+    assert again["attempt"] == 2 and again["run_id"] != first_run
+    out = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout")["lines"]
+    assert out[0]["line"] == f"attempt 2 run {again['run_id']}"
+    old = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&attempt=1")["lines"]
+    assert old[0]["line"] == f"attempt 1 run {first_run}"
+
+    flaky = jobs.sh('[ "$GPUPLANE_ATTEMPT" = 3 ] || exit 1', gpu=0, retry=2)
+    done = jobs.wait(flaky["id"])
+    assert (done["status"], done["attempt"]) == ("SUCCEEDED", 3)
+
+
+def test_oom_and_signal_classification(jobs):
+    oom = jobs.sh("echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1", gpu=1)
+    segv = jobs.sh("kill -SEGV $$", gpu=0)
+    assert jobs.wait(oom["id"])["failure_reason"] == "OOM"
+    done = jobs.wait(segv["id"])
+    assert (done["status"], done["failure_reason"]) == ("FAILED", "SIGNAL(SIGSEGV)")
+
+
+def test_spawn_failure_is_recorded(jobs):
+    job = jobs.submit(["no-such-program-xyz"], gpu=0)
+    done = jobs.wait(job["id"])
+    assert (done["status"], done["failure_reason"]) == ("FAILED", "SPAWN_FAILED")
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"command": ["true"], "node": "elsewhere"}, "node"),
+    ({"command": ["true"], "gpu": -1}, "gpu"),
+    ({"command": ["true"], "gpu": 3}, "gpu"),
+    ({"command": []}, "command"),
+    ({"command": "echo hi"}, "command"),
+    ({"command": ["true"], "cwd": "/no/such/dir"}, "cwd"),
+    ({"command": ["true"], "timeout_s": -5}, "timeout_s"),
+    ({"command": ["true"], "colour": "red"}, "colour"),
+])
+def test_bad_submits_create_nothing(jobs, body, field):
+    body = {"cwd": str(jobs.workdir), **body}
+    with pytest.raises(ApiError) as err:
+        jobs.client.post("/api/v1/jobs", body)
+    assert err.value.code is ErrorCode.BAD_REQUEST
+    assert err.value.details["field"] == field
+    assert jobs.client.get("/api/v1/jobs")["jobs"] == []
+
+
+def test_kill_9_of_the_daemon_mid_job(daemon_factory, tmp_path):
+    first = daemon_factory("--gpus=fake:1").start()
+    first.wait_ready()
+    jobs = Jobs(first, tmp_path / "work")
+    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    job = jobs.sh("""
+        i=0
+        while [ ! -e finish ]; do i=$((i+1)); echo "line $i"; sleep 0.01; done
+        echo done; exit 7
+    """, gpu=1)
+    jobs.wait(job["id"], "RUNNING")
+    first.signal(signal.SIGKILL)
+    first.proc.wait(10)
+    out = first.home / "jobs" / job["id"] / "attempt-1" / "stdout.log"
+    size = out.stat().st_size
+    wait_for(lambda: out.stat().st_size > size + 100, what="the job to keep writing while the daemon is dead")
+
+    second = daemon_factory("--gpus=fake:1").start()
+    second.wait_ready()
+    jobs.daemon = second
+    assert jobs.wait(job["id"], "RUNNING")["status"] == "RUNNING"
+    jobs.file("finish").touch()
+    done = jobs.wait(job["id"])
+    assert (done["status"], done["exit_code"], done["failure_reason"]) == ("FAILED", 7, "EXIT_CODE")
+    lines = out.read_text().splitlines()
+    assert lines[-1] == "done"
+    assert lines[:-1] == [f"line {i}" for i in range(1, len(lines))]
+    page = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&offset=0&limit=100000")["lines"]
+    assert [entry["line"] for entry in page] == lines
+    assert jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"][0]["owner_job_id"] is None
+    # The freed slot is usable: no double booking, no stuck owner.
+    after = jobs.sh("echo next", gpu=1)
+    assert jobs.wait(after["id"])["status"] == "SUCCEEDED"
+
+
+def test_job_that_ends_while_the_daemon_is_down(daemon_factory, tmp_path):
+    first = daemon_factory("--gpus=fake:1").start()
+    first.wait_ready()
+    jobs = Jobs(first, tmp_path / "work")
+    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    job = jobs.sh("while [ ! -e finish ]; do sleep 0.02; done; echo bye; exit 3", gpu=1)
+    jobs.wait(job["id"], "RUNNING")
+    first.signal(signal.SIGKILL)
+    first.proc.wait(10)
+    jobs.file("finish").touch()
+    exit_file = first.home / "jobs" / job["id"] / "attempt-1" / "exit.json"
+    wait_for(exit_file.exists, what="the shim to record the exit")
+
+    second = daemon_factory("--gpus=fake:1").start()
+    second.wait_ready()
+    jobs.daemon = second
+    done = jobs.wait(job["id"])
+    assert (done["status"], done["exit_code"]) == ("FAILED", 3)
+    assert done["finished_at"] is not None
+    assert jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"][0]["owner_job_id"] is None
