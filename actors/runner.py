@@ -24,6 +24,7 @@ import attrs
 import trio
 
 import gpuplaned
+from gpuplaned.cgroup import oom_kill_count
 from gpuplaned.gpus import inventory
 from gpuplaned.launcher import (
     LauncherGone,
@@ -63,6 +64,7 @@ class LiveJob:
     attempt: int
     shim_pid: int
     shim_start_time: int | None
+    oom_kills_at_start: int | None = None  # the cgroup's OOM-kill counter when we started watching
 
 
 @attrs.define
@@ -109,6 +111,15 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[RunnerHandle] =
     log.info("GPUs: %d from the %s backend", len(inv.gpus), inv.backend)
     link = shared.node_link
     hello = Hello(cfg.node.name, gpuplaned.__version__, inv.gpus, cfg.node.labels, cfg.node.max_cpu_jobs, inv.backend)
+    # Messages left in the inbox were meant for an earlier incarnation; the hello below
+    # lists every job this node should know about, so they are dropped, not replayed
+    # (a replayed Dispatch could start a job the server has since handed back to the queue).
+    while True:
+        try:
+            stale = ctx.inbox.receive_nowait()
+        except trio.WouldBlock:
+            break
+        log.info("runner drops %r from before its restart; the hello reconciles it", stale)
     async with open_launcher() as launcher:
         ok = await link.hello(hello, ctx.ports[ctx.name])
         handle = RunnerHandle(ok.node_id, inv.backend, len(inv.gpus))
@@ -149,6 +160,7 @@ class _Runner:
             id=f"{spec.job_id}/{spec.attempt}", job_dir=str(job_dir), argv=list(spec.argv), cwd=spec.cwd,
             env=job_environment(spec, self.shared), timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
         )
+        oom_kills_before = oom_kill_count()
         try:
             spawned = await self.launcher.spawn(request)
         except SpawnError as exc:
@@ -161,7 +173,7 @@ class _Runner:
             # runtime.json, is handed back to the queue.
             raise
         self.handle.started += 1
-        live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time)
+        live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time, oom_kills_before)
         await self.report(JobStatus(spec.job_id, spec.attempt, "RUNNING", pid=spawned.pid))
         await self.watch(live, job_dir)
 
@@ -174,7 +186,7 @@ class _Runner:
             self.handle.live.pop(live.job_id, None)
         notify(self.ctx, LogsEnded(live.job_id, live.attempt))
         self.handle.ended += 1
-        await self.report(await trio.to_thread.run_sync(_outcome, live.job_id, live.attempt, job_dir))
+        await self.report(await trio.to_thread.run_sync(_outcome, live, job_dir))
 
     async def adopt(self, active: ActiveJob) -> None:
         job_dir = attempt_dir(self.home, active.job_id, active.attempt)
@@ -183,14 +195,16 @@ class _Runner:
             log.info("job %s attempt %d never started here; back to the queue", active.job_id, active.attempt)
             await self.report(JobStatus(active.job_id, active.attempt, "REQUEUE", message="never started"))
             return
-        live = LiveJob(active.job_id, active.attempt, runtime.shim_pid, runtime.shim_start_time)
+        live = LiveJob(active.job_id, active.attempt, runtime.shim_pid, runtime.shim_start_time, oom_kill_count())
         if runtime.shim_start_time is not None and is_same_process(runtime.shim_pid, runtime.shim_start_time):
             self.handle.adopted += 1
             log.info("re-adopted job %s attempt %d (pid %d)", active.job_id, active.attempt, runtime.pid)
             await self.report(JobStatus(active.job_id, active.attempt, "RUNNING", pid=runtime.pid))
+            if active.cancel_requested:
+                signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM)
             await self.watch(live, job_dir)
             return
-        await self.report(await trio.to_thread.run_sync(_outcome, active.job_id, active.attempt, job_dir))
+        await self.report(await trio.to_thread.run_sync(_outcome, live, job_dir))
 
     def cancel(self, message: Cancel) -> None:
         live = self.handle.live.get(message.job_id)
@@ -201,14 +215,19 @@ class _Runner:
             log.warning("cancel of %s: its shim (pid %d) is gone", message.job_id, live.shim_pid)
 
 
-def _outcome(job_id: str, attempt: int, job_dir: Path) -> JobStatus:
+def _outcome(live: LiveJob, job_dir: Path) -> JobStatus:
     """How an attempt ended, from exit.json and the stderr tail (runs on a thread)."""
+    job_id, attempt = live.job_id, live.attempt
     record = read_exit(job_dir)
     if record is None:
         # The shim itself died without writing exit.json (killed -9): the job's fate is unknown.
         return JobStatus(job_id, attempt, "FAILED", failure_reason="LOST",
                          message="the job's shim ended without recording an exit status")
-    reason, detail = classify_failure(record, tail_text(job_dir / "stderr.log"))
+    oom_killed = False
+    if record.signal == signal.SIGKILL and record.reason == "signaled" and live.oom_kills_at_start is not None:
+        now = oom_kill_count()
+        oom_killed = now is not None and now > live.oom_kills_at_start
+    reason, detail = classify_failure(record, tail_text(job_dir / "stderr.log"), oom_killed)
     at_ms = int(record.ended_at * 1000) if record.ended_at else None
     signal_name = record.signal_name
     if reason is None:

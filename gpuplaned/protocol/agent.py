@@ -36,6 +36,7 @@ class ActiveJob:
     job_id: str
     attempt: int
     run_id: str
+    cancel_requested: bool = False  # a cancel the node may have missed while it was away
 
 
 @attrs.frozen

@@ -58,6 +58,8 @@ async def read_lines(shared: DaemonContext, job_id: str, stream: str, *, attempt
     path = jobs.log_path(shared, job, stream, attempt)
     number = job.attempt if attempt is None else attempt
     ended = JobState(job.status) in TERMINAL or number < job.attempt
+    if not await trio.to_thread.run_sync(path.exists):
+        return await _stored_tail(shared, job_id, number, stream, tail if tail is not None else limit, offset)
     if offset is not None:
         found = await trio.to_thread.run_sync(
             lambda: read_from(path, offset, limit, after=offset > 0, partial=ended))
@@ -65,6 +67,21 @@ async def read_lines(shared: DaemonContext, job_id: str, stream: str, *, attempt
         found = await trio.to_thread.run_sync(read_tail, path, tail if tail is not None else limit)
     lines = [LogLine(o, text) for o, text in found]
     return LogPage(job_id, number, stream, lines, lines[-1].offset if lines else None)
+
+
+async def _stored_tail(shared: DaemonContext, job_id: str, attempt: int, stream: str, count: int,
+                       after: int | None) -> LogPage:
+    """The store's copy of the last lines, for when the files are gone (cleaned up, another node)."""
+
+    def query(conn: Any) -> list[tuple[int, str]]:
+        rows = conn.execute(
+            "SELECT offset, line FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ? AND offset > ? "
+            "ORDER BY offset DESC LIMIT ?", (job_id, attempt, stream, -1 if after is None else after, count),
+        ).fetchall()
+        return rows[::-1]
+
+    lines = [LogLine(o, text) for o, text in await shared.readers.run(query)]
+    return LogPage(job_id, attempt, stream, lines, lines[-1].offset if lines else None)
 
 
 def parse_resume(raw: str | None, count: int) -> list[int]:

@@ -71,7 +71,8 @@ def open_writer(path: Path, migrations: list[Migration] | None = None) -> sqlite
         StoreError: not a database, damaged, or from a newer version.
     """
     migrations = load_migrations() if migrations is None else migrations
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # The data dir holds job environments and output: private to its owner.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _check_header(path)
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

@@ -339,10 +339,11 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
         if index not in present:
             conn.execute("DELETE FROM gpu_slots WHERE node_id = ? AND gpu_index = ?", (node_id, index))
     active = conn.execute(
-        "SELECT id, attempt, run_id FROM jobs WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING', 'LOST')",
+        "SELECT id, attempt, run_id, cancel_requested FROM jobs "
+        "WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING', 'LOST')",
         (node_id,),
     ).fetchall()
-    return node_id, [ActiveJob(*r) for r in active]
+    return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel)) for job_id, attempt, run_id, cancel in active]
 
 
 def cancel_requested(conn: sqlite3.Connection, job_id: str) -> bool:

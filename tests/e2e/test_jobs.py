@@ -294,3 +294,45 @@ def test_job_that_ends_while_the_daemon_is_down(daemon_factory, tmp_path):
     assert (done["status"], done["exit_code"]) == ("FAILED", 3)
     assert done["finished_at"] is not None
     assert jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"][0]["owner_job_id"] is None
+
+
+def test_stopping_the_scheduler_pauses_dispatching(jobs):
+    running = jobs.sh("while [ ! -e go ]; do sleep 0.02; done", gpu=1)
+    jobs.wait(running["id"], "RUNNING")
+    assert jobs.client.post("/api/v1/actors/scheduler/stop")["actor"]["state"] == "STOPPED"
+    queued = jobs.sh("echo later", gpu=1)
+    time.sleep(2.5)  # longer than a scheduler tick
+    assert jobs.get(queued["id"])["status"] == "QUEUED"
+    assert jobs.get(running["id"])["status"] == "RUNNING"  # running jobs go on
+    jobs.file("go").touch()
+    assert jobs.wait(running["id"])["status"] == "SUCCEEDED"  # and their end is still recorded
+    assert jobs.get(queued["id"])["status"] == "QUEUED"
+    jobs.client.post("/api/v1/actors/scheduler/start")
+    assert jobs.wait(queued["id"])["status"] == "SUCCEEDED"
+
+
+def test_store_keeps_the_last_lines_and_serves_them_when_files_are_gone(daemon_factory, tmp_path):
+    config = tmp_path / "gpuplaned.toml"
+    config.write_text("[node]\nlog_tail_lines = 50\n")
+    d = daemon_factory(f"--config={config}", "--gpus=none").start()
+    d.wait_ready()
+    jobs = Jobs(d, tmp_path / "work")
+    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    job = jobs.sh("i=0; while [ $i -lt 200 ]; do i=$((i+1)); echo \"line $i\"; done", gpu=0)
+    jobs.wait(job["id"])
+
+    def stored():
+        import sqlite3
+        conn = sqlite3.connect(f"file:{d.home / 'gpuplane.db'}?mode=ro", uri=True)
+        try:
+            return [r[0] for r in conn.execute(
+                "SELECT line FROM job_logs WHERE job_id = ? AND stream = 'stdout' ORDER BY offset", (job["id"],))]
+        finally:
+            conn.close()
+
+    wait_for(lambda: stored() and stored()[-1] == "line 200", what="the tail in the store")
+    assert stored() == [f"line {i}" for i in range(151, 201)]
+    import shutil
+    shutil.rmtree(d.home / "jobs" / job["id"])
+    page = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&tail=10")["lines"]
+    assert [p["line"] for p in page] == [f"line {i}" for i in range(191, 201)]
