@@ -27,6 +27,7 @@ import gpuplaned
 from gpuplaned.cgroup import oom_kill_count
 from gpuplaned.gpus import inventory
 from gpuplaned.launcher import (
+    CorruptRecord,
     LauncherGone,
     SpawnError,
     SpawnRequest,
@@ -181,7 +182,7 @@ class _Runner:
         self.handle.live[live.job_id] = live
         notify(self.ctx, FollowLogs(live.job_id, live.attempt, str(job_dir)))
         try:
-            await wait_process_exit(live.shim_pid)
+            await wait_process_exit(live.shim_pid, live.shim_start_time)
         finally:
             self.handle.live.pop(live.job_id, None)
         notify(self.ctx, LogsEnded(live.job_id, live.attempt))
@@ -190,7 +191,13 @@ class _Runner:
 
     async def adopt(self, active: ActiveJob) -> None:
         job_dir = attempt_dir(self.home, active.job_id, active.attempt)
-        runtime = await trio.to_thread.run_sync(read_runtime, job_dir)
+        try:
+            runtime = await trio.to_thread.run_sync(read_runtime, job_dir)
+        except CorruptRecord as exc:
+            log.error("job %s attempt %d: %s", active.job_id, active.attempt, exc)
+            await self.report(JobStatus(active.job_id, active.attempt, "FAILED", failure_reason="LOST",
+                                        message=str(exc)))
+            return
         if runtime is None:
             log.info("job %s attempt %d never started here; back to the queue", active.job_id, active.attempt)
             await self.report(JobStatus(active.job_id, active.attempt, "REQUEUE", message="never started"))
@@ -218,7 +225,10 @@ class _Runner:
 def _outcome(live: LiveJob, job_dir: Path) -> JobStatus:
     """How an attempt ended, from exit.json and the stderr tail (runs on a thread)."""
     job_id, attempt = live.job_id, live.attempt
-    record = read_exit(job_dir)
+    try:
+        record = read_exit(job_dir)
+    except CorruptRecord as exc:
+        return JobStatus(job_id, attempt, "FAILED", failure_reason="LOST", message=str(exc))
     if record is None:
         # The shim itself died without writing exit.json (killed -9): the job's fate is unknown.
         return JobStatus(job_id, attempt, "FAILED", failure_reason="LOST",

@@ -140,7 +140,7 @@ async def _commit(conn: sqlite3.Connection, handle: StoreHandle, batch: list[Wri
     handle.batches += 1
     handle.writes += len(batch)
     handle.largest_batch = max(handle.largest_batch, len(batch))
-    for item, (ok, value) in zip(batch, outcomes):
+    for item, (ok, value) in zip(batch, outcomes, strict=True):
         if ok:
             item.reply.resolve(value)
         else:

@@ -181,7 +181,8 @@ class Launcher:
         self._buf = bytearray()
         self._reading = False
         self._progress = trio.Event()
-        self._gone: str | None = None
+        self._gone: str | None = None  # why no new request may be sent
+        self._eof = False  # no more replies will come
 
     @property
     def pid(self) -> int:
@@ -260,13 +261,15 @@ class Launcher:
                 with trio.CancelScope(shield=True):
                     await self._stdin.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self._pending.remove(waiter)
                 self._set_gone(f"launcher pid {self.pid} stopped reading requests ({exc!r})")
                 raise LauncherGone(self._gone) from exc
         while waiter.reply is None:
-            if self._gone is not None:
-                raise LauncherGone(self._gone)
             if self._reading:
                 await self._progress.wait()
+            elif self._eof and b"\n" not in self._buf:
+                # Replies written before the launcher went are still handed out.
+                raise LauncherGone(self._gone)
             else:
                 await self._read_reply()
         return waiter.reply
@@ -284,6 +287,7 @@ class Launcher:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     chunk = b""
                 if not chunk:
+                    self._eof = True
                     status = self._proc.poll()
                     self._set_gone(
                         f"launcher pid {self.pid} exited"
@@ -315,6 +319,8 @@ class Launcher:
     def _break(self, why: str) -> None:
         """The stream can no longer be trusted: stop the launcher (jobs are unaffected)."""
         self._set_gone(f"launcher pid {self.pid} protocol error: {why}")
+        self._eof = True
+        self._buf.clear()
         with contextlib.suppress(OSError):
             self._proc.kill()
 

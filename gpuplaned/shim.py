@@ -24,11 +24,12 @@ leaves through ``os._exit``). The shim:
    ``setsid()`` out of the job's group) are re-parented to it and stay within reach;
    ignores SIGINT/SIGHUP/SIGPIPE and keeps SIGTERM/SIGCHLD blocked, taking them one at a
    time from ``sigtimedwait`` (no handlers, no races with ``waitpid``).
-2. Opens ``stdout.log``/``stderr.log`` in the job dir (append, 0644), enters the job's
-   cwd and starts the job's **main process** with ``posix_spawn``: own process group,
-   stdin ``/dev/null``, stdout/stderr straight into the files (no pipe the daemon could
-   break), default signal dispositions, an empty mask, no other fds, argv[0] looked up on
-   the job env's PATH. A failed exec comes back as an errno (see ``_start_child``).
+2. Removes ``runtime.json``/``exit.json`` left in the job dir by an earlier spawn, opens
+   ``stdout.log``/``stderr.log`` there (append, 0644), enters the job's cwd and starts the
+   job's **main process** with ``posix_spawn``: own process group, stdin ``/dev/null``,
+   stdout/stderr straight into the files (no pipe the daemon could break), default signal
+   dispositions, an empty mask, no other fds, argv[0] looked up on the job env's PATH. A
+   failed exec comes back as an errno (see ``_start_child``).
 3. Writes ``runtime.json`` (temp file, fsync, rename) and reports to the launcher.
 4. Waits. SIGTERM (cancel) or ``timeout_s`` sends SIGTERM (and SIGCONT) to the group and to
    re-parented descendants, then SIGKILL after ``grace_s``; a second SIGTERM kills at once.
@@ -97,8 +98,8 @@ class _Spec:
             raise RequestError("argv[0] is empty")
         self.argv: list[str] = argv
         self.cwd = req.get("cwd")
-        if not isinstance(self.cwd, str) or not self.cwd:
-            raise RequestError(f"cwd must be a path, got {self.cwd!r}")
+        if not isinstance(self.cwd, str) or not os.path.isabs(self.cwd):
+            raise RequestError(f"cwd must be an absolute path, got {self.cwd!r}")
         env = req.get("env")
         if not isinstance(env, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in env.items()
@@ -299,8 +300,10 @@ def _run_shim(spec: _Spec, report_fd: int, libc: Any) -> None:
     for signum in _SHIM_IGNORES:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
-    if libc is not None:
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if libc is None or libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        # Orphaned descendants will go to init instead of us: cancel still reaches the
+        # job's process group, but not what escaped it.
+        _shim_log(spec.job_dir, "cannot become a child subreaper")
     # Away from the daemon's pipes: holding them would keep the daemon from seeing EOF.
     devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     for fd in (0, 1, 2):
@@ -407,9 +410,11 @@ def _start_child(spec: _Spec, out_fd: int, err_fd: int) -> tuple[int, float, flo
     its own process group, an empty signal mask, default dispositions for every signal,
     stdout/stderr onto the log files (fd 0 already is /dev/null and every other fd is
     CLOEXEC). glibc reports a failed exec's errno back to us, which is the CLOEXEC-pipe
-    trick done for us. (glibc leaves its two internal signals, 32 and 33, ignored in the
-    child; no program can name them, and glibc installs its handlers when it needs them.) argv[0] is looked up on the *job's* PATH here (``posix_spawnp``
+    trick done for us. argv[0] is looked up on the *job's* PATH here (``posix_spawnp``
     would use ours), in ``execvpe``'s order and with its choice of error.
+
+    glibc leaves its two internal signals (32 and 33) ignored in the child; no program can
+    name them, and glibc installs its own handlers when it needs them.
 
     Raises:
         _SpawnFailed: the cwd or the command is missing or unusable.
@@ -465,7 +470,9 @@ def _describe_failure(spec: _Spec, stage: str, err: int) -> tuple[int, str]:
     return code, f"cannot enter cwd {spec.cwd!r}: {detail}"
 
 
-def _supervise(pid: int, started: float, timeout_s: float | None, grace_s: float) -> tuple[int, str | None]:
+def _supervise(
+    pid: int, started: float, timeout_s: float | None, grace_s: float
+) -> tuple[int, str | None]:
     """Wait for the main process and clean up after it; returns ``(wait status, reason)``.
 
     ``reason`` is ``"cancelled"`` or ``"timeout"`` when we asked the job to stop, else None.
@@ -588,7 +595,9 @@ def _children() -> list[int]:
     return children
 
 
-def _record_spawn_failure(job_dir: str, exit_code: int, message: str, *, only_if_missing: bool = False) -> None:
+def _record_spawn_failure(
+    job_dir: str, exit_code: int, message: str, *, only_if_missing: bool = False
+) -> None:
     path = os.path.join(job_dir, EXIT_FILE)
     if only_if_missing and os.path.exists(path):
         return

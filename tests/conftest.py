@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import DaemonProcess
+from helpers import DaemonProcess, kill_processes_with_env
 
 
 @pytest.fixture
@@ -16,6 +16,9 @@ def daemon_factory(tmp_path):
     yield make
     for proc in started:
         proc.kill()
+    # Jobs outlive their daemon by design; a test's jobs must not outlive the test.
+    for proc in started:
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={proc.runtime_dir}")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+import textwrap
 from typing import Any
 
 from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
@@ -29,6 +30,34 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def processes_with_env(entry: str) -> list[int]:
+    """Live processes (ours) whose environment contains ``KEY=VALUE`` exactly."""
+    wanted = entry.encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if wanted not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] in ("Z", "X"):
+                    continue
+        except OSError:
+            continue
+        found.append(int(name))
+    return found
+
+
+def kill_processes_with_env(entry: str) -> None:
+    for pid in processes_with_env(entry):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def base_env(root: Path) -> dict[str, str]:
@@ -128,3 +157,41 @@ class DaemonProcess:
             [sys.executable, "-m", "gpuplanectl", *args], env=self.env, capture_output=True,
             text=True, timeout=timeout, stdin=subprocess.DEVNULL,
         )
+
+
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+class Jobs:
+    """A thin API driver for one daemon."""
+
+    def __init__(self, daemon, workdir: Path) -> None:
+        self.daemon = daemon
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def client(self):
+        return self.daemon.client()
+
+    def submit(self, command: list[str], **fields) -> dict:
+        body = {"command": command, "cwd": str(self.workdir), **fields}
+        return self.client.post("/api/v1/jobs", body)["job"]
+
+    def sh(self, script: str, **fields) -> dict:
+        return self.submit(["sh", "-c", textwrap.dedent(script)], **fields)
+
+    def get(self, job_id: str) -> dict:
+        return self.client.get(f"/api/v1/jobs/{job_id}")["job"]
+
+    def wait(self, job_id: str, *states: str, timeout: float = 20.0) -> dict:
+        states = states or tuple(TERMINAL)
+
+        def reached():
+            job = self.get(job_id)
+            return job if job["status"] in states else None
+
+        return wait_for(reached, timeout, interval=0.05, what=f"{job_id} to reach {states}")
+
+    def file(self, name: str) -> Path:
+        return self.workdir / name

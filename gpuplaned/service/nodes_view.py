@@ -60,7 +60,7 @@ async def list_nodes(shared: DaemonContext) -> list[NodeInfo]:
     rows = await shared.readers.run(_query)
     connected = shared.nodes.connected()
     result = []
-    for (node_id, name, status, labels, hardware, max_cpu, heartbeat), slots, cpu_jobs in rows:
+    for (node_id, name, _status, labels, hardware, max_cpu, heartbeat), slots, cpu_jobs in rows:
         hw = json.loads(hardware or "{}")
         result.append(NodeInfo(
             id=node_id, name=name, status="ONLINE" if node_id in connected else "OFFLINE",

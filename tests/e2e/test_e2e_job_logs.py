@@ -8,8 +8,7 @@ import socket
 
 import pytest
 
-from helpers import wait_for
-from test_jobs import Jobs
+from helpers import Jobs, wait_for
 
 pytestmark = pytest.mark.e2e
 

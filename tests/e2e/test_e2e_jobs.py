@@ -7,51 +7,13 @@ import signal
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from helpers import wait_for
+from helpers import Jobs, processes_with_env, wait_for
 
 pytestmark = pytest.mark.e2e
-
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-
-
-class Jobs:
-    """A thin API driver for one daemon."""
-
-    def __init__(self, daemon, workdir: Path) -> None:
-        self.daemon = daemon
-        self.workdir = workdir
-        workdir.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def client(self):
-        return self.daemon.client()
-
-    def submit(self, command: list[str], **fields) -> dict:
-        body = {"command": command, "cwd": str(self.workdir), **fields}
-        return self.client.post("/api/v1/jobs", body)["job"]
-
-    def sh(self, script: str, **fields) -> dict:
-        return self.submit(["sh", "-c", textwrap.dedent(script)], **fields)
-
-    def get(self, job_id: str) -> dict:
-        return self.client.get(f"/api/v1/jobs/{job_id}")["job"]
-
-    def wait(self, job_id: str, *states: str, timeout: float = 20.0) -> dict:
-        states = states or tuple(TERMINAL)
-
-        def reached():
-            job = self.get(job_id)
-            return job if job["status"] in states else None
-
-        return wait_for(reached, timeout, interval=0.05, what=f"{job_id} to reach {states}")
-
-    def file(self, name: str) -> Path:
-        return self.workdir / name
 
 
 @pytest.fixture
@@ -132,22 +94,6 @@ def test_cpu_jobs_bounded_by_max_cpu_jobs(daemon_factory, tmp_path):
     assert err.value.code is ErrorCode.BAD_REQUEST and "largest matching node has 0" in err.value.message
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker.encode() in f.read():
-                    with open(f"/proc/{entry}/stat") as s:
-                        if s.read().rpartition(")")[2].split()[0] != "Z":
-                            found.append(int(entry))
-        except OSError:
-            pass
-    return found
-
-
 def test_cancel_leaves_no_survivors(jobs):
     marker = f"GPUPLANE_TEST_MARKER=cancel-{os.getpid()}-{time.monotonic_ns()}"
     script = textwrap.dedent("""
@@ -162,11 +108,11 @@ def test_cancel_leaves_no_survivors(jobs):
     key, value = marker.split("=")
     job = jobs.submit([sys.executable, "-c", script], gpu=1, stop_grace_s=0.5, env={key: value})
     wait_for(lambda: jobs.file("ready").exists(), what="the job's children to start")
-    assert len(_processes_with(marker)) == 4
+    assert len(processes_with_env(marker)) == 4
     jobs.client.post(f"/api/v1/jobs/{job['id']}/cancel")
     done = jobs.wait(job["id"], timeout=10)
     assert done["status"] == "CANCELLED"
-    assert _processes_with(marker) == []
+    assert processes_with_env(marker) == []
     assert all(g["owner_job_id"] is None for g in jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"])
 
 

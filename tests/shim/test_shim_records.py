@@ -1,0 +1,203 @@
+"""Job files, process identity and failure classification (no launcher needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+
+import psutil
+import pytest
+import trio
+import trio.testing
+from shimkit import wait_until
+
+from gpuplaned import launcher as launcher_mod
+from gpuplaned.launcher import (
+    CorruptRecord,
+    ExitRecord,
+    classify_failure,
+    is_same_process,
+    process_start_time,
+    read_exit,
+    read_runtime,
+    signal_shim,
+    tail_text,
+    wait_process_exit,
+)
+from gpuplaned.shim import read_proc_stat
+
+
+@pytest.fixture
+def sleeper():
+    """A ``sleep`` child; killed and reaped at teardown."""
+    procs: list[subprocess.Popen] = []
+
+    def start(executable: str = "sleep") -> subprocess.Popen:
+        proc = subprocess.Popen([executable, "1000"], stdin=subprocess.DEVNULL)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_start_time_of_a_process_with_parentheses_in_its_name(tmp_path, sleeper):
+    odd = tmp_path / "a) b (c"
+    shutil.copy(shutil.which("sleep"), odd)
+    proc = sleeper(str(odd))
+    start = process_start_time(proc.pid)
+    assert read_proc_stat(proc.pid)[0] in "RSD"
+    ticks = os.sysconf("SC_CLK_TCK")
+    expected = (psutil.Process(proc.pid).create_time() - psutil.boot_time()) * ticks
+    assert abs(start - expected) <= 2
+    assert is_same_process(proc.pid, start)
+
+
+async def test_is_same_process_false_for_reused_zombie_and_dead_pids(sleeper):
+    me = process_start_time(os.getpid())
+    assert is_same_process(os.getpid(), me)
+    assert not is_same_process(os.getpid(), me + 1)  # what a reused pid looks like
+    assert not is_same_process(os.getpid(), None)
+
+    proc = sleeper()
+    start = process_start_time(proc.pid)
+    assert is_same_process(proc.pid, start)
+    proc.kill()
+    await wait_until(lambda: read_proc_stat(proc.pid)[0] == "Z", "a zombie")
+    assert not is_same_process(proc.pid, start)
+    proc.wait()
+    assert not is_same_process(proc.pid, start)
+    assert process_start_time(proc.pid) is None
+
+
+async def test_signal_shim_refuses_a_reused_pid(sleeper):
+    proc = sleeper()
+    start = process_start_time(proc.pid)
+    assert not signal_shim(proc.pid, start + 1, signal.SIGTERM)
+    assert proc.poll() is None
+    assert signal_shim(proc.pid, start, signal.SIGTERM)
+    assert proc.wait(10) == -signal.SIGTERM
+    assert not signal_shim(proc.pid, start, signal.SIGTERM)
+
+
+@pytest.mark.parametrize("pidfd", [True, False])
+async def test_wait_process_exit(sleeper, monkeypatch, pidfd):
+    if not pidfd:
+        def no_pidfd(pid):
+            raise OSError(38, "Function not implemented")
+        monkeypatch.setattr(launcher_mod.os, "pidfd_open", no_pidfd)
+        monkeypatch.setattr(launcher_mod, "POLL_INTERVAL_S", 0.01)
+    proc = sleeper()
+    start = process_start_time(proc.pid)
+    with trio.move_on_after(0.05) as scope:
+        await wait_process_exit(proc.pid, start)
+    assert scope.cancelled_caught  # still running
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait_process_exit, proc.pid, start)
+        await trio.testing.wait_all_tasks_blocked()
+        proc.kill()
+    # returns for a zombie, for a dead pid, and for a pid that names another process
+    await wait_process_exit(proc.pid, start)
+    proc.wait()
+    with trio.fail_after(1):
+        await wait_process_exit(proc.pid, start)
+        await wait_process_exit(os.getpid(), process_start_time(os.getpid()) + 1)
+
+
+def _write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+
+
+EXIT = {"exit_code": 1, "signal": None, "signal_name": None, "reason": "exited",
+        "ended_at": 1.7e9, "pid": 42, "error": None}
+RUNTIME = {"id": "j", "shim_pid": 1, "shim_start_time": 2, "pid": 3, "pgid": 3, "start_time": 4,
+           "argv": ["x"], "cwd": "/", "env_keys": ["PATH"], "started_at": 1.7e9,
+           "timeout_s": None, "grace_s": 10.0}
+
+
+def test_read_records(tmp_path):
+    assert read_exit(tmp_path / "nope") is None
+    assert read_runtime(tmp_path) is None
+    _write(tmp_path / "exit.json", EXIT)
+    _write(tmp_path / "runtime.json", RUNTIME)
+    assert read_exit(tmp_path) == ExitRecord(1, None, None, "exited", 1.7e9, 42, None)
+    runtime = read_runtime(tmp_path)
+    assert (runtime.pid, runtime.argv, runtime.env_keys, runtime.timeout_s) == (3, ("x",), ("PATH",), None)
+
+
+@pytest.mark.parametrize("content", [
+    "", "{", "[1]", "null",
+    {k: v for k, v in EXIT.items() if k != "reason"},
+    EXIT | {"reason": "vanished"},
+    EXIT | {"exit_code": "1"},
+    EXIT | {"exit_code": True},
+    EXIT | {"ended_at": None},
+])
+def test_read_exit_corrupt(tmp_path, content):
+    _write(tmp_path / "exit.json", content)
+    with pytest.raises(CorruptRecord) as info:
+        read_exit(tmp_path)
+    assert info.value.path == tmp_path / "exit.json"
+    assert str(tmp_path / "exit.json") in str(info.value)
+
+
+@pytest.mark.parametrize("content", ["not json", RUNTIME | {"argv": "x"}, RUNTIME | {"pid": None}])
+def test_read_runtime_corrupt(tmp_path, content):
+    _write(tmp_path / "runtime.json", content)
+    with pytest.raises(CorruptRecord):
+        read_runtime(tmp_path)
+
+
+def _rec(reason="exited", exit_code=None, sig=None, name=None, error=None):
+    return ExitRecord(exit_code, sig, name, reason, 1.7e9, 42, error)
+
+
+@pytest.mark.parametrize(("record", "tail", "oom", "expected"), [
+    (_rec(exit_code=0), "", False, None),
+    (_rec(exit_code=0), "CUDA out of memory (recovered)", False, None),
+    (_rec(exit_code=1), "", False, "EXIT_CODE"),
+    (_rec(exit_code=2), "Traceback ...\nValueError: nan", False, "EXIT_CODE"),
+    (_rec(exit_code=1), "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried", False, "OOM"),
+    (_rec(exit_code=1), "RuntimeError: CUDA out of memory.", False, "OOM"),
+    (_rec(exit_code=1), "torch.OutOfMemoryError: boom", False, "OOM"),
+    (_rec("signaled", sig=9, name="SIGKILL"), "", True, "OOM"),
+    (_rec("signaled", sig=9, name="SIGKILL"), "", False, "SIGNAL(SIGKILL)"),
+    (_rec("signaled", sig=11, name="SIGSEGV"), "", False, "SIGNAL(SIGSEGV)"),
+    (_rec("signaled", sig=11, name=None), "", False, "SIGNAL(SIGSEGV)"),
+    (_rec("cancelled", sig=15, name="SIGTERM"), "CUDA out of memory", False, "CANCELLED"),
+    (_rec("cancelled", exit_code=0), "", False, "CANCELLED"),
+    (_rec("timeout", sig=9, name="SIGKILL"), "", True, "TIMEOUT"),
+    (_rec("spawn_failed", exit_code=127, error="argv[0] 'x' not found"), "", False, "SPAWN_FAILED"),
+])
+def test_classify_failure(record, tail, oom, expected):
+    reason, detail = classify_failure(record, tail, oom_killed=oom)
+    assert reason == expected
+    assert (detail is None) == (expected is None)
+
+
+def test_classify_failure_details():
+    assert classify_failure(_rec(exit_code=3))[1] == "exit code 3"
+    assert classify_failure(_rec("spawn_failed", exit_code=127, error="argv[0] 'x' not found"))[1] == (
+        "argv[0] 'x' not found")
+
+
+def test_tail_text(tmp_path):
+    assert tail_text(tmp_path / "missing") == ""
+    small = tmp_path / "small"
+    small.write_bytes(b"one\ntwo\n")
+    assert tail_text(small) == "one\ntwo\n"
+    big = tmp_path / "big"
+    big.write_bytes(b"".join(b"line %d\n" % i for i in range(1000)))
+    tail = tail_text(big, max_bytes=100)
+    assert tail.endswith("line 999\n")
+    assert tail.splitlines()[0].startswith("line ")  # the cut-off first line is dropped
+    assert len(tail) <= 100
+    one_line = tmp_path / "one"
+    one_line.write_bytes(b"x" * 50 + "é".encode() * 10)
+    assert tail_text(one_line, max_bytes=15).endswith("é")  # undecodable start replaced
