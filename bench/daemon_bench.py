@@ -319,7 +319,8 @@ def bench_cold_start(daemons: Daemons, runs: int, existing_runs: int, import_run
         started_at = body.get("started_at")
         # The daemon's serve() stamps time.time() on entry: spawn -> serve is interpreter,
         # imports and config; serve -> READY is endpoint claim, actors, database.
-        ready["pre_serve_s"] = (started_at - wall0) if isinstance(started_at, (int, float)) else None
+        # started_at is in milliseconds since the epoch, like every timestamp of the API.
+        ready["pre_serve_s"] = (started_at / 1000 - wall0) if isinstance(started_at, (int, float)) else None
         ready.update(daemons.stop(proc))
         return ready, used_home
 

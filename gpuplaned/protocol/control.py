@@ -21,7 +21,7 @@ class DaemonInfo:
     role: str
     state: str  # NOT_READY / READY / STOPPING / CLOSED
     uptime_s: float
-    started_at: float  # wall clock, seconds since the epoch
+    started_at: int  # ms since the epoch, like every timestamp of the API
     endpoints: Endpoints
     runtime_dir: str
     home: str
@@ -35,7 +35,7 @@ class ActorInfo:
     uptime_s: float
     restarts: int
     last_error: str | None
-    last_error_at: float | None
+    last_error_at: int | None  # ms since the epoch
     depends_on: list[str]
     stats: dict[str, Any] | None
 

@@ -35,7 +35,7 @@ def daemon_info(shared: DaemonContext) -> DaemonInfo:
         role=cfg.role,
         state=shared.lifecycle.state.value,
         uptime_s=round(trio.current_time() - shared.started_at, 3),
-        started_at=shared.started_wall,
+        started_at=int(shared.started_wall * 1000),
         endpoints=endpoints,
         runtime_dir=str(cfg.runtime_dir),
         home=str(cfg.home),
@@ -50,7 +50,7 @@ def actor_info(snapshot: ActorSnapshot) -> ActorInfo:
         uptime_s=round(snapshot.uptime_s, 3),
         restarts=snapshot.restarts,
         last_error=snapshot.last_error,
-        last_error_at=snapshot.last_error_at,
+        last_error_at=int(snapshot.last_error_at * 1000) if snapshot.last_error_at is not None else None,
         depends_on=list(snapshot.depends_on),
         stats=unstructure(snapshot.stats) if snapshot.stats is not None else None,
     )
