@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gpuplanectl.client import runtime_dir_from
-from gpuplanectl.commands import Globals, actors, daemon, status
+from gpuplanectl.commands import Globals, actors, daemon, jobs, logs, status
 
 app = typer.Typer(
     name="gpuplanectl",
@@ -40,6 +40,11 @@ app.command("status")(status.status)
 app.command("start")(actors.start)
 app.command("stop")(actors.stop)
 app.command("restart")(actors.restart)
+# Options first, then the command: everything from its first word on belongs to the job.
+app.command("submit", epilog=jobs.SUBMIT_EPILOG, context_settings={"allow_interspersed_args": False})(jobs.submit)
+app.command("jobs")(jobs.jobs)
+app.add_typer(jobs.app, name="job")
+app.command("logs")(logs.logs)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)
 

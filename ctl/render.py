@@ -73,7 +73,7 @@ def last_error_text(actor: Mapping[str, Any], now: float | None = None) -> str:
     at = actor.get("last_error_at")
     if at is not None:
         now = time.time() if now is None else now
-        text += f" ({format_uptime(max(0.0, now - at))} ago)"
+        text += f" ({format_uptime(max(0.0, now - at / 1000))} ago)"  # the API speaks milliseconds
     return text
 
 
@@ -123,3 +123,204 @@ def print_error(message: str, *, hint: str | None = None) -> None:
     print(f"error: {message}", file=sys.stderr)
     if hint:
         print(hint, file=sys.stderr)
+
+
+# --- jobs, nodes, logs -------------------------------------------------------
+
+ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "LOST"})
+
+
+def _seconds_since(ms: int | None, now: float) -> float | None:
+    return None if ms is None else max(0.0, now - ms / 1000)
+
+
+def job_runtime(job: Mapping[str, Any], now: float | None = None) -> float | None:
+    """Seconds from start to finish, or to ``now`` while it runs; None before it started."""
+    started = job.get("started_at")
+    if started is None:
+        return None
+    now = time.time() if now is None else now
+    end = job["finished_at"] / 1000 if job.get("finished_at") is not None else now
+    return max(0.0, end - started / 1000)
+
+
+def attempt_text(job: Mapping[str, Any]) -> str:
+    """``2/3`` under a retry policy; just ``2`` without one, or past it (a manual retry)."""
+    attempt, most = job.get("attempt", 0), job.get("max_attempts", 1)
+    return str(attempt) if most <= 1 or attempt > most else f"{attempt}/{most}"
+
+
+WAITING = frozenset({"CREATED", "QUEUED"})
+
+
+def job_gpus_text(job: Mapping[str, Any]) -> str:
+    """The GPU indexes it holds or held (``0,1``), else how many it asks for (``(2)``); ``cpu`` for none."""
+    if job.get("gpu_indexes") and job["status"] not in WAITING:
+        return ",".join(str(i) for i in job["gpu_indexes"])
+    if not job.get("gpu"):
+        return "cpu"
+    return f"({job['gpu']})"
+
+
+def job_outcome_text(job: Mapping[str, Any]) -> str:
+    """``0``, ``3``, ``SIGNAL(SIGSEGV)``, ``TIMEOUT``, ``cancelling`` or ``-``."""
+    reason = job.get("failure_reason")
+    if reason and reason != "EXIT_CODE":
+        return reason
+    if job.get("exit_code") is not None:
+        return str(job["exit_code"])
+    if job.get("cancel_requested") and job["status"] not in ENDED:
+        return "cancelling"
+    return NONE
+
+
+def job_table(jobs: Sequence[Mapping[str, Any]], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    rows = [
+        [
+            job["id"],
+            job.get("name") or NONE,
+            job["status"],
+            job_gpus_text(job),
+            attempt_text(job),
+            format_uptime(_seconds_since(job.get("created_at"), now)),
+            format_uptime(job_runtime(job, now)),
+            job_outcome_text(job),
+        ]
+        for job in jobs
+    ]
+    return table(["ID", "NAME", "STATUS", "GPUS", "ATTEMPT", "AGE", "RUNTIME", "EXIT/REASON"], rows)
+
+
+def job_line(job: Mapping[str, Any]) -> str:
+    """``job_01J… (train): RUNNING, attempt 1/3, gpus 0,1, cancel requested``"""
+    parts = [f"attempt {attempt_text(job)}", f"gpus {job_gpus_text(job)}"]
+    outcome = job_outcome_text(job)
+    if job["status"] in ENDED and outcome != NONE:
+        parts.append(f"exit {outcome}")
+    if job.get("cancel_requested") and job["status"] not in ENDED:
+        parts.append("cancel requested")
+    return f"{job['id']} ({job.get('name') or NONE}): {job['status']}, {', '.join(parts)}"
+
+
+def _when(ms: int | None, now: float) -> str:
+    if ms is None:
+        return NONE
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    return f"{stamp} ({format_uptime(_seconds_since(ms, now))} ago)"
+
+
+def _number(value: float | None, unit: str = "s") -> str:
+    return NONE if value is None else f"{value:g}{unit}"
+
+
+def _gpus_detail(job: Mapping[str, Any]) -> str:
+    """``2 (holds 0,1)``, ``2 (held 0,1)``, ``2``, or ``0 (CPU only)``."""
+    wanted = job.get("gpu", 0)
+    if not wanted:
+        return "0 (CPU only)"
+    if job.get("gpu_indexes") and job["status"] not in WAITING:
+        verb = "held" if job["status"] in ENDED else "holds"
+        return f"{wanted} ({verb} {','.join(map(str, job['gpu_indexes']))})"
+    return str(wanted)
+
+
+def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
+    """``gpuplanectl job show``: one ``key: value`` line per field. Environment values are
+    left out (they can hold secrets and are long); ``--json`` has them."""
+    import shlex  # only this view needs it
+
+    now = time.time() if now is None else now
+    where = job.get("node_id") or NONE
+    if job.get("node"):
+        where += f" (asked for node {job['node']})"
+    fields = [
+        ("id", job["id"]),
+        ("name", job.get("name") or NONE),
+        ("type", job.get("type") or NONE),
+        ("status", job["status"] + (" (cancel requested)" if job.get("cancel_requested") and job["status"] not in ENDED else "")),
+        ("attempt", f"{job.get('attempt', 0)} of {job.get('max_attempts', 1)}"),
+        ("command", shlex.join(job.get("command") or [])),
+        ("cwd", job.get("cwd") or NONE),
+        ("gpus", _gpus_detail(job)),
+        ("node", where),
+        ("labels", ", ".join(job.get("labels") or []) or NONE),
+        ("priority", str(job.get("priority", 0))),
+        ("timeout", _number(job.get("timeout_s"))),
+        ("stop grace", _number(job.get("stop_grace_s"))),
+        ("created", _when(job.get("created_at"), now)),
+        ("started", _when(job.get("started_at"), now)),
+        ("finished", _when(job.get("finished_at"), now)),
+        ("runtime", format_uptime(job_runtime(job, now))),
+        ("exit code", NONE if job.get("exit_code") is None else str(job["exit_code"])),
+        ("failure", job.get("failure_reason") or NONE),
+        ("run", job.get("run_id") or NONE),
+        ("env", " ".join(sorted(job.get("env") or {})) or NONE),
+    ]
+    width = max(len(key) for key, _ in fields) + 1
+    return "\n".join(f"{(key + ':').ljust(width)} {value}" for key, value in fields)
+
+
+def format_memory(mb: int | None) -> str:
+    """``24 GiB``, ``79.6 GiB``, ``512 MiB``."""
+    if mb is None:
+        return NONE
+    if mb < 1024:
+        return f"{mb} MiB"
+    return f"{mb / 1024:.1f}".removesuffix(".0") + " GiB"
+
+
+def node_table(nodes: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [node["name"], node["status"], node.get("gpu_backend") or NONE, str(len(node.get("gpus") or [])),
+         f"{node.get('cpu_jobs', 0)}/{node.get('max_cpu_jobs', 0)}"]
+        for node in nodes
+    ]
+    return table(["NODE", "STATUS", "GPU BACKEND", "GPUS", "CPU JOBS"], rows)
+
+
+def gpu_table(nodes: Sequence[Mapping[str, Any]]) -> str:
+    rows = []
+    for node in nodes:
+        for gpu in node.get("gpus") or []:
+            owner = gpu.get("owner_job_id")
+            if owner and gpu.get("owner_job_name"):
+                owner += f" ({gpu['owner_job_name']})"
+            rows.append([node["name"], str(gpu["index"]), gpu.get("model") or NONE,
+                         format_memory(gpu.get("memory_mb")), owner or NONE])
+    return table(["NODE", "GPU", "MODEL", "MEMORY", "JOB"], rows)
+
+
+def queue_order(jobs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The scheduler's order: highest priority first, oldest first within a priority."""
+    return sorted(jobs, key=lambda job: (-job.get("priority", 0), job.get("created_at", 0), job["id"]))
+
+
+def queue_table(queue: Sequence[Mapping[str, Any]], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    rows = [
+        [job["id"], job.get("name") or NONE, str(job.get("priority", 0)), job_gpus_text(job),
+         job.get("node") or NONE, format_uptime(_seconds_since(job.get("created_at"), now))]
+        for job in queue
+    ]
+    return table(["ID", "NAME", "PRIORITY", "GPUS", "NODE", "AGE"], rows)
+
+
+def end_line(job_id: str, end: Mapping[str, Any]) -> str:
+    """The last line of ``logs -f``: ``[job job_… SUCCEEDED, exit code 0]``, ``[job job_… FAILED,
+    signal SIGSEGV]``, ``[job job_… FAILED (TIMEOUT)]``."""
+    status = end.get("status") or "ENDED"
+    reason = end.get("failure_reason") or ""
+    signal = end.get("signal")
+    if reason.startswith("SIGNAL(") and reason.endswith(")"):
+        signal = reason[len("SIGNAL("):-1] if signal is None else signal
+        reason = ""
+    if signal is not None:
+        detail = f", signal {signal}"
+    elif end.get("exit_code") is not None:
+        detail = f", exit code {end['exit_code']}"
+    else:
+        detail = ""
+    if reason and reason not in ("EXIT_CODE", status):
+        detail += f" ({reason})"
+    return f"[job {job_id} {status}{detail}]"

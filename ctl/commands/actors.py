@@ -1,5 +1,8 @@
 """``gpuplanectl start|stop|restart ACTOR``: one control-API verb each, then the actor's new state.
 
+``start JOB`` and ``stop JOB``, for an argument that starts with ``job_``, are ``job retry``
+and ``job cancel`` (``gpuplanectl.commands.jobs``); no actor has a name like that.
+
 The daemon answers ``stop`` once the actor has ended, and ``start``/``restart`` once the
 new incarnation called ``started()``: still STARTING until it has run ``startsecs``. Like
 supervisorctl, ``start`` and ``restart`` then wait (``--wait``, the default) until the actor
@@ -19,7 +22,7 @@ import typer
 
 from gpuplanectl import render
 from gpuplanectl.client import DaemonClient
-from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
+from gpuplanectl.commands import JsonOption, connect, globals_of, jobs, reporting
 from gpuplanectl.exit_codes import EXIT_FAILURE
 
 # States an actor passes through on its own; anything else stays until someone acts.
@@ -33,25 +36,36 @@ GOALS = {
 POLL_INTERVAL = 0.05
 
 ActorArgument = Annotated[str, typer.Argument(metavar="ACTOR", help="An actor's name, as `gpuplanectl status` lists it.", show_default=False)]
+ActorOrJobArgument = Annotated[str, typer.Argument(
+    metavar="ACTOR|JOB", show_default=False,
+    help="An actor's name, as `gpuplanectl status` lists it, or a job id (job_...).")]
+JOB_PREFIX = "job_"
 WaitOption = Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until the actor is RUNNING or has given up (FATAL).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.0, help="The longest --wait waits.")]
 
 
-def start(ctx: typer.Context, actor: ActorArgument, json_output: JsonOption = False,
+def start(ctx: typer.Context, actor: ActorOrJobArgument, json_output: JsonOption = False,
           wait: WaitOption = True, timeout: TimeoutOption = 30.0) -> None:
-    """Start an actor and wait until it is RUNNING.
+    """Start an actor and wait until it is RUNNING; or retry a job.
 
     Starts a STOPPED, EXITED or FATAL actor with a fresh restart budget; a no-op for one
-    that is already running.
+    that is already running. For a job (job_...), the same as `job retry`.
     """
+    if actor.startswith(JOB_PREFIX):
+        jobs.retry_job(ctx, actor, json_output)
+        return
     _command(ctx, "start", actor, json_output, wait=wait, timeout=timeout)
 
 
-def stop(ctx: typer.Context, actor: ActorArgument, json_output: JsonOption = False) -> None:
-    """Stop an actor; returns once it has ended.
+def stop(ctx: typer.Context, actor: ActorOrJobArgument, json_output: JsonOption = False) -> None:
+    """Stop an actor, returning once it has ended; or cancel a job.
 
-    Stopping `control` is refused: it serves the API this command talks to.
+    Stopping `control` is refused: it serves the API this command talks to. For a job
+    (job_...), the same as `job cancel`.
     """
+    if actor.startswith(JOB_PREFIX):
+        jobs.cancel_job(ctx, actor, json_output)
+        return
     _command(ctx, "stop", actor, json_output, wait=False, timeout=0.0)
 
 

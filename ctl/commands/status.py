@@ -1,14 +1,25 @@
-"""``gpuplanectl status``: the daemon in one line, then one row per actor."""
+"""``gpuplanectl status``: the daemon in one line, one row per actor, then its nodes, GPUs and queue.
+
+The node, GPU and queue sections come from the job API; a daemon whose role keeps no job
+store answers those with ``unavailable`` (or, older, without the routes: ``not_found``),
+and status simply leaves them out, in text and in ``--json``.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from gpuplanectl import render
+from gpuplanectl.client import DaemonClient
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+
+QUEUE_SHOWN = 10
+QUEUE_FETCHED = 1000
+# Answers meaning "this daemon has no such section", not "status failed".
+ABSENT = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.NOT_FOUND, ErrorCode.STOPPING, ErrorCode.NOT_READY})
 
 
 def status(
@@ -16,9 +27,11 @@ def status(
     json_output: JsonOption = False,
     stats: Annotated[bool, typer.Option("--stats", "-s", help="Add each actor's statistics.")] = False,
 ) -> None:
-    """Show the daemon and its actors.
+    """Show the daemon, its actors, nodes and GPUs, and the job queue.
 
-    One line for the daemon, then per actor: state, uptime, restarts, last error.
+    One line for the daemon; per actor: state, uptime, restarts, last error; per node:
+    status and CPU jobs; per GPU: the job holding it; then the first queued jobs in the
+    order they will run (priority, then age). --json has every queued job.
 
     Exits 1 when no daemon runs.
     """
@@ -33,8 +46,16 @@ def status(
             if exc.code is not ErrorCode.STOPPING:
                 raise
             actors = None
+        nodes = _section(client, "/api/v1/nodes", "nodes")
+        queued = _section(client, f"/api/v1/jobs?status=QUEUED&limit={QUEUE_FETCHED}", "jobs")
+    queue = render.queue_order(queued) if queued is not None else None
     if json_output:
-        render.print_json({"daemon": daemon, "actors": actors})
+        body: dict[str, Any] = {"daemon": daemon, "actors": actors}
+        if nodes is not None:
+            body["nodes"] = nodes
+        if queue is not None:
+            body["queue"] = queue
+        render.print_json(body)
         return
     print(render.daemon_line(daemon))
     print()
@@ -42,3 +63,27 @@ def status(
         print("(actors not listed: gpuplaned is shutting down)")
     else:
         print(render.actor_table(actors, stats=stats))
+    if nodes is not None:
+        print()
+        print(render.node_table(nodes) if nodes else "no nodes yet")
+        if any(node.get("gpus") for node in nodes):
+            print()
+            print(render.gpu_table(nodes))
+    if queue is not None:
+        print()
+        if not queue:
+            print("queue: empty")
+        else:
+            more = f", first {QUEUE_SHOWN} shown" if len(queue) > QUEUE_SHOWN else ""
+            print(f"queue: {len(queue)}{'+' if len(queue) >= QUEUE_FETCHED else ''} job"
+                  f"{'' if len(queue) == 1 else 's'}{more}")
+            print(render.queue_table(queue[:QUEUE_SHOWN]))
+
+
+def _section(client: DaemonClient, path: str, key: str) -> list[Any] | None:
+    try:
+        return client.get(path)[key]
+    except ApiError as exc:
+        if exc.code in ABSENT:
+            return None
+        raise

@@ -26,7 +26,7 @@ def test_table_aligns_columns_and_does_not_pad_the_last():
 
 def test_actor_line_and_last_error():
     actor = {"name": "flaky", "state": "RUNNING", "uptime_s": 65.2, "restarts": 2,
-             "last_error": "InjectedCrash: boom\nTraceback...", "last_error_at": 1000.0}
+             "last_error": "InjectedCrash: boom\nTraceback...", "last_error_at": 1_000_000}
     assert render.last_error_text(actor, now=1012.5) == "InjectedCrash: boom (12s ago)"
     line = render.actor_line(actor)
     assert line.startswith("flaky: RUNNING (up 1m05s, 2 restarts, last error: InjectedCrash: boom (")

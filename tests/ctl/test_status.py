@@ -38,7 +38,7 @@ def test_status_text_and_json(daemon):
     result = daemon.run_ctl("status", "--json")
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
-    assert set(body) == {"daemon", "actors"}
+    assert set(body) == {"daemon", "actors", "nodes", "queue"}
     info = body["daemon"]
     assert (info["pid"], info["state"], info["role"]) == (daemon.pid, "READY", "all")
     assert info["endpoints"] == {"unix": str(daemon.socket_path), "tcp": None}

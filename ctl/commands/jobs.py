@@ -1,0 +1,206 @@
+"""Jobs: ``gpuplanectl submit``, ``gpuplanectl jobs`` and the ``gpuplanectl job show|cancel|retry`` sub-app.
+
+``start JOB`` and ``stop JOB`` (an argument that starts with ``job_``) are ``job retry`` and
+``job cancel``; ``gpuplanectl.commands.actors`` hands them over.
+
+Output: a line or table for people; with ``--json`` the API's body (``{"job": ...}`` or
+``{"jobs": [...]}``). Exit 2 for a submission the CLI or the daemon rejects (nothing is
+created), 1 for a refused verb (``conflict``: cancelling a job that has ended) or an
+unknown job.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+import typer
+
+from gpuplanectl import render
+from gpuplanectl.commands import JsonOption, connect, fail, globals_of, reporting
+from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_USAGE
+from gpuplanectl.submission import INHERITED_ENV, SubmissionError, build_body, load_job_file
+from gpuplaned.protocol.errors import ErrorCode
+
+POLL_INTERVAL = 0.1
+# A cancelled job gets SIGTERM, then SIGKILL after its stop grace; allow this much more.
+CANCEL_WAIT_MARGIN = 10.0
+
+app = typer.Typer(
+    name="job",
+    help="Show, cancel or retry one job.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+JobArgument = Annotated[str, typer.Argument(metavar="JOB", help="A job id (job_...), as `gpuplanectl jobs` lists it.",
+                                            show_default=False)]
+
+SUBMIT_EPILOG = (
+    "Environment: the job gets this shell's "
+    + ", ".join(INHERITED_ENV)
+    + " (those that are set), so it finds the same programs, virtualenv or conda env and "
+    "libraries; then the file's env table; then each --env. Nothing else is passed: add "
+    "secrets and settings with --env NAME=VALUE, or --env NAME to pass this shell's value. "
+    "CUDA_VISIBLE_DEVICES is set by the daemon to the GPUs it assigns.\n\n"
+    "Job file (--file, TOML): the API's keys: command (array, or a string split like a "
+    "shell would), cwd (or dir; relative to the file), name, env (table), gpu, labels, node, "
+    "priority, retry, timeout_s, stop_grace_s, type. Flags override the file."
+)
+
+
+def submit(
+    ctx: typer.Context,
+    command: Annotated[list[str] | None, typer.Argument(
+        metavar="-- COMMAND", show_default=False,
+        help="The program and its arguments, run without a shell (use sh -c '...' for one).")] = None,
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME", show_default=False,
+                                             help="Default: the program's name.")] = None,
+    gpu: Annotated[int | None, typer.Option("--gpu", metavar="N", show_default=False,
+                                            help="GPUs to reserve; 0 for a CPU-only job [default: 1].")] = None,
+    workdir: Annotated[str | None, typer.Option("--dir", "--cwd", metavar="DIR", show_default=False,
+                                            help="Working directory [default: this one].")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", metavar="NAME=VALUE", show_default=False,
+                                                  help="Set a variable (repeatable); NAME alone passes this shell's value.")] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", "-l", metavar="LABEL", show_default=False,
+                                                    help="Run only on nodes with this label (repeatable).")] = None,
+    node: Annotated[str | None, typer.Option("--node", metavar="NAME", show_default=False,
+                                             help="Run only on this node.")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", "-p", metavar="P", show_default=False,
+                                                 help="Higher runs first [default: 0].")] = None,
+    retry: Annotated[int | None, typer.Option("--retry", metavar="N", show_default=False,
+                                              help="Run again up to N times if it fails [default: 0].")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", metavar="SECONDS", show_default=False,
+                                                  help="Stop it after this long (fails with TIMEOUT).")] = None,
+    grace: Annotated[float | None, typer.Option("--grace", metavar="SECONDS", show_default=False,
+                                                help="From SIGTERM to SIGKILL when stopping it [default: 10].")] = None,
+    type_: Annotated[str | None, typer.Option("--type", metavar="TYPE", show_default=False,
+                                              help="TRAIN (default), EVALUATE, INFERENCE, EXPORT or CUSTOM.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", metavar="JOB.TOML", show_default=False,
+                                              help="Read the job from a TOML file; flags override it.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Queue a job: a command to run on a node's GPUs.
+
+    Options come before the command; everything after `--` (or after the first word that
+    is not an option) is the command: `gpuplanectl submit --gpu 2 -- python train.py --lr 0.1`.
+
+    Prints the job's id and status; --json the job.
+    """
+    g = globals_of(ctx)
+    flags = {"command": command, "name": name, "gpu": gpu, "dir": workdir, "env": env, "labels": label,
+             "node": node, "priority": priority, "retry": retry, "timeout_s": timeout,
+             "stop_grace_s": grace, "type": type_}
+    try:
+        file_body = load_job_file(file) if file is not None else {}
+        body = build_body(file_body, flags, environ=os.environ, cwd=os.getcwd())
+    except SubmissionError as exc:
+        fail(json_output, ErrorCode.BAD_REQUEST, str(exc), exc.details(), exit_code=EXIT_USAGE)
+    with reporting(g, json_output):
+        job = connect(g).post("/api/v1/jobs", body)["job"]
+    if json_output:
+        render.print_json({"job": job})
+    elif quiet:
+        print(job["id"])
+    else:
+        print(f"{job['id']} {job['status']}")
+
+
+def jobs(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option("--status", metavar="STATE[,STATE]", show_default=False,
+                                               help="Only jobs in these states, e.g. QUEUED,RUNNING.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="The newest N jobs.")] = 100,
+    json_output: JsonOption = False,
+) -> None:
+    """List jobs, newest first.
+
+    GPUS: the indexes a job holds (or held), else how many it asks for in parentheses,
+    `cpu` for a CPU-only job. EXIT/REASON: the exit code, or why it failed (TIMEOUT, OOM,
+    SIGNAL(SIGSEGV), LOST, SPAWN_FAILED).
+    """
+    g = globals_of(ctx)
+    query = {"limit": limit}
+    if status:
+        query["status"] = status.upper()
+    with reporting(g, json_output):
+        listed = connect(g).get(f"/api/v1/jobs?{urlencode(query)}")["jobs"]
+    if json_output:
+        render.print_json({"jobs": listed})
+    elif listed:
+        print(render.job_table(listed))
+    else:
+        print("no jobs" + (f" in {status.upper()}" if status else ""))
+
+
+def _path(job_id: str) -> str:
+    return f"/api/v1/jobs/{quote(job_id, safe='')}"
+
+
+@app.command("show")
+def show(ctx: typer.Context, job_id: JobArgument, json_output: JsonOption = False) -> None:
+    """Show everything about a job (--json: with its environment)."""
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        job = connect(g).get(_path(job_id))["job"]
+    if json_output:
+        render.print_json({"job": job})
+    else:
+        print(render.job_detail(job))
+
+
+@app.command("cancel")
+def cancel(
+    ctx: typer.Context,
+    job_id: JobArgument,
+    json_output: JsonOption = False,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until the job has ended.")] = False,
+) -> None:
+    """Cancel a job: dequeue it, or stop it (SIGTERM, then SIGKILL after its stop grace).
+
+    Exits 1 when the job has already ended.
+    """
+    cancel_job(ctx, job_id, json_output, wait=wait)
+
+
+@app.command("retry")
+def retry(ctx: typer.Context, job_id: JobArgument, json_output: JsonOption = False) -> None:
+    """Queue an ended job again, as its next attempt.
+
+    Exits 1 while the job has not ended.
+    """
+    retry_job(ctx, job_id, json_output)
+
+
+def cancel_job(ctx: typer.Context, job_id: str, json_output: bool, *, wait: bool = False) -> None:
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        client = connect(g)
+        job = client.post(f"{_path(job_id)}/cancel")["job"]
+        if wait:
+            deadline = time.monotonic() + (job.get("stop_grace_s") or 0) + CANCEL_WAIT_MARGIN
+            while job["status"] not in render.ENDED and time.monotonic() < deadline:
+                time.sleep(POLL_INTERVAL)
+                job = client.get(_path(job_id))["job"]
+    _report(job, json_output)
+    if wait and job["status"] not in render.ENDED:
+        render.print_error(f"job {job_id} has not ended yet: it is {job['status']}")
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def retry_job(ctx: typer.Context, job_id: str, json_output: bool) -> None:
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        job = connect(g).post(f"{_path(job_id)}/retry")["job"]
+    _report(job, json_output)
+
+
+def _report(job: dict[str, Any], json_output: bool) -> None:
+    if json_output:
+        render.print_json({"job": job})
+    else:
+        print(render.job_line(job))

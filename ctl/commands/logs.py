@@ -1,0 +1,215 @@
+"""``gpuplanectl logs JOB [-f]``: a job's output, as a tail or followed live.
+
+Without ``-f``: the last ``--tail`` lines of each stream (``GET /api/v1/jobs/{id}/logs``).
+With ``-f``: those lines, then everything the job prints, from the Server-Sent Events
+stream ``/api/v1/jobs/{id}/logs/stream``. Each event's id is where to resume, so a dropped
+connection (or a restarted daemon) is picked up again with ``Last-Event-ID`` and no line is
+lost or repeated. When an attempt that is retried ends, following moves on to the next
+attempt; when the job ends, a last line like ``[job job_... SUCCEEDED, exit code 0]`` goes
+to stderr and the command exits with the job's exit code (``exit_codes.for_job_end``).
+
+Where lines go: with both streams shown, stdout lines to stdout and stderr lines to stderr,
+so redirections keep them apart; with ``--stream`` the one stream goes to stdout. ``--json``
+prints the API's pages (``{"stdout": page, "stderr": page}``), or with ``-f`` one JSON object
+per line: ``{"stream", "line"}``, and at the end ``{"end": {...}}``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import closing
+from typing import Annotated, Any, TextIO
+from urllib.parse import quote, urlencode
+
+import typer
+
+from gpuplanectl import render
+from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
+from gpuplanectl.commands import Globals, JsonOption, connect, fail, globals_of, reporting
+from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, for_job_end
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+
+STREAMS = ("stdout", "stderr")
+# How long -f keeps trying to get the stream back before it gives up.
+RECONNECT_FOR = 30.0
+RECONNECT_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0)
+# Answers that mean "the daemon is coming back", worth waiting out like a dropped connection.
+TRANSIENT = frozenset({ErrorCode.NOT_READY, ErrorCode.STOPPING, ErrorCode.UNAVAILABLE})
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `... | head`
+
+
+class Stream(str, enum.Enum):
+    stdout = "stdout"
+    stderr = "stderr"
+
+
+def logs(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="JOB", help="A job id (job_...).", show_default=False)],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until the job ends; "
+                                         "exit with its exit code.")] = False,
+    stream: Annotated[Stream | None, typer.Option("--stream", show_default=False,
+                                                  help="Only this stream [default: both].")] = None,
+    tail: Annotated[int, typer.Option("--tail", "-n", metavar="N", min=0,
+                                      help="The last N lines of each stream (with -f: to start from).")] = 100,
+    attempt: Annotated[int | None, typer.Option("--attempt", metavar="K", min=1, show_default=False,
+                                                help="An earlier attempt's output [default: the latest]; with -f, follow only that attempt.")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a job's output; -f follows it live.
+
+    With both streams, the job's stderr lines go to stderr. With -f, the exit code is the
+    job's: 0 when it SUCCEEDED, its own exit code when it FAILED, 128+N when signal N
+    killed it, 1 otherwise (cancelled, timed out, lost); 130 when Ctrl-C stops following.
+    """
+    g = globals_of(ctx)
+    names = (stream.value,) if stream is not None else STREAMS
+    out = _Output(json_output, split=len(names) > 1)
+    try:
+        if follow:
+            code = _follow(g, job_id, names, tail, attempt, out)
+        else:
+            code = _print_tail(g, job_id, names, tail, attempt, out)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep Python's own final flush quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
+    raise typer.Exit(code)
+
+
+class _Output:
+    """Prints log lines as they arrive (flushed, so `-f | grep` sees them at once)."""
+
+    def __init__(self, json_output: bool, *, split: bool) -> None:
+        self.json = json_output
+        self.split = split  # both streams shown: stderr lines go to our stderr
+
+    def line(self, stream: str, text: str) -> None:
+        if self.json:
+            self._write(sys.stdout, json.dumps({"stream": stream, "line": text}))
+        else:
+            self._write(sys.stderr if self.split and stream == "stderr" else sys.stdout, text)
+
+    def end(self, job_id: str, end: dict[str, Any]) -> None:
+        if self.json:
+            self._write(sys.stdout, json.dumps({"end": end}))
+        self._write(sys.stderr, render.end_line(job_id, end))
+
+    def note(self, text: str) -> None:
+        self._write(sys.stderr, text)
+
+    @staticmethod
+    def _write(to: TextIO, text: str) -> None:
+        to.write(text + "\n")
+        to.flush()
+
+
+def _path(job_id: str) -> str:
+    return f"/api/v1/jobs/{quote(job_id, safe='')}"
+
+
+def _page(client: DaemonClient, job_id: str, stream: str, tail: int, attempt: int | None) -> dict[str, Any]:
+    query: dict[str, Any] = {"stream": stream, "tail": tail}
+    if attempt is not None:
+        query["attempt"] = attempt
+    return client.get(f"{_path(job_id)}/logs?{urlencode(query)}")
+
+
+def _print_tail(g: Globals, job_id: str, names: Sequence[str], tail: int, attempt: int | None, out: _Output) -> int:
+    with reporting(g, out.json):
+        client = connect(g)
+        pages = {name: _page(client, job_id, name, tail, attempt) for name in names}
+    if out.json:
+        render.print_json(pages)
+        return EXIT_OK
+    for name, page in pages.items():
+        for line in page["lines"]:
+            out.line(name, line["line"])
+    return EXIT_OK
+
+
+def _follow(g: Globals, job_id: str, names: Sequence[str], tail: int, pinned: int | None, out: _Output) -> int:
+    """Print the last ``tail`` lines, then follow; returns the exit code."""
+    with reporting(g, out.json):
+        client = connect(g)
+        # One more line than shown, so the position after the shown ones is known even for
+        # --tail 0 (an empty page has no position: it would mean "from the start").
+        pages = [_page(client, job_id, name, max(tail, 1), pinned) for name in names]
+    attempt = pinned or pages[0].get("attempt") or None  # keep to the attempt the positions belong to
+    positions = []
+    for name, page in zip(names, pages):
+        for line in page["lines"][-tail:] if tail else []:
+            out.line(name, line["line"])
+        positions.append(page["next_offset"] if page.get("next_offset") is not None else -1)
+    resume = ",".join(map(str, positions)) if any(p != -1 for p in positions) else None
+    selected = names[0] if len(names) == 1 else "all"
+
+    lost_since: float | None = None
+    delays = iter(RECONNECT_DELAYS)
+    while True:
+        query: dict[str, Any] = {"stream": selected}
+        if attempt is not None:
+            query["attempt"] = attempt
+        path = f"{_path(job_id)}/logs/stream?{urlencode(query)}"
+        end = None
+        try:
+            with closing(client.events(path, last_event_id=resume)) as events:
+                lost_since, delays = None, iter(RECONNECT_DELAYS)
+                for event in events:
+                    if event.event in STREAMS:
+                        out.line(event.event, event.data)
+                        resume = event.id
+                    elif event.event == "end":
+                        end = _decode_end(event.data)
+                        break
+        except DaemonUnreachable as exc:
+            lost = str(exc)
+        except ApiError as exc:
+            if exc.code not in TRANSIENT:
+                fail(out.json, exc.code, exc.message, exc.details)
+            lost = exc.message
+        else:
+            lost = "the stream ended before the job did"
+
+        if end is not None:
+            status = end.get("status")
+            if status in render.ENDED or not isinstance(status, str):
+                out.end(job_id, end)
+                return for_job_end(end)
+            # This attempt ended and the job was queued again (status RETRIED): follow the next one.
+            ended = end.get("attempt") or attempt or 1
+            if pinned is not None:
+                out.note(f"[job {job_id} attempt {ended} ended; the job was retried]")
+                return EXIT_FAILURE
+            attempt, resume = ended + 1, None
+            out.note(f"[job {job_id} attempt {ended} ended; following attempt {attempt}]")
+            continue
+
+        # Dropped: reconnect (to whatever daemon now serves the runtime dir) and resume.
+        now = time.monotonic()
+        if lost_since is None:
+            lost_since = now
+        if now - lost_since > RECONNECT_FOR:
+            fail(out.json, ErrorCode.UNAVAILABLE,
+                 f"lost the log stream of {job_id} and could not get it back for {RECONNECT_FOR:g} s: {lost}",
+                 {"job_id": job_id, "resume": resume})
+        time.sleep(next(delays, RECONNECT_DELAYS[-1]))
+        try:
+            client = connect(g)
+        except NoDaemon:
+            pass  # keep the old client: its next try fails fast and counts towards the limit
+
+
+def _decode_end(data: str) -> dict[str, Any]:
+    try:
+        end = json.loads(data)
+    except ValueError:
+        end = None
+    return end if isinstance(end, dict) else {"status": None}

@@ -1,0 +1,195 @@
+"""What ``gpuplanectl submit`` sends: a job file, the flags and part of the caller's environment, merged
+into one ``POST /api/v1/jobs`` body.
+
+Pure: reads the job file and is handed the environment and working directory; talks to no
+daemon and prints nothing. Type errors are caught here, naming the file and the key, so
+nothing is submitted from a half-understood file; value ranges (``gpu`` between 0 and 64,
+a ``cwd`` that exists, a known ``node``) are the daemon's to judge, and it names the field.
+
+Precedence, lowest first: the inherited environment subset, the job file, the flags. A
+flag replaces the file's value; ``--env`` entries override single variables; ``--label``
+replaces the file's whole list.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# Enough of the caller's environment that the job runs as it would in this shell: the same
+# programs and interpreter (PATH, an activated venv or conda env), the same libraries and
+# imports, the same user, locale and time zone. Everything else (tokens, SSH agents, display,
+# CUDA_VISIBLE_DEVICES, which the daemon sets) stays out unless passed with --env.
+INHERITED_ENV = (
+    "PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "LD_LIBRARY_PATH",
+    "HOME", "USER", "LANG", "LC_ALL", "TZ",
+)
+
+FILE_KEYS = ("command", "cwd", "dir", "name", "env", "gpu", "labels", "node", "priority", "retry",
+             "timeout_s", "stop_grace_s", "type")
+
+
+class SubmissionError(ValueError):
+    """A usage error in what was asked for; nothing was sent. ``field`` names the API key at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def details(self) -> dict[str, str]:
+        return {"field": self.field} if self.field else {}
+
+
+class JobFileError(SubmissionError):
+    """A job file that cannot be used, naming the file and, where there is one, the key."""
+
+    def __init__(self, path: Path, key: str | None, message: str) -> None:
+        self.path = path
+        self.key = key
+        super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}",
+                         key.partition(".")[0] if key else None)
+
+    def details(self) -> dict[str, str]:
+        return {**super().details(), "file": str(self.path)}
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def load_job_file(path: Path) -> dict[str, Any]:
+    """Read a job file (TOML with the API body's keys) into the part of a body it sets.
+
+    ``command`` may be an array or a string, which is split like a shell would
+    (``shlex.split``); ``cwd`` (or ``dir``) is taken relative to the file's own directory.
+
+    Raises:
+        JobFileError: unreadable, not TOML, an unknown key or a value of the wrong type.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobFileError(path, None, f"cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise JobFileError(path, None, f"not valid TOML: {exc}") from None
+    return _check_table(path, data)
+
+
+def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(data) - set(FILE_KEYS))
+    if unknown:
+        raise JobFileError(path, unknown[0], f"unknown key (known: {', '.join(FILE_KEYS)})")
+    if "cwd" in data and "dir" in data:
+        raise JobFileError(path, "dir", "give cwd or dir, not both")
+
+    def need(key: str, ok: bool, what: str) -> None:
+        if not ok:
+            raise JobFileError(path, key, f"must be {what}, not {_type_name(data[key])}")
+
+    body: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "command":
+            if isinstance(value, str):
+                try:
+                    value = shlex.split(value)
+                except ValueError as exc:
+                    raise JobFileError(path, key, f"cannot split the string into arguments: {exc}") from None
+            need(key, isinstance(value, list) and all(isinstance(a, str) for a in value),
+                 "an array of strings or a string")
+            if not value:
+                raise JobFileError(path, key, "must not be empty")
+            body["command"] = value
+        elif key in ("cwd", "dir"):
+            need(key, isinstance(value, str), "a string")
+            body["cwd"] = os.path.normpath(path.absolute().parent / Path(value).expanduser())
+        elif key in ("name", "node", "type"):
+            need(key, isinstance(value, str), "a string")
+            body[key] = value.upper() if key == "type" else value
+        elif key == "env":
+            need(key, isinstance(value, dict), "a table of strings")
+            for name, item in value.items():
+                if not isinstance(item, str):
+                    raise JobFileError(path, f"env.{name}", f"must be a string, not {_type_name(item)}")
+            body["env"] = dict(value)
+        elif key == "labels":
+            need(key, isinstance(value, list) and all(isinstance(a, str) for a in value), "an array of strings")
+            body["labels"] = list(value)
+        elif key in ("gpu", "priority", "retry"):
+            need(key, isinstance(value, int) and not isinstance(value, bool), "an integer")
+            body[key] = value
+        else:  # timeout_s, stop_grace_s
+            need(key, isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+                 "a number of seconds")
+            body[key] = value
+    return body
+
+
+def parse_env_pairs(pairs: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``--env K=V`` sets K; a bare ``--env K`` passes this shell's value of K.
+
+    Raises:
+        SubmissionError: an empty name, or a bare name this shell does not set.
+    """
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not key:
+            raise SubmissionError(f"--env {pair!r}: expected NAME=VALUE or NAME", "env")
+        if not eq:
+            if key not in environ:
+                raise SubmissionError(f"--env {key}: not set in this shell; give a value with {key}=VALUE", "env")
+            value = environ[key]
+        env[key] = value
+    return env
+
+
+def build_body(
+    file_body: Mapping[str, Any],
+    flags: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+) -> dict[str, Any]:
+    """The ``POST /api/v1/jobs`` body.
+
+    Args:
+        file_body: what ``load_job_file`` returned (``{}`` without ``--file``).
+        flags: the API keys given on the command line (None or absent when not given);
+            ``command`` is the argv after ``--``, ``env`` the ``--env`` pairs, ``dir`` the
+            ``--dir`` value as typed.
+        environ: the caller's environment, for ``INHERITED_ENV`` and bare ``--env K``.
+        cwd: the caller's working directory: where a relative ``--dir`` points, and the
+            job's ``cwd`` when neither the flags nor the file name one.
+
+    Raises:
+        SubmissionError: no command, or a bad ``--env``.
+    """
+    body = dict(file_body)
+    for key in ("name", "gpu", "node", "priority", "retry", "timeout_s", "stop_grace_s"):
+        if flags.get(key) is not None:
+            body[key] = flags[key]
+    if flags.get("type") is not None:
+        body["type"] = flags["type"].upper()
+    if flags.get("labels"):
+        body["labels"] = list(flags["labels"])
+    if flags.get("command"):
+        body["command"] = list(flags["command"])
+    if not body.get("command"):
+        raise SubmissionError("no command to run: give it after `--` (submit -- python train.py) "
+                              "or as `command` in the --file", "command")
+    if flags.get("dir") is not None:
+        body["cwd"] = os.path.normpath(os.path.join(cwd, os.path.expanduser(flags["dir"])))
+    body.setdefault("cwd", cwd)
+    env = {key: environ[key] for key in INHERITED_ENV if key in environ}
+    env.update(body.get("env") or {})
+    env.update(parse_env_pairs(flags.get("env") or (), environ))
+    body["env"] = env
+    return body
