@@ -175,7 +175,9 @@ class _Runner:
             raise
         self.handle.started += 1
         live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time, oom_kills_before)
-        await self.report(JobStatus(spec.job_id, spec.attempt, "RUNNING", pid=spawned.pid))
+        runtime = await trio.to_thread.run_sync(_read_runtime_quietly, job_dir)
+        started_ms = int(runtime.started_at * 1000) if runtime is not None else None
+        await self.report(JobStatus(spec.job_id, spec.attempt, "RUNNING", pid=spawned.pid, at_ms=started_ms))
         await self.watch(live, job_dir)
 
     async def watch(self, live: LiveJob, job_dir: Path) -> None:
@@ -206,7 +208,8 @@ class _Runner:
         if runtime.shim_start_time is not None and is_same_process(runtime.shim_pid, runtime.shim_start_time):
             self.handle.adopted += 1
             log.info("re-adopted job %s attempt %d (pid %d)", active.job_id, active.attempt, runtime.pid)
-            await self.report(JobStatus(active.job_id, active.attempt, "RUNNING", pid=runtime.pid))
+            await self.report(JobStatus(active.job_id, active.attempt, "RUNNING", pid=runtime.pid,
+                                        at_ms=int(runtime.started_at * 1000)))
             if active.cancel_requested:
                 signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM)
             await self.watch(live, job_dir)
@@ -220,6 +223,14 @@ class _Runner:
             return
         if not signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM):
             log.warning("cancel of %s: its shim (pid %d) is gone", message.job_id, live.shim_pid)
+
+
+def _read_runtime_quietly(job_dir: Path) -> Any:
+    """runtime.json for the start time the shim recorded (None if unreadable: it is only a time)."""
+    try:
+        return read_runtime(job_dir)
+    except CorruptRecord:
+        return None
 
 
 def _outcome(live: LiveJob, job_dir: Path) -> JobStatus:

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.jobs import ACTIVE, TERMINAL, IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
+from gpuplaned.domain.jobs import ACTIVE, IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
 from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -256,10 +256,16 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     else:
         new = next_after_exit(state, event, attempt, max_attempts)
     run_status = "FAILED" if event is JobEvent.REQUEUE else event.value.upper()
-    conn.execute(
-        "UPDATE jobs SET status = ?, finished_at = ?, exit_code = ?, failure_reason = ? WHERE id = ?",
-        (new.value, when if new in TERMINAL else None, msg.exit_code, msg.failure_reason, msg.job_id),
-    )
+    if new is JobState.QUEUED:
+        # Back in the queue (automatic retry or never started): the attempt's outcome is
+        # on its run; the job shows nothing of a run it does not have yet.
+        _clear_attempt_fields(conn, msg.job_id)
+    else:
+        conn.execute(
+            "UPDATE jobs SET status = ?, finished_at = max(?, coalesce(started_at, 0)), exit_code = ?, "
+            "failure_reason = ? WHERE id = ?",
+            (new.value, when, msg.exit_code, msg.failure_reason, msg.job_id),
+        )
     conn.execute(
         "UPDATE runs SET status = ?, finished_at = ?, exit_code = ?, failure_reason = ? WHERE id = ?",
         (run_status, when, msg.exit_code, msg.failure_reason or ("REQUEUED" if event is JobEvent.REQUEUE else None),
@@ -295,10 +301,18 @@ def retry_job(conn: sqlite3.Connection, job_id: str) -> Job:
     except IllegalTransition:
         raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is {job.status}; only an ended job can be retried",
                        {"job_id": job_id, "status": job.status}) from None
-    conn.execute("UPDATE jobs SET status = 'QUEUED', finished_at = NULL, cancel_requested = 0 WHERE id = ?",
-                 (job_id,))
+    _clear_attempt_fields(conn, job_id)
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
     return _require(conn, job_id)
+
+
+def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str) -> None:
+    """Queue the job again; what its last attempt did stays on that attempt's run row."""
+    conn.execute(
+        "UPDATE jobs SET status = 'QUEUED', run_id = NULL, gpu_indexes = NULL, started_at = NULL, "
+        "finished_at = NULL, exit_code = NULL, failure_reason = NULL, cancel_requested = 0 WHERE id = ?",
+        (job_id,),
+    )
 
 
 def _require(conn: sqlite3.Connection, job_id: str) -> Job:

@@ -136,7 +136,7 @@ def test_bad_submissions_exit_2_and_create_nothing(gpu_daemon, tmp_path, capsys)
         (["--file", str(tmp_path / "unknown.toml")], "gpus_wanted", f"{tmp_path / 'unknown.toml'}: gpus_wanted: unknown key"),
         (["--file", str(tmp_path / "absent.toml")], None, f"{tmp_path / 'absent.toml'}: cannot read it"),
     ]
-    for number, (args, field, message) in enumerate(cases):
+    for args, field, message in cases:
         code, out, err = ctl_in_process(gpu_daemon, capsys, "submit", *args)
         assert (code, out) == (2, ""), (args, out, err)
         assert err.startswith(f"error: {message}"), (args, err)
