@@ -195,3 +195,22 @@ class Jobs:
 
     def file(self, name: str) -> Path:
         return self.workdir / name
+
+    def wait_node(self) -> None:
+        """The runner registers the local node right after READY."""
+        wait_for(lambda: self.client.get("/api/v1/nodes")["nodes"], what="the local node to register")
+
+    @classmethod
+    def start(cls, daemon_factory: Any, workdir: Path, *args: str) -> Jobs:
+        """A READY daemon started with ``args``, its node registered, driven from ``workdir``."""
+        daemon = daemon_factory(*args).start()
+        daemon.wait_ready()
+        jobs = cls(daemon, workdir)
+        jobs.wait_node()
+        return jobs
+
+    def restart(self, daemon_factory: Any, *args: str) -> None:
+        """Drive a new daemon (same dirs) after the current one died."""
+        self.daemon = daemon_factory(*args).start()
+        self.daemon.wait_ready()
+        self.wait_node()

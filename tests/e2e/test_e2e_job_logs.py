@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from helpers import Jobs, wait_for
+from helpers import Jobs
 
 pytestmark = pytest.mark.e2e
 
@@ -65,11 +65,7 @@ def read_events(daemon, path: str, headers=None, stop_after: int | None = None):
 
 @pytest.fixture
 def jobs(daemon_factory, tmp_path):
-    d = daemon_factory("--gpus=fake:1").start()
-    d.wait_ready()
-    driver = Jobs(d, tmp_path / "work")
-    wait_for(lambda: driver.client.get("/api/v1/nodes")["nodes"], what="node")
-    return driver
+    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
 
 
 def test_follow_both_streams_then_end(jobs):

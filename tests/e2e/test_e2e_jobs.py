@@ -17,17 +17,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def gpu_daemon(daemon_factory):
-    d = daemon_factory("--gpus=fake:2").start()
-    d.wait_ready()
-    return d
-
-
-@pytest.fixture
-def jobs(gpu_daemon, tmp_path):
-    driver = Jobs(gpu_daemon, tmp_path / "work")
-    wait_for(lambda: driver.client.get("/api/v1/nodes")["nodes"], what="the local node to register")
-    return driver
+def jobs(daemon_factory, tmp_path):
+    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:2")
 
 
 def test_two_gpus_three_jobs(jobs):
@@ -61,10 +52,7 @@ def test_two_gpus_three_jobs(jobs):
 
 
 def test_priority_order(daemon_factory, tmp_path):
-    d = daemon_factory("--gpus=fake:1").start()
-    d.wait_ready()
-    jobs = Jobs(d, tmp_path / "work")
-    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
     hold = jobs.sh("while [ ! -e go ]; do sleep 0.02; done", gpu=1)
     jobs.wait(hold["id"], "RUNNING")
     queued = [jobs.sh(f"echo {name} >> order", gpu=1, priority=p)
@@ -76,10 +64,7 @@ def test_priority_order(daemon_factory, tmp_path):
 
 
 def test_cpu_jobs_bounded_by_max_cpu_jobs(daemon_factory, tmp_path):
-    d = daemon_factory("--gpus=none", "--max-cpu-jobs=2").start()
-    d.wait_ready()
-    jobs = Jobs(d, tmp_path / "work")
-    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none", "--max-cpu-jobs=2")
     submitted = [jobs.sh("touch started-$N; while [ ! -e go ]; do sleep 0.02; done", gpu=0, env={"N": str(i)})
                  for i in range(3)]
     for job in submitted[:2]:
@@ -186,10 +171,8 @@ def test_bad_submits_create_nothing(jobs, body, field):
 
 
 def test_kill_9_of_the_daemon_mid_job(daemon_factory, tmp_path):
-    first = daemon_factory("--gpus=fake:1").start()
-    first.wait_ready()
-    jobs = Jobs(first, tmp_path / "work")
-    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
+    first = jobs.daemon
     job = jobs.sh("""
         i=0
         while [ ! -e finish ]; do i=$((i+1)); echo "line $i"; sleep 0.01; done
@@ -202,9 +185,7 @@ def test_kill_9_of_the_daemon_mid_job(daemon_factory, tmp_path):
     size = out.stat().st_size
     wait_for(lambda: out.stat().st_size > size + 100, what="the job to keep writing while the daemon is dead")
 
-    second = daemon_factory("--gpus=fake:1").start()
-    second.wait_ready()
-    jobs.daemon = second
+    jobs.restart(daemon_factory, "--gpus=fake:1")
     assert jobs.wait(job["id"], "RUNNING")["status"] == "RUNNING"
     jobs.file("finish").touch()
     done = jobs.wait(job["id"])
@@ -221,10 +202,8 @@ def test_kill_9_of_the_daemon_mid_job(daemon_factory, tmp_path):
 
 
 def test_job_that_ends_while_the_daemon_is_down(daemon_factory, tmp_path):
-    first = daemon_factory("--gpus=fake:1").start()
-    first.wait_ready()
-    jobs = Jobs(first, tmp_path / "work")
-    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
+    first = jobs.daemon
     job = jobs.sh("while [ ! -e finish ]; do sleep 0.02; done; echo bye; exit 3", gpu=1)
     jobs.wait(job["id"], "RUNNING")
     first.signal(signal.SIGKILL)
@@ -233,9 +212,7 @@ def test_job_that_ends_while_the_daemon_is_down(daemon_factory, tmp_path):
     exit_file = first.home / "jobs" / job["id"] / "attempt-1" / "exit.json"
     wait_for(exit_file.exists, what="the shim to record the exit")
 
-    second = daemon_factory("--gpus=fake:1").start()
-    second.wait_ready()
-    jobs.daemon = second
+    jobs.restart(daemon_factory, "--gpus=fake:1")
     done = jobs.wait(job["id"])
     assert (done["status"], done["exit_code"]) == ("FAILED", 3)
     assert done["finished_at"] is not None
@@ -260,10 +237,8 @@ def test_stopping_the_scheduler_pauses_dispatching(jobs):
 def test_store_keeps_the_last_lines_and_serves_them_when_files_are_gone(daemon_factory, tmp_path):
     config = tmp_path / "gpuplaned.toml"
     config.write_text("[node]\nlog_tail_lines = 50\n")
-    d = daemon_factory(f"--config={config}", "--gpus=none").start()
-    d.wait_ready()
-    jobs = Jobs(d, tmp_path / "work")
-    wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"], what="node")
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", f"--config={config}", "--gpus=none")
+    d = jobs.daemon
     job = jobs.sh("i=0; while [ $i -lt 200 ]; do i=$((i+1)); echo \"line $i\"; done", gpu=0)
     jobs.wait(job["id"])
 
