@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuplaned.actors import control, logs, runner, scheduler, store
+
 from gpuplaned.runtime.spec import ActorSpec
 
 SERVER = frozenset({"all", "server"})

@@ -90,7 +90,7 @@ async def _tail_job(ctx: ActorContext, handle: LogsHandle, job: FollowLogs, keep
     ended = handle.following[key]
     store = ctx.ports["store"]
     try:
-        starts = await write(store, lambda conn: {
+        starts = await ctx.shared.readers.run(lambda conn: {
             stream: conn.execute(
                 "SELECT max(offset) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
                 (job.job_id, job.attempt, stream)).fetchone()[0]

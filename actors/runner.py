@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 import trio
+from gpuplaned.actors.logs import FollowLogs, LogsEnded, notify
 
 import gpuplaned
 from gpuplaned.cgroup import oom_kill_count
@@ -40,7 +41,6 @@ from gpuplaned.launcher import (
     tail_text,
     wait_process_exit,
 )
-from gpuplaned.actors.logs import FollowLogs, LogsEnded, notify
 from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire, JobStatus
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.jobs import attempt_dir
@@ -248,7 +248,9 @@ def _outcome(live: LiveJob, job_dir: Path) -> JobStatus:
     if record.signal == signal.SIGKILL and record.reason == "signaled" and live.oom_kills_at_start is not None:
         now = oom_kill_count()
         oom_killed = now is not None and now > live.oom_kills_at_start
-    reason, detail = classify_failure(record, tail_text(job_dir / "stderr.log"), oom_killed)
+    succeeded = record.exit_code == 0 and record.signal is None and record.reason == "exited"
+    stderr_tail = "" if succeeded else tail_text(job_dir / "stderr.log")  # only failures need it
+    reason, detail = classify_failure(record, stderr_tail, oom_killed)
     at_ms = int(record.ended_at * 1000) if record.ended_at else None
     signal_name = record.signal_name
     if reason is None:

@@ -1,7 +1,9 @@
 """The scheduler actor: queued jobs -> GPU slots -> dispatch to the node's runner.
 
 Owns: the dispatch decision (slot assignment happens inside one store transaction).
-Inputs: ``WAKE`` on its inbox (a submit, a job end, a node hello), and a 2 s tick.
+Inputs: ``WAKE`` on its inbox (a node hello, a cancel, a retry), and a 2 s tick. Submits and
+job ends fold a pass into their own transaction while this actor runs (see
+``gpuplaned.service.dispatch``).
 Outputs: ``Dispatch`` messages to nodes through the node registry.
 Restart: permanent. Stopping it pauses dispatching; running jobs are not touched, node
 reports are still recorded (they do not go through this actor), and ``start`` resumes.
@@ -15,11 +17,11 @@ import logging
 import attrs
 import trio
 
-from gpuplaned.store.writer import write
-from gpuplaned.protocol.agent import Dispatch, JobStatus
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.service.nodes import NodeUnavailable, now_ms
+from gpuplaned.service.dispatch import deliver
+from gpuplaned.service.registry import now_ms
 from gpuplaned.store import jobs as job_rows
+from gpuplaned.store.writer import write
 
 log = logging.getLogger("gpuplaned.scheduler")
 
@@ -64,15 +66,6 @@ async def _pass(ctx: ActorContext, handle: SchedulerHandle) -> None:
     connected = shared.nodes.connected()
     dispatched = await write(ctx.ports["store"], lambda conn: job_rows.schedule(conn, now_ms(), connected))
     handle.passes += 1
-    for item in dispatched:
-        job = item.job
-        try:
-            await shared.nodes.send(item.node_id, Dispatch(job))
-            handle.dispatched += 1
-            log.info("dispatched %s attempt %d to %s (gpus %s)", job.job_id, job.attempt, item.node_id,
-                     list(job.gpu_indexes) or "none")
-        except NodeUnavailable:
-            handle.undeliverable += 1
-            log.warning("node %s is not connected; %s goes back to the queue", item.node_id, job.job_id)
-            status = JobStatus(job.job_id, job.attempt, "REQUEUE", message="node not connected")
-            await write(ctx.ports["store"], lambda conn, s=status, n=item.node_id: job_rows.apply_status(conn, n, s, now_ms()))
+    delivered = await deliver(shared, dispatched)
+    handle.dispatched += delivered
+    handle.undeliverable += len(dispatched) - delivered

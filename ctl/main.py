@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-
 from gpuplanectl.client import runtime_dir_from
 from gpuplanectl.commands import Globals, actors, daemon, jobs, logs, status
 

@@ -7,8 +7,8 @@ Every key is checked: an unknown key or a bad value is a ``ConfigError`` that na
 from __future__ import annotations
 
 import ipaddress
-import re
 import os
+import re
 import socket
 import tomllib
 from collections.abc import Callable, Mapping

@@ -24,7 +24,8 @@ from gpuplaned.lifecycle import DaemonState, Lifecycle
 from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
-from gpuplaned.service.nodes import LocalNodeLink, NodeRegistry
+from gpuplaned.service.nodes import LocalNodeLink
+from gpuplaned.service.registry import NodeRegistry
 from gpuplaned.store.readers import Readers
 
 log = logging.getLogger("gpuplaned")

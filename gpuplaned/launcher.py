@@ -14,7 +14,11 @@ the runner needs afterwards is here, as plain functions over the job dir and ``/
 - ``classify_failure`` and ``tail_text``: the failure reason for a finished job.
 
 Why a launcher rather than one ``python shim.py`` per job: an interpreter start alone is
-~35 ms; a fork of the warm launcher is about a millisecond.
+~35 ms; a fork of the warm launcher is about a millisecond, and the launcher forks its
+shims ahead of time. Spawns are pipelined: the launcher hands a request to a shim and reads
+the next one while the first shim is still setting up, so many spawns may be in flight
+and their replies come back in the order the shims finish (each request carries a ``seq``
+that its reply echoes).
 
 Errors: ``SpawnError`` (the command could not be started; the launcher's message, and
 ``exit.json`` has reason ``spawn_failed``), ``LauncherGone`` (the launcher died or was
@@ -24,7 +28,6 @@ writes). All are ``LauncherError``\\ s except ``CorruptRecord``, a ``ValueError`
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import math
@@ -47,6 +50,8 @@ STDOUT_FILE = _shim.STDOUT_FILE
 STDERR_FILE = _shim.STDERR_FILE
 RUNTIME_FILE = _shim.RUNTIME_FILE
 EXIT_FILE = _shim.EXIT_FILE
+REPORT_TIMEOUT_S = _shim.REPORT_TIMEOUT_S
+PREFORK = _shim.PREFORK
 
 CLOSE_GRACE_S = 2.0  # after closing its stdin, how long the launcher gets to exit
 POLL_INTERVAL_S = 0.2  # wait_process_exit without pidfds
@@ -113,6 +118,9 @@ class Spawned:
     pid: int
     pgid: int
     start_time: int | None
+    # Wall clock (epoch seconds) just before the exec; ``runtime.json``'s ``started_at``.
+    # None only from a launcher that does not report it.
+    started_at: float | None = None
 
 
 @attrs.frozen
@@ -155,20 +163,23 @@ REASONS = frozenset({"exited", "signaled", "cancelled", "timeout", "spawn_failed
 
 
 class _Waiter:
-    __slots__ = ("reply",)
+    __slots__ = ("seq", "reply")
 
-    def __init__(self) -> None:
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
         self.reply: dict[str, Any] | None = None
 
 
 class Launcher:
     """A running launcher process. Get one from ``open_launcher()``.
 
-    Requests may be issued from many tasks at once. The launcher answers in order, so each
-    request joins a FIFO of waiters when it is written; whichever waiter is not blocked
-    elsewhere reads the next reply and hands it to the head of the FIFO. A caller that is
-    cancelled after its request went out leaves its waiter behind, so its reply is still
-    consumed and the stream never falls out of step.
+    Requests may be issued from many tasks at once, and the launcher works on them all at
+    once: a slow spawn does not hold up the others. Each request carries a fresh ``seq``
+    that the launcher echoes in its reply, and joins a table of waiters when it is written;
+    whichever waiter is not blocked elsewhere reads the next reply and hands it to the
+    waiter with that ``seq`` (a reply without one goes to the oldest waiter, as from a
+    launcher that answers in order). A caller that is cancelled after its request went out
+    leaves its waiter behind, so its reply is still consumed and never taken for another's.
     """
 
     def __init__(self, proc: trio.Process) -> None:
@@ -177,7 +188,8 @@ class Launcher:
         self._stdin = proc.stdin
         self._stdout = proc.stdout
         self._send_lock = trio.Lock()
-        self._pending: collections.deque[_Waiter] = collections.deque()
+        self._pending: dict[int, _Waiter] = {}  # by seq, oldest first
+        self._next_seq = 0
         self._buf = bytearray()
         self._reading = False
         self._progress = trio.Event()
@@ -206,11 +218,16 @@ class Launcher:
     async def spawn(self, request: SpawnRequest) -> Spawned:
         """Start ``request.argv`` through a new shim; returns once the command is exec'd.
 
-        ``runtime.json`` is in the job dir by the time this returns.
+        ``request.job_dir`` need not exist: the shim creates it (mode 0700; parents as
+        needed). ``runtime.json`` is in the job dir, durably, by the time this returns, and
+        ``Spawned.started_at`` is its ``started_at``.
 
         Raises:
-            SpawnError: no such command, no such cwd, permission denied, a bad request;
-                ``exit.json`` (reason ``spawn_failed``) records it as well.
+            SpawnError: no such command, no such cwd, permission denied, a job dir that
+                cannot be created, a bad request, a shim that did not report within the
+                launcher's report timeout (it and any job it started were killed);
+                ``exit.json`` (reason ``spawn_failed``) records it as well, where the job dir
+                can be written.
             LauncherGone: the launcher has exited or was closed (nothing was started, or,
                 if it died mid-request, look for ``runtime.json``).
 
@@ -241,27 +258,30 @@ class Launcher:
                 pid=_int(reply, "pid"),
                 pgid=_int(reply, "pgid"),
                 start_time=_int(reply, "start_time", optional=True),
+                started_at=_float(reply, "started_at", optional=True) if "started_at" in reply
+                else None,
             )
         except _Invalid as exc:
             self._break(f"malformed spawn reply {reply!r}: {exc}")
             raise LauncherGone(self._gone) from None
 
     async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(message).encode() + b"\n"
-        waiter = _Waiter()
+        self._next_seq += 1
+        waiter = _Waiter(self._next_seq)
+        data = json.dumps(message | {"seq": waiter.seq}).encode() + b"\n"
         async with self._send_lock:
             if self._gone is not None:
                 raise LauncherGone(self._gone)
             await trio.lowlevel.checkpoint_if_cancelled()
-            self._pending.append(waiter)
+            self._pending[waiter.seq] = waiter
             try:
                 # A half-written request would put the stream out of step for good. The
-                # launcher reads its stdin whenever it is not starting a job, so this
+                # launcher reads its stdin between any two steps of its work, so this
                 # finishes promptly unless it is stopped, and ends if it dies.
                 with trio.CancelScope(shield=True):
                     await self._stdin.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                self._pending.remove(waiter)
+                del self._pending[waiter.seq]
                 self._set_gone(f"launcher pid {self.pid} stopped reading requests ({exc!r})")
                 raise LauncherGone(self._gone) from exc
         while waiter.reply is None:
@@ -275,7 +295,7 @@ class Launcher:
         return waiter.reply
 
     async def _read_reply(self) -> None:
-        """Read one reply line and hand it to the oldest waiter."""
+        """Read one reply line and hand it to its waiter."""
         self._reading = True
         try:
             while (nl := self._buf.find(b"\n")) < 0:
@@ -304,7 +324,14 @@ class Launcher:
             if not isinstance(reply, dict) or not self._pending:
                 self._break(f"unexpected reply {line[:200]!r}")
                 return
-            self._pending.popleft().reply = reply
+            seq = reply.pop("seq", None)
+            if seq is None:  # a launcher that answers in order
+                seq = next(iter(self._pending))
+            waiter = self._pending.pop(seq, None) if isinstance(seq, int) else None
+            if waiter is None:
+                self._break(f"reply to no request {line[:200]!r}")
+                return
+            waiter.reply = reply
         finally:
             self._reading = False
             self._progress.set()
@@ -338,12 +365,22 @@ class Launcher:
 
 
 @contextlib.asynccontextmanager
-async def open_launcher(*, python: str | os.PathLike[str] | None = None) -> AsyncIterator[Launcher]:
+async def open_launcher(
+    *,
+    python: str | os.PathLike[str] | None = None,
+    report_timeout_s: float | None = None,
+    prefork: int | None = None,
+) -> AsyncIterator[Launcher]:
     """Start a launcher; ready (it has answered a ping) when the body runs.
 
     Args:
         python: the interpreter to run ``shim.py`` with; default ``sys.executable``. It
             runs isolated (``-I -S``): the shim needs only the standard library.
+        report_timeout_s: how long a shim may take to start its job and write
+            ``runtime.json`` before the spawn fails and the shim is killed; default
+            ``REPORT_TIMEOUT_S`` (30 s).
+        prefork: idle shims the launcher keeps forked ahead of requests; default
+            ``PREFORK`` (2); 0 forks each on its request.
 
     Resource handling: on exit the launcher's stdin is closed, it gets ``CLOSE_GRACE_S`` to
     exit and is killed otherwise. Jobs it started keep running.
@@ -351,8 +388,17 @@ async def open_launcher(*, python: str | os.PathLike[str] | None = None) -> Asyn
     Raises:
         LauncherGone: the launcher exited before answering.
     """
+    argv = [os.fspath(python or sys.executable), "-I", "-S", str(SHIM_PATH), "--serve"]
+    if report_timeout_s is not None:
+        if not report_timeout_s > 0:
+            raise ValueError(f"report_timeout_s must be positive, got {report_timeout_s!r}")
+        argv += ["--report-timeout", repr(float(report_timeout_s))]
+    if prefork is not None:
+        if prefork < 0:
+            raise ValueError(f"prefork must be >= 0, got {prefork!r}")
+        argv += ["--prefork", str(int(prefork))]
     proc = await trio.lowlevel.open_process(
-        [os.fspath(python or sys.executable), "-I", "-S", str(SHIM_PATH), "--serve"],
+        argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         start_new_session=True,  # a Ctrl-C meant for the daemon's terminal must not reach it

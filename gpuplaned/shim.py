@@ -2,35 +2,48 @@
 
 The runner starts ``python -I -S /abs/path/shim.py --serve`` once. That process, the
 **launcher**, reads newline-delimited JSON requests on stdin and answers each with one JSON
-line on stdout, in order:
+line on stdout:
 
     {"op": "spawn", "id": ..., "job_dir": "/abs", "argv": [...], "cwd": "/abs", "env": {...},
-     "timeout_s": float | null, "grace_s": float}
-      -> {"id": ..., "ok": true, "shim_pid", "shim_start_time", "pid", "pgid", "start_time"}
-      -> {"id": ..., "ok": false, "error": "argv[0] 'nosuch' not found: ..."}
-    {"op": "ping"} -> {"ok": true, "pong": true}
+     "timeout_s": float | null, "grace_s": float, "seq": int}
+      -> {"id": ..., "ok": true, "shim_pid", "shim_start_time", "pid", "pgid", "start_time",
+          "started_at", "seq"}
+      -> {"id": ..., "ok": false, "error": "argv[0] 'nosuch' not found: ...", "seq"}
+    {"op": "ping", "seq": int} -> {"ok": true, "pong": true, "seq"}
 
-On EOF it exits; the jobs it started keep running. It must not import gpuplaned: it runs
-by file path in isolated mode.
+Requests are **pipelined**: the launcher hands a spawn to a shim and goes straight on to
+the next request, so replies come back in the order the shims finish, not the order of the
+requests. ``seq`` (optional, any JSON value) is echoed in the reply to tell them apart; a
+reply without one (a request that was not valid JSON) cannot be matched to anything.
+``started_at`` is the wall clock just before ``posix_spawn``, the same value as in
+``runtime.json``.
+
+On EOF it answers what is still in flight, then exits; the jobs it started keep running.
+It must not import gpuplaned: it runs by file path in isolated mode.
 
 Theory of operation
 -------------------
 Starting an interpreter costs ~35 ms, so the launcher ``fork()``s a **shim** per job instead
 (single-threaded, so the fork is safe; the shim never returns into the launcher's code and
-leaves through ``os._exit``). The shim:
+leaves through ``os._exit``). Shims are forked *ahead* of their request (``prefork`` of them
+wait idle, blocked on a pipe of their own), so a request only costs the launcher a pipe
+write: the fork and the shim's setup below are off the critical path. The shim:
 
 1. ``setsid()``: its own session, so signals aimed at the daemon's group or terminal miss it;
    becomes a child subreaper, so descendants that lose their parent (including ones that
    ``setsid()`` out of the job's group) are re-parented to it and stay within reach;
    ignores SIGINT/SIGHUP/SIGPIPE and keeps SIGTERM/SIGCHLD blocked, taking them one at a
-   time from ``sigtimedwait`` (no handlers, no races with ``waitpid``).
-2. Removes ``runtime.json``/``exit.json`` left in the job dir by an earlier spawn, opens
-   ``stdout.log``/``stderr.log`` there (append, 0644), enters the job's cwd and starts the
-   job's **main process** with ``posix_spawn``: own process group, stdin ``/dev/null``,
-   stdout/stderr straight into the files (no pipe the daemon could break), default signal
-   dispositions, an empty mask, no other fds, argv[0] looked up on the job env's PATH. A
-   failed exec comes back as an errno (see ``_start_child``).
-3. Writes ``runtime.json`` (temp file, fsync, rename) and reports to the launcher.
+   time from ``sigtimedwait`` (no handlers, no races with ``waitpid``); closes every fd but
+   its two pipes and ``/dev/null``. Then it waits for its request (EOF: exit quietly).
+2. Creates the job dir (0700; what exists is left as it is), removes ``runtime.json``/
+   ``exit.json`` left there by an earlier spawn, opens ``stdout.log``/``stderr.log`` (append,
+   0644), enters the job's cwd and starts the job's **main process** with ``posix_spawn``:
+   own process group, stdin ``/dev/null``, stdout/stderr straight into the files (no pipe
+   the daemon could break), default signal dispositions, an empty mask, no other fds,
+   argv[0] looked up on the job env's PATH. A failed exec comes back as an errno (see
+   ``_start_child``).
+3. Writes ``runtime.json`` (temp file, fsync, rename, fsync of the job dir and, if the shim
+   created the job dir, of its parent) and reports to the launcher, which replies.
 4. Waits. SIGTERM (cancel) or ``timeout_s`` sends SIGTERM (and SIGCONT) to the group and to
    re-parented descendants, then SIGKILL after ``grace_s``; a second SIGTERM kills at once.
 5. When the main process has exited it is left a zombie, so its pid (the group id) cannot
@@ -38,8 +51,16 @@ leaves through ``os._exit``). The shim:
    then is it reaped itself and ``exit.json`` written (temp file, fsync, rename). The shim
    exits 0.
 
-A spawn that fails (no such command, missing cwd, permission denied) gets an ``ok: false``
-reply and an ``exit.json`` with reason ``spawn_failed``, exit code 127 (not found) or 126.
+A spawn that fails (no such command, missing cwd, permission denied, a job dir that cannot
+be created) gets an ``ok: false`` reply and an ``exit.json`` with reason ``spawn_failed``,
+exit code 127 (not found) or 126.
+
+A shim that has not reported ``report_timeout_s`` (default 30 s) after it got its request
+is stopped, its job's process group (if it got as far as starting one) and then the shim
+itself are SIGKILLed, and the reply is ``ok: false`` ("... did not report within ..."). A
+shim that exits without reporting gets ``ok: false`` too. In both cases the reply waits for
+a short-lived helper process to write ``exit.json`` (``spawn_failed``), so the launcher
+itself never touches a job dir on a possibly hung file system.
 """
 
 from __future__ import annotations
@@ -49,6 +70,7 @@ import errno as errno_mod
 import gc
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -150,8 +172,12 @@ def signal_name(signum: int) -> str:
         return f"SIG{signum}"
 
 
-def write_json_atomic(path: str, obj: dict[str, Any]) -> None:
-    """Write ``obj`` to ``path`` so readers see the old file or the whole new one."""
+def write_json_atomic(path: str, obj: dict[str, Any], *, sync_dirs: tuple[str, ...] = ()) -> None:
+    """Write ``obj`` to ``path`` so readers see the old file or the whole new one.
+
+    The file is fsynced before the rename; ``sync_dirs`` (e.g. the file's directory) are
+    fsynced after it, which is what makes the new name itself durable.
+    """
     tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
@@ -163,14 +189,35 @@ def write_json_atomic(path: str, obj: dict[str, Any]) -> None:
     finally:
         os.close(fd)
     os.rename(tmp, path)
+    for directory in sync_dirs:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 # ---------------------------------------------------------------------------------------
 # The launcher.
 
+REPORT_TIMEOUT_S = 30.0  # a shim that has not reported by then is killed; the spawn fails
+PREFORK = 2  # idle shims kept forked ahead of their requests
+_MAX_REPORT = 1024 * 1024
 
-def serve(stdin_fd: int = 0, stdout_fd: int = 1) -> int:
-    """Answer requests on ``stdin_fd`` until EOF; returns the exit code."""
+
+def serve(
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+    *,
+    report_timeout_s: float = REPORT_TIMEOUT_S,
+    prefork: int = PREFORK,
+) -> int:
+    """Answer requests on ``stdin_fd`` until EOF and the last reply; returns the exit code.
+
+    Args:
+        report_timeout_s: how long a shim may take from its request to its report.
+        prefork: how many idle shims to keep ready (0: fork each one on request).
+    """
     # Shims are never waited for here: the kernel reaps them, and after we are gone
     # they are re-parented like any orphan.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -178,55 +225,422 @@ def serve(stdin_fd: int = 0, stdout_fd: int = 1) -> int:
     # Everything imported so far is shared with every shim; keep the collector from
     # touching (and so copying) those pages.
     gc.freeze()
-    buf = b""
-    while True:
-        nl = buf.find(b"\n")
-        if nl < 0:
-            if len(buf) > _MAX_LINE:
-                sys.stderr.write("gpuplane launcher: request line too long; exiting\n")
-                return 1
-            chunk = os.read(stdin_fd, 65536)
-            if not chunk:
-                return 0
-            buf += chunk
-            continue
-        line, buf = buf[:nl], buf[nl + 1:]
-        if not line.strip():
-            continue
-        reply = handle_request(line, libc)
+    return _Server(stdin_fd, stdout_fd, libc, report_timeout_s, max(0, prefork)).run()
+
+
+class _ReplyFailed(Exception):
+    """Our stdout is gone: the daemon went away (the jobs do not need us)."""
+
+
+class _TooLong(Exception):
+    pass
+
+
+class _Idle:
+    """A forked shim waiting for its request on ``spec_fd``; it reports on ``report_fd``."""
+
+    __slots__ = ("pid", "spec_fd", "report_fd")
+
+    def __init__(self, pid: int, spec_fd: int, report_fd: int) -> None:
+        self.pid = pid
+        self.spec_fd = spec_fd
+        self.report_fd = report_fd
+
+
+class _Waiting:
+    """A process whose end (a report line, or EOF) a reply waits for.
+
+    ``kind`` is ``"shim"`` (the reply is the shim's report) or ``"recorder"`` (a helper
+    writing a spawn failure's ``exit.json``; the reply is ready in ``reply``).
+    """
+
+    __slots__ = ("kind", "pid", "fd", "deadline", "data", "req_id", "seq", "job_dir", "reply")
+
+    def __init__(self, kind: str, pid: int, fd: int, deadline: float, req_id: Any, seq: Any,
+                 job_dir: str, reply: dict[str, Any] | None = None) -> None:
+        self.kind = kind
+        self.pid = pid
+        self.fd = fd
+        self.deadline = deadline
+        self.data = b""
+        self.req_id = req_id
+        self.seq = seq
+        self.job_dir = job_dir
+        self.reply = reply
+
+
+class _Server:
+    """The launcher's loop: one ``poll()`` over stdin and every pending shim's report pipe.
+
+    Each turn handles at most one request line, then looks at the pipes again, so reports
+    are answered while a burst of requests is still being handed out. Idle shims are
+    forked only when there is nothing else to do. Nothing here blocks on a job dir: file
+    system work is done by shims and helper processes.
+    """
+
+    def __init__(self, stdin_fd: int, stdout_fd: int, libc: Any, report_timeout_s: float,
+                 prefork: int) -> None:
+        self.stdin_fd = stdin_fd
+        self.stdout_fd = stdout_fd
+        self.libc = libc
+        self.report_timeout_s = report_timeout_s
+        self.prefork = prefork
+        self.buf = bytearray()
+        self.scanned = 0  # self.buf[:scanned] holds no newline
+        self.stdin_open = True
+        self.poller = select.poll()
+        self.idle: list[_Idle] = []
+        self.waiting: dict[int, _Waiting] = {}
+
+    def run(self) -> int:
+        self.poller.register(self.stdin_fd, select.POLLIN)
         try:
-            _write_all(stdout_fd, json.dumps(reply).encode() + b"\n")
-        except OSError:  # the daemon went away; the jobs do not need us
+            while True:
+                try:
+                    line = self._next_line()
+                except _TooLong:
+                    sys.stderr.write("gpuplane launcher: request line too long; exiting\n")
+                    return 1
+                if line is None and not self.stdin_open and not self.waiting:
+                    return 0
+                refill = self.stdin_open and len(self.idle) < self.prefork
+                timeout = 0 if line is not None or refill else self._poll_timeout_ms()
+                events = self.poller.poll(timeout)
+                for fd, _ in events:
+                    if fd == self.stdin_fd:
+                        self._read_stdin()
+                    elif fd in self.waiting:
+                        self._on_readable(self.waiting[fd])
+                if line is not None:
+                    self._handle(line)
+                elif refill and not events:
+                    self._refill()
+                self._expire()
+        except _ReplyFailed:
             return 0
+        finally:
+            for shim in self.idle:  # EOF on their request pipe: they exit
+                os.close(shim.spec_fd)
+                os.close(shim.report_fd)
+            self.idle.clear()
+
+    # -- requests -----------------------------------------------------------------------
+
+    def _next_line(self) -> bytes | None:
+        nl = self.buf.find(b"\n", self.scanned)
+        if nl < 0:
+            self.scanned = len(self.buf)
+            if len(self.buf) > _MAX_LINE:
+                raise _TooLong()
+            return None
+        line = bytes(self.buf[:nl])
+        del self.buf[: nl + 1]
+        self.scanned = 0
+        return line
+
+    def _read_stdin(self) -> None:
+        try:
+            chunk = os.read(self.stdin_fd, 65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            self.buf += chunk
+            return
+        self.stdin_open = False
+        self.poller.unregister(self.stdin_fd)
+
+    def _handle(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise RequestError("a request must be a JSON object")
+        except (ValueError, RecursionError) as exc:
+            self._reply({"id": None, "ok": False, "error": f"bad request: {exc}"}, None)
+            return
+        seq = req.get("seq")
+        op = req.get("op")
+        if op == "ping":
+            reply: dict[str, Any] = {"ok": True, "pong": True}
+            if "id" in req:
+                reply["id"] = req["id"]
+            self._reply(reply, seq)
+            return
+        if op != "spawn":
+            self._reply({"id": req.get("id"), "ok": False,
+                         "error": f"bad request: unknown op {op!r}"}, seq)
+            return
+        try:
+            spec = _Spec(req)
+        except RequestError as exc:
+            message = f"bad request: {exc}"
+            job_dir = req.get("job_dir")
+            if isinstance(job_dir, str) and os.path.isabs(job_dir):
+                _record_spawn_failure(job_dir, EXIT_CANNOT_EXECUTE, message)
+            self._reply({"id": req.get("id"), "ok": False, "error": message}, seq)
+            return
+        self._dispatch(spec, line, seq)
+
+    def _dispatch(self, spec: _Spec, line: bytes, seq: Any) -> None:
+        """Hand the request to an idle shim (forking one if there is none)."""
+        while True:
+            if self.idle:
+                shim = self.idle.pop(0)
+            else:
+                try:
+                    shim = self._fork_shim()
+                except OSError as exc:
+                    message = f"cannot fork a shim: {exc}"
+                    _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
+                    self._reply({"id": spec.id, "ok": False, "error": message}, seq)
+                    return
+            try:
+                # A pipe the shim is blocked reading: only a dead shim makes this fail.
+                _write_all(shim.spec_fd, line + b"\n")
+            except OSError:
+                os.close(shim.spec_fd)
+                os.close(shim.report_fd)
+                continue
+            os.close(shim.spec_fd)
+            break
+        waiting = _Waiting("shim", shim.pid, shim.report_fd,
+                           time.monotonic() + self.report_timeout_s, spec.id, seq, spec.job_dir)
+        self.waiting[shim.report_fd] = waiting
+        self.poller.register(shim.report_fd, select.POLLIN)
+
+    def _reply(self, reply: dict[str, Any], seq: Any) -> None:
+        if seq is not None:
+            reply["seq"] = seq
+        try:
+            _write_all(self.stdout_fd, json.dumps(reply).encode() + b"\n")
+        except OSError:
+            raise _ReplyFailed() from None
+
+    # -- shims --------------------------------------------------------------------------
+
+    def _refill(self) -> None:
+        try:
+            self.idle.append(self._fork_shim())
+        except OSError:
+            self.prefork = len(self.idle)  # fork fails now; requests will say why
+
+    def _fork_shim(self) -> _Idle:
+        spec_r, spec_w = os.pipe()
+        try:
+            report_r, report_w = os.pipe()
+        except OSError:
+            os.close(spec_r)
+            os.close(spec_w)
+            raise
+        # Blocked before the fork, so a SIGTERM that reaches the shim early is queued for its
+        # wait loop instead of killing it.
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
+        try:
+            pid = os.fork()
+        except OSError:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            for fd in (spec_r, spec_w, report_r, report_w):
+                os.close(fd)
+            raise
+        if pid == 0:
+            code = 1
+            try:
+                os.close(spec_w)
+                os.close(report_r)
+                _shim_main(spec_r, report_w, self.libc)
+                code = 0
+            finally:  # nothing may escape into the launcher's loop
+                os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        os.close(spec_r)
+        os.close(report_w)
+        os.set_blocking(report_r, False)
+        return _Idle(pid, spec_w, report_r)
+
+    def _on_readable(self, waiting: _Waiting) -> None:
+        chunk = _read_some(waiting.fd)
+        if chunk is None:
+            return
+        waiting.data += chunk
+        if chunk and b"\n" not in waiting.data and len(waiting.data) <= _MAX_REPORT:
+            return
+        self._finish(waiting)
+
+    def _forget(self, waiting: _Waiting) -> None:
+        if self.waiting.get(waiting.fd) is waiting:
+            del self.waiting[waiting.fd]
+            self.poller.unregister(waiting.fd)
+            os.close(waiting.fd)
+
+    def _finish(self, waiting: _Waiting) -> None:
+        """The report is in (or the process is gone): reply."""
+        self._forget(waiting)
+        if waiting.kind == "recorder":
+            assert waiting.reply is not None
+            self._reply(waiting.reply, waiting.seq)
+            return
+        try:
+            report = json.loads(waiting.data.partition(b"\n")[0])
+        except ValueError:
+            report = None
+        if isinstance(report, dict) and isinstance(report.get("ok"), bool):
+            report["id"] = waiting.req_id
+            self._reply(report, waiting.seq)
+            return
+        # Nothing was started, unless the shim died between runtime.json and its report;
+        # then the job runs, and runtime.json is what the runner reconciles.
+        self._record_failure(waiting, f"shim {waiting.pid} exited before reporting",
+                             overwrite=False)
+
+    def _poll_timeout_ms(self) -> int:
+        if not self.waiting:
+            return -1
+        left = min(w.deadline for w in self.waiting.values()) - time.monotonic()
+        return max(0, int(left * 1000) + 1)
+
+    def _expire(self) -> None:
+        if not self.waiting:
+            return
+        now = time.monotonic()
+        for waiting in [w for w in self.waiting.values() if w.deadline <= now]:
+            self._on_timeout(waiting)
+
+    def _on_timeout(self, waiting: _Waiting) -> None:
+        if self._drain(waiting):
+            self._finish(waiting)
+            return
+        outcome = _stop_stuck(waiting.pid, waiting.fd, kill_job=waiting.kind == "shim")
+        if self._drain(waiting) or outcome in ("reported", "gone"):
+            self._finish(waiting)
+            return
+        self._forget(waiting)
+        if waiting.kind == "recorder":
+            assert waiting.reply is not None
+            waiting.reply["error"] += (
+                f" (and {EXIT_FILE} could not be written within {self.report_timeout_s:g} s)")
+            self._reply(waiting.reply, waiting.seq)
+            return
+        message = (f"shim {waiting.pid} did not report within {self.report_timeout_s:g} s;"
+                   " killed it")
+        if outcome:
+            message += f" and its job (pid {', '.join(map(str, outcome))})"
+        self._record_failure(waiting, message, overwrite=True)
+
+    def _drain(self, waiting: _Waiting) -> bool:
+        """Read what the pipe holds; True once a whole report (or EOF) is in."""
+        while True:
+            chunk = _read_some(waiting.fd)
+            if chunk is None:
+                return False
+            waiting.data += chunk
+            if not chunk or b"\n" in waiting.data or len(waiting.data) > _MAX_REPORT:
+                return True
+
+    def _record_failure(self, waiting: _Waiting, message: str, *, overwrite: bool) -> None:
+        """Reply ``ok: false`` once a helper process has written ``exit.json``."""
+        reply = {"id": waiting.req_id, "ok": False, "error": message}
+        try:
+            report_r, report_w = os.pipe()
+        except OSError:
+            self._reply(reply, waiting.seq)
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(report_r)
+            os.close(report_w)
+            self._reply(reply, waiting.seq)
+            return
+        if pid == 0:
+            try:
+                os.close(report_r)
+                _detach_fds([report_w])
+                job_dir = waiting.job_dir
+                if overwrite or not os.path.exists(os.path.join(job_dir, RUNTIME_FILE)):
+                    _record_spawn_failure(job_dir, EXIT_CANNOT_EXECUTE, message,
+                                          only_if_missing=not overwrite)
+            finally:
+                os._exit(0)
+        os.close(report_w)
+        os.set_blocking(report_r, False)
+        recorder = _Waiting("recorder", pid, report_r, time.monotonic() + self.report_timeout_s,
+                            waiting.req_id, waiting.seq, waiting.job_dir, reply)
+        self.waiting[report_r] = recorder
+        self.poller.register(report_r, select.POLLIN)
 
 
-def handle_request(line: bytes, libc: Any = None) -> dict[str, Any]:
-    """One request line -> one reply dict (spawning forks a shim)."""
+def _read_some(fd: int) -> bytes | None:
+    """A non-blocking read: None when nothing is there yet, b"" at EOF."""
     try:
-        req = json.loads(line)
-        if not isinstance(req, dict):
-            raise RequestError("a request must be a JSON object")
-    except (ValueError, RecursionError) as exc:
-        return {"id": None, "ok": False, "error": f"bad request: {exc}"}
-    op = req.get("op")
-    if op == "ping":
-        reply: dict[str, Any] = {"ok": True, "pong": True}
-        if "id" in req:
-            reply["id"] = req["id"]
-        return reply
-    if op != "spawn":
-        return {"id": req.get("id"), "ok": False, "error": f"bad request: unknown op {op!r}"}
+        return os.read(fd, 65536)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
+
+
+def _stop_stuck(pid: int, fd: int, *, kill_job: bool) -> str | list[int]:
+    """Kill a forked child of ours that is late with its report on ``fd``.
+
+    Returns ``"gone"`` (it had exited), ``"reported"`` (its report came in after all; it
+    was left running) or the pids of the job processes it had started, whose process
+    groups were SIGKILLed along with it.
+
+    While the child holds the write end of ``fd`` it is alive, so a pidfd opened before
+    that check names it and no other process; it is stopped before its children are read,
+    so none of them can be reaped (and its pid reused) before they are killed.
+    """
     try:
-        spec = _Spec(req)
-    except RequestError as exc:
-        message = f"bad request: {exc}"
-        job_dir = req.get("job_dir")
-        if isinstance(job_dir, str) and os.path.isabs(job_dir):
-            _record_spawn_failure(job_dir, EXIT_CANNOT_EXECUTE, message)
-        return {"id": req.get("id"), "ok": False, "error": message}
-    reply = _launch(spec, libc)
-    reply["id"] = spec.id
-    return reply
+        pidfd: int | None = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return "gone"
+    except (AttributeError, OSError):
+        pidfd = None
+
+    def send(signum: int) -> None:
+        try:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signum)
+            else:
+                os.kill(pid, signum)
+        except OSError:
+            pass
+
+    try:
+        check = select.poll()
+        check.register(fd, select.POLLIN)
+        if check.poll(0):  # data or EOF: no longer stuck
+            return "reported"
+        send(signal.SIGSTOP)
+        _wait_stopped(pid)
+        if check.poll(0):
+            send(signal.SIGCONT)
+            return "reported"
+        jobs = _children(pid) if kill_job else []
+        for child in jobs:
+            _kill(child, signal.SIGKILL, group=True)
+            _kill(child, signal.SIGKILL)
+        send(signal.SIGKILL)
+        return jobs
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _wait_stopped(pid: int, limit_s: float = 0.1) -> None:
+    """Wait (briefly) until a process we sent SIGSTOP runs no more user code.
+
+    Uninterruptible sleep counts: it stops on its way out of the kernel.
+    """
+    give_up = time.monotonic() + limit_s
+    while True:
+        stat = read_proc_stat(pid)
+        if stat is None or stat[0] not in ("R", "S") or time.monotonic() >= give_up:
+            return
+        time.sleep(0.0005)
 
 
 def _load_libc() -> Any:
@@ -242,75 +656,56 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _launch(spec: _Spec, libc: Any) -> dict[str, Any]:
-    """Fork a shim for ``spec`` and return its report."""
-    report_r, report_w = os.pipe()
-    # Blocked before the fork, so a SIGTERM that reaches the shim early is queued for its
-    # wait loop instead of killing it.
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        os.close(report_r)
-        os.close(report_w)
-        message = f"cannot fork a shim: {exc}"
-        _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
-        return {"ok": False, "error": message}
-    if pid == 0:
-        code = 1
-        try:
-            os.close(report_r)
-            _run_shim(spec, report_w, libc)
-            code = 0
-        except BaseException as exc:  # noqa: BLE001 - nothing may escape into the launcher's loop
-            _shim_log(spec.job_dir, f"shim failed: {exc!r}")
-        finally:
-            os._exit(code)
-    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-    os.close(report_w)
-    data = b""
-    try:
-        while not data.endswith(b"\n"):
-            chunk = os.read(report_r, 65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(report_r)
-    try:
-        report = json.loads(data)
-    except ValueError:
-        message = f"shim {pid} exited before reporting"
-        if not os.path.exists(os.path.join(spec.job_dir, RUNTIME_FILE)):
-            # Nothing was started, unless the shim died between runtime.json and its
-            # report; then the job runs, and runtime.json is what the runner reconciles.
-            _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message, only_if_missing=True)
-        return {"ok": False, "error": message}
-    return report
+def _detach_fds(keep: list[int]) -> int:
+    """Point fds 0-2 at /dev/null and close every other fd but ``keep``; returns /dev/null's.
+
+    Holding the daemon's pipes would keep the daemon from seeing the launcher's EOF.
+    """
+    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    _close_fds_except(sorted({devnull, *keep}))
+    return devnull
 
 
 # ---------------------------------------------------------------------------------------
 # The shim (runs in a forked copy of the launcher).
 
 
-def _run_shim(spec: _Spec, report_fd: int, libc: Any) -> None:
+def _shim_main(spec_fd: int, report_fd: int, libc: Any) -> None:
+    """Set up, wait for the request on ``spec_fd``, then start and supervise the job."""
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher ignores it to auto-reap
     for signum in _SHIM_IGNORES:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
-    if libc is None or libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        # Orphaned descendants will go to init instead of us: cancel still reaches the
-        # job's process group, but not what escaped it.
-        _shim_log(spec.job_dir, "cannot become a child subreaper")
-    # Away from the daemon's pipes: holding them would keep the daemon from seeing EOF.
-    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    keep = sorted({devnull, report_fd})
-    _close_fds_except(keep)
+    subreaper = libc is not None and libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    devnull = _detach_fds([spec_fd, report_fd])
+    me = os.getpid()
+    shim_stat = read_proc_stat(me)
 
+    data = b""
+    while True:  # the whole request, then EOF (the launcher closes its end)
+        try:
+            chunk = os.read(spec_fd, 65536)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    os.close(spec_fd)
+    if not data.strip():
+        return  # the launcher is closing (or gone) and never needed us
+    spec = _Spec(json.loads(data))  # the launcher checked it; a failure here is a bug
+    try:
+        _run_job(spec, report_fd, devnull, subreaper, me, shim_stat)
+    except BaseException as exc:
+        _shim_log(spec.job_dir, f"shim failed: {exc!r}")
+        raise
+
+
+def _run_job(spec: _Spec, report_fd: int, devnull: int, subreaper: bool, me: int,
+             shim_stat: tuple[str, int] | None) -> None:
     def report(obj: dict[str, Any]) -> None:
         try:
             _write_all(report_fd, json.dumps(obj).encode() + b"\n")
@@ -319,16 +714,31 @@ def _run_shim(spec: _Spec, report_fd: int, libc: Any) -> None:
         os.close(report_fd)
 
     try:
-        os.makedirs(spec.job_dir, exist_ok=True)
-        # A reused job dir: records of an earlier spawn must not pass for this one's.
-        for name in (EXIT_FILE, RUNTIME_FILE):
-            try:
-                os.unlink(os.path.join(spec.job_dir, name))
-            except FileNotFoundError:
-                pass
+        created = _make_job_dir(spec.job_dir)
+    except OSError as exc:
+        message = f"cannot create job_dir {spec.job_dir!r}: {exc}"
+        _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
+        report({"ok": False, "error": message})
+        return
+    if not subreaper:
+        # Orphaned descendants will go to init instead of us: cancel still reaches the
+        # job's process group, but not what escaped it.
+        _shim_log(spec.job_dir, "cannot become a child subreaper")
+    try:
+        if not created:
+            # A reused job dir: records of an earlier spawn must not pass for this one's.
+            for name in (EXIT_FILE, RUNTIME_FILE):
+                try:
+                    os.unlink(os.path.join(spec.job_dir, name))
+                except FileNotFoundError:
+                    pass
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         out_fd = os.open(os.path.join(spec.job_dir, STDOUT_FILE), flags, 0o644)
-        err_fd = os.open(os.path.join(spec.job_dir, STDERR_FILE), flags, 0o644)
+        try:
+            err_fd = os.open(os.path.join(spec.job_dir, STDERR_FILE), flags, 0o644)
+        except OSError:
+            os.close(out_fd)
+            raise
     except OSError as exc:
         message = f"cannot open the logs in job_dir {spec.job_dir!r}: {exc}"
         _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
@@ -344,8 +754,6 @@ def _run_shim(spec: _Spec, report_fd: int, libc: Any) -> None:
         os.close(out_fd)
         os.close(err_fd)
         os.close(devnull)
-    me = os.getpid()
-    shim_stat = read_proc_stat(me)
     child_stat = read_proc_stat(pid)
     runtime = {
         "id": spec.id,
@@ -361,12 +769,14 @@ def _run_shim(spec: _Spec, report_fd: int, libc: Any) -> None:
         "timeout_s": spec.timeout_s,
         "grace_s": spec.grace_s,
     }
+    # Durable before anyone hears of the job: the file, its name, and the job dir's name
+    # when we made the dir.
+    sync_dirs = (spec.job_dir, os.path.dirname(spec.job_dir)) if created else (spec.job_dir,)
     try:
-        write_json_atomic(os.path.join(spec.job_dir, RUNTIME_FILE), runtime)
+        write_json_atomic(os.path.join(spec.job_dir, RUNTIME_FILE), runtime, sync_dirs=sync_dirs)
     except OSError as exc:  # the job runs anyway; say so where someone will look
         _shim_log(spec.job_dir, f"cannot write {RUNTIME_FILE}: {exc}")
-    report({k: runtime[k] for k in ("shim_pid", "shim_start_time", "pid", "pgid", "start_time")}
-           | {"ok": True})
+    report({k: runtime[k] for k in _REPORTED} | {"ok": True})
 
     status, reason = _supervise(pid, started_mono, spec.timeout_s, spec.grace_s)
     if os.WIFEXITED(status):
@@ -384,6 +794,28 @@ def _run_shim(spec: _Spec, report_fd: int, libc: Any) -> None:
         "pid": pid,
         "error": None,
     })
+
+
+_REPORTED = ("shim_pid", "shim_start_time", "pid", "pgid", "start_time", "started_at")
+
+
+def _make_job_dir(job_dir: str) -> bool:
+    """Create ``job_dir`` (0700, parents as needed); True if it did not exist before.
+
+    Raises:
+        OSError: it cannot be created, or exists and is not a directory.
+    """
+    try:
+        os.mkdir(job_dir, 0o700)
+        return True
+    except FileExistsError:
+        if not os.path.isdir(job_dir):
+            raise NotADirectoryError(errno_mod.ENOTDIR, "exists and is not a directory",
+                                     job_dir) from None
+        return False
+    except FileNotFoundError:
+        os.makedirs(job_dir, mode=0o700, exist_ok=True)
+        return True
 
 
 def _close_fds_except(keep: list[int]) -> None:
@@ -574,9 +1006,9 @@ def _kill(pid: int, signum: int, *, group: bool = False) -> None:
         pass  # gone already, or no longer ours to signal
 
 
-def _children() -> list[int]:
-    """Our direct children (zombies included)."""
-    me = os.getpid()
+def _children(parent: int | None = None) -> list[int]:
+    """The direct children (zombies included) of ``parent`` (default: us)."""
+    me = os.getpid() if parent is None else parent
     try:
         with open(f"/proc/{me}/task/{me}/children", "rb") as f:
             return [int(p) for p in f.read().split()]
@@ -602,7 +1034,7 @@ def _record_spawn_failure(
     if only_if_missing and os.path.exists(path):
         return
     try:
-        os.makedirs(job_dir, exist_ok=True)
+        os.makedirs(job_dir, mode=0o700, exist_ok=True)
         write_json_atomic(path, {
             "exit_code": exit_code,
             "signal": None,
@@ -633,10 +1065,26 @@ def _shim_log(job_dir: str, message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args != ["--serve"]:
-        sys.stderr.write("usage: shim.py --serve  (requests on stdin, replies on stdout)\n")
+    usage = ("usage: shim.py --serve [--report-timeout SECONDS] [--prefork N]"
+             "  (requests on stdin, replies on stdout)\n")
+    if not args or args[0] != "--serve" or len(args) % 2 != 1:
+        sys.stderr.write(usage)
         return 2
-    return serve()
+    options: dict[str, Any] = {}
+    for flag, value in zip(args[1::2], args[2::2]):
+        try:
+            if flag == "--report-timeout":
+                options["report_timeout_s"] = float(value)
+                if not options["report_timeout_s"] > 0:
+                    raise ValueError(value)
+            elif flag == "--prefork":
+                options["prefork"] = int(value)
+            else:
+                raise ValueError(flag)
+        except ValueError:
+            sys.stderr.write(usage)
+            return 2
+    return serve(**options)
 
 
 if __name__ == "__main__":

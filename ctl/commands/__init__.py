@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-
 from gpuplanectl import render
 from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
 from gpuplanectl.exit_codes import for_error
+
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts (the API's body) instead of text.")]

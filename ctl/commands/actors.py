@@ -19,7 +19,6 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
-
 from gpuplanectl import render
 from gpuplanectl.client import DaemonClient
 from gpuplanectl.commands import JsonOption, connect, globals_of, jobs, reporting

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-
 from gpuplanectl import render
 from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
 from gpuplanectl.commands import Globals, JsonOption, connect, fail, globals_of, reporting
 from gpuplanectl.exit_codes import EXIT_ENDPOINT_BUSY, EXIT_FAILURE, EXIT_USAGE
+
 from gpuplaned.protocol.discovery import PortFileError, pid_alive, read_portfile
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 

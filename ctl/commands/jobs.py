@@ -18,11 +18,11 @@ from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
 import typer
-
 from gpuplanectl import render
 from gpuplanectl.commands import JsonOption, connect, fail, globals_of, reporting
 from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from gpuplanectl.submission import INHERITED_ENV, SubmissionError, build_body, load_job_file
+
 from gpuplaned.protocol.errors import ErrorCode
 
 POLL_INTERVAL = 0.1

@@ -27,11 +27,11 @@ from typing import Annotated, Any, TextIO
 from urllib.parse import quote, urlencode
 
 import typer
-
 from gpuplanectl import render
 from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
 from gpuplanectl.commands import Globals, JsonOption, connect, fail, globals_of, reporting
 from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, for_job_end
+
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 STREAMS = ("stdout", "stderr")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-
 from gpuplanectl import render
 from gpuplanectl.client import DaemonClient
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
+
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 QUEUE_SHOWN = 10

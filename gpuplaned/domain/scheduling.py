@@ -66,6 +66,8 @@ def assign(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity]) -> list[As
     reserved: set[str] = set()
     out: list[Assignment] = []
     for job in queue:
+        if not any(free[n.node_id] or cpu[n.node_id] < n.max_cpu_jobs for n in usable):
+            break  # nothing left to give: the rest of the queue need not even be read
         candidates = [n for n in usable if matches(job, n)]
         if job.gpu == 0:
             for node in candidates:

@@ -15,11 +15,11 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from gpuplaned.http import jobs_routes
+from gpuplaned.http.responses import error_response, ok
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.http import jobs_routes
-from gpuplaned.http.responses import error_response, ok
 from gpuplaned.service import control
 
 if TYPE_CHECKING:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
 
 import trio
 from quart import Response, make_response, request

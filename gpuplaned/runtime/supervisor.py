@@ -169,6 +169,14 @@ class Supervisor:
     def snapshots(self) -> list[ActorSnapshot]:
         return [self.snapshot(name) for name in self.names]
 
+    def state(self, name: str) -> ActorState:
+        """The actor's state (cheap; ``snapshot`` also gathers statistics).
+
+        Raises:
+            UnknownActor: no such actor.
+        """
+        return self._child(name).state
+
     def handle(self, name: str) -> Any:
         """The value the actor passed to ``started()``, or None while it is not running."""
         return self._child(name).handle

@@ -6,12 +6,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuplaned.store.writer import write
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.jobs import Job, parse_job_spec
-from gpuplaned.service.nodes import NodeUnavailable, now_ms, wake_scheduler
+from gpuplaned.service.dispatch import deliver, run_pass
+from gpuplaned.service.nodes import wake_scheduler
+from gpuplaned.service.registry import NodeUnavailable, now_ms
 from gpuplaned.store import jobs as job_rows
+from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
@@ -36,14 +38,15 @@ def _readers(shared: DaemonContext) -> Any:
 async def submit(shared: DaemonContext, body: Any) -> Job:
     spec = parse_job_spec(body)
 
-    def insert(conn: Any) -> Job:
+    def insert(conn: Any) -> tuple[Job, list[job_rows.Dispatched]]:
         job_id = job_rows.insert_job(conn, spec, now_ms())
+        dispatched = run_pass(shared, conn)  # a free slot takes it in this same transaction
         job = job_rows.get_job(conn, job_id)
         assert job is not None
-        return job
+        return job, dispatched
 
-    job = await write(_store(shared), insert)
-    wake_scheduler(shared)
+    job, dispatched = await write(_store(shared), insert)
+    await deliver(shared, dispatched)
     return job
 
 

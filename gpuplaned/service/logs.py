@@ -154,9 +154,14 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
     while True:
         ended = JobState(job.status) in TERMINAL or job.attempt != number
         lines, backlog = await trio.to_thread.run_sync(read, ended)
-        for i, name, offset, text in lines:
-            positions[i] = offset
-            yield format_event(text, id=",".join(map(str, positions)), event=name)
+        if lines:
+            # One chunk per read, not per line: each chunk is a trip through the HTTP
+            # stack and a send(), which would otherwise cost ~100 us per line per follower.
+            events = []
+            for i, name, offset, text in lines:
+                positions[i] = offset
+                events.append(format_event(text, id=",".join(map(str, positions)), event=name))
+            yield b"".join(events)
         if backlog:
             continue
         if ended:

@@ -9,54 +9,20 @@ the server a WebSocket-backed entry in the registry; the messages are the same w
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gpuplaned.store.writer import write
-from gpuplaned.protocol.agent import Hello, HelloOk, JobStatus, ServerToNode
+from gpuplaned.protocol.agent import Hello, HelloOk, JobStatus
+from gpuplaned.service.dispatch import deliver, run_pass
+from gpuplaned.service.registry import now_ms
 from gpuplaned.store import jobs as job_rows
+from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
 
 log = logging.getLogger("gpuplaned.nodes")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class NodeUnavailable(Exception):
-    pass
-
-
-class NodeRegistry:
-    """Server side: node id -> the channel that reaches that node's runner."""
-
-    def __init__(self) -> None:
-        self._ports: dict[str, trio.MemorySendChannel[Any]] = {}
-
-    def attach(self, node_id: str, port: trio.MemorySendChannel[Any]) -> None:
-        self._ports[node_id] = port
-
-    def detach(self, node_id: str) -> None:
-        self._ports.pop(node_id, None)
-
-    def connected(self) -> set[str]:
-        return set(self._ports)
-
-    async def send(self, node_id: str, message: ServerToNode) -> None:
-        """Deliver to the node's runner (waits while its inbox is full).
-
-        Raises:
-            NodeUnavailable: the node is not connected.
-        """
-        port = self._ports.get(node_id)
-        if port is None:
-            raise NodeUnavailable(f"node {node_id} is not connected")
-        await port.send(message)
 
 
 def wake_scheduler(shared: DaemonContext) -> None:
@@ -92,15 +58,21 @@ class LocalNodeLink:
         return HelloOk(node_id, tuple(active))
 
     async def report(self, node_id: str, status: JobStatus) -> None:
-        outcome = await write(self._shared.supervisor.ports["store"],
-                              lambda conn: job_rows.apply_status(conn, node_id, status, now_ms()))
+        shared = self._shared
+
+        def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[job_rows.Dispatched]]:
+            outcome = job_rows.apply_status(conn, node_id, status, now_ms())
+            # A slot or a CPU place may have come free: fill it in the same transaction.
+            ended = outcome.applied and outcome.status not in ("RUNNING", "LOST")
+            return outcome, run_pass(shared, conn) if ended else []
+
+        outcome, dispatched = await write(shared.supervisor.ports["store"], apply)
         if not outcome.applied:
             log.warning("ignored %s report for %s attempt %d: %s", status.status, status.job_id,
                         status.attempt, outcome.reason)
-        else:
-            log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
-        if outcome.applied and outcome.status != "RUNNING":
-            wake_scheduler(self._shared)
+            return
+        log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
+        await deliver(shared, dispatched)
 
     def goodbye(self, node_id: str) -> None:
         """The runner is going away: no more dispatches to this node until its next hello.

@@ -66,34 +66,6 @@ def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: 
     return [_job(r) for r in rows]
 
 
-def queue(conn: sqlite3.Connection) -> list[Job]:
-    rows = conn.execute(
-        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'QUEUED' "
-        "ORDER BY priority DESC, created_at, id LIMIT ?", (QUEUE_SCAN_LIMIT,),
-    ).fetchall()
-    return [_job(r) for r in rows]
-
-
-@attrs.frozen
-class SlotView:
-    node_id: str
-    node_name: str
-    gpu_index: int
-    model: str | None
-    memory_mb: int | None
-    owner_job_id: str | None
-    owner_job_name: str | None
-
-
-def slots(conn: sqlite3.Connection) -> list[SlotView]:
-    rows = conn.execute(
-        "SELECT s.node_id, n.name, s.gpu_index, s.model, s.vram_mb, s.owner_job_id, j.name "
-        "FROM gpu_slots s JOIN nodes n ON n.id = s.node_id LEFT JOIN jobs j ON j.id = s.owner_job_id "
-        "ORDER BY n.name, s.gpu_index"
-    ).fetchall()
-    return [SlotView(*r) for r in rows]
-
-
 def capacities(conn: sqlite3.Connection, connected: set[str] | None = None) -> list[NodeCapacity]:
     """Every node's capacity; ``connected`` (node ids) overrides the stored ONLINE status."""
     nodes = conn.execute("SELECT id, name, status, labels, max_cpu_jobs FROM nodes ORDER BY name").fetchall()
@@ -161,15 +133,30 @@ class Dispatched:
 
 
 def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str]) -> list[Dispatched]:
-    """Assign free slots on connected nodes to queued jobs; mark them DISPATCHING (a new Run each)."""
-    queued = queue(conn)
-    if not queued:
-        return []
-    decisions = assign(
-        [QueuedJob(j.id, j.gpu, tuple(j.labels), j.node) for j in queued], capacities(conn, connected)
+    """Assign free slots on connected nodes to queued jobs; mark them DISPATCHING (a new Run each).
+
+    Runs on every submit and every job end, so it reads the queue lazily (a cursor over the
+    queue index, three columns) and stops as soon as no capacity is left.
+    """
+    nodes = capacities(conn, connected)
+    rows = conn.execute(
+        "SELECT id, resources, node_selector FROM jobs WHERE status = 'QUEUED' "
+        "ORDER BY priority DESC, created_at, id LIMIT ?", (QUEUE_SCAN_LIMIT,),
     )
-    by_id = {j.id: j for j in queued}
-    return [_dispatch(conn, by_id[a.job_id], a, now_ms) for a in decisions]
+    decisions = assign((_queued(row) for row in rows), nodes)
+    rows.close()
+    dispatched = []
+    for decision in decisions:
+        job = get_job(conn, decision.job_id)
+        assert job is not None
+        dispatched.append(_dispatch(conn, job, decision, now_ms))
+    return dispatched
+
+
+def _queued(row: tuple[str, str, str | None]) -> QueuedJob:
+    job_id, resources, selector = row
+    sel = json.loads(selector) if selector else {}
+    return QueuedJob(job_id, int(json.loads(resources).get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"))
 
 
 def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: int) -> Dispatched:
