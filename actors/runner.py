@@ -155,8 +155,7 @@ class _Runner:
         await self.shared.node_link.report(self.handle.node_id, status)
 
     async def start_job(self, spec: JobSpecWire) -> None:
-        job_dir = attempt_dir(self.home, spec.job_id, spec.attempt)
-        await trio.to_thread.run_sync(lambda: job_dir.mkdir(parents=True, exist_ok=True))
+        job_dir = attempt_dir(self.home, spec.job_id, spec.attempt)  # the shim creates it
         request = SpawnRequest(
             id=f"{spec.job_id}/{spec.attempt}", job_dir=str(job_dir), argv=list(spec.argv), cwd=spec.cwd,
             env=job_environment(spec, self.shared), timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
@@ -175,8 +174,7 @@ class _Runner:
             raise
         self.handle.started += 1
         live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time, oom_kills_before)
-        runtime = await trio.to_thread.run_sync(_read_runtime_quietly, job_dir)
-        started_ms = int(runtime.started_at * 1000) if runtime is not None else None
+        started_ms = int(spawned.started_at * 1000) if spawned.started_at is not None else None
         await self.report(JobStatus(spec.job_id, spec.attempt, "RUNNING", pid=spawned.pid, at_ms=started_ms))
         await self.watch(live, job_dir)
 
@@ -223,14 +221,6 @@ class _Runner:
             return
         if not signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM):
             log.warning("cancel of %s: its shim (pid %d) is gone", message.job_id, live.shim_pid)
-
-
-def _read_runtime_quietly(job_dir: Path) -> Any:
-    """runtime.json for the start time the shim recorded (None if unreadable: it is only a time)."""
-    try:
-        return read_runtime(job_dir)
-    except CorruptRecord:
-        return None
 
 
 def _outcome(live: LiveJob, job_dir: Path) -> JobStatus:

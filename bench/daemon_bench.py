@@ -214,6 +214,7 @@ def wait_ready(proc: subprocess.Popen[bytes], runtime_dir: Path, t0: float) -> d
     of any kind and the first READY, plus the READY body.
     """
     from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
+
     from gpuplaned.protocol.errors import ApiError
 
     t_portfile = t_answer = None

@@ -457,7 +457,7 @@ def bench_dispatch(dm: JobDaemons, n: int, warmup: int, stamp_argv: list[str]) -
     stamp_file = d.work / "stamp.out"
     first: dict[str, Any] = {}
     progress(f"dispatch latency: {warmup} warm-up jobs per kind, then {n} quiet + {n} observed per kind")
-    for i in range(warmup):
+    for _ in range(warmup):
         for kind, gpu in kinds:
             r = run_latency_job(d, stamp_argv, stamp_file, gpu, observed=False)
             first.setdefault(kind, r)
@@ -595,7 +595,7 @@ def cycle_breakdown(d: Daemon, ids: list[str]) -> dict[str, Any]:
     rows.sort()
     run = [e - s for s, e, _, _ in rows]
     gap, end_rec, rec_next, next_start = [], [], [], []
-    for (s0, e0, _d0, done0), (s1, _e1, disp1, _done1) in zip(rows, rows[1:]):
+    for (_s0, e0, _d0, done0), (s1, _e1, disp1, _done1) in zip(rows, rows[1:]):
         gap.append(s1 - e0)
         if done0 is not None:
             end_rec.append(done0 - e0)

@@ -17,8 +17,12 @@ Then, for each ``--concurrency`` level C (default 1 and 8), **throughput**: N sp
 returned (jobs are not waited for until all N are started): spawns/s over the whole pass,
 and the spawn() -> reply latency of each.
 
-Job dirs are left to the shim to create, as the runner does now; ``--premake`` creates them
-before the clock starts instead (what the runner used to do). Also printed for comparison:
+Job dirs are left to the shim to create (it does, since the launcher was pipelined, so the
+runner need not); ``--premake`` creates them before the clock starts instead, as the runner
+used to. ``--prefork N`` sets how many idle shims the launcher keeps (0: fork on request;
+only for a launcher that has the option). Job dirs go to a temp dir on ``/tmp``'s file
+system unless ``--dir``: use ``--dir /dev/shm`` to leave out the fsyncs (and disk noise) and
+see the CPU path alone. Also printed for comparison:
 a bare ``python -I -S -c pass`` start, which is what a shim per job started as a fresh
 interpreter would cost at least.
 
@@ -27,6 +31,7 @@ Usage::
     .venv/bin/python bench/spawn_latency.py              # 200 spawns per pass
     .venv/bin/python bench/spawn_latency.py -n 50 --json
     .venv/bin/python bench/spawn_latency.py --concurrency 1,4,16
+    .venv/bin/python bench/spawn_latency.py --dir /dev/shm   # no fsync cost: the CPU path
     .venv/bin/python bench/spawn_latency.py --dir /some/fs   # job dirs there (fsync cost)
 
 Target: median reply <= 10 ms. Always exits 0 unless the arguments are wrong.

@@ -74,7 +74,10 @@ import select
 import signal
 import sys
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs the launcher, and so every shim, ~2 MB of heap
+if TYPE_CHECKING:
+    from typing import Any
 
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
@@ -221,11 +224,16 @@ def serve(
     # Shims are never waited for here: the kernel reaps them, and after we are gone
     # they are re-parented like any orphan.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # What shims ignore, ignored here already so that they inherit it. We are in a session
+    # of our own, and stop on EOF, not on signals from a terminal.
+    for signum in _SHIM_IGNORES:
+        signal.signal(signum, signal.SIG_IGN)
     libc = _load_libc()
+    prctl = None if libc is None else libc.prctl  # resolved once, not in every shim
     # Everything imported so far is shared with every shim; keep the collector from
     # touching (and so copying) those pages.
     gc.freeze()
-    return _Server(stdin_fd, stdout_fd, libc, report_timeout_s, max(0, prefork)).run()
+    return _Server(stdin_fd, stdout_fd, prctl, report_timeout_s, max(0, prefork)).run()
 
 
 class _ReplyFailed(Exception):
@@ -241,7 +249,7 @@ class _Idle:
 
     __slots__ = ("pid", "spec_fd", "report_fd")
 
-    def __init__(self, pid: int, spec_fd: int, report_fd: int) -> None:
+    def __init__(self, pid: int, spec_fd: int | None, report_fd: int) -> None:
         self.pid = pid
         self.spec_fd = spec_fd
         self.report_fd = report_fd
@@ -274,15 +282,16 @@ class _Server:
 
     Each turn handles at most one request line, then looks at the pipes again, so reports
     are answered while a burst of requests is still being handed out. Idle shims are
-    forked only when there is nothing else to do. Nothing here blocks on a job dir: file
-    system work is done by shims and helper processes.
+    forked only when there is nothing else to do. Job dirs are the business of shims and
+    helper processes, so a hung file system cannot stop the loop; the exceptions are a
+    malformed request and a failed fork, whose ``exit.json`` is written here directly.
     """
 
-    def __init__(self, stdin_fd: int, stdout_fd: int, libc: Any, report_timeout_s: float,
+    def __init__(self, stdin_fd: int, stdout_fd: int, prctl: Any, report_timeout_s: float,
                  prefork: int) -> None:
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
-        self.libc = libc
+        self.prctl = prctl
         self.report_timeout_s = report_timeout_s
         self.prefork = prefork
         self.buf = bytearray()
@@ -303,7 +312,10 @@ class _Server:
                     return 1
                 if line is None and not self.stdin_open and not self.waiting:
                     return 0
-                refill = self.stdin_open and len(self.idle) < self.prefork
+                # Only while no spawn is in flight: a fork here would compete for a CPU with
+                # the shims doing their latency-critical part (the fork, and the launcher's
+                # own copy-on-write faults after it, are ~1 ms).
+                refill = self.stdin_open and not self.waiting and len(self.idle) < self.prefork
                 timeout = 0 if line is not None or refill else self._poll_timeout_ms()
                 events = self.poller.poll(timeout)
                 for fd, _ in events:
@@ -320,6 +332,7 @@ class _Server:
             return 0
         finally:
             for shim in self.idle:  # EOF on their request pipe: they exit
+                assert shim.spec_fd is not None
                 os.close(shim.spec_fd)
                 os.close(shim.report_fd)
             self.idle.clear()
@@ -385,18 +398,10 @@ class _Server:
         self._dispatch(spec, line, seq)
 
     def _dispatch(self, spec: _Spec, line: bytes, seq: Any) -> None:
-        """Hand the request to an idle shim (forking one if there is none)."""
-        while True:
-            if self.idle:
-                shim = self.idle.pop(0)
-            else:
-                try:
-                    shim = self._fork_shim()
-                except OSError as exc:
-                    message = f"cannot fork a shim: {exc}"
-                    _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
-                    self._reply({"id": spec.id, "ok": False, "error": message}, seq)
-                    return
+        """Hand the request to an idle shim, or fork one that has it already."""
+        while self.idle:
+            shim = self.idle.pop(0)
+            assert shim.spec_fd is not None
             try:
                 # A pipe the shim is blocked reading: only a dead shim makes this fail.
                 _write_all(shim.spec_fd, line + b"\n")
@@ -406,6 +411,14 @@ class _Server:
                 continue
             os.close(shim.spec_fd)
             break
+        else:
+            try:
+                shim = self._fork_shim(spec)
+            except OSError as exc:
+                message = f"cannot fork a shim: {exc}"
+                _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
+                self._reply({"id": spec.id, "ok": False, "error": message}, seq)
+                return
         waiting = _Waiting("shim", shim.pid, shim.report_fd,
                            time.monotonic() + self.report_timeout_s, spec.id, seq, spec.job_dir)
         self.waiting[shim.report_fd] = waiting
@@ -427,13 +440,15 @@ class _Server:
         except OSError:
             self.prefork = len(self.idle)  # fork fails now; requests will say why
 
-    def _fork_shim(self) -> _Idle:
-        spec_r, spec_w = os.pipe()
+    def _fork_shim(self, spec: _Spec | None = None) -> _Idle:
+        """Fork a shim: for ``spec``, or an idle one that reads its request from a pipe."""
+        spec_r, spec_w = os.pipe() if spec is None else (None, None)
         try:
             report_r, report_w = os.pipe()
         except OSError:
-            os.close(spec_r)
-            os.close(spec_w)
+            if spec_r is not None:
+                os.close(spec_r)
+                os.close(spec_w)
             raise
         # Blocked before the fork, so a SIGTERM that reaches the shim early is queued for its
         # wait loop instead of killing it.
@@ -443,19 +458,22 @@ class _Server:
         except OSError:
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             for fd in (spec_r, spec_w, report_r, report_w):
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             raise
         if pid == 0:
             code = 1
             try:
-                os.close(spec_w)
+                if spec_w is not None:
+                    os.close(spec_w)
                 os.close(report_r)
-                _shim_main(spec_r, report_w, self.libc)
+                _shim_main(spec_r, report_w, self.prctl, spec)
                 code = 0
             finally:  # nothing may escape into the launcher's loop
                 os._exit(code)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        os.close(spec_r)
+        if spec_r is not None:
+            os.close(spec_r)
         os.close(report_w)
         os.set_blocking(report_r, False)
         return _Idle(pid, spec_w, report_r)
@@ -513,7 +531,8 @@ class _Server:
             self._finish(waiting)
             return
         outcome = _stop_stuck(waiting.pid, waiting.fd, kill_job=waiting.kind == "shim")
-        if self._drain(waiting) or outcome in ("reported", "gone"):
+        if outcome in ("reported", "gone"):  # just now: its report (or EOF) is in the pipe
+            self._drain(waiting)
             self._finish(waiting)
             return
         self._forget(waiting)
@@ -672,31 +691,34 @@ def _detach_fds(keep: list[int]) -> int:
 # The shim (runs in a forked copy of the launcher).
 
 
-def _shim_main(spec_fd: int, report_fd: int, libc: Any) -> None:
-    """Set up, wait for the request on ``spec_fd``, then start and supervise the job."""
+def _shim_main(spec_fd: int | None, report_fd: int, prctl: Any, spec: _Spec | None) -> None:
+    """Set up, get the request (``spec``, or from ``spec_fd``), start and supervise the job.
+
+    ``prctl`` is libc's (None without ctypes). SIGINT/SIGHUP/SIGPIPE are ignored already
+    (inherited from the launcher) and SIGTERM/SIGCHLD blocked (before the fork).
+    """
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher ignores it to auto-reap
-    for signum in _SHIM_IGNORES:
-        signal.signal(signum, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
-    subreaper = libc is not None and libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    devnull = _detach_fds([spec_fd, report_fd])
+    subreaper = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    devnull = _detach_fds([report_fd] if spec_fd is None else [spec_fd, report_fd])
     me = os.getpid()
     shim_stat = read_proc_stat(me)
-
-    data = b""
-    while True:  # the whole request, then EOF (the launcher closes its end)
-        try:
-            chunk = os.read(spec_fd, 65536)
-        except InterruptedError:
-            continue
-        if not chunk:
-            break
-        data += chunk
-    os.close(spec_fd)
-    if not data.strip():
-        return  # the launcher is closing (or gone) and never needed us
-    spec = _Spec(json.loads(data))  # the launcher checked it; a failure here is a bug
+    if spec is None:
+        assert spec_fd is not None
+        _warm_up()
+        data = b""
+        while True:  # the whole request, then EOF (the launcher closes its end)
+            try:
+                chunk = os.read(spec_fd, 65536)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            data += chunk
+        os.close(spec_fd)
+        if not data.strip():
+            return  # the launcher is closing (or gone) and never needed us
+        spec = _Spec(json.loads(data))  # the launcher checked it; a failure here is a bug
     try:
         _run_job(spec, report_fd, devnull, subreaper, me, shim_stat)
     except BaseException as exc:
@@ -714,7 +736,7 @@ def _run_job(spec: _Spec, report_fd: int, devnull: int, subreaper: bool, me: int
         os.close(report_fd)
 
     try:
-        created = _make_job_dir(spec.job_dir)
+        grown = _make_job_dir(spec.job_dir)
     except OSError as exc:
         message = f"cannot create job_dir {spec.job_dir!r}: {exc}"
         _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
@@ -725,7 +747,7 @@ def _run_job(spec: _Spec, report_fd: int, devnull: int, subreaper: bool, me: int
         # job's process group, but not what escaped it.
         _shim_log(spec.job_dir, "cannot become a child subreaper")
     try:
-        if not created:
+        if not grown:
             # A reused job dir: records of an earlier spawn must not pass for this one's.
             for name in (EXIT_FILE, RUNTIME_FILE):
                 try:
@@ -769,11 +791,12 @@ def _run_job(spec: _Spec, report_fd: int, devnull: int, subreaper: bool, me: int
         "timeout_s": spec.timeout_s,
         "grace_s": spec.grace_s,
     }
-    # Durable before anyone hears of the job: the file, its name, and the job dir's name
-    # when we made the dir.
-    sync_dirs = (spec.job_dir, os.path.dirname(spec.job_dir)) if created else (spec.job_dir,)
+    # Durable before anyone hears of the job: the file, its name (the rename is not covered
+    # by the file's fsync: on ext4 it lands in a later journal commit), and the names of the
+    # directories we made on the way to it.
     try:
-        write_json_atomic(os.path.join(spec.job_dir, RUNTIME_FILE), runtime, sync_dirs=sync_dirs)
+        write_json_atomic(os.path.join(spec.job_dir, RUNTIME_FILE), runtime,
+                          sync_dirs=(spec.job_dir, *grown))
     except OSError as exc:  # the job runs anyway; say so where someone will look
         _shim_log(spec.job_dir, f"cannot write {RUNTIME_FILE}: {exc}")
     report({k: runtime[k] for k in _REPORTED} | {"ok": True})
@@ -796,26 +819,55 @@ def _run_job(spec: _Spec, report_fd: int, devnull: int, subreaper: bool, me: int
     })
 
 
+def _warm_up() -> None:
+    """What an idle shim does while it waits: the copy-on-write faults of a request.
+
+    A forked shim's first touch of a page it shares with the launcher copies that page;
+    decoding a request and encoding a report touch a few hundred. Doing it on sample data
+    here takes them off the path from request to reply.
+    """
+    sample = json.loads('{"op": "spawn", "id": "x", "job_dir": "/x", "argv": ["x"], "cwd": "/",'
+                        ' "env": {"PATH": "/x"}, "timeout_s": null, "grace_s": 1.0, "seq": 1}')
+    spec = _Spec(sample)
+    json.dumps({"id": spec.id, "shim_pid": 1, "shim_start_time": 1, "pid": 1, "pgid": 1,
+                "start_time": 1, "argv": spec.argv, "cwd": spec.cwd, "env_keys": sorted(spec.env),
+                "started_at": time.time(), "timeout_s": spec.timeout_s, "grace_s": spec.grace_s},
+               sort_keys=True)
+    json.dumps({"ok": True, "pid": 1, "started_at": 1.5})
+
+
 _REPORTED = ("shim_pid", "shim_start_time", "pid", "pgid", "start_time", "started_at")
 
 
-def _make_job_dir(job_dir: str) -> bool:
-    """Create ``job_dir`` (0700, parents as needed); True if it did not exist before.
+def _make_job_dir(job_dir: str) -> list[str]:
+    """Create ``job_dir`` (0700; missing parents with the default mode).
+
+    Returns the directories that gained an entry, deepest first (to be fsynced for the new
+    names to be durable); ``[]`` when ``job_dir`` existed.
 
     Raises:
         OSError: it cannot be created, or exists and is not a directory.
     """
     try:
         os.mkdir(job_dir, 0o700)
-        return True
+        return [os.path.dirname(job_dir)]
     except FileExistsError:
         if not os.path.isdir(job_dir):
             raise NotADirectoryError(errno_mod.ENOTDIR, "exists and is not a directory",
                                      job_dir) from None
-        return False
+        return []
     except FileNotFoundError:
-        os.makedirs(job_dir, mode=0o700, exist_ok=True)
-        return True
+        pass
+    grown = []
+    path = job_dir
+    while True:
+        parent = os.path.dirname(path)
+        grown.append(parent)
+        if parent == path or os.path.isdir(parent):
+            break
+        path = parent
+    os.makedirs(job_dir, mode=0o700, exist_ok=True)
+    return grown
 
 
 def _close_fds_except(keep: list[int]) -> None:

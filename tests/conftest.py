@@ -1,5 +1,4 @@
 import pytest
-
 from helpers import DaemonProcess, kill_processes_with_env
 
 

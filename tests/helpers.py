@@ -10,12 +10,13 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
-import textwrap
 from typing import Any
 
 from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
+
 from gpuplaned.protocol.errors import ApiError
 
 READY_TIMEOUT = 20.0

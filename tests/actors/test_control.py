@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 import trio
-
 from gpuplaned.actors import control
+
 from gpuplaned.config import Config
 from gpuplaned.daemon import DaemonContext
 from gpuplaned.endpoint import claim_endpoint

@@ -5,9 +5,9 @@ import os
 import signal
 
 import pytest
+from helpers import DaemonProcess
 
 from gpuplaned.protocol.discovery import pid_alive, read_portfile
-from helpers import DaemonProcess
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import re
 import shlex
 
 import pytest
-
 from gpuplanectl.submission import INHERITED_ENV, JobFileError, SubmissionError, build_body, load_job_file
 from jobhelpers import ctl, ctl_in_process, submit, wait_job
 

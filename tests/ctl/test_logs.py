@@ -15,13 +15,13 @@ from collections.abc import Callable
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-
 from gpuplanectl import render
 from gpuplanectl.client import SseDecoder, SseEvent
 from gpuplanectl.exit_codes import for_job_end
-from gpuplaned.protocol.discovery import PORTFILE_NAME, PortFile
 from helpers import DaemonProcess
 from jobhelpers import ctl, show, submit, wait_job
+
+from gpuplaned.protocol.discovery import PORTFILE_NAME, PortFile
 
 # --- with a daemon -------------------------------------------------------------
 

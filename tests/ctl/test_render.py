@@ -1,7 +1,6 @@
 """Pure formatting and the daemon-home rule, without processes."""
 
 import pytest
-
 from gpuplanectl import render
 from gpuplanectl.commands.daemon import daemon_home
 
@@ -55,6 +54,7 @@ def test_daemon_home_follows_the_daemons_precedence(tmp_path, monkeypatch):
 
 def test_exit_codes_for_api_errors():
     from gpuplanectl.exit_codes import for_error
+
     from gpuplaned.protocol.errors import ErrorCode
 
     assert for_error(ErrorCode.BAD_REQUEST) == 2

@@ -4,7 +4,6 @@ import json
 import re
 
 import pytest
-
 from helpers import DaemonProcess, wait_for
 
 

@@ -4,11 +4,15 @@ from gpuplaned.domain.jobs import (
     TERMINAL,
     TRANSITIONS,
     IllegalTransition,
-    JobEvent as E,
-    JobState as S,
     can,
     next_after_exit,
     next_state,
+)
+from gpuplaned.domain.jobs import (
+    JobEvent as E,
+)
+from gpuplaned.domain.jobs import (
+    JobState as S,
 )
 
 

@@ -11,11 +11,11 @@ import sys
 import time
 
 import pytest
-
 from gpuplanectl.client import DaemonClient
+from helpers import wait_for
+
 from gpuplaned.protocol.discovery import SECRET_NAME, parse_portfile, pid_alive
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 

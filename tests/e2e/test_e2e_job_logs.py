@@ -7,7 +7,6 @@ import json
 import socket
 
 import pytest
-
 from helpers import Jobs
 
 pytestmark = pytest.mark.e2e

@@ -9,9 +9,9 @@ import textwrap
 import time
 
 import pytest
+from helpers import Jobs, processes_with_env, wait_for
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from helpers import Jobs, processes_with_env, wait_for
 
 pytestmark = pytest.mark.e2e
 

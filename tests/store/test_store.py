@@ -8,14 +8,14 @@ import attrs
 import pytest
 import trio
 import trio.testing
-
 from gpuplaned.actors import store
+
 from gpuplaned.config import Config
+from gpuplaned.runtime.call import Reply
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import ActorStartError, Supervisor
 from gpuplaned.store.database import Migration, StoreError, load_migrations, open_writer
 from gpuplaned.store.readers import Readers
-from gpuplaned.runtime.call import Reply
 from gpuplaned.store.writer import Write, write
 
 SEED_TABLES = {
