@@ -668,17 +668,27 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         daemons.stop_all()
-        res["meta"]["elapsed_s"] = time.perf_counter() - t_start
-        res["meta"]["loadavg_end"] = os.getloadavg()
-        if args.keep:
-            progress(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    if args.json:
+        close_run(res, root, args.keep, t_start)
+    return report(res, args.json, render)
+
+
+def close_run(res: dict[str, Any], root: Path, keep: bool, t_start: float) -> None:
+    """Stamp the run's end and remove its temp dir (unless kept); part of every bench's clean-up."""
+    res["meta"]["elapsed_s"] = time.perf_counter() - t_start
+    res["meta"]["loadavg_end"] = os.getloadavg()
+    if keep:
+        progress(f"kept {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def report(res: dict[str, Any], as_json: bool, render_table: Any) -> int:
+    """Print the figures (JSON for scripts, else the table); a benchmark always exits 0."""
+    if as_json:
         json.dump(res, sys.stdout, indent=2, default=str)
         print()
     else:
-        print(render(res))
+        print(render_table(res))
         print(f"\n(elapsed {res['meta']['elapsed_s']:.1f} s)")
     return 0
 

@@ -69,7 +69,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_bench import (  # noqa: E402 - the sibling benchmark's daemon handling
     DaemonFailed,
     Daemons,
+    close_run,
     progress,
+    report,
     verdict,
     wait_ready,
 )
@@ -1119,19 +1121,8 @@ def main(argv: list[str] | None = None) -> int:
         strays = reap_strays(root)
         if strays:
             progress(f"killed {len(strays)} leftover process(es) under {root}: {strays}")
-        res["meta"]["elapsed_s"] = time.perf_counter() - t_start
-        res["meta"]["loadavg_end"] = os.getloadavg()
-        if args.keep:
-            progress(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    if args.json:
-        json.dump(res, sys.stdout, indent=2, default=str)
-        print()
-    else:
-        print(render(res))
-        print(f"\n(elapsed {res['meta']['elapsed_s']:.1f} s)")
-    return 0
+        close_run(res, root, args.keep, t_start)
+    return report(res, args.json, render)
 
 
 if __name__ == "__main__":

@@ -212,24 +212,6 @@ async def test_job_process_is_isolated_and_clean(launcher, jobs):
     assert job_processes(jobs.marker) == []
 
 
-async def test_concurrent_spawns_get_their_own_replies(launcher, jobs):
-    reqs = [jobs.request(["sh", "-c", f"echo {i}; exit {i}"]) for i in range(12)]
-    results = {}
-
-    async def one(req):
-        results[req.id] = await launcher.spawn(req)
-
-    async with trio.open_nursery() as nursery:
-        for req in reqs:
-            nursery.start_soon(one, req)
-    for i, req in enumerate(reqs):
-        spawned = results[req.id]
-        assert read_runtime(req.job_dir).pid == spawned.pid
-        record = await wait_job_end(spawned, req.job_dir)
-        assert record.exit_code == i
-        assert (req.job_dir / "stdout.log").read_text() == f"{i}\n"
-
-
 async def test_cancelled_caller_does_not_desynchronise_replies(launcher, jobs):
     first = jobs.request(["true"], name="first")
     second = jobs.request(["true"], name="second")
