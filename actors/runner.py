@@ -150,6 +150,8 @@ class _Runner:
         self.handle = handle
         self.nursery: trio.Nursery | None = None
         self.home: Path = ctx.shared.config.home
+        self.starting: set[tuple[str, int]] = set()  # being spawned right now
+        self.pending_cancels: set[tuple[str, int]] = set()  # cancelled while being spawned
 
     async def report(self, status: JobStatus) -> None:
         await self.shared.node_link.report(self.handle.node_id, status)
@@ -161,9 +163,12 @@ class _Runner:
             env=job_environment(spec, self.shared), timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
         )
         oom_kills_before = oom_kill_count()
+        key = (spec.job_id, spec.attempt)
+        self.starting.add(key)
         try:
             spawned = await self.launcher.spawn(request)
         except SpawnError as exc:
+            self.pending_cancels.discard(key)
             log.warning("job %s attempt %d did not start: %s", spec.job_id, spec.attempt, exc)
             await self.report(JobStatus(spec.job_id, spec.attempt, "FAILED", exit_code=None,
                                         failure_reason="SPAWN_FAILED", message=str(exc)))
@@ -172,10 +177,16 @@ class _Runner:
             # The runner restarts; on its hello this job comes back as active and, having no
             # runtime.json, is handed back to the queue.
             raise
+        finally:
+            self.starting.discard(key)
         self.handle.started += 1
         live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time, oom_kills_before)
+        self.handle.live[spec.job_id] = live  # from here on a Cancel finds it
         started_ms = int(spawned.started_at * 1000) if spawned.started_at is not None else None
         await self.report(JobStatus(spec.job_id, spec.attempt, "RUNNING", pid=spawned.pid, at_ms=started_ms))
+        if key in self.pending_cancels:  # cancelled while it was starting
+            self.pending_cancels.discard(key)
+            signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM)
         await self.watch(live, job_dir)
 
     async def watch(self, live: LiveJob, job_dir: Path) -> None:
@@ -217,7 +228,11 @@ class _Runner:
     def cancel(self, message: Cancel) -> None:
         live = self.handle.live.get(message.job_id)
         if live is None or live.attempt != message.attempt:
-            log.info("cancel of %s attempt %d: not running here", message.job_id, message.attempt)
+            key = (message.job_id, message.attempt)
+            if key in self.starting:  # start_job acts on it once the shim is up
+                self.pending_cancels.add(key)
+            else:
+                log.info("cancel of %s attempt %d: not running here", message.job_id, message.attempt)
             return
         if not signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM):
             log.warning("cancel of %s: its shim (pid %d) is gone", message.job_id, live.shim_pid)

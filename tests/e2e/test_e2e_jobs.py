@@ -257,3 +257,11 @@ def test_store_keeps_the_last_lines_and_serves_them_when_files_are_gone(daemon_f
     shutil.rmtree(d.home / "jobs" / job["id"])
     page = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&tail=10")["lines"]
     assert [p["line"] for p in page] == [f"line {i}" for i in range(191, 201)]
+
+
+def test_cancel_right_after_submit_is_not_lost(jobs):
+    """The cancel may reach the runner while the shim is still starting the job."""
+    for _ in range(5):
+        job = jobs.sh("sleep 30", gpu=1, stop_grace_s=0.5)
+        jobs.client.post(f"/api/v1/jobs/{job['id']}/cancel")
+        assert jobs.wait(job["id"], timeout=10)["status"] == "CANCELLED"
