@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import socket
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +25,7 @@ from gpuplaned.protocol.discovery import (
     read_portfile,
 )
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.version import API_VERSION_HEADER, api_mismatch
 
 
 class NoDaemon(Exception):
@@ -55,6 +57,7 @@ class DaemonClient:
         self.portfile = portfile
         self.secret = secret
         self.timeout = timeout
+        self._warned = False
 
     @classmethod
     def discover(cls, runtime_dir: Path | None = None, *, timeout: float = 30.0) -> DaemonClient:
@@ -110,6 +113,7 @@ class DaemonClient:
         try:
             conn.request(method, path, body=payload, headers=headers)
             response = conn.getresponse()
+            self._check_version(response.getheader(API_VERSION_HEADER))
             raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
             raise DaemonUnreachable(f"gpuplaned at {self.portfile.endpoint} does not answer: {exc}") from None
@@ -122,6 +126,12 @@ class DaemonClient:
         if 200 <= response.status < 300:
             return data
         raise _api_error(response.status, data)
+
+    def _check_version(self, announced: str | None) -> None:
+        warning = api_mismatch(announced)
+        if warning is not None and not self._warned:
+            self._warned = True
+            print(warning, file=sys.stderr)
 
     def get(self, path: str) -> Any:
         return self.request("GET", path)

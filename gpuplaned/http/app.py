@@ -20,6 +20,7 @@ from gpuplaned.http.responses import error_response, ok
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
 from gpuplaned.service import control
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[Qua
     async def count(response: Response) -> Response:
         if response.status_code >= 400:
             stats.errors += 1
+        response.headers[API_VERSION_HEADER] = str(API_VERSION)  # clients warn on a mismatch
         return response
 
     @app.errorhandler(ApiError)

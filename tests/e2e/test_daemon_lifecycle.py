@@ -266,3 +266,19 @@ def test_actor_commands_over_the_socket(daemon):
         client.post("/api/v1/actors/nosuch/stop")
     assert err.value.code is ErrorCode.NOT_FOUND and "nosuch" in err.value.message
     assert client.get("/api/v1/actors/control")["actor"]["state"] in ("STARTING", "RUNNING")
+
+
+def test_responses_announce_the_api_version(daemon):
+    import http.client
+
+    from gpuplaned.protocol.version import API_VERSION
+
+    conn = http.client.HTTPConnection("localhost")
+    conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.sock.connect(str(daemon.socket_path))
+    for path in ("/api/v1/daemon", "/api/v1/nothing"):
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        assert response.getheader("X-GPUPlane-API") == str(API_VERSION)
+    conn.close()

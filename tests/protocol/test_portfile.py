@@ -60,3 +60,11 @@ def test_pid_alive_treats_zombies_as_gone():
     assert not pid_alive(child.pid)
     child.wait()
     assert not pid_alive(child.pid)
+
+
+def test_api_version_mismatch_warning():
+    from gpuplaned.protocol.version import API_VERSION, api_mismatch
+
+    assert api_mismatch(None) is None
+    assert api_mismatch(str(API_VERSION)) is None
+    assert "speaks API version 99, this client speaks" in api_mismatch("99")
