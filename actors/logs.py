@@ -32,6 +32,7 @@ class FollowLogs:
     job_id: str
     attempt: int
     job_dir: str
+    resume: bool = True  # False for an attempt that just started: nothing is stored for it yet
 
 
 @attrs.frozen
@@ -90,12 +91,14 @@ async def _tail_job(ctx: ActorContext, handle: LogsHandle, job: FollowLogs, keep
     ended = handle.following[key]
     store = ctx.ports["store"]
     try:
-        starts = await ctx.shared.readers.run(lambda conn: {
-            stream: conn.execute(
-                "SELECT max(offset) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
-                (job.job_id, job.attempt, stream)).fetchone()[0]
-            for stream in STREAMS
-        })
+        starts: dict[str, int | None] = dict.fromkeys(STREAMS)
+        if job.resume:
+            starts = await ctx.shared.readers.run(lambda conn: {
+                stream: conn.execute(
+                    "SELECT max(offset) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
+                    (job.job_id, job.attempt, stream)).fetchone()[0]
+                for stream in STREAMS
+            })
         tails = {s: FileTail(Path(job.job_dir) / f"{s}.log", starts[s] or 0) for s in STREAMS}
         while True:
             final = ended.is_set()

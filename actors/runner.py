@@ -189,9 +189,9 @@ class _Runner:
             signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM)
         await self.watch(live, job_dir)
 
-    async def watch(self, live: LiveJob, job_dir: Path) -> None:
+    async def watch(self, live: LiveJob, job_dir: Path, *, adopted: bool = False) -> None:
         self.handle.live[live.job_id] = live
-        notify(self.ctx, FollowLogs(live.job_id, live.attempt, str(job_dir)))
+        notify(self.ctx, FollowLogs(live.job_id, live.attempt, str(job_dir), resume=adopted))
         try:
             await wait_process_exit(live.shim_pid, live.shim_start_time)
         finally:
@@ -221,7 +221,7 @@ class _Runner:
                                         at_ms=int(runtime.started_at * 1000)))
             if active.cancel_requested:
                 signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM)
-            await self.watch(live, job_dir)
+            await self.watch(live, job_dir, adopted=True)
             return
         await self.report(await trio.to_thread.run_sync(_outcome, live, job_dir))
 
