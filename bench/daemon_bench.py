@@ -574,11 +574,13 @@ def render(res: dict[str, Any]) -> str:
             if failure:
                 out.append("")
                 out.append(f"gpuplanectl {key} failed (rc {failure['rc']}): {failure['stderr'].strip()[-400:]}")
-    if res.get("errors"):
-        out.append("")
-        for err in res["errors"]:
-            out.append(f"ERROR: {err}")
+    out.extend(error_lines(res))
     return "\n".join(out)
+
+
+def error_lines(res: dict[str, Any]) -> list[str]:
+    """The run's errors, after a blank line; nothing when there were none."""
+    return [""] + [f"ERROR: {err}" for err in res["errors"]] if res.get("errors") else []
 
 
 # --------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from daemon_bench import (  # noqa: E402 - the sibling benchmark's daemon handli
     DaemonFailed,
     Daemons,
     close_run,
+    error_lines,
     progress,
     report,
     verdict,
@@ -989,10 +990,7 @@ def render(res: dict[str, Any]) -> str:
             out.append("")
             out.append("API timestamps against the shim's records (runtime.json started_at, exit.json ended_at):")
             out.extend(f"  {n}" for n in notes)
-    if res.get("errors"):
-        out.append("")
-        for err in res["errors"]:
-            out.append(f"ERROR: {err}")
+    out.extend(error_lines(res))
     return "\n".join(out)
 
 

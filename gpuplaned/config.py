@@ -124,28 +124,34 @@ def _path(value: Any) -> Path:
     return Path(value).expanduser().absolute()
 
 
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"must be a positive integer; got {value!r}")
-    return value
+def _int_at_least(low: int) -> Callable[[Any], int]:
+    wanted = "a positive integer" if low == 1 else f"an integer >= {low}"
+
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"must be {wanted}; got {value!r}")
+        return value
+
+    return check
 
 
-def _listen(value: Any) -> Listen:
-    if not isinstance(value, str):
-        raise ValueError(f"must be a string; got {value!r}")
-    return parse_listen(value)
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
-def _non_negative_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"must be an integer >= 0; got {value!r}")
-    return value
+def _parsed(parse: Callable[[str], Any]) -> Callable[[Any], Any]:
+    """A checker for a string value that ``parse`` turns into its real type."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str):
+            raise ValueError(f"must be a string; got {value!r}")
+        return parse(value)
+
+    return check
 
 
-def _gpus(value: Any) -> GpuSource:
-    if not isinstance(value, str):
-        raise ValueError(f"must be a string; got {value!r}")
-    return parse_gpus(value)
+_listen = _parsed(parse_listen)
+_gpus = _parsed(parse_gpus)
 
 
 def _name(value: Any) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import trio
 
+from gpuplaned import __version__
 from gpuplaned.config import Config
 from gpuplaned.endpoint import ClaimedEndpoint, claim_endpoint, publish_portfile, remove_portfile_if_ours
 from gpuplaned.lifecycle import DaemonState, Lifecycle
@@ -80,7 +81,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
                 with shared._startup_scope:
                     await nursery.start(supervisor.run)
                     shared.lifecycle.ready()
-                    log.info("gpuplaned %s ready (pid %d, role %s, %s)", _version(), os.getpid(),
+                    log.info("gpuplaned %s ready (pid %d, role %s, %s)", __version__, os.getpid(),
                              cfg.role, endpoint.portfile().endpoint)
                     task_status.started(shared)
                 await shared._shutdown.wait()
@@ -127,9 +128,3 @@ async def _watch_signals(signals: Any, shared: DaemonContext, everything: trio.C
             everything.cancel()
             return
         shared.request_shutdown(f"received {name}")
-
-
-def _version() -> str:
-    from gpuplaned import __version__
-
-    return __version__

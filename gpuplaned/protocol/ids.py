@@ -24,7 +24,3 @@ def new_id(prefix: str) -> str:
     if prefix not in PREFIXES:
         raise ValueError(f"unknown id prefix {prefix!r}")
     return f"{prefix}_{ulid()}"
-
-
-def has_prefix(value: str, prefix: str) -> bool:
-    return value.startswith(prefix + "_") and len(value) == len(prefix) + 27

@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import enum
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import attrs
 
@@ -110,5 +109,3 @@ def order_by_dependencies(specs: list[ActorSpec]) -> list[ActorSpec]:
         visit(spec, ())
     return ordered
 
-
-Handle = Any

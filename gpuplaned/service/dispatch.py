@@ -14,6 +14,7 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
+from gpuplaned.domain.scheduling import NodeCapacity
 from gpuplaned.protocol.agent import Dispatch, JobStatus
 from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.registry import NodeUnavailable, now_ms
@@ -35,11 +36,16 @@ def dispatching(shared: DaemonContext) -> bool:
     return state in (ActorState.STARTING, ActorState.RUNNING, ActorState.BACKOFF)
 
 
-def run_pass(shared: DaemonContext, conn: sqlite3.Connection) -> list[job_rows.Dispatched]:
-    """A scheduling pass inside the caller's transaction (nothing while dispatching is paused)."""
+def run_pass(shared: DaemonContext, conn: sqlite3.Connection,
+             nodes: list[NodeCapacity] | None = None) -> list[job_rows.Dispatched]:
+    """A scheduling pass inside the caller's transaction (nothing while dispatching is paused).
+
+    ``nodes`` saves reading the capacities again when the caller already has them
+    (computed with ``connected`` from the same transaction).
+    """
     if not dispatching(shared):
         return []
-    return job_rows.schedule(conn, now_ms(), shared.nodes.connected())
+    return job_rows.schedule(conn, now_ms(), shared.nodes.connected(), nodes)
 
 
 async def deliver(shared: DaemonContext, dispatched: list[job_rows.Dispatched]) -> int:

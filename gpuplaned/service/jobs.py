@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +38,9 @@ async def submit(shared: DaemonContext, body: Any) -> Job:
     spec = parse_job_spec(body)
 
     def insert(conn: Any) -> tuple[Job, list[job_rows.Dispatched]]:
-        job_id = job_rows.insert_job(conn, spec, now_ms())
-        dispatched = run_pass(shared, conn)  # a free slot takes it in this same transaction
+        nodes = job_rows.capacities(conn, shared.nodes.connected())
+        job_id = job_rows.insert_job(conn, spec, now_ms(), nodes)
+        dispatched = run_pass(shared, conn, nodes)  # a free slot takes it in this same transaction
         job = job_rows.get_job(conn, job_id)
         assert job is not None
         return job, dispatched
@@ -103,7 +103,3 @@ def log_path(shared: DaemonContext, job: Job, stream: str, attempt: int | None =
         raise ApiError(ErrorCode.NOT_FOUND, f"job {job.id} has no attempt {attempt} (it has {job.attempt})",
                        {"job_id": job.id, "attempts": job.attempt})
     return attempt_dir(shared.config.home, job.id, attempt) / f"{stream}.log"
-
-
-def file_exists(path: Path) -> bool:
-    return os.path.exists(path)

@@ -174,7 +174,3 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
             next_status = trio.current_time() + STATUS_EVERY
 
 
-def clamp_page(limit: int) -> int:
-    return max(1, min(limit, MAX_PAGE))
-
-

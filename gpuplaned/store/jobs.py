@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.jobs import ACTIVE, IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
-from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit
+from gpuplaned.domain.jobs import IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
+from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit, matches
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
@@ -90,19 +90,21 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None) -> l
 # --- writes ----------------------------------------------------------------
 
 
-def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int) -> str:
+def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list[NodeCapacity]) -> str:
     """Queue a validated job; refuses one that no known node could ever run.
+
+    Args:
+        nodes: every node's capacity (``capacities``); whether a node is online does not matter here.
 
     Raises:
         ApiError: bad_request naming why it can never fit.
     """
-    nodes = capacities(conn)
     wanted = QueuedJob("new", spec.gpu, spec.labels, spec.node)
     if spec.node is not None and not any(n.name == spec.node for n in nodes):
         raise ApiError(ErrorCode.BAD_REQUEST, f"node: no node named {spec.node!r}",
                        {"field": "node", "nodes": [n.name for n in nodes]})
     if not can_ever_fit(wanted, nodes):
-        biggest = max((n.total_gpus for n in nodes if _matches_selector(spec, n)), default=0)
+        biggest = max((n.total_gpus for n in nodes if matches(wanted, n)), default=0)
         raise ApiError(
             ErrorCode.BAD_REQUEST,
             f"gpu: the job asks for {spec.gpu} GPU(s) but the largest matching node has {biggest}"
@@ -122,23 +124,21 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int) -> str:
     return job_id
 
 
-def _matches_selector(spec: JobSpec, node: NodeCapacity) -> bool:
-    return (spec.node is None or spec.node == node.name) and set(spec.labels) <= set(node.labels)
-
-
 @attrs.frozen
 class Dispatched:
     node_id: str
     job: JobSpecWire
 
 
-def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str]) -> list[Dispatched]:
+def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str],
+             nodes: list[NodeCapacity] | None = None) -> list[Dispatched]:
     """Assign free slots on connected nodes to queued jobs; mark them DISPATCHING (a new Run each).
 
     Runs on every submit and every job end, so it reads the queue lazily (a cursor over the
     queue index, three columns) and stops as soon as no capacity is left.
     """
-    nodes = capacities(conn, connected)
+    if nodes is None:
+        nodes = capacities(conn, connected)
     rows = conn.execute(
         "SELECT id, resources, node_selector FROM jobs WHERE status = 'QUEUED' "
         "ORDER BY priority DESC, created_at, id LIMIT ?", (QUEUE_SCAN_LIMIT,),
@@ -204,25 +204,24 @@ _STATUS_EVENTS = {
 class StatusOutcome:
     applied: bool
     status: str | None = None
-    freed_slots: bool = False
     reason: str = ""
 
 
 def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms: int) -> StatusOutcome:
     """Apply a node's report about one attempt; stale or impossible reports change nothing."""
     row = conn.execute(
-        "SELECT status, attempt, max_attempts, node_id, run_id FROM jobs WHERE id = ?", (msg.job_id,)
+        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested FROM jobs WHERE id = ?",
+        (msg.job_id,),
     ).fetchone()
     if row is None:
         return StatusOutcome(False, reason="unknown job")
-    status, attempt, max_attempts, job_node, run_id = row
+    status, attempt, max_attempts, job_node, run_id, cancelled = row
     if attempt != msg.attempt or job_node != node_id:
         return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
     event = _STATUS_EVENTS.get(msg.status)
     if event is None:
         return StatusOutcome(False, status, reason=f"unknown status {msg.status!r}")
     state = JobState(status)
-    cancelled = bool(conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (msg.job_id,)).fetchone()[0])
     if cancelled and event is JobEvent.FAILED:
         event = JobEvent.CANCELLED  # it died of our cancel: no automatic retry
     if not can(state, event):
@@ -258,8 +257,8 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
         (run_status, when, msg.exit_code, msg.failure_reason or ("REQUEUED" if event is JobEvent.REQUEUE else None),
          run_id),
     )
-    freed = conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,)).rowcount
-    return StatusOutcome(True, new.value, freed_slots=freed > 0 or new not in ACTIVE)
+    conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,))
+    return StatusOutcome(True, new.value)
 
 
 @attrs.frozen
@@ -345,8 +344,3 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
         (node_id,),
     ).fetchall()
     return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel)) for job_id, attempt, run_id, cancel in active]
-
-
-def cancel_requested(conn: sqlite3.Connection, job_id: str) -> bool:
-    row = conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return bool(row and row[0])
