@@ -1,7 +1,7 @@
 """The logs actor: keeps the last lines of every running job's output in the store.
 
-Owns: one tailing task per live job attempt (both streams), reading the files the shim
-writes and copying their last ``node.log_tail_lines`` lines per stream into ``job_logs``.
+Owns: one tailing loop over every live job attempt (both streams), reading the files the
+shim writes and copying their last ``node.log_tail_lines`` lines per stream into ``job_logs``.
 Inputs: ``FollowLogs`` and ``LogsEnded`` from the runner.
 Outputs: store writes. Live followers do not go through here: they read the files at
 their own pace (see ``gpuplaned.service.logs``), so a slow one can never hold anything up.
@@ -50,7 +50,7 @@ class LogsStats:
 
 @attrs.define
 class LogsHandle:
-    following: dict[tuple[str, int], trio.Event] = attrs.field(factory=dict)
+    following: dict[tuple[str, int], FollowLogs] = attrs.field(factory=dict)
     lines_seen: int = 0
     lines_stored: int = 0
 
@@ -71,48 +71,86 @@ def notify(ctx: ActorContext, message: FollowLogs | LogsEnded) -> None:
 
 async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[LogsHandle] = trio.TASK_STATUS_IGNORED) -> None:
     handle = LogsHandle()
-    keep = ctx.shared.config.node.log_tail_lines
+    tailer = _Tailer(ctx, handle, ctx.shared.config.node.log_tail_lines)
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(tailer.loop)
         task_status.started(handle)
         async for message in ctx.inbox:
             key = (message.job_id, message.attempt)
             if isinstance(message, FollowLogs):
                 if key not in handle.following:
-                    handle.following[key] = trio.Event()
-                    nursery.start_soon(_tail_job, ctx, handle, message, keep)
+                    handle.following[key] = message
+                    tailer.new.append(message)
             elif isinstance(message, LogsEnded):
-                ended = handle.following.get(key)
-                if ended is not None:
-                    ended.set()
+                if key in handle.following:
+                    tailer.ended.add(key)
+                    tailer.wake.set()
 
 
-async def _tail_job(ctx: ActorContext, handle: LogsHandle, job: FollowLogs, keep: int) -> None:
-    key = (job.job_id, job.attempt)
-    ended = handle.following[key]
-    store = ctx.ports["store"]
-    try:
-        starts: dict[str, int | None] = dict.fromkeys(STREAMS)
-        if job.resume:
-            starts = await ctx.shared.readers.run(lambda conn: {
-                stream: conn.execute(
-                    "SELECT max(offset) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
-                    (job.job_id, job.attempt, stream)).fetchone()[0]
-                for stream in STREAMS
-            })
-        tails = {s: FileTail(Path(job.job_dir) / f"{s}.log", starts[s] or 0) for s in STREAMS}
+class _Tailer:
+    """One loop for every followed attempt: each pass reads all of them in one trip to a
+    worker thread and stores what it found in one write, so a burst of short jobs costs a
+    pass, not a thread hop and a transaction per job."""
+
+    def __init__(self, ctx: ActorContext, handle: LogsHandle, keep: int) -> None:
+        self.ctx = ctx
+        self.handle = handle
+        self.keep = keep
+        self.new: list[FollowLogs] = []
+        self.ended: set[tuple[str, int]] = set()
+        self.wake = trio.Event()
+        self.tails: dict[tuple[str, int], tuple[FollowLogs, dict[str, FileTail]]] = {}
+
+    async def loop(self) -> None:
+        store = self.ctx.ports["store"]
         while True:
-            final = ended.is_set()
-            batch = await trio.to_thread.run_sync(_read, tails, keep, final)
-            seen = sum(n for n, _ in batch.values())
-            if seen:
-                handle.lines_seen += seen
-                handle.lines_stored += await write(store, lambda conn, b=batch: _store(conn, job, b, keep))
-            if final:
-                return
             with trio.move_on_after(POLL):
-                await ended.wait()
-    finally:
-        handle.following.pop(key, None)
+                await self.wake.wait()
+            self.wake = trio.Event()
+            await self._open_new()
+            ended = {key for key in self.ended if key in self.tails}  # one still to open waits a pass
+            self.ended -= ended
+            work = [(job, tails, key in ended) for key, (job, tails) in self.tails.items()]
+            if not work:
+                continue
+            batches = await trio.to_thread.run_sync(_read_all, work, self.keep)
+            for key in ended:
+                self.tails.pop(key, None)
+                self.handle.following.pop(key, None)
+            found = [(job, batch) for job, batch in batches if any(n for n, _ in batch.values())]
+            if found:
+                self.handle.lines_seen += sum(n for _, b in found for n, _ in b.values())
+                self.handle.lines_stored += await write(store, lambda conn, f=found: _store_all(conn, f, self.keep))
+
+    async def _open_new(self) -> None:
+        new, self.new = self.new, []
+        resumed = [job for job in new if job.resume]
+        starts: dict[tuple[str, int, str], int] = {}
+        if resumed:
+            starts = await self.ctx.shared.readers.run(lambda conn: _stored_offsets(conn, resumed))
+        for job in new:
+            self.tails[(job.job_id, job.attempt)] = (job, {
+                s: FileTail(Path(job.job_dir) / f"{s}.log", starts.get((job.job_id, job.attempt, s)) or 0)
+                for s in STREAMS
+            })
+
+
+def _stored_offsets(conn, jobs: list[FollowLogs]) -> dict[tuple[str, int, str], int]:  # type: ignore[no-untyped-def]
+    """Where each resumed attempt's stored tail ends, per stream."""
+    out = {}
+    for job in jobs:
+        for stream in STREAMS:
+            offset = conn.execute(
+                "SELECT max(offset) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
+                (job.job_id, job.attempt, stream)).fetchone()[0]
+            if offset is not None:
+                out[(job.job_id, job.attempt, stream)] = offset
+    return out
+
+
+def _read_all(work, keep: int):  # type: ignore[no-untyped-def]
+    """Runs on a worker thread: every followed attempt's new lines, finally flushed for ended ones."""
+    return [(job, _read(tails, keep, final)) for job, tails, final in work]
 
 
 def _read(tails: dict[str, FileTail], keep: int, final: bool) -> dict[str, tuple[int, list[tuple[int, str]]]]:
@@ -133,6 +171,10 @@ def _read(tails: dict[str, FileTail], keep: int, final: bool) -> dict[str, tuple
             last = (last + flushed)[-keep:]
         out[stream] = (count, last)
     return out
+
+
+def _store_all(conn, found, keep: int) -> int:  # type: ignore[no-untyped-def]
+    return sum(_store(conn, job, batch, keep) for job, batch in found)
 
 
 def _store(conn, job: FollowLogs, batch: dict[str, tuple[int, list[tuple[int, str]]]], keep: int) -> int:  # type: ignore[no-untyped-def]
