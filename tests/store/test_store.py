@@ -20,9 +20,10 @@ from gpuplaned.store.writer import Write, write
 
 SEED_TABLES = {
     "projects", "experiments", "nodes", "gpu_slots", "jobs", "runs", "metric_definitions",
-    "project_primary_metrics", "experiment_primary_metrics", "metrics_raw", "metrics_rollup",
-    "node_metrics_raw", "node_metrics_rollup", "events", "checkpoints", "evaluations",
-    "artifacts", "webhook_subscriptions",
+    "project_primary_metrics", "experiment_primary_metrics", "events", "checkpoints",
+    "evaluations", "artifacts", "webhook_subscriptions",
+    # 0003 replaced the seed's row-per-point metric tables with packed chunks.
+    "ts_series", "ts_chunks", "ts_rollup_state", "ts_batches",
 }
 
 

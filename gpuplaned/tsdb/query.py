@@ -1,0 +1,258 @@
+"""Reading series for charts and snapshots (read-only connections).
+
+Resolution rule for node series (run series are always raw): a window up to 6 h reads
+raw points, up to 2 days 1m buckets, beyond that 5m buckets; a resolution whose data
+retention already cut inside the window gives way to the next coarser one. A rollup
+query reads the finer data for the recent part its rollups do not cover yet.
+
+Within a resolution, a window whose points fit in ``points`` comes back point by point
+(width 1); otherwise each series is cut into the same aligned buckets, at most
+``points`` of them, from whole-chunk, 64-point-block or rollup summaries where a bucket
+covers those wholly, and from decoded points elsewhere.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from bisect import bisect_left, bisect_right
+from operator import le
+
+from gpuplaned.tsdb import chunks, series
+from gpuplaned.tsdb.downsample import Buckets, columns, width_for
+from gpuplaned.tsdb.series import M1, M5, RAW, RES_NAMES
+from gpuplaned.tsdb.stats import NAN
+
+MAX_POINTS = 10_000
+RAW_WINDOW_MS = 6 * 3_600_000
+M1_WINDOW_MS = 2 * 24 * 3_600_000
+DECODE_LIMIT = 65_536  # raw points a query decodes outright before it turns to block summaries
+_BLOCKS_PER_BUCKET = 4  # use block summaries once a bucket spans this many blocks
+
+
+def list_names(conn: sqlite3.Connection, kind: str, owner: str) -> list[str]:
+    return sorted(series.lookup(conn, series.check_kind(kind), series.check_owner(owner), None))
+
+
+def latest(conn: sqlite3.Connection, kind: str, owner: str, names: list[str] | None = None) -> dict[str, dict]:
+    """``{name: {"ts", "value", "step"}}``: each series' point with the greatest ts."""
+    ids = series.lookup(conn, series.check_kind(kind), series.check_owner(owner), _names(names))
+    out = {}
+    for name, sid in ids.items():
+        row = conn.execute(
+            "SELECT last_ts, vlast, last_step FROM ts_chunks WHERE series_id = ?"
+            " ORDER BY last_ts DESC, res, id DESC LIMIT 1", (sid,)
+        ).fetchone()
+        if row is not None:
+            out[name] = {"ts": row[0], "value": NAN if row[1] is None else row[1], "step": row[2]}
+    return out
+
+
+def read_points(conn: sqlite3.Connection, kind: str, owner: str, name: str, start: int | None = None,
+                end: int | None = None) -> dict[str, list]:
+    """Every raw point of one series with ts in ``[start, end]``, sorted by ts (for export).
+
+    Returns ``{"ts": [...], "step": [...] or None, "value": [...]}``; points with equal ts
+    keep the order they were ingested in.
+    """
+    kind = series.check_kind(kind)
+    has_steps = kind == "run"
+    sid = series.lookup(conn, kind, series.check_owner(owner), [series.check_name(name)]).get(name)
+    cols: list[list] = [[], [], []] if has_steps else [[], []]
+    if sid is not None:
+        for c in sorted(chunks.select(conn, sid, RAW, start, end), key=lambda c: c.id):
+            part = chunks.data(conn, c, has_steps)
+            i = 0 if start is None else bisect_left(part[0], start)
+            j = len(part[0]) if end is None else bisect_right(part[0], end)
+            for into, more in zip(cols, part):
+                into.extend(more[i:j])
+    order = sorted(range(len(cols[0])), key=cols[0].__getitem__)
+    cols = [[col[k] for k in order] for col in cols]
+    return {"ts": cols[0], "step": cols[1] if has_steps else None, "value": cols[-1]}
+
+
+def query_series(
+    conn: sqlite3.Connection,
+    kind: str,
+    owner: str,
+    names: list[str] | None,
+    start: int | None = None,
+    end: int | None = None,
+    points: int = 1000,
+    x: str = "ts",
+) -> dict:
+    """Chart columns for ``names`` (all of the owner's when None) over ``[start, end]``.
+
+    ``start``/``end`` are in ``x`` units (ms for ``ts``, steps for ``step``; ``step`` is for
+    run series only); None means the series' first or last point. Returns
+    ``{"resolution": "raw"|"1m"|"5m", "width": w, "x": [...], "series": {name: {"min",
+    "max", "avg", "last", "count", "nan"}}}``: ``x`` holds the start of each non-empty
+    bucket (the point's own x when ``width`` is 1), the series columns line up with it and
+    hold None where that series has no point.
+
+    Raises:
+        ValueError: bad kind, owner, names, axis, window or ``points``.
+    """
+    kind = series.check_kind(kind)
+    owner = series.check_owner(owner)
+    if x not in ("ts", "step") or (x == "step" and kind != "run"):
+        raise ValueError(f"x must be 'ts' (or 'step' for run series), got {x!r}")
+    if not isinstance(points, int) or isinstance(points, bool) or not 1 <= points <= MAX_POINTS:
+        raise ValueError(f"points must be an integer from 1 to {MAX_POINTS}, got {points!r}")
+    for label, bound in (("start", start), ("end", end)):
+        if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+            raise ValueError(f"{label} must be an integer or None, got {bound!r}")
+    ids = series.lookup(conn, kind, owner, _names(names))
+    wanted = list(ids) if names is None else list(names)
+    start, end = _extent(conn, list(ids.values()), x, start, end)
+    if start is None or end is None or start > end:
+        if start is not None and end is not None:
+            raise ValueError(f"start {start} is after end {end}")
+        return _result(RAW, 1, {}, wanted, [])
+    res = RAW if kind == "run" else _resolution(conn, list(ids.values()), start, end)
+    if res == RAW:
+        width, per_series = _raw(conn, ids, x, kind == "run", start, end, points)
+    else:
+        width, per_series = _rollups(conn, ids, res, start, end, points)
+    keys = sorted(set().union(*(b.acc for b in per_series.values())))
+    return _result(res, width, per_series, wanted, keys)
+
+
+def _names(names: list[str] | None) -> list[str] | None:
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"names must be a list of series names, got {names!r}")
+    return list(names)
+
+
+def _result(res: int, width: int, per_series: dict[str, Buckets], wanted: list[str], keys: list[int]) -> dict:
+    return {
+        "resolution": RES_NAMES[res],
+        "width": width,
+        "x": [k * width for k in keys],
+        "series": {n: columns(per_series.get(n) or Buckets(width), keys) for n in wanted},
+    }
+
+
+def _extent(conn, sids, x, start, end):
+    if not sids or (start is not None and end is not None):
+        return start, end
+    marks = ",".join("?" * len(sids))
+    if x == "ts":
+        sql = f"SELECT min(start_ts), max(end_ts) FROM ts_chunks WHERE series_id IN ({marks})"
+    else:
+        sql = f"SELECT min(step_min), max(step_max) FROM ts_chunks WHERE res = 0 AND series_id IN ({marks})"
+    lo, hi = conn.execute(sql, sids).fetchone()
+    return (lo if start is None else start), (hi if end is None else end)
+
+
+def _resolution(conn: sqlite3.Connection, sids: list[int], start: int, end: int) -> int:
+    window = end - start
+    res = RAW if window <= RAW_WINDOW_MS else M1 if window <= M1_WINDOW_MS else M5
+    # Retention cut the finer data inside the window: read the coarser resolution.
+    for finer, coarser in ((RAW, M1), (M1, M5)):
+        if res == finer and any((_state(conn, sid, coarser)[1] or start) > start for sid in sids):
+            res = coarser
+    return res
+
+
+def _state(conn: sqlite3.Connection, sid: int, res: int) -> tuple[int | None, int | None]:
+    """``(done_until, source_floor)`` of a rollup resolution."""
+    row = conn.execute(
+        "SELECT done_until, source_floor FROM ts_rollup_state WHERE series_id = ? AND res = ?", (sid, res)
+    ).fetchone()
+    return (None, None) if row is None else row
+
+
+def _raw(conn, ids, x, has_steps, start, end, points):
+    found = {n: _raw_chunks(conn, sid, x, start, end) for n, sid in ids.items()}
+    per_series = {}
+    if sum(c.n for cs in found.values() for c in cs) <= DECODE_LIMIT:
+        decoded = {n: [_chunk_points(conn, c, has_steps, x, start, end) for c in cs] for n, cs in found.items()}
+        distinct: set[int] = set()
+        for parts in decoded.values():
+            for part in parts:
+                distinct.update(part[0])
+        width = 1 if len(distinct) <= points else width_for(start, end, points, 1)
+        for n, parts in decoded.items():
+            per_series[n] = b = Buckets(width)
+            for part in parts:
+                _add_points(b, part)
+        return width, per_series
+    width = width_for(start, end, points, 1)
+    for n, cs in found.items():
+        per_series[n] = b = Buckets(width)
+        for c in cs:
+            _add_chunk(conn, b, c, has_steps, x, start, end)
+    return width, per_series
+
+
+def _raw_chunks(conn, sid, x, start, end):
+    if x == "ts":
+        return chunks.select(conn, sid, RAW, start, end)
+    return [c for c in chunks.select(conn, sid, RAW) if c.step_min <= end and c.step_max >= start]
+
+
+def _chunk_points(conn, c, has_steps, x, start, end):
+    """The chunk's points with x in ``[start, end]``: ``(xs, tss, values, sorted_by_x)``."""
+    cols = chunks.data(conn, c, has_steps)
+    ts, vs = cols[0], cols[-1]
+    xs = ts if x == "ts" else cols[1]
+    if xs is ts or all(map(le, xs[:-1], xs[1:])):
+        i, j = bisect_left(xs, start), bisect_right(xs, end)
+        return xs[i:j], ts[i:j], vs[i:j], True
+    keep = [k for k, step in enumerate(xs) if start <= step <= end]
+    return [xs[k] for k in keep], [ts[k] for k in keep], [vs[k] for k in keep], False
+
+
+def _add_points(b: Buckets, part) -> None:
+    xs, tss, values, in_order = part
+    if in_order:
+        b.add_sorted_points(xs, tss, values)
+    else:
+        b.add_points(xs, tss, values)
+
+
+def _add_chunk(conn, b: Buckets, c: chunks.Chunk, has_steps: bool, x: str, start: int, end: int) -> None:
+    lo, hi = (c.start_ts, c.end_ts) if x == "ts" else (c.step_min, c.step_max)
+    inside = start <= lo and hi <= end
+    if inside and lo // b.width == hi // b.width:
+        b.add_summary(lo, hi, c.count, c.nan, c.vmin, c.vmax, c.vsum, c.vlast, c.last_ts)
+        return
+    block_span = (hi - lo) * chunks.BLOCK / c.n
+    if inside and c.packed and c.n > chunks.BLOCK and b.width >= _BLOCKS_PER_BUCKET * block_span:
+        cols = chunks.blocks(conn, c)
+        if cols is not None:
+            ts_lo, ts_hi, s_lo, s_hi, counts, nans, los, his, totals, lasts = cols
+            x_lo, x_hi = (ts_lo, ts_hi) if x == "ts" else (s_lo, s_hi)
+            mids = [(a + z) >> 1 for a, z in zip(x_lo, x_hi)]
+            if all(map(le, mids[:-1], mids[1:])):
+                b.add_sorted_summaries(mids, counts, nans, los, his, totals, lasts, ts_hi)
+            else:
+                for row in zip(x_lo, x_hi, counts, nans, los, his, totals, lasts, ts_hi):
+                    b.add_summary(*row)
+            return
+    _add_points(b, _chunk_points(conn, c, has_steps, x, start, end))
+
+
+def _rollups(conn, ids, res, start, end, points):
+    span = end // res - start // res + 1
+    width = res if span <= points else width_for(start, end, points, res)
+    per_series = {}
+    for n, sid in ids.items():
+        per_series[n] = b = Buckets(width)
+        lo = start
+        # Coarse to fine: each layer starts where the coarser one's built buckets stop,
+        # and raw points cover what no rollup covers yet.
+        for layer in (M5, M1):
+            done = _state(conn, sid, layer)[0] if layer <= res else None
+            hi = end if done is None else min(end, done - 1)
+            if done is None or lo > hi:
+                continue
+            for c in chunks.select(conn, sid, layer, lo, hi):
+                b.add_rollup(*chunks.data(conn, c, False), lo, hi)
+            lo = hi + 1
+        if lo <= end:
+            for c in chunks.select(conn, sid, RAW, lo, end):
+                _add_points(b, _chunk_points(conn, c, False, "ts", lo, end))
+    return width, per_series
