@@ -1,20 +1,18 @@
 """Where a node's GPUs come from: ``nvml`` (the driver), ``fake:N`` (tests, demos) or ``none``.
 
 ``auto`` picks nvml when the driver loads and none otherwise, and says which. Only the
-inventory lives here (what the scheduler needs for slots); live readings belong to the
-monitor.
+inventory lives here (what the scheduler needs for slots); the backends and live readings
+are in ``gpuplaned.telemetry``.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 
 import attrs
 
 from gpuplaned.protocol.agent import GpuInfo
-
-log = logging.getLogger("gpuplaned.gpus")
+from gpuplaned.telemetry.backend import open_backend
 
 _FAKE = re.compile(r"^fake:(\d{1,3})$")
 
@@ -53,34 +51,8 @@ def inventory(source: GpuSource) -> Inventory:
     Raises:
         RuntimeError: ``nvml`` was asked for explicitly and the driver cannot be used.
     """
-    if source.kind == "none":
-        return Inventory("none", ())
-    if source.kind == "fake":
-        gpus = tuple(GpuInfo(i, source.fake_model, source.fake_memory_mb, f"GPU-fake-{i:04d}")
-                     for i in range(source.count))
-        return Inventory("fake", gpus)
+    backend = open_backend(source)
     try:
-        return Inventory("nvml", _nvml_inventory())
-    except Exception as exc:  # noqa: BLE001 - pynvml raises NVMLError subclasses and OSError
-        if source.kind == "nvml":
-            raise RuntimeError(f"NVML is not usable: {exc}") from None
-        return Inventory("none", (), note=f"no NVIDIA driver ({type(exc).__name__}: {exc})")
-
-
-def _nvml_inventory() -> tuple[GpuInfo, ...]:
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            name = name.decode() if isinstance(name, bytes) else name
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
-            gpus.append(GpuInfo(index, name, int(memory), uuid))
-        return tuple(gpus)
+        return Inventory(backend.kind, backend.inventory(), note=backend.note)
     finally:
-        pynvml.nvmlShutdown()
+        backend.close()

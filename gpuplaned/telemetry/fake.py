@@ -1,0 +1,150 @@
+"""``fake:N``: synthetic GPUs for tests, demos and machines without a GPU.
+
+Deterministic: the readings depend only on the sequence of ``busy`` sets passed to
+``sample`` (no clock, no randomness). A busy GPU's load eases toward its target (half the gap
+each sample), so utilization climbs to ~90 % and memory to ~60 % within a few samples and
+falls back the same way once idle; a small wobble keeps the charts honest-looking.
+Temperature, power, clock and fan follow the load.
+
+Fake compute processes: a process claims a fake GPU by creating the file
+``<claims_dir>/<gpu index>/<pid>`` (empty, or holding the MiB of GPU memory it uses; see
+``claim``). Each sample lists the claims, deletes those whose process is gone, and reports
+the rest as that GPU's ``processes``, so attribution can be tested with real processes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpuplaned.protocol.agent import GpuInfo
+from gpuplaned.telemetry.samples import Busy, EccErrors, GpuProcess, GpuSample
+
+_BASE_MEMORY_MB = 420  # what an idle card shows in use (driver, context)
+_POWER_IDLE_W, _POWER_LIMIT_W = 70.0, 700.0
+_CLOCK_IDLE_MHZ, _CLOCK_MAX_MHZ = 345, 1980
+
+
+def claim(claims_dir: Path, gpu_index: int, pid: int, memory_mb: int | None = None) -> Path:
+    """Claim fake GPU ``gpu_index`` for ``pid`` (what a job does; here for tests and demos)."""
+    folder = Path(claims_dir) / str(gpu_index)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / str(pid)
+    # Written aside and renamed, so the backend never reads half a file.
+    scratch = folder / f".{pid}.tmp"
+    scratch.write_text("" if memory_mb is None else str(memory_mb))
+    os.replace(scratch, path)
+    return path
+
+
+class FakeGpus:
+    kind = "fake"
+    note = ""
+
+    def __init__(self, count: int, model: str, memory_mb: int, *, claims_dir: Path | None = None) -> None:
+        self._gpus = tuple(GpuInfo(i, model, memory_mb, f"GPU-fake-{i:04d}") for i in range(count))
+        self._load = [0.0] * count
+        self._ticks = 0
+        self._claims_dir = claims_dir
+        if claims_dir is not None:
+            for i in range(count):  # so a job only has to create its file
+                (claims_dir / str(i)).mkdir(parents=True, exist_ok=True)
+
+    def inventory(self) -> tuple[GpuInfo, ...]:
+        return self._gpus
+
+    def sample(self, busy: Busy = frozenset()) -> tuple[GpuSample, ...]:
+        self._ticks += 1
+        claims = self._claims()
+        loads = busy if isinstance(busy, Mapping) else dict.fromkeys(busy, 1.0)
+        samples = []
+        for info in self._gpus:
+            i = info.index
+            target = min(max(loads.get(i, 0.0), 0.0), 1.0)
+            load = self._load[i] = self._load[i] + (target - self._load[i]) / 2
+            wobble = math.sin(self._ticks * 0.9 + i * 1.7)  # -1..1, deterministic
+            utilization = min(100.0, max(0.0, load * (90.0 + 6.0 * wobble)))
+            memory = min(info.memory_mb, _BASE_MEMORY_MB + int(info.memory_mb * 0.6 * load))
+            samples.append(GpuSample(
+                i, info.uuid, info.model,
+                utilization_pct=round(utilization, 1),
+                memory_used_mb=memory,
+                memory_total_mb=info.memory_mb,
+                temperature_c=round(32.0 + 40.0 * load + wobble * load, 1),
+                power_w=round(_POWER_IDLE_W + (_POWER_LIMIT_W * 0.85 - _POWER_IDLE_W) * utilization / 100, 1),
+                power_limit_w=_POWER_LIMIT_W,
+                sm_clock_mhz=int(_CLOCK_IDLE_MHZ + (_CLOCK_MAX_MHZ - _CLOCK_IDLE_MHZ) * min(1.0, load * 1.5)),
+                fan_pct=round(30.0 + 50.0 * load, 1),
+                throttle_reasons=("idle",) if utilization < 1.0 else (),
+                ecc_errors=EccErrors(0, 0),
+                processes=claims.get(i, ()),
+            ))
+        return tuple(samples)
+
+    def close(self) -> None:
+        pass
+
+    def _claims(self) -> dict[int, tuple[GpuProcess, ...]]:
+        if self._claims_dir is None:
+            return {}
+        found: dict[int, tuple[GpuProcess, ...]] = {}
+        try:
+            folders = [e for e in os.scandir(self._claims_dir) if e.name.isdigit()]
+        except OSError:
+            return {}
+        for folder in folders:
+            processes = []
+            try:
+                entries = [e for e in os.scandir(folder.path) if e.name.isdigit()]
+            except OSError:
+                continue
+            for entry in entries:
+                pid = int(entry.name)
+                if not _alive(pid):
+                    _unlink(entry.path)
+                    continue
+                processes.append(GpuProcess(pid, _read_mb(entry.path)))
+            if processes:
+                found[int(folder.name)] = tuple(sorted(processes, key=lambda p: p.pid))
+        return found
+
+
+_HAVE_PROC = os.path.exists("/proc/self/stat")
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not a zombie (a zombie still answers kill(pid, 0))."""
+    if not _HAVE_PROC:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # "pid (comm) S ...": the state follows the last ')' (comm may hold anything).
+    end = stat.rfind(b")")
+    return stat[end + 2:end + 3] not in (b"Z", b"X")
+
+
+def _read_mb(path: str) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            text = f.read(32).strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
