@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplaned.actors import control, logs, runner, scheduler, store
+from gpuplaned.actors import control, logs, monitor, rollup, runner, scheduler, store
 
 from gpuplaned.runtime.spec import ActorSpec
 
@@ -19,6 +19,9 @@ REGISTRY: tuple[ActorSpec, ...] = (
     # uplink, so for now the runner runs where the server does.
     ActorSpec("logs", logs.run, frozenset({"all"}), depends_on=("store",), inbox_size=1024),
     ActorSpec("runner", runner.run, frozenset({"all"}), depends_on=("store", "scheduler", "logs"), inbox_size=256),
+    ActorSpec("rollup", rollup.run, SERVER, depends_on=("store",)),
+    # Node telemetry reaches the server through the same node link as the runner's reports.
+    ActorSpec("monitor", monitor.run, frozenset({"all"}), depends_on=("runner",)),
 )
 
 

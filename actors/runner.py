@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import signal
 from pathlib import Path
 from typing import Any
 
 import attrs
+import psutil
 import trio
 from gpuplaned.actors.logs import FollowLogs, LogsEnded, notify
 
@@ -66,6 +68,8 @@ class LiveJob:
     shim_pid: int
     shim_start_time: int | None
     oom_kills_at_start: int | None = None  # the cgroup's OOM-kill counter when we started watching
+    pgid: int | None = None  # the job's process group (its main process), for GPU attribution
+    gpu_indexes: tuple[int, ...] = ()
 
 
 @attrs.define
@@ -100,7 +104,15 @@ def job_environment(spec: JobSpecWire, shared: Any) -> dict[str, str]:
         GPUPLANE_RUNTIME_DIR=str(shared.config.runtime_dir),
         GPUPLANE_ENDPOINT=endpoint.endpoint,
     )
+    if shared.config.node.gpus.kind == "fake":  # so a test job can pose as a GPU process
+        env["GPUPLANE_FAKE_GPU_DIR"] = str(shared.config.fake_gpu_dir)
     return env
+
+
+def host_facts(note: str) -> dict[str, Any]:
+    """What the node's hello says about the machine besides its GPUs."""
+    return {"hostname": platform.node(), "platform": platform.platform(terse=True), "cpu_count": os.cpu_count(),
+            "memory_mb": psutil.virtual_memory().total // (1024 * 1024), "gpu_backend_note": note}
 
 
 async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[RunnerHandle] = trio.TASK_STATUS_IGNORED) -> None:
@@ -111,7 +123,8 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[RunnerHandle] =
         log.info("GPUs: %s; running as a CPU-only node", inv.note)
     log.info("GPUs: %d from the %s backend", len(inv.gpus), inv.backend)
     link = shared.node_link
-    hello = Hello(cfg.node.name, gpuplaned.__version__, inv.gpus, cfg.node.labels, cfg.node.max_cpu_jobs, inv.backend)
+    hello = Hello(cfg.node.name, gpuplaned.__version__, inv.gpus, cfg.node.labels, cfg.node.max_cpu_jobs, inv.backend,
+                  host_facts(inv.note))
     # Messages left in the inbox were meant for an earlier incarnation; the hello below
     # lists every job this node should know about, so they are dropped, not replayed
     # (a replayed Dispatch could start a job the server has since handed back to the queue).
@@ -180,7 +193,8 @@ class _Runner:
         finally:
             self.starting.discard(key)
         self.handle.started += 1
-        live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time, oom_kills_before)
+        live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time, oom_kills_before,
+                       spawned.pgid, tuple(spec.gpu_indexes))
         self.handle.live[spec.job_id] = live  # from here on a Cancel finds it
         started_ms = int(spawned.started_at * 1000) if spawned.started_at is not None else None
         await self.report(JobStatus(spec.job_id, spec.attempt, "RUNNING", pid=spawned.pid, at_ms=started_ms))
@@ -213,7 +227,8 @@ class _Runner:
             log.info("job %s attempt %d never started here; back to the queue", active.job_id, active.attempt)
             await self.report(JobStatus(active.job_id, active.attempt, "REQUEUE", message="never started"))
             return
-        live = LiveJob(active.job_id, active.attempt, runtime.shim_pid, runtime.shim_start_time, oom_kill_count())
+        live = LiveJob(active.job_id, active.attempt, runtime.shim_pid, runtime.shim_start_time, oom_kill_count(),
+                       runtime.pgid, tuple(active.gpu_indexes))
         if runtime.shim_start_time is not None and is_same_process(runtime.shim_pid, runtime.shim_start_time):
             self.handle.adopted += 1
             log.info("re-adopted job %s attempt %d (pid %d)", active.job_id, active.attempt, runtime.pid)

@@ -57,6 +57,27 @@ class NodeConfig:
 
 
 @attrs.frozen
+class MonitorConfig:
+    sample_interval_s: float = 2.0
+    batch_interval_s: float = 5.0  # metric points go to the store in batches this often
+    disk_low_percent: float = 5.0  # DISK_LOW under this much free on the data or job disk
+    idle_util_percent: float = 20.0  # GPU_UNDERUTILIZED: under this utilization...
+    idle_memory_percent: float = 30.0  # ...and this much memory...
+    idle_minutes: float = 10.0  # ...for this long
+    foreign_gpu_busy: bool = True  # a GPU used by a process outside GPUPlane takes no new job
+
+
+@attrs.frozen
+class RetentionConfig:
+    """How long node metrics are kept per resolution; training metrics are always kept."""
+
+    node_raw_hours: float = 24.0
+    node_1m_days: float = 7.0
+    node_5m_days: float = 30.0
+    pass_interval_s: float = 60.0  # how often rollups, compaction and retention run
+
+
+@attrs.frozen
 class Config:
     role: str = "all"
     home: Path = attrs.field(factory=lambda: Path("~/.local/share/gpuplane").expanduser())
@@ -68,10 +89,17 @@ class Config:
     config_file: Path | None = None
     store: StoreConfig = StoreConfig()
     node: NodeConfig = attrs.field(factory=NodeConfig)
+    monitor: MonitorConfig = MonitorConfig()
+    retention: RetentionConfig = RetentionConfig()
 
     @property
     def db_path(self) -> Path:
         return self.home / "gpuplane.db"
+
+    @property
+    def fake_gpu_dir(self) -> Path:
+        """Where processes claim fake GPUs (``fake:N``): ``<dir>/<gpu index>/<pid>``."""
+        return self.runtime_dir / "fake-gpus"
 
 
 def default_config_path(env: Mapping[str, str]) -> Path:
@@ -139,6 +167,21 @@ _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
+def _number_between(low: float, high: float) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise ValueError(f"must be a number from {low:g} to {high:g}; got {value!r}")
+        return float(value)
+
+    return check
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false; got {value!r}")
+    return value
+
+
 def _parsed(parse: Callable[[str], Any]) -> Callable[[Any], Any]:
     """A checker for a string value that ``parse`` turns into its real type."""
 
@@ -197,6 +240,21 @@ _SECTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "log_tail_lines": _positive_int,
         "fake_gpu_model": _text,
         "fake_gpu_memory_mb": _positive_int,
+    },
+    "monitor": {
+        "sample_interval_s": _number_between(0.1, 3600),
+        "batch_interval_s": _number_between(0.1, 3600),
+        "disk_low_percent": _number_between(0, 100),
+        "idle_util_percent": _number_between(0, 100),
+        "idle_memory_percent": _number_between(0, 100),
+        "idle_minutes": _number_between(0, 7 * 24 * 60),
+        "foreign_gpu_busy": _bool,
+    },
+    "retention": {
+        "node_raw_hours": _number_between(0.1, 24 * 3650),
+        "node_1m_days": _number_between(0.01, 3650),
+        "node_5m_days": _number_between(0.01, 3650),
+        "pass_interval_s": _number_between(0.1, 86_400),
     },
 }
 # Flags that set a key inside a section: flag name -> (section, key).
@@ -278,7 +336,9 @@ def load_config(
     if "gpus" in node and node["gpus"].kind == "fake":
         extra = {k: v for k, v in (("fake_model", fake_model), ("fake_memory_mb", fake_memory)) if v is not None}
         node["gpus"] = attrs.evolve(node["gpus"], **extra)
-    return Config(config_file=config_file, store=StoreConfig(**sections["store"]), node=NodeConfig(**node), **values)
+    return Config(config_file=config_file, store=StoreConfig(**sections["store"]), node=NodeConfig(**node),
+                  monitor=MonitorConfig(**sections["monitor"]), retention=RetentionConfig(**sections["retention"]),
+                  **values)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from gpuplaned.config import Config
 from gpuplaned.endpoint import ClaimedEndpoint, claim_endpoint, publish_portfile, remove_portfile_if_ours
 from gpuplaned.lifecycle import DaemonState, Lifecycle
 from gpuplaned.owner import watch_owner
+from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
 from gpuplaned.service.nodes import LocalNodeLink
@@ -47,6 +48,7 @@ class DaemonContext:
     supervisor: Supervisor = attrs.field(default=None)
     nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # server side: reach each node's runner
     node_link: Any = None  # node side: how the runner reaches the server
+    event_feed: Broadcast[Any] = attrs.field(factory=Broadcast)  # newly recorded events, for followers
     _shutdown: trio.Event = attrs.field(factory=trio.Event)
     _startup_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
 

@@ -1,18 +1,16 @@
-"""Routes for jobs and nodes (seed 000 section 11.1, Jobs and Nodes)."""
+"""Routes for jobs and their logs (seed 000 section 11.1, Jobs and Logs)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-import trio
-from quart import Response, make_response, request
+from quart import Response, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.bodies import int_arg, json_body
 from gpuplaned.http.responses import ok
-from gpuplaned.http.sse import SSE_HEADERS, parse_last_event_id, sse_stream
-from gpuplaned.service import jobs, logs, nodes_view
+from gpuplaned.http.sse import parse_last_event_id, sse_response
+from gpuplaned.service import jobs, logs
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
@@ -58,20 +56,5 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
         resume = parse_last_event_id(request.headers) or request.args.get("position")
         events = await logs.follow_events(shared, job_id, request.args.get("stream", "all"), resume, attempt)
 
-        @trio.as_safe_channel
-        async def produce() -> AsyncGenerator[bytes, None]:
-            async for event in events:
-                yield event
+        return await sse_response(events)
 
-        async def body() -> AsyncGenerator[bytes, None]:
-            async with produce() as channel:
-                async for chunk in sse_stream(channel):
-                    yield chunk
-
-        response = await make_response(body(), 200, dict(SSE_HEADERS))
-        response.timeout = None  # a stream has no response deadline
-        return response
-
-    @app.get("/api/v1/nodes")
-    async def list_nodes() -> Response:
-        return ok({"nodes": await nodes_view.list_nodes(shared)})

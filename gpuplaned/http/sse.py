@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 import trio
+from quart import make_response
 
 __all__ = ["HEARTBEAT", "SSE_HEADERS", "format_event", "parse_last_event_id", "sse_stream"]
 
@@ -142,3 +143,21 @@ async def sse_stream(
             yield encode(item) if encode is not None else item
         else:
             yield HEARTBEAT
+
+
+async def sse_response(frames: AsyncGenerator[bytes, None], heartbeat_s: float = 15.0) -> Any:
+    """A streaming Quart response of SSE ``frames`` (an async generator), with heartbeats."""
+
+    @trio.as_safe_channel
+    async def produce() -> AsyncGenerator[bytes, None]:
+        async for frame in frames:
+            yield frame
+
+    async def body() -> AsyncGenerator[bytes, None]:
+        async with produce() as channel:
+            async for chunk in sse_stream(channel, heartbeat_s):
+                yield chunk
+
+    response = await make_response(body(), 200, dict(SSE_HEADERS))
+    response.timeout = None  # a stream has no response deadline
+    return response

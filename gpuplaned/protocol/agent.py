@@ -6,7 +6,7 @@ remote agent will send the very same types as JSON frames (``type`` tag) over We
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 import attrs
 
@@ -29,6 +29,7 @@ class Hello:
     labels: tuple[str, ...] = ()
     max_cpu_jobs: int = 2
     gpu_backend: str = "none"
+    host: dict[str, Any] = attrs.field(factory=dict)  # cpu_count, memory_mb, hostname, gpu_backend_note...
 
 
 @attrs.frozen
@@ -37,6 +38,7 @@ class ActiveJob:
     attempt: int
     run_id: str
     cancel_requested: bool = False  # a cancel the node may have missed while it was away
+    gpu_indexes: tuple[int, ...] = ()
 
 
 @attrs.frozen
@@ -89,5 +91,45 @@ class JobStatus:
     at_ms: int | None = None  # when it happened (wall clock), if known
 
 
+@attrs.frozen
+class NodeSnapshot:
+    """The node's latest readings (every monitor sample, ~2 s), kept in memory by the server.
+
+    ``gpus``, ``host`` and ``jobs`` are JSON objects as the API shows them (see
+    ``gpuplaned.telemetry.snapshot``). ``accepting`` and ``blocked_gpus`` are the node's own
+    verdict on new work: no new job while a disk is low, no new job on a lost GPU or (by
+    default) on one that a process outside GPUPlane is using.
+    """
+
+    ts: int
+    backend: str
+    gpus: tuple[dict[str, Any], ...] = ()
+    host: dict[str, Any] | None = None
+    jobs: tuple[dict[str, Any], ...] = ()
+    conditions: tuple[str, ...] = ()
+    accepting: bool = True
+    blocked_gpus: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class SysMetrics:
+    """A batch of node metric points (seed "sys_metrics"); ``seq`` makes a replay harmless."""
+
+    seq: int
+    points: tuple[tuple[str, int, float], ...]  # (name, ts ms, value)
+
+
+@attrs.frozen
+class NodeEvent:
+    """Something the node noticed (seed "event"): disk low, GPU lost, pinning violated..."""
+
+    type: str
+    severity: str  # info | warning | critical
+    message: str
+    ts: int
+    job_id: str | None = None
+    context: dict[str, Any] = attrs.field(factory=dict)
+
+
 ServerToNode = Union[Dispatch, Cancel]
-NodeToServer = Union[Hello, JobStatus]
+NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent]

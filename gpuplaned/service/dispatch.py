@@ -45,7 +45,7 @@ def run_pass(shared: DaemonContext, conn: sqlite3.Connection,
     """
     if not dispatching(shared):
         return []
-    return job_rows.schedule(conn, now_ms(), shared.nodes.connected(), nodes)
+    return job_rows.schedule(conn, now_ms(), shared.nodes.connected(), nodes, shared.nodes.snapshots())
 
 
 async def deliver(shared: DaemonContext, dispatched: list[job_rows.Dispatched]) -> int:

@@ -38,7 +38,7 @@ async def submit(shared: DaemonContext, body: Any) -> Job:
     spec = parse_job_spec(body)
 
     def insert(conn: Any) -> tuple[Job, list[job_rows.Dispatched]]:
-        nodes = job_rows.capacities(conn, shared.nodes.connected())
+        nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
         job_id = job_rows.insert_job(conn, spec, now_ms(), nodes)
         dispatched = run_pass(shared, conn, nodes)  # a free slot takes it in this same transaction
         job = job_rows.get_job(conn, job_id)

@@ -9,12 +9,15 @@ the server a WebSocket-backed entry in the registry; the messages are the same w
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gpuplaned.protocol.agent import Hello, HelloOk, JobStatus
+from gpuplaned import tsdb
+from gpuplaned.protocol.agent import Hello, HelloOk, JobStatus, NodeEvent, NodeSnapshot, SysMetrics
 from gpuplaned.service.dispatch import deliver, run_pass
+from gpuplaned.service.events import record_node_events
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import jobs as job_rows
 from gpuplaned.store.writer import write
@@ -73,6 +76,28 @@ class LocalNodeLink:
             return
         log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
         await deliver(shared, dispatched)
+
+    async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
+        """The node's latest readings; a change in what it accepts may free work to dispatch."""
+        if self._shared.nodes.update_snapshot(node_id, snapshot):
+            wake_scheduler(self._shared)
+
+    async def metrics(self, node_id: str, batch: SysMetrics) -> None:
+        """Store a batch of node metric points; a batch seen before (same seq) is stored once."""
+        columns: dict[str, dict[str, list[Any]]] = {}
+        for name, ts, value in batch.points:
+            series = columns.get(name)
+            if series is None:
+                series = columns[name] = {"ts": [], "value": []}
+            series["ts"].append(ts)
+            series["value"].append(value)
+        await write(self._shared.supervisor.ports["store"],
+                    lambda conn: tsdb.ingest(conn, "node", node_id, columns, source=node_id, seq=batch.seq))
+
+    async def events(self, node_id: str, events: Sequence[NodeEvent]) -> None:
+        for row in await record_node_events(self._shared, node_id, events):
+            level = logging.WARNING if row.severity != "info" else logging.INFO
+            log.log(level, "event %s on %s: %s", row.type, node_id, row.message)
 
     def goodbye(self, node_id: str) -> None:
         """The runner is going away: no more dispatches to this node until its next hello.

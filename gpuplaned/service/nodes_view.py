@@ -7,10 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
+
+
+UNHEALTHY_CONDITIONS = frozenset({"GPU_LOST", "DISK_LOW"})
 
 
 @attrs.frozen
@@ -34,6 +38,11 @@ class NodeInfo:
     cpu_jobs: int
     gpus: list[SlotInfo]
     last_heartbeat_at: int | None
+    gpu_backend_note: str | None = None
+    hardware: dict[str, Any] = attrs.field(factory=dict)  # host facts from the node's hello
+    accepting: bool = True  # False while the node takes no new work (a disk is low)
+    conditions: list[str] = attrs.field(factory=list)
+    snapshot: dict[str, Any] | None = None  # latest readings, None until the first sample
 
 
 def _query(conn: Any) -> list[tuple[Any, ...]]:
@@ -62,10 +71,38 @@ async def list_nodes(shared: DaemonContext) -> list[NodeInfo]:
     result = []
     for (node_id, name, _status, labels, hardware, max_cpu, heartbeat), slots, cpu_jobs in rows:
         hw = json.loads(hardware or "{}")
+        snapshot = shared.nodes.snapshot(node_id)
         result.append(NodeInfo(
-            id=node_id, name=name, status="ONLINE" if node_id in connected else "OFFLINE",
+            id=node_id, name=name, status=node_status(node_id in connected, snapshot),
             connected=node_id in connected, labels=json.loads(labels or "[]"),
             gpu_backend=hw.get("gpu_backend", "none"), max_cpu_jobs=max_cpu, cpu_jobs=cpu_jobs,
             gpus=[SlotInfo(*s) for s in slots], last_heartbeat_at=heartbeat,
+            gpu_backend_note=hw.get("host", {}).get("gpu_backend_note") or None,
+            hardware=hw.get("host", {}),
+            accepting=snapshot.accepting if snapshot else True,
+            conditions=list(snapshot.conditions) if snapshot else [],
+            snapshot=_snapshot_json(snapshot) if snapshot else None,
         ))
     return result
+
+
+def node_status(connected: bool, snapshot: NodeSnapshot | None) -> str:
+    """ONLINE, OFFLINE, or UNHEALTHY: connected, but a GPU is lost or a disk is low."""
+    if not connected:
+        return "OFFLINE"
+    if snapshot is not None and set(snapshot.conditions) & UNHEALTHY_CONDITIONS:
+        return "UNHEALTHY"
+    return "ONLINE"
+
+
+def _snapshot_json(snapshot: NodeSnapshot) -> dict[str, Any]:
+    return {"ts": snapshot.ts, "backend": snapshot.backend, "gpus": list(snapshot.gpus), "host": snapshot.host,
+            "jobs": list(snapshot.jobs), "blocked_gpus": list(snapshot.blocked_gpus)}
+
+
+async def get_node(shared: DaemonContext, key: str) -> NodeInfo:
+    """One node by id or by name."""
+    for node in await list_nodes(shared):
+        if key in (node.id, node.name):
+            return node
+    raise ApiError(ErrorCode.NOT_FOUND, f"no node {key!r}", {"node": key})

@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from gpuplaned.protocol.agent import ServerToNode
+from gpuplaned.protocol.agent import NodeSnapshot, ServerToNode
 
 
 def now_ms() -> int:
@@ -24,15 +24,32 @@ class NodeRegistry:
 
     def __init__(self) -> None:
         self._ports: dict[str, trio.MemorySendChannel[Any]] = {}
+        self._snapshots: dict[str, NodeSnapshot] = {}
 
     def attach(self, node_id: str, port: trio.MemorySendChannel[Any]) -> None:
         self._ports[node_id] = port
 
     def detach(self, node_id: str) -> None:
         self._ports.pop(node_id, None)
+        self._snapshots.pop(node_id, None)  # stale readings must not pass for live ones
 
     def connected(self) -> set[str]:
         return set(self._ports)
+
+    def update_snapshot(self, node_id: str, snapshot: NodeSnapshot) -> bool:
+        """Keep a connected node's latest readings; True when its verdict on new work changed."""
+        if node_id not in self._ports:
+            return False
+        before = self._snapshots.get(node_id)
+        self._snapshots[node_id] = snapshot
+        return before is None or (before.accepting, before.blocked_gpus) != (snapshot.accepting, snapshot.blocked_gpus)
+
+    def snapshot(self, node_id: str) -> NodeSnapshot | None:
+        return self._snapshots.get(node_id)
+
+    def snapshots(self) -> dict[str, NodeSnapshot]:
+        """Latest readings per connected node (what the scheduler must respect)."""
+        return dict(self._snapshots)
 
     async def send(self, node_id: str, message: ServerToNode) -> None:
         """Deliver to the node's runner (waits while its inbox is full).

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from gpuplaned.domain.jobs import IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
 from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit, matches
-from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus
+from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.jobs import Job, JobSpec
@@ -66,8 +66,13 @@ def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: 
     return [_job(r) for r in rows]
 
 
-def capacities(conn: sqlite3.Connection, connected: set[str] | None = None) -> list[NodeCapacity]:
-    """Every node's capacity; ``connected`` (node ids) overrides the stored ONLINE status."""
+def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
+               health: Mapping[str, NodeSnapshot] | None = None) -> list[NodeCapacity]:
+    """Every node's capacity; ``connected`` (node ids) overrides the stored ONLINE status.
+
+    ``health`` (node id -> its latest snapshot) withholds what a node says must not get new
+    work: the whole node while a disk is low, single GPUs that are lost or used by others.
+    """
     nodes = conn.execute("SELECT id, name, status, labels, max_cpu_jobs FROM nodes ORDER BY name").fetchall()
     out = []
     for node_id, name, status, labels, max_cpu in nodes:
@@ -78,11 +83,14 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None) -> l
             "SELECT count(*) FROM jobs WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING') "
             "AND json_extract(resources, '$.gpu') = 0", (node_id,),
         ).fetchone()[0]
+        snapshot = health.get(node_id) if health else None
+        blocked = set(snapshot.blocked_gpus) if snapshot else set()
         out.append(NodeCapacity(
             node_id=node_id, name=name, labels=tuple(json.loads(labels or "[]")),
-            free_gpus=tuple(i for i, owner in slot_rows if owner is None), total_gpus=len(slot_rows),
-            cpu_jobs=cpu_jobs, max_cpu_jobs=max_cpu,
+            free_gpus=tuple(i for i, owner in slot_rows if owner is None and i not in blocked),
+            total_gpus=len(slot_rows), cpu_jobs=cpu_jobs, max_cpu_jobs=max_cpu,
             online=node_id in connected if connected is not None else status == "ONLINE",
+            accepting=snapshot.accepting if snapshot else True,
         ))
     return out
 
@@ -131,14 +139,15 @@ class Dispatched:
 
 
 def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str],
-             nodes: list[NodeCapacity] | None = None) -> list[Dispatched]:
+             nodes: list[NodeCapacity] | None = None,
+             health: Mapping[str, NodeSnapshot] | None = None) -> list[Dispatched]:
     """Assign free slots on connected nodes to queued jobs; mark them DISPATCHING (a new Run each).
 
     Runs on every submit and every job end, so it reads the queue lazily (a cursor over the
     queue index, three columns) and stops as soon as no capacity is left.
     """
     if nodes is None:
-        nodes = capacities(conn, connected)
+        nodes = capacities(conn, connected, health)
     rows = conn.execute(
         "SELECT id, resources, node_selector FROM jobs WHERE status = 'QUEUED' "
         "ORDER BY priority DESC, created_at, id LIMIT ?", (QUEUE_SCAN_LIMIT,),
@@ -310,7 +319,8 @@ def _require(conn: sqlite3.Connection, job_id: str) -> Job:
 
 def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[str, list[ActiveJob]]:
     """Create or refresh the node named in ``hello`` and its GPU slots; list its active jobs."""
-    hardware = json.dumps({"gpus": [attrs.asdict(g) for g in hello.gpus], "gpu_backend": hello.gpu_backend})
+    hardware = json.dumps({"gpus": [attrs.asdict(g) for g in hello.gpus], "gpu_backend": hello.gpu_backend,
+                           "host": hello.host})
     row = conn.execute("SELECT id FROM nodes WHERE name = ?", (hello.node_name,)).fetchone()
     if row is None:
         node_id = new_id("nd")
@@ -339,8 +349,9 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
         if index not in present:
             conn.execute("DELETE FROM gpu_slots WHERE node_id = ? AND gpu_index = ?", (node_id, index))
     active = conn.execute(
-        "SELECT id, attempt, run_id, cancel_requested FROM jobs "
+        "SELECT id, attempt, run_id, cancel_requested, gpu_indexes FROM jobs "
         "WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING', 'LOST')",
         (node_id,),
     ).fetchall()
-    return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel)) for job_id, attempt, run_id, cancel in active]
+    return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel), tuple(json.loads(gpus or "[]")))
+                     for job_id, attempt, run_id, cancel, gpus in active]

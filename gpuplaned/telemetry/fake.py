@@ -10,6 +10,10 @@ Fake compute processes: a process claims a fake GPU by creating the file
 ``<claims_dir>/<gpu index>/<pid>`` (empty, or holding the MiB of GPU memory it uses; see
 ``claim``). Each sample lists the claims, deletes those whose process is gone, and reports
 the rest as that GPU's ``processes``, so attribution can be tested with real processes.
+
+A fake GPU "falls off the bus" while the file ``<claims_dir>/<gpu index>/lost`` exists: its
+sample then carries only ``error`` (as a real lost GPU's does), and it reads again once the
+file is gone.
 """
 
 from __future__ import annotations
@@ -57,11 +61,14 @@ class FakeGpus:
 
     def sample(self, busy: Busy = frozenset()) -> tuple[GpuSample, ...]:
         self._ticks += 1
-        claims = self._claims()
+        claims, lost = self._claims()
         loads = busy if isinstance(busy, Mapping) else dict.fromkeys(busy, 1.0)
         samples = []
         for info in self._gpus:
             i = info.index
+            if i in lost:
+                samples.append(GpuSample(i, info.uuid, info.model, error=f"gpu_lost: fake GPU {i} is marked lost"))
+                continue
             target = min(max(loads.get(i, 0.0), 0.0), 1.0)
             load = self._load[i] = self._load[i] + (target - self._load[i]) / 2
             wobble = math.sin(self._ticks * 0.9 + i * 1.7)  # -1..1, deterministic
@@ -86,21 +93,27 @@ class FakeGpus:
     def close(self) -> None:
         pass
 
-    def _claims(self) -> dict[int, tuple[GpuProcess, ...]]:
-        if self._claims_dir is None:
-            return {}
+    def _claims(self) -> tuple[dict[int, tuple[GpuProcess, ...]], set[int]]:
+        """Live claims per GPU, and the GPUs marked lost."""
         found: dict[int, tuple[GpuProcess, ...]] = {}
+        lost: set[int] = set()
+        if self._claims_dir is None:
+            return found, lost
         try:
             folders = [e for e in os.scandir(self._claims_dir) if e.name.isdigit()]
         except OSError:
-            return {}
+            return found, lost
         for folder in folders:
             processes = []
             try:
-                entries = [e for e in os.scandir(folder.path) if e.name.isdigit()]
+                entries = list(os.scandir(folder.path))
             except OSError:
                 continue
+            if any(e.name == "lost" for e in entries):
+                lost.add(int(folder.name))
             for entry in entries:
+                if not entry.name.isdigit():
+                    continue
                 pid = int(entry.name)
                 if not _alive(pid):
                     _unlink(entry.path)
@@ -108,7 +121,7 @@ class FakeGpus:
                 processes.append(GpuProcess(pid, _read_mb(entry.path)))
             if processes:
                 found[int(folder.name)] = tuple(sorted(processes, key=lambda p: p.pid))
-        return found
+        return found, lost
 
 
 _HAVE_PROC = os.path.exists("/proc/self/stat")

@@ -38,7 +38,7 @@ def test_portfile_content_and_modes(daemon):
     assert info["endpoints"] == {"unix": str(daemon.socket_path), "tcp": None}
     assert info["home"] == str(daemon.home)
     assert [a["name"] for a in daemon.client().get("/api/v1/actors")["actors"]] == [
-        "control", "store", "scheduler", "logs", "runner"]
+        "control", "store", "scheduler", "logs", "runner", "rollup", "monitor"]
 
 
 def test_runtime_dir_with_loose_mode_is_tightened(daemon_factory, tmp_path):

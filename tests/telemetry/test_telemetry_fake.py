@@ -113,3 +113,13 @@ def test_a_missing_claims_dir_means_no_processes(tmp_path):
     (tmp_path / "gone" / "1").rmdir()
     (tmp_path / "gone").rmdir()
     assert [s.processes for s in gpus.sample()] == [(), ()]
+
+
+def test_a_gpu_marked_lost_reads_only_an_error_until_the_mark_goes(tmp_path):
+    gpus = FakeGpus(2, "Fake", 1000, claims_dir=tmp_path)
+    (tmp_path / "1" / "lost").touch()
+    lost = gpus.sample()
+    assert lost[0].error is None and lost[0].utilization_pct is not None
+    assert lost[1].error == "gpu_lost: fake GPU 1 is marked lost" and lost[1].utilization_pct is None
+    (tmp_path / "1" / "lost").unlink()
+    assert gpus.sample()[1].error is None

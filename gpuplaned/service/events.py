@@ -1,0 +1,98 @@
+"""Events for the API: record (store, then fan out live), list with filters, and follow as SSE.
+
+A follower subscribes to the live feed *before* it reads what it missed from the store, and
+skips live events it has already sent, so nothing falls between the replay and the feed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from gpuplaned.http.sse import format_event
+from gpuplaned.protocol.agent import NodeEvent
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.runtime.broadcast import Lagged
+from gpuplaned.store import events as event_rows
+from gpuplaned.store.events import SEVERITIES, EventFilter, EventRow
+from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+REPLAY_LIMIT = 10_000  # a resume further back than this many events starts from the newest of them
+_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _split(raw: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
+
+
+def parse_filter(args: Mapping[str, str]) -> EventFilter:
+    severities = tuple(s.lower() for s in _split(args.get("severity")))
+    bad = [s for s in severities if s not in SEVERITIES]
+    if bad:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"severity: must be one of {', '.join(SEVERITIES)}, not {', '.join(bad)}",
+                       {"field": "severity", "allowed": list(SEVERITIES)})
+    types = tuple(t.upper() for t in _split(args.get("type")))
+    odd = [t for t in types if not set(t) <= _TYPE_CHARS]
+    if odd:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"type: event types are words like DISK_LOW, not {', '.join(odd)}",
+                       {"field": "type"})
+    return EventFilter(severities, types, args.get("node_id") or None, args.get("job_id") or None,
+                       args.get("run_id") or None)
+
+
+def to_json(event: EventRow) -> dict[str, Any]:
+    return attrs.asdict(event)
+
+
+async def record_node_events(shared: DaemonContext, node_id: str, events: Sequence[NodeEvent]) -> list[EventRow]:
+    """Store what a node reported, then publish it to live followers."""
+    rows = [EventRow(new_id("ev"), e.ts, e.type, e.severity, node_id, e.job_id, None, None, e.message,
+                     dict(e.context)) for e in events]
+    if rows:
+        await write(shared.supervisor.ports["store"], lambda conn: event_rows.insert_events(conn, rows))
+        for row in rows:
+            shared.event_feed.publish(row)
+    return rows
+
+
+def _readers(shared: DaemonContext) -> Any:
+    if shared.readers is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no events")
+    return shared.readers
+
+
+async def list_events(shared: DaemonContext, where: EventFilter, limit: int) -> list[dict[str, Any]]:
+    rows = await _readers(shared).run(lambda conn: event_rows.list_events(conn, where, limit))
+    return [to_json(r) for r in rows]
+
+
+def _frame(event: EventRow) -> bytes:
+    return format_event(json.dumps(to_json(event), separators=(",", ":")), id=event.id, event="event")
+
+
+async def follow(shared: DaemonContext, where: EventFilter, last_event_id: str | None) -> AsyncGenerator[bytes, None]:
+    """SSE frames: the events after ``last_event_id`` (none: only new ones), then live ones."""
+    readers = _readers(shared)
+    async with shared.event_feed.subscribe(maxlen=1024) as live:
+        sent: set[str] = set()
+        if last_event_id is not None:
+            missed = await readers.run(lambda conn: event_rows.events_after(conn, last_event_id, where, REPLAY_LIMIT))
+            for event in missed or ():
+                sent.add(event.id)
+                yield _frame(event)
+        async for item in live:
+            if isinstance(item, Lagged):
+                yield format_event(json.dumps({"skipped": item.skipped}), event="lagged")
+                continue
+            if item.id in sent:
+                sent.discard(item.id)
+                continue
+            if where.matches(item):
+                yield _frame(item)

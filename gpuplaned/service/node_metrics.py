@@ -1,0 +1,129 @@
+"""Node metrics for charts: which series, over what window, at how many points.
+
+``names`` takes exact names and shell-style patterns (``gpu0.*``, ``host.disk.*.free_bytes``);
+none means every series of the node. ``window`` is a duration back from ``end`` (default
+now); ``start``/``end`` may also be given as ms. The store picks raw points or rollups by
+the window and downsamples to at most ``points`` buckets, keeping each bucket's min and max.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from gpuplaned import tsdb
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.tsdb.query import MAX_POINTS
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+DEFAULT_WINDOW_MS = 3_600_000
+MAX_WINDOW_MS = 400 * 86_400_000
+DEFAULT_POINTS = 300
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"^(\d{1,6})([smhd])$")
+_NAME = re.compile(r"^[A-Za-z0-9_.*?\[\]/-]{1,200}$")
+
+
+@attrs.frozen
+class MetricsQuery:
+    names: tuple[str, ...]  # empty: all
+    start: int | None
+    end: int | None
+    window_ms: int | None
+    points: int
+
+
+def parse_duration_ms(raw: str) -> int:
+    match = _DURATION.match(raw.strip())
+    if not match:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"window: a duration like 90s, 15m, 6h or 7d, not {raw!r}",
+                       {"field": "window"})
+    value = int(match.group(1)) * _UNITS[match.group(2)]
+    if not 0 < value <= MAX_WINDOW_MS:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"window: must be between 1s and 400d, got {raw!r}", {"field": "window"})
+    return value
+
+
+def _ms_arg(args: Mapping[str, str], name: str) -> int | None:
+    raw = args.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: ms since the epoch, not {raw!r}", {"field": name}) from None
+    if value < 0:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: must not be negative", {"field": name})
+    return value
+
+
+def parse_query(args: Mapping[str, str]) -> MetricsQuery:
+    names = tuple(n.strip() for n in (args.get("names") or "").split(",") if n.strip())
+    bad = [n for n in names if not _NAME.match(n)]
+    if bad:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"names: not a metric name or pattern: {bad[0]!r}", {"field": "names"})
+    start, end = _ms_arg(args, "start"), _ms_arg(args, "end")
+    window = args.get("window")
+    window_ms = parse_duration_ms(window) if window else None
+    if start is not None and window_ms is not None:
+        raise ApiError(ErrorCode.BAD_REQUEST, "give either start or window, not both", {"field": "window"})
+    if start is None and window_ms is None:
+        window_ms = DEFAULT_WINDOW_MS
+    if start is not None and end is not None and start > end:
+        raise ApiError(ErrorCode.BAD_REQUEST, "start: must not be after end", {"field": "start"})
+    raw_points = args.get("points") or str(DEFAULT_POINTS)
+    try:
+        points = int(raw_points)
+    except ValueError:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"points: must be an integer, got {raw_points!r}",
+                       {"field": "points"}) from None
+    if not 1 <= points <= MAX_POINTS:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"points: must be between 1 and {MAX_POINTS}, got {points}",
+                       {"field": "points"})
+    return MetricsQuery(names, start, end, window_ms, points)
+
+
+def expand_names(wanted: tuple[str, ...], known: list[str]) -> list[str]:
+    """Exact names as given (even unknown ones: they come back empty), patterns expanded."""
+    if not wanted:
+        return list(known)
+    out: list[str] = []
+    for name in wanted:
+        found = fnmatch.filter(known, name) if any(c in name for c in "*?[") else [name]
+        out += [n for n in found if n not in out]
+    return out
+
+
+async def query(shared: DaemonContext, node_id: str, q: MetricsQuery) -> dict[str, Any]:
+    if shared.readers is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no metrics")
+    end = q.end if q.end is not None else int(time.time() * 1000)
+    start = q.start if q.start is not None else end - (q.window_ms or DEFAULT_WINDOW_MS)
+
+    def read(conn: Any) -> dict[str, Any]:
+        names = expand_names(q.names, tsdb.list_names(conn, "node", node_id))
+        if not names:
+            return {"resolution": "raw", "width": 1, "x": [], "series": {}}
+        return tsdb.query_series(conn, "node", node_id, names, start, end, q.points)
+
+    result = await shared.readers.run(read)
+    return {"node_id": node_id, "start": start, "end": end, **_finite(result)}
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such readings become null (node metrics never mean them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
