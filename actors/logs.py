@@ -80,6 +80,8 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[LogsHandle] = t
             if isinstance(message, FollowLogs):
                 if key not in handle.following:
                     handle.following[key] = message
+                    if tailer.idle:
+                        tailer.wake.set()  # the loop sleeps without a timeout while nothing is followed
                     tailer.new.append(message)
             elif isinstance(message, LogsEnded):
                 if key in handle.following:
@@ -104,8 +106,11 @@ class _Tailer:
     async def loop(self) -> None:
         store = self.ctx.ports["store"]
         while True:
-            with trio.move_on_after(POLL):
+            if self.idle:
                 await self.wake.wait()
+            else:
+                with trio.move_on_after(POLL):
+                    await self.wake.wait()
             self.wake = trio.Event()
             await self._open_new()
             ended = {key for key in self.ended if key in self.tails}  # one still to open waits a pass
@@ -121,6 +126,10 @@ class _Tailer:
             if found:
                 self.handle.lines_seen += sum(n for _, b in found for n, _ in b.values())
                 self.handle.lines_stored += await write(store, lambda conn, f=found: _store_all(conn, f, self.keep))
+
+    @property
+    def idle(self) -> bool:
+        return not self.tails and not self.new
 
     async def _open_new(self) -> None:
         new, self.new = self.new, []

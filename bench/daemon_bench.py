@@ -118,8 +118,9 @@ class Daemons:
             env["GPUPLANE_RUNTIME_DIR"] = str(runtime_dir)
         return env
 
-    def spawn(self, home: Path | None = None) -> tuple[subprocess.Popen[bytes], Path, Path, float, float]:
-        """Start one daemon; returns (proc, home, runtime_dir, perf_counter at spawn, wall at spawn)."""
+    def spawn(self, home: Path | None = None, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], Path, Path, float, float]:
+        """Start one daemon (``extra``: more flags); returns (proc, home, runtime_dir, perf_counter at spawn,
+        wall at spawn)."""
         self._count += 1
         run_root = self.root / f"d{self._count:02d}"
         run_root.mkdir()
@@ -129,6 +130,7 @@ class Daemons:
         cmd = [self.python, "-m", "gpuplaned", "--home", str(home), "--runtime-dir", str(runtime_dir)]
         if self.log_level:
             cmd += ["--log-level", self.log_level]
+        cmd += extra
         log = open(run_root / "daemon.log", "wb")
         wall0 = time.time()
         t0 = time.perf_counter()
