@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 from gpuplanectl.client import runtime_dir_from
-from gpuplanectl.commands import Globals, actors, daemon, jobs, logs, status
+from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, status, top
 
 app = typer.Typer(
     name="gpuplanectl",
@@ -44,6 +44,9 @@ app.command("submit", epilog=jobs.SUBMIT_EPILOG, context_settings={"allow_inters
 app.command("jobs")(jobs.jobs)
 app.add_typer(jobs.app, name="job")
 app.command("logs")(logs.logs)
+app.add_typer(nodes.app, name="node")
+app.command("events")(events.events)
+app.command("top")(top.top)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)
 

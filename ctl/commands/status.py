@@ -30,8 +30,10 @@ def status(
     """Show the daemon, its actors, nodes and GPUs, and the job queue.
 
     One line for the daemon; per actor: state, uptime, restarts, last error; per node:
-    status and CPU jobs; per GPU: the job holding it; then the first queued jobs in the
-    order they will run (priority, then age). --json has every queued job.
+    status, free GPUs, CPU jobs and conditions (DISK_LOW); per GPU: its latest utilization,
+    memory used/total, temperature, power draw/limit and the job holding it ("-" before the
+    node's first sample); then the first queued jobs in the order they will run (priority,
+    then age). --json has every queued job.
 
     Exits 1 when no daemon runs.
     """
@@ -65,10 +67,10 @@ def status(
         print(render.actor_table(actors, stats=stats))
     if nodes is not None:
         print()
-        print(render.node_table(nodes) if nodes else "no nodes yet")
+        print(render.node_list_table(nodes) if nodes else "no nodes yet")
         if any(node.get("gpus") for node in nodes):
             print()
-            print(render.gpu_table(nodes))
+            print(render.gpu_status_table(nodes))
     if queue is not None:
         print()
         if not queue:

@@ -163,11 +163,14 @@ def test_cancel_a_running_job_while_status_shows_its_gpus_and_the_queue(gpu_daem
     result = ctl(gpu_daemon, "status")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    gpu_header = lines.index("NODE  GPU  MODEL          MEMORY  JOB")
+    gpu_header = next(i for i, line in enumerate(lines) if line.startswith("NODE  GPU  "))
+    assert _columns(lines[gpu_header]) == ["NODE", "GPU", "MODEL", "UTIL", "MEMORY", "TEMP", "POWER", "JOB"]
     for index, line in enumerate(lines[gpu_header + 1:gpu_header + 3]):
-        assert _columns(line)[1:] == [str(index), "Fake GPU 80GB", "80 GiB", f"{sleeper['id']} (sleeper)"]
+        cells = _columns(line)
+        assert cells[1:3] == [str(index), "Fake GPU 80GB"] and cells[-1] == f"{sleeper['id']} (sleeper)"
+        assert cells[4].endswith("/80.0 GiB")  # used (once sampled) of total
     node_header = next(i for i, line in enumerate(lines) if line.startswith("NODE  STATUS"))
-    assert _columns(lines[node_header + 1])[1:] == ["ONLINE", "fake", "2", "0/2"]
+    assert _columns(lines[node_header + 1])[1:] == ["ONLINE", "fake", "2", "0", "0/2", "-"]
     queue = lines.index("queue: 2 jobs")
     assert [line.split()[0] for line in lines[queue + 2:queue + 4]] == [high["id"], low["id"]]
 

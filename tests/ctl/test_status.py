@@ -106,3 +106,37 @@ def test_global_runtime_dir_option_finds_the_daemon(daemon):
     result = other.run_ctl("--runtime-dir", str(daemon.runtime_dir), "status", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["daemon"]["pid"] == daemon.pid
+
+
+def test_status_shows_each_gpus_readings_and_owner(daemon_factory, tmp_path):
+    config = tmp_path / "gpuplaned.toml"
+    config.write_text("[monitor]\nsample_interval_s = 0.2\n")
+    daemon = daemon_factory("--gpus", "fake:2", "--node-name", "box", "--config", str(config)).start()
+    daemon.wait_ready()
+    wait_for(lambda: daemon.client().get("/api/v1/nodes")["nodes"], what="the node to register")
+    job = daemon.client().post("/api/v1/jobs", {"command": ["sleep", "60"], "cwd": str(tmp_path), "name": "holder",
+                                                "gpu": 1})["job"]
+
+    def held() -> dict | None:
+        node = daemon.client().get("/api/v1/nodes")["nodes"][0]
+        gpus = (node.get("snapshot") or {}).get("gpus") or []
+        owned = [g for g in gpus if g.get("owner_job_id") == job["id"] and (g.get("utilization_pct") or 0) > 0]
+        return node if owned else None
+
+    wait_for(held, timeout=20, what="a sample of the job's GPU at work")
+    result = daemon.run_ctl("status")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("NODE  GPU")))
+    assert re.split(r"\s{2,}", lines[header]) == ["NODE", "GPU", "MODEL", "UTIL", "MEMORY", "TEMP", "POWER", "JOB"]
+    rows = [re.split(r"\s{2,}", line) for line in lines[header + 1:header + 3]]
+    owned = next(row for row in rows if row[-1] != "-")
+    assert owned[0] == "box" and owned[2] == "Fake GPU 80GB"
+    assert re.fullmatch(r"\d+%", owned[3]) and owned[3] != "0%"
+    assert re.fullmatch(r"\d+\.\d/80\.0 GiB", owned[4])
+    assert re.fullmatch(r"\d+C", owned[5]) and re.fullmatch(r"\d+/700 W", owned[6])
+    assert owned[7] == f"{job['id']} (holder)"
+    idle = next(row for row in rows if row is not owned)
+    assert idle[3] == "0%" and idle[-1] == "-"
+    node_header = next(line for line in lines if line.startswith("NODE  STATUS"))
+    assert re.split(r"\s{2,}", node_header) == ["NODE", "STATUS", "BACKEND", "GPUS", "FREE", "CPU JOBS", "CONDITIONS"]

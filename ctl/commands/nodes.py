@@ -1,0 +1,82 @@
+"""Nodes: ``gpuplanectl node list`` and ``gpuplanectl node show NODE``.
+
+``list`` is one row per node (``GET /api/v1/nodes``); ``show`` is one node in full
+(``GET /api/v1/nodes/{id-or-name}``): its hardware and labels, each GPU's latest readings and
+processes (with the job each belongs to, or ``foreign``), and the host's CPU, memory and
+disks; then the last hour in a few numbers (``/metrics``: average and peak utilization,
+peak memory). ``--json`` prints the API's body (``{"nodes": [...]}`` or ``{"node": {...}}``). An
+unknown node exits 1.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import quote, urlencode
+
+import typer
+from gpuplanectl import render
+from gpuplanectl.client import DaemonClient
+from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
+
+from gpuplaned.protocol.errors import ApiError
+
+app = typer.Typer(
+    name="node",
+    help="List the nodes, or show one with its GPUs' readings.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@app.command("list")
+def list_nodes(ctx: typer.Context, json_output: JsonOption = False) -> None:
+    """List the nodes: status, GPU backend, GPUs and how many are free, CPU jobs, conditions.
+
+    CONDITIONS: what the node reports wrong (DISK_LOW), and "not accepting jobs" while
+    it takes no new ones.
+    """
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        nodes = connect(g).get("/api/v1/nodes")["nodes"]
+    if json_output:
+        render.print_json({"nodes": nodes})
+    elif nodes:
+        print(render.node_list_table(nodes))
+    else:
+        print("no nodes yet")
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    node: Annotated[str, typer.Argument(metavar="NODE", help="A node's name or id, as `gpuplanectl node list` shows it.",
+                                        show_default=False)],
+    json_output: JsonOption = False,
+) -> None:
+    """Show a node: hardware, labels, each GPU's readings and processes, the host.
+
+    Readings are the node's latest sample ("-" before the first one). A GPU process
+    belongs to a job, or is "foreign": started outside gpuplane.
+    """
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        client = connect(g)
+        found = client.get(f"/api/v1/nodes/{quote(node, safe='')}")["node"]
+        history = None if json_output else _history(client, found["id"])
+    if json_output:
+        render.print_json({"node": found})
+        return
+    print(render.node_detail(found))
+    if history:
+        print()
+        print(history)
+
+
+def _history(client: DaemonClient, node_id: str) -> str | None:
+    """The last hour in a few numbers; None when the daemon keeps no metrics (or has none yet)."""
+    query = urlencode({"names": ",".join(render.HISTORY_SERIES), "window": "1h", "points": 1})
+    try:
+        metrics = client.get(f"/api/v1/nodes/{quote(node_id, safe='')}/metrics?{query}")
+    except ApiError:
+        return None  # an optional section: the node itself was shown
+    return render.history_text(metrics) if isinstance(metrics, dict) else None
