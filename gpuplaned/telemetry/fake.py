@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpuplaned.protocol.agent import GpuInfo
+from gpuplaned.protocol.discovery import pid_alive
 from gpuplaned.telemetry.samples import Busy, EccErrors, GpuProcess, GpuSample
 
 _BASE_MEMORY_MB = 420  # what an idle card shows in use (driver, context)
@@ -115,36 +116,13 @@ class FakeGpus:
                 if not entry.name.isdigit():
                     continue
                 pid = int(entry.name)
-                if not _alive(pid):
+                if not pid_alive(pid):
                     _unlink(entry.path)
                     continue
                 processes.append(GpuProcess(pid, _read_mb(entry.path)))
             if processes:
                 found[int(folder.name)] = tuple(sorted(processes, key=lambda p: p.pid))
         return found, lost
-
-
-_HAVE_PROC = os.path.exists("/proc/self/stat")
-
-
-def _alive(pid: int) -> bool:
-    """Running, and not a zombie (a zombie still answers kill(pid, 0))."""
-    if not _HAVE_PROC:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    # "pid (comm) S ...": the state follows the last ')' (comm may hold anything).
-    end = stat.rfind(b")")
-    return stat[end + 2:end + 3] not in (b"Z", b"X")
 
 
 def _read_mb(path: str) -> int | None:
