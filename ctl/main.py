@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 from gpuplanectl.client import runtime_dir_from
-from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, status, top
+from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, status, tokens, top
 
 app = typer.Typer(
     name="gpuplanectl",
@@ -45,6 +45,7 @@ app.command("jobs")(jobs.jobs)
 app.add_typer(jobs.app, name="job")
 app.command("logs")(logs.logs)
 app.add_typer(nodes.app, name="node")
+app.add_typer(tokens.app, name="token")
 app.command("events")(events.events)
 app.command("top")(top.top)
 app.command("daemon")(daemon.daemon)

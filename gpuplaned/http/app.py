@@ -15,7 +15,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gpuplaned.http import jobs_routes, nodes_routes
+from gpuplaned.http import jobs_routes, nodes_routes, tokens_routes
 from gpuplaned.http.responses import error_response, ok
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
@@ -125,4 +125,5 @@ def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[Qua
 
     jobs_routes.register(app, shared)
     nodes_routes.register(app, shared)
+    tokens_routes.register(app, shared)
     return app, stats

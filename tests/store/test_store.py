@@ -24,6 +24,7 @@ SEED_TABLES = {
     "evaluations", "artifacts", "webhook_subscriptions",
     # 0003 replaced the seed's row-per-point metric tables with packed chunks.
     "ts_series", "ts_chunks", "ts_rollup_state", "ts_batches",
+    "api_tokens",  # 0004
 }
 
 

@@ -1,0 +1,336 @@
+"""API tokens: create, list, revoke, and ``authenticate`` an ``Authorization`` header.
+
+A token reads ``gpp_<ULID>_<secret>``. The ULID is the row's id without its ``tok_`` prefix,
+so a presented token finds its row by key; the secret is ``secrets.token_urlsafe(32)`` and
+only its hex SHA-256 is stored, compared with ``hmac.compare_digest``. The plaintext exists
+only in ``create_token``'s return value: it is never stored, logged, or put in a message.
+
+Scopes are ``read, write, agent, sdk, admin``; ``grants`` is the one place that says what a
+set of scopes allows (``admin`` everything, ``write`` also ``read``).
+
+Verified rows are cached in memory for ``CACHE_TTL_S`` so a burst of requests does not hit
+SQLite each time; ``revoke_token`` drops them at once. The cache lives in a module-level
+table weakly keyed by the daemon context, so it goes with its daemon (and a test's context)
+without the context having to know about tokens. ``last_used_at`` is written at
+most once per ``TOUCH_EVERY_S`` per token, without waiting for the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.runtime.call import Reply
+from gpuplaned.service.registry import now_ms
+from gpuplaned.store import tokens as token_rows
+from gpuplaned.store.tokens import TokenRow
+from gpuplaned.store.writer import Write, write
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+log = logging.getLogger("gpuplaned.tokens")
+
+SCOPES = ("read", "write", "agent", "sdk", "admin")
+TOKEN_PREFIX = "gpp_"
+ID_PREFIX = "tok_"
+CACHE_TTL_S = 5.0
+TOUCH_EVERY_S = 60.0
+MAX_EXPIRES_IN_S = 10 * 366 * 86_400
+MAX_CACHED = 1024
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_TOKEN = re.compile(r"gpp_([0-9A-HJKMNP-TV-Z]{26})_([A-Za-z0-9_-]{43})")
+# Compared against when no row matches, so an unknown id costs what a wrong secret costs.
+_NO_HASH = "0" * 64
+_KNOWN_FIELDS = frozenset({"name", "scopes", "expires_in_s"})
+
+
+@attrs.frozen
+class TokenInfo:
+    """A token as the API shows it: never its secret, nor the secret's hash. Times are wall-clock ms."""
+
+    id: str
+    name: str
+    scopes: tuple[str, ...]
+    created_at: int
+    expires_at: int | None
+    last_used_at: int | None
+    revoked_at: int | None
+
+
+def _info(row: TokenRow) -> TokenInfo:
+    return TokenInfo(row.id, row.name, row.scopes, row.created_at, row.expires_at, row.last_used_at, row.revoked_at)
+
+
+# --- scopes and validation ---------------------------------------------------------
+
+
+def grants(scopes: Iterable[str], needed: str) -> bool:
+    """Whether a token with ``scopes`` may do what needs ``needed``: ``admin`` implies every
+    scope, ``write`` implies ``read``.
+
+    Raises:
+        ValueError: ``needed`` is not one of ``SCOPES`` (a caller's mistake).
+    """
+    if needed not in SCOPES:
+        raise ValueError(f"unknown scope {needed!r}")
+    held = set(scopes)
+    return needed in held or "admin" in held or (needed == "read" and "write" in held)
+
+
+def require_scope(token: TokenInfo, needed: str) -> None:
+    """Raises:
+        ApiError: ``forbidden`` naming the scope when ``token`` lacks it.
+    """
+    if not grants(token.scopes, needed):
+        raise ApiError(ErrorCode.FORBIDDEN, f"token {token.name!r} lacks the {needed!r} scope this needs",
+                       {"needed": needed, "scopes": list(token.scopes)})
+
+
+def _bad(field: str, message: str, **details: Any) -> ApiError:
+    return ApiError(ErrorCode.BAD_REQUEST, f"{field}: {message}", {"field": field, **details})
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise _bad("name", "must be 1-63 characters: letters, digits, '.', '_' or '-', starting with a letter "
+                           f"or digit; got {name!r}")
+    return name
+
+
+def check_scopes(scopes: Any) -> tuple[str, ...]:
+    """A non-empty list of scopes, returned without repeats in ``SCOPES`` order."""
+    allowed = ", ".join(SCOPES)
+    if isinstance(scopes, str) or not isinstance(scopes, (list, tuple)) or not scopes:
+        raise _bad("scopes", f"must be a non-empty list of scopes ({allowed})", allowed=list(SCOPES))
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown:
+        shown = ", ".join(repr(s) if not isinstance(s, str) else s for s in unknown)
+        raise _bad("scopes", f"unknown scope(s) {shown}; allowed: {allowed}", allowed=list(SCOPES))
+    return tuple(s for s in SCOPES if s in scopes)
+
+
+def parse_create(body: Any) -> tuple[str, tuple[str, ...], int | None]:
+    """Validate a ``POST /api/v1/tokens`` body into ``(name, scopes, expires_in_ms)``.
+
+    Raises:
+        ApiError: ``bad_request`` naming the field.
+    """
+    if not isinstance(body, Mapping):
+        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
+    unknown = sorted(set(body) - _KNOWN_FIELDS)
+    if unknown:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}",
+                       {"field": unknown[0], "known": sorted(_KNOWN_FIELDS)})
+    if "name" not in body:
+        raise _bad("name", "is required")
+    if "scopes" not in body:
+        raise _bad("scopes", f"is required: a list of scopes ({', '.join(SCOPES)})", allowed=list(SCOPES))
+    expires = body.get("expires_in_s")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)
+                                or not 1 <= expires <= MAX_EXPIRES_IN_S):
+        raise _bad("expires_in_s", f"must be a whole number of seconds from 1 to {MAX_EXPIRES_IN_S}, "
+                                   f"or null for a token that never expires; got {expires!r}")
+    return check_name(body["name"]), check_scopes(body["scopes"]), None if expires is None else expires * 1000
+
+
+# --- the cache ------------------------------------------------------------------
+
+
+class TokenCache:
+    """Rows recently read, by id (with their secret's hash: never a secret), and when each
+    token's use was last recorded. Times are trio's clock."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[TokenRow, float]] = {}
+        self.touched: dict[str, float] = {}
+        # Bumped by every revoke: a read that began before it must not cache what it read.
+        self.generation = 0
+
+    def get(self, token_id: str, now: float) -> TokenRow | None:
+        found = self.rows.get(token_id)
+        if found is None or now - found[1] >= CACHE_TTL_S:
+            return None
+        return found[0]
+
+    def put(self, row: TokenRow, now: float, generation: int) -> None:
+        if generation != self.generation:
+            return
+        if len(self.rows) >= MAX_CACHED:
+            self.rows = {k: v for k, v in self.rows.items() if now - v[1] < CACHE_TTL_S}
+        self.rows[row.id] = (row, now)
+
+    def forget(self, token_id: str) -> None:
+        self.rows.pop(token_id, None)
+        self.generation += 1
+
+
+# By id(): the context compares by value (attrs), so it cannot key a WeakKeyDictionary. The
+# weak reference checks the id still means that context, and drops the entry with it.
+_caches: dict[int, tuple[weakref.ref[Any], TokenCache]] = {}
+
+
+def cache_of(shared: DaemonContext) -> TokenCache:
+    """The token cache of this daemon context (made on first use, gone with the context)."""
+    key = id(shared)
+    found = _caches.get(key)
+    if found is not None and found[0]() is shared:
+        return found[1]
+
+    def drop(ref: weakref.ref[Any]) -> None:
+        if _caches.get(key, (None,))[0] is ref:
+            del _caches[key]
+
+    cache = TokenCache()
+    _caches[key] = (weakref.ref(shared, drop), cache)
+    return cache
+
+
+# --- the store ------------------------------------------------------------------
+
+
+def _store(shared: DaemonContext) -> Any:
+    port = shared.supervisor.ports.get("store") if shared.supervisor is not None else None
+    if port is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no API tokens")
+    return port
+
+
+def _readers(shared: DaemonContext) -> Any:
+    if shared.readers is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no API tokens")
+    return shared.readers
+
+
+def hash_secret(secret: str) -> str:
+    """The hex SHA-256 stored for a token's secret part."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+async def create_token(shared: DaemonContext, name: str, scopes: Iterable[str],
+                       expires_in_ms: int | None = None) -> tuple[TokenInfo, str]:
+    """Create a token.
+
+    Args:
+        name: 1-63 characters, unique among tokens not revoked.
+        scopes: a non-empty subset of ``SCOPES``.
+        expires_in_ms: how long from now until it stops working; None: never.
+
+    Returns:
+        The token, and its plaintext ``gpp_<ULID>_<secret>``: the only time it is seen.
+
+    Raises:
+        ApiError: ``bad_request`` naming the field; ``conflict`` when the name is taken.
+    """
+    name = check_name(name)
+    scopes = check_scopes(list(scopes))
+    if expires_in_ms is not None and (isinstance(expires_in_ms, bool) or not isinstance(expires_in_ms, int)
+                                      or expires_in_ms <= 0):
+        raise _bad("expires_in_s", f"must be a positive duration; got {expires_in_ms!r} ms")
+    token_id = new_id("tok")
+    secret = secrets.token_urlsafe(32)
+    created = now_ms()
+    row = TokenRow(token_id, name, hash_secret(secret), scopes, created,
+                   None if expires_in_ms is None else created + expires_in_ms, None, None)
+    await write(_store(shared), lambda conn: token_rows.insert_token(conn, row))
+    log.info("created API token %s (%s) with scopes %s", token_id, name, ",".join(scopes))
+    return _info(row), f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}"
+
+
+async def list_tokens(shared: DaemonContext) -> list[TokenInfo]:
+    """Every token, revoked and expired ones included, oldest first."""
+    rows = await _readers(shared).run(token_rows.list_tokens)
+    return [_info(r) for r in rows]
+
+
+async def revoke_token(shared: DaemonContext, id_or_name: str) -> TokenInfo:
+    """Revoke a token by id, or by name (the one not revoked of that name). Revoking a revoked
+    token changes nothing and returns it.
+
+    Raises:
+        ApiError: ``not_found`` when no token has this id or name.
+    """
+    row = await write(_store(shared), lambda conn: token_rows.revoke_token(conn, id_or_name, now_ms()))
+    if row is None:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no token {id_or_name!r}", {"token": id_or_name})
+    cache_of(shared).forget(row.id)
+    log.info("revoked API token %s (%s)", row.id, row.name)
+    return _info(row)
+
+
+# --- authentication --------------------------------------------------------------
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(ErrorCode.UNAUTHORIZED, message)
+
+
+def _bearer(header: str | None) -> str:
+    if header is None or not header.strip():
+        raise _unauthorized("missing Authorization header: send 'Authorization: Bearer <token>'")
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise _unauthorized("the Authorization header must be 'Bearer <token>'")
+    credentials = credentials.strip()
+    if not credentials:
+        raise _unauthorized("the Authorization header has no token after 'Bearer'")
+    return credentials
+
+
+async def authenticate(shared: DaemonContext, authorization_header: str | None) -> TokenInfo:
+    """The token an ``Authorization: Bearer gpp_...`` header presents, once verified.
+
+    Messages never contain what was presented.
+
+    Raises:
+        ApiError: ``unauthorized`` when the header is missing or not a Bearer token, the token
+            is malformed, unknown, revoked, or expired; ``unavailable`` when this daemon's role
+            keeps no tokens.
+    """
+    match = _TOKEN.fullmatch(_bearer(authorization_header))
+    if match is None:
+        raise _unauthorized("malformed API token (expected gpp_<id>_<secret>, as `gpuplanectl token create` "
+                            "prints it)")
+    token_id, secret = ID_PREFIX + match[1], match[2]
+    cache = cache_of(shared)
+    row = cache.get(token_id, trio.current_time())
+    if row is None:
+        generation = cache.generation
+        row = await _readers(shared).run(lambda conn: token_rows.get_token(conn, token_id))
+        if row is not None:
+            cache.put(row, trio.current_time(), generation)
+    matches = hmac.compare_digest(hash_secret(secret), row.secret_hash if row is not None else _NO_HASH)
+    if row is None or not matches or row.revoked_at is not None:
+        raise _unauthorized("unknown or revoked API token")
+    if row.expires_at is not None and row.expires_at <= now_ms():
+        raise _unauthorized(f"API token {row.name!r} has expired; create a new one with `gpuplanectl token create`")
+    _touch(shared, cache, row.id)
+    return _info(row)
+
+
+def _touch(shared: DaemonContext, cache: TokenCache, token_id: str) -> None:
+    """Record the use, at most once per ``TOUCH_EVERY_S``, without waiting for the write: a
+    full or closed store inbox skips it (the next use tries again)."""
+    now = trio.current_time()
+    last = cache.touched.get(token_id)
+    if last is not None and now - last < TOUCH_EVERY_S:
+        return
+    used_at = now_ms()
+    try:
+        # Nobody waits on the reply: a failed write only loses this timestamp.
+        _store(shared).send_nowait(Write(lambda conn: token_rows.touch_token(conn, token_id, used_at), Reply()))
+    except (ApiError, trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+        return
+    cache.touched[token_id] = now

@@ -1,0 +1,91 @@
+"""Rows of the ``api_tokens`` table: insert, fetch by id, list, revoke, and mark as used.
+
+A row holds the hex SHA-256 of a token's secret, never the secret. Names are unique among
+tokens not revoked (a partial unique index), so a revoked name can be reused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+
+
+@attrs.frozen
+class TokenRow:
+    id: str
+    name: str
+    secret_hash: str
+    scopes: tuple[str, ...]
+    created_at: int
+    expires_at: int | None
+    last_used_at: int | None
+    revoked_at: int | None
+
+
+_COLUMNS = "id, name, secret_hash, scopes, created_at, expires_at, last_used_at, revoked_at"
+
+
+def _row(row: Sequence[Any]) -> TokenRow:
+    id_, name, secret_hash, scopes, *times = row
+    return TokenRow(id_, name, secret_hash, tuple(json.loads(scopes)), *times)
+
+
+def insert_token(conn: sqlite3.Connection, row: TokenRow) -> None:
+    """Raises:
+        ApiError: ``conflict`` when a token not revoked already has this name.
+    """
+    taken = conn.execute("SELECT id FROM api_tokens WHERE name = ? AND revoked_at IS NULL", (row.name,)).fetchone()
+    if taken is not None:
+        raise ApiError(ErrorCode.CONFLICT, f"name: a token named {row.name!r} exists ({taken[0]}); "
+                                           "revoke it first or pick another name",
+                       {"field": "name", "token_id": taken[0]})
+    conn.execute(
+        f"INSERT INTO api_tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (row.id, row.name, row.secret_hash, json.dumps(list(row.scopes)), row.created_at, row.expires_at,
+         row.last_used_at, row.revoked_at),
+    )
+
+
+def get_token(conn: sqlite3.Connection, token_id: str) -> TokenRow | None:
+    found = conn.execute(f"SELECT {_COLUMNS} FROM api_tokens WHERE id = ?", (token_id,)).fetchone()
+    return None if found is None else _row(found)
+
+
+def list_tokens(conn: sqlite3.Connection) -> list[TokenRow]:
+    """Oldest first (ids are ULIDs: creation order)."""
+    return [_row(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM api_tokens ORDER BY id")]
+
+
+def find_token(conn: sqlite3.Connection, id_or_name: str) -> TokenRow | None:
+    """The token with this id; else the one not revoked with this name; else the newest revoked one."""
+    found = get_token(conn, id_or_name)
+    if found is not None:
+        return found
+    named = conn.execute(
+        f"SELECT {_COLUMNS} FROM api_tokens WHERE name = ? ORDER BY revoked_at IS NULL DESC, id DESC LIMIT 1",
+        (id_or_name,),
+    ).fetchone()
+    return None if named is None else _row(named)
+
+
+def revoke_token(conn: sqlite3.Connection, id_or_name: str, now_ms: int) -> TokenRow | None:
+    """Revoke the token ``find_token`` names (a revoked one keeps its first ``revoked_at``);
+    None when there is none."""
+    found = find_token(conn, id_or_name)
+    if found is None:
+        return None
+    if found.revoked_at is None:
+        conn.execute("UPDATE api_tokens SET revoked_at = ? WHERE id = ?", (now_ms, found.id))
+        found = attrs.evolve(found, revoked_at=now_ms)
+    return found
+
+
+def touch_token(conn: sqlite3.Connection, token_id: str, now_ms: int) -> None:
+    conn.execute("UPDATE api_tokens SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?",
+                 (now_ms, token_id))
