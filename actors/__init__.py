@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplaned.actors import control, logs, monitor, rollup, runner, scheduler, store
+from gpuplaned.actors import control, http, logs, monitor, rollup, runner, scheduler, store
 
 from gpuplaned.runtime.spec import ActorSpec
 
@@ -22,8 +22,10 @@ REGISTRY: tuple[ActorSpec, ...] = (
     ActorSpec("rollup", rollup.run, SERVER, depends_on=("store",)),
     # Node telemetry reaches the server through the same node link as the runner's reports.
     ActorSpec("monitor", monitor.run, frozenset({"all"}), depends_on=("runner",)),
+    ActorSpec("http", http.run, SERVER, depends_on=("store",), graceful_stop=True, stop_grace=5.0),
 )
 
 
-def specs_for_role(role: str) -> list[ActorSpec]:
-    return [spec for spec in REGISTRY if role in spec.roles]
+def specs_for_role(role: str, *, http: bool = True) -> list[ActorSpec]:
+    """The actors a daemon of ``role`` runs (``http``: False when the HTTP front is off)."""
+    return [spec for spec in REGISTRY if role in spec.roles and (http or spec.name != "http")]

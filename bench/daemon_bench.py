@@ -114,6 +114,7 @@ class Daemons:
             env.pop(key, None)
         env["XDG_CONFIG_HOME"] = str(self.root / "xdg-config")  # never read a user's config
         env["PYTHONUNBUFFERED"] = "1"
+        env["GPUPLANE_HTTP"] = "127.0.0.1:0"  # never the user's port 8765
         if runtime_dir is not None:
             env["GPUPLANE_RUNTIME_DIR"] = str(runtime_dir)
         return env

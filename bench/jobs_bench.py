@@ -265,7 +265,8 @@ class JobDaemons(Daemons):
 
     def env(self, runtime_dir: Path | None = None) -> dict[str, str]:
         env = super().env(runtime_dir)
-        for key in [k for k in env if k.startswith("GPUPLANE_") and k != "GPUPLANE_RUNTIME_DIR"]:
+        kept = ("GPUPLANE_RUNTIME_DIR", "GPUPLANE_HTTP")
+        for key in [k for k in env if k.startswith("GPUPLANE_") and k not in kept]:
             del env[key]  # no testing hooks or other settings from the caller's shell
         return env
 

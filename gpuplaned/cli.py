@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="socket and port-file dir (env GPUPLANE_RUNTIME_DIR; default $XDG_RUNTIME_DIR/gpuplane or /tmp/gpuplane-UID)")
     parser.add_argument("--listen", metavar="URL",
                         help="explicit control endpoint: unix:///abs/path or tcp://127.0.0.1:PORT; fails instead of falling back")
+    parser.add_argument("--http", metavar="HOST:PORT",
+                        help="the token-authenticated HTTP front (env GPUPLANE_HTTP; default 127.0.0.1:8765; "
+                             "port 0 picks a free one)")
+    parser.add_argument("--no-http", action="store_true", help="no HTTP front: only the local socket")
     parser.add_argument("--gpus", metavar="SOURCE", help="auto (default), nvml, none, or fake:N for N fake GPUs")
     parser.add_argument("--node-name", metavar="NAME", help="this node's name (default: the host name)")
     parser.add_argument("--label", action="append", metavar="LABEL", help="a node label for job selectors (repeatable)")
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpuplaned.testing.actors import testing_specs
 
     try:
-        specs = specs_for_role(cfg.role) + testing_specs(os.environ)
+        specs = specs_for_role(cfg.role, http=cfg.http is not None) + testing_specs(os.environ)
     except ValueError as exc:
         print(f"gpuplaned: {exc}", file=sys.stderr)
         return EXIT_USAGE

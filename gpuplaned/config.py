@@ -42,6 +42,44 @@ class Listen:
 
 
 @attrs.frozen
+class HttpFront:
+    """Where the token-authenticated HTTP front listens (``--http``); None in Config: off."""
+
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return self.host == "localhost"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+DEFAULT_HTTP = HttpFront("127.0.0.1", 8765)
+
+
+def parse_http(value: str) -> HttpFront | None:
+    """``HOST:PORT`` (``[v6]:PORT``), or ``off`` for no HTTP front; port 0 picks a free one."""
+    if value.strip().lower() in ("off", "none", "no", "false", ""):
+        return None
+    host, sep, port = value.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:8765) or off, got {value!r}")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"HOST must be an IP address or localhost, got {host!r}") from None
+    return HttpFront("127.0.0.1" if host == "localhost" else host, int(port))
+
+
+@attrs.frozen
 class StoreConfig:
     max_batch: int = 1000  # most writes folded into one transaction
     read_connections: int = 4
@@ -83,6 +121,7 @@ class Config:
     home: Path = attrs.field(factory=lambda: Path("~/.local/share/gpuplane").expanduser())
     runtime_dir: Path = attrs.field(factory=default_runtime_dir)
     listen: Listen | None = None
+    http: HttpFront | None = DEFAULT_HTTP  # None: no HTTP front
     server: str | None = None
     log_level: str = "info"
     owner_pid: int | None = None
@@ -194,6 +233,7 @@ def _parsed(parse: Callable[[str], Any]) -> Callable[[Any], Any]:
 
 
 _listen = _parsed(parse_listen)
+_http = _parsed(parse_http)
 _gpus = _parsed(parse_gpus)
 
 
@@ -227,6 +267,7 @@ _TOP_KEYS: dict[str, Callable[[Any], Any]] = {
     "home": _path,
     "runtime_dir": _path,
     "listen": _listen,
+    "http": _http,
     "server": _url,
     "log_level": _choice(LOG_LEVELS),
 }
@@ -313,6 +354,8 @@ def load_config(
     for key, var in (("home", "GPUPLANE_HOME"), ("runtime_dir", "GPUPLANE_RUNTIME_DIR")):
         if env.get(var):
             values[key] = _check(f"environment {var}", key, _path, env[var])
+    if env.get("GPUPLANE_HTTP"):
+        values["http"] = _check("environment GPUPLANE_HTTP", "http", _http, env["GPUPLANE_HTTP"])
 
     for key, checker in _TOP_KEYS.items():
         if flags.get(key) is not None:
@@ -323,6 +366,8 @@ def load_config(
             sections[section][key] = _check(where, f"{section}.{key}", _SECTIONS[section][key], flags[flag])
     if flags.get("label"):
         sections["node"]["labels"] = _check("--label", "node.labels", _labels, list(flags["label"]))
+    if flags.get("no_http"):
+        values["http"] = None
     if flags.get("owner_pid") is not None:
         values["owner_pid"] = _check("--owner-pid", "owner_pid", _positive_int, flags["owner_pid"])
 

@@ -69,6 +69,8 @@ def base_env(root: Path) -> dict[str, str]:
         GPUPLANE_RUNTIME_DIR=str(root / "run"),
         XDG_CONFIG_HOME=str(root / "config"),
         PYTHONUNBUFFERED="1",
+        # The HTTP front on a free port: test daemons run side by side, never on 8765.
+        GPUPLANE_HTTP="127.0.0.1:0",
     )
     return env
 

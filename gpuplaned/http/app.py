@@ -11,17 +11,19 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from quart import Response, request
+from quart import Response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gpuplaned.http import jobs_routes, nodes_routes, tokens_routes
+from gpuplaned.http import agent_routes, jobs_routes, nodes_routes, tokens_routes
 from gpuplaned.http.responses import error_response, ok
+from gpuplaned.http.scopes import required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
 from gpuplaned.service import control
+from gpuplaned.service.tokens import authenticate, require_scope
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
@@ -44,18 +46,27 @@ class RequestStats:
     errors: int = 0
 
 
-def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[QuartTrio, RequestStats]:
+def create_app(shared: DaemonContext, *, secret: str | None = None,
+               tokens: bool = False) -> tuple[QuartTrio, RequestStats]:
     """Build the app.
 
     Args:
         shared: the daemon context the handlers act on.
         secret: when set (the loopback-TCP fallback), every request must carry
             ``Authorization: Bearer <secret>``.
+        tokens: the HTTP front: every request needs an API token (``gpuplanectl token
+            create``) holding the scope its route needs (``gpuplaned.http.scopes``).
     """
     app = QuartTrio("gpuplaned")
     app.config["MAX_CONTENT_LENGTH"] = 1 << 20
     stats = RequestStats()
     expected = f"Bearer {secret}".encode() if secret else None
+
+    async def check_token(incoming: Any) -> None:
+        """``incoming``: the request or the WebSocket handshake."""
+        token = await authenticate(shared, incoming.headers.get("Authorization"))
+        rule = incoming.url_rule.rule if incoming.url_rule is not None else None
+        require_scope(token, required_scope(rule, incoming.method))
 
     @app.before_request
     async def gate() -> Response | None:
@@ -64,12 +75,22 @@ def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[Qua
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 raise ApiError(ErrorCode.UNAUTHORIZED, "missing or wrong bearer token for the control endpoint")
+        if tokens:
+            await check_token(request)
         state = shared.lifecycle.state
         if state is DaemonState.NOT_READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})
         if state is not DaemonState.READY and not (request.method == "GET" and request.path == "/api/v1/daemon"):
             raise ApiError(ErrorCode.STOPPING, "gpuplaned is shutting down", {"state": state.value})
         return None
+
+    @app.before_websocket
+    async def gate_websocket() -> None:
+        stats.requests += 1
+        if tokens:
+            await check_token(websocket)
+        if shared.lifecycle.state is not DaemonState.READY:
+            raise ApiError(ErrorCode.NOT_READY, "gpuplaned is not ready", {"state": shared.lifecycle.state.value})
 
     @app.after_request
     async def count(response: Response) -> Response:
@@ -126,4 +147,5 @@ def create_app(shared: DaemonContext, *, secret: str | None = None) -> tuple[Qua
     jobs_routes.register(app, shared)
     nodes_routes.register(app, shared)
     tokens_routes.register(app, shared)
+    agent_routes.register(app, shared)
     return app, stats

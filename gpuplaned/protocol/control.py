@@ -11,6 +11,7 @@ import attrs
 class Endpoints:
     unix: str | None = None
     tcp: str | None = None  # "127.0.0.1:PORT" when the control socket fell back to TCP
+    http: str | None = None  # "http://HOST:PORT": the token-authenticated HTTP front, while it listens
 
 
 @attrs.frozen

@@ -21,11 +21,20 @@ if TYPE_CHECKING:
 ACTOR_VERBS = ("start", "stop", "restart")
 
 
+def _http_url(shared: DaemonContext) -> str | None:
+    try:
+        handle = shared.supervisor.handle("http")
+    except KeyError:
+        return None
+    return handle.url if handle is not None else None
+
+
 def daemon_info(shared: DaemonContext) -> DaemonInfo:
     endpoint = shared.endpoint
     endpoints = Endpoints(
         unix=endpoint.unix_path,
         tcp=f"127.0.0.1:{endpoint.tcp_port}" if endpoint.tcp_port is not None else None,
+        http=_http_url(shared),
     )
     cfg = shared.config
     return DaemonInfo(

@@ -40,7 +40,9 @@ def test_status_text_and_json(daemon):
     assert set(body) == {"daemon", "actors", "nodes", "queue"}
     info = body["daemon"]
     assert (info["pid"], info["state"], info["role"]) == (daemon.pid, "READY", "all")
+    http_url = info["endpoints"].pop("http")
     assert info["endpoints"] == {"unix": str(daemon.socket_path), "tcp": None}
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", http_url)
     assert info["runtime_dir"] == str(daemon.runtime_dir)
     actors = {actor["name"]: actor for actor in body["actors"]}
     assert {"control", "store"} <= set(actors)

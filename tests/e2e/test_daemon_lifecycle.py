@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import stat
@@ -35,10 +36,12 @@ def test_portfile_content_and_modes(daemon):
     assert mode(daemon.socket_path) == 0o600
     info = daemon.client().get("/api/v1/daemon")
     assert info["state"] == "READY" and info["role"] == "all"
+    http_url = info["endpoints"].pop("http")
     assert info["endpoints"] == {"unix": str(daemon.socket_path), "tcp": None}
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", http_url)
     assert info["home"] == str(daemon.home)
     assert [a["name"] for a in daemon.client().get("/api/v1/actors")["actors"]] == [
-        "control", "store", "scheduler", "logs", "runner", "rollup", "monitor"]
+        "control", "store", "scheduler", "logs", "runner", "rollup", "monitor", "http"]
 
 
 def test_runtime_dir_with_loose_mode_is_tightened(daemon_factory, tmp_path):
@@ -88,7 +91,7 @@ def test_regular_file_at_socket_path_falls_back_to_tcp_and_is_left_intact(daemon
     assert d.socket_path.read_text() == "precious user data\n"
     pf = parse_portfile(d.portfile.read_text())
     assert pf.unix is None and pf.tcp_port
-    assert info["endpoints"] == {"unix": None, "tcp": f"127.0.0.1:{pf.tcp_port}"}
+    assert info["endpoints"]["unix"] is None and info["endpoints"]["tcp"] == f"127.0.0.1:{pf.tcp_port}"
     # Loopback TCP does not keep other users out, so the control API wants the secret
     # that only the runtime dir's owner can read.
     assert mode(d.runtime_dir / SECRET_NAME) == 0o600

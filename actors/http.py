@@ -1,0 +1,89 @@
+"""The http actor: the daemon's app on TCP, for browsers, remote CLIs, agents and MCP.
+
+Owns: one hypercorn server on ``--http HOST:PORT`` (default 127.0.0.1:8765), on a socket
+this actor binds itself so that port 0 (a free port) can be reported.
+Inputs: HTTP and WebSocket requests; every one needs ``Authorization: Bearer <token>`` with
+the scope its route needs (``gpuplaned.http.scopes``); the Unix socket stays the trusted
+local way in.
+Outputs: calls into the service layer.
+Restart: permanent. A port that cannot be bound (in use, no permission) fails this actor
+alone, which backs off and retries and finally shows FATAL in ``gpuplanectl status``; the
+daemon and its local socket go on.
+Ready: listening (or, when the port cannot be had, at once and then failing);
+``started()`` passes an ``HttpHandle`` whose ``url`` is set while listening.
+Stop: graceful; in-flight requests get ``GRACE`` seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+
+import attrs
+import trio
+from gpuplaned.actors.control import hypercorn_config
+from hypercorn.trio import serve
+
+from gpuplaned.config import HttpFront
+from gpuplaned.http.app import RequestStats, create_app
+from gpuplaned.runtime.context import ActorContext
+
+log = logging.getLogger("gpuplaned.http")
+
+
+@attrs.frozen
+class HttpStats:
+    url: str | None
+    requests: int
+    errors: int
+
+
+@attrs.define
+class HttpHandle:
+    request_stats: RequestStats
+    url: str | None = None  # "http://HOST:PORT" while listening
+
+    def statistics(self) -> HttpStats:
+        return HttpStats(self.url, self.request_stats.requests, self.request_stats.errors)
+
+
+def bind(front: HttpFront) -> socket.socket:
+    """A listening TCP socket for ``front``; OSError names the address when it cannot be had."""
+    family = socket.AF_INET6 if ":" in front.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((front.host, front.port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {front}: {exc.strerror}") from None
+    return sock
+
+
+async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[HttpHandle] = trio.TASK_STATUS_IGNORED) -> None:
+    front = ctx.shared.config.http
+    app, request_stats = create_app(ctx.shared, tokens=True)
+    handle = HttpHandle(request_stats)
+    try:
+        sock = bind(front)
+    except OSError:
+        task_status.started(handle)  # a busy port fails this actor after start, never the daemon's start
+        raise
+    try:
+        host, port = sock.getsockname()[:2]
+        where = f"{'[' + host + ']' if ':' in host else host}:{port}"
+        cfg = hypercorn_config(f"fd://{os.dup(sock.fileno())}")  # hypercorn closes what it is given
+        async with trio.open_nursery() as nursery:
+            await nursery.start(functools.partial(serve, app, cfg, shutdown_trigger=ctx.stop_requested.wait))
+            handle.url = f"http://{where}"
+            log.info("HTTP front listening on %s (bearer tokens required)", handle.url)
+            if not front.loopback:
+                log.warning("the HTTP front listens on %s, beyond this machine, without TLS: put TLS in front "
+                            "(a reverse proxy) or keep it on a private network", where)
+            task_status.started(handle)
+    finally:
+        handle.url = None
+        sock.close()

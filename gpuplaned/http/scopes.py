@@ -1,0 +1,27 @@
+"""Which token scope each route needs on the HTTP front (the Unix socket needs none).
+
+One rule for every route, so a new route cannot go unguarded: reading needs ``read``,
+anything else ``write``; tokens, daemon shutdown and actor commands need ``admin``; the
+agent WebSocket needs ``agent``. ``admin`` grants everything and ``write`` grants ``read``
+(``gpuplaned.service.tokens.grants``).
+"""
+
+from __future__ import annotations
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+ADMIN_RULES = (
+    "/api/v1/tokens",
+    "/api/v1/daemon/shutdown",
+    "/api/v1/actors/<name>/<verb>",
+)
+AGENT_RULES = ("/api/v1/agent/ws",)
+
+
+def required_scope(rule: str | None, method: str) -> str:
+    """The scope a request needs; ``rule`` is the matched route template (None: no route)."""
+    if rule is not None:
+        if any(rule == r or rule.startswith(r + "/") for r in ADMIN_RULES):
+            return "admin"
+        if rule in AGENT_RULES:
+            return "agent"
+    return "read" if method.upper() in READ_METHODS else "write"
