@@ -11,11 +11,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from quart import Response, request, websocket
+from quart import Response, g, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gpuplaned.http import agent_routes, jobs_routes, nodes_routes, tokens_routes
+from gpuplaned.http import agent_routes, idempotency, jobs_routes, nodes_routes, tokens_routes
 from gpuplaned.http.responses import error_response, ok
 from gpuplaned.http.scopes import required_scope
 from gpuplaned.lifecycle import DaemonState
@@ -67,6 +67,7 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
         token = await authenticate(shared, incoming.headers.get("Authorization"))
         rule = incoming.url_rule.rule if incoming.url_rule is not None else None
         require_scope(token, required_scope(rule, incoming.method))
+        g.token_id = token.id
 
     @app.before_request
     async def gate() -> Response | None:
@@ -83,6 +84,8 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
         if state is not DaemonState.READY and not (request.method == "GET" and request.path == "/api/v1/daemon"):
             raise ApiError(ErrorCode.STOPPING, "gpuplaned is shutting down", {"state": state.value})
         return None
+
+    idempotency.register(app, shared)  # after the gate: keys are scoped to the caller it found
 
     @app.before_websocket
     async def gate_websocket() -> None:

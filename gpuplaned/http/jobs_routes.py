@@ -1,4 +1,4 @@
-"""Routes for jobs and their logs (seed 000 section 11.1, Jobs and Logs)."""
+"""Routes for jobs, their runs and their logs (seed 000 section 11.1, Jobs, Runs and Logs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from quart_trio import QuartTrio
 from gpuplaned.http.bodies import int_arg, json_body
 from gpuplaned.http.responses import ok
 from gpuplaned.http.sse import parse_last_event_id, sse_response
-from gpuplaned.service import jobs, logs
+from gpuplaned.service import jobs, logs, runs
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
@@ -25,7 +25,19 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def list_jobs() -> Response:
         statuses = jobs.parse_statuses(request.args.get("status"))
         limit = int_arg("limit", 100, 1, 10_000)
-        return ok({"jobs": await jobs.list_jobs(shared, statuses, limit)})
+        page, next_cursor = await jobs.list_jobs(shared, statuses, limit, request.args.get("cursor"))
+        return ok({"jobs": page, "next_cursor": next_cursor})
+
+    @app.get("/api/v1/runs")
+    async def list_runs() -> Response:
+        page, next_cursor = await runs.list_runs(
+            shared, job_id=request.args.get("job_id") or None, statuses=runs.parse_statuses(request.args.get("status")),
+            limit=int_arg("limit", 100, 1, 10_000), cursor=request.args.get("cursor"))
+        return ok({"runs": page, "next_cursor": next_cursor})
+
+    @app.get("/api/v1/runs/<run_id>")
+    async def get_run(run_id: str) -> Response:
+        return ok({"run": await runs.get_run(shared, run_id)})
 
     @app.get("/api/v1/jobs/<job_id>")
     async def get_job(job_id: str) -> Response:

@@ -25,6 +25,11 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def get_node(key: str) -> Response:
         return ok({"node": await nodes_view.get_node(shared, key)})
 
+    @app.get("/api/v1/nodes/<key>/stream")
+    async def node_snapshot_stream(key: str) -> Response:
+        node = await nodes_view.get_node(shared, key)
+        return await sse_response(nodes_view.follow_snapshots(shared, node.id))
+
     @app.get("/api/v1/nodes/<key>/metrics")
     async def node_metrics_query(key: str) -> Response:
         node = await nodes_view.get_node(shared, key)
@@ -35,7 +40,8 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def list_events() -> Response:
         where = events.parse_filter(request.args)
         limit = int_arg("limit", 100, 1, 10_000)
-        return ok({"events": await events.list_events(shared, where, limit)})
+        page, next_cursor = await events.list_events(shared, where, limit, request.args.get("cursor"))
+        return ok({"events": page, "next_cursor": next_cursor})
 
     @app.get("/api/v1/events/stream")
     async def event_stream() -> Response:

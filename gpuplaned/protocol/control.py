@@ -27,6 +27,7 @@ class DaemonInfo:
     runtime_dir: str
     home: str
     config_file: str | None
+    tasks: int = 0  # trio tasks alive in the daemon: a leak shows as a count that only grows
 
 
 @attrs.frozen

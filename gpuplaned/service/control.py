@@ -49,7 +49,19 @@ def daemon_info(shared: DaemonContext) -> DaemonInfo:
         runtime_dir=str(cfg.runtime_dir),
         home=str(cfg.home),
         config_file=str(cfg.config_file) if cfg.config_file else None,
+        tasks=count_tasks(),
     )
+
+
+def count_tasks() -> int:
+    """Every task under trio's root task (this request's own included)."""
+    count, pending = 0, [trio.lowlevel.current_root_task()]
+    while pending:
+        task = pending.pop()
+        count += 1
+        for nursery in task.child_nurseries:
+            pending.extend(nursery.child_tasks)
+    return count
 
 
 def actor_info(snapshot: ActorSnapshot) -> ActorInfo:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from gpuplaned.http.sse import format_event
+from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import NodeEvent
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
@@ -68,9 +69,15 @@ def _readers(shared: DaemonContext) -> Any:
     return shared.readers
 
 
-async def list_events(shared: DaemonContext, where: EventFilter, limit: int) -> list[dict[str, Any]]:
-    rows = await _readers(shared).run(lambda conn: event_rows.list_events(conn, where, limit))
-    return [to_json(r) for r in rows]
+async def list_events(shared: DaemonContext, where: EventFilter, limit: int,
+                      cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of events, newest first, and the cursor of the next page (None: no more)."""
+    before = cursors.decode("events", cursor, (int,))
+    rows = await _readers(shared).run(
+        lambda conn: event_rows.list_events(conn, where, limit + 1, before[0] if before else None))
+    page = rows[:limit]
+    next_cursor = cursors.encode("events", page[-1][0]) if len(rows) > limit else None
+    return [to_json(row) for _, row in page], next_cursor
 
 
 def _frame(event: EventRow) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.jobs import Job, parse_job_spec
@@ -61,8 +62,15 @@ def parse_statuses(raw: str | None) -> list[str]:
     return statuses
 
 
-async def list_jobs(shared: DaemonContext, statuses: list[str], limit: int) -> list[Job]:
-    return await _readers(shared).run(lambda conn: job_rows.list_jobs(conn, statuses=statuses, limit=limit))
+async def list_jobs(shared: DaemonContext, statuses: list[str], limit: int,
+                    cursor: str | None = None) -> tuple[list[Job], str | None]:
+    """A page of jobs, newest first, and the cursor of the next page (None: no more)."""
+    before = cursors.decode("jobs", cursor, (int, str))
+    found = await _readers(shared).run(
+        lambda conn: job_rows.list_jobs(conn, statuses=statuses, limit=limit + 1, before=before))  # type: ignore[arg-type]
+    page = found[:limit]
+    more = len(found) > limit
+    return page, cursors.encode("jobs", page[-1].created_at, page[-1].id) if more else None
 
 
 async def get_job(shared: DaemonContext, job_id: str) -> Job:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from gpuplaned.http.sse import format_event
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.runtime.broadcast import Lagged
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
@@ -98,6 +101,29 @@ def node_status(connected: bool, snapshot: NodeSnapshot | None) -> str:
 def _snapshot_json(snapshot: NodeSnapshot) -> dict[str, Any]:
     return {"ts": snapshot.ts, "backend": snapshot.backend, "gpus": list(snapshot.gpus), "host": snapshot.host,
             "jobs": list(snapshot.jobs), "blocked_gpus": list(snapshot.blocked_gpus)}
+
+
+async def follow_snapshots(shared: DaemonContext, node_id: str) -> AsyncGenerator[bytes, None]:
+    """SSE frames of a node's snapshots: the latest at once, then each new one (~2 s).
+
+    A snapshot is the node's whole current state, so a follower that falls behind or
+    reconnects simply gets the next one; ``id`` is the snapshot's time.
+    """
+    async with shared.nodes.snapshot_feed.subscribe(maxlen=4) as live:
+        current = shared.nodes.snapshot(node_id)
+        if current is not None:
+            yield _snapshot_frame(current)
+        async for item in live:
+            if isinstance(item, Lagged):
+                continue  # only the newest matters
+            owner, snapshot = item
+            if owner == node_id:
+                yield _snapshot_frame(snapshot)
+
+
+def _snapshot_frame(snapshot: NodeSnapshot) -> bytes:
+    return format_event(json.dumps(_snapshot_json(snapshot), separators=(",", ":")), id=str(snapshot.ts),
+                        event="snapshot")
 
 
 async def get_node(shared: DaemonContext, key: str) -> NodeInfo:

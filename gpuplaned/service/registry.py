@@ -8,6 +8,7 @@ from typing import Any
 import trio
 
 from gpuplaned.protocol.agent import NodeSnapshot, ServerToNode
+from gpuplaned.runtime.broadcast import Broadcast
 
 
 def now_ms() -> int:
@@ -25,6 +26,7 @@ class NodeRegistry:
     def __init__(self) -> None:
         self._ports: dict[str, trio.MemorySendChannel[Any]] = {}
         self._snapshots: dict[str, NodeSnapshot] = {}
+        self.snapshot_feed: Broadcast[tuple[str, NodeSnapshot]] = Broadcast()  # (node id, snapshot), live
 
     def attach(self, node_id: str, port: trio.MemorySendChannel[Any]) -> None:
         self._ports[node_id] = port
@@ -42,6 +44,7 @@ class NodeRegistry:
             return False
         before = self._snapshots.get(node_id)
         self._snapshots[node_id] = snapshot
+        self.snapshot_feed.publish((node_id, snapshot))
         return before is None or (before.accepting, before.blocked_gpus) != (snapshot.accepting, snapshot.blocked_gpus)
 
     def snapshot(self, node_id: str) -> NodeSnapshot | None:

@@ -75,12 +75,16 @@ def insert_events(conn: sqlite3.Connection, events: Sequence[EventRow]) -> None:
     )
 
 
-def list_events(conn: sqlite3.Connection, where: EventFilter, limit: int) -> list[EventRow]:
-    """Newest first."""
+def list_events(conn: sqlite3.Connection, where: EventFilter, limit: int,
+                before_rowid: int | None = None) -> list[tuple[int, EventRow]]:
+    """Newest first, with each event's rowid (what a page cursor holds)."""
     clause, params = where.where()
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM events WHERE {clause} ORDER BY rowid DESC LIMIT ?",
+    if before_rowid is not None:
+        clause += " AND rowid < ?"
+        params.append(before_rowid)
+    rows = conn.execute(f"SELECT rowid, {_COLUMNS} FROM events WHERE {clause} ORDER BY rowid DESC LIMIT ?",
                         (*params, limit)).fetchall()
-    return [_row(r) for r in rows]
+    return [(r[0], _row(r[1:])) for r in rows]
 
 
 def events_after(conn: sqlite3.Connection, after_id: str | None, where: EventFilter, limit: int) -> list[EventRow] | None:

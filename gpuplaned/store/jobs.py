@@ -55,13 +55,21 @@ def get_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     return _job(row) if row else None
 
 
-def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: int = 100) -> list[Job]:
-    """Newest first."""
+def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: int = 100,
+              before: tuple[int, str] | None = None) -> list[Job]:
+    """Newest first; ``before`` = (created_at, id) of the last job of the previous page."""
     statuses = list(statuses)
-    where = f"WHERE status IN ({','.join('?' * len(statuses))})" if statuses else ""
+    clauses, params = [], []
+    if statuses:
+        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
+        params += statuses
+    if before is not None:
+        clauses.append("(created_at < ? OR (created_at = ? AND id < ?))")
+        params += [before[0], before[0], before[1]]
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
         f"SELECT {_JOB_COLUMNS} FROM jobs {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*statuses, limit),
+        (*params, limit),
     ).fetchall()
     return [_job(r) for r in rows]
 

@@ -25,6 +25,7 @@ SEED_TABLES = {
     # 0003 replaced the seed's row-per-point metric tables with packed chunks.
     "ts_series", "ts_chunks", "ts_rollup_state", "ts_batches",
     "api_tokens",  # 0004
+    "idempotency_keys",  # 0005
 }
 
 

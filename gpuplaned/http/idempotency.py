@@ -1,0 +1,91 @@
+"""``Idempotency-Key`` on POSTs: a retried request gets the first one's answer, not a second job.
+
+The first request with a key reserves it (in a store write, so two racing requests cannot
+both win) and its response, unless a 5xx, is kept for ``KEEP_MS``. A repeat with the same
+body gets that response again, marked ``Idempotent-Replayed: true``; the same key with a
+different body is 409, as is a repeat while the first is still being answered. Keys are
+scoped to the caller (its token, or the local socket) and to the method and path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from quart import Response, g, request
+from quart_trio import QuartTrio
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service.registry import now_ms
+from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+HEADER = "Idempotency-Key"
+KEEP_MS = 24 * 3_600_000
+MAX_KEY = 255
+
+
+def register(app: QuartTrio, shared: DaemonContext) -> None:
+    @app.before_request
+    async def replay_or_reserve() -> Response | None:
+        key = request.headers.get(HEADER)
+        if key is None or request.method != "POST":
+            return None
+        if not 1 <= len(key) <= MAX_KEY or not key.isprintable():
+            raise ApiError(ErrorCode.BAD_REQUEST, f"{HEADER}: 1 to {MAX_KEY} printable characters",
+                           {"field": HEADER})
+        scope = f"{getattr(g, 'token_id', None) or 'local'} POST {request.path}"
+        body_hash = hashlib.sha256(await request.get_data()).hexdigest()
+        stored = await write(shared.supervisor.ports["store"],
+                             lambda conn: _reserve(conn, scope, key, body_hash, now_ms()))
+        if stored is None:
+            g.idempotency = (scope, key)
+            return None
+        status, body = stored
+        response = Response(body, status=status, content_type="application/json")
+        response.headers["Idempotent-Replayed"] = "true"
+        return response
+
+    @app.after_request
+    async def remember(response: Response) -> Response:
+        reserved = getattr(g, "idempotency", None)
+        if reserved is None:
+            return response
+        scope, key = reserved
+        body = await response.get_data() if response.status_code < 500 else None
+        await write(shared.supervisor.ports["store"],
+                    lambda conn: _settle(conn, scope, key, response.status_code, body))
+        return response
+
+
+def _reserve(conn: sqlite3.Connection, scope: str, key: str, body_hash: str, now: int) -> tuple[int, Any] | None:
+    """None: reserved for this request. Else the stored (status, body) to replay.
+
+    Raises:
+        ApiError: conflict for a different body, or for a first request still in flight.
+    """
+    conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (now - KEEP_MS,))
+    row = conn.execute("SELECT body_hash, status, response FROM idempotency_keys WHERE scope = ? AND key = ?",
+                       (scope, key)).fetchone()
+    if row is None:
+        conn.execute("INSERT INTO idempotency_keys (scope, key, body_hash, created_at) VALUES (?, ?, ?, ?)",
+                     (scope, key, body_hash, now))
+        return None
+    if row[0] != body_hash:
+        raise ApiError(ErrorCode.CONFLICT, f"{HEADER} {key!r} was used with a different request body",
+                       {"field": HEADER})
+    if row[1] is None:
+        raise ApiError(ErrorCode.CONFLICT, f"the first request with {HEADER} {key!r} is still being answered; "
+                       "retry shortly", {"field": HEADER})
+    return row[1], row[2]
+
+
+def _settle(conn: sqlite3.Connection, scope: str, key: str, status: int, body: bytes | None) -> None:
+    if body is None:  # a server error is not an answer to keep: a retry may do better
+        conn.execute("DELETE FROM idempotency_keys WHERE scope = ? AND key = ?", (scope, key))
+    else:
+        conn.execute("UPDATE idempotency_keys SET status = ?, response = ? WHERE scope = ? AND key = ?",
+                     (status, body, scope, key))

@@ -1,0 +1,58 @@
+"""Rows of the ``runs`` table: one per attempt of a job (and, later, per SDK run)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Run:
+    id: str
+    job_id: str | None
+    attempt: int | None
+    node_id: str | None
+    name: str | None
+    source: str  # "job" (started by the runner); "sdk" comes with the SDK
+    status: str
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    exit_code: int | None
+    failure_reason: str | None
+
+
+_COLUMNS = ("id, job_id, attempt, node_id, name, source, status, created_at, started_at, finished_at, "
+            "exit_code, failure_reason")
+
+
+def _run(row: Sequence[Any]) -> Run:
+    return Run(*row)
+
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> Run | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return _run(row) if row else None
+
+
+def list_runs(conn: sqlite3.Connection, *, job_id: str | None = None, statuses: Sequence[str] = (),
+              limit: int = 100, before: tuple[int, str] | None = None) -> list[Run]:
+    """Newest first; ``before`` = (created_at, id) of the last run of the previous page."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if job_id is not None:
+        clauses.append("job_id = ?")
+        params.append(job_id)
+    if statuses:
+        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
+        params += statuses
+    if before is not None:
+        clauses.append("(created_at < ? OR (created_at = ? AND id < ?))")
+        params += [before[0], before[0], before[1]]
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM runs {where} ORDER BY created_at DESC, id DESC LIMIT ?",
+                        (*params, limit)).fetchall()
+    return [_run(r) for r in rows]
