@@ -1,8 +1,14 @@
-"""A small synchronous client for the control API: HTTP/1.1 over the Unix socket (or loopback TCP).
+"""A small synchronous client for the control API: HTTP/1.1 over the Unix socket (or loopback
+TCP), or to a remote daemon's HTTP front (``DaemonClient.remote``).
 
 stdlib only (``http.client``): the CLI starts in a fraction of the time httpx would need.
 ``DaemonClient.events`` reads a Server-Sent Events stream line by line as it arrives, decoded
 by ``SseDecoder`` (pure: lines in, events out).
+
+Locally each request gets its own connection. Remotely, where a TLS handshake costs a round
+trip or three, requests share one kept-alive connection (checked before reuse, and a GET
+retried once on a fresh connection when the server had closed the old one); the token goes
+in the ``Authorization`` header and nowhere else, and is cut out of any error text.
 """
 
 from __future__ import annotations
@@ -10,11 +16,14 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import socket
 import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from gpuplanectl.remote import Server
 
 from gpuplaned.protocol.discovery import (
     SECRET_NAME,
@@ -33,7 +42,19 @@ class NoDaemon(Exception):
 
 
 class DaemonUnreachable(Exception):
-    """The port-file names an endpoint that does not answer."""
+    """The port-file names an endpoint that does not answer (or the remote server does not)."""
+
+
+# Errors that mean "the server had closed this kept-alive connection" when it is reused.
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+_RETRIED = frozenset({"GET", "HEAD"})
+# A body-less error from a proxy in front of a remote daemon still says what went wrong.
+_STATUS_CODES = {
+    400: ErrorCode.BAD_REQUEST, 401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 409: ErrorCode.CONFLICT,
+    413: ErrorCode.PAYLOAD_TOO_LARGE, 502: ErrorCode.UNAVAILABLE, 503: ErrorCode.UNAVAILABLE,
+    504: ErrorCode.UNAVAILABLE,
+}
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -53,11 +74,43 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 
 
 class DaemonClient:
-    def __init__(self, portfile: PortFile, *, secret: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, portfile: PortFile | None, *, secret: str | None = None, timeout: float = 30.0,
+                 server: Server | None = None) -> None:
+        """Talk to the daemon ``portfile`` names, or (``portfile`` None) to ``server`` with
+        ``secret`` as its API token: use ``discover`` or ``remote``."""
+        if (portfile is None) == (server is None):
+            raise ValueError("a DaemonClient talks to a port-file's endpoint or to a server, one of them")
         self.portfile = portfile
+        self.server = server
         self.secret = secret
         self.timeout = timeout
         self._warned = False
+        self._kept: http.client.HTTPConnection | None = None  # remote only: the kept-alive connection
+
+    @classmethod
+    def remote(cls, server: Server, token: str, *, timeout: float = 30.0) -> DaemonClient:
+        """A client of the HTTP front at ``server``, sending ``token`` as its bearer token."""
+        return cls(None, secret=token, timeout=timeout, server=server)
+
+    @property
+    def endpoint(self) -> str:
+        """Where requests go: ``unix:///...``, ``tcp://127.0.0.1:PORT`` or the server's URL."""
+        if self.server is not None:
+            return self.server.url
+        assert self.portfile is not None
+        return self.portfile.endpoint
+
+    def close(self) -> None:
+        """Close the kept-alive connection (remote); the client reconnects if used again."""
+        if self._kept is not None:
+            self._kept.close()
+            self._kept = None
+
+    def __enter__(self) -> DaemonClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @classmethod
     def discover(cls, runtime_dir: Path | None = None, *, timeout: float = 30.0) -> DaemonClient:
@@ -86,10 +139,33 @@ class DaemonClient:
                 secret = None
         return cls(portfile, secret=secret, timeout=timeout)
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        """A new, unconnected connection to the endpoint."""
+        timeout = self.timeout if timeout is None else timeout
+        if self.server is not None:
+            if self.server.scheme == "https":
+                import ssl  # only remote https needs it
+
+                return http.client.HTTPSConnection(self.server.host, self.server.port, timeout=timeout,
+                                                   context=ssl.create_default_context())
+            return http.client.HTTPConnection(self.server.host, self.server.port, timeout=timeout)
+        assert self.portfile is not None
         if self.portfile.unix is not None:
-            return _UnixHTTPConnection(self.portfile.unix, self.timeout)
-        return http.client.HTTPConnection("127.0.0.1", self.portfile.tcp_port, timeout=self.timeout)
+            return _UnixHTTPConnection(self.portfile.unix, timeout)
+        return http.client.HTTPConnection("127.0.0.1", self.portfile.tcp_port, timeout=timeout)
+
+    def _open(self, conn: http.client.HTTPConnection) -> None:
+        """Connect ``conn`` to the remote server (TLS handshake included)."""
+        try:
+            conn.connect()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise DaemonUnreachable(f"cannot reach {self.endpoint}: {self._redact(_reason(exc))}") from None
+
+    def _unreachable(self, exc: BaseException) -> DaemonUnreachable:
+        if self.server is not None:
+            return DaemonUnreachable(f"lost the connection to {self.endpoint}: {self._redact(_reason(exc))}")
+        return DaemonUnreachable(f"gpuplaned at {self.endpoint} does not answer: {exc}")
 
     def _headers(self, accept: str) -> dict[str, str]:
         headers = {"Accept": accept}
@@ -109,23 +185,70 @@ class DaemonClient:
         if body is not None:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        conn = self._connection()
-        try:
-            conn.request(method, path, body=payload, headers=headers)
-            response = conn.getresponse()
-            self._check_version(response.getheader(API_VERSION_HEADER))
-            raw = response.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise DaemonUnreachable(f"gpuplaned at {self.portfile.endpoint} does not answer: {exc}") from None
-        finally:
-            conn.close()
+        if self.server is not None:
+            status, raw = self._exchange_kept(method, path, payload, headers)
+        else:
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=payload, headers=headers)
+                response = conn.getresponse()
+                self._check_version(response.getheader(API_VERSION_HEADER))
+                raw = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                raise self._unreachable(exc) from None
+            finally:
+                conn.close()
+            status = response.status
         try:
             data = json.loads(raw) if raw else None
         except ValueError:
             data = None
-        if 200 <= response.status < 300:
+        if 200 <= status < 300:
             return data
-        raise _api_error(response.status, data)
+        raise self._error(status, data)
+
+    def _exchange_kept(self, method: str, path: str, payload: bytes | None,
+                       headers: dict[str, str]) -> tuple[int, bytes]:
+        """One request on the kept-alive connection to the server: its status and body."""
+        assert self.server is not None
+        while True:
+            conn = self._kept
+            if conn is not None and conn.sock is not None and _dropped(conn.sock):
+                conn.close()  # the server closed it while we were idle
+            reused = conn is not None and conn.sock is not None
+            if conn is None:
+                conn = self._kept = self._connection()
+            if conn.sock is None:
+                self._open(conn)
+            try:
+                conn.request(method, self.server.base + path, body=payload, headers=headers)
+                response = conn.getresponse()
+                self._check_version(response.getheader(API_VERSION_HEADER))
+                raw = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                if reused and method in _RETRIED and isinstance(exc, _STALE):
+                    continue  # closed under us between the check and the request: once more, afresh
+                raise self._unreachable(exc) from None
+            return response.status, raw
+
+    def _error(self, status: int, body: Any) -> ApiError:
+        error = _api_error(status, body)
+        if self.server is None:
+            return error
+        details = json.loads(self._redact(json.dumps(error.details)))
+        message = self._redact(error.message)
+        if error.code is ErrorCode.UNAUTHORIZED:
+            message = f"the server refused the token: {message}"
+        elif error.code is ErrorCode.FORBIDDEN:
+            needed, held = details.get("needed"), details.get("scopes")
+            if isinstance(needed, str):
+                has = f" (it has: {', '.join(map(str, held)) or 'none'})" if isinstance(held, list) else ""
+                message = f"the token lacks the {needed!r} scope this needs{has}"
+        return ApiError(error.code, message, details)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self.secret, "[token]") if self.secret else text
 
     def _check_version(self, announced: str | None) -> None:
         warning = api_mismatch(announced)
@@ -161,35 +284,38 @@ class DaemonClient:
         headers = self._headers("text/event-stream")
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
-        conn = self._connection()
-        conn.timeout = read_timeout
+        conn = self._connection(read_timeout)
+        target = path
+        if self.server is not None:
+            self._open(conn)
+            target = self.server.base + path
         try:
-            conn.request("GET", path, headers=headers)
+            conn.request("GET", target, headers=headers)
             response = conn.getresponse()
             if not 200 <= response.status < 300:
                 raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
-            raise DaemonUnreachable(f"gpuplaned at {self.portfile.endpoint} does not answer: {exc}") from None
+            raise self._unreachable(exc) from None
         if not 200 <= response.status < 300:
             conn.close()
             try:
                 data = json.loads(raw) if raw else None
             except ValueError:
                 data = None
-            raise _api_error(response.status, data)
-        return self._read_events(conn, response)
+            raise self._error(response.status, data)
+        source = "gpuplaned" if self.server is None else self.endpoint
+        return self._read_events(conn, response, source)
 
-    @staticmethod
-    def _read_events(conn: http.client.HTTPConnection,
-                     response: http.client.HTTPResponse) -> Generator[SseEvent, None, None]:
+    def _read_events(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                     source: str) -> Generator[SseEvent, None, None]:
         decoder = SseDecoder()
         try:
             while True:
                 try:
                     raw_line = response.readline()
                 except (OSError, http.client.HTTPException) as exc:
-                    raise DaemonUnreachable(f"the stream from gpuplaned broke: {exc}") from None
+                    raise DaemonUnreachable(f"the stream from {source} broke: {self._redact(_reason(exc))}") from None
                 if not raw_line:
                     return
                 event = decoder.feed(raw_line.decode("utf-8", "replace").rstrip("\r\n"))
@@ -241,8 +367,27 @@ class SseDecoder:
 def _api_error(status: int, body: Any) -> ApiError:
     error = ApiError.from_body(body)
     if error is None:
-        error = ApiError(ErrorCode.INTERNAL, f"HTTP {status} with no error body")
+        error = ApiError(_STATUS_CODES.get(status, ErrorCode.INTERNAL), f"HTTP {status} with no error body")
     return error
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """Whether an idle kept-alive connection was closed by the server: it turned readable
+    (EOF, or bytes nobody asked for) or is unusable."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connection failed, in words: ``Connection refused``, ``Name or service not known``."""
+    verify = getattr(exc, "verify_message", None)  # ssl: what the certificate check found
+    if verify:
+        return f"TLS certificate verification failed: {verify}"
+    if isinstance(exc, OSError) and exc.strerror and getattr(exc, "reason", None) is None:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 def runtime_dir_from(value: str | None) -> Path:

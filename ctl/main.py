@@ -31,8 +31,21 @@ def root(
         "--runtime-dir", metavar="DIR", show_default=False,
         help="Where the daemon's socket and port-file live "
              "[env GPUPLANE_RUNTIME_DIR; default $XDG_RUNTIME_DIR/gpuplane, else /tmp/gpuplane-UID].")] = None,
+    server: Annotated[str | None, typer.Option(
+        "--server", metavar="URL", show_default=False,
+        help="Drive the daemon at this http(s):// URL (its HTTP front) instead of the local one "
+             "[env GPUPLANE_SERVER].")] = None,
+    token: Annotated[str | None, typer.Option(
+        "--token", metavar="TOKEN", show_default=False,
+        help="The API token for the server (`gpuplanectl token create`) [env GPUPLANE_TOKEN, "
+             "which unlike a flag does not show in ps].")] = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", metavar="NAME", show_default=False,
+        help="Server and token from [profiles.NAME] in $XDG_CONFIG_HOME/gpuplane/ctl.toml "
+             "[env GPUPLANE_PROFILE; default: its default_profile].")] = None,
 ) -> None:
-    ctx.obj = Globals(runtime_dir_from(runtime_dir), explicit=runtime_dir is not None)
+    ctx.obj = Globals.from_options(ctx, runtime_dir_from(runtime_dir), explicit=runtime_dir is not None,
+                                   server=server, token=token, profile=profile)
 
 
 app.command("status")(status.status)
