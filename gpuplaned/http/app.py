@@ -64,6 +64,9 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
 
     async def check_token(incoming: Any) -> None:
         """``incoming``: the request or the WebSocket handshake."""
+        if any(name in incoming.args for name in ("token", "access_token")):
+            # URLs end up in proxy logs and shell history; say so rather than ignore it.
+            raise ApiError(ErrorCode.BAD_REQUEST, "API tokens go in the Authorization header, never in the URL")
         token = await authenticate(shared, incoming.headers.get("Authorization"))
         rule = incoming.url_rule.rule if incoming.url_rule is not None else None
         require_scope(token, required_scope(rule, incoming.method))

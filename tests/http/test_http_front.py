@@ -126,6 +126,12 @@ def test_a_secret_never_reaches_the_log(front, tokens):
     assert "y" * 40 not in log
 
 
+def test_a_token_in_the_url_is_refused(front, tokens):
+    status, body = front.request("GET", f"/api/v1/jobs?token={tokens['read']}", tokens["read"])
+    assert status == 400 and "Authorization header" in body["error"]["message"]
+    assert tokens["read"] not in json.dumps(body) and tokens["read"] not in front.daemon.log()
+
+
 def test_revoked_tokens_stop_working_at_once(front, tokens):
     assert front.request("GET", "/api/v1/nodes", tokens["read"])[0] == 200
     front.daemon.client().post("/api/v1/tokens/t-read/revoke")
