@@ -15,7 +15,7 @@ from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, no
 
 app = typer.Typer(
     name="gpuplanectl",
-    help="Control gpuplaned, the GPUPlane daemon, through its local socket.",
+    help="Control gpuplaned, the GPUPlane daemon, through its local socket or its HTTP front (--server).",
     epilog="Every command takes --json. Exit codes: 0 ok, 1 failure (also: no daemon running), 2 usage.",
     no_args_is_help=True,
     # Plain click help: rich would cost start-up time and eat "[env ...]" as markup.

@@ -137,6 +137,9 @@ def shutdown(
     g = globals_of(ctx)
     with reporting(g, json_output):
         client = connect(g)
+        if client.portfile is None:  # a remote daemon: no pid or port-file of it to watch here
+            _shutdown_remote(client, timeout, json_output)
+            return
         pid = client.portfile.pid
         try:
             client.post("/api/v1/daemon/shutdown")
@@ -150,6 +153,33 @@ def shutdown(
         render.print_json({"pid": pid, "stopped": True})
     else:
         print(f"gpuplaned (pid {pid}) stopped")
+
+
+def _shutdown_remote(client: DaemonClient, timeout: float, json_output: bool) -> None:
+    """Ask the daemon behind ``client`` (its HTTP front) to stop, then wait until the front no
+    longer answers: it closes as the daemon goes down."""
+    pid = client.get("/api/v1/daemon")["pid"]
+    try:
+        client.post("/api/v1/daemon/shutdown")
+    except ApiError as exc:
+        if exc.code is not ErrorCode.STOPPING:  # already on its way down: just wait
+            raise
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.get("/api/v1/daemon")
+        except DaemonUnreachable:
+            break  # the front is down
+        except ApiError:
+            pass  # still up, answering "stopping" or the like
+        if time.monotonic() >= deadline:
+            raise ApiError(ErrorCode.UNAVAILABLE, f"gpuplaned (pid {pid}) at {client.endpoint} still answers after "
+                           f"{timeout:g} s", {"pid": pid, "server": client.endpoint})
+        time.sleep(POLL_INTERVAL)
+    if json_output:
+        render.print_json({"pid": pid, "stopped": True})
+    else:
+        print(f"gpuplaned (pid {pid}) at {client.endpoint} stopped")
 
 
 def daemon_home(flag: str | None, config: str | None, env: Mapping[str, str]) -> Path:

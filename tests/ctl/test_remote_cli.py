@@ -607,3 +607,12 @@ def test_the_client_keeps_its_connection_to_the_front(front):
         for _ in range(5):
             client.get("/api/v1/jobs")
         assert client._kept.sock is sock
+
+
+def test_shutdown_over_the_front_needs_admin_and_waits_for_it_to_close(front):
+    result = front.remote("shutdown")  # rw: not enough
+    assert result.returncode == 1 and "lacks the 'admin' scope" in result.stderr
+    result = front.remote("shutdown", token="admin")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"gpuplaned (pid {front.daemon.pid}) at {front.url} stopped\n"
+    assert front.daemon.wait_exit() == 0
