@@ -1,0 +1,668 @@
+"""The OpenAPI 3.1 document of the control API, served at ``GET /api/v1/openapi.json``.
+
+Bodies are described from the wire types themselves: the attrs classes that the one
+converter turns into JSON (``Job``, ``NodeInfo``, ``ActorInfo``...). A field added to one of
+them shows up here without an edit; what a type cannot say (enums, bounds, descriptions,
+the shape of a free-form dict) is written next to it. Paths and their parameters are
+written out by hand, one entry per route, with the bounds the route code enforces;
+``tests/http/test_openapi.py`` fails when they and the app's routes differ.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import types
+import typing
+from typing import Any
+
+import attrs
+
+import gpuplaned
+from gpuplaned.config import ROLES
+from gpuplaned.http import idempotency
+from gpuplaned.http.scopes import required_scope
+from gpuplaned.lifecycle import DaemonState
+from gpuplaned.protocol.control import ActorInfo, DaemonInfo, Endpoints
+from gpuplaned.protocol.errors import ErrorCode
+from gpuplaned.protocol.jobs import DEFAULT_STOP_GRACE_S, JOB_TYPES, MAX_PRIORITY, Job
+from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
+from gpuplaned.runtime.states import ActorState
+from gpuplaned.service.control import ACTOR_VERBS
+from gpuplaned.service.jobs import JOB_STATES, STREAMS
+from gpuplaned.service.logs import MAX_PAGE, LogLine, LogPage
+from gpuplaned.service.node_metrics import DEFAULT_POINTS
+from gpuplaned.service.nodes_view import NodeInfo, SlotInfo
+from gpuplaned.service.runs import RUN_STATES
+from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
+from gpuplaned.store.events import SEVERITIES, EventRow
+from gpuplaned.store.runs import Run
+from gpuplaned.telemetry.samples import DiskSample, EccErrors, GpuSample, HostSample
+from gpuplaned.tsdb.query import MAX_POINTS
+
+OPENAPI_VERSION = "3.1.0"
+PATH = "/api/v1/openapi.json"
+
+_REF = "#/components/schemas/"
+_SCALARS: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+}
+_MS = "ms since the epoch"
+
+# A path segment: werkzeug routes on the decoded path, so a "/" would reach another route,
+# and "." or ".." are folded away by URL normalisation before the request leaves the client.
+_SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]*[^/.][^/]*$"}
+
+
+# --- schemas from the wire types -----------------------------------------------------------
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    kind = schema.get("type")
+    if isinstance(kind, str) and "enum" not in schema and "const" not in schema:
+        return {**schema, "type": [kind, "null"]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _type_schema(hint: Any) -> dict[str, Any]:
+    """JSON Schema for a field's type, as the converter writes it (attrs classes by $ref)."""
+    if hint is Any:
+        return {}
+    if hint in _SCALARS:
+        return dict(_SCALARS[hint])
+    if attrs.has(hint):
+        return {"$ref": _REF + hint.__name__}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        present = [a for a in args if a is not type(None)]
+        if len(present) != 1:
+            raise TypeError(f"no schema for the union {hint!r}")
+        inner = _type_schema(present[0])
+        return _nullable(inner) if len(present) < len(args) else inner
+    if origin in (list, tuple):
+        return {"type": "array", "items": _type_schema(args[0])}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _type_schema(args[1])}
+    raise TypeError(f"no schema for {hint!r}")
+
+
+def _object(cls: type, notes: dict[str, dict[str, Any]] | None = None, *,
+            description: str | None = None) -> dict[str, Any]:
+    """An attrs class as a closed object: every field is always written, none is added.
+
+    ``notes`` adds to (or, with a ``$ref``/``anyOf``, replaces) a field's schema.
+    """
+    notes = notes or {}
+    hints = typing.get_type_hints(cls)
+    properties = {}
+    for field in attrs.fields(cls):
+        schema = _type_schema(hints[field.name])
+        note = notes.get(field.name, {})
+        if "$ref" in note or "anyOf" in note:
+            schema = dict(note)
+        else:
+            schema.update(note)
+        properties[field.name] = schema
+    unknown = set(notes) - set(properties)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    return _closed(properties, description)
+
+
+def _closed(properties: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    """An object with exactly these properties, all required."""
+    out: dict[str, Any] = {"type": "object"}
+    if description:
+        out["description"] = description
+    out.update(properties=properties, required=list(properties), additionalProperties=False)
+    return out
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": _REF + name}
+
+
+def _enum(values: typing.Iterable[str], description: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "string", "enum": list(values)}
+    if description:
+        out["description"] = description
+    return out
+
+
+def _ms(description: str = _MS, *, nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["integer", "null"] if nullable else "integer", "description": description}
+
+
+_NEXT_CURSOR = {"type": ["string", "null"], "description": "pass as cursor= for the next page; null: no more"}
+
+
+def _error_schema() -> dict[str, Any]:
+    return _closed({"error": _closed({
+        "code": _enum([c.value for c in ErrorCode]),
+        "message": {"type": "string", "description": "for people; names the field or value at fault"},
+        "details": {"type": "object", "description": "machine-readable context, e.g. field, allowed values"},
+    })}, "Every error, whatever the route or status.")
+
+
+def _gpu_reading() -> dict[str, Any]:
+    schema = _object(GpuSample, {
+        "error": {"description": "set when the GPU could not be read this period (gpu_lost: ...)"},
+        "processes": {"type": "array", "items": _closed({
+            "pid": {"type": "integer"},
+            "gpu_memory_mb": {"type": ["integer", "null"]},
+            "job_id": {"type": ["string", "null"]},
+            "foreign": {"type": "boolean", "description": "not started by GPUPlane"},
+        })},
+    }, description="One GPU's latest readings; any reading may be null where the card lacks it.")
+    schema["properties"]["owner_job_id"] = {"type": ["string", "null"]}
+    schema["required"].append("owner_job_id")
+    return schema
+
+
+def _schemas() -> dict[str, dict[str, Any]]:
+    job_id = {"type": "string", "description": "job_<ULID>"}
+    series = {"type": "array", "items": {"type": ["number", "null"]}}
+    counts = {"type": "array", "items": {"type": ["integer", "null"]}}
+    return {
+        "Error": _error_schema(),
+        "Endpoints": _object(Endpoints, {
+            "unix": {"description": "the control socket's path"},
+            "tcp": {"description": "127.0.0.1:PORT when the control endpoint fell back to loopback TCP"},
+        }),
+        "DaemonInfo": _object(DaemonInfo, {
+            "state": _enum(s.value for s in DaemonState),
+            "role": _enum(ROLES),
+            "started_at": _ms(),
+        }),
+        "ActorInfo": _object(ActorInfo, {
+            "state": _enum(s.value for s in ActorState),
+            "last_error_at": _ms(nullable=True),
+            "stats": {"type": ["object", "null"], "description": "the actor's own counters"},
+        }, description="One supervised actor (store, scheduler, runner, logs, monitor, ...)."),
+        "ActorList": _closed({"actors": {"type": "array", "items": _ref("ActorInfo")}}),
+        "ActorReply": _closed({"actor": _ref("ActorInfo")}),
+        "ShutdownReply": _closed({"state": {"const": DaemonState.STOPPING.value}}),
+        "JobSubmit": _job_submit(),
+        "Job": _object(Job, {
+            "id": job_id,
+            "type": _enum(JOB_TYPES),
+            "status": _enum(JOB_STATES),
+            "node": {"description": "the selector: run only on this node"},
+            "node_id": {"description": "where the job was dispatched"},
+            "attempt": {"minimum": 0, "description": "0 until the first dispatch"},
+            "max_attempts": {"minimum": 1},
+            "gpu": {"minimum": 0},
+            "created_at": _ms(),
+            "started_at": _ms(nullable=True),
+            "finished_at": _ms(nullable=True),
+        }),
+        "JobReply": _closed({"job": _ref("Job")}),
+        "JobList": _closed({"jobs": {"type": "array", "items": _ref("Job")}, "next_cursor": _NEXT_CURSOR}),
+        "Run": _object(Run, {
+            "id": {"description": "run_<ULID>"},
+            "attempt": {"description": "which attempt of its job this run is"},
+            "source": _enum(("job", "sdk")),
+            "status": _enum(RUN_STATES),
+            "created_at": _ms(),
+            "started_at": _ms(nullable=True),
+            "finished_at": _ms(nullable=True),
+        }, description="One attempt of a job."),
+        "RunReply": _closed({"run": _ref("Run")}),
+        "RunList": _closed({"runs": {"type": "array", "items": _ref("Run")}, "next_cursor": _NEXT_CURSOR}),
+        "LogLine": _object(LogLine, {"offset": {"minimum": 0, "description": "the line's byte offset in the file"}}),
+        "LogPage": _object(LogPage, {
+            "attempt": {"minimum": 0, "description": "0: the job has not run yet (no lines)"},
+            "next_offset": {"description": "pass as offset= to continue; null when the page is empty"},
+        }),
+        "SlotInfo": _object(SlotInfo),
+        "EccErrors": _object(EccErrors),
+        "GpuReading": _gpu_reading(),
+        "DiskSample": _object(DiskSample),
+        "HostSample": _object(HostSample),
+        "NodeSnapshot": _closed({
+            "ts": _ms(),
+            "backend": {"type": "string", "description": "nvml, fake or none"},
+            "gpus": {"type": "array", "items": _ref("GpuReading")},
+            "host": {"anyOf": [_ref("HostSample"), {"type": "null"}]},
+            "jobs": {"type": "array", "items": _closed({
+                "job_id": {"type": "string"},
+                "gpu_indexes": {"type": "array", "items": {"type": "integer"}},
+                "gpu_memory_mb": {"type": "integer"},
+            })},
+            "blocked_gpus": {"type": "array", "items": {"type": "integer"},
+                             "description": "GPUs that take no new job (lost, or used outside GPUPlane)"},
+        }, "The node's latest readings (about every 2 s)."),
+        "Node": _object(NodeInfo, {
+            "status": _enum(("ONLINE", "OFFLINE", "UNHEALTHY")),
+            "last_heartbeat_at": _ms(nullable=True),
+            "hardware": {"description": "host facts from the node's hello (hostname, cpu_count, memory_mb...)"},
+            "accepting": {"description": "false while the node takes no new work (a disk is low)"},
+            "snapshot": {"anyOf": [_ref("NodeSnapshot"), {"type": "null"}],
+                         "description": "null until the first sample, and while the node is not connected"},
+        }),
+        "NodeReply": _closed({"node": _ref("Node")}),
+        "NodeStreamEvent": {**_sse_event("snapshot", _ref("NodeSnapshot"), "^[0-9]+$"),
+                            "description": "One event of GET /api/v1/nodes/{key}/stream: the node's whole "
+                                          "current readings; the id is their time (ms)."},
+        "NodeList": _closed({"nodes": {"type": "array", "items": _ref("Node")}}),
+        "NodeMetrics": _closed({
+            "node_id": {"type": "string"},
+            "start": _ms(),
+            "end": _ms(),
+            "resolution": _enum(("raw", "1m", "5m")),
+            "width": {"type": "integer", "minimum": 1, "description": "bucket width in ms (1: raw points)"},
+            "x": {"type": "array", "items": {"type": "integer"}, "description": "each bucket's start, in ms"},
+            "series": {"type": "object", "description": "metric name -> columns aligned with x",
+                       "additionalProperties": _closed({
+                           "min": series, "max": series, "avg": series, "last": series,
+                           "count": counts, "nan": counts,
+                       })},
+        }),
+        "Event": _object(EventRow, {
+            "id": {"description": "ev_<ULID>; also the SSE id to resume after"},
+            "ts": _ms(),
+            "type": {"description": "a word like DISK_LOW or GPU_LOST"},
+            "severity": _enum(SEVERITIES),
+        }),
+        "EventList": _closed({"events": {"type": "array", "items": _ref("Event")}, "next_cursor": _NEXT_CURSOR}),
+        "EventStreamEvent": {"oneOf": [
+            _sse_event("event", _ref("Event")),
+            _sse_event("lagged", _closed({"skipped": {"type": "integer", "minimum": 1}})),
+        ], "description": "One event of GET /api/v1/events/stream; an `event` event's id is the Event's id."},
+        "LogStreamEvent": {"oneOf": [
+            _sse_event(list(STREAMS), None, r"^-?[0-9]+(,-?[0-9]+)?$"),
+            _sse_event("end", _closed({
+                "status": _enum((*JOB_STATES, "RETRIED"), "RETRIED: a later attempt has begun"),
+                "attempt": {"type": "integer", "minimum": 0},
+                "exit_code": {"type": ["integer", "null"]},
+                "failure_reason": {"type": ["string", "null"]},
+            })),
+        ], "description": "One event of GET /api/v1/jobs/{job_id}/logs/stream: a line of output (its id is "
+                          "the resume position: per stream followed, the offset of the last line sent, -1 for "
+                          "none), or the final `end`."},
+        "TokenCreate": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"},
+                "scopes": {"type": "array", "minItems": 1, "items": _enum(SCOPES),
+                           "description": "admin grants everything, write also grants read"},
+                "expires_in_s": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_EXPIRES_IN_S,
+                                 "description": "seconds from now; absent or null: never expires"},
+            },
+            "required": ["name", "scopes"],
+            "additionalProperties": False,
+        },
+        "Token": _object(TokenInfo, {
+            "id": {"description": "tok_<ULID>"},
+            "scopes": {"items": _enum(SCOPES)},
+            "created_at": _ms(),
+            "expires_at": _ms(nullable=True),
+            "last_used_at": _ms(nullable=True),
+            "revoked_at": _ms(nullable=True),
+        }, description="An API token as the API shows it: never its secret."),
+        "TokenCreated": _closed({
+            "token": _ref("Token"),
+            "secret": {"type": "string", "pattern": "^gpp_[0-9A-HJKMNP-TV-Z]{26}_[A-Za-z0-9_-]{43}$",
+                       "description": "shown only in this reply"},
+        }),
+        "TokenReply": _closed({"token": _ref("Token")}),
+        "TokenList": _closed({"tokens": {"type": "array", "items": _ref("Token")}}),
+        "OpenApiDocument": {"type": "object", "required": ["openapi", "info", "paths"]},
+    }
+
+
+def _job_submit() -> dict[str, Any]:
+    """``POST /api/v1/jobs``: what ``gpuplaned.protocol.jobs.parse_job_spec`` accepts."""
+    strings = {"type": "array", "items": {"type": "string"}}
+    seconds = {"type": ["number", "null"], "exclusiveMinimum": 0}
+    directory = {"type": "string", "pattern": "^/", "description": "an existing absolute directory"}
+    return {
+        "type": "object",
+        "description": "A job to queue. Unknown fields are refused; cwd (or its alias dir) is required.",
+        "properties": {
+            "command": {"type": "array", "minItems": 1, "description": "argv; no shell unless you write sh -c",
+                        "prefixItems": [{"type": "string", "minLength": 1, "pattern": "^[^\\x00]*$"}],
+                        "items": {"type": "string", "pattern": "^[^\\x00]*$"}},
+            "cwd": directory,
+            "dir": {**directory, "description": "alias of cwd"},
+            "env": {"type": "object", "additionalProperties": {"type": "string"},
+                    "propertyNames": {"minLength": 1, "pattern": "^[^=\\x00]*$"}},
+            "name": {"type": ["string", "null"], "maxLength": 200,
+                     "description": "default: the program's base name"},
+            "type": {**_enum(JOB_TYPES), "default": "TRAIN"},
+            "gpu": {"type": "integer", "minimum": 0, "maximum": 64, "default": 1,
+                    "description": "GPUs to reserve; 0 runs on a CPU slot"},
+            "gpus": {"type": "integer", "minimum": 0, "maximum": 64, "description": "alias of gpu"},
+            "labels": strings,
+            "node": {"type": ["string", "null"], "minLength": 1, "description": "run only on this node"},
+            "priority": {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY, "default": 0},
+            "max_attempts": {"type": "integer", "minimum": 1, "maximum": 101, "default": 1},
+            "retry": {"type": "integer", "minimum": 0, "maximum": 100,
+                      "description": "retries after a failure: max_attempts = retry + 1 (wins over max_attempts)"},
+            "timeout_s": {**seconds, "description": "kill the attempt after this long; null: never"},
+            "stop_grace_s": {**seconds, "default": DEFAULT_STOP_GRACE_S,
+                             "description": "SIGTERM to SIGKILL on cancel or timeout"},
+        },
+        "required": ["command"],
+        "anyOf": [{"required": ["cwd"]}, {"required": ["dir"]}],
+        "additionalProperties": False,
+    }
+
+
+# --- responses and parameters --------------------------------------------------------------
+
+_STATUS_TEXT = {
+    400: "The request is malformed: a bad parameter or body (details.field names it).",
+    401: "HTTP front only: missing or unknown bearer token.",
+    403: "HTTP front only: the token lacks the scope this route needs.",
+    404: "No such object (or no such route).",
+    409: "The object is not in a state that allows this, or the Idempotency-Key was used for another body.",
+    413: "The body is larger than 1 MiB.",
+    500: "A bug: the daemon logged the traceback.",
+    503: "The daemon is starting or stopping, or its role has no such service.",
+}
+_ON_EVERY_ROUTE = (401, 403, 500, 503)
+_HEADERS = {API_VERSION_HEADER: {"$ref": "#/components/headers/ApiVersion"}}
+
+
+def _error_responses() -> dict[str, Any]:
+    out = {}
+    for status, text in _STATUS_TEXT.items():
+        codes = [c.value for c in ErrorCode if c.http_status == status]
+        schema = {"allOf": [_ref("Error"), {"properties": {"error": {"properties": {"code": {"enum": codes}}}}}]}
+        out[str(status)] = {"description": text, "headers": _HEADERS,
+                            "content": {"application/json": {"schema": schema}}}
+    return out
+
+
+def _json(status: int, schema: str, description: str) -> dict[str, Any]:
+    return {str(status): {"description": description, "headers": _HEADERS,
+                          "content": {"application/json": {"schema": _ref(schema)}}}}
+
+
+def _sse(description: str, event: str) -> dict[str, Any]:
+    """A stream of Server-Sent Events. Its ``schema`` describes one event (``event``, ``data``, ``id``),
+    as OpenAPI 3.2's ``itemSchema`` does and as tools such as schemathesis read it in 3.1."""
+    return {"200": {"description": description, "headers": _HEADERS,
+                    "content": {"text/event-stream": {"schema": _ref(event)}}}}
+
+
+def _sse_event(name: str | list[str], data: dict[str, Any] | None, id_pattern: str | None = None) -> dict[str, Any]:
+    """One kind of SSE event; ``data`` is the schema of its JSON payload (None: plain text)."""
+    payload: dict[str, Any] = {"type": "string"}
+    if data is not None:
+        payload.update(contentMediaType="application/json", contentSchema=data)
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": {"event": {"enum": [name] if isinstance(name, str) else name}, "data": payload},
+        "required": ["event", "data"],
+    }
+    if id_pattern is not None:
+        out["properties"]["id"] = {"type": "string", "pattern": id_pattern}
+        out["required"].append("id")
+    return out
+
+
+def _operation(op_id: str, summary: str, tag: str, ok: dict[str, Any], errors: tuple[int, ...] = (), *,
+               parameters: list[dict[str, Any]] | None = None, body: str | None = None,
+               description: str | None = None) -> dict[str, Any]:
+    responses = dict(ok)
+    for status in sorted({*errors, *_ON_EVERY_ROUTE}):
+        responses[str(status)] = _error_ref(status)
+    out: dict[str, Any] = {"operationId": op_id, "summary": summary, "tags": [tag]}
+    if description:
+        out["description"] = description
+    if parameters:
+        out["parameters"] = parameters
+    if body:
+        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    out["responses"] = responses
+    return out
+
+
+def _path(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description, "schema": schema or _SEGMENT}
+
+
+def _query(name: str, schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema, **extra}
+
+
+def _int(low: int, high: int | None = None, default: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "integer", "minimum": low}
+    if high is not None:
+        out["maximum"] = high
+    if default is not None:
+        out["default"] = default
+    return out
+
+
+def _csv(values: typing.Iterable[str]) -> dict[str, Any]:
+    return {"type": "array", "items": _enum(values), "minItems": 1}
+
+
+_LAST_EVENT_ID = {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"},
+                  "description": "sent by a reconnecting EventSource: resume after this event (wins over the query)"}
+
+
+def _event_filters() -> list[dict[str, Any]]:
+    return [
+        _query("severity", _csv(SEVERITIES), "comma-separated severities (any case)", style="form", explode=False),
+        _query("type", {"type": "array", "minItems": 1,
+                        "items": {"type": "string", "pattern": "^[A-Za-z0-9_]+$"}},
+               "comma-separated event types such as DISK_LOW (any case)", style="form", explode=False),
+        _query("node_id", {"type": "string"}, "only this node's events"),
+        _query("job_id", {"type": "string"}, "only this job's events"),
+        _query("run_id", {"type": "string"}, "only this run's events"),
+    ]
+
+
+def _idempotent(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every POST takes an ``Idempotency-Key`` (``gpuplaned.http.idempotency``): 400 when malformed, 409 on reuse."""
+    for item in paths.values():
+        op = item.get("post")
+        if op is not None:
+            op["parameters"] = [*op.get("parameters", ()), {"$ref": "#/components/parameters/IdempotencyKey"}]
+            errors = {code: _error_ref(int(code)) for code in ("400", "409")}
+            op["responses"] = dict(sorted({**errors, **op["responses"]}.items()))
+    return paths
+
+
+def _scoped(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each operation names the token scope it needs on the HTTP front (``gpuplaned.http.scopes``);
+    an OpenAPI 3.1 bearer requirement may list such roles."""
+    for path, item in paths.items():
+        rule = re.sub(r"{([^}]+)}", r"<\1>", path)
+        for method, op in item.items():
+            scope = required_scope(rule, method)
+            op["security"] = [{"bearer": [scope]}]
+            op["description"] = f"{op.get('description', '')} HTTP front: a token with the `{scope}` scope.".strip()
+    return paths
+
+
+def _error_ref(status: int) -> dict[str, str]:
+    return {"$ref": f"#/components/responses/E{status}"}
+
+
+def _paths() -> dict[str, dict[str, Any]]:
+    job = _path("job_id", "the job's id (job_<ULID>)")
+    node = _path("key", "the node's id or name")
+    actor = _path("name", "the actor's name (see GET /api/v1/actors)")
+    limit = _query("limit", _int(1, 10_000, 100), "at most this many, newest first")
+    cursor = _query("cursor", {"type": "string"}, "next_cursor of the previous page (opaque)")
+    attempt = _query("attempt", _int(0, 1_000_000, 0), "which attempt (1-based); 0 or absent: the latest")
+    return {
+        "/api/v1/daemon": {"get": _operation(
+            "getDaemon", "The daemon: version, state, endpoints, directories", "daemon",
+            _json(200, "DaemonInfo", "The daemon."),
+            description="The one route that still answers (with state STOPPING) while the daemon shuts down.")},
+        "/api/v1/daemon/shutdown": {"post": _operation(
+            "shutdownDaemon", "Stop the daemon (the reply leaves first)", "daemon",
+            _json(202, "ShutdownReply", "Shutdown has begun."))},
+        "/api/v1/actors": {"get": _operation(
+            "listActors", "Every supervised actor and its state", "daemon",
+            _json(200, "ActorList", "The actors, in start order."))},
+        "/api/v1/actors/{name}": {"get": _operation(
+            "getActor", "One actor", "daemon", _json(200, "ActorReply", "The actor."), (404,),
+            parameters=[actor])},
+        "/api/v1/actors/{name}/{verb}": {"post": _operation(
+            "commandActor", "Start, stop or restart one actor", "daemon",
+            _json(200, "ActorReply", "The actor after the command."), (404, 409),
+            parameters=[actor, _path("verb", "the command; any other is 404", _enum(ACTOR_VERBS))])},
+        "/api/v1/jobs": {
+            "post": _operation(
+                "submitJob", "Queue a job", "jobs", _json(201, "JobReply", "The job, queued or already dispatched."),
+                (400, 413), body="JobSubmit"),
+            "get": _operation(
+                "listJobs", "Jobs, newest first", "jobs", _json(200, "JobList", "The jobs."), (400,),
+                parameters=[_query("status", _csv(JOB_STATES), "comma-separated states (any case)",
+                                   style="form", explode=False), limit, cursor]),
+        },
+        "/api/v1/runs": {"get": _operation(
+            "listRuns", "Runs (each attempt of a job), newest first", "jobs", _json(200, "RunList", "The runs."),
+            (400,), parameters=[_query("job_id", {"type": "string"}, "only this job's runs"),
+                                _query("status", _csv(RUN_STATES), "comma-separated states (any case)",
+                                       style="form", explode=False), limit, cursor])},
+        "/api/v1/runs/{run_id}": {"get": _operation(
+            "getRun", "One run", "jobs", _json(200, "RunReply", "The run."), (404,),
+            parameters=[_path("run_id", "the run's id (run_<ULID>)")])},
+        "/api/v1/jobs/{job_id}": {"get": _operation(
+            "getJob", "One job", "jobs", _json(200, "JobReply", "The job."), (404,), parameters=[job])},
+        "/api/v1/jobs/{job_id}/cancel": {"post": _operation(
+            "cancelJob", "Cancel a queued or running job", "jobs",
+            _json(200, "JobReply", "The job; a running one ends once its process has stopped."), (404, 409),
+            parameters=[job])},
+        "/api/v1/jobs/{job_id}/retry": {"post": _operation(
+            "retryJob", "Queue an ended job again", "jobs", _json(200, "JobReply", "The job, queued again."),
+            (404, 409), parameters=[job])},
+        "/api/v1/jobs/{job_id}/logs": {"get": _operation(
+            "getJobLogs", "A page of a job's output", "logs", _json(200, "LogPage", "The lines."), (400, 404),
+            description="Without tail or offset: the last 100 lines. With offset: the lines from that byte "
+                        "offset on (after it, when it is > 0), up to limit.",
+            parameters=[job,
+                        _query("stream", {**_enum(STREAMS), "default": "stdout"}, "which file"),
+                        attempt,
+                        _query("tail", _int(0, MAX_PAGE), "the last N lines"),
+                        _query("offset", _int(0, 1 << 62), "continue from next_offset of a previous page"),
+                        _query("limit", _int(1, MAX_PAGE, 10_000), "at most this many lines")])},
+        "/api/v1/jobs/{job_id}/logs/stream": {"get": _operation(
+            "streamJobLogs", "Follow a job's output (Server-Sent Events)", "logs",
+            _sse("Events `stdout` and `stderr` (one line each; the id is the resume position), then one `end` "
+                 "event with status, attempt, exit_code and failure_reason. A comment every 15 s keeps it open.",
+                 "LogStreamEvent"),
+            (400, 404),
+            parameters=[job,
+                        _query("stream", {**_enum((*STREAMS, "all")), "default": "all"}, "which files"),
+                        attempt,
+                        _query("position", {"type": "string", "pattern": "^-?[0-9]+(,-?[0-9]+)?$"},
+                               "resume position: an event id from an earlier stream"),
+                        _LAST_EVENT_ID])},
+        "/api/v1/nodes": {"get": _operation(
+            "listNodes", "Every node with its GPUs and latest readings", "nodes",
+            _json(200, "NodeList", "The nodes, by name."))},
+        "/api/v1/nodes/{key}": {"get": _operation(
+            "getNode", "One node", "nodes", _json(200, "NodeReply", "The node."), (404,), parameters=[node])},
+        "/api/v1/nodes/{key}/stream": {"get": _operation(
+            "streamNode", "Follow a node's readings (Server-Sent Events)", "nodes",
+            _sse("`snapshot` events: the latest readings at once (when there are any), then each new sample "
+                 "(about every 2 s). A follower that falls behind gets the next one. A comment every 15 s keeps "
+                 "it open.", "NodeStreamEvent"),
+            (404,), parameters=[node])},
+        "/api/v1/nodes/{key}/metrics": {"get": _operation(
+            "getNodeMetrics", "A node's metric series for charts", "nodes",
+            _json(200, "NodeMetrics", "Columns downsampled to at most `points` buckets (min, max, avg, last)."),
+            (400, 404),
+            parameters=[node,
+                        _query("names", {"type": "array", "minItems": 1,
+                                         "items": {"type": "string", "pattern": "^[A-Za-z0-9_.*?\\[\\]/-]{1,200}$"}},
+                               "comma-separated names or shell patterns (gpu0.*); absent: every series",
+                               style="form", explode=False),
+                        _query("window", {"type": "string", "pattern": "^[0-9]{1,6}[smhd]$"},
+                               "a duration back from end: 90s, 15m, 6h, 7d (1s to 400d); default 1h; "
+                               "not with start"),
+                        _query("start", _int(0), f"{_MS}; not with window"),
+                        _query("end", _int(0), f"{_MS}; default now; not before start"),
+                        _query("points", _int(1, MAX_POINTS, DEFAULT_POINTS), "at most this many buckets")])},
+        "/api/v1/events": {"get": _operation(
+            "listEvents", "Events, newest first", "events", _json(200, "EventList", "The events."), (400,),
+            parameters=[*_event_filters(), limit, cursor])},
+        "/api/v1/events/stream": {"get": _operation(
+            "streamEvents", "Follow events (Server-Sent Events)", "events",
+            _sse("`event` events (data: an Event as JSON, id: its id) and `lagged` events ({\"skipped\": N}) "
+                 "when this follower fell behind. A comment every 15 s keeps it open.", "EventStreamEvent"),
+            (400,),
+            parameters=[*_event_filters(),
+                        _query("after", {"type": "string"}, "resume after this event id; absent: new events only"),
+                        _LAST_EVENT_ID])},
+        "/api/v1/tokens": {
+            "post": _operation(
+                "createToken", "Create an API token for the HTTP front", "tokens",
+                _json(201, "TokenCreated", "The token and its secret (shown only here)."), (400, 409, 413),
+                body="TokenCreate"),
+            "get": _operation(
+                "listTokens", "Every token, oldest first, revoked ones included", "tokens",
+                _json(200, "TokenList", "The tokens.")),
+        },
+        "/api/v1/tokens/{id_or_name}/revoke": {"post": _operation(
+            "revokeToken", "Revoke a token (a revoked one is answered unchanged)", "tokens",
+            _json(200, "TokenReply", "The revoked token."), (404,),
+            parameters=[_path("id_or_name", "the token's id or name")])},
+        PATH: {"get": _operation(
+            "getOpenApi", "This document", "daemon", _json(200, "OpenApiDocument", "OpenAPI 3.1."))},
+    }
+
+
+_DESCRIPTION = """\
+The control API of gpuplaned: jobs and their logs, nodes and their metrics, events, and the
+daemon's own actors.
+
+The same API is served on the local control socket (a Unix socket, or loopback TCP where
+none can be made) and on the HTTP front. **The Unix socket needs no authentication**: its
+file permissions are the access control. The loopback-TCP fallback needs the bearer secret
+from the runtime dir, and the HTTP front an API token (`gpuplanectl token create`) whose
+scope covers the route.
+
+Every error is a JSON body `{"error": {"code", "message", "details"}}`; every response
+carries the `X-GPUPlane-API` header. Timestamps are integers, ms since the epoch. Every POST
+takes an optional `Idempotency-Key`, so a client can retry it safely.
+
+Not described here: the agents' WebSocket, `/api/v1/agent/ws`.
+"""
+
+
+@functools.cache
+def _build() -> dict[str, Any]:
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {"title": "GPUPlane control API", "version": gpuplaned.__version__, "description": _DESCRIPTION,
+                 "license": {"name": "MIT", "identifier": "MIT"}},
+        "tags": [{"name": name} for name in ("jobs", "logs", "nodes", "events", "daemon", "tokens")],
+        "security": [{"bearer": []}],
+        "paths": _scoped(_idempotent(_paths())),
+        "components": {
+            "securitySchemes": {"bearer": {
+                "type": "http", "scheme": "bearer",
+                "description": "An API token on the HTTP front, the runtime dir's secret on the loopback-TCP "
+                               "fallback; none on the Unix socket."}},
+            "headers": {"ApiVersion": {"required": True, "description": "the API version the daemon speaks",
+                                       "schema": {"type": "string", "const": str(API_VERSION)}}},
+            "schemas": _schemas(),
+            "parameters": {"IdempotencyKey": {
+                "name": idempotency.HEADER, "in": "header", "required": False,
+                "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY,
+                           "pattern": "^[\\x20-\\x7e]+$"},
+                "description": "Retry-safe POST: a repeat with the same key and body gets the first answer again "
+                               "(marked Idempotent-Replayed: true) for 24 h; the same key with another body, or "
+                               "while the first is still being answered, is 409. Keys are per caller and path."}},
+            "responses": {f"E{status}": response for status, response in _error_responses().items()},
+        },
+    }
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document (a fresh copy: callers may change it)."""
+    return copy.deepcopy(_build())

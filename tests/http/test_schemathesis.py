@@ -1,0 +1,206 @@
+"""Schemathesis fuzzes a real daemon from its own ``/api/v1/openapi.json``.
+
+Every operation gets a bounded, derandomized run of schema-valid requests, then of requests
+that break the schema; each reply must be no 5xx, a documented status, of a documented
+content type, with a body and headers that fit the document. One daemon serves the module.
+
+Kept away from the fuzzer, because they would stop or wedge the daemon under test:
+``POST /daemon/shutdown``, ``POST /actors/{name}/{verb}`` (stopping the store or the control
+actor), ``GET /events/stream`` and ``GET /nodes/{key}/stream`` (they stream until the client
+leaves). Their replies are checked in ``test_openapi.py``. ``POST /jobs`` is fuzzed with
+schema-valid bodies only, with ``command`` pinned to ``["true"]``, ``cwd`` to a scratch dir
+and ``env`` names to a ``GPUPLANE_FUZZ_`` prefix, so nothing the fuzzer makes up can run.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+from typing import Any, NamedTuple
+
+import hypothesis
+import pytest
+import requests
+import schemathesis
+from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
+from hypothesis import HealthCheck, Phase
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from unixhttp import BASE_URL, unix_session
+
+from gpuplaned.http import openapi
+
+EXCLUDED = {
+    ("POST", "/api/v1/daemon/shutdown"): "stops the daemon under test",
+    ("POST", "/api/v1/actors/{name}/{verb}"): "stops or restarts the actors the fuzz needs",
+    ("GET", "/api/v1/events/stream"): "a valid filter streams until the client leaves",
+    ("GET", "/api/v1/nodes/{key}/stream"): "a known node streams until the client leaves",
+}
+POSITIVE_ONLY = {("POST", "/api/v1/jobs")}  # a body that breaks the schema could name any command
+EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
+          response_headers_conformance]
+# Known server errors the fuzz steers clear of until they are fixed (test_known_server_errors
+# pins each one): a metrics start after now, or a start/end beyond SQLite's 64-bit integers;
+# a log offset past the largest file the filesystem allows (16 TiB on ext4).
+METRICS_MS_MAX = 1_700_000_000_000
+LOG_OFFSET_MAX = 1 << 40
+
+
+def operations() -> list[tuple[str, str]]:
+    return sorted((method.upper(), path) for path, item in openapi.document()["paths"].items() for method in item
+                  if (method.upper(), path) not in EXCLUDED)
+
+
+def fuzz_document(doc: dict[str, Any], workdir: str, known: dict[str, list[str]]) -> dict[str, Any]:
+    """The served document with the harmless job body, the known-bug steering above, and path
+    parameters drawn from ``known`` (real ids and names, plus one unknown), so the fuzz reaches
+    past the 404 into each route's own checks."""
+    doc = copy.deepcopy(doc)
+    submit = doc["components"]["schemas"]["JobSubmit"]["properties"]
+    submit["command"] = {"type": "array", "items": {"const": "true"}, "minItems": 1, "maxItems": 1}
+    submit["cwd"] = submit["dir"] = {"const": workdir}
+    submit["env"]["propertyNames"] = {"pattern": "^GPUPLANE_FUZZ_[A-Z]{0,8}$"}
+    for item in doc["paths"].values():
+        for op in item.values():
+            for param in op.get("parameters", []):
+                if param.get("in") == "path" and param["name"] in known:
+                    param["schema"] = {"type": "string", "enum": known[param["name"]]}
+    for param in doc["paths"]["/api/v1/nodes/{key}/metrics"]["get"]["parameters"]:
+        if param["name"] in ("start", "end"):
+            param["schema"]["maximum"] = METRICS_MS_MAX
+    for param in doc["paths"]["/api/v1/jobs/{job_id}/logs"]["get"]["parameters"]:
+        if param["name"] == "offset":
+            param["schema"]["maximum"] = LOG_OFFSET_MAX
+    return doc
+
+
+class Fuzz(NamedTuple):
+    jobs: Jobs
+    session: requests.Session
+    schema: Any  # the schemathesis schema of the fuzz document
+
+
+# Samples (and metric batches) every 0.2 s, so the node has series before the fuzz starts;
+# never DISK_LOW, so a full disk on the test machine cannot hold jobs back.
+CONFIG = "[monitor]\nsample_interval_s = 0.2\nbatch_interval_s = 0.2\ndisk_low_percent = 0\n"
+
+
+@pytest.fixture(scope="module")
+def fuzz(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "gpuplaned.toml").write_text(CONFIG)
+    daemon = DaemonProcess(root / "d", "--gpus=fake:2", "--config", str(root / "gpuplaned.toml")).start()
+    session = unix_session(str(daemon.socket_path))
+    # One connection per request, as gpuplanectl does: a keep-alive connection can stall after
+    # an error answered before the body was read (test_keep_alive_after_an_early_error).
+    session.headers["Connection"] = "close"
+    try:
+        daemon.wait_ready()
+        jobs = Jobs(daemon, root / "work")
+        jobs.wait_node()
+        client = jobs.client
+        job_ids = [jobs.submit(["true"], gpu=0)["id"] for _ in range(2)]
+        for job_id in job_ids:
+            jobs.wait(job_id)
+        node = client.get("/api/v1/nodes")["nodes"][0]
+        wait_for(lambda: client.get(f"/api/v1/nodes/{node['id']}/metrics?window=1h")["series"],
+                 what="the node's first metric batch")
+        run_ids = [jobs.get(job_id)["run_id"] for job_id in job_ids]
+        known = {"job_id": [*job_ids, "job_missing"], "run_id": [*run_ids, "run_missing"],
+                 "key": [node["id"], node["name"], "nowhere"],
+                 "name": [a["name"] for a in client.get("/api/v1/actors")["actors"]] + ["nobody"]}
+        served = session.get(f"{BASE_URL}{openapi.PATH}", timeout=10).json()
+        document = fuzz_document(served, str(jobs.workdir), known)
+        yield Fuzz(jobs, session, schemathesis.openapi.from_dict(document))
+    finally:
+        session.close()
+        daemon.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
+
+
+@pytest.mark.parametrize("mode", list(EXAMPLES), ids=str)
+@pytest.mark.parametrize(("method", "path"), operations(), ids=[f"{m} {p}" for m, p in operations()])
+def test_fuzz(fuzz, method, path, mode):
+    if mode is GenerationMode.NEGATIVE and (method, path) in POSITIVE_ONLY:
+        pytest.skip("schema-breaking job bodies are not sent (see the module docstring)")
+    operation = fuzz.schema[path][method]
+    sent = []
+
+    @hypothesis.settings(max_examples=EXAMPLES[mode], derandomize=True, database=None, deadline=None,
+                         phases=[Phase.explicit, Phase.generate, Phase.shrink],
+                         suppress_health_check=list(HealthCheck), print_blob=False)
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
+    def run(case):
+        response = case.call(base_url=BASE_URL, session=fuzz.session, timeout=10)
+        sent.append(response.status_code)
+        case.validate_response(response, checks=CHECKS)
+
+    run()
+    assert sent
+
+
+def test_the_fuzzer_cannot_run_anything_but_true(fuzz):
+    """Every job the fuzz made runs ``true`` in the scratch dir (it runs after the fuzz tests, in file order)."""
+    listed = fuzz.jobs.client.get("/api/v1/jobs?limit=10000")["jobs"]
+    assert {tuple(j["command"]) for j in listed} <= {("true",)}
+    assert {j["cwd"] for j in listed} <= {str(fuzz.jobs.workdir)}
+    assert all(name.startswith("GPUPLANE_FUZZ_") for j in listed for name in j["env"])
+
+
+def _cursor(*key: Any) -> str:
+    """A page cursor as gpuplaned.protocol.cursors writes one (base64url JSON, unpadded)."""
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+
+
+def known(target: str, body: str | None = None, *, id: str, reason: str, strict: bool = True) -> Any:
+    return pytest.param("POST" if body else "GET", target, body, id=id,
+                        marks=pytest.mark.xfail(reason=f"known 5xx, reported: {reason}", strict=strict))
+
+
+# Each XPASS means a fix landed: drop its entry here and its steering in fuzz_document.
+KNOWN_SERVER_ERRORS = [
+    known("/api/v1/nodes/{node}/metrics?start={future}", id="metrics-start-in-the-future",
+          reason="service/node_metrics.py passes a start after now (no end) to tsdb.query_series: ValueError"),
+    known("/api/v1/nodes/{node}/metrics?end=100000000000000000000", id="metrics-end-over-int64",
+          reason="service/node_metrics.py does not bound start/end to 64 bits: SQLite OverflowError"),
+    known("/api/v1/jobs/{job}/logs?offset=21107647424988", id="logs-offset-past-max-file-size",
+          reason="logtail.read_from seeks past the filesystem's largest file: OSError EINVAL", strict=False),
+    known("/api/v1/jobs", '{{"command": ["\\ud800"], "cwd": "{workdir}"}}', id="job-lone-surrogate",
+          reason="protocol/jobs.py accepts a lone surrogate (valid JSON); SQLite cannot encode it"),
+    *(known(f"/api/v1/{kind}?cursor={cursor}", id=f"{kind}-cursor-over-int64",
+            reason="protocol/cursors.py decodes any int; SQLite OverflowError")
+      for kind, cursor in (("jobs", _cursor("jobs", 10**20, "x")), ("runs", _cursor("runs", 10**20, "x")),
+                           ("events", _cursor("events", 10**20)))),
+]
+
+
+@pytest.mark.parametrize(("method", "target", "body"), KNOWN_SERVER_ERRORS)
+def test_known_server_errors(fuzz, method, target, body):
+    node = fuzz.jobs.client.get("/api/v1/nodes")["nodes"][0]["name"]
+    job = fuzz.jobs.client.get("/api/v1/jobs?status=SUCCEEDED&limit=1")["jobs"][0]["id"]
+    values = {"node": node, "job": job, "future": int(time.time() * 1000) + 86_400_000,
+              "workdir": fuzz.jobs.workdir}
+    data = body.format(**values).encode() if body is not None else None
+    response = fuzz.session.request(method, BASE_URL + target.format(**values), data=data, timeout=10)
+    assert response.status_code < 500, response.text
+
+
+@pytest.mark.xfail(reason="known, reported: after an error answered before the request body was read (a "
+                          "malformed Idempotency-Key; a body over 1 MiB every time), the next request on that "
+                          "keep-alive connection sometimes gets no answer", strict=False)
+def test_keep_alive_after_an_early_error(fuzz):
+    session = unix_session(str(fuzz.jobs.daemon.socket_path))
+    body = b'{"name": "keepalive", "scopes": ["read"], "expires_in_s": 60}'
+    with session:
+        for _ in range(20):
+            session.post(f"{BASE_URL}/api/v1/tokens", data=body, headers={"Idempotency-Key": "bad\tkey"}, timeout=5)
+            session.get(f"{BASE_URL}/api/v1/daemon", timeout=0.5)
