@@ -13,6 +13,7 @@ daemon goes away mid-view, the screen is restored, the error printed, and top ex
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -31,6 +32,7 @@ JOBS_PATH = "/api/v1/jobs?status=RUNNING,DISPATCHING,QUEUED&limit=500"
 # A daemon that hangs must not freeze the screen for long.
 REQUEST_TIMEOUT = 5.0
 QUIT_KEYS = frozenset({ord("q"), ord("Q")})
+RESIZE_CHECK_S = 0.5
 
 
 def top(
@@ -86,15 +88,31 @@ def _view(screen: curses.window, client: DaemonClient, data: dict[str, Any], int
             wait = next_fetch - time.monotonic()
             if wait <= 0:
                 break
-            screen.timeout(max(1, int(wait * 1000)))
+            # Wake at least every RESIZE_CHECK_S: a SIGWINCH that lands outside getch can
+            # leave ncurses unaware of a new size, so the size is also checked by hand.
+            screen.timeout(max(1, int(min(wait, RESIZE_CHECK_S) * 1000)))
             key = screen.getch()
             if key in QUIT_KEYS:
                 return
-            if key == curses.KEY_RESIZE:
+            if key == curses.KEY_RESIZE or _resized(screen):
                 curses.update_lines_cols()
                 _draw(screen, data)
         data = fetch(client)
         next_fetch = time.monotonic() + interval
+
+
+def _resized(screen: curses.window) -> bool:
+    """True (and ncurses told) when the terminal's size is no longer the screen's."""
+    import curses
+
+    try:
+        size = os.get_terminal_size(sys.__stdout__.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    if (size.lines, size.columns) == screen.getmaxyx():
+        return False
+    curses.resizeterm(size.lines, size.columns)
+    return True
 
 
 def _draw(screen: curses.window, data: dict[str, Any]) -> None:
