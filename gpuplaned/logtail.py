@@ -351,6 +351,8 @@ def read_from(
     out: list[Line] = []
     splitter = LineSplitter(max_line=max_line, offset=offset)
     with f:
+        if offset >= os.fstat(f.fileno()).st_size:
+            return []  # past the end (beyond what seek even allows, for a huge offset)
         f.seek(offset)
         while len(out) < limit:
             # Small reads first: a resume usually wants a page of lines, not the file.

@@ -59,6 +59,7 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     """
     app = QuartTrio("gpuplaned")
     app.config["MAX_CONTENT_LENGTH"] = 1 << 20
+    app.url_map.merge_slashes = False  # "//" is a 404 in the error shape, not an HTML redirect
     stats = RequestStats()
     expected = f"Bearer {secret}".encode() if secret else None
 
@@ -121,7 +122,12 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
             allowed = getattr(error, "valid_methods", None)
             if allowed:
                 details["allowed"] = sorted(allowed)
-        return error_response(ApiError(code, message, details))
+        response = error_response(ApiError(code, message, details))
+        if error.code == 413:
+            # The unread body is still on the connection: close it rather than read it as
+            # the next request.
+            response.headers["Connection"] = "close"
+        return response
 
     @app.errorhandler(Exception)
     async def internal_error(error: Exception) -> Response:

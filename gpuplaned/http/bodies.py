@@ -15,9 +15,29 @@ async def json_body() -> Any:
     if not raw:
         raise ApiError(ErrorCode.BAD_REQUEST, "the request needs a JSON body")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON: {exc}") from None
+    _check_text(body)
+    return body
+
+
+def _check_text(value: Any) -> None:
+    """JSON may escape a lone surrogate ("\\ud800"), which is no text: nothing could store,
+    print or pass it to a process, so it is refused here for every route at once."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(ErrorCode.BAD_REQUEST, "the body holds a string that is not valid Unicode "
+                           "(a lone surrogate escape)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_text(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item)
 
 
 def int_arg(name: str, default: int, low: int, high: int) -> int:

@@ -34,11 +34,12 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
         key = request.headers.get(HEADER)
         if key is None or request.method != "POST":
             return None
+        body = await request.get_data()  # read even when refusing: keep-alive needs the body consumed
         if not 1 <= len(key) <= MAX_KEY or not key.isprintable():
             raise ApiError(ErrorCode.BAD_REQUEST, f"{HEADER}: 1 to {MAX_KEY} printable characters",
                            {"field": HEADER})
         scope = f"{getattr(g, 'token_id', None) or 'local'} POST {request.path}"
-        body_hash = hashlib.sha256(await request.get_data()).hexdigest()
+        body_hash = hashlib.sha256(body).hexdigest()
         stored = await write(shared.supervisor.ports["store"],
                              lambda conn: _reserve(conn, scope, key, body_hash, now_ms()))
         if stored is None:

@@ -32,7 +32,7 @@ from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.control import ACTOR_VERBS
 from gpuplaned.service.jobs import JOB_STATES, STREAMS
 from gpuplaned.service.logs import MAX_PAGE, LogLine, LogPage
-from gpuplaned.service.node_metrics import DEFAULT_POINTS
+from gpuplaned.service.node_metrics import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.nodes_view import NodeInfo, SlotInfo
 from gpuplaned.service.runs import RUN_STATES
 from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
@@ -584,8 +584,8 @@ def _paths() -> dict[str, dict[str, Any]]:
                         _query("window", {"type": "string", "pattern": "^[0-9]{1,6}[smhd]$"},
                                "a duration back from end: 90s, 15m, 6h, 7d (1s to 400d); default 1h; "
                                "not with start"),
-                        _query("start", _int(0), f"{_MS}; not with window"),
-                        _query("end", _int(0), f"{_MS}; default now; not before start"),
+                        _query("start", _int(0, MAX_MS), f"{_MS}; not with window"),
+                        _query("end", _int(0, MAX_MS), f"{_MS}; default now; not before start"),
                         _query("points", _int(1, MAX_POINTS, DEFAULT_POINTS), "at most this many buckets")])},
         "/api/v1/events": {"get": _operation(
             "listEvents", "Events, newest first", "events", _json(200, "EventList", "The events."), (400,),

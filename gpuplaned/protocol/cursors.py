@@ -34,7 +34,8 @@ def decode(kind: str, cursor: str | None, shape: tuple[type, ...]) -> tuple[Any,
     except (binascii.Error, ValueError, UnicodeDecodeError):
         value = None
     if (not isinstance(value, list) or len(value) != len(shape) + 1 or value[0] != kind
-            or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(value[1:], shape))):
+            or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(value[1:], shape))
+            or any(isinstance(v, int) and not -(1 << 63) <= v < 1 << 63 for v in value[1:])):
         raise ApiError(ErrorCode.BAD_REQUEST, "cursor: not a cursor from this list (pass next_cursor back as it is)",
                        {"field": "cursor"})
     return tuple(value[1:])

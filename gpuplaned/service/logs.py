@@ -52,6 +52,9 @@ class LogPage:
 
 async def read_lines(shared: DaemonContext, job_id: str, stream: str, *, attempt: int | None,
                      tail: int | None, offset: int | None, limit: int) -> LogPage:
+    if stream not in jobs.STREAMS:  # checked first: a job that has not run yet is no excuse
+        raise ApiError(ErrorCode.BAD_REQUEST, f"stream: must be stdout or stderr, not {stream!r}",
+                       {"field": "stream"})
     job = await jobs.get_job(shared, job_id)
     if job.attempt == 0:
         return LogPage(job_id, 0, stream, [], None)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 DEFAULT_WINDOW_MS = 3_600_000
 MAX_WINDOW_MS = 400 * 86_400_000
 DEFAULT_POINTS = 300
+MAX_MS = 1 << 50  # ms since the epoch: about the year 37,600; anything past it is a typo
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"^(\d{1,6})([smhd])$")
 _NAME = re.compile(r"^[A-Za-z0-9_.*?\[\]/-]{1,200}$")
@@ -60,8 +61,9 @@ def _ms_arg(args: Mapping[str, str], name: str) -> int | None:
         value = int(raw)
     except ValueError:
         raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: ms since the epoch, not {raw!r}", {"field": name}) from None
-    if value < 0:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: must not be negative", {"field": name})
+    if not 0 <= value <= MAX_MS:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: ms since the epoch from 0 to {MAX_MS}, got {value}",
+                       {"field": name})
     return value
 
 
@@ -106,7 +108,9 @@ async def query(shared: DaemonContext, node_id: str, q: MetricsQuery) -> dict[st
     if shared.readers is None:
         raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no metrics")
     end = q.end if q.end is not None else int(time.time() * 1000)
-    start = q.start if q.start is not None else end - (q.window_ms or DEFAULT_WINDOW_MS)
+    start = q.start if q.start is not None else max(0, end - (q.window_ms or DEFAULT_WINDOW_MS))
+    if start > end:
+        raise ApiError(ErrorCode.BAD_REQUEST, "start: after end (which defaults to now)", {"field": "start"})
 
     def read(conn: Any) -> dict[str, Any]:
         names = expand_names(q.names, tsdb.list_names(conn, "node", node_id))
