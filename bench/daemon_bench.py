@@ -617,13 +617,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _raise_interrupt(signum: int, _frame: Any) -> None:
+def raise_interrupt(signum: int, _frame: Any) -> None:
+    """SIGTERM handler: take the same clean-up path as Ctrl-C."""
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix="gpuplane-bench-"))
     daemons = Daemons(args.python, root, args.log_level)
     res: dict[str, Any] = {

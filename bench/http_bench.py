@@ -68,7 +68,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from daemon_bench import DaemonFailed, close_run, error_lines, progress, report  # noqa: E402
+from daemon_bench import DaemonFailed, close_run, error_lines, progress, raise_interrupt, report  # noqa: E402
 from jobs_bench import (  # noqa: E402 - the sibling benchmarks' daemon handling
     TERMINAL,
     Daemon,
@@ -686,13 +686,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _raise_interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix="gpuplane-http-bench-"))
     dm = JobDaemons(args.python, root, args.log_level)
     ctx = multiprocessing.get_context("fork")

@@ -72,6 +72,7 @@ from daemon_bench import (  # noqa: E402 - the sibling benchmark's daemon handli
     close_run,
     error_lines,
     progress,
+    raise_interrupt,
     report,
     verdict,
     wait_ready,
@@ -1035,13 +1036,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _raise_interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix="gpuplane-jobs-bench-"))
     dm = JobDaemons(args.python, root, args.log_level)
     tsps: list[Tsp] = []

@@ -20,6 +20,7 @@ from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, N
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.jobs import Job, JobSpec
+from gpuplaned.store.paging import OLDER_THAN, older_than
 
 QUEUE_SCAN_LIMIT = 1000
 
@@ -64,8 +65,8 @@ def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: 
         clauses.append(f"status IN ({','.join('?' * len(statuses))})")
         params += statuses
     if before is not None:
-        clauses.append("(created_at < ? OR (created_at = ? AND id < ?))")
-        params += [before[0], before[0], before[1]]
+        clauses.append(OLDER_THAN)
+        params += older_than(before)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
         f"SELECT {_JOB_COLUMNS} FROM jobs {where} ORDER BY created_at DESC, id DESC LIMIT ?",

@@ -8,6 +8,8 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.store.paging import OLDER_THAN, older_than
+
 
 @attrs.frozen
 class Run:
@@ -50,8 +52,8 @@ def list_runs(conn: sqlite3.Connection, *, job_id: str | None = None, statuses: 
         clauses.append(f"status IN ({','.join('?' * len(statuses))})")
         params += statuses
     if before is not None:
-        clauses.append("(created_at < ? OR (created_at = ? AND id < ?))")
-        params += [before[0], before[0], before[1]]
+        clauses.append(OLDER_THAN)
+        params += older_than(before)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(f"SELECT {_COLUMNS} FROM runs {where} ORDER BY created_at DESC, id DESC LIMIT ?",
                         (*params, limit)).fetchall()
