@@ -208,3 +208,14 @@ async def test_agent_websocket_needs_an_agent_token_and_answers_hello(front, tok
         nodes = front.daemon.client().get("/api/v1/nodes")["nodes"]
     remote = [n for n in nodes if n["name"] == "remote-1"][0]
     assert remote["status"] == "OFFLINE" and remote["gpus"][0]["model"] == "H100"
+
+
+def test_listening_beyond_loopback_warns_about_tls(daemon_factory):
+    daemon = daemon_factory("--http=0.0.0.0:0", "--no-http", name="wide").start()
+    daemon.wait_ready()  # --no-http wins over --http: the flag says no front at all
+    assert daemon.client().get("/api/v1/daemon")["endpoints"]["http"] is None
+    wide = daemon_factory("--http=0.0.0.0:0", name="wide2").start()
+    info = wide.wait_ready()
+    assert info["endpoints"]["http"].startswith("http://0.0.0.0:")
+    wait_for(lambda: "without TLS" in wide.log(), what="the TLS warning")
+    assert "put TLS in front" in wide.log()
