@@ -3,8 +3,11 @@
 Owns: one tailing loop over every live job attempt (both streams), reading the files the
 shim writes and copying their last ``node.log_tail_lines`` lines per stream into ``job_logs``.
 Inputs: ``FollowLogs`` and ``LogsEnded`` from the runner.
-Outputs: store writes. Live followers do not go through here: they read the files at
-their own pace (see ``gpuplaned.service.logs``), so a slow one can never hold anything up.
+Outputs: store writes; and, for an attempt that has live followers, every line read,
+published on its feed in ``ctx.shared.log_feeds`` (``gpuplaned.service.log_feeds``), with
+each line's SSE frame encoded once for all of them. Publishing never waits: a slow
+follower lags and reads the files instead, so it can never hold anything up. While any
+attempt has followers the loop polls every ``FOLLOWED_POLL`` instead of ``POLL``.
 Restart: permanent; a restarted tailer resumes after the last offset it stored.
 Ready: immediately.
 """
@@ -17,13 +20,17 @@ from pathlib import Path
 import attrs
 import trio
 
+from gpuplaned.http.sse import format_event
 from gpuplaned.logtail import FileTail
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service.log_feeds import LogBatch
 from gpuplaned.store.writer import write
 
 log = logging.getLogger("gpuplaned.logs")
 
 POLL = 0.2
+FOLLOWED_POLL = 0.05  # while someone follows a job live: their latency is this plus a pass
+MAX_PUBLISH = 200_000  # lines per stream per pass; beyond that followers read the files
 STREAMS = ("stdout", "stderr")
 
 
@@ -105,26 +112,31 @@ class _Tailer:
 
     async def loop(self) -> None:
         store = self.ctx.ports["store"]
+        feeds = getattr(self.ctx.shared, "log_feeds", None)
         while True:
             if self.idle:
                 await self.wake.wait()
             else:
-                with trio.move_on_after(POLL):
+                with trio.move_on_after(FOLLOWED_POLL if feeds is not None and feeds.active else POLL):
                     await self.wake.wait()
             self.wake = trio.Event()
             await self._open_new()
             ended = {key for key in self.ended if key in self.tails}  # one still to open waits a pass
             self.ended -= ended
-            work = [(job, tails, key in ended) for key, (job, tails) in self.tails.items()]
+            work = [(job, tails, key in ended, feeds is not None and feeds.wanted(key))
+                    for key, (job, tails) in self.tails.items()]
             if not work:
                 continue
             batches = await trio.to_thread.run_sync(_read_all, work, self.keep)
+            if feeds is not None:
+                for job, batch in batches:
+                    feeds.publish((job.job_id, job.attempt), [b for _, _, b in batch.values() if b is not None])
             for key in ended:
                 self.tails.pop(key, None)
                 self.handle.following.pop(key, None)
-            found = [(job, batch) for job, batch in batches if any(n for n, _ in batch.values())]
+            found = [(job, batch) for job, batch in batches if any(n for n, _, _ in batch.values())]
             if found:
-                self.handle.lines_seen += sum(n for _, b in found for n, _ in b.values())
+                self.handle.lines_seen += sum(n for _, b in found for n, _, _ in b.values())
                 self.handle.lines_stored += await write(store, lambda conn, f=found: _store_all(conn, f, self.keep))
 
     @property
@@ -159,26 +171,42 @@ def _stored_offsets(conn, jobs: list[FollowLogs]) -> dict[tuple[str, int, str], 
 
 def _read_all(work, keep: int):  # type: ignore[no-untyped-def]
     """Runs on a worker thread: every followed attempt's new lines, finally flushed for ended ones."""
-    return [(job, _read(tails, keep, final)) for job, tails, final in work]
+    return [(job, _read(tails, keep, final, publish)) for job, tails, final, publish in work]
 
 
-def _read(tails: dict[str, FileTail], keep: int, final: bool) -> dict[str, tuple[int, list[tuple[int, str]]]]:
-    """Per stream: how many new lines, and the last ``keep`` of them (older ones would be trimmed)."""
+def _read(tails: dict[str, FileTail], keep: int, final: bool,
+          publish: bool = False) -> dict[str, tuple[int, list[tuple[int, str]], LogBatch | None]]:
+    """Per stream: how many new lines, the last ``keep`` of them (older ones would be trimmed)
+    and, with ``publish``, all of them as a batch for live followers (None when there are
+    none, or too many to hold: the followers then see the gap and read the files)."""
     out = {}
     for stream, tail in tails.items():
         count = 0
         last: list[tuple[int, str]] = []
+        start = tail.offset
+        every: list[tuple[int, str]] | None = [] if publish else None
         while True:
             lines = tail.read_new()
             count += len(lines)
             last = (last + lines)[-keep:]
+            if every is not None:
+                if len(every) + len(lines) > MAX_PUBLISH:
+                    every = None
+                else:
+                    every.extend(lines)
             if not tail.backlog:
                 break
         if final:
             flushed = tail.flush()
             count += len(flushed)
             last = (last + flushed)[-keep:]
-        out[stream] = (count, last)
+            if every is not None:
+                every += flushed
+        batch = None
+        if every:
+            frames = [format_event(text, id=str(offset), event=stream) for offset, text in every]
+            batch = LogBatch(stream, start, tail.offset, every, frames)
+        out[stream] = (count, last, batch)
     return out
 
 
@@ -186,9 +214,9 @@ def _store_all(conn, found, keep: int) -> int:  # type: ignore[no-untyped-def]
     return sum(_store(conn, job, batch, keep) for job, batch in found)
 
 
-def _store(conn, job: FollowLogs, batch: dict[str, tuple[int, list[tuple[int, str]]]], keep: int) -> int:  # type: ignore[no-untyped-def]
+def _store(conn, job: FollowLogs, batch: dict[str, tuple[int, list[tuple[int, str]], LogBatch | None]], keep: int) -> int:  # type: ignore[no-untyped-def]
     stored = 0
-    for stream, (_, lines) in batch.items():
+    for stream, (_, lines, _) in batch.items():
         if not lines:
             continue
         stored += conn.executemany(

@@ -26,6 +26,7 @@ from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
+from gpuplaned.service.log_feeds import LogFeeds
 from gpuplaned.service.nodes import LocalNodeLink
 from gpuplaned.service.registry import NodeRegistry
 from gpuplaned.store.readers import Readers
@@ -49,6 +50,7 @@ class DaemonContext:
     nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # server side: reach each node's runner
     node_link: Any = None  # node side: how the runner reaches the server
     event_feed: Broadcast[Any] = attrs.field(factory=Broadcast)  # newly recorded events, for followers
+    log_feeds: LogFeeds = attrs.field(factory=LogFeeds)  # running jobs' new output, for live followers
     _shutdown: trio.Event = attrs.field(factory=trio.Event)
     _startup_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
 

@@ -2,9 +2,14 @@
 
 The files are the source of truth (the shim writes them straight from the job's file
 descriptors); the store's ``job_logs`` tail is only a copy for quick access when the files
-are gone. A follower reads the files at its own pace: nothing is buffered for it in the
-daemon, so a slow or stalled follower never slows the job, the daemon or other followers,
-and it never misses a line either.
+are gone. A live follower subscribes to the attempt's feed (``gpuplaned.service.log_feeds``:
+the logs actor publishes what it reads anyway, SSE frames included, so fifty followers do
+not read and frame every line fifty times), then catches up from the files, then takes the
+feed's batches, dropping lines it already sent. Whenever the feed cannot be trusted to
+have everything next (the follower lagged, a batch starts past what it has read, nothing
+arrived in time because the logs actor is stopped or the job runs elsewhere) it reads the
+files from where it is, at its own pace. So a slow or stalled follower never slows the
+job, the daemon or other followers, and it never misses a line either.
 
 Resume ids: each event's id lists, per followed stream (stdout, then stderr), the byte
 offset of the last line sent, ``-1`` for none. ``Last-Event-ID`` resumes after them.
@@ -12,6 +17,7 @@ offset of the last line sent, ``-1`` for none. ``Last-Event-ID`` resumes after t
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
@@ -24,12 +30,15 @@ from gpuplaned.http.sse import format_event
 from gpuplaned.logtail import FileTail, read_from, read_tail
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.jobs import Job
+from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import jobs
+from gpuplaned.service.log_feeds import LogBatch
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
 
 POLL = 0.05
+FEED_WAIT = 0.5  # the longest wait for the logs actor's next batch before reading the files
 STATUS_EVERY = 0.5
 MAX_PAGE = 100_000
 READ_CHUNK = 256 * 1024
@@ -136,44 +145,100 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
         await trio.sleep(STATUS_EVERY)
         job = await jobs.get_job(shared, job.id)
     number = job.attempt if attempt is None else attempt
-    tails = []
-    for i, name in enumerate(names):
-        path = jobs.log_path(shared, job, name, number)
-        tails.append((i, name, FileTail(path, max(positions[i], 0)), positions[i]))
-    next_status = trio.current_time() + STATUS_EVERY
+    key = (job.id, number)
+    feeds = shared.log_feeds
+    paths = [jobs.log_path(shared, job, name, number) for name in names]
+    index = {name: i for i, name in enumerate(names)}
+    tails = [FileTail(path, max(position, 0)) for path, position in zip(paths, positions)]
+    # Per stream, where the next line not yet sent starts, as far as known: the files or the
+    # feed have been read up to there. Lines at or before ``positions`` were sent already.
+    after = [max(position, 0) for position in positions]
 
-    def read(final: bool) -> tuple[list[tuple[int, str, int, str]], bool]:
+    def read(final: bool) -> tuple[list[tuple[int, int, str]], bool]:
         """At most one chunk per stream, so memory stays bounded on a huge log."""
         out = []
-        for i, name, tail, skip in tails:
-            for offset, text in tail.read_new(READ_CHUNK):
-                if offset == skip and positions[i] == skip and skip >= 0:
-                    continue  # the line the follower saw last, read again to find its end
-                out.append((i, name, offset, text))
+        for i, tail in enumerate(tails):
+            if after[i] > tail.offset:  # the feed took this stream further than the file was read
+                tail = tails[i] = FileTail(paths[i], after[i])
+            out.extend((i, offset, text) for offset, text in tail.read_new(READ_CHUNK) if offset > positions[i])
             if final and not tail.backlog:
-                out.extend((i, name, o, t) for o, t in tail.flush())
-        return out, any(tail.backlog for _, _, tail, _ in tails)
+                out.extend((i, offset, text) for offset, text in tail.flush() if offset > positions[i])
+            after[i] = tail.offset
+        return out, any(tail.backlog for tail in tails)
 
-    while True:
-        ended = JobState(job.status) in TERMINAL or job.attempt != number
-        lines, backlog = await trio.to_thread.run_sync(read, ended)
-        if lines:
-            # One chunk per read, not per line: each chunk is a trip through the HTTP
-            # stack and a send(), which would otherwise cost ~100 us per line per follower.
-            events = []
-            for i, name, offset, text in lines:
-                positions[i] = offset
-                events.append(format_event(text, id=",".join(map(str, positions)), event=name))
-            yield b"".join(events)
-        if backlog:
-            continue
-        if ended:
-            yield _end_event(job, number)
-            return
-        if not lines:
-            await trio.sleep(POLL)
-        if trio.current_time() >= next_status:
-            job = await jobs.get_job(shared, job.id)
-            next_status = trio.current_time() + STATUS_EVERY
+    def frame(lines: list[tuple[int, int, str]]) -> bytes:
+        # One chunk per read, not per line: each chunk is a trip through the HTTP
+        # stack and a send(), which would otherwise cost ~100 us per line per follower.
+        events = []
+        for i, offset, text in lines:
+            positions[i] = offset
+            events.append(format_event(text, id=",".join(map(str, positions)), event=names[i]))
+        return b"".join(events)
+
+    def take(batch: LogBatch) -> bytes | None:
+        """The events for a batch's lines not sent yet; None when lines before it were missed."""
+        i = index.get(batch.stream)
+        if i is None:
+            return b""
+        if batch.start > after[i]:
+            return None
+        lines = batch.lines
+        first = bisect.bisect_left(lines, max(after[i], positions[i] + 1), key=_offset)
+        if batch.end > after[i]:
+            after[i] = batch.end
+        if first == len(lines):
+            return b""
+        if len(names) == 1:  # the frames were built for exactly this
+            positions[0] = lines[-1][0]
+            return b"".join(batch.frames[first:] if first else batch.frames)
+        return frame([(i, offset, text) for offset, text in lines[first:]])
+
+    async with feeds.subscribe(*key) as feed:
+        next_status = trio.current_time() + STATUS_EVERY
+        heard = trio.current_time()  # the last feed item or file read
+        files = True  # catch up from the files first, since the feed only has what comes next
+        while True:
+            ended = JobState(job.status) in TERMINAL or job.attempt != number
+            if files or ended:
+                lines, backlog = await trio.to_thread.run_sync(read, ended)
+                if lines:
+                    yield frame(lines)
+                if backlog:
+                    continue
+                if ended:
+                    yield _end_event(job, number)
+                    return
+                files = False
+                heard = trio.current_time()
+            now = trio.current_time()
+            if now >= next_status:
+                job = await jobs.get_job(shared, job.id)
+                next_status = now + STATUS_EVERY
+                continue
+            # While the logs actor passes over this attempt, wait for its next batch; else
+            # (stopped, restarting, the job runs elsewhere) read the files every POLL.
+            read_at = heard + (FEED_WAIT if feeds.served_within(key, FEED_WAIT) else POLL)
+            chunks = []
+            with trio.move_on_at(min(read_at, next_status)):
+                item = await feed.__anext__()
+                heard = trio.current_time()
+                while True:
+                    if isinstance(item, Lagged):
+                        files = True
+                    else:
+                        chunk = take(item)
+                        if chunk is None:
+                            files = True
+                        elif chunk:
+                            chunks.append(chunk)
+                    if files or not feed.pending:
+                        break
+                    item = await feed.__anext__()
+            if chunks:
+                yield b"".join(chunks)
+            elif not files and trio.current_time() >= read_at:
+                files = True
 
 
+def _offset(line: tuple[int, str]) -> int:
+    return line[0]
