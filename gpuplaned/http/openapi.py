@@ -310,7 +310,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
                        "description": "shown only in this reply"},
         }),
         "TokenReply": _closed({"token": _ref("Token")}),
-        "TokenList": _closed({"tokens": {"type": "array", "items": _ref("Token")}}),
+        "TokenList": _closed({"tokens": {"type": "array", "items": _ref("Token")}, "next_cursor": _NEXT_CURSOR}),
         "OpenApiDocument": {"type": "object", "required": ["openapi", "info", "paths"]},
     }
 
@@ -604,8 +604,8 @@ def _paths() -> dict[str, dict[str, Any]]:
                 _json(201, "TokenCreated", "The token and its secret (shown only here)."), (400, 409, 413),
                 body="TokenCreate"),
             "get": _operation(
-                "listTokens", "Every token, oldest first, revoked ones included", "tokens",
-                _json(200, "TokenList", "The tokens.")),
+                "listTokens", "The tokens, newest first, revoked ones included", "tokens",
+                _json(200, "TokenList", "A page of tokens."), (400,), parameters=[limit, cursor]),
         },
         "/api/v1/tokens/{id_or_name}/revoke": {"post": _operation(
             "revokeToken", "Revoke a token (a revoked one is answered unchanged)", "tokens",

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quart import Response
+from quart import Response, request
 from quart_trio import QuartTrio
 
-from gpuplaned.http.bodies import json_body
+from gpuplaned.http.bodies import int_arg, json_body
 from gpuplaned.http.responses import ok
 from gpuplaned.service import tokens
 
@@ -35,7 +35,9 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
 
     @app.get("/api/v1/tokens")
     async def list_tokens() -> Response:
-        return ok({"tokens": await tokens.list_tokens(shared)})
+        page, next_cursor = await tokens.list_tokens(shared, int_arg("limit", 100, 1, 10_000),
+                                                     request.args.get("cursor"))
+        return ok({"tokens": page, "next_cursor": next_cursor})
 
     @app.post("/api/v1/tokens/<id_or_name>/revoke")
     async def revoke_token(id_or_name: str) -> Response:

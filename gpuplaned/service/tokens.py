@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from gpuplaned.protocol import cursors
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.call import Reply
@@ -249,10 +250,14 @@ async def create_token(shared: DaemonContext, name: str, scopes: Iterable[str],
     return _info(row), f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}"
 
 
-async def list_tokens(shared: DaemonContext) -> list[TokenInfo]:
-    """Every token, revoked and expired ones included, oldest first."""
-    rows = await _readers(shared).run(token_rows.list_tokens)
-    return [_info(r) for r in rows]
+async def list_tokens(shared: DaemonContext, limit: int = 100,
+                      cursor: str | None = None) -> tuple[list[TokenInfo], str | None]:
+    """A page of tokens, revoked and expired ones included, newest first, and the next page's cursor."""
+    before = cursors.decode("tokens", cursor, (str,))
+    rows = await _readers(shared).run(
+        lambda conn: token_rows.list_tokens(conn, limit + 1, before[0] if before else None))
+    page = [_info(r) for r in rows[:limit]]
+    return page, cursors.encode("tokens", page[-1].id) if len(rows) > limit else None
 
 
 async def revoke_token(shared: DaemonContext, id_or_name: str) -> TokenInfo:

@@ -57,9 +57,11 @@ def get_token(conn: sqlite3.Connection, token_id: str) -> TokenRow | None:
     return None if found is None else _row(found)
 
 
-def list_tokens(conn: sqlite3.Connection) -> list[TokenRow]:
-    """Oldest first (ids are ULIDs: creation order)."""
-    return [_row(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM api_tokens ORDER BY id")]
+def list_tokens(conn: sqlite3.Connection, limit: int = 100, before_id: str | None = None) -> list[TokenRow]:
+    """Newest first (ids are ULIDs: creation order); ``before_id``: the previous page's last."""
+    where, params = ("WHERE id < ?", [before_id]) if before_id is not None else ("", [])
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM api_tokens {where} ORDER BY id DESC LIMIT ?", (*params, limit))
+    return [_row(r) for r in rows]
 
 
 def find_token(conn: sqlite3.Connection, id_or_name: str) -> TokenRow | None:

@@ -462,7 +462,7 @@ def test_the_same_commands_print_the_same_remotely(front, tmp_path):
     assert wait_job(front.daemon, idle["id"])["status"] == "CANCELLED"
     listed = front.remote("token", "list", token="admin")
     assert listed.returncode == 0, listed.stderr
-    assert [line.split()[1] for line in listed.stdout.splitlines()[1:]] == ["rw", "ro", "admin"]
+    assert [line.split()[1] for line in listed.stdout.splitlines()[1:]] == ["admin", "ro", "rw"]  # newest first
 
 
 def test_logs_and_events_follow_over_the_front(front, tmp_path):

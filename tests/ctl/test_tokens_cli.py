@@ -38,13 +38,13 @@ def test_create_list_revoke(daemon):
     lines = result.stdout.splitlines()
     assert _cells(lines[0]) == ["ID", "NAME", "SCOPES", "CREATED", "EXPIRES", "LAST USED", "STATUS"]
     rows = [_cells(line) for line in lines[1:]]
-    assert [(r[0], r[1], r[2], r[4], r[5], r[6]) for r in rows] == [
+    assert [(r[0], r[1], r[2], r[4], r[5], r[6]) for r in rows] == [  # newest first
+        (laptop["id"], "laptop", "admin", rows[0][4], "-", "active"),
         (token_id, "ci", "read,write", "never", "-", "active"),
-        (laptop["id"], "laptop", "admin", rows[1][4], "-", "active"),
     ]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows[1][4])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows[0][4])
     listed = ctl(daemon, "token", "list", "--json")
-    assert [t["id"] for t in json.loads(listed.stdout)["tokens"]] == [token_id, laptop["id"]]
+    assert [t["id"] for t in json.loads(listed.stdout)["tokens"]] == [laptop["id"], token_id]
     for output in (result.stdout, listed.stdout):
         for shown in (secret, created["secret"]):
             assert shown.split("_", 2)[2] not in output

@@ -104,7 +104,7 @@ async def test_create_then_authenticate(shared):
     assert (prefix, "tok_" + ulid) == ("gpp", info.id) and len(rest) == 43
     assert await authenticate(shared, bearer(secret)) == info
     assert await authenticate(shared, f"bearer   {secret}  ") == info  # the scheme is case-insensitive
-    assert [t.id for t in await list_tokens(shared)] == [info.id]
+    assert [t.id for t in (await list_tokens(shared))[0]] == [info.id]
 
 
 async def test_the_secret_is_never_stored(shared):
@@ -221,7 +221,7 @@ async def test_last_used_is_recorded_at_most_once_a_minute(shared, autojump_cloc
     async def last_used():
         # A write through the same store commits after the fire-and-forget touch before it.
         await tokens.write(port, lambda conn: None)
-        return (await list_tokens(shared))[0].last_used_at
+        return (await list_tokens(shared))[0][0].last_used_at
 
     await authenticate(shared, bearer(secret))
     first = await last_used()
@@ -274,8 +274,11 @@ async def test_names_are_unique_among_active_tokens(shared):
     second, _ = await create_token(shared, "ci", ["write"], None)
     # By name, revoke finds the active one; the revoked one stays listed.
     assert (await revoke_token(shared, "ci")).id == second.id
-    assert [(t.id, t.revoked_at is not None) for t in await list_tokens(shared)] == [
-        (first.id, True), (second.id, True)]
+    assert [(t.id, t.revoked_at is not None) for t in (await list_tokens(shared))[0]] == [
+        (second.id, True), (first.id, True)]  # newest first
+    page, cursor = await list_tokens(shared, limit=1)
+    assert [t.id for t in page] == [second.id]
+    assert [t.id for t in (await list_tokens(shared, 1, cursor))[0]] == [first.id]
 
 
 async def test_revoking_an_unknown_token_is_404(shared):
@@ -350,7 +353,7 @@ async def test_bad_create_bodies_are_400_naming_the_field(shared, body, field):
     assert response.status_code == 400
     error = (await response.get_json())["error"]
     assert error["code"] == "bad_request" and error["details"]["field"] == field
-    assert await list_tokens(shared) == []
+    assert await list_tokens(shared) == ([], None)
 
 
 def test_the_cache_goes_with_its_context():
