@@ -15,7 +15,15 @@ from quart import Response, g, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gpuplaned.http import agent_routes, idempotency, jobs_routes, nodes_routes, openapi_routes, tokens_routes
+from gpuplaned.http import (
+    agent_routes,
+    idempotency,
+    jobs_routes,
+    nodes_routes,
+    openapi_routes,
+    sessions_routes,
+    tokens_routes,
+)
 from gpuplaned.http.responses import error_response, ok
 from gpuplaned.http.scopes import required_scope
 from gpuplaned.lifecycle import DaemonState
@@ -161,4 +169,5 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     openapi_routes.register(app, shared)
     tokens_routes.register(app, shared)
     agent_routes.register(app, shared)
+    sessions_routes.register(app, shared)
     return app, stats

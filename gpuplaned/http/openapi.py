@@ -35,9 +35,11 @@ from gpuplaned.service.logs import MAX_PAGE, LogLine, LogPage
 from gpuplaned.service.node_metrics import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.nodes_view import NodeInfo, SlotInfo
 from gpuplaned.service.runs import RUN_STATES
+from gpuplaned.service.sessions import FINISH_STATES
 from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
 from gpuplaned.store.events import SEVERITIES, EventRow
 from gpuplaned.store.runs import Run
+from gpuplaned.store.sessions import Session
 from gpuplaned.telemetry.samples import DiskSample, EccErrors, GpuSample, HostSample
 from gpuplaned.tsdb.query import MAX_POINTS
 
@@ -212,6 +214,64 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "finished_at": _ms(nullable=True),
         }, description="One attempt of a job."),
         "RunReply": _closed({"run": _ref("Run")}),
+        "RunMetrics": _closed({
+            "run_id": {"type": "string"},
+            "x_axis": _enum(("step", "ts")),
+            "resolution": _enum(("raw",)),
+            "width": {"type": "integer", "minimum": 1, "description": "bucket width in x units (1: every point)"},
+            "x": {"type": "array", "items": {"type": "integer"}, "description": "each bucket's start (step or ms)"},
+            "series": {"type": "object", "description": "metric name -> columns aligned with x; NaN and "
+                                                        "infinite values read null, `nan` counts NaN points",
+                       "additionalProperties": _closed({
+                           "min": series, "max": series, "avg": series, "last": series,
+                           "count": counts, "nan": counts,
+                       })},
+        }),
+        "SessionCreate": {
+            "type": "object",
+            "properties": {
+                "run_id": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+                           "description": "join this run (created when unknown); absent: a new run"},
+                "job_id": {"type": ["string", "null"], "minLength": 1, "maxLength": 100},
+                "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
+                "project": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
+                "experiment": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
+                "config": {"type": ["object", "null"]},
+                "tags": {"type": "array", "maxItems": 100, "items": {"type": "string", "minLength": 1,
+                                                                      "maxLength": 100}},
+                "rank": {"type": ["integer", "null"], "minimum": 0, "maximum": (1 << 31) - 1},
+                "host": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
+                "pid": {"type": ["integer", "null"], "minimum": 0, "maximum": (1 << 31) - 1},
+            },
+            "additionalProperties": False,
+        },
+        "Session": _object(Session, {
+            "id": {"description": "a UUIDv7"},
+            "status": _enum(("OPEN", *FINISH_STATES)),
+            "created_at": _ms(),
+            "finished_at": _ms(nullable=True),
+        }, description="One SDK process (a rank) reporting to a run."),
+        "SessionCreated": _closed({"session_id": {"type": "string"}, "run_id": {"type": "string"},
+                                   "session": _ref("Session")}),
+        "SessionReply": _closed({"session": _ref("Session")}),
+        "BatchCreate": {
+            "type": "object",
+            "properties": {
+                "seq": {"type": "integer", "minimum": 0, "maximum": (1 << 62) - 1,
+                        "description": "increasing per session; a seq already stored is answered duplicate"},
+                "metrics": {"type": "object", "description": "name -> {step: [...], ts: [...], value: [...]}",
+                            "additionalProperties": {"type": "object"}},
+            },
+            "required": ["seq", "metrics"],
+            "additionalProperties": False,
+        },
+        "BatchReply": _closed({"seq": {"type": "integer"}, "duplicate": {"type": "boolean"},
+                               "points": {"type": "integer", "minimum": 0}}),
+        "SessionFinish": {
+            "type": "object",
+            "properties": {"status": _enum(FINISH_STATES)},
+            "additionalProperties": False,
+        },
         "RunList": _closed({"runs": {"type": "array", "items": _ref("Run")}, "next_cursor": _NEXT_CURSOR}),
         "LogLine": _object(LogLine, {"offset": {"minimum": 0, "description": "the line's byte offset in the file"}}),
         "LogPage": _object(LogPage, {
@@ -527,6 +587,36 @@ def _paths() -> dict[str, dict[str, Any]]:
             (400,), parameters=[_query("job_id", {"type": "string"}, "only this job's runs"),
                                 _query("status", _csv(RUN_STATES), "comma-separated states (any case)",
                                        style="form", explode=False), limit, cursor])},
+        "/api/v1/runs/{run_id}/metrics": {"get": _operation(
+            "getRunMetrics", "A run's metric series for charts", "runs",
+            _json(200, "RunMetrics", "Columns downsampled to at most `points` buckets (min, max, avg, last)."),
+            (400, 404),
+            parameters=[_path("run_id", "the run's id"),
+                        _query("names", {"type": "array", "minItems": 1,
+                                         "items": {"type": "string", "pattern": "^[A-Za-z0-9_.*?\\[\\]/-]{1,200}$"}},
+                               "comma-separated names or shell patterns (train/*); absent: every series",
+                               style="form", explode=False),
+                        _query("x", {**_enum(("step", "ts")), "default": "step"}, "the x axis"),
+                        _query("window", {"type": "string", "pattern": "^[0-9]{1,6}[smhd]$"},
+                               "with x=ts only: a duration back from end; not with start"),
+                        _query("start", _int(0, MAX_MS), "first x (step, or ms with x=ts); absent: the first point"),
+                        _query("end", _int(0, MAX_MS), "last x; absent: the last point"),
+                        _query("points", _int(1, MAX_POINTS, DEFAULT_POINTS), "at most this many buckets")])},
+        "/api/v1/sessions": {"post": _operation(
+            "openSession", "Open an SDK session on a run (gpuplane.init)", "runs",
+            _json(201, "SessionCreated", "The session and its run."), (400, 409, 413), body="SessionCreate")},
+        "/api/v1/sessions/{session_id}": {"get": _operation(
+            "getSession", "One SDK session", "runs", _json(200, "SessionReply", "The session."), (404,),
+            parameters=[_path("session_id", "the session's id (a UUIDv7)")])},
+        "/api/v1/sessions/{session_id}/batches": {"post": _operation(
+            "addBatch", "Store a batch of a session's metric points, once", "runs",
+            _json(200, "BatchReply", "Answered after the batch is committed; a resent seq is a duplicate."),
+            (400, 404, 409, 413), body="BatchCreate",
+            parameters=[_path("session_id", "the session's id (a UUIDv7)")])},
+        "/api/v1/sessions/{session_id}/finish": {"post": _operation(
+            "finishSession", "Finish an SDK session (an SDK run ends with its last session)", "runs",
+            _json(200, "SessionReply", "The finished session."), (400, 404, 409, 413), body="SessionFinish",
+            parameters=[_path("session_id", "the session's id (a UUIDv7)")])},
         "/api/v1/runs/{run_id}": {"get": _operation(
             "getRun", "One run", "jobs", _json(200, "RunReply", "The run."), (404,),
             parameters=[_path("run_id", "the run's id (run_<ULID>)")])},
@@ -640,7 +730,7 @@ def _build() -> dict[str, Any]:
         "openapi": OPENAPI_VERSION,
         "info": {"title": "GPUPlane control API", "version": gpuplaned.__version__, "description": _DESCRIPTION,
                  "license": {"name": "MIT", "identifier": "MIT"}},
-        "tags": [{"name": name} for name in ("jobs", "logs", "nodes", "events", "daemon", "tokens")],
+        "tags": [{"name": name} for name in ("jobs", "runs", "logs", "nodes", "events", "daemon", "tokens")],
         "security": [{"bearer": []}],
         "paths": _scoped(_idempotent(_paths())),
         "components": {

@@ -2,7 +2,7 @@
 
 One rule for every route, so a new route cannot go unguarded: reading needs ``read``,
 anything else ``write``; tokens, daemon shutdown and actor commands need ``admin``; the
-agent WebSocket needs ``agent``. ``admin`` grants everything and ``write`` grants ``read``
+agent WebSocket needs ``agent``; SDK sessions need ``sdk``. ``admin`` grants everything and ``write`` grants ``read``
 (``gpuplaned.service.tokens.grants``).
 """
 
@@ -15,6 +15,7 @@ ADMIN_RULES = (
     "/api/v1/actors/<name>/<verb>",
 )
 AGENT_RULES = ("/api/v1/agent/ws",)
+SDK_PREFIX = "/api/v1/sessions"  # what training scripts send: the sdk scope, and nothing else needs it
 
 
 def required_scope(rule: str | None, method: str) -> str:
@@ -24,4 +25,6 @@ def required_scope(rule: str | None, method: str) -> str:
             return "admin"
         if rule in AGENT_RULES:
             return "agent"
+        if rule == SDK_PREFIX or rule.startswith(SDK_PREFIX + "/"):
+            return "sdk"
     return "read" if method.upper() in READ_METHODS else "write"

@@ -53,7 +53,7 @@ def parse_duration_ms(raw: str) -> int:
     return value
 
 
-def _ms_arg(args: Mapping[str, str], name: str) -> int | None:
+def ms_arg(args: Mapping[str, str], name: str) -> int | None:
     raw = args.get(name)
     if raw in (None, ""):
         return None
@@ -67,20 +67,15 @@ def _ms_arg(args: Mapping[str, str], name: str) -> int | None:
     return value
 
 
-def parse_query(args: Mapping[str, str]) -> MetricsQuery:
+def parse_names(args: Mapping[str, str]) -> tuple[str, ...]:
     names = tuple(n.strip() for n in (args.get("names") or "").split(",") if n.strip())
     bad = [n for n in names if not _NAME.match(n)]
     if bad:
         raise ApiError(ErrorCode.BAD_REQUEST, f"names: not a metric name or pattern: {bad[0]!r}", {"field": "names"})
-    start, end = _ms_arg(args, "start"), _ms_arg(args, "end")
-    window = args.get("window")
-    window_ms = parse_duration_ms(window) if window else None
-    if start is not None and window_ms is not None:
-        raise ApiError(ErrorCode.BAD_REQUEST, "give either start or window, not both", {"field": "window"})
-    if start is None and window_ms is None:
-        window_ms = DEFAULT_WINDOW_MS
-    if start is not None and end is not None and start > end:
-        raise ApiError(ErrorCode.BAD_REQUEST, "start: must not be after end", {"field": "start"})
+    return names
+
+
+def parse_points(args: Mapping[str, str]) -> int:
     raw_points = args.get("points") or str(DEFAULT_POINTS)
     try:
         points = int(raw_points)
@@ -90,7 +85,26 @@ def parse_query(args: Mapping[str, str]) -> MetricsQuery:
     if not 1 <= points <= MAX_POINTS:
         raise ApiError(ErrorCode.BAD_REQUEST, f"points: must be between 1 and {MAX_POINTS}, got {points}",
                        {"field": "points"})
-    return MetricsQuery(names, start, end, window_ms, points)
+    return points
+
+
+def parse_range(args: Mapping[str, str], *, default_window_ms: int | None) -> tuple[int | None, int | None, int | None]:
+    """(start, end, window_ms) from ``start``/``end`` (ms, or steps) or ``window`` back from end."""
+    start, end = ms_arg(args, "start"), ms_arg(args, "end")
+    window = args.get("window")
+    window_ms = parse_duration_ms(window) if window else None
+    if start is not None and window_ms is not None:
+        raise ApiError(ErrorCode.BAD_REQUEST, "give either start or window, not both", {"field": "window"})
+    if start is None and window_ms is None:
+        window_ms = default_window_ms
+    if start is not None and end is not None and start > end:
+        raise ApiError(ErrorCode.BAD_REQUEST, "start: must not be after end", {"field": "start"})
+    return start, end, window_ms
+
+
+def parse_query(args: Mapping[str, str]) -> MetricsQuery:
+    start, end, window_ms = parse_range(args, default_window_ms=DEFAULT_WINDOW_MS)
+    return MetricsQuery(parse_names(args), start, end, window_ms, parse_points(args))
 
 
 def expand_names(wanted: tuple[str, ...], known: list[str]) -> list[str]:
@@ -119,15 +133,16 @@ async def query(shared: DaemonContext, node_id: str, q: MetricsQuery) -> dict[st
         return tsdb.query_series(conn, "node", node_id, names, start, end, q.points)
 
     result = await shared.readers.run(read)
-    return {"node_id": node_id, "start": start, "end": end, **_finite(result)}
+    return {"node_id": node_id, "start": start, "end": end, **json_finite(result)}
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: such readings become null (node metrics never mean them)."""
+def json_finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such values become null (each bucket's ``nan`` count says
+    how many NaN points it held)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_finite(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [json_finite(v) for v in value]
     return value

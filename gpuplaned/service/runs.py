@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from gpuplaned import tsdb
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service.node_metrics import expand_names, json_finite, parse_names, parse_points, parse_range
+from gpuplaned.service.registry import now_ms
 from gpuplaned.store import runs as run_rows
 from gpuplaned.store.runs import Run
 
@@ -44,3 +48,29 @@ async def get_run(shared: DaemonContext, run_id: str) -> Run:
     if run is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
     return run
+
+
+async def query_metrics(shared: DaemonContext, run_id: str, args: Mapping[str, str]) -> dict[str, Any]:
+    """Chart columns of a run's metrics: ``names`` (patterns allowed), ``x`` step (default) or
+    ts, ``start``/``end`` in x units or ``window`` (ts only), at most ``points`` buckets keeping
+    each one's min and max. No range: the whole run."""
+    x = args.get("x") or "step"
+    if x not in ("step", "ts"):
+        raise ApiError(ErrorCode.BAD_REQUEST, f"x: step or ts, not {x!r}", {"field": "x"})
+    if x == "step" and args.get("window"):
+        raise ApiError(ErrorCode.BAD_REQUEST, "window: only with x=ts (steps have no duration)", {"field": "window"})
+    names, points = parse_names(args), parse_points(args)
+    start, end, window_ms = parse_range(args, default_window_ms=None)
+    if window_ms is not None:
+        end = end if end is not None else now_ms()
+        start = max(0, end - window_ms)
+    await get_run(shared, run_id)  # 404 for an unknown run
+
+    def read(conn: Any) -> dict[str, Any]:
+        found = expand_names(names, tsdb.list_names(conn, "run", run_id))
+        if not found:
+            return {"resolution": "raw", "width": 1, "x": [], "series": {}}
+        return tsdb.query_series(conn, "run", run_id, found, start, end, points, x)
+
+    result = await _readers(shared).run(read)
+    return {"run_id": run_id, "x_axis": x, **json_finite(result)}

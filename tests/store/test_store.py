@@ -26,6 +26,7 @@ SEED_TABLES = {
     "ts_series", "ts_chunks", "ts_rollup_state", "ts_batches",
     "api_tokens",  # 0004
     "idempotency_keys",  # 0005
+    "sessions",  # 0006
 }
 
 

@@ -1,0 +1,128 @@
+"""SDK sessions for the API: open one on a run, take its metric batches exactly once, finish it.
+
+A batch is answered only after its transaction has committed, and a (session, seq) already
+stored is answered ``duplicate: true`` and stored nothing: the SDK resends what was not
+acknowledged, and nothing is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gpuplaned import tsdb
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service.registry import now_ms
+from gpuplaned.store import sessions as session_rows
+from gpuplaned.store.sessions import Session, SessionRequest
+from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_FIELDS = {"run_id", "job_id", "name", "project", "experiment", "config", "tags", "rank", "host", "pid"}
+
+
+def _bad(field: str, message: str) -> ApiError:
+    return ApiError(ErrorCode.BAD_REQUEST, f"{field}: {message}", {"field": field})
+
+
+def _text(body: Mapping[str, Any], field: str, limit: int = 200) -> str | None:
+    value = body.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= limit:
+        raise _bad(field, f"a string of 1 to {limit} characters")
+    return value
+
+
+def _int(body: Mapping[str, Any], field: str) -> int | None:
+    value = body.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 31:
+        raise _bad(field, "a non-negative integer")
+    return value
+
+
+def parse_session(body: Any) -> SessionRequest:
+    if not isinstance(body, Mapping):
+        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
+    unknown = sorted(set(body) - _FIELDS)
+    if unknown:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}",
+                       {"field": unknown[0], "known": sorted(_FIELDS)})
+    run_id = _text(body, "run_id", 100)
+    if run_id is not None and not _RUN_ID.match(run_id):
+        raise _bad("run_id", "letters, digits, '_', '.' and '-' (at most 100)")
+    config = body.get("config")
+    if config is not None and not isinstance(config, Mapping):
+        raise _bad("config", "a JSON object")
+    tags = body.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in tags) or len(tags) > 100:
+        raise _bad("tags", "a list of at most 100 strings")
+    return SessionRequest(run_id, _text(body, "job_id", 100), _text(body, "name"), _text(body, "project"),
+                          _text(body, "experiment"), dict(config) if config else None, tuple(tags),
+                          _int(body, "rank"), _text(body, "host"), _int(body, "pid"))
+
+
+def _store(shared: DaemonContext) -> Any:
+    port = shared.supervisor.ports.get("store")
+    if port is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
+    return port
+
+
+async def open_session(shared: DaemonContext, body: Any) -> Session:
+    req = parse_session(body)
+    return await write(_store(shared), lambda conn: session_rows.open_session(conn, req, now_ms()))
+
+
+def parse_batch(body: Any) -> tuple[int, dict[str, Any]]:
+    if not isinstance(body, Mapping):
+        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
+    unknown = sorted(set(body) - {"seq", "metrics"})
+    if unknown:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}", {"field": unknown[0]})
+    seq = body.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 62:
+        raise _bad("seq", "a non-negative integer, increasing per session")
+    metrics = body.get("metrics")
+    if not isinstance(metrics, Mapping):
+        raise _bad("metrics", 'an object: {"name": {"step": [...], "ts": [...], "value": [...]}}')
+    return seq, dict(metrics)
+
+
+async def add_batch(shared: DaemonContext, session_id: str, body: Any) -> dict[str, Any]:
+    """Store a batch of run metrics once; answered after the commit."""
+    seq, metrics = parse_batch(body)
+
+    def apply(conn: Any) -> dict[str, Any]:
+        session = session_rows.require_open(conn, session_id)
+        if session.status != "OPEN":
+            raise ApiError(ErrorCode.CONFLICT, f"session {session_id} has finished", {"session_id": session_id})
+        try:
+            result = tsdb.ingest(conn, "run", session.run_id, metrics, source=session_id, seq=seq)
+        except ValueError as exc:
+            raise ApiError(ErrorCode.BAD_REQUEST, f"metrics: {exc}", {"field": "metrics"}) from None
+        if not result.duplicate:
+            session_rows.record_batch(conn, session_id, seq, result.points)
+        return {"seq": seq, "duplicate": result.duplicate, "points": result.points}
+
+    return await write(_store(shared), apply)
+
+
+async def finish_session(shared: DaemonContext, session_id: str, body: Any) -> Session:
+    status = body.get("status", "SUCCEEDED") if isinstance(body, Mapping) else None
+    if status not in FINISH_STATES:
+        raise _bad("status", f"one of {', '.join(FINISH_STATES)}")
+    return await write(_store(shared), lambda conn: session_rows.finish_session(conn, session_id, status, now_ms()))
+
+
+async def get_session(shared: DaemonContext, session_id: str) -> Session:
+    if shared.readers is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
+    return await shared.readers.run(lambda conn: session_rows.require_open(conn, session_id))

@@ -1,0 +1,114 @@
+"""Rows for SDK sessions and the runs they report to (sources "sdk" and "job")."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import attrs
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.ids import new_id, uuid7
+
+
+@attrs.frozen
+class SessionRequest:
+    run_id: str | None
+    job_id: str | None
+    name: str | None
+    project: str | None
+    experiment: str | None
+    config: dict[str, Any] | None
+    tags: tuple[str, ...]
+    rank: int | None
+    host: str | None
+    pid: int | None
+
+
+@attrs.frozen
+class Session:
+    id: str
+    run_id: str
+    rank: int | None
+    host: str | None
+    pid: int | None
+    status: str
+    last_seq: int | None
+    points: int
+    created_at: int
+    finished_at: int | None
+
+
+_COLUMNS = "id, run_id, rank, host, pid, status, last_seq, points, created_at, finished_at"
+
+
+def get_session(conn: sqlite3.Connection, session_id: str) -> Session | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return Session(*row) if row else None
+
+
+def require_open(conn: sqlite3.Connection, session_id: str) -> Session:
+    session = get_session(conn, session_id)
+    if session is None:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no session {session_id!r}", {"session_id": session_id})
+    return session
+
+
+def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> Session:
+    """A new session on ``req.run_id`` (the run is created when unknown) or on a new run."""
+    run_id = req.run_id or new_id("run")
+    run = conn.execute("SELECT source FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if run is None:
+        project_id = _named(conn, "projects", req.project, now_ms) if req.project else None
+        experiment_id = _experiment(conn, project_id, req.experiment, now_ms) if req.experiment else None
+        config = json.dumps({"config": req.config or {}, "tags": list(req.tags)}, separators=(",", ":"))
+        conn.execute(
+            "INSERT INTO runs (id, job_id, project_id, experiment_id, name, source, status, config, created_at, "
+            "started_at) VALUES (?, ?, ?, ?, ?, 'sdk', 'RUNNING', ?, ?, ?)",
+            (run_id, req.job_id, project_id, experiment_id, req.name, config, now_ms, now_ms),
+        )
+    session = Session(uuid7(now_ms), run_id, req.rank, req.host, req.pid, "OPEN", None, 0, now_ms, None)
+    conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", attrs.astuple(session))
+    return session
+
+
+def record_batch(conn: sqlite3.Connection, session_id: str, seq: int, points: int) -> None:
+    conn.execute("UPDATE sessions SET last_seq = max(coalesce(last_seq, -1), ?), points = points + ? WHERE id = ?",
+                 (seq, points, session_id))
+
+
+def finish_session(conn: sqlite3.Connection, session_id: str, status: str, now_ms: int) -> Session:
+    """Close the session; an SDK run whose sessions are all closed takes the last status."""
+    session = require_open(conn, session_id)
+    if session.status == "OPEN":
+        conn.execute("UPDATE sessions SET status = ?, finished_at = ? WHERE id = ?", (status, now_ms, session_id))
+        still_open = conn.execute("SELECT count(*) FROM sessions WHERE run_id = ? AND status = 'OPEN'",
+                                  (session.run_id,)).fetchone()[0]
+        if not still_open:  # a job's run belongs to the runner: only SDK runs end here
+            conn.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ? AND source = 'sdk'",
+                         (status, now_ms, session.run_id))
+    found = get_session(conn, session_id)
+    assert found is not None
+    return found
+
+
+def _named(conn: sqlite3.Connection, table: str, name: str, now_ms: int) -> str:
+    row = conn.execute(f"SELECT id FROM {table} WHERE name = ?", (name,)).fetchone()
+    if row:
+        return row[0]
+    new = new_id("prj")
+    conn.execute(f"INSERT INTO {table} (id, name, created_at) VALUES (?, ?, ?)", (new, name, now_ms))
+    return new
+
+
+def _experiment(conn: sqlite3.Connection, project_id: str | None, name: str, now_ms: int) -> str:
+    if project_id is None:
+        project_id = _named(conn, "projects", "default", now_ms)
+    row = conn.execute("SELECT id FROM experiments WHERE project_id = ? AND name = ?", (project_id, name)).fetchone()
+    if row:
+        return row[0]
+    new = new_id("exp")
+    conn.execute("INSERT INTO experiments (id, project_id, name, created_at) VALUES (?, ?, ?, ?)",
+                 (new, project_id, name, now_ms))
+    return new

@@ -1,0 +1,132 @@
+"""SDK sessions against a real daemon: a batch is stored once whatever is resent, many
+sessions (ranks) report to one run, and the run's series come back as chart columns."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import Jobs
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def api(daemon_factory, tmp_path):
+    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none").client
+
+
+def batch(seq: int, steps: range, name: str = "train/loss", value=lambda s: 1.0 / (s + 1)) -> dict:
+    return {"seq": seq, "metrics": {name: {"step": list(steps), "ts": [1_000 + s for s in steps],
+                                           "value": [value(s) for s in steps]}}}
+
+
+def test_a_resent_batch_is_stored_once(api):
+    opened = api.post("/api/v1/sessions", {"name": "resend", "project": "p", "experiment": "e"})
+    sid, run_id = opened["session_id"], opened["run_id"]
+    assert opened["session"]["status"] == "OPEN" and run_id.startswith("run_")
+    assert api.post(f"/api/v1/sessions/{sid}/batches", batch(0, range(0, 100))) == \
+        {"seq": 0, "duplicate": False, "points": 100}
+    assert api.post(f"/api/v1/sessions/{sid}/batches", batch(0, range(0, 100)))["duplicate"] is True
+    assert api.post(f"/api/v1/sessions/{sid}/batches", batch(1, range(100, 150)))["points"] == 50
+    m = api.get(f"/api/v1/runs/{run_id}/metrics?names=train/*&points=1000")
+    assert m["x"] == list(range(150)) and m["x_axis"] == "step" and m["width"] == 1
+    assert m["series"]["train/loss"]["count"] == [1] * 150
+    assert api.get(f"/api/v1/sessions/{sid}")["session"]["points"] == 150
+    run = api.get(f"/api/v1/runs/{run_id}")["run"]
+    assert (run["source"], run["status"], run["name"]) == ("sdk", "RUNNING", "resend")
+
+
+def test_ranks_share_a_run_which_ends_with_its_last_session(api):
+    first = api.post("/api/v1/sessions", {"rank": 0})
+    run_id = first["run_id"]
+    second = api.post("/api/v1/sessions", {"run_id": run_id, "rank": 1})
+    assert second["run_id"] == run_id and second["session_id"] != first["session_id"]
+    api.post(f"/api/v1/sessions/{first['session_id']}/batches", batch(0, range(0, 10), "rank0/loss"))
+    api.post(f"/api/v1/sessions/{second['session_id']}/batches", batch(0, range(0, 10), "rank1/loss"))
+    m = api.get(f"/api/v1/runs/{run_id}/metrics")
+    assert set(m["series"]) == {"rank0/loss", "rank1/loss"}
+    api.post(f"/api/v1/sessions/{first['session_id']}/finish", {"status": "SUCCEEDED"})
+    assert api.get(f"/api/v1/runs/{run_id}")["run"]["status"] == "RUNNING"  # rank 1 is still going
+    api.post(f"/api/v1/sessions/{second['session_id']}/finish", {"status": "FAILED"})
+    assert api.get(f"/api/v1/runs/{run_id}")["run"]["status"] == "FAILED"
+    with pytest.raises(ApiError) as err:
+        api.post(f"/api/v1/sessions/{second['session_id']}/batches", batch(1, range(10, 20)))
+    assert err.value.code == ErrorCode.CONFLICT and "finished" in err.value.message
+
+
+def test_a_named_run_id_is_created_then_joined(api):
+    made = api.post("/api/v1/sessions", {"run_id": "my-run.1"})
+    assert made["run_id"] == "my-run.1"
+    assert api.post("/api/v1/sessions", {"run_id": "my-run.1"})["run_id"] == "my-run.1"
+    assert len(api.get("/api/v1/runs")["runs"]) == 1
+
+
+def test_nan_and_infinity_are_kept_and_reported(api):
+    opened = api.post("/api/v1/sessions", {})
+    values = [1.0, float("nan"), float("inf"), 0.5]
+    body = {"seq": 0, "metrics": {"loss": {"step": [0, 1, 2, 3], "ts": [1, 2, 3, 4], "value": values}}}
+    api.post(f"/api/v1/sessions/{opened['session_id']}/batches", body)
+    loss = api.get(f"/api/v1/runs/{opened['run_id']}/metrics?names=loss")["series"]["loss"]
+    assert loss["last"] == [1.0, None, None, 0.5] and loss["nan"] == [0, 1, 0, 0]
+
+
+def test_downsampled_run_series_keep_the_spike(api):
+    opened = api.post("/api/v1/sessions", {})
+    spike = 7_777
+    api.post(f"/api/v1/sessions/{opened['session_id']}/batches",
+             batch(0, range(20_000), value=lambda s: 100.0 if s == spike else 1.0))
+    m = api.get(f"/api/v1/runs/{opened['run_id']}/metrics?names=train/loss&points=100")
+    loss = m["series"]["train/loss"]
+    assert len(m["x"]) <= 100 and max(loss["max"]) == 100.0
+    bucket = m["x"][loss["max"].index(100.0)]
+    assert bucket <= spike < bucket + m["width"]
+    window = api.get(f"/api/v1/runs/{opened['run_id']}/metrics?names=train/loss&start=100&end=199&points=1000")
+    assert window["x"] == list(range(100, 200))
+    by_time = api.get(f"/api/v1/runs/{opened['run_id']}/metrics?names=train/loss&x=ts&start=1000&end=1009")
+    assert by_time["x"] == list(range(1000, 1010)) and by_time["x_axis"] == "ts"
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/api/v1/sessions", {"colour": "red"}, "colour"),
+    ("/api/v1/sessions", {"run_id": "has space"}, "run_id"),
+    ("/api/v1/sessions", {"rank": -1}, "rank"),
+    ("/api/v1/sessions", {"tags": "a,b"}, "tags"),
+    ("/api/v1/sessions", {"config": [1, 2]}, "config"),
+])
+def test_bad_session_bodies(api, path, body, field):
+    with pytest.raises(ApiError) as err:
+        api.post(path, body)
+    assert err.value.code == ErrorCode.BAD_REQUEST and err.value.details["field"] == field
+
+
+def test_bad_batches_store_nothing(api):
+    opened = api.post("/api/v1/sessions", {})
+    sid, run_id = opened["session_id"], opened["run_id"]
+    bad = [
+        ({"seq": -1, "metrics": {}}, "seq"),
+        ({"seq": True, "metrics": {}}, "seq"),
+        ({"seq": 0, "metrics": []}, "metrics"),
+        ({"seq": 0, "metrics": {"loss": {"ts": [1], "value": [1.0]}}}, "metrics"),  # a run series needs steps
+        ({"seq": 0, "metrics": {"loss": {"step": [1, 2], "ts": [1], "value": [1.0]}}}, "metrics"),
+        ({"seq": 0, "metrics": {"loss": {"step": [1], "ts": [1], "value": ["x"]}}}, "metrics"),
+    ]
+    for body, field in bad:
+        with pytest.raises(ApiError) as err:
+            api.post(f"/api/v1/sessions/{sid}/batches", body)
+        assert err.value.code == ErrorCode.BAD_REQUEST and err.value.details["field"] == field, body
+    assert api.get(f"/api/v1/runs/{run_id}/metrics")["series"] == {}
+    # The seq of a refused batch is not spent: the same seq with good points is stored.
+    assert api.post(f"/api/v1/sessions/{sid}/batches", batch(0, range(3)))["duplicate"] is False
+    for target, code in (("/api/v1/sessions/nope/batches", ErrorCode.NOT_FOUND),
+                         (f"/api/v1/sessions/{sid}/finish", ErrorCode.BAD_REQUEST)):
+        with pytest.raises(ApiError) as err:
+            api.post(target, batch(1, range(3)) if "batches" in target else {"status": "GREAT"})
+        assert err.value.code == code
+    for query, field in (("x=epoch", "x"), ("window=1h", "window"), ("points=0", "points"), ("start=5&end=1", "start")):
+        with pytest.raises(ApiError) as err:
+            api.get(f"/api/v1/runs/{run_id}/metrics?{query}")
+        assert err.value.code == ErrorCode.BAD_REQUEST and err.value.details["field"] == field, query
+    with pytest.raises(ApiError) as err:
+        api.get("/api/v1/runs/run_nope/metrics")
+    assert err.value.code == ErrorCode.NOT_FOUND
