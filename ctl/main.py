@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 from gpuplanectl.client import runtime_dir_from
-from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, status, tokens, top
+from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, runs, status, tokens, top
 
 app = typer.Typer(
     name="gpuplanectl",
@@ -60,6 +60,9 @@ app.command("logs")(logs.logs)
 app.add_typer(nodes.app, name="node")
 app.add_typer(tokens.app, name="token")
 app.command("events")(events.events)
+app.command("runs")(runs.runs)
+app.add_typer(runs.app, name="run")
+app.command("metrics")(runs.metrics)
 app.command("top")(top.top)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)

@@ -1,0 +1,142 @@
+"""Runs and their metrics: ``gpuplanectl runs``, ``gpuplanectl run show ID``, ``gpuplanectl metrics RUN``.
+
+A run is one attempt of a job, or what a training script opened with the SDK. ``metrics``
+prints one line per series: how many points, the last value, min and max, and a sparkline of the series downsampled to the terminal (``GET /api/v1/runs/{id}/metrics``).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+import typer
+from gpuplanectl import render
+from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
+
+app = typer.Typer(name="run", help="Show one run.", no_args_is_help=True, rich_markup_mode=None)
+
+BARS = "▁▂▃▄▅▆▇█"
+ASCII_BARS = "_.-=+*#@"
+SPARK_WIDTH = 40
+
+
+def runs(
+    ctx: typer.Context,
+    job: Annotated[str | None, typer.Option("--job", metavar="ID", help="Only this job's runs (its attempts).")] = None,
+    status: Annotated[str | None, typer.Option("--status", metavar="S", help="RUNNING, SUCCEEDED, FAILED, ...")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 50,
+    json_output: JsonOption = False,
+) -> None:
+    """List runs, newest first: job attempts and SDK runs."""
+    g = globals_of(ctx)
+    query = {"limit": limit, **({"job_id": job} if job else {}), **({"status": status} if status else {})}
+    with reporting(g, json_output):
+        found = connect(g).get(f"/api/v1/runs?{urlencode(query)}")
+    if json_output:
+        render.print_json(found)
+    elif found["runs"]:
+        print(render.table(("ID", "SOURCE", "STATUS", "JOB", "ATTEMPT", "NAME", "CREATED"),
+                           [_run_row(r) for r in found["runs"]]))
+    else:
+        print("no runs")
+
+
+def _run_row(run: Mapping[str, Any]) -> tuple[str, ...]:
+    return (run["id"], run["source"], run["status"], run["job_id"] or "-",
+            str(run["attempt"]) if run["attempt"] is not None else "-", run["name"] or "-",
+            render.event_time(run["created_at"]))
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="ID", help="The run's id.", show_default=False)],
+    json_output: JsonOption = False,
+) -> None:
+    """Show a run and the last value, min and max of each of its metrics."""
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        client = connect(g)
+        run = client.get(f"/api/v1/runs/{quote(run_id, safe='')}")["run"]
+        summary = client.get(f"/api/v1/runs/{quote(run_id, safe='')}/metrics?points=1")
+    if json_output:
+        render.print_json({"run": run, "metrics": summary})
+        return
+    for label, value in (("run", run["id"]), ("source", run["source"]), ("status", run["status"]),
+                         ("job", run["job_id"] or "-"), ("name", run["name"] or "-"),
+                         ("created", render.event_time(run["created_at"])),
+                         ("finished", render.event_time(run["finished_at"]) if run["finished_at"] else "-")):
+        print(f"{label + ':':<10}{value}")
+    if summary["series"]:
+        print()
+        print(render.table(("METRIC", "POINTS", "LAST", "MIN", "MAX"),
+                           [(name, str(_total(col.get("count"))), _num(_last(col.get("last"))),
+                             _num(_extreme(col.get("min"), min)), _num(_extreme(col.get("max"), max)))
+                            for name, col in sorted(summary["series"].items())]))
+
+
+def metrics(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id.", show_default=False)],
+    names: Annotated[str | None, typer.Option("--names", metavar="A,B", help="Names or patterns (train/*).")] = None,
+    x: Annotated[str, typer.Option("--x", help="The x axis: step or ts.")] = "step",
+    points: Annotated[int | None, typer.Option("--points", min=1, max=10_000,
+                                               help="Buckets per series (default: to fit the terminal).")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a run's series: points, last value, min, max and a sparkline of the average."""
+    g = globals_of(ctx)
+    width = points or max(10, min(SPARK_WIDTH, shutil.get_terminal_size().columns - 70))
+    query = {"x": x, "points": width, **({"names": names} if names else {})}
+    with reporting(g, json_output):
+        found = connect(g).get(f"/api/v1/runs/{quote(run_id, safe='')}/metrics?{urlencode(query)}")
+    if json_output:
+        render.print_json(found)
+        return
+    if not found["series"]:
+        print("no metrics")
+        return
+    bars = BARS if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" else ASCII_BARS
+    rows = []
+    for name, col in sorted(found["series"].items()):
+        avg = col.get("avg") or []
+        rows.append((name, str(_total(col.get("count"))), _num(_last(col.get("last"))),
+                     _num(_extreme(col.get("min"), min)), _num(_extreme(col.get("max"), max)), sparkline(avg, bars)))
+    print(render.table(("METRIC", "POINTS", "LAST", "MIN", "MAX", "TREND"), rows))
+
+
+def sparkline(values: Sequence[float | None], bars: str = BARS) -> str:
+    """One character per bucket; a gap where a bucket has no (finite) value."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return ""
+    low, high = min(finite), max(finite)
+    span = high - low
+    out = []
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(" ")
+        else:
+            out.append(bars[0 if span == 0 else min(len(bars) - 1, int((v - low) / span * len(bars)))])
+    return "".join(out)
+
+
+def _total(counts: Sequence[int | None] | None) -> int:
+    return sum(c or 0 for c in counts or ())
+
+
+def _last(values: Sequence[float | None] | None) -> float | None:
+    return next((v for v in reversed(values or ()) if v is not None), None)
+
+
+def _extreme(values: Sequence[float | None] | None, pick: Any) -> float | None:
+    finite = [v for v in values or () if v is not None]
+    return pick(finite) if finite else None
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"

@@ -1,0 +1,55 @@
+"""``gpuplanectl runs``, ``run show`` and ``metrics`` against a real daemon with an SDK run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gpuplanectl.commands.runs import ASCII_BARS, sparkline
+
+
+@pytest.fixture
+def run_id(daemon):
+    api = daemon.client()
+    opened = api.post("/api/v1/sessions", {"name": "demo"})
+    steps = list(range(200))
+    api.post(f"/api/v1/sessions/{opened['session_id']}/batches", {"seq": 0, "metrics": {
+        "train/loss": {"step": steps, "ts": [1_000 + s for s in steps], "value": [10.0 - s / 20 for s in steps]},
+        "eval/acc": {"step": [0, 100], "ts": [1_000, 1_100], "value": [0.25, 0.75]},
+    }})
+    return opened["run_id"]
+
+
+def test_runs_lists_the_sdk_run(daemon, run_id):
+    result = daemon.run_ctl("runs")
+    assert result.returncode == 0, result.stderr
+    header, row = result.stdout.splitlines()
+    assert header.split()[:4] == ["ID", "SOURCE", "STATUS", "JOB"]
+    assert row.split()[:3] == [run_id, "sdk", "RUNNING"] and "demo" in row
+    assert json.loads(daemon.run_ctl("runs", "--json").stdout)["runs"][0]["id"] == run_id
+    assert daemon.run_ctl("runs", "--status", "FAILED").stdout == "no runs\n"
+
+
+def test_run_show_and_metrics(daemon, run_id):
+    shown = daemon.run_ctl("run", "show", run_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"run:      {run_id}" in shown.stdout and "source:   sdk" in shown.stdout
+    loss = next(line for line in shown.stdout.splitlines() if line.startswith("train/loss"))
+    assert loss.split() == ["train/loss", "200", "0.05", "0.05", "10"]
+    result = daemon.run_ctl("metrics", run_id, "--points", "10")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]}
+    assert rows["eval/acc"][1:5] == ["2", "0.75", "0.25", "0.75"]
+    assert len(rows["train/loss"][5]) == 10  # one sparkline character per bucket
+    only = json.loads(daemon.run_ctl("metrics", run_id, "--names", "eval/*", "--json").stdout)
+    assert list(only["series"]) == ["eval/acc"] and only["x"] == [0, 100]
+    missing = daemon.run_ctl("metrics", "run_nope")
+    assert missing.returncode == 1 and "no run 'run_nope'" in missing.stderr
+    bad = daemon.run_ctl("metrics", run_id, "--x", "epoch")
+    assert bad.returncode != 0 and "x" in bad.stderr
+
+
+def test_sparkline_scales_and_leaves_gaps():
+    assert sparkline([0.0, 1.0, None, 2.0], ASCII_BARS) == "_+ @"
+    assert sparkline([5.0, 5.0]) == "▁▁"
+    assert sparkline([None, float("nan")]) == ""
