@@ -214,6 +214,14 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "finished_at": _ms(nullable=True),
         }, description="One attempt of a job."),
         "RunReply": _closed({"run": _ref("Run")}),
+        "RunSummaryReply": _closed({"summary": _closed({
+            "run_id": {"type": "string"},
+            "metrics": {"type": "object", "description": "name -> {count, direction, latest: {step, ts, value}, "
+                                                         "best: {step, value}, trend (losses)}",
+                        "additionalProperties": {"type": "object"}},
+            "progress": _closed({"step": {"type": ["integer", "null"]}}),
+            "warnings": {"type": "array", "items": {"type": "string"}},
+        })}),
         "RunMetrics": _closed({
             "run_id": {"type": "string"},
             "x_axis": _enum(("step", "ts")),
@@ -587,6 +595,10 @@ def _paths() -> dict[str, dict[str, Any]]:
             (400,), parameters=[_query("job_id", {"type": "string"}, "only this job's runs"),
                                 _query("status", _csv(RUN_STATES), "comma-separated states (any case)",
                                        style="form", explode=False), limit, cursor])},
+        "/api/v1/runs/{run_id}/summary": {"get": _operation(
+            "getRunSummary", "A run's summary: latest and best per metric, progress, trend, warnings", "runs",
+            _json(200, "RunSummaryReply", "The summary (kept up to date as batches arrive)."), (404,),
+            parameters=[_path("run_id", "the run's id")])},
         "/api/v1/runs/{run_id}/metrics": {"get": _operation(
             "getRunMetrics", "A run's metric series for charts", "runs",
             _json(200, "RunMetrics", "Columns downsampled to at most `points` buckets (min, max, avg, last)."),

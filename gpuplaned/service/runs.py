@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuplaned import tsdb
+from gpuplaned.domain import run_summary
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service.node_metrics import expand_names, json_finite, parse_names, parse_points, parse_range
@@ -74,3 +76,12 @@ async def query_metrics(shared: DaemonContext, run_id: str, args: Mapping[str, s
 
     result = await _readers(shared).run(read)
     return {"run_id": run_id, "x_axis": x, **json_finite(result)}
+
+
+async def get_summary(shared: DaemonContext, run_id: str) -> dict[str, Any]:
+    """The run's summary: per metric the latest and best point and count (and, for losses, the
+    trend), the run's progress, and warnings (seed 000 section 10.2)."""
+    await get_run(shared, run_id)
+    stored = await _readers(shared).run(
+        lambda conn: conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
+    return {"run_id": run_id, **run_summary.public(json.loads(stored) if stored else None)}

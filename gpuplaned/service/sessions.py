@@ -7,14 +7,20 @@ acknowledged, and nothing is lost or counted twice.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuplaned import tsdb
+from gpuplaned.domain import run_summary
+from gpuplaned.domain.run_summary import direction_for
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.ids import new_id
 from gpuplaned.service.registry import now_ms
+from gpuplaned.store import events as event_rows
 from gpuplaned.store import sessions as session_rows
+from gpuplaned.store.events import EventRow
 from gpuplaned.store.sessions import Session, SessionRequest
 from gpuplaned.store.writer import write
 
@@ -108,11 +114,34 @@ async def add_batch(shared: DaemonContext, session_id: str, body: Any) -> dict[s
             result = tsdb.ingest(conn, "run", session.run_id, metrics, source=session_id, seq=seq)
         except ValueError as exc:
             raise ApiError(ErrorCode.BAD_REQUEST, f"metrics: {exc}", {"field": "metrics"}) from None
+        events: list[EventRow] = []
         if not result.duplicate:
             session_rows.record_batch(conn, session_id, seq, result.points)
-        return {"seq": seq, "duplicate": result.duplicate, "points": result.points}
+            events = summarize(conn, session.run_id, metrics, now_ms())
+        return {"seq": seq, "duplicate": result.duplicate, "points": result.points}, events
 
-    return await write(_store(shared), apply)
+    reply, events = await write(_store(shared), apply)
+    for event in events:  # after the commit: followers never see an event that was rolled back
+        shared.event_feed.publish(event)
+    return reply
+
+
+def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int) -> list[EventRow]:
+    """Fold a stored batch into the run's summary and metric definitions; record its events."""
+    names = list(metrics)
+    conn.executemany("INSERT OR IGNORE INTO metric_definitions (name, direction, created_at) VALUES (?, ?, ?)",
+                     [(name, direction_for(name), now) for name in names])
+    directions = dict(conn.execute(
+        f"SELECT name, direction FROM metric_definitions WHERE name IN ({','.join('?' * len(names))})", names))
+    stored = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()
+    before = json.loads(stored[0]) if stored and stored[0] else None
+    points = {name: (cols["step"], cols["ts"], cols["value"]) for name, cols in metrics.items()}
+    after, raised = run_summary.update(before, points, directions)
+    conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(after, separators=(",", ":")), run_id))
+    rows = [EventRow(new_id("ev"), now, e.type, e.severity, None, None, run_id, e.step, e.message, e.context)
+            for e in raised]
+    event_rows.insert_events(conn, rows)
+    return rows
 
 
 async def finish_session(shared: DaemonContext, session_id: str, body: Any) -> Session:

@@ -130,3 +130,28 @@ def test_bad_batches_store_nothing(api):
     with pytest.raises(ApiError) as err:
         api.get("/api/v1/runs/run_nope/metrics")
     assert err.value.code == ErrorCode.NOT_FOUND
+
+
+def test_the_summary_and_loss_events_follow_the_batches(api):
+    opened = api.post("/api/v1/sessions", {"name": "nan-run"})
+    sid, run_id = opened["session_id"], opened["run_id"]
+    steady = [2.0 + 0.01 * (i % 3) for i in range(30)]
+    api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 0, "metrics": {
+        "train/loss": {"step": list(range(30)), "ts": list(range(30)), "value": steady},
+        "eval/acc": {"step": [10, 20], "ts": [10, 20], "value": [0.4, 0.7]}}})
+    api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 1, "metrics": {
+        "train/loss": {"step": [30, 31], "ts": [30, 31], "value": [40.0, float("nan")]}}})
+    api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 1, "metrics": {  # a resend: no second event
+        "train/loss": {"step": [30, 31], "ts": [30, 31], "value": [40.0, float("nan")]}}})
+    summary = api.get(f"/api/v1/runs/{run_id}/summary")["summary"]
+    assert summary["progress"] == {"step": 31}
+    assert summary["metrics"]["eval/acc"]["best"] == {"step": 20, "value": 0.7}
+    loss = summary["metrics"]["train/loss"]
+    assert loss["count"] == 32 and loss["latest"]["value"] == "NaN" and loss["direction"] == "minimize"
+    assert summary["warnings"] == ["train/loss was NaN at step 31"]
+    events = api.get(f"/api/v1/events?run_id={run_id}")["events"]
+    assert sorted((e["type"], e["severity"], e["step"]) for e in events) == [
+        ("LOSS_NAN", "critical", 31), ("LOSS_SPIKE", "warning", 30)]
+    with pytest.raises(ApiError) as err:
+        api.get("/api/v1/runs/run_nope/summary")
+    assert err.value.code == ErrorCode.NOT_FOUND
