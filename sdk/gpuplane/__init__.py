@@ -3,6 +3,104 @@
 Standard library only, Python 3.8+, and it never raises into or slows the training loop.
 This distribution (``gpuplane-sdk``) installs into the training environment, apart from
 the daemon's own.
+
+::
+
+    import gpuplane
+
+    with gpuplane.init(project="mnist", config={"lr": 3e-4}) as run:
+        for step in range(1000):
+            run.log({"loss": loss, "lr": lr})       # step = previous step + 1
+    # or, without init: gpuplane.log({"loss": loss}) opens a run on first use
+
+Where it reports (first found): ``GPUPLANE_SERVER`` + ``GPUPLANE_TOKEN`` (an ``sdk`` scope
+token), ``GPUPLANE_ENDPOINT`` (set for dispatched jobs), else the daemon's port-file in
+``GPUPLANE_RUNTIME_DIR`` / ``$XDG_RUNTIME_DIR/gpuplane`` / ``/tmp/gpuplane-<uid>``. With no
+daemon the run keeps working: points wait in a bounded queue (oldest dropped first) and the
+SDK looks for a daemon again every few seconds.
+
+The run joins ``run_id`` if given, else ``$GPUPLANE_RUN_ID`` (a dispatched job's run), else
+the daemon makes a new run. At interpreter exit every open run is flushed (2 s at most in
+all) and finished: SUCCEEDED, or FAILED (CANCELLED for KeyboardInterrupt) when an uncaught
+exception ended the program. ``sys.exit(1)`` still counts as SUCCEEDED: use
+``finish("FAILED")`` or the ``with`` form to say otherwise. After ``os.fork()`` the child's
+runs are detached no-ops (the parent keeps reporting) until the child calls ``init`` again.
 """
 
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, List, Mapping, Optional
+
+from gpuplane import _run
+from gpuplane._run import Run
+
 __version__ = "0.1.0"
+__all__ = ["Run", "init", "log", "finish", "current_run", "__version__"]
+
+_current = None  # type: Optional[Run]
+_lock = threading.Lock()
+
+
+def init(project: Optional[str] = None, experiment: Optional[str] = None, name: Optional[str] = None,
+         config: Optional[Mapping[str, Any]] = None, run_id: Optional[str] = None,
+         tags: Optional[List[str]] = None) -> Run:
+    """Open a session on the daemon and return its ``Run``, which becomes the current run.
+
+    Waits at most 2 s for the daemon to open the session (so ``run.id`` is known); returns at
+    once when no daemon is published. An earlier run stays open until finished (or exit).
+    """
+    global _current
+    run = Run(project=project, experiment=experiment, name=name, config=config, run_id=run_id, tags=tags)
+    _current = run
+    return run
+
+
+def log(data: Mapping[str, Any], step: Optional[int] = None) -> None:
+    """``current_run().log(data, step)``, opening a run first if there is none. Never raises."""
+    run = _current
+    if run is None:
+        run = _lazy_run()
+        if run is None:
+            return
+    run.log(data, step)
+
+
+def finish(status: str = "SUCCEEDED", timeout: float = 10.0) -> None:
+    """Finish the current run (see ``Run.finish``); a later ``log`` opens a new one."""
+    run = _current
+    if run is not None:
+        run.finish(status, timeout)
+
+
+def current_run() -> Optional[Run]:
+    return _current
+
+
+def _lazy_run() -> Optional[Run]:
+    global _current
+    try:
+        with _lock:
+            if _current is None:
+                _current = Run(wait=0)
+            return _current
+    except Exception:
+        return None
+
+
+def _forget(run: Run) -> None:
+    global _current
+    if _current is run:
+        _current = None
+
+
+def _after_fork_in_child() -> None:
+    # _current stays (now a detached no-op) so that log() does not open a run in the child.
+    global _lock
+    _lock = threading.Lock()
+
+
+_run._forget_callbacks.append(_forget)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

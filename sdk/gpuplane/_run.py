@@ -1,0 +1,558 @@
+"""A run's session: the in-loop ``log`` and the background sender that delivers its points.
+
+``Run.log`` is the hot path. It stamps a step and a wall-clock ts, checks each value's type
+and appends one ``(name, step, ts, value)`` tuple per point to a bounded
+``collections.deque``: no lock beyond the deque's own atomic ``append``, no I/O, no
+exception out. When the deque is full its oldest points fall out; the sender works out
+how many from three counters (logged, taken, still queued), warns once, and reports the
+running total as the metric ``gpuplane/dropped_points``.
+
+A daemon thread drains the deque every ``FLUSH_INTERVAL`` s (sooner when ``FLUSH_POINTS``
+points wait) into columnar batches of at most ``BATCH_POINTS`` points, each with the
+session's next ``seq``. A batch is kept until the daemon acknowledges it and resent after
+any failure with exponential backoff (at most ``MAX_BACKOFF`` s); the daemon stores one
+(session, seq) once, so a resend after a lost answer is harmless. Nothing raised in the
+thread escapes it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import numbers
+import operator
+import os
+import socket
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from gpuplane import _endpoint
+
+logger = logging.getLogger("gpuplane")
+
+MAX_QUEUE = 100_000  # points held while the daemon is slow or away; the oldest go first
+FLUSH_INTERVAL = 0.5
+FLUSH_POINTS = 5_000
+BATCH_POINTS = 10_000  # ~400 KB of JSON, well inside the daemon's 1 MiB body limit
+MAX_BACKOFF = 5.0
+REQUEST_TIMEOUT = 10.0
+MAX_NAME = 200  # the daemon's series-name limit
+MAX_DEPTH = 8  # nested dicts deeper than this are skipped
+DROPPED_METRIC = "gpuplane/dropped_points"
+FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+_time = time.time
+_live = weakref.WeakSet()  # type: weakref.WeakSet[Run]
+
+
+class _NoDaemon(Exception):
+    pass
+
+
+class Run:
+    """One SDK session reporting to a run. Make it with ``gpuplane.init``."""
+
+    def __init__(self, *, project: Optional[str] = None, experiment: Optional[str] = None,
+                 name: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
+                 run_id: Optional[str] = None, tags: Optional[List[str]] = None,
+                 max_queue: int = MAX_QUEUE, wait: float = 2.0,
+                 env: Optional[Mapping[str, str]] = None) -> None:
+        env = os.environ if env is None else env
+        self._env = dict(env)
+        # The hot path's state: touched by log() only (and read by the sender).
+        self._queue = deque(maxlen=max(1, int(max_queue)))  # type: deque[Tuple[Any, int, int, Any]]
+        self._append = self._queue.append
+        self._step = -1
+        self._closed = False  # log() is a no-op once finishing, finished or detached
+        self._logged = 0  # points appended, counted after the append
+        self._skipped = 0  # values that were not numbers (strings, None, ...) or bad calls
+        self._errors = 0
+        self._kicked = False
+        self._wake = threading.Event()
+        # Identity.
+        self._run_id = run_id or env.get("GPUPLANE_RUN_ID") or None  # type: Optional[str]
+        self._session_id = None  # type: Optional[str]
+        self._body = _session_body(self._run_id, env, name, project, experiment, config, tags)
+        # Sender state: touched by the sender thread only.
+        self._client = None  # type: Optional[_endpoint.Client]
+        self._pending = None  # type: Optional[Dict[str, Any]]
+        self._seq = 0
+        self._taken = 0
+        self._dropped = 0
+        self._dropped_reported = 0
+        self._late_skipped = 0
+        self._sent_points = 0
+        self._batches = 0
+        self._rejected = 0
+        self._reached = False  # a daemon has answered this run at least once
+        self._warned = set()  # type: set
+        # Finishing.
+        self._finish_lock = threading.Lock()
+        self._finish_status = None  # type: Optional[str]
+        self._deadline = 0.0
+        self._finished_sent = False
+        self._detached = False
+        self._opened = threading.Event()  # set once a session is open or the first try failed
+        self._done = threading.Event()
+        _install_hooks()
+        _live.add(self)
+        self._thread = threading.Thread(target=self._sender_main, name="gpuplane-sender", daemon=True)
+        self._thread.start()
+        if wait > 0:
+            self._opened.wait(wait)
+
+    # ---------------------------------------------------------------- public
+
+    @property
+    def id(self) -> Optional[str]:
+        """The run's id: the one asked for, else the daemon's once the session is open (else None)."""
+        return self._run_id
+
+    @property
+    def session_id(self) -> Optional[str]:
+        """This session's id once the daemon has opened it, else None."""
+        return self._session_id
+
+    @property
+    def finished(self) -> bool:
+        return self._closed
+
+    def log(self, data: Mapping[str, Any], step: Optional[int] = None) -> None:
+        """Queue one point per numeric value of ``data`` at ``step`` (default: previous step + 1).
+
+        Never raises, never blocks. ints and floats (NaN and infinities included) are kept,
+        bools become 0/1, other numbers (numpy scalars, ...) go through ``float()``, nested
+        mappings are flattened with ``"/"`` (``{"a": {"b": 1}}`` is ``a/b``), and anything else
+        (strings, None, lists, ...) is skipped and counted in ``stats()["skipped"]``. A step
+        that is not a non-negative integer skips the whole call.
+        """
+        if self._closed:
+            return
+        try:
+            if step is None:
+                step = self._step + 1
+            elif type(step) is not int or step < 0:
+                step = _coerce_step(step)
+                if step is None:
+                    self._skipped += 1
+                    return
+            self._step = step
+            ts = int(_time() * 1000)
+            append = self._append
+            n = 0
+            for key, value in data.items():
+                t = type(value)
+                if t is float or t is int:
+                    append((key, step, ts, value))
+                    n += 1
+                else:
+                    n += self._log_other(key, value, step, ts, 0)
+            self._logged += n
+            if not self._kicked and len(self._queue) >= FLUSH_POINTS:
+                self._kicked = True
+                self._wake.set()
+        except Exception:
+            self._errors += 1
+
+    def finish(self, status: str = "SUCCEEDED", timeout: float = 10.0) -> None:
+        """Deliver what is queued (waiting at most ``timeout`` s) and finish the session.
+
+        Later ``log`` calls are ignored. Without any daemon reachable it returns at once and
+        the queued points are lost (a warning says how many). Calling it again does nothing.
+
+        Raises:
+            ValueError: ``status`` is not SUCCEEDED, FAILED or CANCELLED.
+        """
+        if status not in FINISH_STATES:
+            raise ValueError("status must be one of %s, not %r" % (", ".join(FINISH_STATES), status))
+        if self._begin_finish(status, timeout):
+            self._end_finish(max(0.0, timeout) + 0.5)
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters, for tests and curious users (approximate while the sender runs)."""
+        return {
+            "logged": self._logged, "queued": len(self._queue), "dropped": self._dropped,
+            "skipped": self._skipped + self._late_skipped, "errors": self._errors,
+            "sent_points": self._sent_points, "batches": self._batches,
+            "rejected_batches": self._rejected, "seq": self._seq,
+        }
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            status = "SUCCEEDED"
+        elif issubclass(exc_type, KeyboardInterrupt):
+            status = "CANCELLED"
+        else:
+            status = "FAILED"
+        try:
+            self.finish(status)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return "<gpuplane.Run id=%s session=%s>" % (self._run_id, self._session_id)
+
+    # ---------------------------------------------------------------- hot path's slow side
+
+    def _log_other(self, key: Any, value: Any, step: int, ts: int, depth: int) -> int:
+        if type(value) is bool:
+            self._append((key, step, ts, 1.0 if value else 0.0))
+            return 1
+        if value is None or isinstance(value, (str, bytes, bytearray)):
+            self._skipped += 1
+            return 0
+        if isinstance(value, Mapping):
+            if depth >= MAX_DEPTH:
+                self._skipped += 1
+                return 0
+            prefix = key if type(key) is str else str(key)
+            n = 0
+            for k, v in value.items():
+                name = prefix + "/" + (k if type(k) is str else str(k))
+                t = type(v)
+                if t is float or t is int:
+                    self._append((name, step, ts, v))
+                    n += 1
+                else:
+                    n += self._log_other(name, v, step, ts, depth + 1)
+            return n
+        if isinstance(value, numbers.Real) or hasattr(type(value), "__float__"):
+            try:
+                number = float(value)
+            except Exception:
+                self._skipped += 1
+                return 0
+            self._append((key, step, ts, number))
+            return 1
+        self._skipped += 1
+        return 0
+
+    # ---------------------------------------------------------------- finishing
+
+    def _begin_finish(self, status: str, timeout: float) -> bool:
+        with self._finish_lock:
+            if self._detached or self._finish_status is not None:
+                return False
+            self._closed = True
+            self._deadline = time.monotonic() + max(0.0, timeout)
+            self._finish_status = status
+        self._wake.set()
+        return True
+
+    def _end_finish(self, wait: float) -> None:
+        if wait > 0:
+            self._done.wait(wait)
+        left = len(self._queue) + (_points_in(self._pending) if self._pending else 0)
+        if left:
+            logger.warning("gpuplane: run %s finished with %d point(s) undelivered (no daemon reached)",
+                           self._run_id or "(unassigned)", left)
+        _live.discard(self)
+        _forget(self)
+
+    def _detach(self) -> None:
+        """In a forked child: stop everything without touching locks another thread may hold."""
+        self._closed = True
+        self._detached = True
+        self._queue.clear()
+        self._pending = None
+
+    # ---------------------------------------------------------------- the sender thread
+
+    def _sender_main(self) -> None:
+        backoff = 0.0
+        try:
+            while True:
+                closing = self._finish_status is not None
+                now = time.monotonic()
+                if closing and now >= self._deadline:
+                    return
+                try:
+                    self._account_drops()
+                    more = self._tick(closing)
+                    backoff = 0.0
+                except _NoDaemon:
+                    self._opened.set()
+                    if closing and not self._reached:
+                        return  # never found a daemon: do not hold up exit waiting for one
+                    more, backoff = False, min(max(0.2, backoff * 2), MAX_BACKOFF)
+                except Exception as exc:  # transport trouble, a daemon not READY, a bug
+                    self._errors += 1
+                    self._drop_client()
+                    self._warn_once("send", "gpuplane: cannot reach the daemon yet (%s); will retry" % exc)
+                    more, backoff = False, min(max(0.1, backoff * 2), MAX_BACKOFF)
+                if closing and self._finished_sent:
+                    return
+                if more:
+                    continue
+                wait = backoff or FLUSH_INTERVAL
+                if closing:
+                    if not backoff:
+                        continue  # drain without pausing while finishing
+                    wait = min(wait, max(0.0, self._deadline - time.monotonic()))
+                self._wake.wait(wait)
+                self._wake.clear()
+                self._kicked = False
+        except BaseException:
+            pass  # never out of the thread
+        finally:
+            self._drop_client()
+            self._opened.set()
+            self._done.set()
+
+    def _timeout(self) -> float:
+        if self._finish_status is None:
+            return REQUEST_TIMEOUT
+        return max(0.05, min(REQUEST_TIMEOUT, self._deadline - time.monotonic()))
+
+    def _drop_client(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _post(self, path: str, body: Any) -> Any:
+        if self._client is None:
+            endpoint = _endpoint.discover(self._env)
+            if endpoint is None:
+                raise _NoDaemon()
+            self._client = _endpoint.Client(endpoint)
+        return self._client.post(path, body, self._timeout())
+
+    def _tick(self, closing: bool) -> bool:
+        """One step of delivery; True when there is more to do right away."""
+        if self._session_id is None:
+            self._open_session()
+        if self._pending is None:
+            self._pending = self._build_batch()
+        if self._pending is not None:
+            self._send_pending()
+            return True
+        if closing and not self._finished_sent:
+            try:
+                self._post("/api/v1/sessions/%s/finish" % self._session_id, {"status": self._finish_status})
+            except _endpoint.HttpError as exc:
+                if exc.retryable:
+                    raise
+                self._warn_once("finish", "gpuplane: the daemon refused to finish the session: %s" % exc)
+            self._finished_sent = True
+        return False
+
+    def _open_session(self) -> None:
+        body = dict(self._body)
+        body["run_id"] = self._run_id
+        try:
+            answer = self._post("/api/v1/sessions", body)
+        except _endpoint.HttpError as exc:
+            self._opened.set()
+            if not exc.retryable:
+                self._warn_once("open", "gpuplane: the daemon refused the session: %s" % exc)
+            raise
+        self._reached = True
+        self._session_id = str(answer["session_id"])
+        self._run_id = str(answer["run_id"])
+        self._seq = 0
+        self._opened.set()
+
+    def _send_pending(self) -> None:
+        pending = self._pending
+        assert pending is not None
+        pending["seq"] = self._seq
+        try:
+            answer = self._post("/api/v1/sessions/%s/batches" % self._session_id, pending)
+        except _endpoint.HttpError as exc:
+            if exc.retryable:
+                raise
+            if exc.status == 404:  # the daemon forgot the session: open another for the same run
+                self._session_id = None
+                raise
+            self._rejected += 1
+            self._pending = None
+            self._seq += 1
+            self._warn_once("reject", "gpuplane: the daemon rejected a batch of %d point(s): %s"
+                            % (_points_in(pending), exc))
+            return
+        self._reached = True
+        self._pending = None
+        self._seq += 1
+        self._batches += 1
+        if isinstance(answer, dict) and not answer.get("duplicate"):
+            self._sent_points += _points_in(pending)
+
+    def _build_batch(self) -> Optional[Dict[str, Any]]:
+        queue = self._queue
+        popleft = queue.popleft
+        metrics = {}  # type: Dict[str, Tuple[List[int], List[int], List[float]]]
+        n = 0
+        skipped = 0
+        while n < BATCH_POINTS:
+            try:
+                name, step, ts, value = popleft()
+            except IndexError:
+                break
+            n += 1
+            if type(value) is not float:
+                try:
+                    value = float(value)
+                except (OverflowError, TypeError, ValueError):
+                    skipped += 1
+                    continue
+            cols = metrics.get(name)
+            if cols is None:
+                if type(name) is not str:
+                    name = str(name)
+                if not 0 < len(name) <= MAX_NAME:
+                    skipped += 1
+                    continue
+                cols = metrics.get(name)
+                if cols is None:
+                    cols = metrics[name] = ([], [], [])
+            cols[0].append(step)
+            cols[1].append(ts)
+            cols[2].append(value)
+        self._taken += n
+        self._late_skipped += skipped
+        if self._account_drops():
+            self._dropped_reported = self._dropped
+            cols = metrics.setdefault(DROPPED_METRIC, ([], [], []))
+            cols[0].append(max(0, self._step))
+            cols[1].append(int(_time() * 1000))
+            cols[2].append(float(self._dropped))
+        if not metrics:
+            return None
+        return {"seq": self._seq,
+                "metrics": {k: {"step": s, "ts": t, "value": v} for k, (s, t, v) in metrics.items()}}
+
+    def _account_drops(self) -> bool:
+        """Update the dropped total (a lower bound while log() runs); True when not yet reported."""
+        queue = self._queue
+        dropped = self._logged - self._taken - len(queue)
+        if dropped > self._dropped:
+            self._dropped = dropped
+            self._warn_once("dropped", "gpuplane: the queue of %d points was full, so the oldest points "
+                            "were dropped; the running total is reported as %s" % (queue.maxlen, DROPPED_METRIC))
+        return self._dropped > self._dropped_reported
+
+    def _warn_once(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning(message)
+
+
+def _points_in(batch: Optional[Dict[str, Any]]) -> int:
+    if not batch:
+        return 0
+    return sum(len(cols["value"]) for cols in batch["metrics"].values())
+
+
+def _coerce_step(step: Any) -> Optional[int]:
+    try:
+        value = operator.index(step)
+    except TypeError:
+        try:
+            number = float(step)
+        except Exception:
+            return None
+        if not number.is_integer():
+            return None
+        value = int(number)
+    return value if 0 <= value < 1 << 62 else None
+
+
+def _text(value: Any, limit: int = 200) -> Optional[str]:
+    if value is None:
+        return None
+    text = str(value)[:limit]
+    return text or None
+
+
+def _session_body(run_id: Optional[str], env: Mapping[str, str], name: Any, project: Any,
+                  experiment: Any, config: Any, tags: Any) -> Dict[str, Any]:
+    """The session's opening body, made JSON-safe now (later changes to ``config`` do not count)."""
+    conf = None
+    if config is not None:
+        try:
+            conf = json.loads(json.dumps(dict(config), default=repr, allow_nan=True))
+        except Exception:
+            conf = {"_unserializable": repr(config)[:1000]}
+    tag_list = []  # type: List[str]
+    if tags is not None:
+        for tag in ([tags] if isinstance(tags, str) else list(tags))[:100]:
+            text = _text(tag)
+            if text:
+                tag_list.append(text)
+    rank = None
+    for key in ("GPUPLANE_RANK", "RANK", "LOCAL_RANK"):
+        raw = env.get(key, "")
+        if raw.isdigit():
+            rank = int(raw)
+            break
+    return {
+        "run_id": run_id, "job_id": _text(env.get("GPUPLANE_JOB_ID"), 100), "name": _text(name),
+        "project": _text(project), "experiment": _text(experiment), "config": conf, "tags": tag_list,
+        "rank": rank, "host": _text(socket.gethostname()), "pid": os.getpid(),
+    }
+
+
+# -------------------------------------------------------------------- process-wide hooks
+
+_hooks_installed = False
+_exit_status = "SUCCEEDED"
+_forget_callbacks = []  # type: List[Any]
+ATEXIT_BUDGET = 2.0
+
+
+def _forget(run: Run) -> None:
+    for callback in _forget_callbacks:
+        try:
+            callback(run)
+        except Exception:
+            pass
+
+
+def _install_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    import atexit
+    import sys
+
+    atexit.register(_at_exit)
+    previous = sys.excepthook
+
+    def excepthook(exc_type: Any, exc: Any, tb: Any) -> None:
+        global _exit_status
+        _exit_status = "CANCELLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+
+
+def _at_exit() -> None:
+    """Finish every open run: SUCCEEDED, or FAILED/CANCELLED after an uncaught exception; 2 s in all."""
+    runs = [run for run in list(_live) if not run._detached]
+    started = [run for run in runs if run._begin_finish(_exit_status, ATEXIT_BUDGET)]
+    deadline = time.monotonic() + ATEXIT_BUDGET
+    for run in started:
+        try:
+            run._done.wait(max(0.0, deadline - time.monotonic()))
+            run._end_finish(0.0)
+        except Exception:
+            pass
+
+
+def _after_fork_in_child() -> None:
+    """A forked child inherits the runs but not their threads: detach them all (weakly held)."""
+    for run in list(_live):
+        run._detach()
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,65 @@
+"""The SDK against a real gpuplaned: every step arrives once, and a dispatched job joins its run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import Jobs
+from sdk_fake import SDK_DIR, sdk_env
+
+pytestmark = pytest.mark.e2e
+
+SCRIPT = """
+import time, gpuplane
+run = gpuplane.init(project="sdk-e2e", name="steps", config={"lr": 0.001})
+started = time.perf_counter()
+for step in range(10_000):
+    run.log({"loss": 1.0 / (step + 1), "acc": step / 10_000, "lr": 0.001, "nan": float("nan")})
+print("loop_s", time.perf_counter() - started, flush=True)
+run.finish()
+print("run", run.id, flush=True)
+print("stats", run.stats(), flush=True)
+"""
+
+NAMES = ("loss", "acc", "lr", "nan")
+
+
+def test_ten_thousand_steps_of_four_metrics_arrive_once_each(daemon_factory, tmp_path):
+    daemon = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none").daemon
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=sdk_env(daemon.runtime_dir),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    run_id = lines["run"]
+    api = daemon.client()
+    m = api.get(f"/api/v1/runs/{run_id}/metrics?names={','.join(NAMES)}&x=step&points=10000")
+    assert m["x"] == list(range(10_000))
+    for name in NAMES:
+        assert m["series"][name]["count"] == [1] * 10_000, name
+    assert m["series"]["nan"]["nan"] == [1] * 10_000
+    assert m["series"]["loss"]["last"][:2] == [1.0, 0.5]
+    run = api.get(f"/api/v1/runs/{run_id}")["run"]
+    assert run["status"] == "SUCCEEDED" and run["name"] == "steps"
+
+
+JOB_SCRIPT = """
+import os, gpuplane
+for step in range(100):
+    gpuplane.log({"job/x": float(step)})
+print("joined", gpuplane.current_run().id == os.environ["GPUPLANE_RUN_ID"], flush=True)
+"""
+
+
+def test_a_dispatched_job_reports_into_its_own_run(daemon_factory, tmp_path):
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none")
+    job = jobs.submit([sys.executable, "-c", JOB_SCRIPT], gpu=0, env={"PYTHONPATH": str(SDK_DIR)})
+    job = jobs.wait(job["id"], timeout=30)
+    assert job["status"] == "SUCCEEDED", job
+    run_id = job["run_id"]
+    m = jobs.client.get(f"/api/v1/runs/{run_id}/metrics?names=job/x&x=step&points=1000")
+    assert m["x"] == list(range(100)) and m["series"]["job/x"]["count"] == [1] * 100
