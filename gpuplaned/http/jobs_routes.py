@@ -35,6 +35,10 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
             limit=int_arg("limit", 100, 1, 10_000), cursor=request.args.get("cursor"))
         return ok({"runs": page, "next_cursor": next_cursor})
 
+    @app.post("/api/v1/runs/metrics:query")
+    async def query_run_metrics() -> Response:
+        return ok(await runs.query_many(shared, await json_body()))
+
     @app.get("/api/v1/runs/<run_id>/summary")
     async def run_summary(run_id: str) -> Response:
         return ok({"summary": await runs.get_summary(shared, run_id)})

@@ -214,6 +214,22 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "finished_at": _ms(nullable=True),
         }, description="One attempt of a job."),
         "RunReply": _closed({"run": _ref("Run")}),
+        "RunMetricsQuery": {
+            "type": "object",
+            "properties": {
+                "run_ids": {"type": "array", "minItems": 1, "maxItems": 50, "items": {"type": "string",
+                                                                                      "minLength": 1}},
+                "names": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                          "description": "names or patterns, comma-separated or a list; absent: all"},
+                "x": _enum(("step", "ts")),
+                "start": {"type": "integer", "minimum": 0, "maximum": MAX_MS},
+                "end": {"type": "integer", "minimum": 0, "maximum": MAX_MS},
+                "points": {"type": "integer", "minimum": 1, "maximum": MAX_POINTS},
+            },
+            "required": ["run_ids"],
+            "additionalProperties": False,
+        },
+        "RunMetricsMany": _closed({"runs": {"type": "array", "items": _ref("RunMetrics")}}),
         "RunSummaryReply": _closed({"summary": _closed({
             "run_id": {"type": "string"},
             "metrics": {"type": "object", "description": "name -> {count, direction, latest: {step, ts, value}, "
@@ -595,6 +611,10 @@ def _paths() -> dict[str, dict[str, Any]]:
             (400,), parameters=[_query("job_id", {"type": "string"}, "only this job's runs"),
                                 _query("status", _csv(RUN_STATES), "comma-separated states (any case)",
                                        style="form", explode=False), limit, cursor])},
+        "/api/v1/runs/metrics:query": {"post": _operation(
+            "queryRunsMetrics", "Several runs' series in one call (overlaid charts)", "runs",
+            _json(200, "RunMetricsMany", "One RunMetrics per run, in the order asked."), (400, 404, 409, 413),
+            body="RunMetricsQuery")},
         "/api/v1/runs/{run_id}/summary": {"get": _operation(
             "getRunSummary", "A run's summary: latest and best per metric, progress, trend, warnings", "runs",
             _json(200, "RunSummaryReply", "The summary (kept up to date as batches arrive)."), (404,),

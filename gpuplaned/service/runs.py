@@ -85,3 +85,28 @@ async def get_summary(shared: DaemonContext, run_id: str) -> dict[str, Any]:
     stored = await _readers(shared).run(
         lambda conn: conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
     return {"run_id": run_id, **run_summary.public(json.loads(stored) if stored else None)}
+
+
+MAX_QUERY_RUNS = 50
+
+
+async def query_many(shared: DaemonContext, body: Any) -> dict[str, Any]:
+    """Several runs' series in one call, for overlaid charts (``POST /runs/metrics:query``):
+    ``{"run_ids": [...], "names": "a,b" or [...], "x": "step", "start", "end", "points"}``."""
+    if not isinstance(body, Mapping):
+        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
+    unknown = sorted(set(body) - {"run_ids", "names", "x", "start", "end", "points"})
+    if unknown:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}", {"field": unknown[0]})
+    run_ids = body.get("run_ids")
+    if (not isinstance(run_ids, list) or not 1 <= len(run_ids) <= MAX_QUERY_RUNS
+            or not all(isinstance(r, str) and r for r in run_ids)):
+        raise ApiError(ErrorCode.BAD_REQUEST, f"run_ids: a list of 1 to {MAX_QUERY_RUNS} run ids", {"field": "run_ids"})
+    names = body.get("names")
+    if isinstance(names, list):
+        if not all(isinstance(n, str) for n in names):
+            raise ApiError(ErrorCode.BAD_REQUEST, "names: strings", {"field": "names"})
+        names = ",".join(names)
+    args = {k: str(v) for k, v in (("names", names), ("x", body.get("x")), ("start", body.get("start")),
+                                   ("end", body.get("end")), ("points", body.get("points"))) if v is not None}
+    return {"runs": [await query_metrics(shared, run_id, args) for run_id in dict.fromkeys(run_ids)]}

@@ -155,3 +155,22 @@ def test_the_summary_and_loss_events_follow_the_batches(api):
     with pytest.raises(ApiError) as err:
         api.get("/api/v1/runs/run_nope/summary")
     assert err.value.code == ErrorCode.NOT_FOUND
+
+
+def test_many_runs_in_one_query(api):
+    made = []
+    for n in range(3):
+        opened = api.post("/api/v1/sessions", {"name": f"lr-{n}"})
+        api.post(f"/api/v1/sessions/{opened['session_id']}/batches", batch(0, range(10 * (n + 1))))
+        made.append(opened["run_id"])
+    found = api.post("/api/v1/runs/metrics:query", {"run_ids": made, "names": ["train/loss"], "points": 100})
+    assert [r["run_id"] for r in found["runs"]] == made
+    assert [len(r["x"]) for r in found["runs"]] == [10, 20, 30]
+    for body, field in (({"run_ids": []}, "run_ids"), ({"run_ids": made, "colour": 1}, "colour"),
+                        ({"run_ids": made, "points": 0}, "points")):
+        with pytest.raises(ApiError) as err:
+            api.post("/api/v1/runs/metrics:query", body)
+        assert err.value.code == ErrorCode.BAD_REQUEST and err.value.details["field"] == field
+    with pytest.raises(ApiError) as err:
+        api.post("/api/v1/runs/metrics:query", {"run_ids": [made[0], "run_nope"]})
+    assert err.value.code == ErrorCode.NOT_FOUND
