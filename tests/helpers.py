@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,17 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def ctl_follower(args: list[str], env: dict[str, str], limit_s: float = 60.0) -> subprocess.Popen[str]:
+    """``gpuplanectl ARGS`` (a follower: ``events -f``, ``logs -f``) with pipes, killed after
+    ``limit_s`` whatever happens, so a test blocked reading its output fails instead of hanging."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpuplanectl", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    watchdog = threading.Timer(limit_s, lambda: proc.poll() is None and proc.kill())
+    watchdog.daemon = True
+    watchdog.start()
+    return proc
 
 
 def processes_with_env(entry: str) -> list[int]:

@@ -87,7 +87,9 @@ def events(
         out.header()
         for event in reversed(listed[:limit]):
             out.event(event)
-        resume = str(listed[0]["id"]) if listed and listed[0].get("id") is not None else None
+        # Resume after the newest event listed, or from the first ("0") when none was: an
+        # event recorded between the list and the stream is not missed either way.
+        resume = str(listed[0]["id"]) if listed and listed[0].get("id") is not None else "0"
         _follow(g, client, query, resume, out)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -718,7 +718,8 @@ def _paths() -> dict[str, dict[str, Any]]:
                  "when this follower fell behind. A comment every 15 s keeps it open.", "EventStreamEvent"),
             (400,),
             parameters=[*_event_filters(),
-                        _query("after", {"type": "string"}, "resume after this event id; absent: new events only"),
+                        _query("after", {"type": "string"},
+                               "resume after this event id (0: from the first event); absent: new events only"),
                         _LAST_EVENT_ID])},
         "/api/v1/tokens": {
             "post": _operation(

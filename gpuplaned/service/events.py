@@ -25,7 +25,8 @@ from gpuplaned.store.writer import write
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
 
-REPLAY_LIMIT = 10_000  # a resume further back than this many events starts from the newest of them
+REPLAY_LIMIT = 10_000
+FROM_THE_START = "0"  # a resume further back than this many events starts from the newest of them
 _TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -85,12 +86,15 @@ def _frame(event: EventRow) -> bytes:
 
 
 async def follow(shared: DaemonContext, where: EventFilter, last_event_id: str | None) -> AsyncGenerator[bytes, None]:
-    """SSE frames: the events after ``last_event_id`` (none: only new ones), then live ones."""
+    """SSE frames: the events after ``last_event_id`` (none: only new ones; "0": all), then live ones."""
     readers = _readers(shared)
     async with shared.event_feed.subscribe(maxlen=1024) as live:
         sent: set[str] = set()
         if last_event_id is not None:
-            missed = await readers.run(lambda conn: event_rows.events_after(conn, last_event_id, where, REPLAY_LIMIT))
+            # "0" means from the first event: a follower that listed none yet misses nothing
+            # recorded between its list and this stream.
+            after = None if last_event_id == FROM_THE_START else last_event_id
+            missed = await readers.run(lambda conn: event_rows.events_after(conn, after, where, REPLAY_LIMIT))
             for event in missed or ():
                 sent.add(event.id)
                 yield _frame(event)

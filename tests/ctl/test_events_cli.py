@@ -7,9 +7,8 @@ import json
 import re
 import signal
 import subprocess
-import sys
 
-from helpers import DaemonProcess, wait_for
+from helpers import DaemonProcess, ctl_follower, wait_for
 from jobhelpers import ctl, submit, wait_job
 from test_nodes_cli import monitored_daemon
 
@@ -65,8 +64,7 @@ def test_list_and_filters(daemon_factory, tmp_path):
 
 
 def _follower(daemon: DaemonProcess, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "gpuplanectl", "events", "-f", *args], env=daemon.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    return ctl_follower(["events", "-f", *args], daemon.env)
 
 
 def test_follow_prints_a_new_event_and_stops_on_ctrl_c(daemon_factory, tmp_path):

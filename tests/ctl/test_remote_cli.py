@@ -27,7 +27,7 @@ import pytest
 from gpuplanectl import client as client_module
 from gpuplanectl.client import DaemonClient, DaemonUnreachable
 from gpuplanectl.remote import RemoteError, Server, parse_server, profile_path, resolve
-from helpers import DaemonProcess, wait_for
+from helpers import DaemonProcess, ctl_follower, wait_for
 from jobhelpers import wait_job
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -377,8 +377,7 @@ class Front:
                         env={"GPUPLANE_RUNTIME_DIR": str(self.elsewhere), **(env or {})}, cwd=cwd)
 
     def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "gpuplanectl", *args], env={**self.daemon.env, **(env or {})},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        return ctl_follower(list(args), {**self.daemon.env, **(env or {})})
 
     def remote_env(self, token: str = "rw") -> dict[str, str]:
         return {"GPUPLANE_SERVER": self.url, "GPUPLANE_TOKEN": self.tokens[token],
