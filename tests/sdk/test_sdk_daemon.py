@@ -63,3 +63,38 @@ def test_a_dispatched_job_reports_into_its_own_run(daemon_factory, tmp_path):
     run_id = job["run_id"]
     m = jobs.client.get(f"/api/v1/runs/{run_id}/metrics?names=job/x&x=step&points=1000")
     assert m["x"] == list(range(100)) and m["series"]["job/x"]["count"] == [1] * 100
+
+
+CRASH_SCRIPT = """
+import sys, time, gpuplane
+run = gpuplane.init(name="crash")
+print("run", run.id, flush=True)
+for step in range(100_000):
+    run.log({"loss": 1.0 / (step + 1)})
+    if step % 1000 == 999:
+        time.sleep(0.03)  # about 3 s of logging, so the daemon dies and comes back mid-run
+run.finish(timeout=60)
+print("stats", run.stats(), flush=True)
+"""
+
+
+def test_kill_9_of_the_daemon_mid_run_loses_and_repeats_nothing(daemon_factory, tmp_path):
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none")
+    script = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT], env=sdk_env(jobs.daemon.runtime_dir),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = script.stdout.readline().split()[1]
+        time.sleep(0.8)
+        assert script.poll() is None  # still logging
+        jobs.daemon.kill()  # SIGKILL: whatever was in flight is unacknowledged
+        time.sleep(0.5)
+        jobs.restart(daemon_factory, "--gpus=none")
+        out, err = script.communicate(timeout=90)
+    finally:
+        script.kill()
+    assert script.returncode == 0, err
+    m = jobs.client.get(f"/api/v1/runs/{run_id}/metrics?names=loss&x=step&points=10000")
+    counts = m["series"]["loss"]["count"]
+    assert m["width"] == 10 and len(counts) == 10_000 and set(counts) == {10}, (m["width"], set(counts))
+    assert m["x"] == list(range(0, 100_000, 10))
+    assert jobs.client.get(f"/api/v1/runs/{run_id}")["run"]["status"] == "SUCCEEDED"
