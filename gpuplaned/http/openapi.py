@@ -278,6 +278,10 @@ def _schemas() -> dict[str, dict[str, Any]]:
         "SessionCreated": _closed({"session_id": {"type": "string"}, "run_id": {"type": "string"},
                                    "session": _ref("Session")}),
         "SessionReply": _closed({"session": _ref("Session")}),
+        "SessionEnv": {"type": "object", "description": "the process: python, argv, git commit and dirty flag, "
+                                                        "package versions, CUDA_VISIBLE_DEVICES... (at most 64 KB)"},
+        "SessionEnvReply": _closed({"stored": {"type": "boolean",
+                                               "description": "false: the run already had one (the first wins)"}}),
         "BatchCreate": {
             "type": "object",
             "properties": {
@@ -644,6 +648,10 @@ def _paths() -> dict[str, dict[str, Any]]:
             "addBatch", "Store a batch of a session's metric points, once", "runs",
             _json(200, "BatchReply", "Answered after the batch is committed; a resent seq is a duplicate."),
             (400, 404, 409, 413), body="BatchCreate",
+            parameters=[_path("session_id", "the session's id (a UUIDv7)")])},
+        "/api/v1/sessions/{session_id}/env": {"post": _operation(
+            "addSessionEnv", "Record the training process's environment on its run", "runs",
+            _json(200, "SessionEnvReply", "Whether it was kept."), (400, 404, 409, 413), body="SessionEnv",
             parameters=[_path("session_id", "the session's id (a UUIDv7)")])},
         "/api/v1/sessions/{session_id}/finish": {"post": _operation(
             "finishSession", "Finish an SDK session (an SDK run ends with its last session)", "runs",

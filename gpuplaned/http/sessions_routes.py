@@ -29,6 +29,10 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def add_batch(session_id: str) -> Response:
         return ok(await sessions.add_batch(shared, session_id, await json_body()))
 
+    @app.post("/api/v1/sessions/<session_id>/env")
+    async def add_env(session_id: str) -> Response:
+        return ok(await sessions.add_env(shared, session_id, await json_body()))
+
     @app.post("/api/v1/sessions/<session_id>/finish")
     async def finish_session(session_id: str) -> Response:
         return ok({"session": await sessions.finish_session(shared, session_id, await json_body())})

@@ -155,3 +155,16 @@ async def get_session(shared: DaemonContext, session_id: str) -> Session:
     if shared.readers is None:
         raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
     return await shared.readers.run(lambda conn: session_rows.require_open(conn, session_id))
+
+
+MAX_ENV_BYTES = 64 * 1024
+
+
+async def add_env(shared: DaemonContext, session_id: str, body: Any) -> dict[str, Any]:
+    """The training process's environment (python, git commit, packages...) for its run."""
+    if not isinstance(body, Mapping):
+        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
+    if len(json.dumps(body)) > MAX_ENV_BYTES:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"the environment snapshot is over {MAX_ENV_BYTES} bytes")
+    stored = await write(_store(shared), lambda conn: session_rows.store_env(conn, session_id, dict(body)))
+    return {"stored": stored}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -25,14 +26,18 @@ class Run:
     finished_at: int | None
     exit_code: int | None
     failure_reason: str | None
+    env_snapshot: dict[str, Any] | None = None  # what the SDK reported of the training process
+
+
 
 
 _COLUMNS = ("id, job_id, attempt, node_id, name, source, status, created_at, started_at, finished_at, "
-            "exit_code, failure_reason")
+            "exit_code, failure_reason, env_snapshot")
 
 
 def _run(row: Sequence[Any]) -> Run:
-    return Run(*row)
+    *fields, env = row
+    return Run(*fields, env_snapshot=json.loads(env) if env else None)
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> Run | None:

@@ -112,3 +112,11 @@ def _experiment(conn: sqlite3.Connection, project_id: str | None, name: str, now
     conn.execute("INSERT INTO experiments (id, project_id, name, created_at) VALUES (?, ?, ?, ?)",
                  (new, project_id, name, now_ms))
     return new
+
+
+def store_env(conn: sqlite3.Connection, session_id: str, env: dict[str, Any]) -> bool:
+    """Keep the process environment a session reports on its run; the first one (rank 0,
+    usually) wins, so ranks do not overwrite each other. True when this one was kept."""
+    session = require_open(conn, session_id)
+    return conn.execute("UPDATE runs SET env_snapshot = ? WHERE id = ? AND env_snapshot IS NULL",
+                        (json.dumps(env, separators=(",", ":")), session.run_id)).rowcount == 1

@@ -20,7 +20,7 @@ import http.client
 import json
 import os
 import socket
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 PORTFILE_NAME = "gpuplaned.port"

@@ -17,7 +17,6 @@ thread escapes it.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import numbers
@@ -28,9 +27,9 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional
 
-from gpuplane import _endpoint
+from gpuplane import _endpoint, _env
 
 logger = logging.getLogger("gpuplane")
 
@@ -76,6 +75,7 @@ class Run:
         # Identity.
         self._run_id = run_id or env.get("GPUPLANE_RUN_ID") or None  # type: Optional[str]
         self._session_id = None  # type: Optional[str]
+        self._env_sent = False
         self._body = _session_body(self._run_id, env, name, project, experiment, config, tags)
         # Sender state: touched by the sender thread only.
         self._client = None  # type: Optional[_endpoint.Client]
@@ -328,6 +328,8 @@ class Run:
         """One step of delivery; True when there is more to do right away."""
         if self._session_id is None:
             self._open_session()
+        if not self._env_sent:
+            self._send_env()
         if self._pending is None:
             self._pending = self._build_batch()
         if self._pending is not None:
@@ -343,6 +345,16 @@ class Run:
             self._finished_sent = True
         return False
 
+    def _send_env(self) -> None:
+        """The process's environment, once per session (gathered here, off the training thread)."""
+        try:
+            self._post("/api/v1/sessions/%s/env" % self._session_id, _env.snapshot())
+        except _endpoint.HttpError as exc:
+            if exc.retryable:
+                raise
+            self._warn_once("env", "gpuplane: the daemon refused the environment snapshot: %s" % exc)
+        self._env_sent = True
+
     def _open_session(self) -> None:
         body = dict(self._body)
         body["run_id"] = self._run_id
@@ -355,6 +367,7 @@ class Run:
             raise
         self._reached = True
         self._session_id = str(answer["session_id"])
+        self._env_sent = False
         self._run_id = str(answer["run_id"])
         self._seq = 0
         self._opened.set()

@@ -66,6 +66,7 @@ class FakeDaemon:
         self.batches: dict[tuple[str, int], dict] = {}
         self.requests: list[tuple[str, Any]] = []
         self.finished: dict[str, str] = {}
+        self.envs: dict[str, Any] = {}
         self.fail_batches = 0  # answer this many batch posts with 503
         self.drop_batches = 0  # then drop this many connections after storing the batch
         self.not_ready = False  # every request gets 503 not_ready
@@ -112,6 +113,9 @@ class FakeDaemon:
                     return None, None
                 points = sum(len(c["value"]) for c in body["metrics"].values())
                 return 200, {"seq": body["seq"], "duplicate": duplicate, "points": points}
+            if parts[4] == "env":
+                self.envs[session_id] = body
+                return 200, {"stored": True}
             if parts[4] == "finish":
                 self.finished[session_id] = body["status"]
                 return 200, {"session": {"id": session_id}}

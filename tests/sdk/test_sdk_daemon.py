@@ -45,6 +45,9 @@ def test_ten_thousand_steps_of_four_metrics_arrive_once_each(daemon_factory, tmp
     assert m["series"]["loss"]["last"][:2] == [1.0, 0.5]
     run = api.get(f"/api/v1/runs/{run_id}")["run"]
     assert run["status"] == "SUCCEEDED" and run["name"] == "steps"
+    env = run["env_snapshot"]  # gathered on the sender thread, sent once per session
+    assert env["python"] == sys.version.split()[0] and env["argv"] == ["-c"] and env["pid"] > 0
+    assert "packages" in env and isinstance(env["env"], dict)
 
 
 JOB_SCRIPT = """
