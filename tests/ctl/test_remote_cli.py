@@ -347,11 +347,13 @@ def test_https_checks_the_certificate(tls_stand_in, monkeypatch):
 # node's latest sample, and a busy GPU's or the host's readings.
 _DURATION = re.compile(r"\b\d+(?:h\d\dm|m\d\ds|s)\b")
 _CLOCK = re.compile(r"\b\d\d:\d\d:\d\d\b")
-_READING = re.compile(r"\d+(?:\.\d+)?(?=%|C\b|/| W\b|G\b)")
+_READING = re.compile(r"\d+(?:\.\d+)?(?=%|C\b|/| W\b|G\b| [KMGT]?i?B\b)")
+_LOAD = re.compile(r"(?<=load )\d+\.\d+ \d+\.\d+ \d+\.\d+")  # the kernel updates it every 5 s
 
 
 def _steady(text: str) -> str:
-    return _READING.sub("N", _CLOCK.sub("HH:MM:SS", _DURATION.sub("T", text)))
+    """The output with what moves between two runs a moment apart (times, readings) masked."""
+    return _LOAD.sub("L", _READING.sub("N", _CLOCK.sub("HH:MM:SS", _DURATION.sub("T", text))))
 
 
 class Front:
