@@ -617,6 +617,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def run_meta(args: Any, **extra: Any) -> dict[str, Any]:
+    """What every benchmark records about the run and the machine it ran on."""
+    return {
+        "mode": "quick" if args.quick else "full",
+        "python": args.python,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **extra,
+    }
+
+
 def raise_interrupt(signum: int, _frame: Any) -> None:
     """SIGTERM handler: take the same clean-up path as Ctrl-C."""
     raise KeyboardInterrupt(f"signal {signum}")
@@ -628,16 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="gpuplane-bench-"))
     daemons = Daemons(args.python, root, args.log_level)
     res: dict[str, Any] = {
-        "meta": {
-            "mode": "quick" if args.quick else "full",
-            "python": args.python,
-            "python_version": platform.python_version(),
-            "platform": platform.platform(terse=True),
-            "cpus": os.cpu_count(),
-            "loadavg_start": os.getloadavg(),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "targets": {"ready_s": TARGET_READY_S, "idle_cpu_pct": TARGET_IDLE_CPU_PCT, "rss_mb": TARGET_RSS_MB},
-        },
+        "meta": run_meta(args, targets={"ready_s": TARGET_READY_S, "idle_cpu_pct": TARGET_IDLE_CPU_PCT,
+                                        "rss_mb": TARGET_RSS_MB}),
         "errors": [],
     }
     t_start = time.perf_counter()

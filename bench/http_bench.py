@@ -51,7 +51,6 @@ import json
 import math
 import multiprocessing
 import os
-import platform
 import queue
 import signal
 import socket
@@ -65,10 +64,19 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from gpuplanectl.client import UnixHTTPConnection
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from daemon_bench import DaemonFailed, close_run, error_lines, progress, raise_interrupt, report  # noqa: E402
+from daemon_bench import (  # noqa: E402
+    DaemonFailed,
+    close_run,
+    error_lines,
+    progress,
+    raise_interrupt,
+    report,
+    run_meta,
+)
 from jobs_bench import (  # noqa: E402 - the sibling benchmarks' daemon handling
     TERMINAL,
     Daemon,
@@ -145,21 +153,9 @@ def cpu_s(pid: int) -> float | None:
     return t.user + t.system
 
 
-class _Unix(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
-
-
 def connect(target: dict[str, Any]) -> http.client.HTTPConnection:
     if target["unix"]:
-        return _Unix(target["unix"], CLIENT_TIMEOUT)
+        return UnixHTTPConnection(target["unix"], CLIENT_TIMEOUT)
     conn = http.client.HTTPConnection(target["host"], target["port"], timeout=CLIENT_TIMEOUT)
     conn.connect()
     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -686,7 +682,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, raise_interrupt)
@@ -694,22 +689,9 @@ def main(argv: list[str] | None = None) -> int:
     dm = JobDaemons(args.python, root, args.log_level)
     ctx = multiprocessing.get_context("fork")
     res: dict[str, Any] = {
-        "meta": {
-            "mode": "quick" if args.quick else "full",
-            "python": args.python,
-            "python_version": platform.python_version(),
-            "platform": platform.platform(terse=True),
-            "cpus": os.cpu_count(),
-            "loadavg_start": os.getloadavg(),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "clients": ",".join(map(str, args.clients)),
-            "request_seconds": args.request_seconds,
-            "followers": args.followers,
-            "follower_procs": args.follower_procs,
-            "rate": args.rate,
-            "stream_seconds": args.stream_seconds,
-            "targets": "none: the issue asks for the figures",
-        },
+        "meta": run_meta(args, clients=",".join(map(str, args.clients)), request_seconds=args.request_seconds,
+                         followers=args.followers, follower_procs=args.follower_procs, rate=args.rate,
+                         stream_seconds=args.stream_seconds, targets="none: the issue asks for the figures"),
         "errors": [],
     }
     t_start = time.perf_counter()

@@ -45,15 +45,12 @@ clients) are killed; the temp dir is removed unless ``--keep``. Standard library
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing
 import os
-import platform
 import queue
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from gpuplanectl.client import UnixHTTPConnection
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -74,6 +72,7 @@ from daemon_bench import (  # noqa: E402 - the sibling benchmark's daemon handli
     progress,
     raise_interrupt,
     report,
+    run_meta,
     verdict,
     wait_ready,
 )
@@ -658,18 +657,6 @@ def bench_queue(dm: JobDaemons, tsp_exe: str | None, root: Path, registry: list[
 # 3. Log following
 
 
-class _Unix(http.client.HTTPConnection):
-    def __init__(self, path: str) -> None:
-        super().__init__("localhost", timeout=JOB_TIMEOUT)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
-
-
 def follower_main(socket_path: str, inbox: Any, results: Any, index: int) -> None:
     """A follower process: waits for a job id, follows its stdout to the end, reports timings.
 
@@ -683,7 +670,7 @@ def follower_main(socket_path: str, inbox: Any, results: Any, index: int) -> Non
     out: dict[str, Any] = {"index": index, "error": None}
     try:
         t_req = time.time()
-        conn = _Unix(socket_path)
+        conn = UnixHTTPConnection(socket_path, JOB_TIMEOUT)
         conn.request("GET", f"/api/v1/jobs/{job_id}/logs/stream?stream=stdout",
                      headers={"Accept": "text/event-stream"})
         response = conn.getresponse()
@@ -1036,7 +1023,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, raise_interrupt)
@@ -1044,16 +1030,8 @@ def main(argv: list[str] | None = None) -> int:
     dm = JobDaemons(args.python, root, args.log_level)
     tsps: list[Tsp] = []
     res: dict[str, Any] = {
-        "meta": {
-            "mode": "quick" if args.quick else "full",
-            "python": args.python,
-            "python_version": platform.python_version(),
-            "platform": platform.platform(terse=True),
-            "cpus": os.cpu_count(),
-            "loadavg_start": os.getloadavg(),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "targets": {"dispatch_median_s": TARGET_DISPATCH_MEDIAN_S, "queue_factor_vs_tsp": TARGET_QUEUE_FACTOR},
-        },
+        "meta": run_meta(args, targets={"dispatch_median_s": TARGET_DISPATCH_MEDIAN_S,
+                                        "queue_factor_vs_tsp": TARGET_QUEUE_FACTOR}),
         "errors": [],
     }
     t_start = time.perf_counter()

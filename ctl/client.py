@@ -57,7 +57,9 @@ _STATUS_CODES = {
 }
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a Unix socket (the daemon's control endpoint)."""
+
     def __init__(self, path: str, timeout: float) -> None:
         super().__init__("localhost", timeout=timeout)
         self._path = path
@@ -151,7 +153,7 @@ class DaemonClient:
             return http.client.HTTPConnection(self.server.host, self.server.port, timeout=timeout)
         assert self.portfile is not None
         if self.portfile.unix is not None:
-            return _UnixHTTPConnection(self.portfile.unix, timeout)
+            return UnixHTTPConnection(self.portfile.unix, timeout)
         return http.client.HTTPConnection("127.0.0.1", self.portfile.tcp_port, timeout=timeout)
 
     def _open(self, conn: http.client.HTTPConnection) -> None:

@@ -32,9 +32,9 @@ from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.control import ACTOR_VERBS
 from gpuplaned.service.jobs import JOB_STATES, STREAMS
 from gpuplaned.service.logs import MAX_PAGE, LogLine, LogPage
-from gpuplaned.service.node_metrics import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.nodes_view import NodeInfo, SlotInfo
 from gpuplaned.service.runs import RUN_STATES
+from gpuplaned.service.series_query import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.sessions import FINISH_STATES
 from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
 from gpuplaned.store.events import SEVERITIES, EventRow

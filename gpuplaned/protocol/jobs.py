@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
@@ -105,12 +106,7 @@ def parse_job_spec(body: Any) -> JobSpec:
     Raises:
         ApiError: bad_request naming the field.
     """
-    if not isinstance(body, Mapping):
-        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
-    unknown = sorted(set(body) - _KNOWN)
-    if unknown:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}",
-                       {"field": unknown[0], "known": sorted(_KNOWN)})
+    known_object(body, _KNOWN)
     command = body.get("command")
     if isinstance(command, str) or not isinstance(command, list) or not command:
         raise _bad("command", "must be a non-empty list of arguments (argv), e.g. [\"python\", \"train.py\"]")

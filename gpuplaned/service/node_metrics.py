@@ -8,9 +8,6 @@ the window and downsamples to at most ``points`` buckets, keeping each bucket's 
 
 from __future__ import annotations
 
-import fnmatch
-import math
-import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,18 +16,12 @@ import attrs
 
 from gpuplaned import tsdb
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.tsdb.query import MAX_POINTS
+from gpuplaned.service.series_query import expand_names, json_finite, parse_names, parse_points, parse_range
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
 
 DEFAULT_WINDOW_MS = 3_600_000
-MAX_WINDOW_MS = 400 * 86_400_000
-DEFAULT_POINTS = 300
-MAX_MS = 1 << 50  # ms since the epoch: about the year 37,600; anything past it is a typo
-_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"^(\d{1,6})([smhd])$")
-_NAME = re.compile(r"^[A-Za-z0-9_.*?\[\]/-]{1,200}$")
 
 
 @attrs.frozen
@@ -42,80 +33,9 @@ class MetricsQuery:
     points: int
 
 
-def parse_duration_ms(raw: str) -> int:
-    match = _DURATION.match(raw.strip())
-    if not match:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"window: a duration like 90s, 15m, 6h or 7d, not {raw!r}",
-                       {"field": "window"})
-    value = int(match.group(1)) * _UNITS[match.group(2)]
-    if not 0 < value <= MAX_WINDOW_MS:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"window: must be between 1s and 400d, got {raw!r}", {"field": "window"})
-    return value
-
-
-def ms_arg(args: Mapping[str, str], name: str) -> int | None:
-    raw = args.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: ms since the epoch, not {raw!r}", {"field": name}) from None
-    if not 0 <= value <= MAX_MS:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: ms since the epoch from 0 to {MAX_MS}, got {value}",
-                       {"field": name})
-    return value
-
-
-def parse_names(args: Mapping[str, str]) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in (args.get("names") or "").split(",") if n.strip())
-    bad = [n for n in names if not _NAME.match(n)]
-    if bad:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"names: not a metric name or pattern: {bad[0]!r}", {"field": "names"})
-    return names
-
-
-def parse_points(args: Mapping[str, str]) -> int:
-    raw_points = args.get("points") or str(DEFAULT_POINTS)
-    try:
-        points = int(raw_points)
-    except ValueError:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"points: must be an integer, got {raw_points!r}",
-                       {"field": "points"}) from None
-    if not 1 <= points <= MAX_POINTS:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"points: must be between 1 and {MAX_POINTS}, got {points}",
-                       {"field": "points"})
-    return points
-
-
-def parse_range(args: Mapping[str, str], *, default_window_ms: int | None) -> tuple[int | None, int | None, int | None]:
-    """(start, end, window_ms) from ``start``/``end`` (ms, or steps) or ``window`` back from end."""
-    start, end = ms_arg(args, "start"), ms_arg(args, "end")
-    window = args.get("window")
-    window_ms = parse_duration_ms(window) if window else None
-    if start is not None and window_ms is not None:
-        raise ApiError(ErrorCode.BAD_REQUEST, "give either start or window, not both", {"field": "window"})
-    if start is None and window_ms is None:
-        window_ms = default_window_ms
-    if start is not None and end is not None and start > end:
-        raise ApiError(ErrorCode.BAD_REQUEST, "start: must not be after end", {"field": "start"})
-    return start, end, window_ms
-
-
 def parse_query(args: Mapping[str, str]) -> MetricsQuery:
     start, end, window_ms = parse_range(args, default_window_ms=DEFAULT_WINDOW_MS)
     return MetricsQuery(parse_names(args), start, end, window_ms, parse_points(args))
-
-
-def expand_names(wanted: tuple[str, ...], known: list[str]) -> list[str]:
-    """Exact names as given (even unknown ones: they come back empty), patterns expanded."""
-    if not wanted:
-        return list(known)
-    out: list[str] = []
-    for name in wanted:
-        found = fnmatch.filter(known, name) if any(c in name for c in "*?[") else [name]
-        out += [n for n in found if n not in out]
-    return out
 
 
 async def query(shared: DaemonContext, node_id: str, q: MetricsQuery) -> dict[str, Any]:
@@ -134,15 +54,3 @@ async def query(shared: DaemonContext, node_id: str, q: MetricsQuery) -> dict[st
 
     result = await shared.readers.run(read)
     return {"node_id": node_id, "start": start, "end": end, **json_finite(result)}
-
-
-def json_finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: such values become null (each bucket's ``nan`` count says
-    how many NaN points it held)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_finite(v) for v in value]
-    return value

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
 from gpuplaned.protocol import cursors
+from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service.node_metrics import expand_names, json_finite, parse_names, parse_points, parse_range
 from gpuplaned.service.registry import now_ms
+from gpuplaned.service.series_query import expand_names, json_finite, parse_names, parse_points, parse_range
 from gpuplaned.store import runs as run_rows
 from gpuplaned.store.runs import Run
 
@@ -93,11 +94,7 @@ MAX_QUERY_RUNS = 50
 async def query_many(shared: DaemonContext, body: Any) -> dict[str, Any]:
     """Several runs' series in one call, for overlaid charts (``POST /runs/metrics:query``):
     ``{"run_ids": [...], "names": "a,b" or [...], "x": "step", "start", "end", "points"}``."""
-    if not isinstance(body, Mapping):
-        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
-    unknown = sorted(set(body) - {"run_ids", "names", "x", "start", "end", "points"})
-    if unknown:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}", {"field": unknown[0]})
+    known_object(body, {"run_ids", "names", "x", "start", "end", "points"})
     run_ids = body.get("run_ids")
     if (not isinstance(run_ids, list) or not 1 <= len(run_ids) <= MAX_QUERY_RUNS
             or not all(isinstance(r, str) and r for r in run_ids)):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
 from gpuplaned.domain.run_summary import direction_for
+from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.service.registry import now_ms
@@ -55,12 +56,7 @@ def _int(body: Mapping[str, Any], field: str) -> int | None:
 
 
 def parse_session(body: Any) -> SessionRequest:
-    if not isinstance(body, Mapping):
-        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}",
-                       {"field": unknown[0], "known": sorted(_FIELDS)})
+    known_object(body, _FIELDS)
     run_id = _text(body, "run_id", 100)
     if run_id is not None and not _RUN_ID.match(run_id):
         raise _bad("run_id", "letters, digits, '_', '.' and '-' (at most 100)")
@@ -88,11 +84,7 @@ async def open_session(shared: DaemonContext, body: Any) -> Session:
 
 
 def parse_batch(body: Any) -> tuple[int, dict[str, Any]]:
-    if not isinstance(body, Mapping):
-        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
-    unknown = sorted(set(body) - {"seq", "metrics"})
-    if unknown:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}", {"field": unknown[0]})
+    known_object(body, {"seq", "metrics"})
     seq = body.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 62:
         raise _bad("seq", "a non-negative integer, increasing per session")

@@ -23,13 +23,14 @@ import logging
 import re
 import secrets
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from gpuplaned.protocol import cursors
+from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.call import Reply
@@ -129,12 +130,7 @@ def parse_create(body: Any) -> tuple[str, tuple[str, ...], int | None]:
     Raises:
         ApiError: ``bad_request`` naming the field.
     """
-    if not isinstance(body, Mapping):
-        raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
-    unknown = sorted(set(body) - _KNOWN_FIELDS)
-    if unknown:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"unknown field(s): {', '.join(unknown)}",
-                       {"field": unknown[0], "known": sorted(_KNOWN_FIELDS)})
+    known_object(body, _KNOWN_FIELDS)
     if "name" not in body:
         raise _bad("name", "is required")
     if "scopes" not in body:
