@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from gpuplaned.http import (
     agent_routes,
+    checkpoints_routes,
     idempotency,
     jobs_routes,
     nodes_routes,
@@ -170,4 +171,5 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     tokens_routes.register(app, shared)
     agent_routes.register(app, shared)
     sessions_routes.register(app, shared)
+    checkpoints_routes.register(app, shared)
     return app, stats

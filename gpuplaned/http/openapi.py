@@ -301,6 +301,26 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "additionalProperties": False,
         },
         "RunList": _closed({"runs": {"type": "array", "items": _ref("Run")}, "next_cursor": _NEXT_CURSOR}),
+        "Checkpoint": _closed({
+            "id": {"type": "string", "description": "ck_<ULID>"},
+            "run_id": {"type": "string"},
+            "step": {"type": ["integer", "null"], "minimum": 0},
+            "epoch": {"type": ["number", "null"], "minimum": 0},
+            "path": {"type": "string", "description": "where the script saved it (registered, never copied)"},
+            "size_bytes": {"type": ["integer", "null"], "minimum": 0},
+            "metadata": {"type": "object"},
+            "created_at": _ms("when it was registered (a re-registered path moves to its new step)"),
+            "metric_value": {"type": ["number", "null"],
+                             "description": "with a metric: its last value at or before the step"},
+            "best": {"type": "boolean", "description": "with a metric: the best checkpoint by its direction"},
+        }, "A checkpoint a training script registered (run.log_checkpoint)."),
+        "CheckpointList": _closed({
+            "checkpoints": {"type": "array", "items": _ref("Checkpoint")},
+            "metric": {"type": ["string", "null"], "description": "the metric the checkpoints are ranked by"},
+            "direction": {"type": ["string", "null"], "description": "minimize, maximize or none"},
+            "best_id": {"type": ["string", "null"]},
+        }),
+        "CheckpointReply": _closed({"checkpoint": _ref("Checkpoint")}),
         "LogLine": _object(LogLine, {"offset": {"minimum": 0, "description": "the line's byte offset in the file"}}),
         "LogPage": _object(LogPage, {
             "attempt": {"minimum": 0, "description": "0: the job has not run yet (no lines)"},
@@ -619,6 +639,15 @@ def _paths() -> dict[str, dict[str, Any]]:
             "queryRunsMetrics", "Several runs' series in one call (overlaid charts)", "runs",
             _json(200, "RunMetricsMany", "One RunMetrics per run, in the order asked."), (400, 404, 409, 413),
             body="RunMetricsQuery")},
+        "/api/v1/runs/{run_id}/checkpoints": {"get": _operation(
+            "listRunCheckpoints", "A run's checkpoints, oldest step first, the best marked", "runs",
+            _json(200, "CheckpointList", "The checkpoints."), (400, 404),
+            parameters=[_path("run_id", "the run's id"),
+                        _query("metric", {"type": "string", "pattern": "^[A-Za-z0-9_./-]{1,200}$"},
+                               "rank by this metric; absent: the run's primary metric")])},
+        "/api/v1/checkpoints/{checkpoint_id}": {"get": _operation(
+            "getCheckpoint", "One checkpoint", "runs", _json(200, "CheckpointReply", "The checkpoint."), (404,),
+            parameters=[_path("checkpoint_id", "the checkpoint's id (ck_<ULID>)")])},
         "/api/v1/runs/{run_id}/summary": {"get": _operation(
             "getRunSummary", "A run's summary: latest and best per metric, progress, trend, warnings", "runs",
             _json(200, "RunSummaryReply", "The summary (kept up to date as batches arrive)."), (404,),

@@ -1,0 +1,102 @@
+"""Script events and checkpoints: stored with the batch that carried them, listed per run.
+
+``store_records`` runs inside the batch's write transaction (``sessions.add_batch``), so a
+batch's metrics, events and checkpoints commit together and a resent batch adds none of
+them twice. A checkpoint's listing carries the run's metric at the checkpoint's step (the
+last point at or before it) and marks the best one by that metric's direction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gpuplaned import tsdb
+from gpuplaned.domain.run_records import (
+    CHECKPOINT_CREATED,
+    USER_EVENT,
+    CheckpointRecord,
+    ScriptEvent,
+    best_checkpoint,
+)
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.service.series_query import json_finite
+from gpuplaned.store import checkpoints as checkpoint_rows
+from gpuplaned.store import events as event_rows
+from gpuplaned.store.checkpoints import Checkpoint
+from gpuplaned.store.events import EventRow
+
+if TYPE_CHECKING:
+    from gpuplaned.daemon import DaemonContext
+
+
+def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, events: Sequence[ScriptEvent],
+                  checkpoints: Sequence[CheckpointRecord], now: int) -> list[EventRow]:
+    """Store a batch's script events and checkpoints; returns the event rows to publish
+    after the commit (the script's own events, then one CHECKPOINT_CREATED per checkpoint)."""
+    rows = [EventRow(new_id("ev"), e.ts if e.ts is not None else now, USER_EVENT, e.severity, None, job_id, run_id,
+                     e.step, e.name, {"name": e.name, "data": e.data} if e.data else {"name": e.name})
+            for e in events]
+    for ck in checkpoint_rows.register(conn, run_id, checkpoints, now):
+        context: dict[str, Any] = {"checkpoint_id": ck.id, "path": ck.path}
+        if ck.size_bytes is not None:
+            context["size_bytes"] = ck.size_bytes
+        rows.append(EventRow(new_id("ev"), ck.created_at, CHECKPOINT_CREATED, "info", None, job_id, run_id, ck.step,
+                             f"checkpoint {ck.path}" + (f" at step {ck.step}" if ck.step is not None else ""),
+                             context))
+    event_rows.insert_events(conn, rows)
+    return rows
+
+
+def _readers(shared: DaemonContext) -> Any:
+    if shared.readers is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
+    return shared.readers
+
+
+def value_at_step(conn: sqlite3.Connection, run_id: str, name: str, step: int | None) -> float | None:
+    """The run's last ``name`` point at or before ``step``; None if there is none."""
+    if step is None:
+        return None
+    try:
+        found = tsdb.query_series(conn, "run", run_id, [name], start=0, end=step, points=1, x="step")
+    except ValueError:
+        return None
+    last = found["series"].get(name, {}).get("last") or [None]
+    return last[-1]
+
+
+def metric_direction(conn: sqlite3.Connection, name: str) -> str | None:
+    row = conn.execute("SELECT direction FROM metric_definitions WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else None
+
+
+def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) -> dict[str, Any]:
+    """The run's checkpoints with ``metric`` at each one's step and the best marked."""
+    if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id}", {"run_id": run_id})
+    found = checkpoint_rows.list_for_run(conn, run_id)
+    values = {ck.id: value_at_step(conn, run_id, metric, ck.step) for ck in found} if metric else {}
+    direction = metric_direction(conn, metric) if metric else None
+    best = best_checkpoint(values, direction or "")
+    rows = [_row(ck) | ({"metric_value": json_finite(values[ck.id]), "best": ck.id == best} if metric else {})
+            for ck in found]
+    return {"checkpoints": rows, "metric": metric, "direction": direction, "best_id": best}
+
+
+def _row(ck: Checkpoint) -> dict[str, Any]:
+    return {"id": ck.id, "run_id": ck.run_id, "step": ck.step, "epoch": ck.epoch, "path": ck.path,
+            "size_bytes": ck.size_bytes, "metadata": ck.metadata, "created_at": ck.created_at}
+
+
+async def list_checkpoints(shared: DaemonContext, run_id: str, metric: str | None) -> dict[str, Any]:
+    return await _readers(shared).run(lambda conn: checkpoint_table(conn, run_id, metric))
+
+
+async def get_checkpoint(shared: DaemonContext, checkpoint_id: str) -> dict[str, Any]:
+    found = await _readers(shared).run(lambda conn: checkpoint_rows.get(conn, checkpoint_id))
+    if found is None:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
+    return _row(found)
