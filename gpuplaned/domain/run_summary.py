@@ -4,7 +4,8 @@ Pure: ``update`` takes the summary as stored (a JSON object), a batch of points 
 metric's direction, and returns the new summary and the events the batch raised. The summary
 holds, per metric: the latest point, the best by its direction, how many points; the run's
 progress (highest step); a trend over the recent window; and warnings. No LLM, no history
-scan: everything is incremental.
+scan: everything is incremental. When a metric's direction is edited, its "best" in every
+run is recomputed from the stored points instead (``gpuplaned.store.projects``).
 
 - LOSS_NAN (critical): a loss-like metric (its name holds "loss") got NaN or infinity; once
   per metric.
@@ -16,6 +17,7 @@ scan: everything is incremental.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from statistics import median
 from typing import Any
@@ -27,6 +29,8 @@ MIN_WINDOW = 20
 SPIKE_MADS = 6.0
 SPIKE_GAP = 100
 TREND_MIN = 8
+DIRECTIONS = ("minimize", "maximize")
+PRIMARY_SOURCES = ("experiment", "project", "global")
 _MINIMIZE = ("loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll")
 _MAXIMIZE = ("acc", "accuracy", "f1", "ndcg", "mrr", "bleu", "rouge", "reward", "auc", "precision", "recall",
              "map", "iou", "dice")
@@ -43,7 +47,7 @@ class SummaryEvent:
 
 def direction_for(name: str) -> str | None:
     """minimize or maximize by the metric's last name part (``eval/top1_acc`` -> maximize)."""
-    words = name.lower().replace("-", "_").replace(".", "_").split("/")[-1].split("_")
+    words = re.split(r"[^a-z0-9]+", name.lower().split("/")[-1])  # ndcg@10, top1_acc, val-loss
     if any(w in _MINIMIZE for w in words):
         return "minimize"
     if any(w in _MAXIMIZE for w in words):
@@ -90,6 +94,27 @@ def public(summary: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in summary.items() if k != "_state"}
 
 
+def resolve_primary(experiment: str | None, project: str | None,
+                    global_: str | None) -> tuple[str | None, str | None]:
+    """The primary metric and where it was set: the experiment's, else the project's, else the
+    global one (seed 000 section 9); ``(None, None)`` when none is set anywhere."""
+    for name, source in zip((experiment, project, global_), PRIMARY_SOURCES):
+        if name is not None:
+            return name, source
+    return None, None
+
+
+def primary_view(summary: Mapping[str, Any] | None, name: str | None, source: str | None,
+                 direction: str | None) -> dict[str, Any] | None:
+    """The primary metric as a run shows it: its latest and best point from the summary (null
+    until the run logs it), with ``direction`` from its metric definition."""
+    if name is None:
+        return None
+    metric = ((summary or {}).get("metrics") or {}).get(name) or {}
+    return {"name": name, "source": source, "direction": direction,
+            "count": metric.get("count", 0), "latest": metric.get("latest"), "best": metric.get("best")}
+
+
 def _finite(value: float) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -107,16 +132,27 @@ def _latest(metric: dict[str, Any], steps: Sequence[int], ts: Sequence[int], val
         metric["latest"] = {"step": steps[i], "ts": ts[i], "value": _json_value(values[i])}
 
 
+def best_of(steps: Sequence[int], values: Sequence[float], direction: str | None) -> tuple[float, int] | None:
+    """``(value, step)`` of the best finite value by ``direction`` (on a tie, the lowest step);
+    None without a direction or a finite value."""
+    if direction not in DIRECTIONS:
+        return None
+    sign = 1.0 if direction == "minimize" else -1.0
+    found = min(((sign * v, s) for v, s in zip(values, steps) if _finite(v)), default=None)
+    return None if found is None else (sign * found[0], found[1])
+
+
+def better(direction: str, value: float, than: float) -> bool:
+    return value < than if direction == "minimize" else value > than
+
+
 def _best(metric: dict[str, Any], steps: Sequence[int], values: Sequence[float], direction: str | None) -> None:
-    if direction is None:
+    found = best_of(steps, values, direction)
+    if found is None:
         return
-    pick = min if direction == "minimize" else max
-    finite = [(v, s) for v, s in zip(values, steps) if _finite(v)]
-    if not finite:
-        return
-    value, step = pick(finite, key=lambda p: p[0])
+    value, step = found
     old = metric.get("best")
-    if old is None or pick(value, old["value"]) == value and value != old["value"]:
+    if old is None or better(direction, value, old["value"]):  # type: ignore[arg-type]
         metric["best"] = {"step": step, "value": value}
 
 

@@ -22,6 +22,7 @@ from gpuplaned.http import (
     jobs_routes,
     nodes_routes,
     openapi_routes,
+    projects_routes,
     sessions_routes,
     tokens_routes,
 )
@@ -171,5 +172,6 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     tokens_routes.register(app, shared)
     agent_routes.register(app, shared)
     sessions_routes.register(app, shared)
+    projects_routes.register(app, shared)
     checkpoints_routes.register(app, shared)
     return app, stats

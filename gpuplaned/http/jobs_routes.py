@@ -49,7 +49,7 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
 
     @app.get("/api/v1/runs/<run_id>")
     async def get_run(run_id: str) -> Response:
-        return ok({"run": await runs.get_run(shared, run_id)})
+        return ok(await runs.get_run_detail(shared, run_id))
 
     @app.get("/api/v1/jobs/<job_id>")
     async def get_job(job_id: str) -> Response:

@@ -21,6 +21,7 @@ import attrs
 
 import gpuplaned
 from gpuplaned.config import ROLES
+from gpuplaned.domain.run_summary import PRIMARY_SOURCES
 from gpuplaned.http import idempotency
 from gpuplaned.http.scopes import required_scope
 from gpuplaned.lifecycle import DaemonState
@@ -33,11 +34,21 @@ from gpuplaned.service.control import ACTOR_VERBS
 from gpuplaned.service.jobs import JOB_STATES, STREAMS
 from gpuplaned.service.logs import MAX_PAGE, LogLine, LogPage
 from gpuplaned.service.nodes_view import NodeInfo, SlotInfo
+from gpuplaned.service.projects import (
+    DIRECTIONS,
+    MAX_DESCRIPTION,
+    MAX_DISPLAY_NAME,
+    MAX_UNIT,
+    METRIC_PATTERN,
+    METRIC_SCOPES,
+    NAME_PATTERN,
+)
 from gpuplaned.service.runs import RUN_STATES
 from gpuplaned.service.series_query import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.sessions import FINISH_STATES
 from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
 from gpuplaned.store.events import SEVERITIES, EventRow
+from gpuplaned.store.projects import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
 from gpuplaned.store.runs import Run
 from gpuplaned.store.sessions import Session
 from gpuplaned.telemetry.samples import DiskSample, EccErrors, GpuSample, HostSample
@@ -213,7 +224,12 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "started_at": _ms(nullable=True),
             "finished_at": _ms(nullable=True),
         }, description="One attempt of a job."),
-        "RunReply": _closed({"run": _ref("Run")}),
+        "RunReply": _closed({
+            "run": _ref("Run"),
+            "project": {"anyOf": [_ref("Ref"), {"type": "null"}]},
+            "experiment": {"anyOf": [_ref("Ref"), {"type": "null"}]},
+            "primary_metric": {"anyOf": [_ref("RunPrimaryMetric"), {"type": "null"}]},
+        }),
         "RunMetricsQuery": {
             "type": "object",
             "properties": {
@@ -237,6 +253,9 @@ def _schemas() -> dict[str, dict[str, Any]]:
                         "additionalProperties": {"type": "object"}},
             "progress": _closed({"step": {"type": ["integer", "null"]}}),
             "warnings": {"type": "array", "items": {"type": "string"}},
+            "primary_metric": {"anyOf": [_ref("RunPrimaryMetric"), {"type": "null"}],
+                               "description": "null: no primary metric is set for this run's experiment, "
+                                              "project or globally"},
         })}),
         "RunMetrics": _closed({
             "run_id": {"type": "string"},
@@ -420,6 +439,93 @@ def _schemas() -> dict[str, dict[str, Any]]:
         "TokenReply": _closed({"token": _ref("Token")}),
         "TokenList": _closed({"tokens": {"type": "array", "items": _ref("Token")}, "next_cursor": _NEXT_CURSOR}),
         "OpenApiDocument": {"type": "object", "required": ["openapi", "info", "paths"]},
+        **_project_schemas(),
+    }
+
+
+def _project_schemas() -> dict[str, dict[str, Any]]:
+    """Projects, experiments, metric definitions and the primary metric (``gpuplaned.service.projects``)."""
+    name = {"type": "string", "pattern": NAME_PATTERN,
+            "description": "unique (per project, for an experiment); not shaped like an id"}
+    metric = {"type": ["string", "null"], "pattern": METRIC_PATTERN,
+              "description": "a metric name; null clears the setting"}
+    body = {"name": name, "description": {"type": ["string", "null"], "maxLength": MAX_DESCRIPTION},
+            "primary_metric": {**metric, "description": "this level's primary metric (one not logged yet gets "
+                                                        "its definition now); null: inherit"}}
+    primary_source = {"type": ["string", "null"], "enum": [*PRIMARY_SOURCES, None],
+                      "description": "where the primary metric was set; null: nowhere"}
+    point = {"type": ["object", "null"]}
+    return {
+        "Ref": _object(Ref),
+        "Project": _object(Project, {
+            "id": {"description": "prj_<ULID>"},
+            "created_at": _ms(),
+            "primary_metric": {"description": "set on this project; null: the global one applies"},
+            "experiments": {"minimum": 0},
+            "runs": {"minimum": 0},
+        }),
+        "ProjectReply": _closed({"project": _ref("Project")}),
+        "ProjectList": _closed({"projects": {"type": "array", "items": _ref("Project")},
+                                "next_cursor": _NEXT_CURSOR}),
+        "ProjectCreate": {"type": "object", "properties": body, "required": ["name"], "additionalProperties": False},
+        "ProjectPatch": {"type": "object", "properties": body, "additionalProperties": False},
+        "ExperimentCreate": {"type": "object", "properties": body, "required": ["name"],
+                             "additionalProperties": False},
+        "ExperimentPatch": {"type": "object", "properties": body, "additionalProperties": False},
+        "Experiment": _object(Experiment, {
+            "id": {"description": "exp_<ULID>"},
+            "project": {"description": "the project's name"},
+            "created_at": _ms(),
+            "primary_metric": {"description": "set on this experiment; null: its project's applies"},
+            "runs": {"minimum": 0},
+        }),
+        "ExperimentReply": _closed({"experiment": _ref("Experiment")}),
+        "ExperimentList": _closed({"experiments": {"type": "array", "items": _ref("Experiment")},
+                                   "next_cursor": _NEXT_CURSOR}),
+        "MetricDefinition": _object(MetricDefinition, {
+            "direction": {"type": ["string", "null"], "enum": ["minimize", "maximize", None],
+                          "description": "which way is better; null: none (no best is kept)"},
+            "scope": {"type": ["string", "null"], "enum": [*METRIC_SCOPES, None]},
+            "is_primary": {"description": "the global primary metric"},
+            "created_at": _ms("when a run first logged it (or it was first named)"),
+        }),
+        "MetricDefinitionReply": _closed({"metric_definition": _ref("MetricDefinition")}),
+        "MetricDefinitionList": _closed({"metric_definitions": {"type": "array", "items": _ref("MetricDefinition")},
+                                         "next_cursor": _NEXT_CURSOR}),
+        "MetricDefinitionPatch": {"type": "object", "properties": {
+            "direction": {"type": ["string", "null"], "enum": [*DIRECTIONS, None],
+                          "description": "none or null: no direction; a change recomputes every run's best"},
+            "display_name": {"type": ["string", "null"], "maxLength": MAX_DISPLAY_NAME},
+            "scope": {"type": ["string", "null"], "enum": [*METRIC_SCOPES, None]},
+            "unit": {"type": ["string", "null"], "maxLength": MAX_UNIT},
+        }, "additionalProperties": False},
+        "MetricDefinitionUpdated": _closed({
+            "metric_definition": _ref("MetricDefinition"),
+            "runs_updated": {"type": "integer", "minimum": 0,
+                             "description": "runs whose summary (best point) was recomputed"},
+        }),
+        "PrimaryMetric": _object(PrimaryMetric, {
+            "metric": {"description": "the primary metric, resolved experiment -> project -> global"},
+            "source": primary_source,
+            "settings": _closed({level: {"type": ["string", "null"]} for level in PRIMARY_SOURCES},
+                                "each level's own setting"),
+        }),
+        "PrimaryMetricReply": _closed({"primary_metric": _ref("PrimaryMetric")}),
+        "PrimaryMetricPut": {"type": "object", "properties": {
+            "metric": metric,
+            "project": {"type": ["string", "null"], "minLength": 1, "description": "the project's id or name"},
+            "experiment": {"type": ["string", "null"], "minLength": 1,
+                           "description": "the experiment's id (or its name, with project)"},
+        }, "required": ["metric"], "additionalProperties": False,
+            "description": "Neither project nor experiment: the global primary metric."},
+        "RunPrimaryMetric": _closed({
+            "name": {"type": "string"},
+            "source": {"type": "string", "enum": list(PRIMARY_SOURCES)},
+            "direction": {"type": ["string", "null"], "enum": ["minimize", "maximize", None]},
+            "count": {"type": "integer", "minimum": 0, "description": "the run's points of it"},
+            "latest": {**point, "description": "{step, ts, value}; null until the run logs it"},
+            "best": {**point, "description": "{step, value} by the direction; null without one"},
+        }, "The run's primary metric (experiment -> project -> global) and its values in this run."),
     }
 
 
@@ -771,8 +877,82 @@ def _paths() -> dict[str, dict[str, Any]]:
             "revokeToken", "Revoke a token (a revoked one is answered unchanged)", "tokens",
             _json(200, "TokenReply", "The revoked token."), (404,),
             parameters=[_path("id_or_name", "the token's id or name")])},
+        **_project_paths(limit, cursor),
         PATH: {"get": _operation(
             "getOpenApi", "This document", "daemon", _json(200, "OpenApiDocument", "OpenAPI 3.1."))},
+    }
+
+
+def _project_paths(limit: dict[str, Any], cursor: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    project = _path("project", "the project's id (prj_<ULID>) or name")
+    experiment = _path("experiment_id", "the experiment's id (exp_<ULID>)")
+    metric = _path("metric", "the metric's name; it may hold '/' (eval/loss)",
+                   {"type": "string", "minLength": 1, "maxLength": 200,
+                    "pattern": "^[^/]*[^/.][^/]*(/[^/]*[^/.][^/]*)*$"})
+    scope = [_query("project", {"type": "string", "minLength": 1}, "a project's id or name"),
+             _query("experiment", {"type": "string", "minLength": 1},
+                    "an experiment's id (or its name, with project)")]
+    return {
+        "/api/v1/projects": {
+            "get": _operation("listProjects", "Projects, newest first", "projects",
+                              _json(200, "ProjectList", "The projects."), (400,), parameters=[limit, cursor]),
+            "post": _operation("createProject", "Create a project", "projects",
+                               _json(201, "ProjectReply", "The project."), (400, 409, 413), body="ProjectCreate"),
+        },
+        "/api/v1/projects/{project}": {
+            "get": _operation("getProject", "One project", "projects", _json(200, "ProjectReply", "The project."),
+                              (404,), parameters=[project]),
+            "patch": _operation("updateProject", "Rename a project, or set its description or primary metric",
+                                "projects", _json(200, "ProjectReply", "The project."), (400, 404, 409, 413),
+                                parameters=[project], body="ProjectPatch"),
+            "delete": _operation(
+                "deleteProject", "Delete a project that holds no runs or jobs (with its empty experiments)",
+                "projects", _json(200, "ProjectReply", "The deleted project."), (404, 409), parameters=[project],
+                description="409 while runs or jobs belong to it: runs are never orphaned or deleted with it."),
+        },
+        "/api/v1/projects/{project}/experiments": {
+            "get": _operation("listExperiments", "A project's experiments, newest first", "projects",
+                              _json(200, "ExperimentList", "The experiments."), (400, 404),
+                              parameters=[project, limit, cursor]),
+            "post": _operation("createExperiment", "Create an experiment in a project", "projects",
+                               _json(201, "ExperimentReply", "The experiment."), (400, 404, 409, 413),
+                               parameters=[project], body="ExperimentCreate"),
+        },
+        "/api/v1/experiments/{experiment_id}": {
+            "get": _operation("getExperiment", "One experiment", "projects",
+                              _json(200, "ExperimentReply", "The experiment."), (404,), parameters=[experiment]),
+            "patch": _operation("updateExperiment", "Rename an experiment, or set its description or primary metric",
+                                "projects", _json(200, "ExperimentReply", "The experiment."), (400, 404, 409, 413),
+                                parameters=[experiment], body="ExperimentPatch"),
+            "delete": _operation(
+                "deleteExperiment", "Delete an experiment that holds no runs or jobs", "projects",
+                _json(200, "ExperimentReply", "The deleted experiment."), (404, 409), parameters=[experiment],
+                description="409 while runs or jobs belong to it."),
+        },
+        "/api/v1/metric-definitions": {"get": _operation(
+            "listMetricDefinitions", "Metric definitions (direction, unit...), newest first", "projects",
+            _json(200, "MetricDefinitionList", "The definitions; with a project or experiment, those its runs "
+                                               "logged."), (400, 404), parameters=[*scope, limit, cursor])},
+        "/api/v1/metric-definitions/{metric}": {
+            "get": _operation("getMetricDefinition", "One metric definition", "projects",
+                              _json(200, "MetricDefinitionReply", "The definition."), (404,), parameters=[metric]),
+            "patch": _operation(
+                "updateMetricDefinition", "Edit a metric's direction, display name, unit or scope", "projects",
+                _json(200, "MetricDefinitionUpdated", "The definition, and how many runs' best points were "
+                                                      "recomputed."), (400, 404, 413),
+                parameters=[metric], body="MetricDefinitionPatch",
+                description="A new direction recomputes the metric's best point in every run's summary from "
+                            "its stored points."),
+        },
+        "/api/v1/primary-metric": {
+            "get": _operation("getPrimaryMetric", "The primary metric, resolved experiment -> project -> global",
+                              "projects", _json(200, "PrimaryMetricReply", "The resolution and each level's "
+                                                                           "setting."), (404,), parameters=scope),
+            "put": _operation("putPrimaryMetric", "Set or clear the primary metric of an experiment, a project, "
+                                                  "or globally", "projects",
+                              _json(200, "PrimaryMetricReply", "The resolution after the change."), (400, 404, 413),
+                              body="PrimaryMetricPut"),
+        },
     }
 
 
@@ -800,7 +980,8 @@ def _build() -> dict[str, Any]:
         "openapi": OPENAPI_VERSION,
         "info": {"title": "GPUPlane control API", "version": gpuplaned.__version__, "description": _DESCRIPTION,
                  "license": {"name": "MIT", "identifier": "MIT"}},
-        "tags": [{"name": name} for name in ("jobs", "runs", "logs", "nodes", "events", "daemon", "tokens")],
+        "tags": [{"name": name} for name in ("jobs", "runs", "projects", "logs", "nodes", "events", "daemon",
+                                             "tokens")],
         "security": [{"bearer": []}],
         "paths": _scoped(_idempotent(_paths())),
         "components": {

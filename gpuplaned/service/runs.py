@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.series_query import expand_names, json_finite, parse_names, parse_points, parse_range
+from gpuplaned.store import projects as project_rows
 from gpuplaned.store import runs as run_rows
 from gpuplaned.store.runs import Run
 
@@ -79,13 +79,27 @@ async def query_metrics(shared: DaemonContext, run_id: str, args: Mapping[str, s
     return {"run_id": run_id, "x_axis": x, **json_finite(result)}
 
 
+async def get_run_detail(shared: DaemonContext, run_id: str) -> dict[str, Any]:
+    """``GET /runs/{id}``: the run, its project and experiment, and its primary metric."""
+
+    def read(conn: Any) -> dict[str, Any]:
+        run = run_rows.get_run(conn, run_id)
+        if run is None:
+            raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
+        primary, direction, summary = project_rows.run_context(conn, run_id)
+        return {"run": run, "project": primary.project, "experiment": primary.experiment,
+                "primary_metric": run_summary.primary_view(summary, primary.metric, primary.source, direction)}
+
+    return await _readers(shared).run(read)
+
+
 async def get_summary(shared: DaemonContext, run_id: str) -> dict[str, Any]:
     """The run's summary: per metric the latest and best point and count (and, for losses, the
-    trend), the run's progress, and warnings (seed 000 section 10.2)."""
-    await get_run(shared, run_id)
-    stored = await _readers(shared).run(
-        lambda conn: conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
-    return {"run_id": run_id, **run_summary.public(json.loads(stored) if stored else None)}
+    trend), the run's progress, and warnings (seed 000 section 10.2); and its primary metric,
+    resolved experiment -> project -> global when asked, with that metric's latest and best."""
+    primary, direction, summary = await _readers(shared).run(lambda conn: project_rows.run_context(conn, run_id))
+    return {"run_id": run_id, **run_summary.public(summary),
+            "primary_metric": run_summary.primary_view(summary, primary.metric, primary.source, direction)}
 
 
 MAX_QUERY_RUNS = 50
