@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 from gpuplanectl.client import runtime_dir_from
-from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, runs, status, tokens, top
+from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, projects, runs, status, tokens, top
 
 app = typer.Typer(
     name="gpuplanectl",
@@ -63,6 +63,8 @@ app.command("events")(events.events)
 app.command("runs")(runs.runs)
 app.add_typer(runs.app, name="run")
 app.command("metrics")(runs.metrics)
+app.command("projects")(projects.projects)
+app.add_typer(projects.app, name="project")
 app.command("top")(top.top)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)
