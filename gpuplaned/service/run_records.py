@@ -25,6 +25,7 @@ from gpuplaned.protocol.ids import new_id
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoints as checkpoint_rows
 from gpuplaned.store import events as event_rows
+from gpuplaned.store import projects as project_rows
 from gpuplaned.store.checkpoints import Checkpoint
 from gpuplaned.store.events import EventRow
 
@@ -74,9 +75,10 @@ def metric_direction(conn: sqlite3.Connection, name: str) -> str | None:
 
 
 def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) -> dict[str, Any]:
-    """The run's checkpoints with ``metric`` at each one's step and the best marked."""
-    if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-        raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id}", {"run_id": run_id})
+    """The run's checkpoints with ``metric`` (default: the run's primary metric, resolved
+    experiment -> project -> global) at each one's step and the best marked."""
+    primary, _, _ = project_rows.run_context(conn, run_id)  # not_found for an unknown run
+    metric = metric or primary.metric
     found = checkpoint_rows.list_for_run(conn, run_id)
     values = {ck.id: value_at_step(conn, run_id, metric, ck.step) for ck in found} if metric else {}
     direction = metric_direction(conn, metric) if metric else None

@@ -13,6 +13,7 @@ from gpuplaned.service.run_records import checkpoint_table, store_records
 from gpuplaned.store import events as event_rows
 from gpuplaned.store.database import open_writer
 from gpuplaned.store.events import EventFilter
+from gpuplaned.store.projects import set_primary
 
 
 @pytest.fixture
@@ -97,3 +98,15 @@ def test_the_table_ranks_checkpoints_by_the_metric_at_their_step(conn):
     assert checkpoint_table(conn, "run_a", "no/such")["best_id"] is None
     with pytest.raises(ApiError):
         checkpoint_table(conn, "run_nope", None)
+
+
+def test_without_a_metric_the_table_ranks_by_the_runs_primary_metric(conn):
+    tsdb.ingest(conn, "run", "run_a", {"acc": {"step": [1, 2, 3], "ts": [1, 2, 3], "value": [0.5, 0.9, 0.7]}},
+                source="s", seq=1)
+    store_records(conn, "run_a", None, [], parse_checkpoints({"checkpoints": [
+        {"path": f"/c/{s}.pt", "step": s} for s in (1, 2, 3)]}), 1)
+    assert checkpoint_table(conn, "run_a", None)["metric"] is None  # no primary metric anywhere yet
+    set_primary(conn, "acc", 5)  # the global one; "acc" is maximized by its name
+    table = checkpoint_table(conn, "run_a", None)
+    assert (table["metric"], table["direction"]) == ("acc", "maximize")
+    assert [c["best"] for c in table["checkpoints"]] == [False, True, False]
