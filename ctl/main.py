@@ -11,7 +11,21 @@ from typing import Annotated
 
 import typer
 from gpuplanectl.client import runtime_dir_from
-from gpuplanectl.commands import Globals, actors, daemon, events, jobs, logs, nodes, projects, runs, status, tokens, top
+from gpuplanectl.commands import (
+    Globals,
+    actors,
+    daemon,
+    events,
+    jobs,
+    logs,
+    nodes,
+    projects,
+    runs,
+    status,
+    sync,
+    tokens,
+    top,
+)
 
 app = typer.Typer(
     name="gpuplanectl",
@@ -65,6 +79,7 @@ app.add_typer(runs.app, name="run")
 app.command("metrics")(runs.metrics)
 app.command("projects")(projects.projects)
 app.add_typer(projects.app, name="project")
+app.command("sync")(sync.sync)
 app.command("top")(top.top)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)

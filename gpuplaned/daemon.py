@@ -26,6 +26,7 @@ from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
+from gpuplaned.service import spool_replay
 from gpuplaned.service.log_feeds import LogFeeds
 from gpuplaned.service.nodes import LocalNodeLink
 from gpuplaned.service.registry import NodeRegistry
@@ -85,6 +86,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
                 with shared._startup_scope:
                     await nursery.start(supervisor.run)
                     shared.lifecycle.ready()
+                    nursery.start_soon(spool_replay.replay_at_start, shared)  # SDK spools left by ended processes
                     log.info("gpuplaned %s ready (pid %d, role %s, %s)", __version__, os.getpid(),
                              cfg.role, endpoint.portfile().endpoint)
                     task_status.started(shared)

@@ -273,6 +273,11 @@ def _schemas() -> dict[str, dict[str, Any]]:
         "SessionCreate": {
             "type": "object",
             "properties": {
+                "session_id": {"type": ["string", "null"],
+                               "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$",
+                               "description": "the SDK's own UUIDv7 for the session; opening one that exists "
+                                              "returns it (409 if it reports to another run); absent: the "
+                                              "daemon makes one"},
                 "run_id": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
                            "description": "join this run (created when unknown); absent: a new run"},
                 "job_id": {"type": ["string", "null"], "minLength": 1, "maxLength": 100},
@@ -305,7 +310,8 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "type": "object",
             "properties": {
                 "seq": {"type": "integer", "minimum": 0, "maximum": (1 << 62) - 1,
-                        "description": "increasing per session; a seq already stored is answered duplicate"},
+                        "description": "one per batch of the session; a seq already stored is answered "
+                                       "duplicate, also once the session has finished"},
                 "metrics": {"type": "object", "description": "name -> {step: [...], ts: [...], value: [...]}",
                             "additionalProperties": {"type": "object"}},
             },
@@ -775,7 +781,10 @@ def _paths() -> dict[str, dict[str, Any]]:
                         _query("points", _int(1, MAX_POINTS, DEFAULT_POINTS), "at most this many buckets")])},
         "/api/v1/sessions": {"post": _operation(
             "openSession", "Open an SDK session on a run (gpuplane.init)", "runs",
-            _json(201, "SessionCreated", "The session and its run."), (400, 409, 413), body="SessionCreate")},
+            _json(201, "SessionCreated", "The session and its run (the existing one for a known session_id)."),
+            (400, 409, 413), body="SessionCreate",
+            description="Idempotent with a session_id: the SDK re-opens its session when the daemon comes "
+                        "back, and a spool replay (the daemon at start, gpuplanectl sync) opens it again.")},
         "/api/v1/sessions/{session_id}": {"get": _operation(
             "getSession", "One SDK session", "runs", _json(200, "SessionReply", "The session."), (404,),
             parameters=[_path("session_id", "the session's id (a UUIDv7)")])},

@@ -2,7 +2,11 @@
 
 A batch is answered only after its transaction has committed, and a (session, seq) already
 stored is answered ``duplicate: true`` and stored nothing: the SDK resends what was not
-acknowledged, and nothing is lost or counted twice.
+acknowledged, and nothing is lost or counted twice. The SDK names its session itself (a
+UUIDv7, so that it can spool batches before any daemon answers); opening a session that
+exists returns it, so a spool replayed later, or twice, lands in the same session and run.
+A batch already stored is a duplicate even once its session has finished (a replay that was
+interrupted after the finish and run again).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from gpuplaned.domain.run_summary import direction_for
 from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.sdk_spool import SESSION_ID
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import events as event_rows
 from gpuplaned.store import sessions as session_rows
@@ -30,7 +35,7 @@ if TYPE_CHECKING:
 
 FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-_FIELDS = {"run_id", "job_id", "name", "project", "experiment", "config", "tags", "rank", "host", "pid"}
+_FIELDS = {"session_id", "run_id", "job_id", "name", "project", "experiment", "config", "tags", "rank", "host", "pid"}
 
 
 def _bad(field: str, message: str) -> ApiError:
@@ -60,6 +65,9 @@ def parse_session(body: Any) -> SessionRequest:
     run_id = _text(body, "run_id", 100)
     if run_id is not None and not _RUN_ID.match(run_id):
         raise _bad("run_id", "letters, digits, '_', '.' and '-' (at most 100)")
+    session_id = body.get("session_id")
+    if session_id is not None and (not isinstance(session_id, str) or not SESSION_ID.match(session_id)):
+        raise _bad("session_id", "a UUIDv7 in lower-case hex (8-4-4-4-12)")
     config = body.get("config")
     if config is not None and not isinstance(config, Mapping):
         raise _bad("config", "a JSON object")
@@ -68,7 +76,7 @@ def parse_session(body: Any) -> SessionRequest:
         raise _bad("tags", "a list of at most 100 strings")
     return SessionRequest(run_id, _text(body, "job_id", 100), _text(body, "name"), _text(body, "project"),
                           _text(body, "experiment"), dict(config) if config else None, tuple(tags),
-                          _int(body, "rank"), _text(body, "host"), _int(body, "pid"))
+                          _int(body, "rank"), _text(body, "host"), _int(body, "pid"), session_id)
 
 
 def _store(shared: DaemonContext) -> Any:
@@ -87,7 +95,7 @@ def parse_batch(body: Any) -> tuple[int, dict[str, Any]]:
     known_object(body, {"seq", "metrics"})
     seq = body.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 62:
-        raise _bad("seq", "a non-negative integer, increasing per session")
+        raise _bad("seq", "a non-negative integer, one per batch of the session")
     metrics = body.get("metrics")
     if not isinstance(metrics, Mapping):
         raise _bad("metrics", 'an object: {"name": {"step": [...], "ts": [...], "value": [...]}}')
@@ -101,6 +109,8 @@ async def add_batch(shared: DaemonContext, session_id: str, body: Any) -> dict[s
     def apply(conn: Any) -> dict[str, Any]:
         session = session_rows.require_open(conn, session_id)
         if session.status != "OPEN":
+            if session_rows.batch_stored(conn, session_id, seq):
+                return {"seq": seq, "duplicate": True, "points": 0}, []
             raise ApiError(ErrorCode.CONFLICT, f"session {session_id} has finished", {"session_id": session_id})
         try:
             result = tsdb.ingest(conn, "run", session.run_id, metrics, source=session_id, seq=seq)

@@ -24,6 +24,7 @@ class SessionRequest:
     rank: int | None
     host: str | None
     pid: int | None
+    session_id: str | None = None  # the SDK's own UUIDv7 (it makes one to spool under); None: the daemon's
 
 
 @attrs.frozen
@@ -56,7 +57,23 @@ def require_open(conn: sqlite3.Connection, session_id: str) -> Session:
 
 
 def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> Session:
-    """A new session on ``req.run_id`` (the run is created when unknown) or on a new run."""
+    """A new session on ``req.run_id`` (the run is created when unknown) or on a new run.
+
+    With ``req.session_id`` it is idempotent: a session that exists already is returned as
+    it is (the SDK re-opens its session after the daemon came back, and a spool replay opens
+    it again), unless the request names another run.
+
+    Raises:
+        ApiError: CONFLICT, the session exists on another run.
+    """
+    if req.session_id is not None:
+        existing = get_session(conn, req.session_id)
+        if existing is not None:
+            if req.run_id is not None and req.run_id != existing.run_id:
+                raise ApiError(ErrorCode.CONFLICT,
+                               f"session {req.session_id} reports to run {existing.run_id}, not {req.run_id}",
+                               {"session_id": req.session_id, "run_id": existing.run_id})
+            return existing
     run_id = req.run_id or new_id("run")
     run = conn.execute("SELECT source FROM runs WHERE id = ?", (run_id,)).fetchone()
     if run is None:
@@ -68,9 +85,14 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
             "started_at) VALUES (?, ?, ?, ?, ?, 'sdk', 'RUNNING', ?, ?, ?)",
             (run_id, req.job_id, project_id, experiment_id, req.name, config, now_ms, now_ms),
         )
-    session = Session(uuid7(now_ms), run_id, req.rank, req.host, req.pid, "OPEN", None, 0, now_ms, None)
+    session = Session(req.session_id or uuid7(now_ms), run_id, req.rank, req.host, req.pid, "OPEN", None, 0, now_ms, None)
     conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", attrs.astuple(session))
     return session
+
+
+def batch_stored(conn: sqlite3.Connection, session_id: str, seq: int) -> bool:
+    """Whether the session's batch ``seq`` is stored already."""
+    return conn.execute("SELECT 1 FROM ts_batches WHERE source = ? AND seq = ?", (session_id, seq)).fetchone() is not None
 
 
 def record_batch(conn: sqlite3.Connection, session_id: str, seq: int, points: int) -> None:

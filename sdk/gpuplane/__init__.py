@@ -16,8 +16,12 @@ the daemon's own.
 Where it reports (first found): ``GPUPLANE_SERVER`` + ``GPUPLANE_TOKEN`` (an ``sdk`` scope
 token), ``GPUPLANE_ENDPOINT`` (set for dispatched jobs), else the daemon's port-file in
 ``GPUPLANE_RUNTIME_DIR`` / ``$XDG_RUNTIME_DIR/gpuplane`` / ``/tmp/gpuplane-<uid>``. With no
-daemon the run keeps working: points wait in a bounded queue (oldest dropped first) and the
-SDK looks for a daemon again every few seconds.
+daemon, or when it dies mid-run, the run keeps working: its batches go to a local spool,
+``$GPUPLANE_HOME/spool/sdk-<session>.jsonl`` (default home ``~/.local/share/gpuplane``; at
+most ``GPUPLANE_SPOOL_MAX_BYTES``, 256 MiB by default, 0 for none, past which the oldest
+points are dropped and counted), and the SDK looks for a daemon again every few seconds. The
+run replays its spool itself when the daemon answers; what is left when the process ends is
+replayed by the daemon when it starts, or by ``gpuplanectl sync``, exactly once.
 
 The run joins ``run_id`` if given, else ``$GPUPLANE_RUN_ID`` (a dispatched job's run), else
 the daemon makes a new run. At interpreter exit every open run is flushed (2 s at most in

@@ -9,10 +9,21 @@ running total as the metric ``gpuplane/dropped_points``.
 
 A daemon thread drains the deque every ``FLUSH_INTERVAL`` s (sooner when ``FLUSH_POINTS``
 points wait) into columnar batches of at most ``BATCH_POINTS`` points, each with the
-session's next ``seq``. A batch is kept until the daemon acknowledges it and resent after
-any failure with exponential backoff (at most ``MAX_BACKOFF`` s); the daemon stores one
-(session, seq) once, so a resend after a lost answer is harmless. Nothing raised in the
-thread escapes it.
+session's next ``seq``. The session id is the SDK's own UUIDv7, so batches have their
+(session, seq) before any daemon has answered, and the daemon stores one (session, seq)
+once: a resend after a lost answer, or a replay of the spool, is harmless.
+
+While the daemon answers, a batch is sent and kept in memory until it is acknowledged.
+When no daemon is reachable, or a request fails (the daemon died mid-run), the unacknowledged
+batch and then every batch made from the deque go to the local spool (``_spool``: one
+``O_APPEND`` file per session, locked while this process lives, capped in size) instead, so
+memory stays bounded for as long as the daemon is away. The daemon is tried again with
+exponential backoff (at most ``MAX_BACKOFF`` s); once it answers, the thread re-opens the
+session (idempotent), replays the spool from where it stopped, and goes back to sending
+directly when it has caught up, cutting the file back to its header. At finish a fully
+delivered spool is removed; one the daemon did not take is closed with a ``finish`` record,
+for the daemon to replay when it starts or for ``gpuplanectl sync``. Spool I/O happens on
+the sender thread only, and nothing raised in the thread escapes it.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import weakref
 from collections import deque
 from typing import Any, Dict, List, Mapping, Optional
 
-from gpuplane import _endpoint, _env
+from gpuplane import _endpoint, _env, _spool
 
 logger = logging.getLogger("gpuplane")
 
@@ -43,6 +54,7 @@ MAX_NAME = 200  # the daemon's series-name limit
 MAX_DEPTH = 8  # nested dicts deeper than this are skipped
 DROPPED_METRIC = "gpuplane/dropped_points"
 FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+SPOOL_RESERVE = 0.5  # s of a finish's wait kept for writing what is left to the spool
 
 _time = time.time
 _live = weakref.WeakSet()  # type: weakref.WeakSet[Run]
@@ -74,14 +86,16 @@ class Run:
         self._wake = threading.Event()
         # Identity.
         self._run_id = run_id or env.get("GPUPLANE_RUN_ID") or None  # type: Optional[str]
-        self._session_id = None  # type: Optional[str]
-        self._env_sent = False
+        self._session_id = _uuid7()
+        self._session_open = False  # the daemon has the session
+        self._env_sent = False  # delivered, or written to the spool
         self._body = _session_body(self._run_id, env, name, project, experiment, config, tags)
         # Sender state: touched by the sender thread only.
         self._client = None  # type: Optional[_endpoint.Client]
         self._pending = None  # type: Optional[Dict[str, Any]]
-        self._seq = 0
+        self._seq = 0  # the next batch's
         self._taken = 0
+        self._lost = 0  # points taken from the queue that could not be delivered nor spooled
         self._dropped = 0
         self._dropped_reported = 0
         self._late_skipped = 0
@@ -89,7 +103,21 @@ class Run:
         self._batches = 0
         self._rejected = 0
         self._reached = False  # a daemon has answered this run at least once
+        self._offline = False  # the last try failed: batches go to the spool until one succeeds
         self._warned = set()  # type: set
+        # The spool (sender thread only).
+        self._spool_dir = _spool.spool_dir(env)
+        limit, complaint = _spool.max_bytes(env)
+        self._spool_limit = limit if _spool.available() else 0
+        self._spool_complaint = complaint
+        self._spool = None  # type: Optional[_spool.Spool]
+        self._spool_failed = False
+        self._backlog = False  # the spool holds batches the daemon has not acknowledged
+        self._replay_at = 0  # where the spool's first unacknowledged record starts
+        self._spooled_points = 0  # points in the spool not yet acknowledged
+        self._spool_kept = None  # type: Optional[str]  # the file left for a later replay
+        self._last_spill = 0.0
+        self._reported = False
         # Finishing.
         self._finish_lock = threading.Lock()
         self._finish_status = None  # type: Optional[str]
@@ -114,8 +142,8 @@ class Run:
 
     @property
     def session_id(self) -> Optional[str]:
-        """This session's id once the daemon has opened it, else None."""
-        return self._session_id
+        """This session's id once the daemon has opened it, else None (it is in ``stats()`` anyway)."""
+        return self._session_id if self._session_open else None
 
     @property
     def finished(self) -> bool:
@@ -161,8 +189,11 @@ class Run:
     def finish(self, status: str = "SUCCEEDED", timeout: float = 10.0) -> None:
         """Deliver what is queued (waiting at most ``timeout`` s) and finish the session.
 
-        Later ``log`` calls are ignored. Without any daemon reachable it returns at once and
-        the queued points are lost (a warning says how many). Calling it again does nothing.
+        Later ``log`` calls are ignored. Without any daemon reachable it returns at once:
+        the queued points and the finish status go to the spool, which the daemon replays when
+        it starts (or ``gpuplanectl sync``), and a warning names the file. A daemon that
+        answered earlier is waited for until ``timeout``, then the same happens. Calling it
+        again does nothing.
 
         Raises:
             ValueError: ``status`` is not SUCCEEDED, FAILED or CANCELLED.
@@ -174,11 +205,13 @@ class Run:
 
     def stats(self) -> Dict[str, Any]:
         """Counters, for tests and curious users (approximate while the sender runs)."""
+        spool = self._spool
         return {
             "logged": self._logged, "queued": len(self._queue), "dropped": self._dropped,
             "skipped": self._skipped + self._late_skipped, "errors": self._errors,
             "sent_points": self._sent_points, "batches": self._batches,
-            "rejected_batches": self._rejected, "seq": self._seq,
+            "rejected_batches": self._rejected, "seq": self._seq, "session_id": self._session_id,
+            "spooled": self._spooled_points, "spool": spool.path if spool is not None else self._spool_kept,
         }
 
     def __enter__(self) -> Run:
@@ -249,11 +282,20 @@ class Run:
     def _end_finish(self, wait: float) -> None:
         if wait > 0:
             self._done.wait(wait)
-        left = len(self._queue) + (_points_in(self._pending) if self._pending else 0)
-        if left:
-            logger.warning("gpuplane: run %s finished with %d point(s) undelivered (no daemon reached)",
-                           self._run_id or "(unassigned)", left)
-        _live.discard(self)
+        done = self._done.is_set()
+        if not self._reported and done:
+            self._reported = True
+            kept = self._spool_kept
+            left = len(self._queue) + _points_in(self._pending)
+            if kept:
+                logger.warning("gpuplane: run %s finished with %d point(s) undelivered (no daemon reached); they "
+                               "wait in %s, which the daemon replays when it starts (or run `gpuplanectl sync`)",
+                               self._run_id or "(unassigned)", self._spooled_points, kept)
+            if left:
+                logger.warning("gpuplane: run %s finished with %d point(s) undelivered (no daemon reached)",
+                               self._run_id or "(unassigned)", left)
+        if done:  # else the exit hook still waits for the sender (it may be writing the spool)
+            _live.discard(self)
         _forget(self)
 
     def _detach(self) -> None:
@@ -262,39 +304,54 @@ class Run:
         self._detached = True
         self._queue.clear()
         self._pending = None
+        spool = self._spool
+        if spool is not None:
+            spool.close()  # the child's copy only: the parent keeps the file and its lock
 
     # ---------------------------------------------------------------- the sender thread
 
     def _sender_main(self) -> None:
         backoff = 0.0
+        retry_at = 0.0  # monotonic: when to try the daemon again
         try:
+            if self._spool_complaint:
+                logger.warning(self._spool_complaint)
             while True:
                 closing = self._finish_status is not None
                 now = time.monotonic()
                 if closing and now >= self._deadline:
+                    self._give_up()
                     return
-                try:
-                    self._account_drops()
-                    more = self._tick(closing)
-                    backoff = 0.0
-                except _NoDaemon:
-                    self._opened.set()
-                    if closing and not self._reached:
-                        return  # never found a daemon: do not hold up exit waiting for one
-                    more, backoff = False, min(max(0.2, backoff * 2), MAX_BACKOFF)
-                except Exception as exc:  # transport trouble, a daemon not READY, a bug
-                    self._errors += 1
-                    self._drop_client()
-                    self._warn_once("send", "gpuplane: cannot reach the daemon yet (%s); will retry" % exc)
-                    more, backoff = False, min(max(0.1, backoff * 2), MAX_BACKOFF)
+                self._account_drops()
+                more = False
+                if now >= retry_at:
+                    try:
+                        more = self._tick(closing)
+                        backoff = 0.0
+                        self._offline = False
+                    except _NoDaemon:
+                        backoff = min(max(0.2, backoff * 2), MAX_BACKOFF)
+                        retry_at = self._go_offline(backoff)
+                    except Exception as exc:  # transport trouble, a daemon not READY or gone, a bug
+                        self._errors += 1
+                        self._warn_once("send", "gpuplane: cannot reach the daemon yet (%s); will retry" % exc)
+                        backoff = min(max(0.1, backoff * 2), MAX_BACKOFF)
+                        retry_at = self._go_offline(backoff)
+                    if self._offline and closing and not self._reached:
+                        self._give_up()  # never found a daemon: do not hold up exit waiting for one
+                        return
+                else:
+                    self._spill(due_only=True)
                 if closing and self._finished_sent:
                     return
                 if more:
                     continue
-                wait = backoff or FLUSH_INTERVAL
+                wait = FLUSH_INTERVAL
+                if self._offline:
+                    wait = min(wait, max(0.0, retry_at - time.monotonic()))
+                elif closing:
+                    continue  # drain without pausing while finishing
                 if closing:
-                    if not backoff:
-                        continue  # drain without pausing while finishing
                     wait = min(wait, max(0.0, self._deadline - time.monotonic()))
                 self._wake.wait(wait)
                 self._wake.clear()
@@ -303,6 +360,10 @@ class Run:
             pass  # never out of the thread
         finally:
             self._drop_client()
+            spool = self._spool
+            if spool is not None and not spool.closed:  # only if something above failed: keep what is there
+                self._spool_kept = spool.path
+                spool.close()
             self._opened.set()
             self._done.set()
 
@@ -326,14 +387,19 @@ class Run:
 
     def _tick(self, closing: bool) -> bool:
         """One step of delivery; True when there is more to do right away."""
-        if self._session_id is None:
+        if not self._session_open:
             self._open_session()
         if not self._env_sent:
             self._send_env()
+        if self._backlog:
+            self._spill(due_only=True)  # the spool's order first: new batches queue up behind it
+            self._replay_one()
+            return True
         if self._pending is None:
             self._pending = self._build_batch()
         if self._pending is not None:
-            self._send_pending()
+            self._send(self._pending)
+            self._pending = None
             return True
         if closing and not self._finished_sent:
             try:
@@ -343,59 +409,186 @@ class Run:
                     raise
                 self._warn_once("finish", "gpuplane: the daemon refused to finish the session: %s" % exc)
             self._finished_sent = True
+            if self._spool is not None:
+                self._spool.remove()  # everything in it was delivered
         return False
 
-    def _send_env(self) -> None:
-        """The process's environment, once per session (gathered here, off the training thread)."""
-        try:
-            self._post("/api/v1/sessions/%s/env" % self._session_id, _env.snapshot())
-        except _endpoint.HttpError as exc:
-            if exc.retryable:
-                raise
-            self._warn_once("env", "gpuplane: the daemon refused the environment snapshot: %s" % exc)
-        self._env_sent = True
-
-    def _open_session(self) -> None:
+    def _open_body(self) -> Dict[str, Any]:
         body = dict(self._body)
         body["run_id"] = self._run_id
+        body["session_id"] = self._session_id
+        return body
+
+    def _open_session(self) -> None:
+        """Open the session, or re-open it after an outage (the daemon answers the same one)."""
         try:
-            answer = self._post("/api/v1/sessions", body)
+            answer = self._post("/api/v1/sessions", self._open_body())
         except _endpoint.HttpError as exc:
             self._opened.set()
             if not exc.retryable:
                 self._warn_once("open", "gpuplane: the daemon refused the session: %s" % exc)
             raise
         self._reached = True
-        self._session_id = str(answer["session_id"])
-        self._env_sent = False
+        self._session_open = True
         self._run_id = str(answer["run_id"])
-        self._seq = 0
         self._opened.set()
 
-    def _send_pending(self) -> None:
-        pending = self._pending
-        assert pending is not None
-        pending["seq"] = self._seq
+    def _send_env(self) -> None:
+        """The process's environment, once per session (gathered here, off the training thread)."""
+        self._post_env(_env.snapshot())
+
+    def _post_env(self, env: Any) -> None:
         try:
-            answer = self._post("/api/v1/sessions/%s/batches" % self._session_id, pending)
+            self._post("/api/v1/sessions/%s/env" % self._session_id, env)
         except _endpoint.HttpError as exc:
             if exc.retryable:
                 raise
-            if exc.status == 404:  # the daemon forgot the session: open another for the same run
-                self._session_id = None
+            self._warn_once("env", "gpuplane: the daemon refused the environment snapshot: %s" % exc)
+        self._env_sent = True
+
+    def _send(self, batch: Dict[str, Any]) -> None:
+        """Deliver one batch; returns once it is acknowledged or refused for good.
+
+        Raises:
+            HttpError (retryable, or 404: the daemon forgot the session), OSError...: try later.
+        """
+        try:
+            answer = self._post("/api/v1/sessions/%s/batches" % self._session_id, batch)
+        except _endpoint.HttpError as exc:
+            if exc.retryable:
+                raise
+            if exc.status == 404:  # the daemon forgot the session: open it again, then resend
+                self._session_open = False
                 raise
             self._rejected += 1
-            self._pending = None
-            self._seq += 1
             self._warn_once("reject", "gpuplane: the daemon rejected a batch of %d point(s): %s"
-                            % (_points_in(pending), exc))
+                            % (_points_in(batch), exc))
             return
         self._reached = True
-        self._pending = None
-        self._seq += 1
         self._batches += 1
         if isinstance(answer, dict) and not answer.get("duplicate"):
-            self._sent_points += _points_in(pending)
+            self._sent_points += _points_in(batch)
+
+    # ---------------------------------------------------------------- the spool
+
+    def _go_offline(self, backoff: float) -> float:
+        """A try failed: spool what waits, and say when to try again."""
+        self._offline = True
+        self._opened.set()
+        self._drop_client()
+        self._spill()
+        return time.monotonic() + backoff
+
+    def _ensure_spool(self) -> Optional[_spool.Spool]:
+        if self._spool is not None:
+            return None if self._spool.closed else self._spool
+        if self._spool_failed or self._spool_limit <= 0:
+            return None
+        try:
+            self._spool = _spool.Spool.create(self._spool_dir, self._session_id, self._open_body(),
+                                              self._spool_limit)
+        except OSError as exc:
+            self._spool_failed = True
+            self._warn_once("spool", "gpuplane: cannot write the spool in %s (%s); undelivered points wait "
+                            "in memory only" % (self._spool_dir, exc))
+            return None
+        self._replay_at = self._spool.header_end
+        return self._spool
+
+    def _spill(self, due_only: bool = False) -> None:
+        """Move the unacknowledged batch and the queued points, as batches, to the spool.
+
+        ``due_only``: only on the flush cadence (or when the deque fills up), so that the
+        batches stay large. When the spool is full the rest stays in memory, where the deque
+        drops the oldest points and counts them.
+        """
+        if due_only and not self._kicked and len(self._queue) < FLUSH_POINTS \
+                and time.monotonic() - self._last_spill < FLUSH_INTERVAL:
+            return
+        self._last_spill = time.monotonic()
+        spool = self._ensure_spool()
+        if spool is None:
+            return
+        self._spool_env(spool)
+        if self._pending is not None:
+            if not self._to_spool(spool, self._pending):
+                return
+            self._pending = None
+        while True:
+            batch = self._build_batch()
+            if batch is None:
+                break
+            if not self._to_spool(spool, batch):
+                self._pending = batch
+                return
+
+    def _spool_env(self, spool: _spool.Spool) -> None:
+        """The environment snapshot, once, if it fits (else it is sent when the daemon answers)."""
+        if not self._env_sent:
+            try:
+                self._env_sent = spool.append({"type": "env", "env": _env.snapshot()})
+            except Exception:  # best effort, like the snapshot itself
+                pass
+
+    def _to_spool(self, spool: _spool.Spool, batch: Dict[str, Any]) -> bool:
+        try:
+            written = spool.append({"type": "batch", "seq": batch["seq"], "metrics": batch["metrics"]})
+        except OSError as exc:
+            self._warn_once("spool_write", "gpuplane: cannot write to the spool %s (%s); newer points wait in "
+                            "memory, where the oldest are dropped and counted as %s" % (spool.path, exc, DROPPED_METRIC))
+            return False
+        if not written:
+            self._warn_once("spool_full", "gpuplane: the spool %s reached its cap of %d bytes "
+                            "(GPUPLANE_SPOOL_MAX_BYTES); newer points wait in memory, where the oldest are "
+                            "dropped and counted as %s" % (spool.path, spool.limit, DROPPED_METRIC))
+            return False
+        self._backlog = True
+        self._spooled_points += _points_in(batch)
+        return True
+
+    def _replay_one(self) -> None:
+        """Send the spool's next record; at its end, cut it back to the header and go direct."""
+        spool = self._spool
+        assert spool is not None
+        record, after = spool.read_at(self._replay_at)
+        if record is None:
+            spool.rewind()
+            self._replay_at = spool.header_end
+            self._backlog = False
+            self._spooled_points = 0
+            return
+        kind = record.get("type")
+        if kind == "batch" and isinstance(record.get("metrics"), dict):
+            batch = {"seq": record.get("seq"), "metrics": record["metrics"]}
+            self._send(batch)
+            self._spooled_points -= _points_in(batch)
+        elif kind == "env":
+            self._post_env(record.get("env"))
+        self._replay_at = after
+
+    def _give_up(self) -> None:
+        """The finish's time is up (or no daemon was ever found): leave everything to a later replay."""
+        self._drop_client()
+        spool = self._ensure_spool()
+        if spool is None:
+            return  # no spool: _end_finish says how many points are lost
+        try:
+            self._spill()
+            if self._pending is not None or self._queue:  # the spool is full: these are lost
+                self._lost += _logged_points_in(self._pending)
+                self._pending = None
+                self._queue.clear()
+                self._dropped_reported = 0  # the lost batch may have carried the last report
+            if self._account_drops():  # one last small batch carries the dropped total
+                self._dropped_reported = self._dropped
+                spool.append_always({"type": "batch", "seq": self._seq, "metrics": {DROPPED_METRIC: {
+                    "step": [max(0, self._step)], "ts": [int(_time() * 1000)], "value": [float(self._dropped)]}}})
+                self._seq += 1
+            spool.append_always({"type": "finish", "status": self._finish_status})
+        except Exception as exc:
+            self._warn_once("spool_write", "gpuplane: cannot write to the spool %s (%s)" % (spool.path, exc))
+        self._spool_kept = spool.path
+        spool.close()
 
     def _build_batch(self) -> Optional[Dict[str, Any]]:
         queue = self._queue
@@ -438,13 +631,14 @@ class Run:
             cols[2].append(float(self._dropped))
         if not metrics:
             return None
-        return {"seq": self._seq,
+        self._seq += 1
+        return {"seq": self._seq - 1,
                 "metrics": {k: {"step": s, "ts": t, "value": v} for k, (s, t, v) in metrics.items()}}
 
     def _account_drops(self) -> bool:
         """Update the dropped total (a lower bound while log() runs); True when not yet reported."""
         queue = self._queue
-        dropped = self._logged - self._taken - len(queue)
+        dropped = self._logged - self._taken - len(queue) + self._lost
         if dropped > self._dropped:
             self._dropped = dropped
             self._warn_once("dropped", "gpuplane: the queue of %d points was full, so the oldest points "
@@ -461,6 +655,21 @@ def _points_in(batch: Optional[Dict[str, Any]]) -> int:
     if not batch:
         return 0
     return sum(len(cols["value"]) for cols in batch["metrics"].values())
+
+
+def _logged_points_in(batch: Optional[Dict[str, Any]]) -> int:
+    if not batch:
+        return 0
+    return sum(len(cols["value"]) for name, cols in batch["metrics"].items() if name != DROPPED_METRIC)
+
+
+def _uuid7() -> str:
+    """A UUIDv7 (RFC 9562): 48 bits of milliseconds, then random bits; what the daemon makes too."""
+    ms = int(_time() * 1000)
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | rand & ((1 << 62) - 1)
+    h = "%032x" % value
+    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
 
 def _coerce_step(step: Any) -> Optional[int]:
@@ -548,11 +757,16 @@ def _install_hooks() -> None:
 
 
 def _at_exit() -> None:
-    """Finish every open run: SUCCEEDED, or FAILED/CANCELLED after an uncaught exception; 2 s in all."""
+    """Finish every open run: SUCCEEDED, or FAILED/CANCELLED after an uncaught exception; 2 s in all.
+
+    The senders give up on the daemon ``SPOOL_RESERVE`` s before that, to write what is left
+    to the spool; a run finished earlier whose sender is still at it is waited for as well.
+    """
     runs = [run for run in list(_live) if not run._detached]
-    started = [run for run in runs if run._begin_finish(_exit_status, ATEXIT_BUDGET)]
+    for run in runs:
+        run._begin_finish(_exit_status, ATEXIT_BUDGET - SPOOL_RESERVE)
     deadline = time.monotonic() + ATEXIT_BUDGET
-    for run in started:
+    for run in runs:
         try:
             run._done.wait(max(0.0, deadline - time.monotonic()))
             run._end_finish(0.0)

@@ -70,6 +70,7 @@ class FakeDaemon:
         self.fail_batches = 0  # answer this many batch posts with 503
         self.drop_batches = 0  # then drop this many connections after storing the batch
         self.not_ready = False  # every request gets 503 not_ready
+        self.down = False  # every connection is dropped unanswered, nothing stored (a dead daemon)
         self.headers: list[dict] = []
         self._server = _Server(self.socket_path, _Handler)
         self._server.fake = self
@@ -89,11 +90,15 @@ class FakeDaemon:
         with self.lock:
             self.requests.append((path, body))
             self.headers.append(headers)
+            if self.down:
+                return None, None
             if self.not_ready:
                 return 503, {"error": {"code": "not_ready", "message": "starting", "details": {}}}
             parts = path.strip("/").split("/")
             if parts == ["api", "v1", "sessions"]:
-                session_id = str(uuid.uuid4())
+                session_id = body.get("session_id") or str(uuid.uuid4())
+                if session_id in self.sessions:  # re-opened (after an outage): the same session and run
+                    return 201, {"session_id": session_id, "run_id": self.sessions[session_id]["run_id"]}
                 run_id = body.get("run_id") or f"run_{uuid.uuid4().hex[:12]}"
                 self.sessions[session_id] = dict(body, run_id=run_id)
                 return 201, {"session_id": session_id, "run_id": run_id}
@@ -140,9 +145,14 @@ def same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def sdk_env(runtime_dir: Path) -> dict[str, str]:
-    """An environment for a subprocess that imports the SDK and finds the daemon in ``runtime_dir``."""
+def sdk_env(runtime_dir: Path, home: Path | None = None) -> dict[str, str]:
+    """An environment for a subprocess that imports the SDK and finds the daemon in ``runtime_dir``.
+
+    Its spool goes to ``home``/spool, by default the home beside ``runtime_dir`` (the one
+    ``helpers.DaemonProcess`` gives its daemon), never the real user's.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
     env["PYTHONPATH"] = str(SDK_DIR)
     env["GPUPLANE_RUNTIME_DIR"] = str(runtime_dir)
+    env["GPUPLANE_HOME"] = str(home if home is not None else Path(runtime_dir).parent / "home")
     return env

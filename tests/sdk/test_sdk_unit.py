@@ -23,7 +23,9 @@ from helpers import wait_for  # noqa: E402
 
 
 def nowhere(tmp_path: Path) -> dict[str, str]:
-    return {"GPUPLANE_RUNTIME_DIR": str(tmp_path / "no-daemon")}
+    """No daemon, and no spool (test_sdk_spool.py covers it): the queue alone holds the points."""
+    return {"GPUPLANE_RUNTIME_DIR": str(tmp_path / "no-daemon"), "GPUPLANE_HOME": str(tmp_path / "home"),
+            "GPUPLANE_SPOOL_MAX_BYTES": "0"}
 
 
 def test_the_sdk_source_parses_with_python_3_8_grammar():
@@ -167,7 +169,9 @@ def test_a_batch_is_resent_after_503_and_lost_answers_and_stored_once(tmp_path):
 def test_the_dropped_total_is_reported_as_a_metric_once_the_daemon_answers(tmp_path):
     with FakeDaemon(tmp_path / "run") as fake:
         fake.not_ready = True
-        run = Run(env={"GPUPLANE_RUNTIME_DIR": str(fake.runtime_dir)}, max_queue=500, wait=0)
+        # Without the spool (which would take the points off the queue while the daemon is not ready).
+        run = Run(env={"GPUPLANE_RUNTIME_DIR": str(fake.runtime_dir), "GPUPLANE_SPOOL_MAX_BYTES": "0"},
+                  max_queue=500, wait=0)
         for step in range(2_000):
             run.log({"x": float(step)})
         fake.not_ready = False
