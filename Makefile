@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,examples]'
 	touch $(STAMP)
 
 # Start gpuplaned in the foreground (embedded SQLite, local node); Ctrl-C stops it cleanly.
