@@ -1,0 +1,191 @@
+// The typed HTTP client. Same origin as the UI: the session cookie (HttpOnly, set by the
+// daemon) rides along with `credentials: "same-origin"`; every non-GET request carries the
+// CSRF header. No token is ever kept in the page, a URL or localStorage.
+
+import type {
+  AuthSession,
+  Checkpoint,
+  ErrorBody,
+  GpuEvent,
+  Job,
+  JobSubmit,
+  LogPage,
+  LogStream,
+  NodeInfo,
+  NodeMetrics,
+  Run,
+  RunMetrics,
+  RunSummary,
+} from "./types";
+
+export const API = "/api/v1";
+export const CSRF_HEADER = "X-GPUPlane-CSRF";
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly details: Record<string, unknown>;
+
+  constructor(status: number, code: string, message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+
+  /** A 404 for the route itself (the daemon lacks this endpoint), not for an object. */
+  get missingEndpoint(): boolean {
+    return this.status === 404 && /^no such endpoint/.test(this.message);
+  }
+}
+
+type QueryValue = string | number | boolean | null | undefined | readonly (string | number)[];
+
+export function buildQuery(query: Record<string, QueryValue> = {}): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value === undefined || value === null || value === "") continue;
+    if (Array.isArray(value)) {
+      if (value.length) params.set(key, value.join(","));
+    } else {
+      params.set(key, String(value));
+    }
+  }
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
+/** Where the sign-in page sends the user back to: only a path on this origin. */
+export function safeNext(next: string | null | undefined): string {
+  if (!next || !next.startsWith("/") || next.startsWith("//") || next.startsWith("/\\")) return "/";
+  if (next.startsWith("/signin")) return "/";
+  return next;
+}
+
+export function signinUrl(current: string): string {
+  const next = safeNext(current);
+  return next === "/" ? "/signin" : `/signin?next=${encodeURIComponent(next)}`;
+}
+
+let unauthorized: () => void = () => {
+  const here = window.location.pathname + window.location.search + window.location.hash;
+  if (window.location.pathname === "/signin") return;
+  window.history.pushState(null, "", signinUrl(here));
+  window.dispatchEvent(new PopStateEvent("popstate"));
+};
+
+/** Replaces what a 401 does (tests; the app keeps the default: go to /signin?next=...). */
+export function onUnauthorized(handler: () => void): void {
+  unauthorized = handler;
+}
+
+export function notifyUnauthorized(): void {
+  unauthorized();
+}
+
+export async function errorFrom(response: Response): Promise<ApiError> {
+  let body: Partial<ErrorBody> | null = null;
+  try {
+    body = (await response.json()) as Partial<ErrorBody>;
+  } catch {
+    body = null;
+  }
+  const error = body?.error;
+  if (error && typeof error.message === "string") {
+    return new ApiError(response.status, error.code ?? "error", error.message, error.details ?? {});
+  }
+  return new ApiError(response.status, "http_error", `${response.status} ${response.statusText || "error"}`);
+}
+
+export function idempotencyKey(): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+export interface RequestOptions {
+  method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  query?: Record<string, QueryValue>;
+  body?: unknown;
+  signal?: AbortSignal;
+  idempotencyKey?: string;
+  /** Do not leave for the sign-in page on a 401 (the sign-in call itself). */
+  quiet401?: boolean;
+}
+
+export async function request<T>(path: string, options: RequestOptions = {}): Promise<T> {
+  const method = options.method ?? "GET";
+  const headers: Record<string, string> = { Accept: "application/json" };
+  if (method !== "GET") headers[CSRF_HEADER] = "1";
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  if (options.idempotencyKey) headers["Idempotency-Key"] = options.idempotencyKey;
+  let response: Response;
+  try {
+    response = await fetch(API + path + buildQuery(options.query), {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      credentials: "same-origin",
+      signal: options.signal,
+    });
+  } catch (error) {
+    if ((error as Error).name === "AbortError") throw error;
+    throw new ApiError(0, "network", "The daemon is not reachable.");
+  }
+  if (!response.ok) {
+    const error = await errorFrom(response);
+    if (response.status === 401 && !options.quiet401) notifyUnauthorized();
+    throw error;
+  }
+  if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+// --- endpoints -----------------------------------------------------------------------------
+
+export const api = {
+  session: (signal?: AbortSignal) =>
+    request<{ session: AuthSession }>("/auth/session", { signal, quiet401: true }).then((r) => r.session),
+  login: (token: string) =>
+    request<{ session?: AuthSession }>("/auth/login", { method: "POST", body: { token }, quiet401: true }),
+  logout: () => request<unknown>("/auth/logout", { method: "POST", quiet401: true }),
+
+  listJobs: (query: { status?: readonly string[]; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
+    request<{ jobs: Job[]; next_cursor: string | null }>("/jobs", { query, signal }),
+  getJob: (id: string, signal?: AbortSignal) =>
+    request<{ job: Job }>(`/jobs/${encodeURIComponent(id)}`, { signal }).then((r) => r.job),
+  submitJob: (body: JobSubmit, key: string) =>
+    request<{ job: Job }>("/jobs", { method: "POST", body, idempotencyKey: key }).then((r) => r.job),
+  cancelJob: (id: string) =>
+    request<{ job: Job }>(`/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" }).then((r) => r.job),
+  retryJob: (id: string) =>
+    request<{ job: Job }>(`/jobs/${encodeURIComponent(id)}/retry`, { method: "POST" }).then((r) => r.job),
+  jobLogs: (id: string, query: { stream: LogStream; tail?: number; attempt?: number }, signal?: AbortSignal) =>
+    request<LogPage>(`/jobs/${encodeURIComponent(id)}/logs`, { query, signal }),
+
+  listRuns: (query: { status?: readonly string[]; job_id?: string; limit?: number; cursor?: string | null },
+    signal?: AbortSignal) => request<{ runs: Run[]; next_cursor: string | null }>("/runs", { query, signal }),
+  getRun: (id: string, signal?: AbortSignal) =>
+    request<{ run: Run }>(`/runs/${encodeURIComponent(id)}`, { signal }).then((r) => r.run),
+  runSummary: (id: string, signal?: AbortSignal) =>
+    request<{ summary: RunSummary }>(`/runs/${encodeURIComponent(id)}/summary`, { signal }).then((r) => r.summary),
+  runMetrics: (id: string, query: { names?: readonly string[]; x?: "step" | "ts"; start?: number; end?: number;
+    points?: number }, signal?: AbortSignal) =>
+    request<RunMetrics>(`/runs/${encodeURIComponent(id)}/metrics`, { query, signal }),
+  queryRunsMetrics: (body: { run_ids: string[]; names?: string[]; x?: "step" | "ts"; start?: number; end?: number;
+    points?: number }, signal?: AbortSignal) =>
+    request<{ runs: RunMetrics[] }>("/runs/metrics:query", { method: "POST", body, signal }).then((r) => r.runs),
+  runCheckpoints: (id: string, signal?: AbortSignal) =>
+    request<{ checkpoints: Checkpoint[] }>(`/runs/${encodeURIComponent(id)}/checkpoints`, { signal })
+      .then((r) => r.checkpoints),
+
+  listNodes: (signal?: AbortSignal) => request<{ nodes: NodeInfo[] }>("/nodes", { signal }).then((r) => r.nodes),
+  nodeMetrics: (key: string, query: { names?: readonly string[]; window?: string; start?: number; end?: number;
+    points?: number }, signal?: AbortSignal) =>
+    request<NodeMetrics>(`/nodes/${encodeURIComponent(key)}/metrics`, { query, signal }),
+
+  listEvents: (query: { severity?: readonly string[]; type?: readonly string[]; run_id?: string; job_id?: string;
+    node_id?: string; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
+    request<{ events: GpuEvent[]; next_cursor: string | null }>("/events", { query, signal }),
+};

@@ -1,0 +1,134 @@
+// Data hooks: a fetched resource with optional polling (paused while the tab is hidden),
+// a followed SSE stream, and a ticking clock for "3m ago" labels.
+
+import { useCallback, useEffect, useRef, useState } from "react";
+import { ApiError } from "./client";
+import { EventStream, type SSEMessage, type StreamOptions, type StreamState } from "./sse";
+
+export interface Resource<T> {
+  data: T | undefined;
+  error: ApiError | undefined;
+  loading: boolean;
+  reload: () => void;
+  /** Replace the data locally (an action's reply) without a fetch. */
+  mutate: (update: (data: T | undefined) => T | undefined) => void;
+}
+
+export function useResource<T>(
+  fetcher: ((signal: AbortSignal) => Promise<T>) | null,
+  deps: readonly unknown[],
+  options: { pollMs?: number; keepPrevious?: boolean } = {},
+): Resource<T> {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<ApiError | undefined>(undefined);
+  const [loading, setLoading] = useState(fetcher !== null);
+  const [tick, setTick] = useState(0);
+  const fetcherRef = useRef(fetcher);
+  fetcherRef.current = fetcher;
+  const { pollMs, keepPrevious = true } = options;
+
+  useEffect(() => {
+    if (!keepPrevious) setData(undefined);
+    setError(undefined);
+  }, deps); // eslint-disable-line react-hooks/exhaustive-deps
+
+  useEffect(() => {
+    const fetchNow = fetcherRef.current;
+    if (!fetchNow) {
+      setLoading(false);
+      return;
+    }
+    const abort = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    let stopped = false;
+    const run = async () => {
+      if (stopped) return;
+      if (pollMs && document.visibilityState === "hidden") {
+        timer = setTimeout(run, pollMs);
+        return;
+      }
+      setLoading(true);
+      try {
+        const value = await fetcherRef.current!(abort.signal);
+        if (stopped) return;
+        setData(value);
+        setError(undefined);
+      } catch (e) {
+        if (stopped || (e as Error).name === "AbortError") return;
+        setError(e instanceof ApiError ? e : new ApiError(0, "client", (e as Error).message));
+      } finally {
+        if (!stopped) setLoading(false);
+      }
+      if (pollMs && !stopped) timer = setTimeout(run, pollMs);
+    };
+    void run();
+    const onVisible = () => {
+      if (pollMs && document.visibilityState === "visible" && timer !== null) {
+        clearTimeout(timer);
+        timer = null;
+        void run();
+      }
+    };
+    document.addEventListener("visibilitychange", onVisible);
+    return () => {
+      stopped = true;
+      abort.abort();
+      if (timer !== null) clearTimeout(timer);
+      document.removeEventListener("visibilitychange", onVisible);
+    };
+  }, [...deps, tick, pollMs, fetcher === null]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  const mutate = useCallback((update: (d: T | undefined) => T | undefined) => setData(update), []);
+  return { data, error, loading, reload, mutate };
+}
+
+/**
+ * Follow an SSE stream while `options` is non-null; reconnects with backoff and resumes.
+ * `onMessage` may change between renders; the stream is reopened only when `key` changes.
+ */
+export function useEventStream(
+  key: string | null,
+  options: Omit<StreamOptions, "onMessage" | "onState"> | null,
+  onMessage: (message: SSEMessage) => void,
+): { state: StreamState; error?: Error; stream: EventStream | null } {
+  const [state, setState] = useState<StreamState>("connecting");
+  const [error, setError] = useState<Error | undefined>(undefined);
+  const handler = useRef(onMessage);
+  handler.current = onMessage;
+  const streamRef = useRef<EventStream | null>(null);
+  const optionsRef = useRef(options);
+  optionsRef.current = options;
+
+  useEffect(() => {
+    const opts = optionsRef.current;
+    if (key === null || !opts) {
+      setState("closed");
+      return;
+    }
+    const stream = new EventStream({
+      ...opts,
+      onMessage: (m) => handler.current(m),
+      onState: (s, e) => {
+        setState(s);
+        setError(e);
+      },
+    });
+    streamRef.current = stream;
+    return () => {
+      stream.close();
+      streamRef.current = null;
+    };
+  }, [key]);
+
+  return { state, error, stream: streamRef.current };
+}
+
+export function useNow(intervalMs = 1000): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const id = setInterval(() => setNow(Date.now()), intervalMs);
+    return () => clearInterval(id);
+  }, [intervalMs]);
+  return now;
+}

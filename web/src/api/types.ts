@@ -1,0 +1,254 @@
+// Wire types of the control API (gpuplaned/http/openapi.py). Timestamps are ms since the epoch.
+
+export const JOB_STATES = ["CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"] as const;
+export type JobState = (typeof JOB_STATES)[number];
+export const JOB_TYPES = ["TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM"] as const;
+export type JobType = (typeof JOB_TYPES)[number];
+export const RUN_STATES = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"] as const;
+export type RunState = (typeof RUN_STATES)[number];
+export const SEVERITIES = ["info", "warning", "critical"] as const;
+export type Severity = (typeof SEVERITIES)[number];
+export const STREAMS = ["stdout", "stderr"] as const;
+export type LogStream = (typeof STREAMS)[number];
+
+export interface ErrorBody {
+  error: { code: string; message: string; details?: Record<string, unknown> };
+}
+
+export interface Job {
+  id: string;
+  name: string;
+  type: JobType;
+  status: JobState;
+  priority: number;
+  command: string[];
+  cwd: string | null;
+  env: Record<string, string>;
+  gpu: number;
+  labels: string[];
+  node: string | null;
+  node_id: string | null;
+  attempt: number;
+  max_attempts: number;
+  timeout_s: number | null;
+  stop_grace_s: number;
+  run_id: string | null;
+  gpu_indexes: number[];
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  exit_code: number | null;
+  failure_reason: string | null;
+  cancel_requested: boolean;
+}
+
+/** POST /api/v1/jobs (JobSubmit). */
+export interface JobSubmit {
+  command: string[];
+  cwd: string;
+  name?: string;
+  type?: JobType;
+  gpu?: number;
+  env?: Record<string, string>;
+  labels?: string[];
+  node?: string;
+  priority?: number;
+  max_attempts?: number;
+  retry?: number;
+  timeout_s?: number | null;
+  stop_grace_s?: number;
+}
+
+export interface Run {
+  id: string;
+  job_id: string | null;
+  attempt: number | null;
+  node_id: string | null;
+  name: string | null;
+  source: "job" | "sdk";
+  status: RunState;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  exit_code: number | null;
+  failure_reason: string | null;
+  env_snapshot: Record<string, unknown> | null;
+  // Not in the API yet (the store keeps them): shown when a daemon sends them.
+  project?: string | null;
+  experiment?: string | null;
+  config?: Record<string, unknown> | null;
+  tags?: string[];
+}
+
+export interface MetricPointRef {
+  step: number | null;
+  ts?: number;
+  value: number | null;
+}
+
+export interface MetricSummary {
+  count: number;
+  direction: "minimize" | "maximize" | null;
+  latest?: MetricPointRef;
+  best?: MetricPointRef;
+  trend?: "increasing" | "decreasing" | "stable" | string;
+}
+
+export interface RunSummary {
+  run_id: string;
+  metrics: Record<string, MetricSummary>;
+  progress: { step: number | null; max_steps?: number | null };
+  warnings: string[];
+}
+
+export interface SeriesColumns {
+  min: (number | null)[];
+  max: (number | null)[];
+  avg: (number | null)[];
+  last: (number | null)[];
+  count: (number | null)[];
+  nan: (number | null)[];
+}
+
+export interface RunMetrics {
+  run_id: string;
+  x_axis: "step" | "ts";
+  resolution: string;
+  width: number;
+  x: number[];
+  series: Record<string, SeriesColumns>;
+}
+
+export interface NodeMetrics {
+  node_id: string;
+  start: number;
+  end: number;
+  resolution: "raw" | "1m" | "5m";
+  width: number;
+  x: number[];
+  series: Record<string, SeriesColumns>;
+}
+
+export interface SlotInfo {
+  index: number;
+  model: string | null;
+  memory_mb: number | null;
+  owner_job_id: string | null;
+  owner_job_name: string | null;
+}
+
+export interface GpuReading {
+  index: number;
+  uuid: string | null;
+  model: string;
+  utilization_pct: number | null;
+  memory_used_mb: number | null;
+  memory_total_mb: number | null;
+  temperature_c: number | null;
+  power_w: number | null;
+  power_limit_w: number | null;
+  sm_clock_mhz: number | null;
+  fan_pct: number | null;
+  throttle_reasons: string[];
+  ecc_errors: { corrected: number | null; uncorrected: number | null } | null;
+  processes: { pid: number; gpu_memory_mb: number | null; job_id: string | null; foreign: boolean }[];
+  error: string | null;
+  owner_job_id: string | null;
+}
+
+export interface DiskSample {
+  label: string;
+  path: string;
+  used_bytes: number | null;
+  free_bytes: number | null;
+  total_bytes: number | null;
+}
+
+export interface HostSample {
+  cpu_percent: number | null;
+  load1: number | null;
+  load5: number | null;
+  load15: number | null;
+  memory_used_mb: number | null;
+  memory_total_mb: number | null;
+  swap_used_mb: number | null;
+  swap_total_mb: number | null;
+  disks: DiskSample[];
+  net_rx_bytes: number | null;
+  net_tx_bytes: number | null;
+}
+
+export interface NodeSnapshot {
+  ts: number;
+  backend: string;
+  gpus: GpuReading[];
+  host: HostSample | null;
+  jobs: { job_id: string; gpu_indexes: number[]; gpu_memory_mb: number }[];
+  blocked_gpus: number[];
+}
+
+export interface NodeInfo {
+  id: string;
+  name: string;
+  status: "ONLINE" | "OFFLINE" | "UNHEALTHY";
+  connected: boolean;
+  labels: string[];
+  gpu_backend: string;
+  gpu_backend_note: string | null;
+  max_cpu_jobs: number;
+  cpu_jobs: number;
+  gpus: SlotInfo[];
+  last_heartbeat_at: number | null;
+  hardware: Record<string, unknown>;
+  accepting: boolean;
+  conditions: string[];
+  snapshot: NodeSnapshot | null;
+}
+
+export interface GpuEvent {
+  id: string;
+  ts: number;
+  type: string;
+  severity: Severity;
+  node_id: string | null;
+  job_id: string | null;
+  run_id: string | null;
+  step: number | null;
+  message: string | null;
+  context: Record<string, unknown>;
+}
+
+export interface LogLine {
+  offset: number;
+  line: string;
+}
+
+export interface LogPage {
+  job_id: string;
+  attempt: number;
+  stream: LogStream;
+  lines: LogLine[];
+  next_offset: number | null;
+}
+
+export interface Checkpoint {
+  id: string;
+  run_id: string;
+  step: number | null;
+  epoch?: number | null;
+  path: string;
+  size_bytes: number | null;
+  created_at: number;
+  metadata?: Record<string, unknown> | null;
+}
+
+export interface AuthSession {
+  expires_at: number | null;
+  scopes: string[];
+  via: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}

@@ -1,0 +1,101 @@
+// Fetching run metrics into a SeriesStore: the overview (or, when zoomed, the detail of
+// the zoomed range) for every run, then, while a run is live and the view is not zoomed,
+// a tail from its last x every few seconds. The server downsamples; nothing here holds
+// more than a few thousand points per metric.
+
+import { useEffect, useRef, useState } from "react";
+import { api, ApiError } from "../api/client";
+import type { RunMetrics } from "../api/types";
+import type { SeriesStore } from "./series";
+
+export interface LoaderOptions {
+  store: SeriesStore;
+  runs: readonly string[];
+  x: "step" | "ts";
+  zoom: [number, number] | null;
+  /** Runs still producing points (their tails are polled). */
+  live: readonly string[];
+  points?: number;
+  pollMs?: number;
+}
+
+export interface LoaderState {
+  loading: boolean;
+  error: ApiError | undefined;
+  /** ms from asking to having the data in the store, for the last full fetch. */
+  fetchMs: number | null;
+  /** Bucket width of the last full fetch (x units per point; 1 = every point). */
+  width: number | null;
+}
+
+export const DEFAULT_POINTS = 1000;
+
+async function fetchRuns(runs: readonly string[], x: "step" | "ts", zoom: [number, number] | null, points: number,
+  signal: AbortSignal, start?: number): Promise<RunMetrics[]> {
+  const range = zoom ? { start: Math.max(0, Math.floor(zoom[0])), end: Math.ceil(zoom[1]) } : start !== undefined ? { start } : {};
+  if (runs.length === 1) return [await api.runMetrics(runs[0], { x, points, ...range }, signal)];
+  return api.queryRunsMetrics({ run_ids: [...runs], x, points, ...range }, signal);
+}
+
+export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_POINTS, pollMs = 3000 }: LoaderOptions): LoaderState {
+  const [state, setState] = useState<LoaderState>({ loading: true, error: undefined, fetchMs: null, width: null });
+  const runsKey = runs.join(",");
+  const liveKey = live.join(",");
+  const zoomKey = zoom ? `${zoom[0]}..${zoom[1]}` : "";
+  const generation = useRef(0);
+
+  useEffect(() => {
+    if (!runs.length) {
+      setState({ loading: false, error: undefined, fetchMs: null, width: null });
+      return;
+    }
+    const gen = ++generation.current;
+    const abort = new AbortController();
+    const started = performance.now();
+    setState((s) => ({ ...s, loading: true, error: undefined }));
+    fetchRuns(runs, x, zoom, points, abort.signal).then((all) => {
+      if (gen !== generation.current) return;
+      for (const m of all) store.replace(m.run_id, m);
+      for (const id of store.runs()) if (!runs.includes(id)) store.removeRun(id);
+      setState({ loading: false, error: undefined, fetchMs: Math.round(performance.now() - started),
+        width: Math.max(...all.map((m) => m.width)) });
+    }, (e) => {
+      if (e.name === "AbortError" || gen !== generation.current) return;
+      setState((s) => ({ ...s, loading: false, error: e instanceof ApiError ? e : new ApiError(0, "client", e.message) }));
+    });
+    return () => abort.abort();
+  }, [store, runsKey, x, zoomKey, points]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  useEffect(() => {
+    if (zoom || !live.length) return;
+    const abort = new AbortController();
+    let timer: ReturnType<typeof setTimeout>;
+    const tick = async () => {
+      if (document.visibilityState !== "hidden") {
+        for (const id of live) {
+          const last = store.lastX(id);
+          try {
+            if (last === null || store.points(id) > points * 3) {
+              // Nothing yet, or the tail grew long: a fresh overview keeps the columns small.
+              const [m] = await fetchRuns([id], x, null, points, abort.signal);
+              store.replace(id, m);
+            } else {
+              const [m] = await fetchRuns([id], x, null, points, abort.signal, last);
+              store.append(id, m, last);
+            }
+          } catch (e) {
+            if ((e as Error).name === "AbortError") return;
+          }
+        }
+      }
+      timer = setTimeout(tick, pollMs);
+    };
+    timer = setTimeout(tick, pollMs);
+    return () => {
+      abort.abort();
+      clearTimeout(timer);
+    };
+  }, [store, liveKey, x, zoomKey, points, pollMs]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  return state;
+}

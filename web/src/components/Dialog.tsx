@@ -1,0 +1,74 @@
+// A modal dialog (Escape or the backdrop closes it, focus moves in and back) and the
+// confirmation dialog every destructive action goes through.
+
+import { useEffect, useRef, useState, type ReactNode } from "react";
+import { createPortal } from "react-dom";
+import { Icon } from "./Icon";
+
+export function Dialog({ title, onClose, children, footer, wide }: {
+  title: ReactNode; onClose: () => void; children: ReactNode; footer?: ReactNode; wide?: boolean }) {
+  const box = useRef<HTMLDivElement>(null);
+  const closeRef = useRef(onClose);
+  closeRef.current = onClose;
+  useEffect(() => {
+    const before = document.activeElement as HTMLElement | null;
+    const first = box.current?.querySelector<HTMLElement>("[autofocus], input, textarea, select, button.btn-primary");
+    (first ?? box.current)?.focus();
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === "Escape") {
+        e.stopPropagation();
+        closeRef.current();
+      }
+    };
+    document.addEventListener("keydown", onKey);
+    return () => {
+      document.removeEventListener("keydown", onKey);
+      before?.focus?.();
+    };
+  }, []);
+  return createPortal(
+    <div className="backdrop" onMouseDown={(e) => { if (e.target === e.currentTarget) onClose(); }}>
+      <div className={wide ? "dialog wide" : "dialog"} role="dialog" aria-modal="true" aria-label={typeof title === "string" ? title : undefined}
+        ref={box} tabIndex={-1}>
+        <div className="dialog-head">
+          <h2>{title}</h2>
+          <button className="icon-btn" onClick={onClose} aria-label="Close"><Icon name="x" /></button>
+        </div>
+        <div className="dialog-body">{children}</div>
+        {footer && <div className="dialog-foot">{footer}</div>}
+      </div>
+    </div>,
+    document.body,
+  );
+}
+
+export function ConfirmDialog({ title, children, confirm, danger, onConfirm, onClose }: {
+  title: string; children: ReactNode; confirm: string; danger?: boolean;
+  onConfirm: () => Promise<unknown>; onClose: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const go = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      await onConfirm();
+      onClose();
+    } catch (e) {
+      setError((e as Error).message);
+      setBusy(false);
+    }
+  };
+  return (
+    <Dialog title={title} onClose={onClose} footer={
+      <>
+        <button className="btn" onClick={onClose} disabled={busy}>Keep it</button>
+        <button className={danger ? "btn btn-danger btn-primary" : "btn btn-primary"} onClick={go} disabled={busy}>
+          {busy ? "Working…" : confirm}
+        </button>
+      </>
+    }>
+      {children}
+      {error && <div className="banner banner-bad" role="alert"><Icon name="alert" />{error}</div>}
+    </Dialog>
+  );
+}

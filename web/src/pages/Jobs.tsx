@@ -1,0 +1,130 @@
+// Jobs: status tabs, a dense table, cancel and retry with confirmation, and the submit
+// dialog (form or TOML). The tab, the text filter and the page size live in the URL.
+
+import { useMemo, useState } from "react";
+import { api } from "../api/client";
+import { useNow, useResource } from "../api/hooks";
+import type { Job } from "../api/types";
+import { Icon } from "../components/Icon";
+import { JobActions } from "../components/JobActions";
+import { SubmitJobDialog } from "../components/SubmitJobDialog";
+import { Ago, CopyId, Empty, ErrorBanner, Loading, PageHeader, StatusBadge, Tabs } from "../components/ui";
+import { fmtDuration } from "../lib/format";
+import { joinCommand } from "../lib/jobForm";
+import { Link, navigate, useUrlState } from "../router/router";
+import { bool, int, oneOf, str } from "../router/urlState";
+
+const TABS = ["all", "queued", "running", "succeeded", "failed", "cancelled"] as const;
+type Tab = (typeof TABS)[number];
+const STATES: Record<Tab, string[]> = {
+  all: [], queued: ["CREATED", "QUEUED", "DISPATCHING"], running: ["RUNNING"], succeeded: ["SUCCEEDED"],
+  failed: ["FAILED", "LOST"], cancelled: ["CANCELLED"],
+};
+const schema = { tab: oneOf(TABS, "all"), q: str(), n: int(100, 1, 10_000), submit: bool(false) };
+
+export function Jobs() {
+  const [view, setView] = useUrlState(schema);
+  const now = useNow(1000);
+  const jobs = useResource((s) => api.listJobs({ status: STATES[view.tab], limit: view.n }, s), [view.tab, view.n],
+    { pollMs: 3000, keepPrevious: false });
+  const active = useResource((s) => api.listJobs({ status: [...STATES.queued, ...STATES.running], limit: 1000 }, s), [],
+    { pollMs: 3000 });
+  const nodes = useResource((s) => api.listNodes(s), []);
+  const [changed, setChanged] = useState<Map<string, Job>>(new Map());
+
+  const counts = useMemo(() => {
+    const list = active.data?.jobs ?? [];
+    return {
+      queued: list.filter((j) => STATES.queued.includes(j.status)).length,
+      running: list.filter((j) => j.status === "RUNNING").length,
+    };
+  }, [active.data]);
+
+  const rows = useMemo(() => {
+    const q = view.q.trim().toLowerCase();
+    const list = (jobs.data?.jobs ?? []).map((j) => changed.get(j.id) ?? j);
+    if (!q) return list;
+    return list.filter((j) => j.name.toLowerCase().includes(q) || j.id.toLowerCase().includes(q) ||
+      j.command.join(" ").toLowerCase().includes(q) || (j.node ?? "").toLowerCase().includes(q));
+  }, [jobs.data, view.q, changed]);
+
+  const onChange = (job: Job) => {
+    setChanged((m) => new Map(m).set(job.id, job));
+    jobs.reload();
+    active.reload();
+  };
+
+  return (
+    <div className="page">
+      <PageHeader title="Jobs">
+        <button className="btn btn-primary" onClick={() => setView({ submit: true }, { push: true })}>
+          <Icon name="plus" size={14} />Submit job
+        </button>
+      </PageHeader>
+      <div className="toolbar">
+        <Tabs value={view.tab} onChange={(tab) => setView({ tab, n: 100 }, { push: true })} items={[
+          { id: "all", label: "All" }, { id: "queued", label: "Queued", count: counts.queued },
+          { id: "running", label: "Running", count: counts.running }, { id: "succeeded", label: "Succeeded" },
+          { id: "failed", label: "Failed" }, { id: "cancelled", label: "Cancelled" },
+        ]} />
+        <div className="search">
+          <Icon name="search" size={14} />
+          <input value={view.q} onChange={(e) => setView({ q: e.target.value })} placeholder="Filter by name, command, node"
+            aria-label="Filter jobs" />
+        </div>
+      </div>
+      <ErrorBanner error={jobs.error} onRetry={jobs.reload} />
+      {!jobs.data && !jobs.error ? <Loading rows={8} /> : rows.length === 0 ? (
+        <Empty title={view.q ? "No job matches the filter" : view.tab === "all" ? "No jobs yet" : `No ${view.tab} jobs`} icon="jobs">
+          {view.tab === "all" && !view.q ? <>Queue one with <b>Submit job</b>, or from a shell: <code>gpuplanectl job submit -- python train.py</code></> : null}
+        </Empty>
+      ) : (
+        <div className="table-wrap">
+          <table className="table">
+            <thead>
+              <tr>
+                <th style={{ width: 110 }}>Status</th><th>Name</th><th>Command</th><th className="num">GPUs</th>
+                <th>Node</th><th className="num">Attempt</th><th className="num">Prio</th><th>Created</th>
+                <th className="num">Duration</th><th className="actions-col" />
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((j) => (
+                <tr key={j.id} className="clickable" onClick={(e) => {
+                  if ((e.target as HTMLElement).closest("a,button")) return;
+                  navigate(`/jobs/${j.id}`);
+                }}>
+                  <td><StatusBadge status={j.status} /></td>
+                  <td>
+                    <Link to={`/jobs/${j.id}`} className="strong">{j.name}</Link>
+                    <div className="sub"><CopyId id={j.id} />{j.type !== "TRAIN" && <span className="muted"> · {j.type.toLowerCase()}</span>}</div>
+                  </td>
+                  <td className="mono cmd ellipsis" title={joinCommand(j.command)}>{joinCommand(j.command)}</td>
+                  <td className="num mono">{j.gpu_indexes.length ? j.gpu_indexes.join(",") : j.gpu || "CPU"}</td>
+                  <td>{j.node_id ? <span title={j.node_id}>{nodeName(nodes.data, j.node_id)}</span> : j.node ?? <span className="muted">any</span>}</td>
+                  <td className="num">{j.attempt}/{j.max_attempts}</td>
+                  <td className="num">{j.priority}</td>
+                  <td><Ago ts={j.created_at} now={now} /></td>
+                  <td className="num">{j.started_at ? fmtDuration((j.finished_at ?? now) - j.started_at) : ""}</td>
+                  <td className="actions-col"><JobActions job={j} onChange={onChange} compact /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {jobs.data?.next_cursor && !view.q && (
+            <div className="table-more"><button className="btn btn-sm" onClick={() => setView({ n: view.n + 100 })}>Show 100 more</button></div>
+          )}
+        </div>
+      )}
+      {view.submit && (
+        <SubmitJobDialog nodes={nodes.data} onClose={() => setView({ submit: false })}
+          onSubmitted={(job) => navigate(`/jobs/${job.id}`)} />
+      )}
+    </div>
+  );
+}
+
+export function nodeName(nodes: { id: string; name: string }[] | undefined, id: string | null): string {
+  if (!id) return "";
+  return nodes?.find((n) => n.id === id)?.name ?? id;
+}

@@ -1,0 +1,325 @@
+// One run: a headline from its summary, then tabs: metrics (uPlot panels, smoothing,
+// crosshair readout, drag-zoom with finer points from the server, step or time on x), the
+// node's system metrics over the run's window, its events, its checkpoints, and details
+// (every metric's summary, config and environment). View state is in the URL.
+
+import { useEffect, useMemo, useState } from "react";
+import { api } from "../api/client";
+import { useEventStream, useNow, useResource } from "../api/hooks";
+import type { Checkpoint, GpuEvent, Job, NodeInfo, Run, RunSummary } from "../api/types";
+import { colorOf } from "../charts/colors";
+import { useMetricsLoader } from "../charts/loader";
+import { GridToolbar, MetricsGrid } from "../charts/MetricsGrid";
+import type { Mark } from "../charts/MetricPanel";
+import { SeriesStore } from "../charts/series";
+import { SystemCharts } from "../charts/SystemCharts";
+import { Icon } from "../components/Icon";
+import { Ago, CopyId, Empty, ErrorBanner, KeyValues, LiveDot, Loading, PageHeader, SeverityBadge, StatusBadge, Tabs } from "../components/ui";
+import { fmtBytes, fmtDateTime, fmtDuration, fmtInt, fmtTime, fmtValue } from "../lib/format";
+import { bestCheckpoint, checkpointValue, primaryMetric } from "../lib/primary";
+import { flatConfig, runLabel } from "../lib/runs";
+import { Link, useUrlState } from "../router/router";
+import { bool, num, oneOf, range, str } from "../router/urlState";
+
+const TABS = ["metrics", "system", "events", "checkpoints", "details"] as const;
+const schema = {
+  tab: oneOf(TABS, "metrics"), x: oneOf(["step", "ts"] as const, "step"), smooth: num(0.6, 0, 0.99), m: str(),
+  xr: range(), logy: bool(false),
+};
+const SEVERITY_COLOR: Record<string, string> = { critical: "#e15759", warning: "#d4a516", info: "#8a8f98" };
+
+export function RunDetail({ id }: { id: string }) {
+  const [view, setView] = useUrlState(schema);
+  const now = useNow(1000);
+  const store = useMemo(() => new SeriesStore(), [id]);
+  useEffect(() => () => store.dispose(), [store]);
+  const run = useResource((s) => api.getRun(id, s), [id], { pollMs: 5000, keepPrevious: false });
+  const r = run.data;
+  const isLive = !r || r.status === "RUNNING";
+  const summary = useResource((s) => api.runSummary(id, s), [id], { pollMs: isLive ? 5000 : undefined });
+  const job = useResource(r?.job_id ? (s) => api.getJob(r.job_id!, s) : null, [r?.job_id]);
+  const nodes = useResource((s) => api.listNodes(s), []);
+  const events = useResource((s) => api.listEvents({ run_id: id, limit: 500 }, s), [id]);
+  const [liveEvents, setLiveEvents] = useState<GpuEvent[]>([]);
+  const eventStream = useEventStream(r?.status === "RUNNING" && events.data ? `run-events/${id}` : null,
+    { path: "/events/stream", query: { run_id: id }, lastEventId: events.data?.events[0]?.id ?? null },
+    (m) => {
+      if (m.event !== "event") return;
+      const ev = JSON.parse(m.data) as GpuEvent;
+      setLiveEvents((l) => (l.some((e) => e.id === ev.id) ? l : [ev, ...l]));
+    });
+  const allEvents = useMemo(() => {
+    const seen = new Set<string>();
+    return [...liveEvents, ...(events.data?.events ?? [])].filter((e) => (seen.has(e.id) ? false : (seen.add(e.id), true)));
+  }, [liveEvents, events.data]);
+
+  // The metrics request starts with the page, not after the run's own request.
+  const loader = useMetricsLoader({ store, runs: [id], x: view.x, zoom: view.xr, live: isLive ? [id] : [] });
+  const panelRuns = useMemo(() => [{ id, label: r ? runLabel(r) : id, color: colorOf(id) }], [id, r?.name]); // eslint-disable-line react-hooks/exhaustive-deps
+  const marks = useMemo(() => {
+    const out: Mark[] = [];
+    for (const e of allEvents) {
+      if (e.severity === "info" && !e.type.startsWith("CHECKPOINT")) continue;
+      const x = view.x === "step" ? e.step : e.ts;
+      if (x !== null) out.push({ x, color: SEVERITY_COLOR[e.severity] ?? "#888", label: e.type, critical: e.severity === "critical" });
+    }
+    return out;
+  }, [allEvents, view.x]);
+
+  if (run.error && !r) {
+    return (
+      <div className="page">
+        <PageHeader title="Run" />
+        {run.error.status === 404 ? <Empty title="No such run" icon="runs">{id} is not known to this daemon. <Link to="/runs">All runs</Link></Empty>
+          : <ErrorBanner error={run.error} onRetry={run.reload} />}
+      </div>
+    );
+  }
+
+  const node = findNode(nodes.data, r);
+  return (
+    <div className="page">
+      <PageHeader
+        title={<><span className="crumb"><Link to="/runs">Runs</Link><Icon name="chevronRight" size={14} /></span>
+          <span className="run-swatch big" style={{ background: colorOf(id) }} />{r ? runLabel(r) : <span className="muted">…</span>}</>}
+        sub={r && <><StatusBadge status={r.status} /> <CopyId id={r.id} />
+          {r.project && <span className="muted"> · {r.project}{r.experiment ? ` / ${r.experiment}` : ""}</span>}
+          {r.failure_reason && <span className="text-bad"> · {r.failure_reason}</span>}</>}>
+        {r?.job_id && <Link className="btn" to={`/jobs/${r.job_id}`}><Icon name="jobs" size={14} />Job &amp; logs</Link>}
+        <Link className="btn" to={`/compare?runs=${id}`}><Icon name="compare" size={14} />Compare</Link>
+      </PageHeader>
+      <Headline run={r} summary={summary.data} node={node} now={now} />
+      <div className="toolbar tabs-bar">
+        <Tabs value={view.tab} onChange={(tab) => setView({ tab }, { push: true })} items={[
+          { id: "metrics", label: "Metrics" }, { id: "system", label: "System" },
+          { id: "events", label: "Events", count: allEvents.length || undefined },
+          { id: "checkpoints", label: "Checkpoints" }, { id: "details", label: "Details" },
+        ]} />
+      </div>
+      {view.tab === "metrics" && (
+        <>
+          <GridToolbar view={view} setView={setView} names={store.names().length} width={loader.width}
+            extra={isLive && r ? <LiveDot state={view.xr ? "paused" : "open"} title={view.xr ? "Zoomed: new points are not followed" : "New points every 3 s"} /> : undefined} />
+          <MetricsGrid store={store} runs={panelRuns} view={view} setView={setView} syncKey={`run-${id}`}
+            loading={loader.loading} error={loader.error} marks={marks}
+            emptyHint={<>This run has logged no metrics. From the training script: <code>run.log({"{"}"train/loss": loss{"}"}, step=step)</code></>} />
+        </>
+      )}
+      {view.tab === "system" && r && <SystemTab run={r} job={job.data} node={node} />}
+      {view.tab === "events" && <EventsTab events={allEvents} loading={!events.data} error={events.error} now={now}
+        live={r?.status === "RUNNING" ? eventStream.state : null} />}
+      {view.tab === "checkpoints" && <CheckpointsTab runId={id} summary={summary.data} store={store} />}
+      {view.tab === "details" && <DetailsTab run={r} summary={summary.data} job={job.data} />}
+    </div>
+  );
+}
+
+function findNode(nodes: NodeInfo[] | undefined, run: Run | undefined): NodeInfo | undefined {
+  if (!nodes || !run) return undefined;
+  if (run.node_id) return nodes.find((n) => n.id === run.node_id);
+  const host = run.env_snapshot?.host;
+  if (typeof host === "string") return nodes.find((n) => n.name === host || n.hardware.hostname === host);
+  return nodes.length === 1 ? nodes[0] : undefined;
+}
+
+function Headline({ run, summary, node, now }: { run: Run | undefined; summary: RunSummary | undefined; node: NodeInfo | undefined;
+  now: number }) {
+  const primary = primaryMetric(summary);
+  const names = summary ? Object.keys(summary.metrics).sort() : [];
+  const featured = [
+    ...(primary ? [primary.name] : []),
+    ...names.filter((n) => n !== primary?.name && summary!.metrics[n].direction),
+  ].slice(0, 4);
+  const started = run?.started_at ?? run?.created_at;
+  return (
+    <div className="headline">
+      <div className="stat"><span>Step</span><b className="mono">{fmtInt(summary?.progress.step ?? null)}</b></div>
+      <div className="stat"><span>Duration</span><b>{started ? fmtDuration((run?.finished_at ?? now) - started) : "—"}</b></div>
+      <div className="stat"><span>Started</span><b>{fmtTime(started)}</b></div>
+      <div className="stat"><span>Node</span><b>{node ? <Link to={`/nodes?node=${encodeURIComponent(node.name)}`}>{node.name}</Link> : "—"}</b></div>
+      {featured.map((name) => {
+        const m = summary!.metrics[name];
+        return (
+          <div key={name} className="stat metric-stat" title={m.best ? `best ${fmtValue(m.best.value)} at step ${fmtInt(m.best.step)}` : undefined}>
+            <span className="mono">{name}{name === primary?.name && <i className="primary-star" title="Primary metric">★</i>}</span>
+            <b className="mono">{fmtValue(m.latest?.value)}
+              {m.trend && <span className={`trend trend-${m.trend}`}>{m.trend === "decreasing" ? "↘" : m.trend === "increasing" ? "↗" : "→"}</span>}</b>
+            {m.best && <small className="muted mono">best {fmtValue(m.best.value)} @ {fmtInt(m.best.step)}</small>}
+          </div>
+        );
+      })}
+      {summary && summary.warnings.length > 0 && (
+        <div className="stat warn-stat"><span>Warnings</span>{summary.warnings.map((w) => <b key={w} className="text-warn small">{w}</b>)}</div>
+      )}
+    </div>
+  );
+}
+
+function SystemTab({ run, job, node }: { run: Run; job: Job | undefined; node: NodeInfo | undefined }) {
+  if (!node) {
+    return <Empty title="The run's node is not known" icon="nodes">
+      {run.source === "sdk" ? "This run was started outside a job, and its host does not match a node's name." : "The node that ran it has left."}
+    </Empty>;
+  }
+  const start = run.started_at ?? run.created_at;
+  const end = run.status === "RUNNING" ? null : run.finished_at ?? start + 60_000;
+  let gpus: number[] | null = null;
+  if (job?.gpu_indexes.length) gpus = job.gpu_indexes;
+  else {
+    const env = run.env_snapshot?.env as Record<string, string> | undefined;
+    const cvd = env?.CUDA_VISIBLE_DEVICES;
+    if (cvd && /^\d+(,\d+)*$/.test(cvd)) gpus = cvd.split(",").map(Number);
+  }
+  return (
+    <>
+      <p className="muted small tab-note">
+        {node.name}, {fmtDateTime(start)} – {end ? fmtDateTime(end) : "now"}
+        {gpus ? ` · GPU ${gpus.join(", ")}` : " · all GPUs"}
+      </p>
+      <SystemCharts nodeId={node.id} span={{ start, end }} gpus={gpus} syncKey={`sys-${run.id}`} />
+    </>
+  );
+}
+
+function EventsTab({ events, loading, error, now, live }: { events: GpuEvent[]; loading: boolean; error: Error | undefined; now: number;
+  live: import("../api/sse").StreamState | null }) {
+  if (error) return <ErrorBanner error={error} />;
+  if (loading) return <Loading rows={5} />;
+  return (
+    <div className="card">
+      <header className="card-head"><h2>Timeline</h2>{live && <LiveDot state={live} />}</header>
+      {events.length === 0 ? <Empty compact title="No events for this run" icon="events">
+        Lifecycle changes, loss spikes, NaN losses and GPU trouble show up here.</Empty> : (
+        <ol className="timeline">
+          {events.map((e) => (
+            <li key={e.id} className={`tl-${e.severity}`}>
+              <span className="tl-time mono small" title={new Date(e.ts).toLocaleString()}>{fmtTime(e.ts)}</span>
+              <span className="tl-dot" />
+              <div className="tl-body">
+                <div><SeverityBadge severity={e.severity} /> <b className="mono small">{e.type}</b>
+                  {e.step !== null && <span className="muted small mono"> · step {fmtInt(e.step)}</span>}
+                  <span className="muted small"> · <Ago ts={e.ts} now={now} /></span></div>
+                {e.message && <div className="small">{e.message}</div>}
+                {Object.keys(e.context ?? {}).length > 0 && <code className="ctx small">{JSON.stringify(e.context)}</code>}
+              </div>
+            </li>
+          ))}
+        </ol>
+      )}
+    </div>
+  );
+}
+
+function CheckpointsTab({ runId, summary, store }: { runId: string; summary: RunSummary | undefined; store: SeriesStore }) {
+  const ckpts = useResource((s) => api.runCheckpoints(runId, s), [runId]);
+  const primary = primaryMetric(summary);
+  const values = useMemo(() => {
+    const out = new Map<string, number | null>();
+    if (!primary || !ckpts.data) return out;
+    const cols = store.columns(runId, primary.name);
+    const lookup = (step: number) => {
+      if (!cols?.x.length) return null;
+      let best = 0;
+      for (let i = 0; i < cols.x.length; i++) if (Math.abs(cols.x[i] - step) < Math.abs(cols.x[best] - step)) best = i;
+      return cols.val[best];
+    };
+    for (const c of ckpts.data) out.set(c.id, checkpointValue(c, primary.name, lookup));
+    return out;
+  }, [ckpts.data, primary?.name, store, runId]); // eslint-disable-line react-hooks/exhaustive-deps
+  if (ckpts.error) {
+    if (ckpts.error.missingEndpoint) {
+      return <Empty title="Checkpoints are not listed by this daemon yet" icon="runs">
+        The checkpoint watcher and <code>GET /api/v1/runs/{"{id}"}/checkpoints</code> are not part of this version, so there is nothing to rank.
+      </Empty>;
+    }
+    return <ErrorBanner error={ckpts.error} onRetry={ckpts.reload} />;
+  }
+  if (!ckpts.data) return <Loading rows={4} />;
+  if (!ckpts.data.length) return <Empty title="No checkpoints found for this run" icon="runs">Checkpoints appear once the watcher sees files in the run's output directories.</Empty>;
+  const best = primary ? bestCheckpoint(values, primary.direction) : null;
+  return (
+    <div className="table-wrap">
+      <table className="table">
+        <thead><tr><th>Step</th><th>Path</th><th className="num">Size</th>
+          {primary && <th className="num">{primary.name} <span className="muted">({primary.direction === "minimize" ? "lower" : "higher"} is better)</span></th>}
+          <th>Created</th></tr></thead>
+        <tbody>
+          {[...ckpts.data].sort((a, b) => (b.step ?? 0) - (a.step ?? 0)).map((c: Checkpoint) => (
+            <tr key={c.id} className={c.id === best ? "best-row" : undefined}>
+              <td className="mono">{fmtInt(c.step)}{c.id === best && <span className="badge badge-ok best">best</span>}</td>
+              <td className="mono ellipsis" title={c.path}>{c.path}</td>
+              <td className="num">{fmtBytes(c.size_bytes)}</td>
+              {primary && <td className="num mono">{fmtValue(values.get(c.id) ?? null)}</td>}
+              <td>{fmtDateTime(c.created_at)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunSummary | undefined; job: Job | undefined }) {
+  if (!run) return <Loading rows={6} />;
+  const env = run.env_snapshot ?? {};
+  const config = flatConfig(run.config);
+  const packages = (env.packages ?? {}) as Record<string, string>;
+  const metrics = summary ? Object.entries(summary.metrics).sort(([a], [b]) => a.localeCompare(b)) : [];
+  return (
+    <div className="details-grid">
+      <section className="card">
+        <header className="card-head"><h2>Metrics summary</h2></header>
+        {metrics.length === 0 ? <Empty compact title="No metrics logged" icon="runs" /> : (
+          <table className="table compact">
+            <thead><tr><th>Metric</th><th className="num">Latest</th><th className="num">Best</th><th className="num">at step</th>
+              <th>Goal</th><th>Trend</th><th className="num">Points</th></tr></thead>
+            <tbody>
+              {metrics.map(([name, m]) => (
+                <tr key={name}>
+                  <td className="mono">{name}</td>
+                  <td className="num mono">{fmtValue(m.latest?.value)}</td>
+                  <td className="num mono">{m.best ? fmtValue(m.best.value) : ""}</td>
+                  <td className="num mono">{m.best ? fmtInt(m.best.step) : ""}</td>
+                  <td className="muted">{m.direction === "minimize" ? "min" : m.direction === "maximize" ? "max" : ""}</td>
+                  <td>{m.trend ?? ""}</td>
+                  <td className="num">{fmtInt(m.count)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </section>
+      <section className="card">
+        <header className="card-head"><h2>Run</h2></header>
+        <KeyValues items={[
+          ["Id", <CopyId id={run.id} full />],
+          ["Source", run.source === "job" ? <>job <Link to={`/jobs/${run.job_id}`}>{job?.name ?? run.job_id}</Link>, attempt {run.attempt}</> : "SDK (started outside a job)"],
+          ["Created", fmtDateTime(run.created_at)],
+          ["Finished", fmtDateTime(run.finished_at)],
+          ["Exit code", run.exit_code === null ? "—" : String(run.exit_code)],
+          ...(run.tags?.length ? [["Tags", run.tags.join(", ")] as [string, string]] : []),
+        ]} />
+        {Object.keys(config).length > 0 && (
+          <>
+            <h3 className="sub-title">Config</h3>
+            <KeyValues items={Object.entries(config).map(([k, v]) => [k, <span className="mono">{typeof v === "string" ? v : JSON.stringify(v)}</span>])} />
+          </>
+        )}
+      </section>
+      <section className="card">
+        <header className="card-head"><h2>Environment</h2></header>
+        {Object.keys(env).length === 0 ? <Empty compact title="No environment recorded" icon="runs">The SDK records it when the script calls gpuplane.init().</Empty> : (
+          <KeyValues items={[
+            ["Host", String(env.host ?? "—")],
+            ["Python", String(env.python ?? "—")],
+            ["Command", <span className="mono">{Array.isArray(env.argv) ? (env.argv as string[]).join(" ") : "—"}</span>],
+            ["Directory", <span className="mono">{String(env.cwd ?? "—")}</span>],
+            ...(env.git_commit ? [["Git", <span className="mono">{String(env.git_commit).slice(0, 12)}{env.git_dirty ? " (dirty)" : ""}</span>] as [string, React.ReactNode]] : []),
+            ...(Object.keys(packages).length ? [["Packages", <span className="mono">{Object.entries(packages).map(([k, v]) => `${k} ${v}`).join(", ")}</span>] as [string, React.ReactNode]] : []),
+            ["Platform", <span className="small">{String(env.platform ?? "—")}</span>],
+          ]} />
+        )}
+      </section>
+    </div>
+  );
+}
