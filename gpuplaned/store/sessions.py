@@ -64,7 +64,7 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
     it again), unless the request names another run.
 
     Raises:
-        ApiError: CONFLICT, the session exists on another run.
+        ApiError: CONFLICT, the session exists on another run; BAD_REQUEST, a new run names an unknown job.
     """
     if req.session_id is not None:
         existing = get_session(conn, req.session_id)
@@ -77,6 +77,8 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
     run_id = req.run_id or new_id("run")
     run = conn.execute("SELECT source FROM runs WHERE id = ?", (run_id,)).fetchone()
     if run is None:
+        if req.job_id is not None and conn.execute("SELECT 1 FROM jobs WHERE id = ?", (req.job_id,)).fetchone() is None:
+            raise ApiError(ErrorCode.BAD_REQUEST, f"job_id: no job {req.job_id!r}", {"field": "job_id"})
         project_id = _named(conn, "projects", req.project, now_ms) if req.project else None
         experiment_id = _experiment(conn, project_id, req.experiment, now_ms) if req.experiment else None
         config = json.dumps({"config": req.config or {}, "tags": list(req.tags)}, separators=(",", ":"))

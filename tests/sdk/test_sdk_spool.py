@@ -230,6 +230,9 @@ def test_a_client_named_session_is_opened_once_and_refuses_another_run(api):
         with pytest.raises(ApiError) as err:
             api.post("/api/v1/sessions", {"session_id": bad})
         assert err.value.code is ErrorCode.BAD_REQUEST and err.value.details["field"] == "session_id"
+    with pytest.raises(ApiError) as err:  # a new run may only name a job that exists
+        api.post("/api/v1/sessions", {"job_id": "job_nope"})
+    assert err.value.code is ErrorCode.BAD_REQUEST and err.value.details["field"] == "job_id"
     assert len(api.get("/api/v1/runs")["runs"]) == 1
 
 
