@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -97,14 +98,25 @@ def test_train_submitted_as_a_job_reports_metrics_and_writes_events_and_checkpoi
     assert_checkpoints(out / "checkpoints", [25, 40])
 
 
-def test_train_runs_on_its_own_with_no_daemon(tmp_path):
+def test_train_runs_on_its_own_with_no_daemon_and_stops_cleanly_on_sigterm(tmp_path):
     env = base_env(tmp_path)  # a runtime dir where no daemon lives
-    done = subprocess.run([sys.executable, str(EXAMPLES / "train.py"), "--steps", "20", "--ckpt-every", "10",
-                           "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("run - out ")
-    assert tensorboard_scalars(tmp_path / "out" / "tb")["loss"] == list(range(1, 21))
-    assert_checkpoints(tmp_path / "out" / "checkpoints", [10, 20])
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(EXAMPLES / "train.py"), "--steps", "1000000", "--eval-every", "10",
+                             "--ckpt-every", "10", "--out", str(out)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith(f"run - out {out} ")
+        while not proc.stdout.readline().startswith("checkpoint "):  # trained (and saved) 10 steps
+            assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)  # what `gpuplanectl job cancel` sends first
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    last = int(re.search(r"^SIGTERM: stopped after step (\d+)$", rest, re.M).group(1))
+    saved = list(range(10, last, 10)) + [last]  # every 10 steps, and where it stopped
+    assert_checkpoints(out / "checkpoints", saved)
+    assert tensorboard_scalars(out / "tb")["loss"] == list(range(1, last + 1))
 
 
 SESSION_LINE = re.compile(r"^rank (\d) run (\S+) session (\S+) out (\S+)$", re.M)
