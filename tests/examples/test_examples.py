@@ -8,6 +8,7 @@ DDP the two ranks' sessions on one run. torch comes with the ``examples`` extra,
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import re
@@ -21,13 +22,11 @@ from helpers import Jobs, base_env
 
 # PyTorch publishes wheels for these; anywhere else the examples cannot run at all.
 TORCH_PLATFORMS = {("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "arm64"), ("win32", "AMD64")}
-try:
-    import torch
-except ImportError:
+if importlib.util.find_spec("torch") is None:  # looked up, not imported: collecting stays light
     if (sys.platform, platform.machine()) not in TORCH_PLATFORMS:
         pytest.skip(f"no torch wheel for {sys.platform}/{platform.machine()}", allow_module_level=True)
     raise ImportError("torch is missing: `make test` installs it (the `examples` extra: "
-                      "pip install -e '.[test,examples]')") from None
+                      "pip install -e '.[test,examples]')")
 
 pytestmark = pytest.mark.e2e
 
@@ -54,6 +53,8 @@ def tensorboard_scalars(directory: Path) -> dict[str, list[int]]:
 
 
 def assert_checkpoints(directory: Path, steps: list[int]) -> None:
+    import torch
+
     assert sorted(p.name for p in directory.iterdir()) == [f"step_{s:06d}.pt" for s in steps]
     last = torch.load(directory / f"step_{steps[-1]:06d}.pt", weights_only=True)
     assert last["step"] == steps[-1] and "model" in last and "optimizer" in last
