@@ -89,6 +89,7 @@ class Run:
         self._session_id = _uuid7()
         self._session_open = False  # the daemon has the session
         self._env_sent = False  # delivered, or written to the spool
+        self._env_spool_tried = False
         self._body = _session_body(self._run_id, env, name, project, experiment, config, tags)
         # Sender state: touched by the sender thread only.
         self._client = None  # type: Optional[_endpoint.Client]
@@ -523,8 +524,9 @@ class Run:
                 return
 
     def _spool_env(self, spool: _spool.Spool) -> None:
-        """The environment snapshot, once, if it fits (else it is sent when the daemon answers)."""
-        if not self._env_sent:
+        """The environment snapshot, tried once; if it does not fit it is sent when the daemon answers."""
+        if not self._env_sent and not self._env_spool_tried:
+            self._env_spool_tried = True
             try:
                 self._env_sent = spool.append({"type": "env", "env": _env.snapshot()})
             except Exception:  # best effort, like the snapshot itself

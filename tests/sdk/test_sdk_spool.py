@@ -322,3 +322,43 @@ def test_a_live_writers_lock_keeps_replayers_out(tmp_path):
     with pytest.raises(FileNotFoundError):
         SpoolClaim.take(path)
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------ the reader's decisions (pure)
+
+
+def _lines(*records) -> list[tuple[int, bytes]]:
+    return [(i + 1, r if isinstance(r, bytes) else json.dumps(r).encode()) for i, r in enumerate(records)]
+
+
+HEADER = {"type": "session", "v": 1, "session_id": SID, "open": {"name": "n"}}
+BATCH = {"type": "batch", "seq": 0, "metrics": {"x": {"step": [0], "ts": [0], "value": [1.0]}}}
+
+
+def test_replay_steps_follow_the_file_and_refusals_decide_what_goes_on():
+    replay = Replay(Path(f"/s/sdk-{SID}.jsonl"))
+    steps = replay.feed(_lines(HEADER, BATCH, {**BATCH, "seq": 1}, {"type": "finish", "status": "FAILED"}))
+    assert [s.kind for s in steps] == ["open", "batch", "batch", "finish"]
+    assert steps[0].body == {"name": "n", "session_id": SID} and steps[1].path == f"/api/v1/sessions/{SID}/batches"
+    replay.answered(steps[0], {"run_id": "run_1"})
+    replay.answered(steps[1], {"duplicate": True, "points": 0})
+    assert replay.refused(steps[2], 400, "bad metrics") is True  # refused for good: counted, skipped
+    replay.answered(steps[3], {})
+    assert replay.ended() is False
+    r = replay.report
+    assert (r.run_id, r.duplicates, r.rejected, r.finished, r.status) == ("run_1", 1, 1, "FAILED", "replayed")
+    for status, kind, outcome in ((503, "batch", "interrupted"), (429, "open", "interrupted"),
+                                  (400, "open", "failed"), (404, "batch", "failed")):
+        replay = Replay(Path(f"/s/sdk-{SID}.jsonl"))
+        step = [s for s in replay.feed(_lines(HEADER, BATCH)) if s.kind == kind][0]
+        assert replay.refused(step, status, "no") is False and replay.report.status == outcome
+
+
+def test_a_file_without_a_readable_header_still_opens_its_session_from_its_name():
+    replay = Replay(Path(f"/s/sdk-{SID}.jsonl"))
+    steps = replay.feed(_lines(b'{"type": "sess', BATCH, {"type": "what"}, [1], HEADER,
+                               {**HEADER, "v": 99}, {"type": "batch", "seq": -1, "metrics": {}}))
+    assert [s.kind for s in steps] == ["open", "batch"] and steps[0].body == {"session_id": SID}
+    assert replay.report.corrupt_lines == [1, 3, 4, 5, 6, 7]
+    assert any("no readable session header" in w for w in replay.report.warnings)
+    assert replay.ended() is True  # kept, as *.corrupt
