@@ -4,7 +4,7 @@
 
 import { useCallback, useEffect, useMemo, useRef } from "react";
 import uPlot from "uplot";
-import { fmtDateTime, fmtInt, fmtTick, fmtValue } from "../lib/format";
+import { fmtDateTime, fmtInt, fmtTick, fmtTimeTicks, fmtValue } from "../lib/format";
 import { autoSize } from "./axis";
 import { withAlpha } from "./colors";
 import { nearestValue, panelData, type PanelRun } from "./panelData";
@@ -46,6 +46,7 @@ export function MetricPanel(props: MetricPanelProps) {
   const { store, name, runs, smoothing, xMode, zoom, onZoom, syncKey, theme, logY = false, height = 190, marks } = props;
   const chart = useRef<uPlot | null>(null);
   const readout = useRef<HTMLDivElement>(null);
+  const drawn = useRef(false);
   const state = useRef({ zoom, onZoom, smoothing, runs, xMode, logY, marks });
   state.current = { zoom, onZoom, smoothing, runs, xMode, logY, marks };
   const single = runs.length === 1;
@@ -144,7 +145,7 @@ export function MetricPanel(props: MetricPanelProps) {
         y: { distr: logY ? 3 : 1 },
       },
       axes: [
-        { ...axis, size: 30, values: xMode === "ts" ? undefined : (_u: uPlot, splits: number[]) => splits.map((v) =>
+        { ...axis, size: 30, values: xMode === "ts" ? (u: uPlot, splits: number[]) => fmtTimeTicks(splits, (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0)) : (_u: uPlot, splits: number[]) => splits.map((v) =>
           Math.abs(v) >= 1e6 ? `${fmtTick(v / 1e6)}M` : Math.abs(v) >= 10_000 ? `${fmtTick(v / 1000)}k` : fmtTick(v)) },
         { ...axis, size: autoSize, values: (_u: uPlot, splits: number[]) => splits.map(fmtTick) },
       ],
@@ -172,6 +173,11 @@ export function MetricPanel(props: MetricPanelProps) {
     if (!u) return;
     const s = state.current;
     const data = panelData(store, name, s.runs, s.smoothing, s.logY);
+    if (!drawn.current && data[0].length) {
+      drawn.current = true;
+      // For load-time checks (scripts/measure-open.mjs): when this panel first had points to draw.
+      performance.mark(`gpuplane:chart-drawn:${name}`);
+    }
     if (s.zoom) {
       u.setData(data, false);
       u.setScale("x", { min: s.zoom[0], max: s.zoom[1] });
@@ -192,7 +198,7 @@ export function MetricPanel(props: MetricPanelProps) {
   useEffect(() => apply(), [smoothing, zoom?.[0], zoom?.[1], marks, apply]); // eslint-disable-line react-hooks/exhaustive-deps
 
   return (
-    <div className="panel chart-panel">
+    <div className={single ? "panel chart-panel" : "panel chart-panel multi"}>
       <div className="chart-head">
         <span className="chart-title" title={name}>{name}</span>
         <div className="readout" ref={readout} />

@@ -8,7 +8,7 @@ import { api } from "../api/client";
 import { useResource } from "../api/hooks";
 import type { NodeMetrics } from "../api/types";
 import { Empty, ErrorBanner } from "../components/ui";
-import { fmtMiB, fmtPct } from "../lib/format";
+import { fmtMiB, fmtPct, fmtTimeTicks } from "../lib/format";
 import { useTheme } from "../lib/theme";
 import { PALETTE } from "./colors";
 import { autoSize } from "./axis";
@@ -91,9 +91,9 @@ function SystemPanel({ panel, data, gpus, theme, syncKey }: { panel: Panel; data
       padding: [8, 8, 0, 0],
       cursor: { sync: { key: syncKey }, drag: { x: false, y: false }, points: { size: 5 } },
       scales: { x: { time: true }, y: panel.range ? { range: panel.range } : {} },
-      axes: [{ ...axis, size: 28 }, { ...axis, size: autoSize, values: (_u, splits) => splits.map((v) => panel.fmt(v)) }],
+      axes: [{ ...axis, size: 28, values: (u, splits) => fmtTimeTicks(splits, (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0)) }, { ...axis, size: autoSize, values: (_u, splits) => splits.map((v) => panel.fmt(v)) }],
       series: [
-        { value: (_u, v) => (v === null ? "" : new Date(v).toLocaleTimeString()) },
+        { label: "", value: (_u, v) => (v === null ? "" : new Date(v).toLocaleTimeString()) },
         ...labels.map((label, i) => ({
           label, stroke: panel.gpu ? PALETTE[gpus[i] % PALETTE.length] : PALETTE[0], width: 1.25, spanGaps: false,
           points: { show: false }, value: (_u: uPlot, v: number | null) => panel.fmt(v),

@@ -4,7 +4,7 @@
 // 12 hues that stay apart on both themes (a Tableau-like set, tuned for dark backgrounds too).
 export const PALETTE = [
   "#4e79d8", "#f28e2b", "#3fae5a", "#e15759", "#9b6fd0", "#17b3c4",
-  "#d4a516", "#e377c2", "#8c6d31", "#7f9c3a", "#5d8fc9", "#b0564f",
+  "#d4a516", "#e377c2", "#9c6b3e", "#8ca03a", "#6f7f94", "#c2407e",
 ] as const;
 
 export function hash(text: string): number {

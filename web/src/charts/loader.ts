@@ -6,6 +6,8 @@
 import { useEffect, useRef, useState } from "react";
 import { api, ApiError } from "../api/client";
 import type { RunMetrics } from "../api/types";
+import { DEFAULT_POINTS, metricsKey } from "../api/metricsKey";
+import { takePrefetched } from "../api/prefetch";
 import type { SeriesStore } from "./series";
 
 export interface LoaderOptions {
@@ -28,11 +30,15 @@ export interface LoaderState {
   width: number | null;
 }
 
-export const DEFAULT_POINTS = 1000;
+export { DEFAULT_POINTS };
 
 async function fetchRuns(runs: readonly string[], x: "step" | "ts", zoom: [number, number] | null, points: number,
   signal: AbortSignal, start?: number): Promise<RunMetrics[]> {
   const range = zoom ? { start: Math.max(0, Math.floor(zoom[0])), end: Math.ceil(zoom[1]) } : start !== undefined ? { start } : {};
+  if (start === undefined) {
+    const early = takePrefetched<RunMetrics[]>(metricsKey(runs, { x, points, ...range }));
+    if (early) return early;
+  }
   if (runs.length === 1) return [await api.runMetrics(runs[0], { x, points, ...range }, signal)];
   return api.queryRunsMetrics({ run_ids: [...runs], x, points, ...range }, signal);
 }

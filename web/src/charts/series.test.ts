@@ -91,9 +91,21 @@ describe("SeriesStore", () => {
     const store = new SeriesStore(manualFrames().frames);
     store.replace("r", metrics("r", [0, 100, 200], { loss: [5, 4, 3] }, 100));
     // The bucket at 200 was partial; the tail from 200 on brings it complete plus new points.
-    store.append("r", metrics("r", [200, 250, 300], { loss: [2.9, 2.5, 2] }), 200);
-    expect(store.columns("r", "loss")!.x).toEqual([0, 100, 200, 250, 300]);
-    expect(store.columns("r", "loss")!.val).toEqual([5, 4, 2.9, 2.5, 2]);
+    store.append("r", metrics("r", [200, 300], { loss: [2.9, 2] }, 100), 200);
+    expect(store.columns("r", "loss")!.x).toEqual([0, 100, 200, 300]);
+    expect(store.columns("r", "loss")!.val).toEqual([5, 4, 2.9, 2]);
+  });
+
+  it("re-buckets a finer tail onto the overview's grid", () => {
+    const store = new SeriesStore(manualFrames().frames);
+    store.replace("r", metrics("r", [0, 100, 200], { loss: [5, 4, 3] }, 100));
+    // Raw points from 200 on (the partial last bucket and the next one).
+    store.append("r", metrics("r", [200, 250, 299, 300, 350], { loss: [3, 2, 1, 6, 8] }, 1), 200);
+    const c = store.columns("r", "loss")!;
+    expect(c.x).toEqual([0, 100, 200, 300]);
+    expect(c.val).toEqual([5, 4, 2, 7]);
+    expect(c.min.slice(2)).toEqual([1, 6]);
+    expect(c.max.slice(2)).toEqual([3, 8]);
   });
 
   it("drops empty buckets of sparse metrics and notices new metric names", () => {

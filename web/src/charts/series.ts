@@ -33,13 +33,64 @@ export function toColumns(x: readonly number[], s: SeriesColumns): MetricColumns
   return out;
 }
 
+/**
+ * Re-bucket finer columns onto a coarser grid (buckets of `width` from `origin`), so a live
+ * tail drawn after a downsampled overview has the same resolution as the overview and
+ * its noise does not look like it suddenly grew.
+ */
+export function rebucket(metrics: RunMetrics, width: number, origin: number): RunMetrics {
+  if (width <= metrics.width) return metrics;
+  const series: Record<string, SeriesColumns> = {};
+  const allX = new Set<number>();
+  const perName = new Map<string, Map<number, { min: number; max: number; sum: number; n: number; last: number | null; nan: number }>>();
+  for (const [name, s] of Object.entries(metrics.series)) {
+    const buckets = new Map<number, { min: number; max: number; sum: number; n: number; last: number | null; nan: number }>();
+    for (let i = 0; i < metrics.x.length; i++) {
+      const count = s.count[i] ?? 0;
+      const nan = s.nan?.[i] ?? 0;
+      if (!count && !nan) continue;
+      const b = origin + Math.floor((metrics.x[i] - origin) / width) * width;
+      let acc = buckets.get(b);
+      if (!acc) buckets.set(b, (acc = { min: Infinity, max: -Infinity, sum: 0, n: 0, last: null, nan: 0 }));
+      acc.nan += nan;
+      const avg = s.avg[i];
+      if (count && avg !== null) {
+        acc.min = Math.min(acc.min, s.min[i] ?? avg);
+        acc.max = Math.max(acc.max, s.max[i] ?? avg);
+        acc.sum += avg * count;
+        acc.n += count;
+        acc.last = s.last[i] ?? avg;
+      }
+      allX.add(b);
+    }
+    perName.set(name, buckets);
+  }
+  const x = [...allX].sort((a, b) => a - b);
+  for (const [name, buckets] of perName) {
+    const col: SeriesColumns = { min: [], max: [], avg: [], last: [], count: [], nan: [] };
+    for (const b of x) {
+      const acc = buckets.get(b);
+      const has = acc && acc.n > 0;
+      col.min.push(has ? acc!.min : null);
+      col.max.push(has ? acc!.max : null);
+      col.avg.push(has ? acc!.sum / acc!.n : null);
+      col.last.push(has ? acc!.last : null);
+      col.count.push(acc?.n ?? 0);
+      col.nan.push(acc?.nan ?? 0);
+    }
+    series[name] = col;
+  }
+  return { ...metrics, width, x, series };
+}
+
 export class SeriesStore {
   private readonly data = new Map<string, MetricColumns>();
   private readonly runNames = new Map<string, Set<string>>();
   private readonly listeners = new Map<string, Set<() => void>>();
   private readonly batcher: FrameBatcher<string>;
-  /** Bucket width of the last full fetch, per run (1: raw points). */
+  /** Bucket width and first x of the last full fetch, per run (width 1: raw points). */
   readonly widths = new Map<string, number>();
+  private readonly origins = new Map<string, number>();
 
   constructor(frames?: FrameScheduler) {
     this.batcher = new FrameBatcher((keys) => this.flush(keys), frames);
@@ -96,6 +147,7 @@ export class SeriesStore {
     }
     this.runNames.set(run, names);
     this.widths.set(run, metrics.width);
+    if (metrics.x.length) this.origins.set(run, metrics.x[0]);
     if (!sameSet(before, names)) this.batcher.mark(NAMES);
   }
 
@@ -104,7 +156,9 @@ export class SeriesStore {
    * or after `from` is replaced by the fresh columns (the last bucket of an overview is
    * refined, new points are added). Metrics absent from `metrics` are left alone.
    */
-  append(run: string, metrics: RunMetrics, from: number): number {
+  append(run: string, fetched: RunMetrics, from: number): number {
+    const width = this.widths.get(run) ?? 1;
+    const metrics = width > fetched.width ? rebucket(fetched, width, this.origins.get(run) ?? from) : fetched;
     let added = 0;
     let names = this.runNames.get(run);
     if (!names) {

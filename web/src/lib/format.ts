@@ -80,6 +80,12 @@ export function fmtDateTime(ts: number | null | undefined): string {
   return ts === null || ts === undefined ? "—" : dateTime.format(new Date(ts));
 }
 
+/** When a node was last heard from: its heartbeat or its latest sample, whichever is newer. */
+export function lastSeen(node: { last_heartbeat_at: number | null; snapshot: { ts: number } | null }): number | null {
+  const t = Math.max(node.last_heartbeat_at ?? 0, node.snapshot?.ts ?? 0);
+  return t || null;
+}
+
 export function shortId(id: string | null | undefined): string {
   if (!id) return "—";
   const under = id.indexOf("_");
@@ -105,4 +111,16 @@ export function fmtTick(v: number): string {
     return `${Number(m)}e${Number(e)}`;
   }
   return String(Number(v.toPrecision(4)));
+}
+
+/** Time-axis ticks (ms): clock times for a short range, dates for a long one. */
+export function fmtTimeTicks(splits: number[], rangeMs: number): string[] {
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return splits.map((ms) => {
+    const d = new Date(ms);
+    if (rangeMs > 3 * 86_400_000) return `${d.toLocaleString(undefined, { month: "short" })} ${d.getDate()}`;
+    if (rangeMs > 86_400_000) return `${d.getDate()} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+    if (rangeMs < 5 * 60_000) return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+    return `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  });
 }

@@ -10,7 +10,7 @@ import { LiveStore } from "../charts/live";
 import { Sparkline } from "../charts/Sparkline";
 import { Icon } from "../components/Icon";
 import { Ago, Empty, ErrorBanner, LiveDot, Loading, Meter, PageHeader, SeverityBadge, StatusBadge } from "../components/ui";
-import { fmtDuration, fmtInt, fmtMiB, fmtPct, fmtValue } from "../lib/format";
+import { fmtDuration, fmtInt, fmtMiB, fmtPct, fmtValue, lastSeen } from "../lib/format";
 import { GPU_FIELDS, gpuKey, snapshotPoints } from "../lib/nodeKeys";
 import { useTheme } from "../lib/theme";
 import { Link, navigate } from "../router/router";
@@ -93,7 +93,7 @@ function NodeCard({ node, store, now, jobs }: { node: NodeInfo; store: LiveStore
           {!node.accepting && <span className="badge badge-warn">not accepting</span>}
         </div>
         <div className="card-meta">
-          <span title="Last heard from (heartbeat or sample)">seen <Ago ts={Math.max(node.last_heartbeat_at ?? 0, snap?.ts ?? 0) || null} now={now} /></span>
+          <span title="Last heard from (heartbeat or sample)">seen <Ago ts={lastSeen(node)} now={now} /></span>
           {host && (
             <>
               <span className="meta-meter">CPU <Meter value={host.cpu_percent} /> {fmtPct(host.cpu_percent)}</span>

@@ -7,7 +7,7 @@ import { useEventStream, useNow, useResource } from "../api/hooks";
 import { SEVERITIES, type GpuEvent } from "../api/types";
 import { Icon } from "../components/Icon";
 import { Ago, CopyId, Empty, ErrorBanner, LiveDot, Loading, PageHeader, SeverityBadge } from "../components/ui";
-import { fmtDateTime, fmtInt, shortId } from "../lib/format";
+import { fmtDateTime, fmtInt, fmtTime, shortId } from "../lib/format";
 import { Link, useUrlState } from "../router/router";
 import { bool, list, str } from "../router/urlState";
 
@@ -22,6 +22,8 @@ export function Events() {
   const filter = { severity: view.severity, type: view.type, node_id: view.node_id || undefined, job_id: view.job_id || undefined,
     run_id: view.run_id || undefined };
   const filterKey = JSON.stringify(filter);
+  const nodes = useResource((s) => api.listNodes(s), []);
+  const nodeNames = useMemo(() => new Map((nodes.data ?? []).map((n) => [n.id, n.name])), [nodes.data]);
   const [older, setOlder] = useState<GpuEvent[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [fresh, setFresh] = useState<GpuEvent[]>([]);
@@ -99,19 +101,19 @@ export function Events() {
             <tbody>
               {events.map((e) => (
                 <tr key={e.id} className={fresh.includes(e) ? "fresh" : undefined}>
-                  <td title={fmtDateTime(e.ts)}><Ago ts={e.ts} now={now} /><div className="sub muted small">{fmtDateTime(e.ts)}</div></td>
+                  <td title={fmtDateTime(e.ts)} className="nowrap"><span className="mono small">{fmtTime(e.ts)}</span> <span className="muted small"><Ago ts={e.ts} now={now} /></span></td>
                   <td><SeverityBadge severity={e.severity} /></td>
                   <td><button className="link-btn mono small" onClick={() => !view.type.includes(e.type) && setView({ type: [...view.type, e.type] })}
                     title="Show only this type">{e.type}</button></td>
                   <td className="msg">{e.message}
-                    {Object.keys(e.context ?? {}).length > 0 && <details><summary className="muted small">context</summary>
+                    {Object.keys(e.context ?? {}).length > 0 && <details className="inline"><summary className="muted small">context</summary>
                       <pre className="ctx small">{JSON.stringify(e.context, null, 2)}</pre></details>}</td>
-                  <td className="small subject">
-                    {e.run_id && <Link to={`/runs/${e.run_id}`}>run {shortId(e.run_id)}</Link>}
-                    {e.job_id && <Link to={`/jobs/${e.job_id}`}>job {shortId(e.job_id)}</Link>}
-                    {e.node_id && <Link to={`/nodes?node=${e.node_id}`}>node</Link>}
+                  <td className="small"><span className="subject">
+                    {e.run_id && <Link to={`/runs/${e.run_id}`} className="mono">{shortId(e.run_id)}</Link>}
+                    {e.job_id && <Link to={`/jobs/${e.job_id}`} className="mono">{shortId(e.job_id)}</Link>}
+                    {e.node_id && <Link to={`/nodes?node=${e.node_id}`}>{nodeNames.get(e.node_id) ?? "node"}</Link>}
                     {!e.run_id && !e.job_id && !e.node_id && <CopyId id={e.id} />}
-                  </td>
+                  </span></td>
                   <td className="num mono">{e.step === null ? "" : fmtInt(e.step)}</td>
                 </tr>
               ))}

@@ -6,7 +6,7 @@ import { useNow, useResource } from "../api/hooks";
 import type { GpuReading, NodeInfo } from "../api/types";
 import { SystemCharts } from "../charts/SystemCharts";
 import { Ago, Empty, ErrorBanner, KeyValues, Loading, Meter, PageHeader, Segmented, StatusBadge } from "../components/ui";
-import { fmtBytes, fmtMiB, fmtPct, fmtValue } from "../lib/format";
+import { fmtBytes, fmtMiB, fmtPct, fmtValue, lastSeen } from "../lib/format";
 import { Link, useUrlState } from "../router/router";
 import { oneOf, str } from "../router/urlState";
 
@@ -31,7 +31,7 @@ export function Nodes() {
         <div className="table-wrap">
           <table className="table">
             <thead><tr><th>Node</th><th>Status</th><th className="num">GPUs busy</th><th className="num">CPU jobs</th>
-              <th>CPU</th><th>Memory</th><th>Heartbeat</th><th>Backend</th><th>Labels</th></tr></thead>
+              <th>CPU</th><th>Memory</th><th>Last seen</th><th>Backend</th><th>Labels</th></tr></thead>
             <tbody>
               {list.map((n) => {
                 const host = n.snapshot?.host;
@@ -44,7 +44,7 @@ export function Nodes() {
                     <td className="meter-cell"><Meter value={host?.cpu_percent} /><span>{fmtPct(host?.cpu_percent)}</span></td>
                     <td className="meter-cell"><Meter value={host?.memory_used_mb} max={host?.memory_total_mb ?? 0} />
                       <span>{fmtMiB(host?.memory_used_mb)} / {fmtMiB(host?.memory_total_mb)}</span></td>
-                    <td><Ago ts={n.last_heartbeat_at} now={now} /></td>
+                    <td><Ago ts={lastSeen(n)} now={now} /></td>
                     <td>{n.gpu_backend}</td>
                     <td>{n.labels.map((l) => <span key={l} className="tag">{l}</span>)}</td>
                   </tr>
@@ -76,7 +76,7 @@ function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Ran
             ["Memory", fmtMiB(typeof hw.memory_mb === "number" ? hw.memory_mb : null)],
             ["Platform", <span className="small">{String(hw.platform ?? "—")}</span>],
             ["GPU backend", `${node.gpu_backend}${node.gpu_backend_note ? ` (${node.gpu_backend_note})` : ""}`],
-            ["Heartbeat", <Ago ts={node.last_heartbeat_at} now={now} />],
+            ["Last seen", <Ago ts={lastSeen(node)} now={now} />],
             ["Connected", node.connected ? "yes" : "no"],
             ...(node.conditions.length ? [["Conditions", <span className="text-warn">{node.conditions.join(", ")}</span>] as [string, React.ReactNode]] : []),
           ]} />

@@ -36,10 +36,14 @@ export function RunDetail({ id }: { id: string }) {
   const run = useResource((s) => api.getRun(id, s), [id], { pollMs: 5000, keepPrevious: false });
   const r = run.data;
   const isLive = !r || r.status === "RUNNING";
-  const summary = useResource((s) => api.runSummary(id, s), [id], { pollMs: isLive ? 5000 : undefined });
+  const summary = useResource((s) => api.runSummary(id, s), [id], { pollMs: r?.status === "RUNNING" ? 5000 : undefined });
+  // The metrics request starts with the page (prefetched before the page's code even loads);
+  // what is not needed to draw the charts waits for them, so it does not compete.
+  const loader = useMetricsLoader({ store, runs: [id], x: view.x, zoom: view.xr, live: isLive ? [id] : [] });
+  const chartsFirst = view.tab !== "metrics" || loader.fetchMs !== null || loader.error !== undefined;
   const job = useResource(r?.job_id ? (s) => api.getJob(r.job_id!, s) : null, [r?.job_id]);
-  const nodes = useResource((s) => api.listNodes(s), []);
-  const events = useResource((s) => api.listEvents({ run_id: id, limit: 500 }, s), [id]);
+  const nodes = useResource(chartsFirst ? (s) => api.listNodes(s) : null, [chartsFirst]);
+  const events = useResource(chartsFirst ? (s) => api.listEvents({ run_id: id, limit: 500 }, s) : null, [id, chartsFirst]);
   const [liveEvents, setLiveEvents] = useState<GpuEvent[]>([]);
   const eventStream = useEventStream(r?.status === "RUNNING" && events.data ? `run-events/${id}` : null,
     { path: "/events/stream", query: { run_id: id }, lastEventId: events.data?.events[0]?.id ?? null },
@@ -53,8 +57,6 @@ export function RunDetail({ id }: { id: string }) {
     return [...liveEvents, ...(events.data?.events ?? [])].filter((e) => (seen.has(e.id) ? false : (seen.add(e.id), true)));
   }, [liveEvents, events.data]);
 
-  // The metrics request starts with the page, not after the run's own request.
-  const loader = useMetricsLoader({ store, runs: [id], x: view.x, zoom: view.xr, live: isLive ? [id] : [] });
   const panelRuns = useMemo(() => [{ id, label: r ? runLabel(r) : id, color: colorOf(id) }], [id, r?.name]); // eslint-disable-line react-hooks/exhaustive-deps
   const marks = useMemo(() => {
     const out: Mark[] = [];
