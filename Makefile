@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test bench clean web web-if-stale
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,8 +12,41 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Start gpuplaned in the foreground (embedded SQLite, local node); Ctrl-C stops it cleanly.
-run: $(STAMP)
+# The web UI is (re)built first when it is missing or older than its sources, if npm is here.
+run: $(STAMP) web-if-stale
 	$(BIN)/gpuplaned $(ARGS)
+
+# The web UI: `make web` always builds it into web/dist, which gpuplaned serves on its HTTP
+# front. web/ may be missing or half made: then `make run` warns and starts the daemon anyway,
+# which serves a page saying the UI is not built.
+WEB_BUILD := web/dist/index.html
+WEB_DEPS := web/node_modules/.package-lock.json
+WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) \
+	$(wildcard web/index.html web/package.json web/package-lock.json web/vite.config.* web/tsconfig*.json)
+
+web:
+	cd web && npm ci && npm run build
+
+$(WEB_DEPS): $(wildcard web/package.json web/package-lock.json)
+	cd web && npm ci
+	touch $@
+
+$(WEB_BUILD): $(WEB_DEPS) $(WEB_SOURCES)
+	cd web && npm run build
+	touch $@
+
+web-if-stale:
+	@if [ ! -f web/package.json ]; then \
+		echo "warning: no web/package.json: the web UI is not built (gpuplaned serves a 'not built' page)" >&2; \
+	elif ! command -v npm >/dev/null 2>&1; then \
+		echo "warning: npm is not installed: the web UI is not (re)built; install Node.js and npm, then" \
+			"run 'make web' (gpuplaned serves the last build, or a 'not built' page)" >&2; \
+	elif $(MAKE) --no-print-directory --question $(WEB_BUILD) 2>/dev/null; then \
+		:; \
+	elif ! $(MAKE) --no-print-directory $(WEB_BUILD); then \
+		echo "warning: building the web UI failed (see above); starting gpuplaned anyway: it serves the" \
+			"last build, or a 'not built' page" >&2; \
+	fi
 
 # Every test.
 test: $(STAMP)

@@ -25,6 +25,7 @@ from gpuplanectl.commands import (
     sync,
     tokens,
     top,
+    ui,
 )
 
 app = typer.Typer(
@@ -83,6 +84,7 @@ app.command("sync")(sync.sync)
 app.command("top")(top.top)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)
+app.command("ui")(ui.ui)
 
 
 def main() -> None:

@@ -116,6 +116,15 @@ class RetentionConfig:
 
 
 @attrs.frozen
+class UiConfig:
+    """The browser UI on the HTTP front (``[ui]``; ``gpuplaned.http.ui_routes``, ``gpuplaned.service.ui_sessions``)."""
+
+    web_dir: Path | None = None  # the built app (index.html, assets/); None: the package's or the checkout's
+    session_ttl_s: int = 7 * 86_400  # how long a browser stays signed in
+    login_link_ttl_s: int = 120  # how long a `gpuplanectl ui` link can be used (once)
+
+
+@attrs.frozen
 class Config:
     role: str = "all"
     home: Path = attrs.field(factory=lambda: Path("~/.local/share/gpuplane").expanduser())
@@ -130,6 +139,7 @@ class Config:
     node: NodeConfig = attrs.field(factory=NodeConfig)
     monitor: MonitorConfig = MonitorConfig()
     retention: RetentionConfig = RetentionConfig()
+    ui: UiConfig = UiConfig()
 
     @property
     def db_path(self) -> Path:
@@ -197,6 +207,15 @@ def _int_at_least(low: int) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"must be {wanted}; got {value!r}")
+        return value
+
+    return check
+
+
+def _int_between(low: int, high: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"must be a whole number from {low} to {high}; got {value!r}")
         return value
 
     return check
@@ -297,6 +316,11 @@ _SECTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "node_5m_days": _number_between(0.01, 3650),
         "pass_interval_s": _number_between(0.1, 86_400),
     },
+    "ui": {
+        "web_dir": _path,
+        "session_ttl_s": _int_between(60, 366 * 86_400),
+        "login_link_ttl_s": _int_between(1, 3600),
+    },
 }
 # Flags that set a key inside a section: flag name -> (section, key).
 _SECTION_FLAGS = {"gpus": ("node", "gpus"), "node_name": ("node", "name"), "max_cpu_jobs": ("node", "max_cpu_jobs")}
@@ -354,6 +378,8 @@ def load_config(
     for key, var in (("home", "GPUPLANE_HOME"), ("runtime_dir", "GPUPLANE_RUNTIME_DIR")):
         if env.get(var):
             values[key] = _check(f"environment {var}", key, _path, env[var])
+    if env.get("GPUPLANE_WEB_DIR"):
+        sections["ui"]["web_dir"] = _check("environment GPUPLANE_WEB_DIR", "ui.web_dir", _path, env["GPUPLANE_WEB_DIR"])
     if env.get("GPUPLANE_HTTP"):
         values["http"] = _check("environment GPUPLANE_HTTP", "http", _http, env["GPUPLANE_HTTP"])
 
@@ -383,7 +409,7 @@ def load_config(
         node["gpus"] = attrs.evolve(node["gpus"], **extra)
     return Config(config_file=config_file, store=StoreConfig(**sections["store"]), node=NodeConfig(**node),
                   monitor=MonitorConfig(**sections["monitor"]), retention=RetentionConfig(**sections["retention"]),
-                  **values)
+                  ui=UiConfig(**sections["ui"]), **values)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

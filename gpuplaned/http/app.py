@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from gpuplaned.http import (
     agent_routes,
+    auth_routes,
     checkpoints_routes,
     idempotency,
     jobs_routes,
@@ -25,15 +26,15 @@ from gpuplaned.http import (
     projects_routes,
     sessions_routes,
     tokens_routes,
+    ui_routes,
 )
 from gpuplaned.http.responses import error_response, ok
-from gpuplaned.http.scopes import required_scope
+from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
-from gpuplaned.service import control
-from gpuplaned.service.tokens import authenticate, require_scope
+from gpuplaned.service import control, ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
@@ -65,7 +66,8 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
         secret: when set (the loopback-TCP fallback), every request must carry
             ``Authorization: Bearer <secret>``.
         tokens: the HTTP front: every request needs an API token (``gpuplanectl token
-            create``) holding the scope its route needs (``gpuplaned.http.scopes``).
+            create``), or a signed-in browser's session cookie, holding the scope its route
+            needs (``gpuplaned.http.scopes``); the web UI is served there too.
     """
     app = QuartTrio("gpuplaned")
     app.config["MAX_CONTENT_LENGTH"] = 1 << 20
@@ -73,15 +75,30 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     stats = RequestStats()
     expected = f"Bearer {secret}".encode() if secret else None
 
-    async def check_token(incoming: Any) -> None:
-        """``incoming``: the request or the WebSocket handshake."""
+    async def check_token(incoming: Any, *, is_websocket: bool = False) -> None:
+        """``incoming``: the request or the WebSocket handshake (``gpuplaned.service.ui_sessions``)."""
         if any(name in incoming.args for name in ("token", "access_token")):
             # URLs end up in proxy logs and shell history; say so rather than ignore it.
             raise ApiError(ErrorCode.BAD_REQUEST, "API tokens go in the Authorization header, never in the URL")
-        token = await authenticate(shared, incoming.headers.get("Authorization"))
         rule = incoming.url_rule.rule if incoming.url_rule is not None else None
-        require_scope(token, required_scope(rule, incoming.method))
-        g.token_id = token.id
+        if is_public(rule):
+            g.token_id = "public"
+            return
+        try:
+            caller = await ui_sessions.authenticate(
+                shared, authorization=incoming.headers.get("Authorization"),
+                cookie=incoming.cookies.get(ui_sessions.COOKIE), method=incoming.method,
+                csrf=incoming.headers.get(ui_sessions.CSRF_HEADER), websocket=is_websocket,
+                origin=incoming.headers.get("Origin"), host=incoming.headers.get("Host"))
+            ui_sessions.require_scope(caller, required_scope(rule, incoming.method))
+        except ApiError:
+            if not is_websocket:
+                # Read the body even when refusing: left unread, it stalls the kept-alive
+                # connection (a browser's next request on it would hang).
+                await incoming.get_data()
+            raise
+        g.caller = caller
+        g.token_id = caller.key
 
     @app.before_request
     async def gate() -> Response | None:
@@ -105,7 +122,7 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     async def gate_websocket() -> None:
         stats.requests += 1
         if tokens:
-            await check_token(websocket)
+            await check_token(websocket, is_websocket=True)
         if shared.lifecycle.state is not DaemonState.READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is not ready", {"state": shared.lifecycle.state.value})
 
@@ -174,4 +191,7 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     sessions_routes.register(app, shared)
     projects_routes.register(app, shared)
     checkpoints_routes.register(app, shared)
+    auth_routes.register(app, shared)
+    if tokens:
+        ui_routes.register(app, shared)  # the web UI: on the HTTP front only
     return app, stats

@@ -23,7 +23,7 @@ import gpuplaned
 from gpuplaned.config import ROLES
 from gpuplaned.domain.run_summary import PRIMARY_SOURCES
 from gpuplaned.http import idempotency
-from gpuplaned.http.scopes import required_scope
+from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorInfo, DaemonInfo, Endpoints
 from gpuplaned.protocol.errors import ErrorCode
@@ -47,6 +47,7 @@ from gpuplaned.service.runs import RUN_STATES
 from gpuplaned.service.series_query import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.sessions import FINISH_STATES
 from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
+from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, MAX_NEXT, NEXT_PATTERN, VIAS, UiSession
 from gpuplaned.store.events import SEVERITIES, EventRow
 from gpuplaned.store.projects import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
 from gpuplaned.store.runs import Run
@@ -446,6 +447,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
         "TokenList": _closed({"tokens": {"type": "array", "items": _ref("Token")}, "next_cursor": _NEXT_CURSOR}),
         "OpenApiDocument": {"type": "object", "required": ["openapi", "info", "paths"]},
         **_project_schemas(),
+        **_auth_schemas(),
     }
 
 
@@ -698,8 +700,12 @@ def _scoped(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for path, item in paths.items():
         rule = re.sub(r"{([^}]+)}", r"<\1>", path)
         for method, op in item.items():
+            if is_public(rule):
+                op["security"] = []
+                op["description"] = f"{op.get('description', '')} HTTP front: no credentials needed.".strip()
+                continue
             scope = required_scope(rule, method)
-            op["security"] = [{"bearer": [scope]}]
+            op["security"] = [{"bearer": [scope]}, {"session": [scope]}]
             op["description"] = f"{op.get('description', '')} HTTP front: a token with the `{scope}` scope.".strip()
     return paths
 
@@ -887,6 +893,7 @@ def _paths() -> dict[str, dict[str, Any]]:
             _json(200, "TokenReply", "The revoked token."), (404,),
             parameters=[_path("id_or_name", "the token's id or name")])},
         **_project_paths(limit, cursor),
+        **_auth_paths(),
         PATH: {"get": _operation(
             "getOpenApi", "This document", "daemon", _json(200, "OpenApiDocument", "OpenAPI 3.1."))},
     }
@@ -965,6 +972,69 @@ def _project_paths(limit: dict[str, Any], cursor: dict[str, Any]) -> dict[str, d
     }
 
 
+# --- the web UI's sign-in (gpuplaned.http.auth_routes) --------------------------------------
+
+
+def _auth_schemas() -> dict[str, dict[str, Any]]:
+    next_path = {"type": "string", "maxLength": MAX_NEXT, "pattern": f"^{NEXT_PATTERN}$",
+                 "description": "a path on this server to land on, such as /jobs/job_123; default /"}
+    return {
+        "UiSession": _object(UiSession, {
+            "expires_at": _ms("when the session (or the token) stops working, ms since the epoch; null: never",
+                              nullable=True),
+            "scopes": {"items": _enum(SCOPES)},
+            "via": _enum(VIAS, "how this request was authenticated: the session cookie, an API token, or "
+                               "nothing needed (local: the control socket)"),
+        }, description="Who is calling: what the web UI asks to know whether it is signed in."),
+        "UiSessionReply": _closed({"session": _ref("UiSession")}),
+        "LoginRequest": {
+            "type": "object",
+            "properties": {"token": {"type": "string", "minLength": 1, "pattern": "[^ \\t\\n\\r]",
+                                     "description": "an API token (gpp_...) holding at least read"}},
+            "required": ["token"],
+            "additionalProperties": False,
+        },
+        "LogoutReply": _closed({"logged_out": {"type": "boolean", "description": "whether a session was ended"}}),
+        "LoginLinkCreate": {"type": "object", "properties": {"next": next_path}, "additionalProperties": False},
+        "LoginLink": _closed({
+            "code": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$", "description": "works once"},
+            "url": {"type": "string", "pattern": "^https?://[^/]+/login[?]code=[A-Za-z0-9_-]{43}$",
+                    "description": "the HTTP front's /login with the code: open it in a browser"},
+            "expires_at": _ms("when the link stops working"),
+        }),
+    }
+
+
+def _auth_paths() -> dict[str, dict[str, Any]]:
+    cookie = (f"`{COOKIE}` (HttpOnly, SameSite=Strict, Path=/, Max-Age: the session's life; Secure over TLS). "
+              f"A request it authenticates that is not GET/HEAD must carry `{CSRF_HEADER}: 1` (else 403).")
+    login = _operation(
+        "authLogin", "Sign a browser in with an API token: sets the session cookie", "auth",
+        _json(200, "UiSessionReply", "Signed in; the cookie is set."), (400, 413), body="LoginRequest",
+        description=f"The token is checked as the Authorization header would be (401 when it fails) and must "
+                    f"hold read (403); the session gets its scopes and never outlives it. The cookie: {cookie}")
+    login["responses"]["200"]["headers"] = {**_HEADERS, "Set-Cookie": {
+        "required": True, "schema": {"type": "string"}, "description": f"the session cookie: {COOKIE}=..."}}
+    link = _operation(
+        "createLoginLink", "A one-time link that signs a browser in (gpuplanectl ui)", "auth",
+        _json(201, "LoginLink", "The link."), (400, 413), body="LoginLinkCreate",
+        description=f"Valid once, for [ui] login_link_ttl_s (120 s): GET /login?code=... sets the session cookie "
+                    f"and redirects (303) to `next`. Such a session holds {' and '.join(LINK_SCOPES)}, never "
+                    "admin. 503 when the daemon has no HTTP front.")
+    link["requestBody"]["required"] = False
+    return {
+        "/api/v1/auth/login": {"post": login},
+        "/api/v1/auth/session": {"get": _operation(
+            "getAuthSession", "Who is calling: the web UI's 'am I signed in?'", "auth",
+            _json(200, "UiSessionReply", "The caller's session or token."),
+            description="401 when neither a token nor a live session cookie comes with the request.")},
+        "/api/v1/auth/logout": {"post": _operation(
+            "authLogout", "Sign out: end the cookie's session and clear the cookie", "auth",
+            _json(200, "LogoutReply", "Signed out (a request without a session changes nothing)."), (413,))},
+        "/api/v1/auth/login-links": {"post": link},
+    }
+
+
 _DESCRIPTION = """\
 The control API of gpuplaned: jobs and their logs, nodes and their metrics, events, and the
 daemon's own actors.
@@ -973,7 +1043,8 @@ The same API is served on the local control socket (a Unix socket, or loopback T
 none can be made) and on the HTTP front. **The Unix socket needs no authentication**: its
 file permissions are the access control. The loopback-TCP fallback needs the bearer secret
 from the runtime dir, and the HTTP front an API token (`gpuplanectl token create`) whose
-scope covers the route.
+scope covers the route, or the session cookie of a browser signed in to the web UI
+(`/api/v1/auth/login`, or a link from `gpuplanectl ui`).
 
 Every error is a JSON body `{"error": {"code", "message", "details"}}`; every response
 carries the `X-GPUPlane-API` header. Timestamps are integers, ms since the epoch. Every POST
@@ -990,14 +1061,18 @@ def _build() -> dict[str, Any]:
         "info": {"title": "GPUPlane control API", "version": gpuplaned.__version__, "description": _DESCRIPTION,
                  "license": {"name": "MIT", "identifier": "MIT"}},
         "tags": [{"name": name} for name in ("jobs", "runs", "projects", "logs", "nodes", "events", "daemon",
-                                             "tokens")],
+                                             "tokens", "auth")],
         "security": [{"bearer": []}],
         "paths": _scoped(_idempotent(_paths())),
         "components": {
             "securitySchemes": {"bearer": {
                 "type": "http", "scheme": "bearer",
                 "description": "An API token on the HTTP front, the runtime dir's secret on the loopback-TCP "
-                               "fallback; none on the Unix socket."}},
+                               "fallback; none on the Unix socket."},
+                "session": {
+                    "type": "apiKey", "in": "cookie", "name": COOKIE,
+                    "description": f"A browser signed in to the web UI (HTTP front only); with it, a request "
+                                   f"other than GET/HEAD must also send {CSRF_HEADER}: 1."}},
             "headers": {"ApiVersion": {"required": True, "description": "the API version the daemon speaks",
                                        "schema": {"type": "string", "const": str(API_VERSION)}}},
             "schemas": _schemas(),

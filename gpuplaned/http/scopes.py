@@ -4,6 +4,11 @@ One rule for every route, so a new route cannot go unguarded: reading needs ``re
 anything else ``write``; tokens, daemon shutdown and actor commands need ``admin``; the
 agent WebSocket needs ``agent``; SDK sessions need ``sdk``. ``admin`` grants everything and ``write`` grants ``read``
 (``gpuplaned.service.tokens.grants``).
+
+Signing out needs only ``read``, so every browser session can end itself. Nothing at all is
+needed to sign in or for the web UI's own files (``PUBLIC_RULES``): the page holds no data,
+and everything it shows comes from ``/api/``. That list names each such route: a new route
+anywhere else needs credentials.
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ ADMIN_RULES = (
     "/api/v1/tokens",
     "/api/v1/daemon/shutdown",
     "/api/v1/actors/<name>/<verb>",
+    "/api/v1/auth/login-links",
 )
+READ_RULES = ("/api/v1/auth/logout",)
+UI_RULES = ("/", "/login", "/assets/<path:name>", "/<ui_path:path>")  # gpuplaned.http.ui_routes
+PUBLIC_RULES = ("/api/v1/auth/login", *UI_RULES)
 AGENT_RULES = ("/api/v1/agent/ws",)
 SDK_PREFIX = "/api/v1/sessions"  # what training scripts send: the sdk scope, and nothing else needs it
 
@@ -27,4 +36,11 @@ def required_scope(rule: str | None, method: str) -> str:
             return "agent"
         if rule == SDK_PREFIX or rule.startswith(SDK_PREFIX + "/"):
             return "sdk"
+        if rule in READ_RULES:
+            return "read"
     return "read" if method.upper() in READ_METHODS else "write"
+
+
+def is_public(rule: str | None) -> bool:
+    """Whether a request to the route ``rule`` (None: no route) needs no credentials at all."""
+    return rule in PUBLIC_RULES
