@@ -11,7 +11,7 @@ shows comes from ``/api/``, which does.
   served as itself. When no build is found: 503 with a short page saying how to build it.
 - ``GET /login?code=CODE``: trades a login link's code (``gpuplanectl ui``) for the session
   cookie and answers 303 to where the link said (``/`` by default), so the code leaves the
-  address bar; a used, unknown or expired code gets a short 401 page.
+  address bar; a used, unknown or expired code gets a short 401 page. HEAD uses nothing up.
 
 Where the build is: ``[ui] web_dir`` / ``GPUPLANE_WEB_DIR`` when set; else ``gpuplaned/_web``
 (where a package may install it); else ``web/dist`` of the source checkout. It is looked up
@@ -186,7 +186,10 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     @app.get(login_rule)
     async def ui_login() -> Response:
         code = request.args.get("code")
-        if code is None:
+        if request.method == "HEAD":
+            # A link checker or preview asking about the link must not use it up.
+            response = Response("", status=200, content_type="text/html; charset=utf-8")
+        elif code is None:
             response = redirect("/", 303)
         else:
             redeemed = await ui_sessions.redeem_login_code(shared, code)

@@ -225,6 +225,8 @@ def test_a_login_link_works_once_and_lands_where_it_said(front):
     assert link["url"] == f"{front.url}/login?code={link['code']}"
     assert 110_000 <= link["expires_at"] - time.time() * 1000 <= 120_000
     with front.browser() as browser:
+        peek = browser.head(link["url"])  # a link preview: it must not use the code up
+        assert peek.status_code == 200 and "set-cookie" not in peek.headers
         response = browser.get(link["url"])
         assert response.status_code == 303 and response.headers["Location"] == "/runs/run_1?tab=metrics"
         assert response.headers["Cache-Control"] == "no-store"
