@@ -4,7 +4,7 @@
 
 import type {
   AuthSession,
-  Checkpoint,
+  CheckpointList,
   ErrorBody,
   GpuEvent,
   Job,
@@ -15,6 +15,7 @@ import type {
   NodeMetrics,
   Run,
   RunMetrics,
+  RunReply,
   RunSummary,
 } from "./types";
 
@@ -142,6 +143,16 @@ export async function request<T>(path: string, options: RequestOptions = {}): Pr
   return (await response.json()) as T;
 }
 
+/** A run with the names of its project and experiment folded in. */
+export function runFromReply(reply: RunReply): Run {
+  return {
+    ...reply.run,
+    project: reply.project?.name ?? reply.run.project ?? null,
+    experiment: reply.experiment?.name ?? reply.run.experiment ?? null,
+    primary_metric: reply.primary_metric ?? reply.run.primary_metric ?? null,
+  };
+}
+
 // --- endpoints -----------------------------------------------------------------------------
 
 export const api = {
@@ -167,7 +178,7 @@ export const api = {
   listRuns: (query: { status?: readonly string[]; job_id?: string; limit?: number; cursor?: string | null },
     signal?: AbortSignal) => request<{ runs: Run[]; next_cursor: string | null }>("/runs", { query, signal }),
   getRun: (id: string, signal?: AbortSignal) =>
-    request<{ run: Run }>(`/runs/${encodeURIComponent(id)}`, { signal }).then((r) => r.run),
+    request<RunReply>(`/runs/${encodeURIComponent(id)}`, { signal }).then(runFromReply),
   runSummary: (id: string, signal?: AbortSignal) =>
     request<{ summary: RunSummary }>(`/runs/${encodeURIComponent(id)}/summary`, { signal }).then((r) => r.summary),
   runMetrics: (id: string, query: { names?: readonly string[]; x?: "step" | "ts"; start?: number; end?: number;
@@ -176,9 +187,8 @@ export const api = {
   queryRunsMetrics: (body: { run_ids: string[]; names?: string[]; x?: "step" | "ts"; start?: number; end?: number;
     points?: number }, signal?: AbortSignal) =>
     request<{ runs: RunMetrics[] }>("/runs/metrics:query", { method: "POST", body, signal }).then((r) => r.runs),
-  runCheckpoints: (id: string, signal?: AbortSignal) =>
-    request<{ checkpoints: Checkpoint[] }>(`/runs/${encodeURIComponent(id)}/checkpoints`, { signal })
-      .then((r) => r.checkpoints),
+  runCheckpoints: (id: string, metric: string | null, signal?: AbortSignal) =>
+    request<CheckpointList>(`/runs/${encodeURIComponent(id)}/checkpoints`, { query: { metric }, signal }),
 
   listNodes: (signal?: AbortSignal) => request<{ nodes: NodeInfo[] }>("/nodes", { signal }).then((r) => r.nodes),
   nodeMetrics: (key: string, query: { names?: readonly string[]; window?: string; start?: number; end?: number;

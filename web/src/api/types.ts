@@ -59,6 +59,29 @@ export interface JobSubmit {
   stop_grace_s?: number;
 }
 
+export interface Ref {
+  id: string;
+  name: string;
+}
+
+/** The run's primary metric (experiment -> project -> global) and its values in this run. */
+export interface RunPrimaryMetric {
+  name: string;
+  source: string;
+  direction: "minimize" | "maximize" | null;
+  count: number;
+  latest: MetricPointRef | null;
+  best: MetricPointRef | null;
+}
+
+/** GET /runs/{id}: the run, and what it belongs to. */
+export interface RunReply {
+  run: Run;
+  project?: Ref | null;
+  experiment?: Ref | null;
+  primary_metric?: RunPrimaryMetric | null;
+}
+
 export interface Run {
   id: string;
   job_id: string | null;
@@ -73,9 +96,11 @@ export interface Run {
   exit_code: number | null;
   failure_reason: string | null;
   env_snapshot: Record<string, unknown> | null;
-  // Not in the API yet (the store keeps them): shown when a daemon sends them.
+  // From GET /runs/{id} (not in GET /runs): the names of its project and experiment.
   project?: string | null;
   experiment?: string | null;
+  primary_metric?: RunPrimaryMetric | null;
+  // Not in the API yet (the store keeps them): shown when a daemon sends them.
   config?: Record<string, unknown> | null;
   tags?: string[];
 }
@@ -99,6 +124,7 @@ export interface RunSummary {
   metrics: Record<string, MetricSummary>;
   progress: { step: number | null; max_steps?: number | null };
   warnings: string[];
+  primary_metric?: RunPrimaryMetric | null;
 }
 
 export interface SeriesColumns {
@@ -240,6 +266,16 @@ export interface Checkpoint {
   size_bytes: number | null;
   created_at: number;
   metadata?: Record<string, unknown> | null;
+  /** With a ranking metric: its last value at or before the step, and whether this is the best. */
+  metric_value?: number | null;
+  best?: boolean;
+}
+
+export interface CheckpointList {
+  checkpoints: Checkpoint[];
+  metric: string | null;
+  direction: string | null;
+  best_id: string | null;
 }
 
 export interface AuthSession {

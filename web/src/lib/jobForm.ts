@@ -250,6 +250,9 @@ export function tomlToRequest(text: string): Result {
   return Object.keys(errors).length ? { ok: false, errors } : { ok: true, request: request as JobSubmit };
 }
 
+const TOML_HINT = "# Required: command (a list, or a string split like a shell would), cwd.\n" +
+  "# Optional: name, type, gpu, node, labels, priority, retry or max_attempts, timeout_s, stop_grace_s, [env].\n";
+
 /** The TOML the dialog shows when switching from the form (what the form holds so far). */
 export function formToToml(form: JobForm): string {
   const doc: Record<string, unknown> = {};
@@ -260,8 +263,8 @@ export function formToToml(form: JobForm): string {
   } catch {
     argv = [];
   }
-  doc.command = argv.length ? argv : ["python", "train.py"];
-  doc.cwd = form.cwd.trim() || "/path/to/project";
+  doc.command = argv;
+  doc.cwd = form.cwd.trim();
   doc.type = form.type;
   doc.gpu = Number(form.gpu) || 0;
   if (Number(form.priority)) doc.priority = Number(form.priority);
@@ -281,7 +284,7 @@ export function formToToml(form: JobForm): string {
   } catch {
     // idem
   }
-  return stringifyToml(doc) + "\n";
+  return `${TOML_HINT}${stringifyToml(doc)}\n`;
 }
 
 /** A request back into form fields (switching from TOML to the form, or "submit again"). */

@@ -16,7 +16,7 @@ import { SystemCharts } from "../charts/SystemCharts";
 import { Icon } from "../components/Icon";
 import { Ago, CopyId, Empty, ErrorBanner, KeyValues, LiveDot, Loading, PageHeader, SeverityBadge, StatusBadge, Tabs } from "../components/ui";
 import { fmtBytes, fmtDateTime, fmtDuration, fmtInt, fmtTime, fmtValue } from "../lib/format";
-import { bestCheckpoint, checkpointValue, primaryMetric } from "../lib/primary";
+import { primaryMetric } from "../lib/primary";
 import { flatConfig, runLabel } from "../lib/runs";
 import { Link, useUrlState } from "../router/router";
 import { bool, num, oneOf, range, str } from "../router/urlState";
@@ -110,7 +110,7 @@ export function RunDetail({ id }: { id: string }) {
       {view.tab === "system" && r && <SystemTab run={r} job={job.data} node={node} />}
       {view.tab === "events" && <EventsTab events={allEvents} loading={!events.data} error={events.error} now={now}
         live={r?.status === "RUNNING" ? eventStream.state : null} />}
-      {view.tab === "checkpoints" && <CheckpointsTab runId={id} summary={summary.data} store={store} />}
+      {view.tab === "checkpoints" && <CheckpointsTab runId={id} summary={summary.data} />}
       {view.tab === "details" && <DetailsTab run={r} summary={summary.data} job={job.data} />}
     </div>
   );
@@ -143,7 +143,7 @@ function Headline({ run, summary, node, now }: { run: Run | undefined; summary: 
         const m = summary!.metrics[name];
         return (
           <div key={name} className="stat metric-stat" title={m.best ? `best ${fmtValue(m.best.value)} at step ${fmtInt(m.best.step)}` : undefined}>
-            <span className="mono">{name}{name === primary?.name && <i className="primary-star" title="Primary metric">★</i>}</span>
+            <span className="mono">{name}{name === primary?.name && <i className="primary-star" title={primary.chosen ? `Primary metric (set on the ${summary?.primary_metric?.source ?? "project"})` : "Ranking metric: no primary metric is set, so an eval metric or a loss is used"}>{primary.chosen ? "★" : "☆"}</i>}</span>
             <b className="mono">{fmtValue(m.latest?.value)}
               {m.trend && <span className={`trend trend-${m.trend}`}>{m.trend === "decreasing" ? "↘" : m.trend === "increasing" ? "↗" : "→"}</span>}</b>
             {m.best && <small className="muted mono">best {fmtValue(m.best.value)} @ {fmtInt(m.best.step)}</small>}
@@ -212,52 +212,57 @@ function EventsTab({ events, loading, error, now, live }: { events: GpuEvent[]; 
   );
 }
 
-function CheckpointsTab({ runId, summary, store }: { runId: string; summary: RunSummary | undefined; store: SeriesStore }) {
-  const ckpts = useResource((s) => api.runCheckpoints(runId, s), [runId]);
+function CheckpointsTab({ runId, summary }: { runId: string; summary: RunSummary | undefined }) {
   const primary = primaryMetric(summary);
-  const values = useMemo(() => {
-    const out = new Map<string, number | null>();
-    if (!primary || !ckpts.data) return out;
-    const cols = store.columns(runId, primary.name);
-    const lookup = (step: number) => {
-      if (!cols?.x.length) return null;
-      let best = 0;
-      for (let i = 0; i < cols.x.length; i++) if (Math.abs(cols.x[i] - step) < Math.abs(cols.x[best] - step)) best = i;
-      return cols.val[best];
-    };
-    for (const c of ckpts.data) out.set(c.id, checkpointValue(c, primary.name, lookup));
-    return out;
-  }, [ckpts.data, primary?.name, store, runId]); // eslint-disable-line react-hooks/exhaustive-deps
+  // The daemon ranks by the run's primary metric when one is set; otherwise ask it to rank by
+  // the metric this page would call primary (an eval metric with a direction, else a loss).
+  const asked = primary && !primary.chosen ? primary.name : null;
+  const ckpts = useResource(summary ? (s) => api.runCheckpoints(runId, asked, s) : null, [runId, asked, !!summary],
+    { pollMs: 15_000 });
   if (ckpts.error) {
     if (ckpts.error.missingEndpoint) {
-      return <Empty title="Checkpoints are not listed by this daemon yet" icon="runs">
-        The checkpoint watcher and <code>GET /api/v1/runs/{"{id}"}/checkpoints</code> are not part of this version, so there is nothing to rank.
+      return <Empty title="Checkpoints are not listed by this daemon" icon="runs">
+        This version of gpuplaned has no <code>GET /api/v1/runs/{"{id}"}/checkpoints</code>, so there is nothing to rank.
       </Empty>;
     }
     return <ErrorBanner error={ckpts.error} onRetry={ckpts.reload} />;
   }
-  if (!ckpts.data) return <Loading rows={4} />;
-  if (!ckpts.data.length) return <Empty title="No checkpoints found for this run" icon="runs">Checkpoints appear once the watcher sees files in the run's output directories.</Empty>;
-  const best = primary ? bestCheckpoint(values, primary.direction) : null;
+  const list = ckpts.data;
+  if (!list) return <Loading rows={4} />;
+  if (!list.checkpoints.length) {
+    return <Empty title="No checkpoints registered for this run" icon="runs">
+      A training script registers each checkpoint it saves with <code>run.log_checkpoint(path, step=step)</code>.
+    </Empty>;
+  }
+  const better = list.direction === "minimize" ? "lower is better" : list.direction === "maximize" ? "higher is better" : "no direction";
   return (
-    <div className="table-wrap">
-      <table className="table">
-        <thead><tr><th>Step</th><th>Path</th><th className="num">Size</th>
-          {primary && <th className="num">{primary.name} <span className="muted">({primary.direction === "minimize" ? "lower" : "higher"} is better)</span></th>}
-          <th>Created</th></tr></thead>
-        <tbody>
-          {[...ckpts.data].sort((a, b) => (b.step ?? 0) - (a.step ?? 0)).map((c: Checkpoint) => (
-            <tr key={c.id} className={c.id === best ? "best-row" : undefined}>
-              <td className="mono">{fmtInt(c.step)}{c.id === best && <span className="badge badge-ok best">best</span>}</td>
-              <td className="mono ellipsis" title={c.path}>{c.path}</td>
-              <td className="num">{fmtBytes(c.size_bytes)}</td>
-              {primary && <td className="num mono">{fmtValue(values.get(c.id) ?? null)}</td>}
-              <td>{fmtDateTime(c.created_at)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <>
+      <p className="muted small tab-note">
+        {list.metric ? <>Ranked by <b className="mono">{list.metric}</b> ({better}){primary?.chosen ? ", the primary metric" : ""}
+          {!list.best_id && ": no checkpoint has a value yet"}.</> : "No metric to rank by: this run logged none with a direction."}
+      </p>
+      <div className="table-wrap">
+        <table className="table">
+          <thead><tr><th>Step</th><th>Path</th><th className="num">Size</th>
+            {list.metric && <th className="num mono">{list.metric}</th>}
+            <th>Registered</th></tr></thead>
+          <tbody>
+            {[...list.checkpoints].sort((a, b) => (b.step ?? -1) - (a.step ?? -1)).map((c: Checkpoint) => {
+              const best = c.best || c.id === list.best_id;
+              return (
+                <tr key={c.id} className={best ? "best-row" : undefined}>
+                  <td className="mono">{fmtInt(c.step)}{best && <span className="badge badge-ok best">best</span>}</td>
+                  <td className="mono ellipsis" title={c.path}>{c.path}</td>
+                  <td className="num">{fmtBytes(c.size_bytes)}</td>
+                  {list.metric && <td className="num mono">{fmtValue(c.metric_value ?? null)}</td>}
+                  <td>{fmtDateTime(c.created_at)}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
+    </>
   );
 }
 
@@ -269,7 +274,7 @@ function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunS
   const metrics = summary ? Object.entries(summary.metrics).sort(([a], [b]) => a.localeCompare(b)) : [];
   return (
     <div className="details-grid">
-      <section className="card">
+      <section className="card span-all">
         <header className="card-head"><h2>Metrics summary</h2></header>
         {metrics.length === 0 ? <Empty compact title="No metrics logged" icon="runs" /> : (
           <table className="table compact">

@@ -11,7 +11,7 @@ import { Icon } from "../components/Icon";
 import { Ago, Empty, ErrorBanner, Loading, PageHeader, StatusBadge } from "../components/ui";
 import { fmtDuration, fmtInt, fmtValue } from "../lib/format";
 import { flatConfig, runLabel, sortRuns, varyingConfigKeys } from "../lib/runs";
-import { defaultMetricColumns, useSummaries } from "../lib/summaries";
+import { defaultMetricColumns, useRunRefs, useSummaries } from "../lib/summaries";
 import { Link, navigate, useUrlState } from "../router/router";
 import { int, list, oneOf, str } from "../router/urlState";
 
@@ -24,8 +24,13 @@ export function Runs() {
   const [view, setView] = useUrlState(schema);
   const now = useNow(5000);
   const runs = useResource((s) => api.listRuns({ limit: view.n }, s), [view.n], { pollMs: 5000 });
-  const all = runs.data?.runs ?? [];
-  const ids = useMemo(() => all.map((r) => r.id), [all]);
+  const listed = runs.data?.runs ?? [];
+  const ids = useMemo(() => listed.map((r) => r.id), [listed]);
+  const owners = useRunRefs(ids);
+  const all = useMemo(() => listed.map((r) => {
+    const o = owners.get(r.id);
+    return o ? { ...r, project: r.project ?? o.project, experiment: r.experiment ?? o.experiment } : r;
+  }), [listed, owners]);
   const running = useMemo(() => all.filter((r) => r.status === "RUNNING").map((r) => r.id), [all]);
   const summaries = useSummaries(ids, running);
   const [selected, setSelected] = useState<Set<string>>(new Set());

@@ -47,8 +47,8 @@ export function SignIn() {
         {error && <div className="banner banner-bad" role="alert"><Icon name="alert" />{error}</div>}
         <button className="btn btn-primary btn-block" disabled={busy}>{busy ? "Signing in…" : "Sign in"}</button>
         <p className="signin-help">
-          Create a token on the machine that runs the daemon:<br />
-          <code>gpuplanectl token create laptop --scope write</code>
+          On the machine that runs the daemon, <code>gpuplanectl ui</code> prints a one-time sign-in link;
+          or create a token there with <code>gpuplanectl token create laptop --scope write</code>.
         </p>
       </form>
     </div>
