@@ -315,6 +315,25 @@ def _schemas() -> dict[str, dict[str, Any]]:
                                        "duplicate, also once the session has finished"},
                 "metrics": {"type": "object", "description": "name -> {step: [...], ts: [...], value: [...]}",
                             "additionalProperties": {"type": "object"}},
+                "events": {"type": "array", "maxItems": 1000, "description": "the script's own events "
+                           "(run.log_event), stored as USER_EVENT", "items": {
+                               "type": "object", "required": ["name"], "additionalProperties": False,
+                               "properties": {
+                                   "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                                   "severity": _enum(("info", "warning", "critical")),
+                                   "step": {"type": ["integer", "null"], "minimum": 0},
+                                   "ts": {"type": ["integer", "null"], "minimum": 0},
+                                   "data": {"type": ["object", "null"]}}}},
+                "checkpoints": {"type": "array", "maxItems": 1000, "description": "checkpoints the script "
+                                "saved (run.log_checkpoint): registered, never copied", "items": {
+                                    "type": "object", "required": ["path"], "additionalProperties": False,
+                                    "properties": {
+                                        "path": {"type": "string", "minLength": 1, "maxLength": 4096},
+                                        "step": {"type": ["integer", "null"], "minimum": 0},
+                                        "epoch": {"type": ["number", "null"], "minimum": 0},
+                                        "ts": {"type": ["integer", "null"], "minimum": 0},
+                                        "size_bytes": {"type": ["integer", "null"], "minimum": 0},
+                                        "metadata": {"type": ["object", "null"]}}}},
             },
             "required": ["seq", "metrics"],
             "additionalProperties": False,

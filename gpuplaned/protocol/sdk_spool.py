@@ -6,7 +6,8 @@ reading side, kept in step with it by a contract test). One JSON object a line::
 
     {"type": "session", "v": 1, "session_id": "<uuid7>", "open": {<the POST /sessions body>}}
     {"type": "env", "env": {...}}                        # the process's environment snapshot
-    {"type": "batch", "seq": 7, "metrics": {...}}         # the POST .../batches body
+    {"type": "batch", "seq": 7, "metrics": {...}}         # the POST .../batches body (with
+                                                          # "events" and "checkpoints" when any)
     {"type": "finish", "status": "SUCCEEDED"}
 
 Who may take a file: its writer holds ``flock(LOCK_EX)`` on it from before the file has its
@@ -46,6 +47,7 @@ PREFIX = "sdk-"
 SUFFIX = ".jsonl"
 CORRUPT_SUFFIX = ".corrupt"
 FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+BATCH_RECORDS = ("events", "checkpoints")  # what a batch carries beside its metrics
 READ_CHUNK = 4 * 1024 * 1024
 SESSION_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 _FILE_NAME = re.compile(r"^sdk-([0-9a-f-]{36})\.jsonl$")
@@ -238,7 +240,9 @@ class Replay:
                 if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0 or not isinstance(metrics, dict):
                     self._corrupt(line, "a batch record needs a non-negative seq and a metrics object")
                     continue
-                step = Step("batch", self._session_path("batches"), {"seq": seq, "metrics": metrics}, line)
+                body = {"seq": seq, "metrics": metrics}
+                body.update((key, record[key]) for key in BATCH_RECORDS if key in record)
+                step = Step("batch", self._session_path("batches"), body, line)
             elif kind == "env" and isinstance(record.get("env"), dict):
                 step = Step("env", self._session_path("env"), record["env"], line)
             elif kind == "finish" and record.get("status") in FINISH_STATES:

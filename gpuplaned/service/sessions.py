@@ -16,14 +16,18 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
+from gpuplaned.domain.run_records import CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
 from gpuplaned.domain.run_summary import direction_for
 from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.sdk_spool import SESSION_ID
 from gpuplaned.service.registry import now_ms
+from gpuplaned.service.run_records import store_records
 from gpuplaned.store import events as event_rows
 from gpuplaned.store import sessions as session_rows
 from gpuplaned.store.events import EventRow
@@ -91,20 +95,29 @@ async def open_session(shared: DaemonContext, body: Any) -> Session:
     return await write(_store(shared), lambda conn: session_rows.open_session(conn, req, now_ms()))
 
 
-def parse_batch(body: Any) -> tuple[int, dict[str, Any]]:
-    known_object(body, {"seq", "metrics"})
+@attrs.frozen
+class Batch:
+    seq: int
+    metrics: dict[str, Any]
+    events: list[ScriptEvent]
+    checkpoints: list[CheckpointRecord]
+
+
+def parse_batch(body: Any) -> Batch:
+    known_object(body, {"seq", "metrics", "events", "checkpoints"})
     seq = body.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 62:
         raise _bad("seq", "a non-negative integer, one per batch of the session")
     metrics = body.get("metrics")
     if not isinstance(metrics, Mapping):
         raise _bad("metrics", 'an object: {"name": {"step": [...], "ts": [...], "value": [...]}}')
-    return seq, dict(metrics)
+    return Batch(seq, dict(metrics), parse_events(body), parse_checkpoints(body))
 
 
 async def add_batch(shared: DaemonContext, session_id: str, body: Any) -> dict[str, Any]:
-    """Store a batch of run metrics once; answered after the commit."""
-    seq, metrics = parse_batch(body)
+    """Store a batch of run metrics, script events and checkpoints once; answered after the commit."""
+    batch = parse_batch(body)
+    seq, metrics = batch.seq, batch.metrics
 
     def apply(conn: Any) -> dict[str, Any]:
         session = session_rows.require_open(conn, session_id)
@@ -118,8 +131,14 @@ async def add_batch(shared: DaemonContext, session_id: str, body: Any) -> dict[s
             raise ApiError(ErrorCode.BAD_REQUEST, f"metrics: {exc}", {"field": "metrics"}) from None
         events: list[EventRow] = []
         if not result.duplicate:
+            now = now_ms()
             session_rows.record_batch(conn, session_id, seq, result.points)
-            events = summarize(conn, session.run_id, metrics, now_ms())
+            if metrics:
+                events = summarize(conn, session.run_id, metrics, now)
+            if batch.events or batch.checkpoints:
+                job = conn.execute("SELECT job_id FROM runs WHERE id = ?", (session.run_id,)).fetchone()
+                events += store_records(conn, session.run_id, job[0] if job else None, batch.events,
+                                        batch.checkpoints, now)
         return {"seq": seq, "duplicate": result.duplicate, "points": result.points}, events
 
     reply, events = await write(_store(shared), apply)

@@ -11,6 +11,11 @@ the daemon's own.
     with gpuplane.init(project="mnist", config={"lr": 3e-4}) as run:
         for step in range(1000):
             run.log({"loss": loss, "lr": lr})       # step = previous step + 1
+            if step % 500 == 0:
+                torch.save(model.state_dict(), path)  # saving stays yours
+                run.log_checkpoint(path)              # registered, never copied
+        run.log_event("phase", {"name": "eval"})    # an event of your own, on the run's timeline
+        print(run.summary())                        # the daemon's view: latest/best per metric
     # or, without init: gpuplane.log({"loss": loss}) opens a run on first use
 
 Where it reports (first found): ``GPUPLANE_SERVER`` + ``GPUPLANE_TOKEN`` (an ``sdk`` scope

@@ -193,8 +193,17 @@ class Client:
             HttpError: a non-2xx answer.
             OSError, http.client.HTTPException, ValueError: transport or decoding trouble.
         """
-        data = json.dumps(body, separators=(",", ":"), allow_nan=True).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        return self.request("POST", path, json.dumps(body, separators=(",", ":"), allow_nan=True).encode("utf-8"),
+                            timeout)
+
+    def get(self, path: str, timeout: float) -> Any:
+        """GET ``path``; the decoded JSON answer of a 2xx (raises as ``post`` does)."""
+        return self.request("GET", path, None, timeout)
+
+    def request(self, method: str, path: str, data: Optional[bytes], timeout: float) -> Any:
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
         if self.endpoint.token:
             headers["Authorization"] = "Bearer " + self.endpoint.token
         if self._conn is None:
@@ -205,7 +214,7 @@ class Client:
                 conn.sock.settimeout(timeout)
             else:
                 conn.timeout = timeout
-            conn.request("POST", self.endpoint.base + path, body=data, headers=headers)
+            conn.request(method, self.endpoint.base + path, body=data, headers=headers)
             response = conn.getresponse()
             raw = response.read()
         except BaseException:

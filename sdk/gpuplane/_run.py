@@ -54,6 +54,11 @@ MAX_NAME = 200  # the daemon's series-name limit
 MAX_DEPTH = 8  # nested dicts deeper than this are skipped
 DROPPED_METRIC = "gpuplane/dropped_points"
 FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+MAX_RECORDS = 10_000  # script events and checkpoints held while the daemon is slow or away
+BATCH_RECORDS = 1_000  # of each kind per batch (the daemon's limit)
+MAX_RECORD_DATA = 16 * 1024  # an event's data or a checkpoint's metadata, as JSON
+SEVERITIES = ("info", "warning", "critical")
+SUMMARY_TIMEOUT = 5.0
 SPOOL_RESERVE = 0.5  # s of a finish's wait kept for writing what is left to the spool
 
 _time = time.time
@@ -77,6 +82,9 @@ class Run:
         # The hot path's state: touched by log() only (and read by the sender).
         self._queue = deque(maxlen=max(1, int(max_queue)))  # type: deque[Tuple[Any, int, int, Any]]
         self._append = self._queue.append
+        # Script events and checkpoints: rare, so one small deque of ("events"|"checkpoints", record).
+        self._records = deque(maxlen=MAX_RECORDS)  # type: deque[Tuple[str, Dict[str, Any]]]
+        self._records_logged = 0
         self._step = -1
         self._closed = False  # log() is a no-op once finishing, finished or detached
         self._logged = 0  # points appended, counted after the append
@@ -187,6 +195,75 @@ class Run:
         except Exception:
             self._errors += 1
 
+    def log_event(self, type: str, data: Optional[Mapping[str, Any]] = None, *, severity: str = "info",
+                  step: Optional[int] = None) -> None:
+        """Record an event of the script's own (``run.log_event("phase", {"name": "eval"})``).
+
+        It shows in the run's events (type ``USER_EVENT``, message ``type``) at ``step``
+        (default: the current step). ``severity`` is info, warning or critical. Never raises,
+        never blocks; ``data`` must be JSON-able (at most 16 KB), else the event is skipped
+        and counted in ``stats()["skipped"]``.
+        """
+        if self._closed:
+            return
+        try:
+            if not isinstance(type, str) or not 0 < len(type) <= 200 or severity not in SEVERITIES:
+                self._skipped += 1
+                return
+            record = {"name": type, "severity": severity, "step": self._record_step(step),
+                      "ts": int(_time() * 1000)}  # type: Dict[str, Any]
+            if data is not None:
+                record["data"] = data
+            self._records.append(("events", record))
+            self._records_logged += 1
+        except Exception:
+            self._errors += 1
+
+    def log_checkpoint(self, path: Any, step: Optional[int] = None, metadata: Optional[Mapping[str, Any]] = None,
+                       *, epoch: Optional[float] = None) -> None:
+        """Register a checkpoint the script saved at ``path`` (a file or a directory).
+
+        Registers only: the file is never read, copied or written (its size is looked up on
+        the sender thread). ``step`` defaults to the current step. Saving to the same path
+        again (``last.pt``) moves that checkpoint to its new step. The run's checkpoints,
+        with the best one by the primary metric marked, are in ``GET /api/v1/runs/{id}/checkpoints``
+        and ``gpuplanectl checkpoints RUN``. Never raises, never blocks.
+        """
+        if self._closed:
+            return
+        try:
+            record = {"path": os.path.abspath(os.fspath(path)), "step": self._record_step(step),
+                      "ts": int(_time() * 1000)}  # type: Dict[str, Any]
+            if metadata is not None:
+                record["metadata"] = metadata
+            if epoch is not None:
+                record["epoch"] = epoch
+            self._records.append(("checkpoints", record))
+            self._records_logged += 1
+        except Exception:
+            self._skipped += 1
+
+    def summary(self, timeout: float = SUMMARY_TIMEOUT) -> Optional[Dict[str, Any]]:
+        """The run's summary as the daemon has it (what it has received so far): per metric the
+        latest and best point, progress, trend, warnings and the primary metric. None without a
+        daemon or before the run is known. Blocks for at most ``timeout`` s; never raises."""
+        run_id = self._run_id
+        if run_id is None or self._detached:
+            return None
+        client = None
+        try:
+            endpoint = _endpoint.discover(self._env)
+            if endpoint is None:
+                return None
+            client = _endpoint.Client(endpoint)
+            answer = client.get("/api/v1/runs/%s/summary" % run_id, max(0.05, timeout))
+            return answer.get("summary") if isinstance(answer, dict) else None
+        except Exception:
+            return None
+        finally:
+            if client is not None:
+                client.close()
+
     def finish(self, status: str = "SUCCEEDED", timeout: float = 10.0) -> None:
         """Deliver what is queued (waiting at most ``timeout`` s) and finish the session.
 
@@ -267,6 +344,11 @@ class Run:
             return 1
         self._skipped += 1
         return 0
+
+    def _record_step(self, step: Any) -> Optional[int]:
+        if step is None:
+            return self._step if self._step >= 0 else None
+        return _coerce_step(step) if type(step) is not int or step < 0 else step
 
     # ---------------------------------------------------------------- finishing
 
@@ -534,7 +616,9 @@ class Run:
 
     def _to_spool(self, spool: _spool.Spool, batch: Dict[str, Any]) -> bool:
         try:
-            written = spool.append({"type": "batch", "seq": batch["seq"], "metrics": batch["metrics"]})
+            record = {"type": "batch"}  # type: Dict[str, Any]
+            record.update(batch)
+            written = spool.append(record)
         except OSError as exc:
             self._warn_once("spool_write", "gpuplane: cannot write to the spool %s (%s); newer points wait in "
                             "memory, where the oldest are dropped and counted as %s" % (spool.path, exc, DROPPED_METRIC))
@@ -631,11 +715,26 @@ class Run:
             cols[0].append(max(0, self._step))
             cols[1].append(int(_time() * 1000))
             cols[2].append(float(self._dropped))
-        if not metrics:
+        records = self._take_records()
+        if not metrics and not records:
             return None
         self._seq += 1
-        return {"seq": self._seq - 1,
-                "metrics": {k: {"step": s, "ts": t, "value": v} for k, (s, t, v) in metrics.items()}}
+        batch = {"seq": self._seq - 1,
+                 "metrics": {k: {"step": s, "ts": t, "value": v} for k, (s, t, v) in metrics.items()}}
+        batch.update(records)
+        return batch
+
+    def _take_records(self) -> Dict[str, List[Dict[str, Any]]]:
+        """Script events and checkpoints for the next batch, checked here, off the training thread."""
+        out = {}  # type: Dict[str, List[Dict[str, Any]]]
+        records = self._records
+        while records and all(len(v) < BATCH_RECORDS for v in out.values()):
+            kind, record = records.popleft()
+            if _record_ok(kind, record):
+                out.setdefault(kind, []).append(record)
+            else:
+                self._late_skipped += 1
+        return out
 
     def _account_drops(self) -> bool:
         """Update the dropped total (a lower bound while log() runs); True when not yet reported."""
@@ -672,6 +771,41 @@ def _uuid7() -> str:
     value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | rand & ((1 << 62) - 1)
     h = "%032x" % value
     return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
+
+
+def _record_ok(kind: str, record: Dict[str, Any]) -> bool:
+    """Whether an event or checkpoint can go as it is; fills in a checkpoint's size."""
+    extra = record.get("data" if kind == "events" else "metadata")
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            return False
+        try:
+            text = json.dumps(extra, allow_nan=False)
+        except (TypeError, ValueError):
+            return False
+        if len(text) > MAX_RECORD_DATA:
+            return False
+        record["data" if kind == "events" else "metadata"] = json.loads(text)  # a plain copy, as sent
+    if kind == "checkpoints":
+        epoch = record.get("epoch")
+        if epoch is not None:
+            try:
+                epoch = float(epoch)
+            except Exception:
+                return False
+            if not (epoch >= 0 and epoch != float("inf")):
+                return False
+            record["epoch"] = epoch
+        path = record["path"]
+        if "\x00" in path or len(path) > 4096:
+            return False
+        try:
+            info = os.stat(path)
+            if not os.path.isdir(path):
+                record["size_bytes"] = info.st_size
+        except OSError:
+            pass  # not there (yet, or any more): registered all the same
+    return True
 
 
 def _coerce_step(step: Any) -> Optional[int]:
