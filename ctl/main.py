@@ -14,6 +14,7 @@ from gpuplanectl.client import runtime_dir_from
 from gpuplanectl.commands import (
     Globals,
     actors,
+    checkpoints,
     daemon,
     events,
     jobs,
@@ -78,6 +79,7 @@ app.command("events")(events.events)
 app.command("runs")(runs.runs)
 app.add_typer(runs.app, name="run")
 app.command("metrics")(runs.metrics)
+app.command("checkpoints")(checkpoints.checkpoints)
 app.command("projects")(projects.projects)
 app.add_typer(projects.app, name="project")
 app.command("sync")(sync.sync)

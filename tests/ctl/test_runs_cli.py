@@ -53,3 +53,22 @@ def test_sparkline_scales_and_leaves_gaps():
     assert sparkline([0.0, 1.0, None, 2.0], ASCII_BARS) == "_+ @"
     assert sparkline([5.0, 5.0]) == "▁▁"
     assert sparkline([None, float("nan")]) == ""
+
+
+def test_checkpoints_lists_them_with_the_best_starred(daemon, run_id):
+    api = daemon.client()
+    sid = api.post("/api/v1/sessions", {"run_id": run_id})["session_id"]
+    api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 0, "metrics": {}, "checkpoints": [
+        {"path": "/ck/a.pt", "step": 50, "size_bytes": 2048}, {"path": "/ck/b.pt", "step": 150}]})
+    result = daemon.run_ctl("checkpoints", run_id, "--metric", "train/loss")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["STEP", "PATH", "SIZE", "REGISTERED", "TRAIN/LOSS"]
+    assert lines[1].split()[:3] == ["50", "/ck/a.pt", "2.0"] and lines[1].split()[-1] == "7.5"
+    assert lines[2].split()[:3] == ["*", "150", "/ck/b.pt"] and lines[2].split()[-1] == "2.5"
+    assert lines[-1] == "ranked by train/loss (minimize)"
+    plain = daemon.run_ctl("checkpoints", run_id)  # no primary metric set: listed, not ranked
+    assert plain.returncode == 0 and "ranked" not in plain.stdout and "*" not in plain.stdout
+    assert json.loads(daemon.run_ctl("checkpoints", run_id, "--json").stdout)["metric"] is None
+    missing = daemon.run_ctl("checkpoints", "run_nope")
+    assert missing.returncode == 1 and "no run" in missing.stderr
