@@ -103,6 +103,8 @@ def job_environment(spec: JobSpecWire, shared: Any) -> dict[str, str]:
         GPUPLANE_ATTEMPT=str(spec.attempt),
         GPUPLANE_RUNTIME_DIR=str(shared.config.runtime_dir),
         GPUPLANE_ENDPOINT=endpoint.endpoint,
+        # The SDK's spool goes under the daemon's home, where the daemon replays it at start.
+        GPUPLANE_HOME=str(shared.config.home),
     )
     if shared.config.node.gpus.kind == "fake":  # so a test job can pose as a GPU process
         env["GPUPLANE_FAKE_GPU_DIR"] = str(shared.config.fake_gpu_dir)

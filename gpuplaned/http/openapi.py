@@ -224,7 +224,10 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "created_at": _ms(),
             "started_at": _ms(nullable=True),
             "finished_at": _ms(nullable=True),
-        }, description="One attempt of a job."),
+            "project": {"description": "the project's name"},
+            "experiment": {"description": "the experiment's name"},
+            "config": {"description": "what the script passed to gpuplane.init(config=...)"},
+        }, description="One attempt of a job, or a run a training script opened with the SDK."),
         "RunReply": _closed({
             "run": _ref("Run"),
             "project": {"anyOf": [_ref("Ref"), {"type": "null"}]},

@@ -27,17 +27,25 @@ class Run:
     exit_code: int | None
     failure_reason: str | None
     env_snapshot: dict[str, Any] | None = None  # what the SDK reported of the training process
+    project: str | None = None  # names, for tables; GET /runs/{id} has the ids too
+    experiment: str | None = None
+    config: dict[str, Any] | None = None  # what the script passed to gpuplane.init(config=...)
+    tags: list[str] = attrs.field(factory=list)
 
 
 
 
 _COLUMNS = ("id, job_id, attempt, node_id, name, source, status, created_at, started_at, finished_at, "
-            "exit_code, failure_reason, env_snapshot")
+            "exit_code, failure_reason, env_snapshot, "
+            "(SELECT name FROM projects WHERE projects.id = runs.project_id), "
+            "(SELECT name FROM experiments WHERE experiments.id = runs.experiment_id), config")
 
 
 def _run(row: Sequence[Any]) -> Run:
-    *fields, env = row
-    return Run(*fields, env_snapshot=json.loads(env) if env else None)
+    *fields, env, project, experiment, config = row
+    settings = json.loads(config) if config else {}
+    return Run(*fields, env_snapshot=json.loads(env) if env else None, project=project, experiment=experiment,
+               config=settings.get("config"), tags=settings.get("tags") or [])
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> Run | None:

@@ -75,18 +75,26 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
                                {"session_id": req.session_id, "run_id": existing.run_id})
             return existing
     run_id = req.run_id or new_id("run")
-    run = conn.execute("SELECT source FROM runs WHERE id = ?", (run_id,)).fetchone()
+    run = conn.execute("SELECT project_id, experiment_id, config FROM runs WHERE id = ?", (run_id,)).fetchone()
+    config = json.dumps({"config": req.config or {}, "tags": list(req.tags)}, separators=(",", ":"))
     if run is None:
         if req.job_id is not None and conn.execute("SELECT 1 FROM jobs WHERE id = ?", (req.job_id,)).fetchone() is None:
             raise ApiError(ErrorCode.BAD_REQUEST, f"job_id: no job {req.job_id!r}", {"field": "job_id"})
-        project_id = _named(conn, "projects", req.project, now_ms) if req.project else None
-        experiment_id = _experiment(conn, project_id, req.experiment, now_ms) if req.experiment else None
-        config = json.dumps({"config": req.config or {}, "tags": list(req.tags)}, separators=(",", ":"))
+        project_id, experiment_id = _placement(conn, req, now_ms)
         conn.execute(
             "INSERT INTO runs (id, job_id, project_id, experiment_id, name, source, status, config, created_at, "
             "started_at) VALUES (?, ?, ?, ?, ?, 'sdk', 'RUNNING', ?, ?, ?)",
             (run_id, req.job_id, project_id, experiment_id, req.name, config, now_ms, now_ms),
         )
+    else:
+        # Joining a run (a dispatched job's, or another rank's): the script's init() fills in
+        # what the run does not have yet (a job's run has no project or config); the first wins.
+        project_id, experiment_id = (None, None) if run[0] or run[1] else _placement(conn, req, now_ms)
+        had = json.loads(run[2]) if run[2] else {}
+        fill = config if (req.config or req.tags) and not (had.get("config") or had.get("tags")) else None
+        conn.execute("UPDATE runs SET project_id = coalesce(project_id, ?), experiment_id = coalesce(experiment_id, ?), "
+                     "name = coalesce(name, ?), config = coalesce(?, config) WHERE id = ?",
+                     (project_id, experiment_id, req.name, fill, run_id))
     session = Session(req.session_id or uuid7(now_ms), run_id, req.rank, req.host, req.pid, "OPEN", None, 0, now_ms, None)
     conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", attrs.astuple(session))
     return session
@@ -124,6 +132,18 @@ def _named(conn: sqlite3.Connection, table: str, name: str, now_ms: int) -> str:
     new = new_id("prj")
     conn.execute(f"INSERT INTO {table} (id, name, created_at) VALUES (?, ?, ?)", (new, name, now_ms))
     return new
+
+
+def _placement(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> tuple[str | None, str | None]:
+    """The (project, experiment) ids the request names, made on first sight; an experiment
+    without a project goes under the "default" project, which the run then names too."""
+    project_id = _named(conn, "projects", req.project, now_ms) if req.project else None
+    if not req.experiment:
+        return project_id, None
+    experiment_id = _experiment(conn, project_id, req.experiment, now_ms)
+    if project_id is None:
+        project_id = conn.execute("SELECT project_id FROM experiments WHERE id = ?", (experiment_id,)).fetchone()[0]
+    return project_id, experiment_id
 
 
 def _experiment(conn: sqlite3.Connection, project_id: str | None, name: str, now_ms: int) -> str:

@@ -121,7 +121,7 @@ def test_timeout(jobs):
 
 
 def test_retry_by_hand_and_automatic(jobs):
-    job = jobs.sh("echo attempt $GPUPLANE_ATTEMPT run $GPUPLANE_RUN_ID; exit 4", gpu=0)
+    job = jobs.sh("echo attempt $GPUPLANE_ATTEMPT run $GPUPLANE_RUN_ID home $GPUPLANE_HOME; exit 4", gpu=0)
     done = jobs.wait(job["id"])
     assert (done["status"], done["exit_code"], done["failure_reason"], done["attempt"]) == ("FAILED", 4, "EXIT_CODE", 1)
     first_run = done["run_id"]
@@ -129,9 +129,9 @@ def test_retry_by_hand_and_automatic(jobs):
     again = jobs.wait(job["id"])
     assert again["attempt"] == 2 and again["run_id"] != first_run
     out = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout")["lines"]
-    assert out[0]["line"] == f"attempt 2 run {again['run_id']}"
+    assert out[0]["line"] == f"attempt 2 run {again['run_id']} home {jobs.daemon.home}"  # the SDK spools there
     old = jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&attempt=1")["lines"]
-    assert old[0]["line"] == f"attempt 1 run {first_run}"
+    assert old[0]["line"] == f"attempt 1 run {first_run} home {jobs.daemon.home}"
 
     flaky = jobs.sh('[ "$GPUPLANE_ATTEMPT" = 3 ] || exit 1', gpu=0, retry=2)
     done = jobs.wait(flaky["id"])

@@ -174,3 +174,20 @@ def test_many_runs_in_one_query(api):
     with pytest.raises(ApiError) as err:
         api.post("/api/v1/runs/metrics:query", {"run_ids": [made[0], "run_nope"]})
     assert err.value.code == ErrorCode.NOT_FOUND
+
+
+def test_a_run_takes_the_scripts_project_and_config_when_it_has_none(api):
+    made = api.post("/api/v1/sessions", {"experiment": "lr-sweep", "config": {"lr": 0.1}, "tags": ["a"]})
+    run = api.get(f"/api/v1/runs/{made['run_id']}")
+    assert (run["run"]["project"], run["run"]["experiment"]) == ("default", "lr-sweep")  # the experiment's project
+    assert run["project"]["name"] == "default" and (run["run"]["config"], run["run"]["tags"]) == ({"lr": 0.1}, ["a"])
+    bare = api.post("/api/v1/sessions", {"run_id": "bare-run"})  # as a job's run: no project, no config
+    assert api.get("/api/v1/runs/bare-run")["run"]["config"] == {}
+    api.post("/api/v1/sessions", {"run_id": "bare-run", "project": "vision", "name": "resnet", "config": {"bs": 64}})
+    joined = api.get("/api/v1/runs/bare-run")["run"]
+    assert (joined["project"], joined["config"]) == ("vision", {"bs": 64}) and bare["run_id"] == "bare-run"
+    api.post("/api/v1/sessions", {"run_id": "bare-run", "project": "other", "config": {"bs": 1}})  # the first wins
+    again = api.get("/api/v1/runs/bare-run")["run"]
+    assert (again["project"], again["config"]) == ("vision", {"bs": 64})
+    listed = {r["id"]: r for r in api.get("/api/v1/runs")["runs"]}
+    assert listed["bare-run"]["project"] == "vision" and listed[made["run_id"]]["experiment"] == "lr-sweep"
