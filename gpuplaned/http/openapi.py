@@ -306,6 +306,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
         "SessionCreated": _closed({"session_id": {"type": "string"}, "run_id": {"type": "string"},
                                    "session": _ref("Session")}),
         "SessionReply": _closed({"session": _ref("Session")}),
+        "SessionList": _closed({"sessions": {"type": "array", "items": _ref("Session")}}),
         "SessionEnv": {"type": "object", "description": "the process: python, argv, git commit and dirty flag, "
                                                         "package versions, CUDA_VISIBLE_DEVICES... (at most 64 KB)"},
         "SessionEnvReply": _closed({"stored": {"type": "boolean",
@@ -785,6 +786,9 @@ def _paths() -> dict[str, dict[str, Any]]:
             parameters=[_path("run_id", "the run's id"),
                         _query("metric", {"type": "string", "pattern": "^[A-Za-z0-9_./-]{1,200}$"},
                                "rank by this metric; absent: the run's primary metric")])},
+        "/api/v1/runs/{run_id}/sessions": {"get": _operation(
+            "listRunSessions", "A run's SDK sessions (one per rank or resume), oldest first", "runs",
+            _json(200, "SessionList", "The sessions."), (404,), parameters=[_path("run_id", "the run's id")])},
         "/api/v1/checkpoints/{checkpoint_id}": {"get": _operation(
             "getCheckpoint", "One checkpoint", "runs", _json(200, "CheckpointReply", "The checkpoint."), (404,),
             parameters=[_path("checkpoint_id", "the checkpoint's id (ck_<ULID>)")])},

@@ -21,6 +21,10 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
         session = await sessions.open_session(shared, await json_body())
         return ok({"session_id": session.id, "run_id": session.run_id, "session": session}, 201)
 
+    @app.get("/api/v1/runs/<run_id>/sessions")
+    async def list_run_sessions(run_id: str) -> Response:
+        return ok({"sessions": await sessions.list_run_sessions(shared, run_id)})
+
     @app.get("/api/v1/sessions/<session_id>")
     async def get_session(session_id: str) -> Response:
         return ok({"session": await sessions.get_session(shared, session_id)})

@@ -172,6 +172,18 @@ async def finish_session(shared: DaemonContext, session_id: str, body: Any) -> S
     return await write(_store(shared), lambda conn: session_rows.finish_session(conn, session_id, status, now_ms()))
 
 
+async def list_run_sessions(shared: DaemonContext, run_id: str) -> list[Session]:
+    if shared.readers is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
+
+    def read(conn: Any) -> list[Session]:
+        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
+        return session_rows.list_for_run(conn, run_id)
+
+    return await shared.readers.run(read)
+
+
 async def get_session(shared: DaemonContext, session_id: str) -> Session:
     if shared.readers is None:
         raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")

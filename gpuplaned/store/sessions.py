@@ -49,6 +49,12 @@ def get_session(conn: sqlite3.Connection, session_id: str) -> Session | None:
     return Session(*row) if row else None
 
 
+def list_for_run(conn: sqlite3.Connection, run_id: str) -> list[Session]:
+    """The run's sessions (its ranks, its resumes), in the order they were opened."""
+    return [Session(*row) for row in conn.execute(
+        f"SELECT {_COLUMNS} FROM sessions WHERE run_id = ? ORDER BY rowid", (run_id,))]
+
+
 def require_open(conn: sqlite3.Connection, session_id: str) -> Session:
     session = get_session(conn, session_id)
     if session is None:

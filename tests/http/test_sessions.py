@@ -50,6 +50,12 @@ def test_ranks_share_a_run_which_ends_with_its_last_session(api):
     assert api.get(f"/api/v1/runs/{run_id}")["run"]["status"] == "RUNNING"  # rank 1 is still going
     api.post(f"/api/v1/sessions/{second['session_id']}/finish", {"status": "FAILED"})
     assert api.get(f"/api/v1/runs/{run_id}")["run"]["status"] == "FAILED"
+    listed = api.get(f"/api/v1/runs/{run_id}/sessions")["sessions"]
+    assert [(s["id"], s["rank"], s["status"], s["points"]) for s in listed] == \
+        [(first["session_id"], 0, "SUCCEEDED", 10), (second["session_id"], 1, "FAILED", 10)]
+    with pytest.raises(ApiError) as err:
+        api.get("/api/v1/runs/run_nope/sessions")
+    assert err.value.code == ErrorCode.NOT_FOUND
     with pytest.raises(ApiError) as err:
         api.post(f"/api/v1/sessions/{second['session_id']}/batches", batch(1, range(10, 20)))
     assert err.value.code == ErrorCode.CONFLICT and "finished" in err.value.message
