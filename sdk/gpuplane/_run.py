@@ -44,7 +44,7 @@ from gpuplane import _endpoint, _env, _spool
 
 logger = logging.getLogger("gpuplane")
 
-MAX_QUEUE = 100_000  # points held while the daemon is slow or away; the oldest go first
+MAX_QUEUE = 400_000  # points (~120 B each) held while the script outruns delivery; the oldest go first
 FLUSH_INTERVAL = 0.5
 FLUSH_POINTS = 5_000
 BATCH_POINTS = 10_000  # ~400 KB of JSON, well inside the daemon's 1 MiB body limit
