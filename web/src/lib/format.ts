@@ -19,7 +19,8 @@ export function fmtValue(v: number | null | undefined): string {
   const a = Math.abs(v);
   if (a === 0) return "0";
   if (a >= 1e6 || a < 1e-3) return v.toExponential(3).replace("e+", "e");
-  if (Number.isInteger(v) && a < 1e6) return String(v);
+  if (Number.isInteger(v)) return String(v);
+  if (a >= 1000) return String(Number(v.toFixed(a >= 1e4 ? 0 : 1))); // all the integer digits
   return Number(v.toPrecision(4)).toString();
 }
 
@@ -103,7 +104,9 @@ export function cleanLogLine(line: string): string {
 }
 
 /** An axis tick: as short as the value allows (3e-4, 2.5e-4, 0.25, 1500, 2.5M). */
-export function fmtTick(v: number): string {
+export function fmtTick(v: number | null): string {
+  // uPlot hands null for the ticks it leaves unlabelled (log scales).
+  if (v === null || !Number.isFinite(v)) return "";
   if (v === 0) return "0";
   const a = Math.abs(v);
   if (a >= 1e6 || a < 1e-3) {
@@ -114,10 +117,12 @@ export function fmtTick(v: number): string {
 }
 
 /** Time-axis ticks (ms): clock times for a short range, dates for a long one. */
-export function fmtTimeTicks(splits: number[], rangeMs: number): string[] {
+export function fmtTimeTicks(splits: (number | null)[], rangeMs: number): string[] {
   const pad = (n: number) => String(n).padStart(2, "0");
   return splits.map((ms) => {
+    if (ms === null) return "";
     const d = new Date(ms);
+    if (rangeMs < 10_000) return `${pad(d.getMinutes())}:${pad(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, "0")}`;
     if (rangeMs > 3 * 86_400_000) return `${d.toLocaleString(undefined, { month: "short" })} ${d.getDate()}`;
     if (rangeMs > 86_400_000) return `${d.getDate()} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
     if (rangeMs < 5 * 60_000) return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
