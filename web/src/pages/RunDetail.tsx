@@ -201,8 +201,12 @@ function EventsTab({ events, loading, error, now, live }: { events: GpuEvent[]; 
                 <div><SeverityBadge severity={e.severity} /> <b className="mono small">{e.type}</b>
                   {e.step !== null && <span className="muted small mono"> · step {fmtInt(e.step)}</span>}
                   <span className="muted small"> · <Ago ts={e.ts} now={now} /></span></div>
-                {e.message && <div className="small">{e.message}</div>}
-                {Object.keys(e.context ?? {}).length > 0 && <code className="ctx small">{JSON.stringify(e.context)}</code>}
+                {(e.message || Object.keys(e.context ?? {}).length > 0) && (
+                  <div className="small">{e.message}
+                    {Object.keys(e.context ?? {}).length > 0 && <details className="inline"><summary className="muted small">context</summary>
+                      <pre className="ctx small">{JSON.stringify(e.context, null, 2)}</pre></details>}
+                  </div>
+                )}
               </div>
             </li>
           ))}
