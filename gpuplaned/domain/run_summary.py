@@ -12,13 +12,22 @@ run is recomputed from the stored points instead (``gpuplaned.store.projects``).
 - LOSS_SPIKE (warning): a loss-like value above the rolling median + 6 x MAD of the last
   ``WINDOW`` finite values (once ``MIN_WINDOW`` are known); at most once per ``SPIKE_GAP``
   steps per metric.
+
+Cost: a batch is folded in with C loops (``max``, ``min``, ``sum``, ``count``) over its
+columns; only a loss metric pays a Python step per point, to slide its window: a sorted
+copy of the window gives the median at once, and the MAD (a sort of 64 deviations) is
+computed only for a point that could be a spike, which two bisections rule out for nearly
+every point (``_could_spike``). The events are the same as computing both medians for
+every point (tests/domain/test_run_summary.py holds the two to each other).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
+from operator import le
 from statistics import median
 from typing import Any
 
@@ -73,15 +82,16 @@ def update(summary: Mapping[str, Any] | None, points: Mapping[str, tuple[Sequenc
         metric = dict(out["metrics"].get(name) or {"count": 0})
         metric["direction"] = directions.get(name)
         metric["count"] = metric.get("count", 0) + len(values)
-        _latest(metric, steps, ts, values)
-        _best(metric, steps, values, directions.get(name))
+        finite = _all_finite(values)
+        top = max(steps) if steps else None
+        _latest(metric, steps, ts, values, top)
+        _best(metric, steps, values, directions.get(name), finite)
         if is_loss(name):
             state = dict(out["_state"].get(name) or {"window": [], "nan_reported": False, "last_spike": None})
-            events += _loss_rules(name, state, steps, values, out["warnings"])
+            events += _loss_rules(name, state, steps, values, out["warnings"], finite)
             metric["trend"] = _trend(state["window"])
             out["_state"][name] = state
         out["metrics"][name] = metric
-        top = max(steps) if steps else None
         if top is not None and (out["progress"].get("step") is None or top > out["progress"]["step"]):
             out["progress"] = {"step": top}
     return out, events
@@ -119,35 +129,68 @@ def _finite(value: float) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def _all_finite(values: Sequence[float]) -> bool:
+    """Whether every value is a finite number, in one C loop: a NaN or an infinity makes the
+    sum NaN or infinite (so does an overflow, which only sends the caller the slow way)."""
+    try:
+        total = sum(values)
+    except TypeError:
+        return False
+    return total - total == 0
+
+
 def _json_value(value: float) -> float | str:
     return value if _finite(value) else ("NaN" if value != value else ("Infinity" if value > 0 else "-Infinity"))
 
 
-def _latest(metric: dict[str, Any], steps: Sequence[int], ts: Sequence[int], values: Sequence[float]) -> None:
-    if not steps:
+def _latest(metric: dict[str, Any], steps: Sequence[int], ts: Sequence[int], values: Sequence[float],
+            top: int | None) -> None:
+    """The point with the greatest (step, ts); ``top`` is ``max(steps)`` (None: no points)."""
+    if top is None:
         return
-    i = max(range(len(steps)), key=lambda k: (steps[k], ts[k]))
+    i = steps.index(top)
+    if steps.count(top) > 1:  # several points at the top step: the greatest ts, the first of equals
+        i = max((k for k in range(i, len(steps)) if steps[k] == top), key=ts.__getitem__)
     old = metric.get("latest")
     if old is None or (steps[i], ts[i]) >= (old["step"], old["ts"]):
         metric["latest"] = {"step": steps[i], "ts": ts[i], "value": _json_value(values[i])}
 
 
-def best_of(steps: Sequence[int], values: Sequence[float], direction: str | None) -> tuple[float, int] | None:
+def best_of(steps: Sequence[int], values: Sequence[float], direction: str | None,
+            finite: bool | None = None) -> tuple[float, int] | None:
     """``(value, step)`` of the best finite value by ``direction`` (on a tie, the lowest step);
-    None without a direction or a finite value."""
+    None without a direction or a finite value. ``finite``: whether every value is known to
+    be finite (None: find out)."""
     if direction not in DIRECTIONS:
         return None
-    sign = 1.0 if direction == "minimize" else -1.0
-    found = min(((sign * v, s) for v, s in zip(values, steps) if _finite(v)), default=None)
-    return None if found is None else (sign * found[0], found[1])
+    if not values:
+        return None
+    if finite is None:
+        finite = _all_finite(values)
+    lo, hi = (min(values), max(values)) if finite else (0, 0)
+    if not finite or lo < -_EXACT or hi > _EXACT:
+        # Compared as floats: values are floats there, and two integers past 2**53 can be
+        # the same float (equal, then the lowest step wins).
+        sign = 1.0 if direction == "minimize" else -1.0
+        found = min(((sign * v, s) for v, s in zip(values, steps) if _finite(v)), default=None)
+        return None if found is None else (sign * found[0], found[1])
+    target = lo if direction == "minimize" else hi
+    i = values.index(target)
+    if values.count(target) > 1:  # equal values: the lowest step, the first of equals
+        i = min((k for k in range(i, len(values)) if values[k] == target), key=steps.__getitem__)
+    return float(values[i]), steps[i]
+
+
+_EXACT = 2**53  # every integer up to this converts to a float exactly
 
 
 def better(direction: str, value: float, than: float) -> bool:
     return value < than if direction == "minimize" else value > than
 
 
-def _best(metric: dict[str, Any], steps: Sequence[int], values: Sequence[float], direction: str | None) -> None:
-    found = best_of(steps, values, direction)
+def _best(metric: dict[str, Any], steps: Sequence[int], values: Sequence[float], direction: str | None,
+          finite: bool | None = None) -> None:
+    found = best_of(steps, values, direction, finite)
     if found is None:
         return
     value, step = found
@@ -157,31 +200,107 @@ def _best(metric: dict[str, Any], steps: Sequence[int], values: Sequence[float],
 
 
 def _loss_rules(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequence[float],
-                warnings: list[str]) -> list[SummaryEvent]:
-    events = []
-    window: list[float] = list(state["window"])
-    for step, value in sorted(zip(steps, values), key=lambda p: p[0]):
-        if not _finite(value):
-            if not state["nan_reported"]:
-                state["nan_reported"] = True
-                warnings.append(f"{name} was {_json_value(value)} at step {step}")
-                events.append(SummaryEvent("LOSS_NAN", "critical", f"{name} is {_json_value(value)} at step {step}",
-                                           step, {"metric": name}))
-            continue
-        if len(window) >= MIN_WINDOW:
-            mid = median(window)
-            mad = median(abs(v - mid) for v in window)
-            last = state["last_spike"]
-            if mad > 0 and value > mid + SPIKE_MADS * mad and (last is None or step - last >= SPIKE_GAP):
-                state["last_spike"] = step
-                events.append(SummaryEvent(
-                    "LOSS_SPIKE", "warning",
-                    f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g})",
-                    step, {"metric": name, "value": value, "median": mid, "mad": mad}))
-        window.append(value)
-        del window[:-WINDOW]
-    state["window"] = window
+                warnings: list[str], finite: bool | None = None) -> list[SummaryEvent]:
+    """LOSS_NAN and LOSS_SPIKE over the batch's points in step order (equal steps keep their
+    order); the window slides over the finite values only. ``finite``: whether every value
+    is known to be finite (None: find out)."""
+    if not all(map(le, steps[:-1], steps[1:])):
+        order = sorted(range(len(steps)), key=steps.__getitem__)
+        steps, values = [steps[k] for k in order], [values[k] for k in order]
+    if finite is None:
+        finite = _all_finite(values)
+    if finite:
+        return [event for _k, event in _spikes(name, state, steps, values)]
+    keep = [k for k, v in enumerate(values) if _finite(v)]
+    spikes = _spikes(name, state, [steps[k] for k in keep], [values[k] for k in keep])
+    events = [event for _k, event in spikes]
+    first = next((k for k, v in enumerate(values) if not _finite(v)), None)  # None: the sum overflowed
+    if first is not None and not state["nan_reported"]:
+        state["nan_reported"] = True
+        value, step = _json_value(values[first]), steps[first]
+        warnings.append(f"{name} was {value} at step {step}")
+        before = sum(1 for k, _event in spikes if keep[k] < first)  # the events in step order
+        events.insert(before, SummaryEvent("LOSS_NAN", "critical", f"{name} is {value} at step {step}", step,
+                                           {"metric": name}))
     return events
+
+
+def _spikes(name: str, state: dict[str, Any], steps: Sequence[int],
+            values: Sequence[float]) -> list[tuple[int, SummaryEvent]]:
+    """LOSS_SPIKE over finite values in step order, as ``(index in values, event)``; slides
+    ``state["window"]`` over them.
+
+    ``seen`` is the window before the batch, then the batch's values: the window at a point
+    is the ``len(ordered)`` values before it, and ``ordered`` holds those sorted, equal values
+    oldest first (``insort`` adds after its equals, the oldest is the first of its equals):
+    element for element what ``sorted()`` makes of the window, so its median is the
+    straightforward rule's. The MAD is computed, as the rule says, only for a point that
+    ``value > median`` and the bisections of ``_could_spike`` leave in doubt.
+    """
+    found: list[tuple[int, SummaryEvent]] = []
+    window = state["window"]
+    base = len(window)
+    seen = list(window)
+    seen += values
+    ordered = sorted(window)
+    last = state["last_spike"]
+
+    def check(p: int, mid: float) -> None:
+        nonlocal last
+        step, value = steps[p - base], seen[p]
+        if last is not None and step - last < SPIKE_GAP:
+            return
+        mad = median(abs(v - mid) for v in seen[p - len(ordered):p])
+        if mad > 0 and value > mid + SPIKE_MADS * mad:
+            last = state["last_spike"] = step
+            found.append((p - base, SummaryEvent(
+                "LOSS_SPIKE", "warning",
+                f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g})",
+                step, {"metric": name, "value": value, "median": mid, "mad": mad})))
+
+    p, end = base, len(seen)
+    # A window still filling up (or, from an older summary, longer than WINDOW): in and out
+    # one value at a time.
+    while p < end and (len(ordered) != WINDOW or WINDOW % 2):
+        n = len(ordered)
+        value = seen[p]
+        if n >= MIN_WINDOW:
+            h = n // 2
+            mid = ordered[h] if n & 1 else (ordered[h - 1] + ordered[h]) / 2
+            if value > mid and _could_spike(ordered, mid, value):
+                check(p, mid)
+        insort(ordered, value)
+        while len(ordered) > WINDOW:
+            del ordered[bisect_left(ordered, seen[p + 1 - len(ordered)])]
+        p += 1
+    # The full window (WINDOW values, an even count): one value in and one out per point.
+    # _could_spike inlined: this loop runs once per loss point.
+    h, half = WINDOW // 2, (WINDOW - 1) // 2
+    for at in range(p, end):
+        value = seen[at]
+        mid = (ordered[h - 1] + ordered[h]) / 2
+        if value > mid:
+            d = (value - mid) / SPIKE_MADS * (1 + 1e-9) + 1e-12 * (abs(mid) + abs(value))
+            if bisect_left(ordered, mid + d) - bisect_right(ordered, mid - d) > half:
+                check(at, mid)
+        insort(ordered, value)
+        del ordered[bisect_left(ordered, seen[at - WINDOW])]
+    state["window"] = seen[len(seen) - len(ordered):]
+    return found
+
+
+def _could_spike(ordered: list[float], mid: float, value: float) -> bool:
+    """False when ``value`` is certainly not above ``mid`` + SPIKE_MADS x MAD of the sorted
+    window ``ordered``; True means: compute the MAD and see.
+
+    MAD >= d when fewer than half the window lies strictly within d of the median (the
+    middle deviations are then at least d), and that count is two bisections. d is
+    (value - mid) / SPIKE_MADS widened by far more than float rounding could move a
+    deviation or the sum, so "certainly not" holds in floats too.
+    """
+    d = (value - mid) / SPIKE_MADS * (1 + 1e-9) + 1e-12 * (abs(mid) + abs(value))
+    near = bisect_left(ordered, mid + d) - bisect_right(ordered, mid - d)
+    return near > (len(ordered) - 1) // 2
 
 
 def _trend(window: Sequence[float]) -> str | None:

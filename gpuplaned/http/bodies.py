@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from quart import request
@@ -18,8 +19,28 @@ async def json_body() -> Any:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON: {exc}") from None
-    _check_text(body)
+    if _may_hold_surrogates(raw):
+        _check_text(body)
     return body
+
+
+# Where a lone surrogate can come from in a UTF-8 body: an escape (\uD800-\uDFFF, either
+# case) or its three raw bytes (ED A0-BF xx), which ``json.loads`` decodes with
+# "surrogatepass" instead of refusing. ED is only ever a lead byte, so neither pattern
+# can match inside another character.
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def _may_hold_surrogates(raw: bytes) -> bool:
+    """Whether the decoded body could hold a lone surrogate. Walking every value of a metric
+    batch cost more than decoding it, so only a body with a surrogate in it is walked (an
+    escaped pair, as ``json.dumps`` writes an emoji, is walked and passes). A UTF-16 or
+    UTF-32 body (``json.loads`` reads those too) is always walked."""
+    if json.detect_encoding(raw) not in ("utf-8", "utf-8-sig"):
+        return True
+    if b"\\" not in raw and b"\xed" not in raw:  # one memchr each: a metric batch has neither
+        return False
+    return _SURROGATE.search(raw) is not None
 
 
 def _check_text(value: Any) -> None:
