@@ -14,8 +14,11 @@ covers those wholly, and from decoded points elsewhere.
 from __future__ import annotations
 
 import sqlite3
+from array import array
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from operator import le
+from typing import Any
 
 from gpuplaned.tsdb import chunks, series
 from gpuplaned.tsdb.downsample import Buckets, columns, width_for
@@ -48,26 +51,91 @@ def latest(conn: sqlite3.Connection, kind: str, owner: str, names: list[str] | N
 
 
 def read_points(conn: sqlite3.Connection, kind: str, owner: str, name: str, start: int | None = None,
-                end: int | None = None) -> dict[str, list]:
-    """Every raw point of one series with ts in ``[start, end]``, sorted by ts (for export).
+                end: int | None = None, *, x: str = "ts", limit: int | None = None,
+                arrays: bool = False) -> dict[str, Any]:
+    """Every raw point of one series with x in ``[start, end]``, by x (for export).
 
-    Returns ``{"ts": [...], "step": [...] or None, "value": [...]}``; points with equal ts
-    keep the order they were ingested in.
+    ``x`` is the axis of ``start``/``end`` and of the order: ``"ts"`` (ms) or, for run
+    series, ``"step"``. Points with equal ts keep the order they were ingested in; with
+    ``x="step"`` points with equal steps come by ts. ``limit``: only the first that many.
+
+    Returns ``{"ts": [...], "step": [...] or None, "value": [...]}``: lists, or with
+    ``arrays`` ``array("q")``/``array("d")`` (cheaper to turn into bytes).
+
+    Chunks whose ts ranges follow one another (the usual case: ingest writes ts-sorted
+    chunks, compaction keeps them apart) are concatenated as they are; only overlapping
+    chunks (late points, ranks logging one series) cost a sort. With ``limit``, reading
+    stops at the first chunk that cannot hold a point before those already read.
+
+    Raises:
+        ValueError: bad kind, owner, name, axis or limit.
     """
     kind = series.check_kind(kind)
     has_steps = kind == "run"
+    if x not in ("ts", "step") or (x == "step" and not has_steps):
+        raise ValueError(f"x must be 'ts' (or 'step' for run series), got {x!r}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
     sid = series.lookup(conn, kind, series.check_owner(owner), [series.check_name(name)]).get(name)
-    cols: list[list] = [[], [], []] if has_steps else [[], []]
-    if sid is not None:
-        for c in sorted(chunks.select(conn, sid, RAW, start, end), key=lambda c: c.id):
-            part = chunks.data(conn, c, has_steps)
+    cols = [array(code) for code, _delta in (chunks.RAW_RUN if has_steps else chunks.RAW_NODE)]
+    found = [] if sid is None else chunks.select(conn, sid, RAW, *((start, end) if x == "ts" else ()))
+    if x == "step":
+        found = [c for c in found if (end is None or c.step_min <= end) and (start is None or c.step_max >= start)]
+    # By start_ts (then id), the chunks are in ts order when each ends before the next
+    # begins, or on the ts the next begins with and was ingested before it (equal ts keep
+    # ingest order). Otherwise: by id, then a stable sort by ts, as compaction does.
+    in_order = all(a.end_ts < b.start_ts or (a.end_ts == b.start_ts and a.id < b.id)
+                   for a, b in zip(found, found[1:]))
+    if not in_order:
+        found.sort(key=lambda c: c.id)
+    _read_chunks(conn, found, cols, has_steps, x, start, end, limit)
+    ts, xs = cols[0], cols[0 if x == "ts" else 1]
+    order = None
+    if not in_order and not _ascending(ts.tolist()):
+        order = sorted(range(len(ts)), key=ts.__getitem__)
+    if x == "step" and not _ascending(xs.tolist() if order is None else [xs[k] for k in order]):
+        order = sorted(range(len(ts)), key=lambda k: (xs[k], ts[k]))  # equal (step, ts): stays in ingest order
+    if order is not None:
+        cols = [array(col.typecode, map(col.__getitem__, order)) for col in cols]
+    if limit is not None and len(cols[0]) > limit:
+        cols = [col[:limit] for col in cols]
+    out: list[Any] = cols if arrays else [col.tolist() for col in cols]
+    return {"ts": out[0], "step": out[1] if has_steps else None, "value": out[-1]}
+
+
+def _read_chunks(conn: sqlite3.Connection, found: list[chunks.Chunk], cols: list[array], has_steps: bool, x: str,
+                 start: int | None, end: int | None, limit: int | None) -> None:
+    """Append the points of ``found`` with x in ``[start, end]`` to ``cols``, in that order."""
+    if limit is not None:
+        # Stop once no chunk left can hold an x below the highest read (strictly: an equal
+        # x further on could belong before some of the points read).
+        firsts = list(accumulate(reversed([c.start_ts if x == "ts" else c.step_min for c in found]), min))[::-1]
+    read, top = 0, None
+    for k, c in enumerate(found):
+        if limit is not None and read >= limit and top is not None and firsts[k] > top:
+            break
+        part = chunks.data(conn, c, has_steps)
+        n = len(part[0])
+        if x == "ts":
             i = 0 if start is None else bisect_left(part[0], start)
-            j = len(part[0]) if end is None else bisect_right(part[0], end)
-            for into, more in zip(cols, part):
-                into.extend(more[i:j])
-    order = sorted(range(len(cols[0])), key=cols[0].__getitem__)
-    cols = [[col[k] for k in order] for col in cols]
-    return {"ts": cols[0], "step": cols[1] if has_steps else None, "value": cols[-1]}
+            j = n if end is None else bisect_right(part[0], end)
+            if i > 0 or j < n:
+                part = [col[i:j] for col in part]
+        elif (start is not None and c.step_min < start) or (end is not None and c.step_max > end):
+            keep = [i for i, s in enumerate(part[1]) if (start is None or s >= start) and (end is None or s <= end)]
+            part = [array(col.typecode, map(col.__getitem__, keep)) for col in part]
+        if not part[0]:
+            continue
+        for into, more in zip(cols, part):
+            into.extend(more)
+        if limit is not None:
+            read += len(part[0])
+            high = max(part[0] if x == "ts" else part[1])
+            top = high if top is None else max(top, high)
+
+
+def _ascending(values: list) -> bool:
+    return sorted(values) == values  # timsort sees a sorted list in one pass, comparing like types fast
 
 
 def query_series(
