@@ -96,13 +96,14 @@ export interface Run {
   exit_code: number | null;
   failure_reason: string | null;
   env_snapshot: Record<string, unknown> | null;
-  // From GET /runs/{id} (not in GET /runs): the names of its project and experiment.
+  // The names of its project and experiment, what the script passed to init(config=...)
+  // and its tags (in GET /runs rows and GET /runs/{id}; optional for older daemons).
   project?: string | null;
   experiment?: string | null;
-  primary_metric?: RunPrimaryMetric | null;
-  // Not in the API yet (the store keeps them): shown when a daemon sends them.
   config?: Record<string, unknown> | null;
   tags?: string[];
+  // GET /runs/{id} only (folded in by runFromReply).
+  primary_metric?: RunPrimaryMetric | null;
 }
 
 export interface MetricPointRef {

@@ -7,7 +7,7 @@ import uPlot from "uplot";
 import { fmtDateTime, fmtInt, fmtTick, fmtTimeTicks, fmtValue } from "../lib/format";
 import { autoSize } from "./axis";
 import { withAlpha } from "./colors";
-import { nearestValue, panelData, type PanelRun } from "./panelData";
+import { lastValue, nearestValue, panelData, type PanelRun } from "./panelData";
 import type { SeriesStore } from "./series";
 import { chartTheme } from "./theme";
 import { UPlotChart } from "./UPlotChart";
@@ -46,6 +46,7 @@ export function MetricPanel(props: MetricPanelProps) {
   const { store, name, runs, smoothing, xMode, zoom, onZoom, syncKey, theme, logY = false, height = 190, marks } = props;
   const chart = useRef<uPlot | null>(null);
   const readout = useRef<HTMLDivElement>(null);
+  const panel = useRef<HTMLDivElement>(null);
   const drawn = useRef(false);
   const state = useRef({ zoom, onZoom, smoothing, runs, xMode, logY, marks });
   state.current = { zoom, onZoom, smoothing, runs, xMode, logY, marks };
@@ -63,17 +64,20 @@ export function MetricPanel(props: MetricPanelProps) {
       return;
     }
     const hover = u.cursor.idx;
-    const idx = hover === null || hover === undefined ? xs.length - 1 : hover;
+    const hovering = hover !== null && hover !== undefined;
+    const idx = hovering ? hover : xs.length - 1;
     const label = document.createElement("span");
     label.className = "readout-x";
-    label.textContent = fmtX(xs[idx] as number, mode);
+    // Not hovering, several runs: each run's latest value (runs end at different steps).
+    label.textContent = hovering || single ? fmtX(xs[idx] as number, mode) : "latest";
     const nodes: Node[] = [label];
     rs.forEach((run, i) => {
       const col = single ? u.data[sm > 0 ? 4 : 3] : u.data[1 + 2 * i + (sm > 0 ? 1 : 0)];
-      const j = col ? nearestValue(col as (number | null)[], idx) : -1;
+      const j = !col ? -1 : hovering || single ? nearestValue(col as (number | null)[], idx) : lastValue(col as (number | null)[]);
       const value = j >= 0 ? (col[j] as number) : null;
       const item = document.createElement("span");
       item.className = "readout-item";
+      if (!hovering && !single && j >= 0) item.title = fmtX(xs[j] as number, mode);
       const swatch = document.createElement("i");
       swatch.style.background = run.color;
       item.appendChild(swatch);
@@ -178,6 +182,8 @@ export function MetricPanel(props: MetricPanelProps) {
       // For load-time checks (scripts/measure-open.mjs): when this panel first had points to draw.
       performance.mark(`gpuplane:chart-drawn:${name}`);
     }
+    // How many x values the chart holds, for the browser tests (web/e2e): a live run's grows.
+    if (panel.current) panel.current.dataset.points = String(data[0].length);
     if (s.zoom) {
       u.setData(data, false);
       u.setScale("x", { min: s.zoom[0], max: s.zoom[1] });
@@ -198,7 +204,7 @@ export function MetricPanel(props: MetricPanelProps) {
   useEffect(() => apply(), [smoothing, zoom?.[0], zoom?.[1], marks, apply]); // eslint-disable-line react-hooks/exhaustive-deps
 
   return (
-    <div className={single ? "panel chart-panel" : "panel chart-panel multi"}>
+    <div ref={panel} className={single ? "panel chart-panel" : "panel chart-panel multi"} data-metric={name}>
       <div className="chart-head">
         <span className="chart-title" title={name}>{name}</span>
         <div className="readout" ref={readout} />

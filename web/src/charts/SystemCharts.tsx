@@ -88,15 +88,23 @@ function SystemPanel({ panel, data, gpus, theme, syncKey }: { panel: Panel; data
     return {
       ms: 1,
       legend: { show: true, live: true },
-      padding: [8, 8, 0, 0],
       cursor: { sync: { key: syncKey }, drag: { x: false, y: false }, points: { size: 5 } },
+      padding: [8, 14, 0, 0],
       scales: { x: { time: true }, y: panel.range ? { range: panel.range } : {} },
-      axes: [{ ...axis, size: 28, values: (u, splits) => fmtTimeTicks(splits, (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0)) }, { ...axis, size: autoSize, values: (_u, splits) => splits.map((v) => panel.fmt(v)) }],
+      axes: [
+        // HH:MM:SS labels need about 60 px each.
+        { ...axis, size: 28, space: 80, values: (u, splits) => fmtTimeTicks(splits, (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0)) },
+        { ...axis, size: autoSize, values: (_u, splits) => splits.map((v) => panel.fmt(v)),
+          ...(panel.metric === "memory_used_mb" ? { incrs: MIB_INCRS } : {}) },
+      ],
+      // The legend shows the hovered time's values, else the latest reading of each series.
       series: [
-        { label: "", value: (_u, v) => (v === null ? "" : new Date(v).toLocaleTimeString()) },
+        {},
         ...labels.map((label, i) => ({
           label, stroke: panel.gpu ? PALETTE[gpus[i] % PALETTE.length] : PALETTE[0], width: 1.25, spanGaps: false,
-          points: { show: false }, value: (_u: uPlot, v: number | null) => panel.fmt(v),
+          points: { show: false },
+          value: (u: uPlot, v: number | null, sidx: number, idx: number | null) =>
+            panel.fmt(idx === null ? lastOf(u.data[sidx] as (number | null)[]) : v),
         })),
       ],
     };
@@ -119,6 +127,15 @@ function SystemPanel({ panel, data, gpus, theme, syncKey }: { panel: Panel; data
       <UPlotChart options={options} data={aligned} height={150} />
     </div>
   );
+}
+
+/** Memory axes step in binary units: 256 MiB ... 512 GiB (never "19.5 GiB"). */
+const MIB_INCRS = Array.from({ length: 12 }, (_, i) => 256 * 2 ** i);
+
+function lastOf(values: (number | null)[] | undefined): number | null {
+  if (!values) return null;
+  for (let i = values.length - 1; i >= 0; i--) if (values[i] !== null && values[i] !== undefined) return values[i];
+  return null;
 }
 
 function maxOf(values: (number | null)[]): number | null {

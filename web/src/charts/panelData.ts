@@ -73,3 +73,9 @@ export function nearestValue(column: ArrayLike<number | null | undefined>, idx: 
   }
   return -1;
 }
+
+/** The index of the last non-null value of `column`, or -1. */
+export function lastValue(column: ArrayLike<number | null | undefined>): number {
+  for (let i = column.length - 1; i >= 0; i--) if (column[i] !== null && column[i] !== undefined) return i;
+  return -1;
+}

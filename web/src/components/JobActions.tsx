@@ -17,16 +17,16 @@ export function JobActions({ job, onChange, compact }: { job: Job; onChange: (jo
   return (
     <span className="actions" onClick={stop}>
       {canCancel && (
-        <button className={compact ? "icon-btn danger" : "btn btn-sm"} onClick={() => setConfirm("cancel")} title="Cancel job"
+        <button className={compact ? "icon-btn danger" : "btn"} onClick={() => setConfirm("cancel")} title="Cancel job"
           aria-label={`Cancel ${job.name}`}>
-          <Icon name="stop" size={13} />{!compact && "Cancel"}
+          <Icon name="stop" size={compact ? 13 : 14} />{!compact && "Cancel"}
         </button>
       )}
       {job.cancel_requested && CANCELLABLE.has(job.status) && <span className="muted small">stopping…</span>}
       {canRetry && (
-        <button className={compact ? "icon-btn" : "btn btn-sm"} onClick={() => setConfirm("retry")} title="Retry job"
+        <button className={compact ? "icon-btn" : "btn"} onClick={() => setConfirm("retry")} title="Retry job"
           aria-label={`Retry ${job.name}`}>
-          <Icon name="retry" size={13} />{!compact && "Retry"}
+          <Icon name="retry" size={compact ? 13 : 14} />{!compact && "Retry"}
         </button>
       )}
       {confirm === "cancel" && (

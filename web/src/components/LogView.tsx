@@ -78,7 +78,7 @@ export function LogView({ lines, version, firstLine = 1, follow, onFollowChange,
     const text = lines[i];
     rows.push(
       <div key={firstLine + i} className="log-row" style={{ top: i * rowHeight, height: rowHeight }} data-line={firstLine + i}>
-        <span className="log-no" style={{ width: `${digits + 1}ch` }}>{firstLine + i}</span>
+        <span className="log-no" style={{ width: `calc(${digits}ch + 20px)` }}>{firstLine + i}</span>
         <span className="log-text">{highlight ? mark(text, highlight) : text}</span>
       </div>,
     );

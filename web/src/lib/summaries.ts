@@ -72,42 +72,6 @@ export function useSummaries(ids: readonly string[], running: readonly string[],
   return out;
 }
 
-const refs = new Map<string, { project: string | null; experiment: string | null }>();
-
-/**
- * The project and experiment of each run. GET /runs leaves them out, so each run's own
- * GET /runs/{id} is asked, a few at a time, once per session (they do not change).
- */
-export function useRunRefs(ids: readonly string[]): Map<string, { project: string | null; experiment: string | null }> {
-  const [version, setVersion] = useState(0);
-  const key = ids.join(",");
-  useEffect(() => {
-    let stopped = false;
-    const abort = new AbortController();
-    void mapLimit(ids.filter((id) => !refs.has(id)), 4, async (id) => {
-      if (stopped) return;
-      try {
-        const run = await api.getRun(id, abort.signal);
-        refs.set(id, { project: run.project ?? null, experiment: run.experiment ?? null });
-        setVersion((v) => v + 1);
-      } catch {
-        // gone or unreachable: the row keeps empty cells
-      }
-    });
-    return () => {
-      stopped = true;
-      abort.abort();
-    };
-  }, [key]); // eslint-disable-line react-hooks/exhaustive-deps
-  void version;
-  const out = new Map<string, { project: string | null; experiment: string | null }>();
-  for (const id of ids) {
-    const r = refs.get(id);
-    if (r) out.set(id, r);
-  }
-  return out;
-}
-
 /** The metric names to show as table columns: the most common, directed metrics first. */
 export function defaultMetricColumns(summaries: Iterable<RunSummary>, max = 4): string[] {
   const seen = new Map<string, { n: number; directed: boolean }>();

@@ -59,7 +59,8 @@ export function JobDetail({ id }: { id: string }) {
           <KeyValues items={[
             ["Working dir", <span className="mono">{j.cwd ?? "—"}</span>],
             ["Node", node ? <Link to={`/nodes?node=${encodeURIComponent(node.name)}`}>{node.name}</Link> : j.node ?? "any"],
-            ["GPUs", j.gpu_indexes.length ? <span className="mono">{j.gpu_indexes.join(", ")}</span> : j.gpu ? `${j.gpu} requested` : "none (CPU slot)"],
+            ["GPUs", j.gpu_indexes.length ? <>{j.gpu_indexes.length} <span className="muted">(GPU <span className="mono">{j.gpu_indexes.join(", ")}</span>)</span></>
+              : j.gpu ? `${j.gpu} requested` : "none (CPU slot)"],
             ["Type", j.type.toLowerCase()],
             ["Attempt", `${j.attempt} of ${j.max_attempts}`],
             ["Priority", String(j.priority)],

@@ -76,7 +76,7 @@ export function Jobs() {
       <ErrorBanner error={jobs.error} onRetry={jobs.reload} />
       {!jobs.data && !jobs.error ? <Loading rows={8} /> : rows.length === 0 ? (
         <Empty title={view.q ? "No job matches the filter" : view.tab === "all" ? "No jobs yet" : `No ${view.tab} jobs`} icon="jobs">
-          {view.tab === "all" && !view.q ? <>Queue one with <b>Submit job</b>, or from a shell: <code>gpuplanectl job submit -- python train.py</code></> : null}
+          {view.tab === "all" && !view.q ? <>Queue one with <b>Submit job</b>, or from a shell: <code>gpuplanectl submit -- python train.py</code></> : null}
         </Empty>
       ) : (
         <div className="table-wrap">
@@ -100,7 +100,8 @@ export function Jobs() {
                     <div className="sub"><CopyId id={j.id} />{j.type !== "TRAIN" && <span className="muted"> · {j.type.toLowerCase()}</span>}</div>
                   </td>
                   <td className="mono cmd ellipsis" title={joinCommand(j.command)}>{joinCommand(j.command)}</td>
-                  <td className="num mono">{j.gpu_indexes.length ? j.gpu_indexes.join(",") : j.gpu || "CPU"}</td>
+                  <td className="num mono" title={j.gpu_indexes.length ? `GPU ${j.gpu_indexes.join(", ")}` : j.gpu ? `${j.gpu} requested` : "CPU only"}>
+                    {gpusCell(j)}</td>
                   <td>{j.node_id ? <span title={j.node_id}>{nodeName(nodes.data, j.node_id)}</span> : j.node ?? <span className="muted">any</span>}</td>
                   <td className="num">{j.attempt}/{j.max_attempts}</td>
                   <td className="num">{j.priority}</td>
@@ -122,6 +123,12 @@ export function Jobs() {
       )}
     </div>
   );
+}
+
+/** "1 · #0" (how many, which), "2" while queued, "CPU" for a job that takes no GPU. */
+export function gpusCell(j: Pick<Job, "gpu" | "gpu_indexes">): string {
+  if (j.gpu_indexes.length) return `${j.gpu_indexes.length} · #${j.gpu_indexes.join(",")}`;
+  return j.gpu ? String(j.gpu) : "CPU";
 }
 
 export function nodeName(nodes: { id: string; name: string }[] | undefined, id: string | null): string {

@@ -11,7 +11,7 @@ import { Icon } from "../components/Icon";
 import { Ago, Empty, ErrorBanner, Loading, PageHeader, StatusBadge } from "../components/ui";
 import { fmtDuration, fmtInt, fmtValue } from "../lib/format";
 import { flatConfig, runLabel, sortRuns, varyingConfigKeys } from "../lib/runs";
-import { defaultMetricColumns, useRunRefs, useSummaries } from "../lib/summaries";
+import { defaultMetricColumns, useSummaries } from "../lib/summaries";
 import { Link, navigate, useUrlState } from "../router/router";
 import { int, list, oneOf, str } from "../router/urlState";
 
@@ -25,12 +25,8 @@ export function Runs() {
   const now = useNow(5000);
   const runs = useResource((s) => api.listRuns({ limit: view.n }, s), [view.n], { pollMs: 5000 });
   const listed = runs.data?.runs ?? [];
-  const ids = useMemo(() => listed.map((r) => r.id), [listed]);
-  const owners = useRunRefs(ids);
-  const all = useMemo(() => listed.map((r) => {
-    const o = owners.get(r.id);
-    return o ? { ...r, project: r.project ?? o.project, experiment: r.experiment ?? o.experiment } : r;
-  }), [listed, owners]);
+  const all = listed;
+  const ids = useMemo(() => all.map((r) => r.id), [all]);
   const running = useMemo(() => all.filter((r) => r.status === "RUNNING").map((r) => r.id), [all]);
   const summaries = useSummaries(ids, running);
   const [selected, setSelected] = useState<Set<string>>(new Set());
@@ -53,7 +49,7 @@ export function Runs() {
       if (view.status.length && !view.status.includes(r.status)) return false;
       if (view.project && r.project !== view.project) return false;
       if (!q) return true;
-      const hay = [r.id, r.name, r.project, r.experiment, r.job_id, ...Object.entries(flatConfig(r.config)).map(([k, v]) => `${k}=${v}`)]
+      const hay = [r.id, r.name, r.project, r.experiment, r.job_id, ...(r.tags ?? []), ...Object.entries(flatConfig(r.config)).map(([k, v]) => `${k}=${v}`)]
         .filter(Boolean).join(" ").toLowerCase();
       return q.split(/\s+/).every((t) => hay.includes(t));
     });
@@ -91,7 +87,7 @@ export function Runs() {
       <div className="toolbar">
         <div className="search grow">
           <Icon name="search" size={14} />
-          <input value={view.q} onChange={(e) => setView({ q: e.target.value })} placeholder="Filter: name, id, project, lr=0.001"
+          <input value={view.q} onChange={(e) => setView({ q: e.target.value })} placeholder="Filter: name, id, project, tag, lr=0.001"
             aria-label="Filter runs" />
         </div>
         <div className="chips" role="group" aria-label="Status">
@@ -188,7 +184,8 @@ function RunRow({ run, summary, now, selected, onToggle, hasProject, hasExperime
       <td>
         <span className="run-swatch" style={{ background: colorOf(run.id) }} />
         <Link to={`/runs/${run.id}`} className="strong">{runLabel(run)}</Link>
-        <div className="sub muted mono">{run.source === "job" && run.job_id ? `job attempt ${run.attempt ?? ""}` : "sdk"}</div>
+        <div className="sub muted mono">{run.source === "job" && run.job_id ? `job attempt ${run.attempt ?? ""}` : "sdk"}
+          {run.tags?.map((t) => <span key={t} className="tag">{t}</span>)}</div>
       </td>
       {hasProject && <td>{run.project ?? ""}</td>}
       {hasExperiment && <td>{run.experiment ?? ""}</td>}
