@@ -57,26 +57,59 @@ def show(
     run_id: Annotated[str, typer.Argument(metavar="ID", help="The run's id.", show_default=False)],
     json_output: JsonOption = False,
 ) -> None:
-    """Show a run and the last value, min and max of each of its metrics."""
+    """Show a run and its summary: per metric the latest and best point (by the metric's
+    direction), the trend, the primary metric, and warnings (NaN loss, spikes)."""
     g = globals_of(ctx)
+    path = quote(run_id, safe="")
     with reporting(g, json_output):
         client = connect(g)
-        run = client.get(f"/api/v1/runs/{quote(run_id, safe='')}")["run"]
-        summary = client.get(f"/api/v1/runs/{quote(run_id, safe='')}/metrics?points=1")
+        found = client.get(f"/api/v1/runs/{path}")
+        summary = client.get(f"/api/v1/runs/{path}/summary")["summary"]
+    run = found["run"]
     if json_output:
-        render.print_json({"run": run, "metrics": summary})
+        render.print_json({"run": run, "summary": summary})
         return
+    primary = summary.get("primary_metric")
     for label, value in (("run", run["id"]), ("source", run["source"]), ("status", run["status"]),
                          ("job", run["job_id"] or "-"), ("name", run["name"] or "-"),
+                         ("project", " / ".join(p for p in (run.get("project"), run.get("experiment")) if p) or "-"),
                          ("created", render.event_time(run["created_at"])),
-                         ("finished", render.event_time(run["finished_at"]) if run["finished_at"] else "-")):
+                         ("finished", render.event_time(run["finished_at"]) if run["finished_at"] else "-"),
+                         ("step", _step_text(summary.get("progress"))),
+                         ("primary", _primary_text(primary))):
         print(f"{label + ':':<10}{value}")
-    if summary["series"]:
+    metrics = summary.get("metrics") or {}
+    if metrics:
         print()
-        print(render.table(("METRIC", "POINTS", "LAST", "MIN", "MAX"),
-                           [(name, str(_total(col.get("count"))), _num(_last(col.get("last"))),
-                             _num(_extreme(col.get("min"), min)), _num(_extreme(col.get("max"), max)))
-                            for name, col in sorted(summary["series"].items())]))
+        primary_name = primary.get("name") if primary else None
+        print(render.table(("METRIC", "POINTS", "LATEST", "AT STEP", "BEST", "AT STEP", "TREND"),
+                           [_metric_row(name, m, name == primary_name) for name, m in sorted(metrics.items())]))
+    for warning in summary.get("warnings") or ():
+        print(f"warning: {warning}")
+
+
+def _metric_row(name: str, m: Mapping[str, Any], primary: bool) -> tuple[str, ...]:
+    latest, best = m.get("latest") or {}, m.get("best") or {}
+    return ((f"{name} *" if primary else name), str(m.get("count", 0)), _num(latest.get("value")),
+            _at(latest.get("step")), _num(best.get("value")) if m.get("direction") in ("minimize", "maximize") else "-",
+            _at(best.get("step")), m.get("trend") or "-")
+
+
+def _primary_text(primary: Mapping[str, Any] | None) -> str:
+    if not primary or not primary.get("name"):
+        return "- (set one: PUT /api/v1/primary-metric)"
+    best = (primary.get("best") or {}).get("value")
+    return f"{primary['name']} ({primary.get('direction') or 'no direction'}, from {primary.get('source')})" + \
+        (f", best {_num(best)}" if best is not None else "")
+
+
+def _step_text(progress: Mapping[str, Any] | None) -> str:
+    step = (progress or {}).get("step")
+    return "-" if step is None else str(step)
+
+
+def _at(step: int | None) -> str:
+    return "-" if step is None else str(step)
 
 
 def metrics(

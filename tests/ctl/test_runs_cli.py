@@ -34,8 +34,16 @@ def test_run_show_and_metrics(daemon, run_id):
     shown = daemon.run_ctl("run", "show", run_id)
     assert shown.returncode == 0, shown.stderr
     assert f"run:      {run_id}" in shown.stdout and "source:   sdk" in shown.stdout
-    loss = next(line for line in shown.stdout.splitlines() if line.startswith("train/loss"))
-    assert loss.split() == ["train/loss", "200", "0.05", "0.05", "10"]
+    assert "step:     199" in shown.stdout and "primary:  - (set one" in shown.stdout
+    rows = {cells[0]: cells for cells in map(str.split, shown.stdout.splitlines()) if cells and "/" in cells[0]}
+    # latest, then best by direction: loss is minimized, acc maximized
+    assert rows["train/loss"][1:] == ["200", "0.05", "199", "0.05", "199", "decreasing"]
+    assert rows["eval/acc"][1:6] == ["2", "0.75", "100", "0.75", "100"]
+    daemon.client().request("PUT", "/api/v1/primary-metric", {"metric": "eval/acc"})
+    starred = daemon.run_ctl("run", "show", run_id).stdout
+    assert "primary:  eval/acc (maximize, from global), best 0.75" in starred and "eval/acc *" in starred
+    as_json = json.loads(daemon.run_ctl("run", "show", run_id, "--json").stdout)
+    assert as_json["summary"]["metrics"]["train/loss"]["count"] == 200
     result = daemon.run_ctl("metrics", run_id, "--points", "10")
     assert result.returncode == 0, result.stderr
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]}
