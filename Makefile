@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean web web-if-stale
+.PHONY: run test bench clean web web-if-stale node-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,9 +48,37 @@ web-if-stale:
 			"last build, or a 'not built' page" >&2; \
 	fi
 
-# Every test.
-test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Every test: the web UI's unit tests (vitest), then pytest, whose tests/ui drives the UI in
+# headless chromium (web/e2e/*.mjs) against a real daemon. On a fresh machine this installs
+# what those need: `npm ci` in web/ (once, again when the lock file changes), Debian's
+# chromium (apt-get, when $(CHROMIUM) is missing; sudo unless root) and a current build
+# in web/dist. Without Node.js and npm it stops and says so. GPUPLANE_SKIP_UI_TESTS=1
+# leaves the web UI out on purpose (vitest is not run and tests/ui skips); CI never sets it.
+CHROMIUM ?= $(or $(GPUPLANE_CHROMIUM),/usr/bin/chromium)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+ifeq ($(GPUPLANE_SKIP_UI_TESTS),1)
+UI_TEST_DEPS :=
+else
+UI_TEST_DEPS := node-check $(WEB_BUILD) $(CHROMIUM)
+endif
+
+test: $(STAMP) $(UI_TEST_DEPS)
+ifneq ($(GPUPLANE_SKIP_UI_TESTS),1)
+	cd web && npm test
+endif
+	GPUPLANE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+node-check:
+	@command -v npm >/dev/null 2>&1 || { echo "error: make test needs Node.js 20.19+ and npm for the web UI's" \
+		"tests; install them (or set GPUPLANE_SKIP_UI_TESTS=1 to leave the UI out)" >&2; exit 1; }
+
+# The browser the UI tests drive (about a minute to install).
+$(CHROMIUM):
+	@command -v apt-get >/dev/null 2>&1 || { echo "error: no $(CHROMIUM) and no apt-get to install it: install" \
+		"chromium and run make test CHROMIUM=/path/to/it (or set GPUPLANE_SKIP_UI_TESTS=1)" >&2; exit 1; }
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
+		|| { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+	@test -x $(CHROMIUM) || { echo "error: chromium is installed but $(CHROMIUM) is not there" >&2; exit 1; }
 
 bench: $(STAMP)
 	$(BIN)/python bench/daemon_bench.py
