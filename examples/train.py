@@ -142,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         writer = SummaryWriter(log_dir=str(out / "tb"), flush_secs=10)
         config = vars(args)
         step = 0
+
+        def keep_checkpoint(step: int) -> None:
+            path = save_checkpoint(ckpt_dir, step, model, optimizer, scheduler, config)
+            run.log_checkpoint(path, step=step)  # registered with the run; the file stays where it is
+            print(f"checkpoint {path}", flush=True)
+
         try:
             for step in range(1, args.steps + 1):
                 index = torch.randint(len(x_train), (args.batch_size,), generator=batches).to(device)
@@ -162,15 +168,14 @@ def main(argv: list[str] | None = None) -> int:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, step)
                 if step % args.ckpt_every == 0 or stop.set:
-                    print(f"checkpoint {save_checkpoint(ckpt_dir, step, model, optimizer, scheduler, config)}",
-                          flush=True)
+                    keep_checkpoint(step)
                 if stop.set:
                     print(f"SIGTERM: stopped after step {step}", flush=True)
+                    run.log_event("stopped", {"signal": "SIGTERM"}, severity="warning", step=step)
                     run.finish("CANCELLED")
                     return 128 + signal.SIGTERM
             if step % args.ckpt_every:
-                print(f"checkpoint {save_checkpoint(ckpt_dir, step, model, optimizer, scheduler, config)}",
-                      flush=True)
+                keep_checkpoint(step)
         finally:
             writer.close()
     return 0

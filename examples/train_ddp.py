@@ -135,6 +135,7 @@ def _train(rank: int, world: int, args: argparse.Namespace) -> None:
                     writer.add_scalar(tag, value, step)
                 if step % args.ckpt_every == 0 or step == args.steps:
                     path = save_checkpoint(out / "checkpoints", step, model.module, optimizer, scheduler, config)
+                    run.log_checkpoint(path, step=step)
                     print(f"checkpoint {path}", flush=True)
         finally:
             if writer is not None:

@@ -97,6 +97,11 @@ def test_train_submitted_as_a_job_reports_metrics_and_writes_events_and_checkpoi
     scalars = tensorboard_scalars(out / "tb")
     assert scalars["loss"] == list(range(1, STEPS + 1)) and scalars["val/acc"] == [20, 40]
     assert_checkpoints(out / "checkpoints", [25, 40])
+    # registered with the run too, ranked by val/loss at their steps
+    table = client.get(f"/api/v1/runs/{run_id}/checkpoints?metric=val/loss")
+    assert [(Path(c["path"]).name, c["step"]) for c in table["checkpoints"]] == \
+        [("step_000025.pt", 25), ("step_000040.pt", 40)]
+    assert all(c["size_bytes"] > 0 for c in table["checkpoints"]) and table["best_id"] is not None
 
 
 def test_train_runs_on_its_own_with_no_daemon_and_stops_cleanly_on_sigterm(tmp_path):
@@ -149,6 +154,8 @@ def test_train_ddp_submitted_as_a_job_runs_two_ranks_in_the_jobs_run(daemon_fact
     scalars = tensorboard_scalars(out / "tb")  # rank 0's only: one point a step
     assert scalars["loss"] == list(range(1, STEPS + 1)) and "rank1/loss" not in scalars
     assert_checkpoints(out / "checkpoints", [25, 40])
+    registered = jobs.client.get(f"/api/v1/runs/{run_id}/checkpoints")["checkpoints"]
+    assert [c["step"] for c in registered] == [25, 40]  # rank 0's, once each
 
 
 def test_train_ddp_on_its_own_shares_one_new_run_between_its_ranks(daemon_factory, tmp_path):
