@@ -18,6 +18,7 @@ from gpuplaned.protocol.agent import NodeEvent
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.broadcast import Lagged
+from gpuplaned.service import access
 from gpuplaned.store import events as event_rows
 from gpuplaned.store.events import SEVERITIES, EventFilter, EventRow
 from gpuplaned.store.writer import write
@@ -65,9 +66,7 @@ async def record_node_events(shared: DaemonContext, node_id: str, events: Sequen
 
 
 def _readers(shared: DaemonContext) -> Any:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no events")
-    return shared.readers
+    return access.readers(shared, "events")
 
 
 async def list_events(shared: DaemonContext, where: EventFilter, limit: int,

@@ -9,6 +9,7 @@ from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.jobs import Job, parse_job_spec
+from gpuplaned.service import access
 from gpuplaned.service.dispatch import deliver, run_pass
 from gpuplaned.service.nodes import wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
@@ -23,16 +24,11 @@ STREAMS = ("stdout", "stderr")
 
 
 def _store(shared: DaemonContext) -> Any:
-    port = shared.supervisor.ports.get("store")
-    if port is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role has no job store")
-    return port
+    return access.store_port(shared, "jobs")
 
 
 def _readers(shared: DaemonContext) -> Any:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role has no job store")
-    return shared.readers
+    return access.readers(shared, "jobs")
 
 
 async def submit(shared: DaemonContext, body: Any) -> Job:

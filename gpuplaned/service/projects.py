@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import projects as rows
 from gpuplaned.store.projects import Experiment, MetricDefinition, PrimaryMetric, Project
@@ -53,16 +54,11 @@ def _bad(field: str, message: str, **details: Any) -> ApiError:
 
 
 def _store(shared: DaemonContext) -> Any:
-    port = shared.supervisor.ports.get("store")
-    if port is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no projects")
-    return port
+    return access.store_port(shared, "projects")
 
 
 def _readers(shared: DaemonContext) -> Any:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no projects")
-    return shared.readers
+    return access.readers(shared, "projects")
 
 
 # --- checking bodies -----------------------------------------------------------------------

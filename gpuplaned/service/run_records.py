@@ -22,6 +22,7 @@ from gpuplaned.domain.run_records import (
 )
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.service import access
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoints as checkpoint_rows
 from gpuplaned.store import events as event_rows
@@ -52,9 +53,7 @@ def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, eve
 
 
 def _readers(shared: DaemonContext) -> Any:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
-    return shared.readers
+    return access.readers(shared, "runs")
 
 
 def value_at_step(conn: sqlite3.Connection, run_id: str, name: str, step: int | None) -> float | None:

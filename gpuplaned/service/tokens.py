@@ -34,6 +34,7 @@ from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.call import Reply
+from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import tokens as token_rows
 from gpuplaned.store.tokens import TokenRow
@@ -199,16 +200,11 @@ def cache_of(shared: DaemonContext) -> TokenCache:
 
 
 def _store(shared: DaemonContext) -> Any:
-    port = shared.supervisor.ports.get("store") if shared.supervisor is not None else None
-    if port is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no API tokens")
-    return port
+    return access.store_port(shared, "API tokens")
 
 
 def _readers(shared: DaemonContext) -> Any:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no API tokens")
-    return shared.readers
+    return access.readers(shared, "API tokens")
 
 
 def hash_secret(secret: str) -> str:

@@ -49,7 +49,7 @@ import trio
 
 from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import tokens
+from gpuplaned.service import access, tokens
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import ui_sessions as session_rows
 from gpuplaned.store.ui_sessions import UiSessionRow
@@ -248,16 +248,11 @@ async def _session_row(shared: DaemonContext, cookie: str) -> UiSessionRow:
 
 
 def _readers(shared: DaemonContext) -> Any:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no web UI sessions")
-    return shared.readers
+    return access.readers(shared, "web UI sessions")
 
 
 def _store(shared: DaemonContext) -> Any:
-    port = shared.supervisor.ports.get("store") if shared.supervisor is not None else None
-    if port is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no web UI sessions")
-    return port
+    return access.store_port(shared, "web UI sessions")
 
 
 def parse_login(body: Any) -> str:

@@ -234,7 +234,7 @@ def test_status_leaves_out_jobs_on_a_daemon_without_a_job_store(daemon_factory):
     assert result.returncode == 0, result.stderr
     assert "NODE" not in result.stdout and "queue" not in result.stdout
     result = ctl(agent, "jobs")
-    assert (result.returncode, result.stderr) == (1, "error: this daemon's role has no job store\n")
+    assert (result.returncode, result.stderr) == (1, "error: this daemon's role keeps no jobs\n")
 
 
 # --- without a daemon ----------------------------------------------------------
