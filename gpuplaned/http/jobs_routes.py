@@ -47,6 +47,11 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def run_metrics(run_id: str) -> Response:
         return ok(await runs.query_metrics(shared, run_id, request.args))
 
+    @app.get("/api/v1/runs/<run_id>/series")
+    async def run_series(run_id: str) -> Response:
+        # Encoded by the service straight from the columns (a page can hold a million points).
+        return Response(await runs.export_series(shared, run_id, request.args), content_type="application/json")
+
     @app.get("/api/v1/runs/<run_id>")
     async def get_run(run_id: str) -> Response:
         return ok(await runs.get_run_detail(shared, run_id))

@@ -43,7 +43,13 @@ from gpuplaned.service.projects import (
     METRIC_SCOPES,
     NAME_PATTERN,
 )
-from gpuplaned.service.runs import RUN_STATES
+from gpuplaned.service.runs import (
+    DEFAULT_SERIES_LIMIT,
+    MAX_SERIES_LIMIT,
+    RUN_STATES,
+    SERIES_COLUMNS,
+    SERIES_ENCODINGS,
+)
 from gpuplaned.service.series_query import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.sessions import FINISH_STATES
 from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
@@ -138,6 +144,14 @@ def _closed(properties: dict[str, Any], description: str | None = None) -> dict[
 
 def _ref(name: str) -> dict[str, Any]:
     return {"$ref": _REF + name}
+
+
+def _series_column(kind: str | list[str], dtype: str, note: str = "") -> dict[str, Any]:
+    """A column of GET /runs/{id}/series: numbers, or with encoding=base64 the base64 of its
+    little-endian ``dtype`` values."""
+    return {"anyOf": [{"type": "array", "items": {"type": kind}},
+                      {"type": "string", "contentEncoding": "base64"}],
+            "description": f"{note + '; ' if note else ''}base64: little-endian {dtype}"}
 
 
 def _enum(values: typing.Iterable[str], description: str | None = None) -> dict[str, Any]:
@@ -274,6 +288,29 @@ def _schemas() -> dict[str, dict[str, Any]]:
                            "count": counts, "nan": counts,
                        })},
         }),
+        "RunSeries": {
+            "type": "object",
+            "description": "Every raw point of one series in x order (equal steps by ts, equal ts in ingest "
+                           "order); only the columns asked for.",
+            "properties": {
+                "run_id": {"type": "string"},
+                "name": {"type": "string"},
+                "x_axis": _enum(("step", "ts")),
+                "encoding": _enum(SERIES_ENCODINGS),
+                "count": {"type": "integer", "minimum": 0, "description": "points in this page"},
+                "step": _series_column("integer", "int64"),
+                "ts": _series_column("integer", "int64", _MS),
+                "value": _series_column(["number", "null"], "float64",
+                                        "json: NaN and infinities are null (see nonfinite)"),
+                "nonfinite": _closed({k: {"type": "array", "items": {"type": "integer", "minimum": 0}}
+                                      for k in ("NaN", "Infinity", "-Infinity")},
+                                     "indices (in this page) of the values that are NaN or infinite"),
+                "next_cursor": {"type": ["string", "null"],
+                                "description": "pass as cursor for the next page; null: this was the last"},
+            },
+            "required": ["run_id", "name", "x_axis", "encoding", "count", "nonfinite", "next_cursor"],
+            "additionalProperties": False,
+        },
         "SessionCreate": {
             "type": "object",
             "properties": {
@@ -811,6 +848,24 @@ def _paths() -> dict[str, dict[str, Any]]:
                         _query("start", _int(0, MAX_MS), "first x (step, or ms with x=ts); absent: the first point"),
                         _query("end", _int(0, MAX_MS), "last x; absent: the last point"),
                         _query("points", _int(1, MAX_POINTS, DEFAULT_POINTS), "at most this many buckets")])},
+        "/api/v1/runs/{run_id}/series": {"get": _operation(
+            "getRunSeries", "One series of a run, every raw point (export)", "runs",
+            _json(200, "RunSeries", "The points, in x order; next_cursor when more are left."), (400, 404),
+            description="For a full read (the metrics route downsamples). encoding=base64 is the fast "
+                        "way for a program: each column the base64 of its little-endian values.",
+            parameters=[_path("run_id", "the run's id"),
+                        {**_query("name", {"type": "string", "minLength": 1, "maxLength": 200},
+                                  "the series' exact name"), "required": True},
+                        _query("x", {**_enum(("step", "ts")), "default": "step"},
+                               "the axis of start and end, and the order"),
+                        _query("start", _int(0, MAX_MS), "first x (step, or ms with x=ts); absent: the first point"),
+                        _query("end", _int(0, MAX_MS), "last x, included; absent: the last point"),
+                        _query("limit", _int(1, MAX_SERIES_LIMIT, DEFAULT_SERIES_LIMIT), "at most this many points"),
+                        _query("columns", _csv(SERIES_COLUMNS), "comma-separated columns; absent: all three",
+                               style="form", explode=False),
+                        _query("encoding", {**_enum(SERIES_ENCODINGS), "default": "json"},
+                               "json: numbers; base64: little-endian int64 (step, ts) and float64 (value)"),
+                        cursor])},
         "/api/v1/sessions": {"post": _operation(
             "openSession", "Open an SDK session on a run (gpuplane.init)", "runs",
             _json(201, "SessionCreated", "The session and its run (the existing one for a known session_id)."),

@@ -16,11 +16,13 @@ from __future__ import annotations
 import sqlite3
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from itertools import accumulate
 from operator import le
 from typing import Any
 
-from gpuplaned.tsdb import chunks, series
+from gpuplaned.tsdb import chunks, codec, series
+from gpuplaned.tsdb.codec import CorruptChunk
 from gpuplaned.tsdb.downsample import Buckets, columns, width_for
 from gpuplaned.tsdb.series import M1, M5, RAW, RES_NAMES
 from gpuplaned.tsdb.stats import NAN
@@ -30,6 +32,7 @@ RAW_WINDOW_MS = 6 * 3_600_000
 M1_WINDOW_MS = 2 * 24 * 3_600_000
 DECODE_LIMIT = 65_536  # raw points a query decodes outright before it turns to block summaries
 _BLOCKS_PER_BUCKET = 4  # use block summaries once a bucket spans this many blocks
+_BLOB_BATCH = 64  # chunk blobs fetched by one query in read_points
 
 
 def list_names(conn: sqlite3.Connection, kind: str, owner: str) -> list[str]:
@@ -89,17 +92,23 @@ def read_points(conn: sqlite3.Connection, kind: str, owner: str, name: str, star
     if not in_order:
         found.sort(key=lambda c: c.id)
     _read_chunks(conn, found, cols, has_steps, x, start, end, limit)
-    ts, xs = cols[0], cols[0 if x == "ts" else 1]
-    order = None
-    if not in_order and not _ascending(ts.tolist()):
-        order = sorted(range(len(ts)), key=ts.__getitem__)
-    if x == "step" and not _ascending(xs.tolist() if order is None else [xs[k] for k in order]):
-        order = sorted(range(len(ts)), key=lambda k: (xs[k], ts[k]))  # equal (step, ts): stays in ingest order
-    if order is not None:
-        cols = [array(col.typecode, map(col.__getitem__, order)) for col in cols]
-    if limit is not None and len(cols[0]) > limit:
-        cols = [col[:limit] for col in cols]
     out: list[Any] = cols if arrays else [col.tolist() for col in cols]
+    ts = out[0] if isinstance(out[0], list) else None  # a list only when needed: tolist() is most of a check
+    order = None
+    if not in_order:
+        ts = ts or cols[0].tolist()
+        if not _ascending(ts):
+            order = sorted(range(len(ts)), key=ts.__getitem__)
+    if x == "step":
+        steps = out[1] if isinstance(out[1], list) else cols[1].tolist()
+        if not _ascending(steps if order is None else [steps[k] for k in order]):
+            ts = ts or cols[0].tolist()
+            order = sorted(range(len(ts)), key=lambda k: (steps[k], ts[k]))  # equal (step, ts): ingest order
+    if order is not None:
+        out = [array(col.typecode, map(col.__getitem__, order)) if arrays else list(map(col.__getitem__, order))
+               for col in out]
+    if limit is not None and len(out[0]) > limit:
+        out = [col[:limit] for col in out]
     return {"ts": out[0], "step": out[1] if has_steps else None, "value": out[-1]}
 
 
@@ -111,10 +120,11 @@ def _read_chunks(conn: sqlite3.Connection, found: list[chunks.Chunk], cols: list
         # x further on could belong before some of the points read).
         firsts = list(accumulate(reversed([c.start_ts if x == "ts" else c.step_min for c in found]), min))[::-1]
     read, top = 0, None
+    decoded = _decoded(conn, found, has_steps)
     for k, c in enumerate(found):
         if limit is not None and read >= limit and top is not None and firsts[k] > top:
             break
-        part = chunks.data(conn, c, has_steps)
+        part = next(decoded)
         n = len(part[0])
         if x == "ts":
             i = 0 if start is None else bisect_left(part[0], start)
@@ -130,8 +140,26 @@ def _read_chunks(conn: sqlite3.Connection, found: list[chunks.Chunk], cols: list
             into.extend(more)
         if limit is not None:
             read += len(part[0])
-            high = max(part[0] if x == "ts" else part[1])
+            high = c.end_ts if x == "ts" else c.step_max  # the chunk's: at most reads a chunk more
             top = high if top is None else max(top, high)
+
+
+def _decoded(conn: sqlite3.Connection, found: list[chunks.Chunk], has_steps: bool) -> Iterator[list[array]]:
+    """The decoded columns of each chunk (as ``chunks.data``), decoded as they are asked
+    for; the blobs are fetched ``_BLOB_BATCH`` at a time (a query per chunk cost more than
+    decoding a small plain one)."""
+    layout = chunks.RAW_RUN if has_steps else chunks.RAW_NODE
+    for lo in range(0, len(found), _BLOB_BATCH):
+        group = found[lo:lo + _BLOB_BATCH]
+        blobs = dict(conn.execute(f"SELECT id, data FROM ts_chunks WHERE id IN ({','.join('?' * len(group))})",
+                                  [c.id for c in group]))
+        for c in group:
+            if c.id not in blobs:
+                raise CorruptChunk(f"{c.what()} vanished while being read")
+            cols = codec.decode(blobs[c.id], layout, c.what())
+            if len(cols[0]) != c.n:
+                raise CorruptChunk(f"{c.what()}: {len(cols[0])} rows, row says {c.n}")
+            yield cols
 
 
 def _ascending(values: list) -> bool:

@@ -15,7 +15,7 @@ from array import array
 import pytest
 
 from gpuplaned import tsdb
-from gpuplaned.tsdb import chunks, series
+from gpuplaned.tsdb import chunks, codec, series
 from gpuplaned.tsdb.series import RAW
 
 T0 = 1_700_000_000_000
@@ -102,8 +102,8 @@ def test_in_order_chunks_are_read_without_a_sort_and_a_limit_stops_early(db, mon
             c, "run", "o", {"m": {"ts": [T0 + 10 * s for s in steps], "step": steps, "value": [float(s) for s in steps]}},
             source="s", seq=seq))
     decoded = []
-    data = chunks.data
-    monkeypatch.setattr(chunks, "data", lambda conn, c, has_steps: decoded.append(c.id) or data(conn, c, has_steps))
+    decode = codec.decode
+    monkeypatch.setattr(codec, "decode", lambda blob, layout, what: decoded.append(what) or decode(blob, layout, what))
     got = tsdb.read_points(db.reader, "run", "o", "m", 250, None, x="step", limit=120)
     assert got["step"] == list(range(250, 370)) and len(decoded) == 2  # steps 200-299 and 300-399
     decoded.clear()
