@@ -73,6 +73,13 @@ await main("pages", 80_000, async (result) => {
     } },
   ];
 
+  // Every API request, by page: the runs list must not ask for each run on its own.
+  let requests = [];
+  browser.context.on("request", (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.startsWith("/api/")) requests.push(`${r.method()} ${u.pathname}`);
+  });
+
   result.pages = [];
   for (const theme of ["light", "dark"]) {
     await setTheme(page, theme);
@@ -80,6 +87,7 @@ await main("pages", 80_000, async (result) => {
       const before = watch.problems.length;
       const t0 = performance.now();
       result.at = `${p.path} (${theme})`;
+      requests = [];
       await page.goto(new URL(p.path, base).href);
       await p.ready();
       await page.waitForFunction(NOT_BUSY);
@@ -88,7 +96,12 @@ await main("pages", 80_000, async (result) => {
       check(result, (await page.evaluate(() => document.documentElement.dataset.theme)) === theme,
         `${p.path}: the theme is not ${theme}`);
       const shot = await screenshot(page, `${p.name}-${theme}`);
-      result.pages.push({ name: p.name, theme, path: p.path, ready_ms: ms, shot, problems: watch.problems.slice(before) });
+      result.pages.push({ name: p.name, theme, path: p.path, ready_ms: ms, shot, problems: watch.problems.slice(before),
+        api_requests: requests.length });
+      if (p.name === "runs") {
+        const perRun = requests.filter((r) => /^GET \/api\/v1\/runs\/[^/]+$/.test(r));
+        check(result, perRun.length === 0, `the runs list asked for runs one by one: ${perRun.join(", ")}`);
+      }
       if (p.name === "run" && theme === "light") result.chart = await liveChart(page, metrics, result);
       if (p.name === "compare" && theme === "light") result.compare = await compareReadout(page, metrics, [runName, run2Name], result);
     }

@@ -136,7 +136,7 @@ export function MetricPanel(props: MetricPanelProps) {
       series,
       bands,
       legend: { show: false },
-      padding: [8, 8, 0, 0],
+      padding: [8, 16, 0, 0], // room for the last x tick's label, centred on the right edge
       cursor: {
         sync: { key: syncKey, setSeries: false },
         drag: { x: true, y: false, setScale: false },
