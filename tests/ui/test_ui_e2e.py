@@ -77,7 +77,7 @@ def _missing() -> str | None:
     if not index.is_file():
         return "the web UI is not built (no web/dist/index.html): run `make web` (`make test` builds it)"
     built = index.stat().st_mtime
-    sources = [p for d in ("src", "public") for p in (WEB / d).rglob("*") if p.is_file()]
+    sources = [p for d in ("src", "public") for p in (WEB / d).rglob("*") if p.is_file() and ".test." not in p.name]
     sources += [WEB / n for n in ("index.html", "package.json", "vite.config.ts") if (WEB / n).is_file()]
     newer = [p for p in sources if p.stat().st_mtime > built]
     if newer:
