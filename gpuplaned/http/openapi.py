@@ -354,8 +354,11 @@ def _schemas() -> dict[str, dict[str, Any]]:
                 "seq": {"type": "integer", "minimum": 0, "maximum": (1 << 62) - 1,
                         "description": "one per batch of the session; a seq already stored is answered "
                                        "duplicate, also once the session has finished"},
-                "metrics": {"type": "object", "description": "name -> {step: [...], ts: [...], value: [...]}",
-                            "additionalProperties": {"type": "object"}},
+                "metrics": {"type": "object", "description": "name -> {step: [...], ts: [...], value: [...]}; "
+                            "with encoding base64 each column is the base64 of its little-endian int64 (step, ts) "
+                            "or float64 (value) values", "additionalProperties": {"type": "object"}},
+                "encoding": {**_enum(("json", "base64")), "default": "json",
+                             "description": "how the metrics' columns are written (the SDK sends base64)"},
                 "events": {"type": "array", "maxItems": 1000, "description": "the script's own events "
                            "(run.log_event), stored as USER_EVENT", "items": {
                                "type": "object", "required": ["name"], "additionalProperties": False,

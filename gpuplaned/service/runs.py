@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
-import sys
-from array import array
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
+from gpuplaned.protocol import columns as columns_codec
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -139,7 +137,6 @@ SERIES_ENCODINGS = ("json", "base64")
 DEFAULT_SERIES_LIMIT = 100_000
 MAX_SERIES_LIMIT = 1_000_000
 _NONFINITE = ("NaN", "Infinity", "-Infinity")
-_SWAP = sys.byteorder != "little"  # base64 columns are little-endian whatever the machine
 
 
 async def export_series(shared: DaemonContext, run_id: str, args: Mapping[str, str]) -> bytes:
@@ -244,10 +241,7 @@ def _series_body(head: dict[str, Any], page: dict[str, Any], columns: tuple[str,
     for column in columns:
         col = page[column]
         if encoding == "base64":
-            if _SWAP:
-                col = array(col.typecode, col)
-                col.byteswap()
-            parts += [b',"', column.encode(), b'":"', base64.b64encode(col.tobytes()), b'"']
+            parts += [b',"', column.encode(), b'":"', columns_codec.encode(col), b'"']
         else:
             parts += [b',"', column.encode(), b'":', json.dumps(col, separators=(",", ":"), allow_nan=False).encode()]
     parts.append(b"}")

@@ -22,6 +22,7 @@ from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
 from gpuplaned.domain.run_records import CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
 from gpuplaned.domain.run_summary import direction_for
+from gpuplaned.protocol import columns
 from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
@@ -103,15 +104,39 @@ class Batch:
     checkpoints: list[CheckpointRecord]
 
 
+BATCH_ENCODINGS = ("json", "base64")
+
+
 def parse_batch(body: Any) -> Batch:
-    known_object(body, {"seq", "metrics", "events", "checkpoints"})
+    known_object(body, {"seq", "metrics", "events", "checkpoints", "encoding"})
     seq = body.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 62:
         raise _bad("seq", "a non-negative integer, one per batch of the session")
     metrics = body.get("metrics")
     if not isinstance(metrics, Mapping):
         raise _bad("metrics", 'an object: {"name": {"step": [...], "ts": [...], "value": [...]}}')
-    return Batch(seq, dict(metrics), parse_events(body), parse_checkpoints(body))
+    encoding = body.get("encoding", "json")
+    if encoding not in BATCH_ENCODINGS:
+        raise _bad("encoding", f"json (numbers) or base64 (packed little-endian columns), not {encoding!r}")
+    metrics = _decoded(metrics) if encoding == "base64" else dict(metrics)
+    return Batch(seq, metrics, parse_events(body), parse_checkpoints(body))
+
+
+def _decoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Base64 columns made arrays (the rest is left to the store's checks)."""
+    out: dict[str, Any] = {}
+    for name, cols in metrics.items():
+        if not isinstance(cols, Mapping):
+            out[name] = cols
+            continue
+        decoded = dict(cols)
+        for key, text in cols.items():
+            try:
+                decoded[key] = columns.decode(text, key)
+            except ValueError as exc:
+                raise _bad("metrics", f"{str(name)[:200]}.{str(key)[:20]}: {exc}") from None
+        out[name] = decoded
+    return out
 
 
 async def add_batch(shared: DaemonContext, session_id: str, body: Any) -> dict[str, Any]:

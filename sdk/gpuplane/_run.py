@@ -28,12 +28,15 @@ the sender thread only, and nothing raised in the thread escapes it.
 
 from __future__ import annotations
 
+import array
+import base64
 import json
 import logging
 import numbers
 import operator
 import os
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -62,6 +65,7 @@ SUMMARY_TIMEOUT = 5.0
 SPOOL_RESERVE = 0.5  # s of a finish's wait kept for writing what is left to the spool
 
 _time = time.time
+_BIG_ENDIAN = sys.byteorder != "little"  # packed columns are little-endian on the wire
 _live = weakref.WeakSet()  # type: weakref.WeakSet[Run]
 
 
@@ -536,7 +540,7 @@ class Run:
             HttpError (retryable, or 404: the daemon forgot the session), OSError...: try later.
         """
         try:
-            answer = self._post("/api/v1/sessions/%s/batches" % self._session_id, batch)
+            answer = self._post("/api/v1/sessions/%s/batches" % self._session_id, _packed(batch))
         except _endpoint.HttpError as exc:
             if exc.retryable:
                 raise
@@ -750,6 +754,27 @@ class Run:
         if what not in self._warned:
             self._warned.add(what)
             logger.warning(message)
+
+
+def _packed(batch: Dict[str, Any]) -> Dict[str, Any]:
+    """The batch as sent: each column packed (little-endian int64 steps and timestamps,
+    float64 values, base64), which costs this thread a few ns a point where JSON numbers
+    cost about half a microsecond, all of it holding the GIL the training loop wants. The
+    spool keeps JSON numbers (readable, and replayed rarely)."""
+    metrics = {}
+    for name, cols in batch["metrics"].items():
+        metrics[name] = {"step": _b64("q", cols["step"]), "ts": _b64("q", cols["ts"]), "value": _b64("d", cols["value"])}
+    packed = dict(batch)
+    packed["metrics"] = metrics
+    packed["encoding"] = "base64"
+    return packed
+
+
+def _b64(typecode: str, values: List[Any]) -> str:
+    col = array.array(typecode, values)
+    if _BIG_ENDIAN:
+        col.byteswap()
+    return base64.b64encode(col.tobytes()).decode("ascii")
 
 
 def _points_in(batch: Optional[Dict[str, Any]]) -> int:

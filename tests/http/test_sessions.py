@@ -197,3 +197,31 @@ def test_a_run_takes_the_scripts_project_and_config_when_it_has_none(api):
     assert (again["project"], again["config"]) == ("vision", {"bs": 64})
     listed = {r["id"]: r for r in api.get("/api/v1/runs")["runs"]}
     assert listed["bare-run"]["project"] == "vision" and listed[made["run_id"]]["experiment"] == "lr-sweep"
+
+
+def test_packed_columns_are_stored_like_numbers_and_bad_ones_are_refused(api):
+    import base64
+    from array import array
+
+    def b64(typecode, values):
+        return base64.b64encode(array(typecode, values).tobytes()).decode()  # this machine is little-endian
+
+    opened = api.post("/api/v1/sessions", {})
+    sid, run_id = opened["session_id"], opened["run_id"]
+    values = [0.5, float("nan"), float("-inf"), 1e308]
+    packed = {"seq": 0, "encoding": "base64", "metrics": {"loss": {
+        "step": b64("q", [0, 1, 2, 3]), "ts": b64("q", [10, 11, 12, 13]), "value": b64("d", values)}}}
+    assert api.post(f"/api/v1/sessions/{sid}/batches", packed)["points"] == 4
+    got = api.get(f"/api/v1/runs/{run_id}/series?name=loss&encoding=base64")
+    back = array("d")
+    back.frombytes(base64.b64decode(got["value"]))
+    assert back[0] == 0.5 and back[1] != back[1] and back[2] == float("-inf") and back[3] == 1e308
+    for cols, why in (({"step": "***", "ts": b64("q", [1]), "value": b64("d", [1.0])}, "not valid base64"),
+                      ({"step": b64("q", [1]), "ts": b64("q", [1]), "value": "AAAA"}, "not a whole number"),
+                      ({"step": [1], "ts": [1], "value": [1.0]}, "a base64 string")):
+        with pytest.raises(ApiError) as err:
+            api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 1, "encoding": "base64", "metrics": {"x": cols}})
+        assert err.value.details["field"] == "metrics" and why in err.value.message
+    with pytest.raises(ApiError) as err:
+        api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 1, "encoding": "msgpack", "metrics": {}})
+    assert err.value.details["field"] == "encoding"

@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from gpuplaned.protocol import columns
+
 SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
 
 
@@ -111,12 +113,13 @@ class FakeDaemon:
                     return 503, {"error": {"code": "not_ready", "message": "busy", "details": {}}}
                 key = (session_id, body["seq"])
                 duplicate = key in self.batches
+                metrics = unpacked(body)
                 if not duplicate:
-                    self.batches[key] = body["metrics"]
+                    self.batches[key] = metrics
                 if self.drop_batches:
                     self.drop_batches -= 1
                     return None, None
-                points = sum(len(c["value"]) for c in body["metrics"].values())
+                points = sum(len(c["value"]) for c in metrics.values())
                 return 200, {"seq": body["seq"], "duplicate": duplicate, "points": points}
             if parts[4] == "env":
                 self.envs[session_id] = body
@@ -139,6 +142,14 @@ class FakeDaemon:
     def names(self) -> set[str]:
         with self.lock:
             return {name for metrics in self.batches.values() for name in metrics}
+
+
+def unpacked(batch: dict) -> dict:
+    """A batch's metrics as lists, whether it came as JSON numbers or packed columns."""
+    if batch.get("encoding") != "base64":
+        return batch["metrics"]
+    return {name: {key: list(columns.decode(text, key)) for key, text in cols.items()}
+            for name, cols in batch["metrics"].items()}
 
 
 def same(a: float, b: float) -> bool:
