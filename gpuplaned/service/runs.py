@@ -6,12 +6,15 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
 from gpuplaned.protocol import columns as columns_codec
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.series_query import (
     MAX_MS,
@@ -31,10 +34,8 @@ if TYPE_CHECKING:
 RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST")
 
 
-def _readers(shared: DaemonContext):  # type: ignore[no-untyped-def]
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
-    return shared.readers
+def _readers(shared: DaemonContext) -> Any:
+    return access.readers(shared, "runs")
 
 
 def parse_statuses(raw: str | None) -> list[str]:
@@ -51,7 +52,9 @@ async def list_runs(shared: DaemonContext, *, job_id: str | None, statuses: list
     before = cursors.decode("runs", cursor, (int, str))
     found = await _readers(shared).run(lambda conn: run_rows.list_runs(
         conn, job_id=job_id, statuses=statuses, limit=limit + 1, before=before))  # type: ignore[arg-type]
-    page = found[:limit]
+    # A list row leaves out the environment snapshot (packages, variables: kilobytes a run);
+    # GET /runs/{id} has it.
+    page = [attrs.evolve(run, env_snapshot=None) for run in found[:limit]]
     return page, cursors.encode("runs", page[-1].created_at, page[-1].id) if len(found) > limit else None
 
 

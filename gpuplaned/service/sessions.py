@@ -27,6 +27,7 @@ from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.sdk_spool import SESSION_ID
+from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_records
 from gpuplaned.store import events as event_rows
@@ -85,10 +86,7 @@ def parse_session(body: Any) -> SessionRequest:
 
 
 def _store(shared: DaemonContext) -> Any:
-    port = shared.supervisor.ports.get("store")
-    if port is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
-    return port
+    return access.store_port(shared, "runs")
 
 
 async def open_session(shared: DaemonContext, body: Any) -> Session:
@@ -198,21 +196,17 @@ async def finish_session(shared: DaemonContext, session_id: str, body: Any) -> S
 
 
 async def list_run_sessions(shared: DaemonContext, run_id: str) -> list[Session]:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
 
     def read(conn: Any) -> list[Session]:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
         return session_rows.list_for_run(conn, run_id)
 
-    return await shared.readers.run(read)
+    return await access.readers(shared, "runs").run(read)
 
 
 async def get_session(shared: DaemonContext, session_id: str) -> Session:
-    if shared.readers is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no runs")
-    return await shared.readers.run(lambda conn: session_rows.require_open(conn, session_id))
+    return await access.readers(shared, "runs").run(lambda conn: session_rows.require_open(conn, session_id))
 
 
 MAX_ENV_BYTES = 64 * 1024

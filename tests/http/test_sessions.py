@@ -225,3 +225,10 @@ def test_packed_columns_are_stored_like_numbers_and_bad_ones_are_refused(api):
     with pytest.raises(ApiError) as err:
         api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 1, "encoding": "msgpack", "metrics": {}})
     assert err.value.details["field"] == "encoding"
+
+
+def test_run_lists_leave_the_environment_snapshot_to_the_run_itself(api):
+    opened = api.post("/api/v1/sessions", {})
+    api.post(f"/api/v1/sessions/{opened['session_id']}/env", {"python": "3.11.7", "packages": {"torch": "2.13.0"}})
+    assert api.get(f"/api/v1/runs/{opened['run_id']}")["run"]["env_snapshot"]["python"] == "3.11.7"
+    assert api.get("/api/v1/runs")["runs"][0]["env_snapshot"] is None
