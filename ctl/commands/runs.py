@@ -119,12 +119,22 @@ def metrics(
     x: Annotated[str, typer.Option("--x", help="The x axis: step or ts.")] = "step",
     points: Annotated[int | None, typer.Option("--points", min=1, max=10_000,
                                                help="Buckets per series (default: to fit the terminal).")] = None,
+    step_range: Annotated[str | None, typer.Option("--step-range", metavar="A:B",
+                                                   help="Only steps A to B (either side may be left out: 1000:).")] = None,
+    window: Annotated[str | None, typer.Option("--window", metavar="DURATION",
+                                               help="Only the last DURATION of the run (30m, 2h, 1d), by time.")] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Print a run's series: points, last value, min, max and a sparkline of the average."""
     g = globals_of(ctx)
     width = points or max(10, min(SPARK_WIDTH, shutil.get_terminal_size().columns - 70))
-    query = {"x": x, "points": width, **({"names": names} if names else {})}
+    query: dict[str, Any] = {"x": x, "points": width, **({"names": names} if names else {})}
+    if step_range is not None and window is not None:
+        raise typer.BadParameter("give --step-range or --window, not both", param_hint="--window")
+    if step_range is not None:
+        query.update(x="step", **_step_bounds(step_range))
+    if window is not None:
+        query.update(x="ts", window=window)
     with reporting(g, json_output):
         found = connect(g).get(f"/api/v1/runs/{quote(run_id, safe='')}/metrics?{urlencode(query)}")
     if json_output:
@@ -140,6 +150,19 @@ def metrics(
         rows.append((name, str(_total(col.get("count"))), _num(_last(col.get("last"))),
                      _num(_extreme(col.get("min"), min)), _num(_extreme(col.get("max"), max)), sparkline(avg, bars)))
     print(render.table(("METRIC", "POINTS", "LAST", "MIN", "MAX", "TREND"), rows))
+
+
+def _step_bounds(text: str) -> dict[str, int]:
+    """``"100:200"`` -> start 100, end 200; a side left out is open."""
+    low, sep, high = text.partition(":")
+    try:
+        bounds = {key: int(v) for key, v in (("start", low), ("end", high)) if v.strip()}
+    except ValueError:
+        bounds = None
+    if not sep or bounds is None or any(v < 0 for v in bounds.values()):
+        raise typer.BadParameter(f"{text!r} is not A:B with whole steps (1000:2000, 1000:, :500)",
+                                 param_hint="--step-range")
+    return bounds
 
 
 def sparkline(values: Sequence[float | None], bars: str = BARS) -> str:

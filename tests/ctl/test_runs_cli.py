@@ -55,6 +55,16 @@ def test_run_show_and_metrics(daemon, run_id):
     assert missing.returncode == 1 and "no run 'run_nope'" in missing.stderr
     bad = daemon.run_ctl("metrics", run_id, "--x", "epoch")
     assert bad.returncode != 0 and "x" in bad.stderr
+    ranged = json.loads(daemon.run_ctl("metrics", run_id, "--step-range", "50:59", "--names", "train/loss",
+                                       "--points", "100", "--json").stdout)
+    assert ranged["x"] == list(range(50, 60))
+    opened = json.loads(daemon.run_ctl("metrics", run_id, "--step-range", "190:", "--json").stdout)
+    assert opened["x"][0] == 190 and opened["x"][-1] == 199
+    by_time = json.loads(daemon.run_ctl("metrics", run_id, "--window", "1d", "--json").stdout)
+    assert by_time["x_axis"] == "ts" and by_time["x"] == []  # this run's points are from 1970
+    for args in (("--step-range", "a:b"), ("--step-range", "100"), ("--step-range", "1:2", "--window", "1h")):
+        refused = daemon.run_ctl("metrics", run_id, *args)
+        assert refused.returncode == 2 and ("--step-range" in refused.stderr or "--window" in refused.stderr), args
 
 
 def test_sparkline_scales_and_leaves_gaps():
