@@ -218,7 +218,7 @@ main()
 INGEST_CHILD = LOOP_SRC + r'''
 import json, os, sys
 import gpuplane
-go, seconds, index = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+go, seconds, index, rate = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 run = gpuplane.init(project="sdk-bench", name="ingest-%d" % index)
 print(json.dumps({"run_id": run.id}), flush=True)
 steps = [make_step(i, 1000) for i in range(1000)]
@@ -232,8 +232,11 @@ while True:
     for d in steps:
         log(d)
     n += 1000
-    if time.time() >= end:
+    now = time.time()
+    if now >= end:
         break
+    if rate > 0:  # paced: the next 1000 steps are due at t_first + n / rate
+        time.sleep(max(0.0, t_first + n / rate - now))
 t_last = time.time()
 at_last = run.stats()
 run.finish(timeout=300)
@@ -601,17 +604,21 @@ def read_json_line(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any
             raise TimeoutError("SDK child did not report in time")
 
 
-def bench_ingest(d: Daemon, children: Children, root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    work = root / "ingest"
+def bench_ingest(d: Daemon, children: Children, root: Path, args: argparse.Namespace,
+                 rate: float = 0.0) -> dict[str, Any]:
+    """``rate``: steps/s each process logs (4 scalars a step); 0: as fast as they can."""
+    work = root / ("ingest-paced" if rate else "ingest")
     work.mkdir()
     go = work / "go"
     env = sdk_env(d)
-    procs = [children.spawn([args.python, "-c", INGEST_CHILD, str(go), str(args.ingest_seconds), str(i)],
+    procs = [children.spawn([args.python, "-c", INGEST_CHILD, str(go), str(args.ingest_seconds), str(i), str(rate)],
                             env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for i in range(args.ingest_procs)]
     run_ids = [read_json_line(p, 60)["run_id"] for p in procs]
     time.sleep(1.0)  # let every session open and post its environment before the clock starts
-    progress(f"ingest: {args.ingest_procs} SDK processes logging as fast as they can for {args.ingest_seconds:g} s")
+    pace = f"{rate:,.0f} steps/s each ({rate * len(NAMES) * args.ingest_procs:,.0f} points/s offered)" if rate \
+        else "as fast as they can"
+    progress(f"ingest: {args.ingest_procs} SDK processes logging {pace} for {args.ingest_seconds:g} s")
     cpu0, busy0, wall0 = tree_cpu_s(d.proc.pid), host_busy_s(), time.time()
     go.write_text("go")
     reports = [read_json_line(p, args.ingest_seconds + 600) for p in procs]
@@ -640,7 +647,8 @@ def bench_ingest(d: Daemon, children: Children, root: Path, args: argparse.Names
     daemon_cpu = cpu_acked - cpu0
     clients_cpu = sum(r["cpu_s"] for r in reports)
     return {
-        "procs": args.ingest_procs, "seconds": args.ingest_seconds, "run_ids": run_ids,
+        "procs": args.ingest_procs, "seconds": args.ingest_seconds, "run_ids": run_ids, "rate": rate,
+        "offered_pps": rate * len(NAMES) * args.ingest_procs if rate else None,
         "logged": logged, "dropped": dropped, "stored": stored, "delivered": delivered,
         "sent": sum(r["stats"]["sent_points"] for r in reports),
         "wall_s": wall, "stored_pps": stored / wall if wall > 0 else None,
@@ -879,27 +887,11 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             if r.get("delivered_visible_s") is not None:
                 rows.append(("  finish() return -> all it delivered queryable", fmt_s(r["delivered_visible_s"], 3),
                              "", "info"))
-    ing = res.get("ingest")
-    if ing:
-        rows.append((f"ingest, {ing['procs']} SDK processes x {ing['seconds']:g} s: stored points/s",
-                     f"{ing['stored_pps']:,.0f}/s ({ing['stored']:,} points in {ing['wall_s']:.2f} s)",
-                     f">= {TARGET_INGEST_PPS:,}/s", verdict(ing["stored_pps"] >= TARGET_INGEST_PPS)))
-        rows.append(("  delivered while they log / while finish() drains their queues",
-                     f"{ing['delivered_while_logging_pps']:,.0f}/s over {ing['logging_s']:.1f} s / "
-                     f"{ing['delivered_while_finishing_pps']:,.0f}/s over {ing['wall_s'] - ing['logging_s']:.1f} s",
-                     "", "info"))
-        rows.append(("  logged by the processes, dropped by their queues",
-                     f"{ing['logged']:,} ({ing['logged_pps']:,.0f}/s), {ing['dropped']:,} dropped", "", "info"))
-        rows.append(("  daemon CPU, first log -> all acked",
-                     f"{ing['daemon_cpu_s']:.2f} s ({ing['daemon_cpu_pct']:.0f} % of one core), "
-                     f"{ing['daemon_cpu_us_per_point']:.2f} us/point = "
-                     f"{1e6 / ing['daemon_cpu_us_per_point']:,.0f} points/s per daemon core"
-                     if ing["daemon_cpu_us_per_point"] else "n/a", "", "info"))
-        rows.append(("  SDK processes' CPU; whole machine busy",
-                     f"{ing['clients_cpu_s']:.1f} s; {ing['host_busy_s']:.1f} s of "
-                     f"{ing['host_wall_s'] * (res['meta']['cpus'] or 1):.1f} CPU-s", "", "info"))
-        rows.append(("  finish() per process (draining its queue)",
-                     ", ".join(f"{s:.2f}" for s in ing["finish_s"]) + " s", "", "info"))
+    for key in ("ingest_paced", "ingest"):
+        ing = res.get(key)
+        if ing:
+            ingest_rows(rows, ing, res)
+
     lat = res.get("latency")
     if lat:
         s = lat["latency_s"]
@@ -920,10 +912,14 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             if not sr:
                 continue
             got, recv = sr["decoded_s"], sr["received_s"]
+            # The full-read path for programs is the packed one; JSON numbers (about 0.5 us a
+            # float to format and as much to parse) are shown beside it, not judged.
+            judged = encoding == "base64"
             rows.append((f"read {rd['n']:,} points in full, API: GET .../series, {label} (p50 of {got['n']})",
                          f"{fmt_ms(got['median'])} decoded (min {fmt_ms(got['min'])}); last byte "
                          f"{fmt_ms(recv['median'])}; {sr['bytes'] / 1e6:.1f} MB",
-                         f"<= {TARGET_READ_MS:g} ms", verdict(got["median"] * 1000 <= TARGET_READ_MS)))
+                         f"<= {TARGET_READ_MS:g} ms" if judged else "",
+                         verdict(got["median"] * 1000 <= TARGET_READ_MS) if judged else "info"))
         p = rd["api_paged_s"]
         rows.append((f"  before: the chart route in {rd['api_pages']} pages of {rd['max_points']:,} (p50 of {p['n']})",
                      f"{fmt_ms(p['median'])} (min {fmt_ms(p['min'])}; {rd['api_paged_points']:,} points)", "",
@@ -943,6 +939,39 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                          "", "info"))
         rows.append(("  data", rd["source"], f"Aim {READ_ANCHOR_S} s", "info"))
     return rows
+
+
+def ingest_rows(rows: list[tuple[str, str, str, str]], ing: dict[str, Any], res: dict[str, Any]) -> None:
+    """Sustained ingest is judged with paced processes offering a steady load above the
+    target; flat out, four loops on a small machine take the CPUs from the daemon, which
+    then measures the machine's split more than the daemon (shown, not judged)."""
+    if ing["rate"]:
+        rows.append((f"ingest, {ing['procs']} SDK processes x {ing['seconds']:g} s paced at "
+                     f"{ing['offered_pps']:,.0f} points/s: stored points/s",
+                     f"{ing['stored_pps']:,.0f}/s ({ing['stored']:,} points in {ing['wall_s']:.2f} s, "
+                     f"{ing['dropped']:,} dropped)",
+                     f">= {TARGET_INGEST_PPS:,}/s, 0 dropped",
+                     verdict(ing["stored_pps"] >= TARGET_INGEST_PPS and not ing["dropped"])))
+    else:
+        rows.append((f"ingest, {ing['procs']} SDK processes x {ing['seconds']:g} s flat out: stored points/s",
+                     f"{ing['stored_pps']:,.0f}/s ({ing['stored']:,} points in {ing['wall_s']:.2f} s)",
+                     "machine-bound", "info"))
+    rows.append(("  delivered while they log / while finish() drains their queues",
+                 f"{ing['delivered_while_logging_pps']:,.0f}/s over {ing['logging_s']:.1f} s / "
+                 f"{ing['delivered_while_finishing_pps']:,.0f}/s over {ing['wall_s'] - ing['logging_s']:.1f} s",
+                 "", "info"))
+    rows.append(("  logged by the processes, dropped by their queues",
+                 f"{ing['logged']:,} ({ing['logged_pps']:,.0f}/s), {ing['dropped']:,} dropped", "", "info"))
+    rows.append(("  daemon CPU, first log -> all acked",
+                 f"{ing['daemon_cpu_s']:.2f} s ({ing['daemon_cpu_pct']:.0f} % of one core), "
+                 f"{ing['daemon_cpu_us_per_point']:.2f} us/point = "
+                 f"{1e6 / ing['daemon_cpu_us_per_point']:,.0f} points/s per daemon core"
+                 if ing["daemon_cpu_us_per_point"] else "n/a", "", "info"))
+    rows.append(("  SDK processes' CPU; whole machine busy",
+                 f"{ing['clients_cpu_s']:.1f} s; {ing['host_busy_s']:.1f} s of "
+                 f"{ing['host_wall_s'] * (res['meta']['cpus'] or 1):.1f} CPU-s", "", "info"))
+    rows.append(("  finish() per process (draining its queue)",
+                 ", ".join(f"{s:.2f}" for s in ing["finish_s"]) + " s", "", "info"))
 
 
 def peer_table(res: dict[str, Any]) -> list[str]:
@@ -1039,6 +1068,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="create the peers' venv if missing and pip install bench/requirements-peers.txt")
     parser.add_argument("--ingest-procs", type=int, default=4, help="concurrent SDK processes (default 4)")
     parser.add_argument("--ingest-seconds", type=float, help="how long they log (default 10, quick 4)")
+    parser.add_argument("--ingest-rate", type=float, default=35_000,
+                        help="steps/s (4 scalars each) per process of the paced ingest run; 0 skips it "
+                             "(default 35000: 4 processes offer 560,000 points/s)")
     parser.add_argument("--latency-points", type=int, help="points of the log -> queryable run (default 500, quick 200)")
     parser.add_argument("--read-points", type=int, default=100_000, help="size of the series read back (default 100000)")
     parser.add_argument("--read-reps", type=int, help="reads per way (default 9, quick 3)")
@@ -1092,15 +1124,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     t_start = time.perf_counter()
 
-    def section(name: str, fn: Any) -> None:
+    def section(name: str, fn: Any, key: str | None = None) -> None:
+        """Run section ``name`` unless skipped; its figures go under ``key`` (default: the name)."""
         if name in args.skip:
             return
         try:
             value = fn()
             if value is not None:
-                res[name] = value
+                res[key or name] = value
         except Exception as exc:  # noqa: BLE001 - a section that fails is reported; the others still run
-            res["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
+            res["errors"].append(f"{key or name}: {type(exc).__name__}: {exc}")
 
     try:
         if args.install_peers:
@@ -1119,6 +1152,8 @@ def main(argv: list[str] | None = None) -> int:
             read_run = paced.get("run_id") if paced.get("steps") == args.read_points else None
             section("read", lambda: bench_read(d, read_run, args.read_points, args.read_reps))
             section("latency", lambda: bench_latency(d, children, root, args))
+            if args.ingest_rate > 0:
+                section("ingest", lambda: bench_ingest(d, children, root, args, args.ingest_rate), "ingest_paced")
             section("ingest", lambda: bench_ingest(d, children, root, args))
             res["daemon_stop"] = dm.stop(d.proc)
         section("peers", lambda: bench_peers(children, root, args))
