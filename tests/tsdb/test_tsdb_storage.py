@@ -28,7 +28,25 @@ def test_compaction_keeps_every_point_and_packs_chunks(db):
     assert after["ts"] == before["ts"] and after["step"] == before["step"]
     assert [str(v) for v in after["value"]] == [str(v) for v in before["value"]]
     assert db.reader.execute("SELECT count(*) FROM ts_chunks WHERE packed = 0").fetchone()[0] == 0
-    assert db.write(tsdb.compact) == {"chunks_in": 0, "chunks_out": 0}
+    assert db.write(tsdb.compact) == {"chunks_in": 0, "chunks_out": 0, "more": 0}
+
+
+def test_a_compaction_backlog_is_worked_off_a_bounded_share_at_a_time(db):
+    for seq in range(40):  # 40 loose chunks of 500 points, two series
+        steps = list(range(seq * 500, seq * 500 + 500))
+        db.write(lambda c, steps=steps, seq=seq: tsdb.ingest(c, "run", "r", {
+            name: {"ts": [T0 + s for s in steps], "step": steps, "value": [float(s) for s in steps]} for name in ("a", "b")},
+            source="sdk", seq=seq))
+    before = {n: tsdb.read_points(db.reader, "run", "r", n) for n in ("a", "b")}
+    calls = []
+    while not calls or calls[-1]["more"]:
+        calls.append(db.write(lambda c: tsdb.compact(c, target_points=4096, max_points=5_000)))
+        assert len(calls) < 20
+    # each call stops once it has rewritten 5,000 points (groups are up to 4,096: at most two a call)
+    assert all(c["chunks_in"] <= 16 for c in calls) and len(calls) >= 5
+    assert sum(c["chunks_in"] for c in calls) == 80
+    assert {n: tsdb.read_points(db.reader, "run", "r", n) for n in ("a", "b")} == before
+    assert db.reader.execute("SELECT count(*) FROM ts_chunks WHERE packed = 0").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize("column", ["data", "blocks"])
@@ -53,3 +71,11 @@ def test_a_truncated_plain_chunk_raises(db):
     db.writer.execute("UPDATE ts_chunks SET data = substr(data, 1, 5)")
     with pytest.raises(tsdb.CorruptChunk, match="too short"):
         tsdb.read_points(db.reader, "node", "n", "m")
+
+
+def test_the_rollup_actor_comes_back_soon_while_compaction_has_a_backlog():
+    from gpuplaned.actors.rollup import BACKLOG_PAUSE_S, next_pause
+
+    assert next_pause({"chunks_in": 40, "more": 1}, 60.0) == BACKLOG_PAUSE_S
+    assert next_pause({"chunks_in": 40, "more": 0}, 60.0) == 60.0
+    assert next_pause({"more": 1}, 0.1) == 0.1  # never slower than the configured period
