@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -38,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -647,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         "errors": [],
     }
     t_start = time.perf_counter()
-    try:
+    with guarded_run(res, root, args.keep, t_start, "daemons", daemons.stop_all, reap=False):
         if "cold" not in args.skip:
             try:
                 res["cold_start"] = bench_cold_start(daemons, args.runs, args.existing_runs, args.import_runs,
@@ -670,18 +673,69 @@ def main(argv: list[str] | None = None) -> int:
                                    args.ctl_runs)
         if idle_proc is not None:
             res["idle_daemon_stop"] = daemons.stop(idle_proc)
+    return report(res, args.json, render)
+
+
+def reap_strays(root: Path) -> list[int]:
+    """Kill processes left running with their cwd under our temp dir: job shims and jobs of a
+    daemon stopped mid-run, task-spooler clients, SDK scripts. Only processes a bench started
+    run there."""
+    me = os.getpid()
+    prefix = str(root)
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        if p.pid == me:
+            continue
+        try:
+            cwd = p.cwd()
+        except (psutil.Error, OSError):
+            continue
+        if cwd == prefix or cwd.startswith(prefix + os.sep):
+            found.append(p)
+    for p in found:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _gone, alive = psutil.wait_procs(found, timeout=2)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    return [p.pid for p in found]
+
+
+def kill_forked_children() -> None:
+    """Kill and reap this bench's ``multiprocessing`` children (clients, followers)."""
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join()
+
+
+@contextmanager
+def guarded_run(res: dict[str, Any], root: Path, keep: bool, t_start: float, what: str,
+                *stops: Callable[[], Any], reap: bool = True) -> Iterator[None]:
+    """The body of a bench's ``main``: an error or Ctrl-C is recorded in ``res`` (a benchmark
+    reports and exits 0); then, with a second Ctrl-C or SIGTERM ignored so that the clean-up
+    is not cut short, each of ``stops`` runs, processes left under ``root`` are killed
+    (``reap``) and the run is closed (``close_run``)."""
+    try:
+        yield
     except KeyboardInterrupt:
-        progress("interrupted; stopping daemons")
+        progress(f"interrupted; stopping {what}")
         res["errors"].append("interrupted")
     except Exception as exc:  # noqa: BLE001 - a benchmark reports and exits 0
         res["errors"].append(f"{type(exc).__name__}: {exc}")
     finally:
-        # A second Ctrl-C or SIGTERM must not cut the clean-up short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        daemons.stop_all()
-        close_run(res, root, args.keep, t_start)
-    return report(res, args.json, render)
+        for stop in stops:
+            stop()
+        strays = reap_strays(root) if reap else []
+        if strays:
+            progress(f"killed {len(strays)} leftover process(es) under {root}: {strays}")
+        close_run(res, root, keep, t_start)
 
 
 def close_run(res: dict[str, Any], root: Path, keep: bool, t_start: float) -> None:

@@ -70,8 +70,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from daemon_bench import (  # noqa: E402
     DaemonFailed,
-    close_run,
     error_lines,
+    guarded_run,
+    kill_forked_children,
     progress,
     raise_interrupt,
     report,
@@ -81,7 +82,6 @@ from jobs_bench import (  # noqa: E402 - the sibling benchmarks' daemon handling
     TERMINAL,
     Daemon,
     JobDaemons,
-    reap_strays,
     stats,
     wait_until,
 )
@@ -695,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         "errors": [],
     }
     t_start = time.perf_counter()
-    try:
+    with guarded_run(res, root, args.keep, t_start, "daemons", kill_forked_children, dm.stop_all):
         home, held = fill_store(dm, root, args.fill_seconds if "requests" not in args.skip else 0.0)
         res["meta"]["store"] = held
         hd = start_daemon(dm, "--gpus", "fake:8", home=home)
@@ -711,23 +711,6 @@ def main(argv: list[str] | None = None) -> int:
             except (DaemonFailed, TimeoutError, queue.Empty, OSError, ValueError) as exc:
                 res["errors"].append(f"fan-out: {type(exc).__name__}: {exc}")
         dm.stop(hd.d.proc)
-    except KeyboardInterrupt:
-        progress("interrupted; stopping daemons")
-        res["errors"].append("interrupted")
-    except Exception as exc:  # noqa: BLE001 - a benchmark reports and exits 0
-        res["errors"].append(f"{type(exc).__name__}: {exc}")
-    finally:
-        # A second Ctrl-C or SIGTERM must not cut the clean-up short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for child in multiprocessing.active_children():  # clients and followers
-            child.kill()
-            child.join()
-        dm.stop_all()
-        strays = reap_strays(root)
-        if strays:
-            progress(f"killed {len(strays)} leftover process(es) under {root}: {strays}")
-        close_run(res, root, args.keep, t_start)
     return report(res, args.json, render)
 
 

@@ -67,8 +67,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_bench import (  # noqa: E402 - the sibling benchmark's daemon handling
     DaemonFailed,
     Daemons,
-    close_run,
     error_lines,
+    guarded_run,
+    kill_forked_children,
     progress,
     raise_interrupt,
     report,
@@ -376,35 +377,6 @@ class Tsp:
                 self.run("-K")
             except (OSError, subprocess.SubprocessError):
                 pass
-
-
-def reap_strays(root: Path) -> list[int]:
-    """Kill processes left running with their cwd under our temp dir: job shims and jobs of a
-    daemon stopped mid-run, task-spooler clients. Only processes this bench started run there."""
-    me = os.getpid()
-    prefix = str(root)
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        if p.pid == me:
-            continue
-        try:
-            cwd = p.cwd()
-        except (psutil.Error, OSError):
-            continue
-        if cwd == prefix or cwd.startswith(prefix + os.sep):
-            found.append(p)
-    for p in found:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _gone, alive = psutil.wait_procs(found, timeout=2)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    return [p.pid for p in found]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1035,7 +1007,11 @@ def main(argv: list[str] | None = None) -> int:
         "errors": [],
     }
     t_start = time.perf_counter()
-    try:
+    def kill_tsps() -> None:
+        for t in tsps:
+            t.kill()
+
+    with guarded_run(res, root, args.keep, t_start, "daemons", kill_forked_children, kill_tsps, dm.stop_all):
         stamp_argv, how = build_stamp(root)
         res["meta"]["stamp"] = how
         tsp_exe = None
@@ -1078,25 +1054,6 @@ def main(argv: list[str] | None = None) -> int:
                 res["logs"] = bench_logs(dm, args.log_reps, args.followers, os.path.realpath(sys.executable))
             except (DaemonFailed, TimeoutError) as exc:
                 res["errors"].append(f"logs: {exc}")
-    except KeyboardInterrupt:
-        progress("interrupted; stopping daemons")
-        res["errors"].append("interrupted")
-    except Exception as exc:  # noqa: BLE001 - a benchmark reports and exits 0
-        res["errors"].append(f"{type(exc).__name__}: {exc}")
-    finally:
-        # A second Ctrl-C or SIGTERM must not cut the clean-up short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for child in multiprocessing.active_children():  # followers
-            child.kill()
-            child.join()
-        for t in tsps:
-            t.kill()
-        dm.stop_all()
-        strays = reap_strays(root)
-        if strays:
-            progress(f"killed {len(strays)} leftover process(es) under {root}: {strays}")
-        close_run(res, root, args.keep, t_start)
     return report(res, args.json, render)
 
 

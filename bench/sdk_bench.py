@@ -65,14 +65,14 @@ sys.path.insert(0, str(SDK_DIR))
 
 from daemon_bench import (  # noqa: E402
     DaemonFailed,
-    close_run,
     error_lines,
+    guarded_run,
     progress,
     raise_interrupt,
     report,
     run_meta,
 )
-from jobs_bench import Daemon, JobDaemons, reap_strays, stats  # noqa: E402
+from jobs_bench import Daemon, JobDaemons, stats  # noqa: E402
 
 TARGET_P50_US = 2.0
 TARGET_P99_US = 20.0
@@ -1135,7 +1135,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - a section that fails is reported; the others still run
             res["errors"].append(f"{key or name}: {type(exc).__name__}: {exc}")
 
-    try:
+    with guarded_run(res, root, args.keep, t_start, "children and daemons", children.kill_all, dm.stop_all):
         if args.install_peers:
             err = install_peers(Path(args.peers_venv), root)
             if err:
@@ -1157,21 +1157,6 @@ def main(argv: list[str] | None = None) -> int:
             section("ingest", lambda: bench_ingest(d, children, root, args))
             res["daemon_stop"] = dm.stop(d.proc)
         section("peers", lambda: bench_peers(children, root, args))
-    except KeyboardInterrupt:
-        progress("interrupted; stopping children and daemons")
-        res["errors"].append("interrupted")
-    except Exception as exc:  # noqa: BLE001 - a benchmark reports and exits 0
-        res["errors"].append(f"{type(exc).__name__}: {exc}")
-    finally:
-        # A second Ctrl-C or SIGTERM must not cut the clean-up short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        children.kill_all()
-        dm.stop_all()
-        strays = reap_strays(root)
-        if strays:
-            progress(f"killed {len(strays)} leftover process(es) under {root}: {strays}")
-        close_run(res, root, args.keep, t_start)
     return report(res, args.json, render)
 
 

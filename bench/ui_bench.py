@@ -53,15 +53,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from daemon_bench import (  # noqa: E402
     DaemonFailed,
-    close_run,
     error_lines,
+    guarded_run,
     progress,
     raise_interrupt,
     report,
     run_meta,
     verdict,
 )
-from jobs_bench import JobDaemons, reap_strays, wait_until  # noqa: E402
+from jobs_bench import JobDaemons, wait_until  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WEB = REPO / "web"
@@ -346,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         "errors": [],
     }
     t_start = time.perf_counter()
-    try:
+    with guarded_run(res, root, args.keep, t_start, "the browser, the scripts and the daemon",
+                     children.stop_all, dm.stop_all):
         why = missing()
         if why:
             res["skipped"] = why
@@ -371,20 +372,6 @@ def main(argv: list[str] | None = None) -> int:
                 except (RuntimeError, TimeoutError, DaemonFailed) as exc:
                     res["errors"].append(f"follow: {type(exc).__name__}: {exc}")
             dm.stop(d.proc)
-    except KeyboardInterrupt:
-        progress("interrupted; stopping the browser, the scripts and the daemon")
-        res["errors"].append("interrupted")
-    except Exception as exc:  # noqa: BLE001 - a benchmark reports and exits 0
-        res["errors"].append(f"{type(exc).__name__}: {exc}")
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        children.stop_all()
-        dm.stop_all()
-        strays = reap_strays(root)
-        if strays:
-            progress(f"killed {len(strays)} leftover process(es) under {root}: {strays}")
-        close_run(res, root, args.keep, t_start)
     return report(res, args.json, render)
 
 

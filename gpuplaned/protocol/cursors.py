@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
@@ -19,6 +20,17 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 def encode(kind: str, *key: Any) -> str:
     raw = json.dumps([kind, *key], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+T = TypeVar("T")
+
+
+def split_page(kind: str, found: Sequence[T], limit: int,
+               key: Callable[[T], tuple[Any, ...]] = lambda row: (row.created_at, row.id),
+               ) -> tuple[list[T], str | None]:
+    """``found`` (read with ``limit + 1``) as the page and the next page's cursor (None: no more)."""
+    page = list(found[:limit])
+    return page, encode(kind, *key(page[-1])) if len(found) > limit else None
 
 
 def decode(kind: str, cursor: str | None, shape: tuple[type, ...]) -> tuple[Any, ...] | None:

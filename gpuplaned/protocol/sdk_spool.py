@@ -332,6 +332,18 @@ class Refused(Exception):
         self.message = message
 
 
+def take_claim(replay: Replay) -> SpoolClaim | None:
+    """The replay's file, claimed; None when a live writer holds it (``busy``) or another
+    replayer finished it first (``gone``), which its report then says."""
+    try:
+        return SpoolClaim.take(replay.path)
+    except SpoolBusy:
+        replay.report.status = "busy"
+    except FileNotFoundError:
+        replay.report.status = "gone"
+    return None
+
+
 def replay_file(path: Path, send: Callable[[Step], Any]) -> FileReport:
     """Replay one spool file through ``send`` (synchronously; ``gpuplanectl sync``).
 
@@ -339,13 +351,8 @@ def replay_file(path: Path, send: Callable[[Step], Any]) -> FileReport:
     raises ``OSError`` when the daemon cannot be reached (the file is then left as it is).
     """
     replay = Replay(path)
-    try:
-        claim = SpoolClaim.take(path)
-    except SpoolBusy:
-        replay.report.status = "busy"
-        return replay.report
-    except FileNotFoundError:
-        replay.report.status = "gone"
+    claim = take_claim(replay)
+    if claim is None:
         return replay.report
     with claim:
         while lines := claim.read():

@@ -75,8 +75,7 @@ async def list_events(shared: DaemonContext, where: EventFilter, limit: int,
     before = cursors.decode("events", cursor, (int,))
     rows = await _readers(shared).run(
         lambda conn: event_rows.list_events(conn, where, limit + 1, before[0] if before else None))
-    page = rows[:limit]
-    next_cursor = cursors.encode("events", page[-1][0]) if len(rows) > limit else None
+    page, next_cursor = cursors.split_page("events", rows, limit, key=lambda r: (r[0],))
     return [to_json(row) for _, row in page], next_cursor
 
 

@@ -64,9 +64,7 @@ async def list_jobs(shared: DaemonContext, statuses: list[str], limit: int,
     before = cursors.decode("jobs", cursor, (int, str))
     found = await _readers(shared).run(
         lambda conn: job_rows.list_jobs(conn, statuses=statuses, limit=limit + 1, before=before))  # type: ignore[arg-type]
-    page = found[:limit]
-    more = len(found) > limit
-    return page, cursors.encode("jobs", page[-1].created_at, page[-1].id) if more else None
+    return cursors.split_page("jobs", found, limit)
 
 
 async def get_job(shared: DaemonContext, job_id: str) -> Job:

@@ -128,8 +128,7 @@ def parse_definition_patch(body: Any) -> dict[str, Any]:
 async def list_projects(shared: DaemonContext, limit: int, cursor: str | None) -> tuple[list[Project], str | None]:
     before = cursors.decode("projects", cursor, (int, str))
     found = await _readers(shared).run(lambda conn: rows.list_projects(conn, limit + 1, before))  # type: ignore
-    page = found[:limit]
-    return page, cursors.encode("projects", page[-1].created_at, page[-1].id) if len(found) > limit else None
+    return cursors.split_page("projects", found, limit)
 
 
 async def get_project(shared: DaemonContext, key: str) -> Project:
@@ -183,9 +182,7 @@ async def list_experiments(shared: DaemonContext, project_key: str, limit: int,
         project = rows.require_project(conn, project_key)
         return rows.list_experiments(conn, project.id, limit + 1, before)  # type: ignore[arg-type]
 
-    found = await _readers(shared).run(read)
-    page = found[:limit]
-    return page, cursors.encode("experiments", page[-1].created_at, page[-1].id) if len(found) > limit else None
+    return cursors.split_page("experiments", await _readers(shared).run(read), limit)
 
 
 async def create_experiment(shared: DaemonContext, project_key: str, body: Any) -> Experiment:
@@ -257,10 +254,8 @@ async def list_definitions(shared: DaemonContext, *, project: str | None, experi
                                      experiment_id=found_experiment.id if found_experiment else None,
                                      limit=limit + 1, before=before)  # type: ignore[arg-type]
 
-    found = await _readers(shared).run(read)
-    page = found[:limit]
-    return page, (cursors.encode("metric_definitions", page[-1].created_at, page[-1].name)
-                  if len(found) > limit else None)
+    return cursors.split_page("metric_definitions", await _readers(shared).run(read), limit,
+                              key=lambda d: (d.created_at, d.name))
 
 
 async def get_definition(shared: DaemonContext, name: str) -> MetricDefinition:

@@ -12,6 +12,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from gpuplaned import tsdb
 from gpuplaned.domain.run_records import (
     CHECKPOINT_CREATED,
@@ -27,7 +29,6 @@ from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoints as checkpoint_rows
 from gpuplaned.store import events as event_rows
 from gpuplaned.store import projects as project_rows
-from gpuplaned.store.checkpoints import Checkpoint
 from gpuplaned.store.events import EventRow
 
 if TYPE_CHECKING:
@@ -68,11 +69,6 @@ def value_at_step(conn: sqlite3.Connection, run_id: str, name: str, step: int | 
     return last[-1]
 
 
-def metric_direction(conn: sqlite3.Connection, name: str) -> str | None:
-    row = conn.execute("SELECT direction FROM metric_definitions WHERE name = ?", (name,)).fetchone()
-    return row[0] if row else None
-
-
 def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) -> dict[str, Any]:
     """The run's checkpoints with ``metric`` (default: the run's primary metric, resolved
     experiment -> project -> global) at each one's step and the best marked."""
@@ -80,16 +76,12 @@ def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) 
     metric = metric or primary.metric
     found = checkpoint_rows.list_for_run(conn, run_id)
     values = {ck.id: value_at_step(conn, run_id, metric, ck.step) for ck in found} if metric else {}
-    direction = metric_direction(conn, metric) if metric else None
+    definition = project_rows.get_definition(conn, metric) if metric else None
+    direction = definition.direction if definition else None
     best = best_checkpoint(values, direction or "")
-    rows = [_row(ck) | ({"metric_value": json_finite(values[ck.id]), "best": ck.id == best} if metric else {})
+    rows = [attrs.asdict(ck) | ({"metric_value": json_finite(values[ck.id]), "best": ck.id == best} if metric else {})
             for ck in found]
     return {"checkpoints": rows, "metric": metric, "direction": direction, "best_id": best}
-
-
-def _row(ck: Checkpoint) -> dict[str, Any]:
-    return {"id": ck.id, "run_id": ck.run_id, "step": ck.step, "epoch": ck.epoch, "path": ck.path,
-            "size_bytes": ck.size_bytes, "metadata": ck.metadata, "created_at": ck.created_at}
 
 
 async def list_checkpoints(shared: DaemonContext, run_id: str, metric: str | None) -> dict[str, Any]:
@@ -100,4 +92,4 @@ async def get_checkpoint(shared: DaemonContext, checkpoint_id: str) -> dict[str,
     found = await _readers(shared).run(lambda conn: checkpoint_rows.get(conn, checkpoint_id))
     if found is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
-    return _row(found)
+    return attrs.asdict(found)

@@ -6,8 +6,6 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
 from gpuplaned.protocol import columns as columns_codec
@@ -52,10 +50,7 @@ async def list_runs(shared: DaemonContext, *, job_id: str | None, statuses: list
     before = cursors.decode("runs", cursor, (int, str))
     found = await _readers(shared).run(lambda conn: run_rows.list_runs(
         conn, job_id=job_id, statuses=statuses, limit=limit + 1, before=before))  # type: ignore[arg-type]
-    # A list row leaves out the environment snapshot (packages, variables: kilobytes a run);
-    # GET /runs/{id} has it.
-    page = [attrs.evolve(run, env_snapshot=None) for run in found[:limit]]
-    return page, cursors.encode("runs", page[-1].created_at, page[-1].id) if len(found) > limit else None
+    return cursors.split_page("runs", found, limit)  # rows without env_snapshot: GET /runs/{id} has it
 
 
 async def get_run(shared: DaemonContext, run_id: str) -> Run:

@@ -23,7 +23,7 @@ import trio
 
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.errors import ApiError
-from gpuplaned.protocol.sdk_spool import FileReport, Replay, SpoolBusy, SpoolClaim, Step, spool_files
+from gpuplaned.protocol.sdk_spool import FileReport, Replay, Step, spool_files, take_claim
 from gpuplaned.service import sessions
 
 if TYPE_CHECKING:
@@ -62,13 +62,8 @@ async def replay_dir(shared: DaemonContext, directory: Path) -> list[FileReport]
 async def replay_file(shared: DaemonContext, path: Path) -> FileReport:
     """Replay one spool file (see ``sdk_spool.Replay`` for what each answer does)."""
     replay = Replay(path)
-    try:
-        claim = await trio.to_thread.run_sync(SpoolClaim.take, path)
-    except SpoolBusy:
-        replay.report.status = "busy"
-        return replay.report
-    except FileNotFoundError:
-        replay.report.status = "gone"
+    claim = await trio.to_thread.run_sync(take_claim, replay)
+    if claim is None:
         return replay.report
     try:
         while lines := await trio.to_thread.run_sync(claim.read):

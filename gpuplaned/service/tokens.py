@@ -248,8 +248,8 @@ async def list_tokens(shared: DaemonContext, limit: int = 100,
     before = cursors.decode("tokens", cursor, (str,))
     rows = await _readers(shared).run(
         lambda conn: token_rows.list_tokens(conn, limit + 1, before[0] if before else None))
-    page = [_info(r) for r in rows[:limit]]
-    return page, cursors.encode("tokens", page[-1].id) if len(rows) > limit else None
+    page, next_cursor = cursors.split_page("tokens", rows, limit, key=lambda r: (r.id,))
+    return [_info(r) for r in page], next_cursor
 
 
 async def revoke_token(shared: DaemonContext, id_or_name: str) -> TokenInfo:

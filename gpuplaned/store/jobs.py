@@ -20,7 +20,7 @@ from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, N
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.jobs import Job, JobSpec
-from gpuplaned.store.paging import OLDER_THAN, older_than
+from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
 
@@ -60,18 +60,8 @@ def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: 
               before: tuple[int, str] | None = None) -> list[Job]:
     """Newest first; ``before`` = (created_at, id) of the last job of the previous page."""
     statuses = list(statuses)
-    clauses, params = [], []
-    if statuses:
-        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
-        params += statuses
-    if before is not None:
-        clauses.append(OLDER_THAN)
-        params += older_than(before)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = conn.execute(
-        f"SELECT {_JOB_COLUMNS} FROM jobs {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*params, limit),
-    ).fetchall()
+    clauses = [one_of("status", statuses)] if statuses else []
+    rows = newest_first(conn, f"SELECT {_JOB_COLUMNS} FROM jobs", clauses, statuses, before, limit)
     return [_job(r) for r in rows]
 
 

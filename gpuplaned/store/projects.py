@@ -29,7 +29,7 @@ import attrs
 from gpuplaned.domain.run_summary import best_of, better, direction_for, resolve_primary
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
-from gpuplaned.store.paging import OLDER_THAN, older_than
+from gpuplaned.store.paging import newest_first
 from gpuplaned.tsdb import chunks
 from gpuplaned.tsdb.series import RAW
 
@@ -118,9 +118,7 @@ def require_project(conn: sqlite3.Connection, key: str, field: str | None = None
 
 def list_projects(conn: sqlite3.Connection, limit: int, before: tuple[int, str] | None) -> list[Project]:
     """Newest first; ``before`` = (created_at, id) of the previous page's last project."""
-    where, params = (f"WHERE {OLDER_THAN}", older_than(before)) if before else ("", [])
-    rows = conn.execute(f"{_PROJECT} {where} ORDER BY p.created_at DESC, p.id DESC LIMIT ?", (*params, limit))
-    return [Project(*r) for r in rows]
+    return [Project(*r) for r in newest_first(conn, _PROJECT, [], [], before, limit, alias="p")]
 
 
 def _name_free(conn: sqlite3.Connection, sql: str, params: Sequence[Any], what: str, name: str) -> None:
@@ -208,12 +206,7 @@ def require_experiment(conn: sqlite3.Connection, experiment_id: str, project: Pr
 def list_experiments(conn: sqlite3.Connection, project_id: str, limit: int,
                      before: tuple[int, str] | None) -> list[Experiment]:
     """A project's experiments, newest first."""
-    clauses, params = ["e.project_id = ?"], [project_id]
-    if before:
-        clauses.append("(e.created_at < ? OR (e.created_at = ? AND e.id < ?))")
-        params += older_than(before)
-    rows = conn.execute(f"{_EXPERIMENT} WHERE {' AND '.join(clauses)} ORDER BY e.created_at DESC, e.id DESC "
-                        "LIMIT ?", (*params, limit))
+    rows = newest_first(conn, _EXPERIMENT, ["e.project_id = ?"], [project_id], before, limit, alias="e")
     return [Experiment(*r) for r in rows]
 
 
@@ -297,12 +290,7 @@ def list_definitions(conn: sqlite3.Connection, *, project_id: str | None, experi
         clauses.append("name IN (SELECT s.name FROM ts_series s JOIN runs r ON r.id = s.owner "
                        "WHERE s.kind = 'run' AND r.experiment_id = ?)")
         params.append(experiment_id)
-    if before is not None:
-        clauses.append("(created_at < ? OR (created_at = ? AND name < ?))")
-        params += older_than(before)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = conn.execute(f"{_DEFINITION} {where} ORDER BY created_at DESC, name DESC LIMIT ?", (*params, limit))
-    return [_definition(r) for r in rows]
+    return [_definition(r) for r in newest_first(conn, _DEFINITION, clauses, params, before, limit, key="name")]
 
 
 def update_definition(conn: sqlite3.Connection, definition: MetricDefinition, changes: Mapping[str, Any]) -> int:

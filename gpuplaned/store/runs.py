@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.store.paging import OLDER_THAN, older_than
+from gpuplaned.store.paging import newest_first, one_of
 
 
 @attrs.frozen
@@ -33,12 +33,15 @@ class Run:
     tags: list[str] = attrs.field(factory=list)
 
 
-
-
-_COLUMNS = ("id, job_id, attempt, node_id, name, source, status, created_at, started_at, finished_at, "
-            "exit_code, failure_reason, env_snapshot, "
+def _columns(env_snapshot: str) -> str:
+    return ("id, job_id, attempt, node_id, name, source, status, created_at, started_at, finished_at, "
+            f"exit_code, failure_reason, {env_snapshot}, "
             "(SELECT name FROM projects WHERE projects.id = runs.project_id), "
             "(SELECT name FROM experiments WHERE experiments.id = runs.experiment_id), config")
+
+
+_COLUMNS = _columns("env_snapshot")
+_LIST_COLUMNS = _columns("NULL")  # a list leaves out each run's environment (kilobytes a run)
 
 
 def _run(row: Sequence[Any]) -> Run:
@@ -62,12 +65,7 @@ def list_runs(conn: sqlite3.Connection, *, job_id: str | None = None, statuses: 
         clauses.append("job_id = ?")
         params.append(job_id)
     if statuses:
-        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
+        clauses.append(one_of("status", statuses))
         params += statuses
-    if before is not None:
-        clauses.append(OLDER_THAN)
-        params += older_than(before)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM runs {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-                        (*params, limit)).fetchall()
+    rows = newest_first(conn, f"SELECT {_LIST_COLUMNS} FROM runs", clauses, params, before, limit)
     return [_run(r) for r in rows]

@@ -4,7 +4,7 @@
 // Env: GPUPLANE_UI_URL, GPUPLANE_UI_TOKEN, GPUPLANE_UI_SHOTS, GPUPLANE_UI_CWD (the job's
 // working directory), GPUPLANE_UI_SUBMIT_NAME (a name no other job has).
 
-import { check, env, main, openBrowser, screenshot, signIn, Watch } from "./lib.mjs";
+import { check, env, main, openWatchedPage, screenshot, signIn } from "./lib.mjs";
 
 await main("jobs", 60_000, async (result) => {
   const base = env("GPUPLANE_UI_URL");
@@ -12,12 +12,7 @@ await main("jobs", 60_000, async (result) => {
   const cwd = env("GPUPLANE_UI_CWD");
   const name = env("GPUPLANE_UI_SUBMIT_NAME");
 
-  const browser = await openBrowser();
-  result.close = browser.close;
-  const watch = new Watch();
-  watch.attach(browser.context);
-  const page = browser.context.pages()[0] ?? await browser.context.newPage();
-  result.page = page;
+  const { watch, page } = await openWatchedPage(result);
   await signIn(page, base, token, "/jobs");
   watch.expect401 = false;
 

@@ -99,6 +99,20 @@ export class Watch {
   }
 }
 
+/**
+ * A fresh browser whose pages are watched, and its first page. Both are put on `result`, so
+ * that `main` closes the browser and takes a screenshot of the page when the script fails.
+ */
+export async function openWatchedPage(result) {
+  const browser = await openBrowser();
+  result.close = browser.close;
+  const watch = new Watch();
+  watch.attach(browser.context);
+  const page = browser.context.pages()[0] ?? await browser.context.newPage();
+  result.page = page;
+  return { browser, watch, page };
+}
+
 /** Sign in on /signin with a token; resolves once the app has left the sign-in page. */
 export async function signIn(page, base, token, next = "/") {
   await page.goto(new URL(next === "/" ? "/signin" : `/signin?next=${encodeURIComponent(next)}`, base).href);

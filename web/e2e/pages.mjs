@@ -7,7 +7,7 @@
 //   GPUPLANE_UI_JOB_ID    its job (GPUPLANE_UI_JOB_NAME)
 //   GPUPLANE_UI_RUN2_ID   a finished run with the same metrics (GPUPLANE_UI_RUN2_NAME), for Compare
 
-import { check, env, main, openBrowser, screenshot, setTheme, signIn, Watch } from "./lib.mjs";
+import { check, env, main, openWatchedPage, screenshot, setTheme, signIn } from "./lib.mjs";
 
 const NOT_BUSY = () => document.querySelectorAll('[aria-busy="true"], .chart-skeleton').length === 0;
 
@@ -31,12 +31,7 @@ await main("pages", 80_000, async (result) => {
   const run2Name = env("GPUPLANE_UI_RUN2_NAME");
   const metrics = env("GPUPLANE_UI_METRICS", "loss,acc").split(",");
 
-  const browser = await openBrowser();
-  result.close = browser.close;
-  const watch = new Watch();
-  watch.attach(browser.context);
-  const page = browser.context.pages()[0] ?? await browser.context.newPage();
-  result.page = page;
+  const { browser, watch, page } = await openWatchedPage(result);
   await signIn(page, base, token);
   watch.expect401 = false;
 

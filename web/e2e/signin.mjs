@@ -3,18 +3,13 @@
 // session, and a one-time link from `gpuplanectl ui` signs in once (a second use is refused).
 // Env: GPUPLANE_UI_URL, GPUPLANE_UI_TOKEN, GPUPLANE_UI_LOGIN_URL (a fresh link, --next /runs).
 
-import { check, env, main, openBrowser, screenshot, Watch } from "./lib.mjs";
+import { check, env, main, openWatchedPage, screenshot } from "./lib.mjs";
 
 await main("signin", 60_000, async (result) => {
   const base = env("GPUPLANE_UI_URL");
   const token = env("GPUPLANE_UI_TOKEN");
   const link = env("GPUPLANE_UI_LOGIN_URL");
-  const browser = await openBrowser();
-  result.close = browser.close;
-  const watch = new Watch();
-  watch.attach(browser.context);
-  const page = browser.context.pages()[0] ?? await browser.context.newPage();
-  result.page = page;
+  const { browser, watch, page } = await openWatchedPage(result);
 
   // Not signed in: the app sends the browser to the sign-in page, remembering where it was going.
   await page.goto(new URL("/jobs", base).href);
