@@ -15,6 +15,7 @@ Ready: immediately.
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import attrs
@@ -30,6 +31,9 @@ log = logging.getLogger("gpuplaned.logs")
 
 POLL = 0.2
 FOLLOWED_POLL = 0.05  # while someone follows a job live: their latency is this plus a pass
+# Passes woken by jobs starting and ending come at most this often, so that a burst of
+# short jobs costs a pass per interval, not two (each a trip to a worker thread) per job.
+MIN_PASS_GAP = 0.02
 MAX_PUBLISH = 200_000  # lines per stream per pass; beyond that followers read the files
 STREAMS = ("stdout", "stderr")
 
@@ -109,6 +113,7 @@ class _Tailer:
         self.ended: set[tuple[str, int]] = set()
         self.wake = trio.Event()
         self.tails: dict[tuple[str, int], tuple[FollowLogs, dict[str, FileTail]]] = {}
+        self.last_pass = -math.inf
 
     async def loop(self) -> None:
         store = self.ctx.ports["store"]
@@ -119,6 +124,8 @@ class _Tailer:
             else:
                 with trio.move_on_after(FOLLOWED_POLL if feeds is not None and feeds.active else POLL):
                     await self.wake.wait()
+            await trio.sleep_until(self.last_pass + MIN_PASS_GAP)
+            self.last_pass = trio.current_time()
             self.wake = trio.Event()
             await self._open_new()
             ended = {key for key in self.ended if key in self.tails}  # one still to open waits a pass

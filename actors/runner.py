@@ -14,6 +14,7 @@ Ready: the launcher is up and the node is registered; ``started()`` passes a ``R
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
@@ -27,10 +28,12 @@ import trio
 from gpuplaned.actors.logs import FollowLogs, LogsEnded, notify
 
 import gpuplaned
-from gpuplaned.cgroup import oom_kill_count
+from gpuplaned.cgroup import oom_kill_count, oom_kill_file, read_oom_kills
 from gpuplaned.gpus import inventory
 from gpuplaned.launcher import (
+    EXIT_FILE,
     CorruptRecord,
+    ExitRecord,
     LauncherGone,
     SpawnError,
     SpawnRequest,
@@ -70,6 +73,9 @@ class LiveJob:
     oom_kills_at_start: int | None = None  # the cgroup's OOM-kill counter when we started watching
     pgid: int | None = None  # the job's process group (its main process), for GPU attribution
     gpu_indexes: tuple[int, ...] = ()
+    # The spawn request's id when this runner's launcher started the job (None: adopted).
+    # Such a job is cancelled through the launcher: its shim may run another job later.
+    spawn_id: str | None = None
 
 
 @attrs.define
@@ -87,28 +93,37 @@ class RunnerHandle:
                            self.ended, self.adopted)
 
 
-def job_environment(spec: JobSpecWire, shared: Any) -> dict[str, str]:
-    """The daemon's environment, the job's own variables, then what GPUPlane sets."""
-    env = dict(os.environ)
-    for key in [k for k in env if k.startswith("GPUPLANE_")]:
-        del env[key]
-    env.update(spec.env)
-    endpoint = shared.endpoint.portfile()
-    env.update(
-        PYTHONUNBUFFERED="1",
-        # CPU-only jobs see no GPU at all rather than all of them.
-        CUDA_VISIBLE_DEVICES=",".join(str(i) for i in spec.gpu_indexes),
-        GPUPLANE_JOB_ID=spec.job_id,
-        GPUPLANE_RUN_ID=spec.run_id,
-        GPUPLANE_ATTEMPT=str(spec.attempt),
-        GPUPLANE_RUNTIME_DIR=str(shared.config.runtime_dir),
-        GPUPLANE_ENDPOINT=endpoint.endpoint,
-        # The SDK's spool goes under the daemon's home, where the daemon replays it at start.
-        GPUPLANE_HOME=str(shared.config.home),
-    )
-    if shared.config.node.gpus.kind == "fake":  # so a test job can pose as a GPU process
-        env["GPUPLANE_FAKE_GPU_DIR"] = str(shared.config.fake_gpu_dir)
-    return env
+@attrs.frozen
+class JobEnvironment:
+    """What every job's environment starts from and ends with; see ``for_job``."""
+
+    inherited: dict[str, str]  # the daemon's own environment, less its GPUPLANE_* settings
+    fixed: dict[str, str]  # what GPUPlane sets the same for every job
+
+    @classmethod
+    def of(cls, shared: Any) -> JobEnvironment:
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
+        fixed = {
+            "PYTHONUNBUFFERED": "1",
+            "GPUPLANE_RUNTIME_DIR": str(shared.config.runtime_dir),
+            "GPUPLANE_ENDPOINT": shared.endpoint.portfile().endpoint,
+            # The SDK's spool goes under the daemon's home, where the daemon replays it at start.
+            "GPUPLANE_HOME": str(shared.config.home),
+        }
+        if shared.config.node.gpus.kind == "fake":  # so a test job can pose as a GPU process
+            fixed["GPUPLANE_FAKE_GPU_DIR"] = str(shared.config.fake_gpu_dir)
+        return cls(inherited, fixed)
+
+    def for_job(self, spec: JobSpecWire) -> dict[str, str]:
+        """The daemon's environment, the job's own variables, then what GPUPlane sets."""
+        return {
+            **self.inherited, **spec.env, **self.fixed,
+            # CPU-only jobs see no GPU at all rather than all of them.
+            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in spec.gpu_indexes),
+            "GPUPLANE_JOB_ID": spec.job_id,
+            "GPUPLANE_RUN_ID": spec.run_id,
+            "GPUPLANE_ATTEMPT": str(spec.attempt),
+        }
 
 
 def host_facts(note: str) -> dict[str, Any]:
@@ -167,6 +182,11 @@ class _Runner:
         self.home: Path = ctx.shared.config.home
         self.starting: set[tuple[str, int]] = set()  # being spawned right now
         self.pending_cancels: set[tuple[str, int]] = set()  # cancelled while being spawned
+        self.environment = JobEnvironment.of(ctx.shared)
+        self.oom_counter = oom_kill_file()  # our cgroup's; it does not move
+
+    def oom_kills(self) -> int | None:
+        return None if self.oom_counter is None else read_oom_kills(self.oom_counter)
 
     async def report(self, status: JobStatus) -> None:
         await self.shared.node_link.report(self.handle.node_id, status)
@@ -175,9 +195,9 @@ class _Runner:
         job_dir = attempt_dir(self.home, spec.job_id, spec.attempt)  # the shim creates it
         request = SpawnRequest(
             id=f"{spec.job_id}/{spec.attempt}", job_dir=str(job_dir), argv=list(spec.argv), cwd=spec.cwd,
-            env=job_environment(spec, self.shared), timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
+            env=self.environment.for_job(spec), timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
         )
-        oom_kills_before = oom_kill_count()
+        oom_kills_before = self.oom_kills()
         key = (spec.job_id, spec.attempt)
         self.starting.add(key)
         try:
@@ -196,30 +216,47 @@ class _Runner:
             self.starting.discard(key)
         self.handle.started += 1
         live = LiveJob(spec.job_id, spec.attempt, spawned.shim_pid, spawned.shim_start_time, oom_kills_before,
-                       spawned.pgid, tuple(spec.gpu_indexes))
+                       spawned.pgid, tuple(spec.gpu_indexes), spawned.id)
         self.handle.live[spec.job_id] = live  # from here on a Cancel finds it
         started_ms = int(spawned.started_at * 1000) if spawned.started_at is not None else None
         await self.report(JobStatus(spec.job_id, spec.attempt, "RUNNING", pid=spawned.pid, at_ms=started_ms))
         if key in self.pending_cancels:  # cancelled while it was starting
             self.pending_cancels.discard(key)
-            signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM)
+            self.stop(live)
         await self.watch(live, job_dir)
 
-    async def watch(self, live: LiveJob, job_dir: Path, *, adopted: bool = False) -> None:
+    async def watch(self, live: LiveJob, job_dir: Path) -> None:
+        """Wait for the job's end and report it.
+
+        A job this runner's launcher started ends with the launcher's exit event, which
+        carries the exit record. An adopted job, or one whose launcher has gone, ends when
+        its shim does (a shim takes no new job once its launcher is gone), and its record
+        is read from ``exit.json``.
+        """
         self.handle.live[live.job_id] = live
-        notify(self.ctx, FollowLogs(live.job_id, live.attempt, str(job_dir), resume=adopted))
+        notify(self.ctx, FollowLogs(live.job_id, live.attempt, str(job_dir), resume=live.spawn_id is None))
+        record: ExitRecord | None = None
         try:
-            await wait_process_exit(live.shim_pid, live.shim_start_time)
+            if live.spawn_id is not None:
+                with contextlib.suppress(LauncherGone):
+                    record = await self.launcher.wait_exit(live.spawn_id)
+            if record is None:
+                await wait_process_exit(live.shim_pid, live.shim_start_time)
         finally:
             self.handle.live.pop(live.job_id, None)
         notify(self.ctx, LogsEnded(live.job_id, live.attempt))
         self.handle.ended += 1
-        await self.report(await trio.to_thread.run_sync(_outcome, live, job_dir))
+        if record is not None and record.succeeded:
+            o = _outcome(live, job_dir, record)  # nothing to read: no thread needed
+        else:
+            o = await trio.to_thread.run_sync(_outcome, live, job_dir, record)
+        await self.report(o)
 
     async def adopt(self, active: ActiveJob) -> None:
         job_dir = attempt_dir(self.home, active.job_id, active.attempt)
         try:
-            runtime = await trio.to_thread.run_sync(read_runtime, job_dir)
+            runtime, ended = await trio.to_thread.run_sync(
+                lambda: (read_runtime(job_dir), (job_dir / EXIT_FILE).exists()))
         except CorruptRecord as exc:
             log.error("job %s attempt %d: %s", active.job_id, active.attempt, exc)
             await self.report(JobStatus(active.job_id, active.attempt, "FAILED", failure_reason="LOST",
@@ -229,16 +266,19 @@ class _Runner:
             log.info("job %s attempt %d never started here; back to the queue", active.job_id, active.attempt)
             await self.report(JobStatus(active.job_id, active.attempt, "REQUEUE", message="never started"))
             return
-        live = LiveJob(active.job_id, active.attempt, runtime.shim_pid, runtime.shim_start_time, oom_kill_count(),
+        live = LiveJob(active.job_id, active.attempt, runtime.shim_pid, runtime.shim_start_time, self.oom_kills(),
                        runtime.pgid, tuple(active.gpu_indexes))
-        if runtime.shim_start_time is not None and is_same_process(runtime.shim_pid, runtime.shim_start_time):
+        # A shim whose job has ended (exit.json) may have gone on to another job: only a
+        # shim with its job's exit still unwritten is that job's.
+        if (not ended and runtime.shim_start_time is not None
+                and is_same_process(runtime.shim_pid, runtime.shim_start_time)):
             self.handle.adopted += 1
             log.info("re-adopted job %s attempt %d (pid %d)", active.job_id, active.attempt, runtime.pid)
             await self.report(JobStatus(active.job_id, active.attempt, "RUNNING", pid=runtime.pid,
                                         at_ms=int(runtime.started_at * 1000)))
             if active.cancel_requested:
-                signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM)
-            await self.watch(live, job_dir, adopted=True)
+                self.stop(live)
+            await self.watch(live, job_dir)
             return
         await self.report(await trio.to_thread.run_sync(_outcome, live, job_dir))
 
@@ -251,17 +291,37 @@ class _Runner:
             else:
                 log.info("cancel of %s attempt %d: not running here", message.job_id, message.attempt)
             return
+        self.stop(live)
+
+    def stop(self, live: LiveJob) -> None:
+        """Cancel a live job: through the launcher that started it, else by its shim's pid."""
+        assert self.nursery is not None
+        self.nursery.start_soon(self._stop, live)
+
+    async def _stop(self, live: LiveJob) -> None:
+        if live.spawn_id is not None:
+            try:
+                await self.launcher.cancel(live.spawn_id)
+                return  # False: it has ended, and its exit is on the way
+            except LauncherGone:
+                pass  # its shim takes no new job now: the pid is the job's until exit.json
+        job_dir = attempt_dir(self.home, live.job_id, live.attempt)
+        if (job_dir / EXIT_FILE).exists():
+            return  # ended; its shim may be another job's now
         if not signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM):
-            log.warning("cancel of %s: its shim (pid %d) is gone", message.job_id, live.shim_pid)
+            log.warning("cancel of %s: its shim (pid %d) is gone", live.job_id, live.shim_pid)
 
 
-def _outcome(live: LiveJob, job_dir: Path) -> JobStatus:
-    """How an attempt ended, from exit.json and the stderr tail (runs on a thread)."""
+def _outcome(live: LiveJob, job_dir: Path, record: ExitRecord | None = None) -> JobStatus:
+    """How an attempt ended, from its exit record (``exit.json`` when not given) and, for a
+    failure, the stderr tail and the OOM-kill counter. Reads files (on a thread) unless
+    ``record`` is given and says the job succeeded."""
     job_id, attempt = live.job_id, live.attempt
-    try:
-        record = read_exit(job_dir)
-    except CorruptRecord as exc:
-        return JobStatus(job_id, attempt, "FAILED", failure_reason="LOST", message=str(exc))
+    if record is None:
+        try:
+            record = read_exit(job_dir)
+        except CorruptRecord as exc:
+            return JobStatus(job_id, attempt, "FAILED", failure_reason="LOST", message=str(exc))
     if record is None:
         # The shim itself died without writing exit.json (killed -9): the job's fate is unknown.
         return JobStatus(job_id, attempt, "FAILED", failure_reason="LOST",
@@ -270,8 +330,7 @@ def _outcome(live: LiveJob, job_dir: Path) -> JobStatus:
     if record.signal == signal.SIGKILL and record.reason == "signaled" and live.oom_kills_at_start is not None:
         now = oom_kill_count()
         oom_killed = now is not None and now > live.oom_kills_at_start
-    succeeded = record.exit_code == 0 and record.signal is None and record.reason == "exited"
-    stderr_tail = "" if succeeded else tail_text(job_dir / "stderr.log")  # only failures need it
+    stderr_tail = "" if record.succeeded else tail_text(job_dir / "stderr.log")  # only failures need it
     reason, detail = classify_failure(record, stderr_tail, oom_killed)
     at_ms = int(record.ended_at * 1000) if record.ended_at else None
     signal_name = record.signal_name

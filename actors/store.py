@@ -9,23 +9,31 @@ Ready: the database is open, checked and migrated; ``started()`` passes a ``Stor
 Group commit: the actor takes one message, then everything else already queued (up to
 ``store.max_batch``), and runs the lot in one transaction on a worker thread. Each write
 runs inside its own SAVEPOINT, so one failing write is rolled back and reported alone.
+A batch of small writes only (``Write.small``: a job's state, a submit) is committed on
+the event loop's thread instead: a few rows take far less time than the two thread
+hand-offs. So that no commit there ever copies the write-ahead log into the database,
+SQLite's automatic checkpoints are off and the actor checkpoints on a worker thread at
+most every ``CHECKPOINT_INTERVAL_S`` after commits.
 On a stop request it drains the inbox into a last batch before closing.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 from typing import Any
 
 import attrs
 import trio
 
-from gpuplaned.runtime.context import ActorContext
-from gpuplaned.store.database import open_writer, schema_version
+from gpuplaned.runtime.context import IDLE, ActorContext
+from gpuplaned.store.database import checkpoint, open_writer, schema_version
 from gpuplaned.store.writer import StoreUnavailable, Write
 
 log = logging.getLogger("gpuplaned.store")
+
+CHECKPOINT_INTERVAL_S = 1.0
 
 
 @attrs.frozen
@@ -38,6 +46,7 @@ class StoreStats:
     last_commit_ms: float
     queued: int
     db_bytes: int
+    checkpoints: int
 
 
 class StoreHandle:
@@ -51,6 +60,9 @@ class StoreHandle:
         self.failed_writes = 0
         self.largest_batch = 0
         self.last_commit_ms = 0.0
+        self.checkpointed_at = trio.current_time()
+        self.unchecked = False  # commits since the last checkpoint
+        self.checkpoints = 0
 
     def statistics(self) -> StoreStats:
         size = 0
@@ -68,6 +80,7 @@ class StoreHandle:
             last_commit_ms=round(self.last_commit_ms, 3),
             queued=self._ctx.inbox.statistics().current_buffer_used,
             db_bytes=size,
+            checkpoints=self.checkpoints,
         )
 
 
@@ -105,9 +118,14 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[StoreHandle] = 
         log.info("store ready: %s (schema version %d)", db_path, handle.schema_version)
         task_status.started(handle)
         while True:
-            first = await ctx.receive_or_stop()
+            # After commits, an idle store checkpoints once the interval is up.
+            due = handle.checkpointed_at + CHECKPOINT_INTERVAL_S if handle.unchecked else math.inf
+            first = await ctx.receive_or_stop(due)
             if first is None:
                 break
+            if first is IDLE:
+                await _checkpoint(conn, handle)
+                continue
             batch = [first]
             while len(batch) < cfg.store.max_batch:
                 try:
@@ -116,6 +134,8 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[StoreHandle] = 
                     break
             await _commit(conn, handle, batch)
             batch = []
+            if handle.unchecked and trio.current_time() - handle.checkpointed_at >= CHECKPOINT_INTERVAL_S:
+                await _checkpoint(conn, handle)
         # Stop requested: what is already queued still gets committed.
         while True:
             try:
@@ -135,8 +155,12 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[StoreHandle] = 
 async def _commit(conn: sqlite3.Connection, handle: StoreHandle, batch: list[Write]) -> None:
     start = trio.current_time()
     # Not cancellable: a batch half-handed to SQLite finishes (it is one transaction either way).
-    outcomes = await trio.to_thread.run_sync(_commit_batch, conn, batch)
+    if all(w.small for w in batch):
+        outcomes = _commit_batch(conn, batch)
+    else:
+        outcomes = await trio.to_thread.run_sync(_commit_batch, conn, batch)
     handle.last_commit_ms = (trio.current_time() - start) * 1000
+    handle.unchecked = True
     handle.batches += 1
     handle.writes += len(batch)
     handle.largest_batch = max(handle.largest_batch, len(batch))
@@ -147,3 +171,13 @@ async def _commit(conn: sqlite3.Connection, handle: StoreHandle, batch: list[Wri
             handle.failed_writes += 1
             item.reply.fail(value)
     batch.clear()
+
+
+async def _checkpoint(conn: sqlite3.Connection, handle: StoreHandle) -> None:
+    try:
+        await trio.to_thread.run_sync(checkpoint, conn)
+    except sqlite3.Error as exc:  # the log stays; readers still see everything
+        log.warning("checkpoint of the write-ahead log failed: %s", exc)
+    handle.checkpointed_at = trio.current_time()
+    handle.unchecked = False
+    handle.checkpoints += 1

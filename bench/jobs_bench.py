@@ -16,10 +16,16 @@ Figures, each measured against daemons started in fresh temporary directories:
    first show in the API. Jobs in the first set are not polled through the API while they
    start: the bench waits for ``exit.json`` on disk instead, so that polling does not load
    the daemon while it dispatches.
-2. 200 queued trivial CPU jobs (``true``) submitted back to back, wall time from the first
-   submit until all 200 are SUCCEEDED, with ``--max-cpu-jobs`` 1, 2 and 8; side by side with
-   task-spooler (``tsp -S 1/2/8``, private ``TS_SOCKET``/``TMPDIR``/``TS_SAVELIST``) in the
-   same run, plus task-spooler's submit -> start latency measured like ours (``stamp``).
+2. 200 queued trivial CPU jobs (``true``), with ``--max-cpu-jobs`` 1, 2 and 8, side by side
+   with task-spooler (``tsp -S 1/2/8``, private ``TS_SOCKET``/``TMPDIR``/``TS_SAVELIST``) in
+   the same run. Judged: the queue alone. The 200 jobs wait behind one blocker job per slot
+   (a shell loop waiting for a file); the clock starts when the file appears and stops when
+   all 200 are SUCCEEDED (task-spooler: finished). Shown beside it: the same 200 submitted
+   back to back, from the first submit (one POST each; one ``tsp`` client process each)
+   until all have ended, a per-job breakdown of the 1-slot queue from the daemon's log,
+   and the node side alone: the launcher starting ``true`` and reporting its end 200 times
+   in a row, with no daemon or store, and the machine's CPU per job. Also task-spooler's
+   submit -> start latency measured like ours (``stamp``).
 3. Log following. A job prints 100,000 lines as fast as it can (Python, unbuffered: one
    ``write`` per line). Followers (``GET /api/v1/jobs/{id}/logs/stream?stream=stdout``,
    separate processes) connect right after the submit returns. Time from the job's start
@@ -95,6 +101,7 @@ LOG_LINES = 100_000
 
 # shared/research/peers-perf.md section 3 (another machine): the anchors of the issue.
 TSP_ANCHOR_200_S = (0.34, 0.41)
+TSP_ANCHOR_DRAINED_S = (0.30, 0.34)  # 1.5-1.7 ms a job, queued behind a blocker and then drained
 TSP_ANCHOR_LATENCY_MS = (2.85, 2.96)
 
 STAMP_C = r"""
@@ -519,6 +526,7 @@ def bench_tsp_latency(tsp: Tsp, n: int, warmup: int, stamp_argv: list[str]) -> d
 
 
 def ours_batch(dm: JobDaemons, slots: int, count: int) -> dict[str, Any]:
+    """Submitted back to back (one POST each): first submit -> all SUCCEEDED."""
     d = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
     try:
         ids = []
@@ -529,30 +537,68 @@ def ours_batch(dm: JobDaemons, slots: int, count: int) -> dict[str, Any]:
             ids.append(d.submit(["true"], gpu=0)["id"])
             posts.append(time.perf_counter() - t)
         t_submitted = time.perf_counter() - t0
-        wanted = set(ids)
-
-        def all_done() -> dict[str, int] | None:
-            jobs = d.client.get(f"/api/v1/jobs?status={','.join(TERMINAL)}&limit=10000")["jobs"]
-            ours = [j for j in jobs if j["id"] in wanted]
-            if len(ours) < count:
-                return None
-            by_status: dict[str, int] = {}
-            for j in ours:
-                by_status[j["status"]] = by_status.get(j["status"], 0) + 1
-            return by_status
-
-        # The last job is (nearly) the last to end; poll it alone first, it is cheap.
-        wait_until(lambda: d.job(ids[-1])["status"] in TERMINAL, JOB_TIMEOUT, BATCH_POLL, "the last job")
-        by_status = wait_until(all_done, JOB_TIMEOUT, BATCH_POLL, f"{count} jobs to end")
+        by_status = wait_all_ended(d, ids)
         wall = time.perf_counter() - t0
-        cpu = psutil.Process(d.proc.pid).cpu_times()
     finally:
         stop = dm.stop(d.proc)
-    out = {"slots": slots, "wall_s": wall, "submit_s": t_submitted, "post_s": stats(posts),
-           "by_status": by_status, "daemon_cpu_s": cpu.user + cpu.system, "stop": stop}
+    return {"slots": slots, "wall_s": wall, "submit_s": t_submitted, "post_s": stats(posts),
+            "by_status": by_status, "stop": stop}
+
+
+def ours_drained(dm: JobDaemons, slots: int, count: int) -> dict[str, Any]:
+    """Queued behind ``slots`` blockers, then released at once: release -> all SUCCEEDED.
+
+    The queue throughput alone, as task-spooler's is measured in ``tsp_drained``: the
+    submits (a POST each here, a client process each there) are not part of it.
+    """
+    d = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
+    try:
+        go = d.work / "go"
+        blockers = [d.submit(blocker_argv(go), gpu=0)["id"] for _ in range(slots)]
+        wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01,
+                   "the blockers to run")
+        ids = [d.submit(["true"], gpu=0)["id"] for _ in range(count)]
+        proc = psutil.Process(d.proc.pid)
+        cpu0 = proc.cpu_times()
+        t0 = time.perf_counter()
+        go.touch()
+        # The last job's exit.json first (no load on the daemon), then its SUCCEEDED.
+        wait_until(lambda: (d.attempt_dir(ids[-1]) / "exit.json").exists(), JOB_TIMEOUT, FILE_POLL,
+                   "the last job's exit.json")
+        by_status = wait_all_ended(d, ids)
+        wall = time.perf_counter() - t0
+        cpu1 = proc.cpu_times()
+    finally:
+        stop = dm.stop(d.proc)
+    out = {"slots": slots, "wall_s": wall, "by_status": by_status, "stop": stop,
+           "daemon_cpu_s": (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)}
     if slots == 1:
         out["cycle"] = cycle_breakdown(d, ids)
     return out
+
+
+def blocker_argv(go: Path) -> list[str]:
+    """A job that holds its slot until ``go`` exists."""
+    return ["sh", "-c", f"while [ ! -e '{go}' ]; do sleep 0.002; done"]
+
+
+def wait_all_ended(d: Daemon, ids: list[str]) -> dict[str, int]:
+    """Wait until every job of ``ids`` has ended; their count by status."""
+    wanted = set(ids)
+
+    def all_done() -> dict[str, int] | None:
+        jobs = d.client.get(f"/api/v1/jobs?status={','.join(TERMINAL)}&limit=10000")["jobs"]
+        ours = [j for j in jobs if j["id"] in wanted]
+        if len(ours) < len(ids):
+            return None
+        by_status: dict[str, int] = {}
+        for j in ours:
+            by_status[j["status"]] = by_status.get(j["status"], 0) + 1
+        return by_status
+
+    # The last job is (nearly) the last to end; poll it alone first, it is cheap.
+    wait_until(lambda: d.job(ids[-1])["status"] in TERMINAL, JOB_TIMEOUT, BATCH_POLL, "the last job")
+    return wait_until(all_done, JOB_TIMEOUT, BATCH_POLL, f"{len(ids)} jobs to end")
 
 
 def cycle_breakdown(d: Daemon, ids: list[str]) -> dict[str, Any]:
@@ -589,39 +635,111 @@ def tsp_batch(tsp: Tsp, slots: int, count: int) -> dict[str, Any]:
     for _ in range(count):
         tsp.submit("true")
     t_submitted = time.perf_counter() - t0
-    tsp.run("-w")  # waits for the last job added
-
-    def all_done() -> list[tuple[str, str]] | None:
-        rows = tsp.states()
-        return rows if len(rows) >= count and all(s == "finished" for s, _ in rows) else None
-
-    rows = wait_until(all_done, JOB_TIMEOUT, BATCH_POLL, f"{count} tsp jobs to finish")
+    rows = tsp_wait_all(tsp, count)
     wall = time.perf_counter() - t0
     tsp.kill()
     return {"slots": slots, "wall_s": wall, "submit_s": t_submitted,
             "failed": sum(1 for _, level in rows if level not in ("0", ""))}
 
 
+def tsp_drained(tsp: Tsp, slots: int, count: int) -> dict[str, Any]:
+    """task-spooler's queue alone, as ``ours_drained``: behind ``slots`` blockers, released at once."""
+    tsp.run("-S", str(slots))
+    go = tsp.work / "go"
+    for _ in range(slots):
+        tsp.submit(*blocker_argv(go))
+    for _ in range(count):
+        tsp.submit("true")
+    t0 = time.perf_counter()
+    go.touch()
+    rows = tsp_wait_all(tsp, count + slots)
+    wall = time.perf_counter() - t0
+    tsp.kill()
+    return {"slots": slots, "wall_s": wall,
+            "failed": sum(1 for _, level in rows if level not in ("0", ""))}
+
+
+def tsp_wait_all(tsp: Tsp, count: int) -> list[tuple[str, str]]:
+    tsp.run("-w")  # waits for the last job added
+
+    def all_done() -> list[tuple[str, str]] | None:
+        rows = tsp.states()
+        return rows if len(rows) >= count and all(s == "finished" for s, _ in rows) else None
+
+    return wait_until(all_done, JOB_TIMEOUT, BATCH_POLL, f"{count} tsp jobs to finish")
+
+
+def launcher_floor(count: int) -> dict[str, Any]:
+    """The node side alone, no daemon: the launcher starts ``true`` and reports its end,
+    ``count`` times in a row. What one slot's cycle costs before any store or scheduler."""
+    import trio
+
+    from gpuplaned.launcher import SpawnRequest, open_launcher
+
+    root = Path(tempfile.mkdtemp(prefix="gpuplane-floor-"))
+
+    async def run() -> list[float]:
+        cycles = []
+        async with open_launcher() as launcher:
+            for i in range(count + 5):
+                t = time.perf_counter()
+                spawned = await launcher.spawn(SpawnRequest(
+                    id=f"j{i}", job_dir=root / f"j{i}" / "attempt-1", argv=["true"], cwd=root,
+                    env=dict(os.environ)))
+                await launcher.wait_exit(spawned.id)
+                cycles.append(time.perf_counter() - t)
+        return cycles[5:]  # the first ones fork the shims
+
+    t0 = time.perf_counter()
+    busy0 = machine_busy_s()
+    try:
+        cycles = trio.run(run)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    wall, busy = time.perf_counter() - t0, machine_busy_s() - busy0
+    return {"count": count, "cycle_s": stats(cycles), "machine_cpu_per_job_s": busy / (count + 5),
+            "wall_s": wall}
+
+
+def machine_busy_s() -> float:
+    """CPU-seconds the whole machine has spent busy since boot (/proc/stat, all CPUs)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
 def bench_queue(dm: JobDaemons, tsp_exe: str | None, root: Path, registry: list[Tsp], slots_list: list[int],
                 reps: int, count: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"count": count, "reps": reps, "ours": {}, "tsp": {}}
+    out: dict[str, Any] = {"count": count, "reps": reps, "ours": {}, "tsp": {}, "ours_drained": {},
+                           "tsp_drained": {}}
+    progress(f"launcher alone: {count} true jobs in a row")
+    out["floor"] = launcher_floor(count)
     for rep in range(reps):
         for slots in slots_list:
+            label = f"{count} jobs rep {rep + 1}/{reps}"
+            r = ours_drained(dm, slots, count)
+            out["ours_drained"].setdefault(str(slots), []).append(r)
+            progress(f"{label}: gpuplaned --max-cpu-jobs {slots}, queued then released: {r['wall_s']:.2f} s "
+                     f"{r['by_status']}")
+            if tsp_exe:
+                t = tsp_drained(Tsp(tsp_exe, root, f"d{slots}-{rep}", registry), slots, count)
+                out["tsp_drained"].setdefault(str(slots), []).append(t)
+                progress(f"{label}: tsp -S {slots}, queued then released: {t['wall_s']:.2f} s")
             r = ours_batch(dm, slots, count)
             out["ours"].setdefault(str(slots), []).append(r)
-            progress(f"{count} jobs rep {rep + 1}/{reps}: gpuplaned --max-cpu-jobs {slots}: {r['wall_s']:.2f} s "
+            progress(f"{label}: gpuplaned --max-cpu-jobs {slots}, back to back: {r['wall_s']:.2f} s "
                      f"(submit {r['submit_s']:.2f} s) {r['by_status']}")
             if tsp_exe:
                 t = tsp_batch(Tsp(tsp_exe, root, f"q{slots}-{rep}", registry), slots, count)
                 out["tsp"].setdefault(str(slots), []).append(t)
-                progress(f"{count} jobs rep {rep + 1}/{reps}: tsp -S {slots}: {t['wall_s']:.2f} s "
+                progress(f"{label}: tsp -S {slots}, back to back: {t['wall_s']:.2f} s "
                          f"(submit {t['submit_s']:.2f} s)")
-    for side in ("ours", "tsp"):
+    for side in ("ours", "tsp", "ours_drained", "tsp_drained"):
         for slots, rs in out[side].items():
-            out.setdefault("summary", {}).setdefault(side, {})[slots] = {
-                "wall_s": stats([r["wall_s"] for r in rs]),
-                "submit_s": stats([r["submit_s"] for r in rs]),
-            }
+            summary = {"wall_s": stats([r["wall_s"] for r in rs])}
+            if "submit_s" in rs[0]:
+                summary["submit_s"] = stats([r["submit_s"] for r in rs])
+            out.setdefault("summary", {}).setdefault(side, {})[slots] = summary
     return out
 
 
@@ -828,54 +946,7 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             rows.append(("task-spooler start latency", f"not available: {tlat.get('reason')}", "", "skip"))
     q = res.get("queue")
     if q:
-        summ = q.get("summary", {})
-        for slots in q.get("slots", []):
-            ours = summ.get("ours", {}).get(str(slots))
-            theirs = summ.get("tsp", {}).get(str(slots))
-            if not ours:
-                continue
-            om = ours["wall_s"]["median"]
-            rs = q["ours"][str(slots)]
-            bad = sum(n for r in rs for st, n in r["by_status"].items() if st != "SUCCEEDED")
-            measured = (f"{s_range(ours['wall_s'])}, {q['count'] / om:.0f} jobs/s; "
-                        f"submit phase {fmt_s(ours['submit_s']['median'])}")
-            if bad:
-                measured += f"; {bad} not SUCCEEDED"
-            if theirs:
-                tm = theirs["wall_s"]["median"]
-                target = f"<= {TARGET_QUEUE_FACTOR:g}x tsp = {TARGET_QUEUE_FACTOR * tm:.2f} s"
-                ok: bool | None = om <= TARGET_QUEUE_FACTOR * tm and not bad
-                measured += f" ({om / tm:.1f}x tsp)"
-            else:
-                anchor = TSP_ANCHOR_200_S[1]
-                target = f"<= {TARGET_QUEUE_FACTOR:g}x tsp (anchor {anchor} s) = {TARGET_QUEUE_FACTOR * anchor:.2f} s"
-                ok = om <= TARGET_QUEUE_FACTOR * anchor and not bad
-            if slots not in (1, 2):
-                ok = None if not bad else False  # context only
-            rows.append((f"{q['count']} true jobs, --max-cpu-jobs {slots}: first submit -> all SUCCEEDED",
-                         measured, target, verdict(ok)))
-            if theirs:
-                failed = sum(r["failed"] for r in q["tsp"][str(slots)])
-                rows.append((f"  task-spooler -S {slots}, same {q['count']} jobs",
-                             f"{s_range(theirs['wall_s'])}, {q['count'] / theirs['wall_s']['median']:.0f} jobs/s; "
-                             f"submit phase {fmt_s(theirs['submit_s']['median'])}"
-                             + (f"; {failed} failed" if failed else ""), "", "info"))
-            post = stats([r["post_s"]["median"] for r in rs if r["post_s"]["median"] is not None])
-            rows.append(("  gpuplaned POST round trip while draining (median)", fmt_ms(post["median"]), "", "info"))
-            cycles = [r["cycle"] for r in rs if r.get("cycle")]
-            if cycles:
-                def med(key: str) -> float | None:
-                    vals = [c[key]["median"] for c in cycles if c[key]["median"] is not None]
-                    return statistics.median(vals) if vals else None
-                rows.append(("  per job, 1 slot: job's own time (runtime.json -> exit.json)", fmt_ms(med("job_run_s")),
-                             "", "info"))
-                rows.append(("  per job, 1 slot: job end -> next job's start", fmt_ms(med("gap_s")), "", "info"))
-                rows.append(("    end -> SUCCEEDED recorded (daemon log)", fmt_ms(med("end_to_recorded_s")), "", "info"))
-                rows.append(("    SUCCEEDED recorded -> next 'dispatched' (daemon log)",
-                             fmt_ms(med("recorded_to_next_dispatched_s")), "", "info"))
-                rows.append(("    'dispatched' -> next job's started_at", fmt_ms(med("dispatched_to_start_s")), "", "info"))
-        if not q.get("tsp_available"):
-            rows.append(("task-spooler 200 jobs", f"not available: {q.get('tsp_reason')}", "", "skip"))
+        rows += queue_rows(q)
     lg = res.get("logs")
     if lg:
         by = lg["by_followers"]
@@ -915,6 +986,82 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                          + ("" if min(z["n"], v["n"]) < 3 else
                             f"; ranges {'overlap' if overlap else 'do not overlap'}"),
                          f"within noise ({noise * 1000:.0f} ms)", verdict(abs(delta) <= noise and overlap)))
+    return rows
+
+
+def queue_rows(q: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    rows: list[tuple[str, str, str, str]] = []
+    summ = q.get("summary", {})
+    n = q["count"]
+
+    def not_succeeded(runs: list[dict[str, Any]]) -> int:
+        return sum(c for r in runs for st, c in r["by_status"].items() if st != "SUCCEEDED")
+
+    for slots in q.get("slots", []):
+        drained = summ.get("ours_drained", {}).get(str(slots))
+        theirs = summ.get("tsp_drained", {}).get(str(slots))
+        if not drained:
+            continue
+        om = drained["wall_s"]["median"]
+        runs = q["ours_drained"][str(slots)]
+        bad = not_succeeded(runs)
+        cpu = statistics.median(r["daemon_cpu_s"] for r in runs) / n
+        measured = f"{s_range(drained['wall_s'])}, {n / om:.0f} jobs/s, daemon CPU {cpu * 1000:.2f} ms/job"
+        if bad:
+            measured += f"; {bad} not SUCCEEDED"
+        if theirs:
+            tm = theirs["wall_s"]["median"]
+            target = f"<= {TARGET_QUEUE_FACTOR:g}x tsp = {TARGET_QUEUE_FACTOR * tm:.2f} s"
+            ok: bool | None = om <= TARGET_QUEUE_FACTOR * tm and not bad
+            measured += f" ({om / tm:.1f}x tsp)"
+        else:
+            anchor = TSP_ANCHOR_DRAINED_S[1]
+            target = f"<= {TARGET_QUEUE_FACTOR:g}x tsp (anchor {anchor} s) = {TARGET_QUEUE_FACTOR * anchor:.2f} s"
+            ok = om <= TARGET_QUEUE_FACTOR * anchor and not bad
+        if slots not in (1, 2):
+            ok = None if not bad else False  # context only
+        rows.append((f"{n} queued true jobs, --max-cpu-jobs {slots}: released -> all SUCCEEDED",
+                     measured, target, verdict(ok)))
+        if theirs:
+            failed = sum(r["failed"] for r in q["tsp_drained"][str(slots)])
+            rows.append((f"  task-spooler -S {slots}, same {n} jobs queued then released",
+                         f"{s_range(theirs['wall_s'])}, {n / theirs['wall_s']['median']:.0f} jobs/s"
+                         + (f"; {failed} failed" if failed else ""), "", "info"))
+        cycles = [r["cycle"] for r in runs if r.get("cycle")]
+        if cycles:
+            def med(key: str) -> float | None:
+                vals = [c[key]["median"] for c in cycles if c[key]["median"] is not None]
+                return statistics.median(vals) if vals else None
+            rows.append(("  per job, 1 slot: job's own time (runtime.json -> exit.json)", fmt_ms(med("job_run_s")),
+                         "", "info"))
+            rows.append(("  per job, 1 slot: job end -> next job's start", fmt_ms(med("gap_s")), "", "info"))
+            rows.append(("    end -> SUCCEEDED recorded (daemon log)", fmt_ms(med("end_to_recorded_s")), "", "info"))
+            rows.append(("    SUCCEEDED recorded -> next 'dispatched' (daemon log)",
+                         fmt_ms(med("recorded_to_next_dispatched_s")), "", "info"))
+            rows.append(("    'dispatched' -> next job's started_at", fmt_ms(med("dispatched_to_start_s")), "", "info"))
+        batch = summ.get("ours", {}).get(str(slots))
+        if batch:
+            bm = batch["wall_s"]["median"]
+            brs = q["ours"][str(slots)]
+            post = stats([r["post_s"]["median"] for r in brs if r["post_s"]["median"] is not None])
+            line = (f"{s_range(batch['wall_s'])}, {n / bm:.0f} jobs/s; submit phase "
+                    f"{fmt_s(batch['submit_s']['median'])} (POST {fmt_ms(post['median'])} each)")
+            if not_succeeded(brs):
+                line += f"; {not_succeeded(brs)} not SUCCEEDED"
+            tb = summ.get("tsp", {}).get(str(slots))
+            if tb:
+                line += f" ({bm / tb['wall_s']['median']:.1f}x tsp)"
+            rows.append((f"  same {n} jobs submitted back to back: first submit -> all SUCCEEDED", line, "", "info"))
+            if tb:
+                rows.append((f"  task-spooler -S {slots}, back to back (a tsp client per job)",
+                             f"{s_range(tb['wall_s'])}; submit phase {fmt_s(tb['submit_s']['median'])}", "", "info"))
+    floor = q.get("floor")
+    if floor:
+        rows.append((f"launcher alone (no daemon, no store): {floor['count']} true jobs in a row, per job",
+                     f"{ms_p99(floor['cycle_s'])}; machine CPU {floor['machine_cpu_per_job_s'] * 1000:.2f} ms/job",
+                     "", "info"))
+    if not q.get("tsp_available"):
+        rows.append(("task-spooler 200 jobs", f"not available: {q.get('tsp_reason')}", "", "skip"))
     return rows
 
 

@@ -21,6 +21,16 @@ def _counter(text: str) -> int | None:
 def oom_kill_count(proc_self_cgroup: Path = Path("/proc/self/cgroup"),
                    root: Path = Path("/sys/fs/cgroup")) -> int | None:
     """How many processes the OOM killer has killed in our memory cgroup; None if unknown."""
+    counter = oom_kill_file(proc_self_cgroup, root)
+    return None if counter is None else read_oom_kills(counter)
+
+
+def oom_kill_file(proc_self_cgroup: Path = Path("/proc/self/cgroup"),
+                  root: Path = Path("/sys/fs/cgroup")) -> Path | None:
+    """The file that holds our memory cgroup's OOM-kill counter; None if there is none.
+
+    A process stays in its cgroup, so this can be looked up once and read many times.
+    """
     try:
         lines = proc_self_cgroup.read_text().splitlines()
     except OSError:
@@ -34,10 +44,14 @@ def oom_kill_count(proc_self_cgroup: Path = Path("/proc/self/cgroup"),
         elif "memory" in controllers.split(","):
             candidates.append(root / "memory" / relative / "memory.oom_control")
     for candidate in candidates:
-        try:
-            count = _counter(candidate.read_text())
-        except OSError:
-            continue
-        if count is not None:
-            return count
+        if read_oom_kills(candidate) is not None:
+            return candidate
     return None
+
+
+def read_oom_kills(counter: Path) -> int | None:
+    """The OOM-kill count in ``counter`` (from ``oom_kill_file``); None if it cannot be read."""
+    try:
+        return _counter(counter.read_text())
+    except OSError:
+        return None

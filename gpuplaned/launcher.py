@@ -1,16 +1,22 @@
 """The daemon's side of job start-up: a client for the launcher, and the job-file helpers.
 
 Owns the one long-lived launcher process (``gpuplaned/shim.py --serve``, see that module's
-theory of operation) that forks a shim per job. Jobs never depend on this side: a shim is
-in its own session, writes the job's output straight to files and records the exit status
-in ``exit.json``, so the daemon (and the launcher) may die and come back at any time. What
-the runner needs afterwards is here, as plain functions over the job dir and ``/proc``:
+theory of operation) that runs each job under a shim: one job at a time per shim, and a
+shim whose job has ended takes the next. Jobs never depend on this side: a shim is in its
+own session, writes the job's output straight to files and records the exit status in
+``exit.json``, so the daemon (and the launcher) may die and come back at any time. While
+the launcher lives, ``Launcher.wait_exit`` hears of each end from it (the record itself,
+before the file is even read) and ``Launcher.cancel`` cancels by request id, so a cancel
+never reaches a later job of the same shim. What the runner needs otherwise is here, as
+plain functions over the job dir and ``/proc``:
 
 - ``read_runtime`` / ``read_exit``: the shim's ``runtime.json`` and ``exit.json``;
 - ``process_start_time`` / ``is_same_process``: a pid plus its start time names one
   process, so a reused pid is never mistaken for a job;
 - ``wait_process_exit``: wait for a process that is not our child (pidfd);
-- ``signal_shim``: cancel (SIGTERM) a job through its shim, refusing a reused pid;
+- ``signal_shim``: cancel (SIGTERM) a job through its shim, refusing a reused pid (only for
+  a job whose launcher is gone, and whose ``exit.json`` is not written: a shim takes no new
+  job once its launcher is gone, nor before that file is written);
 - ``classify_failure`` and ``tail_text``: the failure reason for a finished job.
 
 Why a launcher rather than one ``python shim.py`` per job: an interpreter start alone is
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -44,6 +51,8 @@ import trio
 
 from gpuplaned import shim as _shim
 from gpuplaned.protocol.discovery import pid_alive
+
+log = logging.getLogger("gpuplaned.runner")
 
 SHIM_PATH = Path(_shim.__file__).resolve()
 STDOUT_FILE = _shim.STDOUT_FILE
@@ -158,6 +167,10 @@ class ExitRecord:
     pid: int | None
     error: str | None = None
 
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and self.signal is None and self.reason == "exited"
+
 
 REASONS = frozenset({"exited", "signaled", "cancelled", "timeout", "spawn_failed"})
 
@@ -195,6 +208,9 @@ class Launcher:
         self._progress = trio.Event()
         self._gone: str | None = None  # why no new request may be sent
         self._eof = False  # no more replies will come
+        # Exit events by request id, until ``wait_exit`` takes them: a value of None means
+        # the shim ended without a record.
+        self._exits: dict[str, ExitRecord | None] = {}
 
     @property
     def pid(self) -> int:
@@ -219,8 +235,9 @@ class Launcher:
         """Start ``request.argv`` through a new shim; returns once the command is exec'd.
 
         ``request.job_dir`` need not exist: the shim creates it (mode 0700; parents as
-        needed). ``runtime.json`` is in the job dir, durably, by the time this returns, and
-        ``Spawned.started_at`` is its ``started_at``.
+        needed). ``runtime.json`` is in the job dir by the time this returns (fsynced once
+        the job has run ``shim.DURABLE_AFTER_S``), and ``Spawned.started_at`` is its
+        ``started_at``. ``wait_exit(Spawned.id)`` tells of its end.
 
         Raises:
             SpawnError: no such command, no such cwd, permission denied, a job dir that
@@ -264,6 +281,43 @@ class Launcher:
         except _Invalid as exc:
             self._break(f"malformed spawn reply {reply!r}: {exc}")
             raise LauncherGone(self._gone) from None
+
+    async def cancel(self, request_id: str) -> bool:
+        """Cancel (SIGTERM, grace period, SIGKILL) a job this launcher started; False when it
+        is not running (it has ended, or this launcher never started it).
+
+        Use this, not a signal to the shim's pid, for the jobs of a live launcher: the
+        launcher tells the shim which job the cancel is for, and a shim that has moved on
+        to another job ignores it.
+
+        Raises:
+            LauncherGone: the launcher has exited or was closed.
+        """
+        reply = await self._call({"op": "cancel", "id": request_id})
+        return reply.get("cancelled") is True
+
+    async def wait_exit(self, request_id: str) -> ExitRecord | None:
+        """Wait for the end of a job this launcher started (``Spawned.id``).
+
+        Returns its exit record (what ``exit.json`` holds), or None when its shim ended
+        without one (it was killed; ``exit.json`` may still tell, or nothing does).
+
+        A malformed record is logged and taken as None.
+
+        Raises:
+            LauncherGone: the launcher went away first; the job is not affected (watch its
+                shim's pid instead).
+
+        Cancellation: safe; an exit that arrives later is kept for the next call.
+        """
+        while request_id not in self._exits:
+            if self._reading:
+                await self._progress.wait()
+            elif self._eof and b"\n" not in self._buf:
+                raise LauncherGone(self._gone)
+            else:
+                await self._read_reply()
+        return self._exits.pop(request_id)
 
     async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
         self._next_seq += 1
@@ -321,6 +375,9 @@ class Launcher:
                 reply = json.loads(line)
             except ValueError:
                 reply = None
+            if isinstance(reply, dict) and reply.get("event") == "exit":
+                self._on_exit_event(reply, line)
+                return
             if not isinstance(reply, dict) or not self._pending:
                 self._break(f"unexpected reply {line[:200]!r}")
                 return
@@ -336,6 +393,18 @@ class Launcher:
             self._reading = False
             self._progress.set()
             self._progress = trio.Event()
+
+    def _on_exit_event(self, event: dict[str, Any], line: bytes) -> None:
+        request_id, data = event.get("id"), event.get("exit")
+        if not isinstance(request_id, str) or not (data is None or isinstance(data, dict)):
+            self._break(f"malformed exit event {line[:200]!r}")
+            return
+        try:
+            self._exits[request_id] = None if data is None else exit_record(data)
+        except _Invalid as exc:
+            log.warning("job %s: its shim's exit line is malformed (%s); reading exit.json instead",
+                        request_id, exc)
+            self._exits[request_id] = None
 
     def _set_gone(self, why: str) -> None:
         if self._gone is None:
@@ -514,20 +583,29 @@ def read_exit(job_dir: str | os.PathLike[str]) -> ExitRecord | None:
     if data is None:
         return None
     try:
-        reason = _str(data, "reason")
-        if reason not in REASONS:
-            raise _Invalid(f"unknown reason {reason!r}")
-        return ExitRecord(
-            exit_code=_int(data, "exit_code", optional=True),
-            signal=_int(data, "signal", optional=True),
-            signal_name=_str(data, "signal_name", optional=True),
-            reason=reason,
-            ended_at=_float(data, "ended_at"),
-            pid=_int(data, "pid", optional=True),
-            error=_str(data, "error", optional=True),
-        )
+        return exit_record(data)
     except _Invalid as exc:
         raise CorruptRecord(path, str(exc)) from None
+
+
+def exit_record(data: Mapping[str, Any]) -> ExitRecord:
+    """An ``ExitRecord`` from what a shim writes (``exit.json``, or its exit line).
+
+    Raises:
+        ValueError: a field is missing or of the wrong type, or the reason is unknown.
+    """
+    reason = _str(data, "reason")
+    if reason not in REASONS:
+        raise _Invalid(f"unknown reason {reason!r}")
+    return ExitRecord(
+        exit_code=_int(data, "exit_code", optional=True),
+        signal=_int(data, "signal", optional=True),
+        signal_name=_str(data, "signal_name", optional=True),
+        reason=reason,
+        ended_at=_float(data, "ended_at"),
+        pid=_int(data, "pid", optional=True),
+        error=_str(data, "error", optional=True),
+    )
 
 
 def tail_text(path: str | os.PathLike[str], max_bytes: int = TAIL_BYTES) -> str:

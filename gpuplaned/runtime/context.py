@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,21 +25,31 @@ class ActorContext:
     shared: Any  # the daemon's DaemonContext: config, paths, lifecycle, supervisor
     stop_requested: trio.Event = attrs.field(factory=trio.Event)
 
-    async def receive_or_stop(self) -> Any | None:
-        """The next inbox message, or None once a stop is requested (or the inbox closed)."""
-        if self.stop_requested.is_set():
-            try:
-                return self.inbox.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel):
+    async def receive_or_stop(self, deadline: float = math.inf) -> Any | None:
+        """The next inbox message, or None once a stop is requested (or the inbox closed);
+        ``IDLE`` when nothing came by ``deadline`` (trio time).
+
+        Never cancel a call of this from outside to time it out: a message received just
+        as the cancel arrives would be lost. That is what ``deadline`` is for.
+        """
+        try:
+            return self.inbox.receive_nowait()  # one already there: no tasks to start
+        except trio.EndOfChannel:
+            return None
+        except trio.WouldBlock:
+            if self.stop_requested.is_set():
                 return None
         result: list[Any] = []
         async with trio.open_nursery() as nursery:
 
             async def receive() -> None:
-                try:
-                    result.append(await self.inbox.receive())
-                except trio.EndOfChannel:
-                    pass
+                # Only the receive itself is cancelled by the deadline: a message is either
+                # not taken from the channel, or taken and kept.
+                with trio.move_on_at(deadline):
+                    try:
+                        result.append(await self.inbox.receive())
+                    except trio.EndOfChannel:
+                        result.append(None)
                 nursery.cancel_scope.cancel()
 
             async def watch_stop() -> None:
@@ -47,4 +58,9 @@ class ActorContext:
 
             nursery.start_soon(receive)
             nursery.start_soon(watch_stop)
-        return result[0] if result else None
+        if result:
+            return result[0]
+        return None if self.stop_requested.is_set() else IDLE
+
+
+IDLE = object()  # what ``receive_or_stop`` returns when its deadline passed first

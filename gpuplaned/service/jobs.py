@@ -42,7 +42,7 @@ async def submit(shared: DaemonContext, body: Any) -> Job:
         assert job is not None
         return job, dispatched
 
-    job, dispatched = await write(_store(shared), insert)
+    job, dispatched = await write(_store(shared), insert, small=True)
     await deliver(shared, dispatched)
     return job
 
@@ -75,7 +75,7 @@ async def get_job(shared: DaemonContext, job_id: str) -> Job:
 
 
 async def cancel(shared: DaemonContext, job_id: str) -> Job:
-    outcome = await write(_store(shared), lambda conn: job_rows.cancel_job(conn, job_id, now_ms()))
+    outcome = await write(_store(shared), lambda conn: job_rows.cancel_job(conn, job_id, now_ms()), small=True)
     if outcome.node_id is not None:
         try:
             await shared.nodes.send(outcome.node_id, Cancel(job_id, outcome.job.attempt))
@@ -87,7 +87,7 @@ async def cancel(shared: DaemonContext, job_id: str) -> Job:
 
 
 async def retry(shared: DaemonContext, job_id: str) -> Job:
-    job = await write(_store(shared), lambda conn: job_rows.retry_job(conn, job_id))
+    job = await write(_store(shared), lambda conn: job_rows.retry_job(conn, job_id), small=True)
     wake_scheduler(shared)
     return job
 

@@ -69,7 +69,7 @@ class LocalNodeLink:
             ended = outcome.applied and outcome.status not in ("RUNNING", "LOST")
             return outcome, run_pass(shared, conn) if ended else []
 
-        outcome, dispatched = await write(shared.supervisor.ports["store"], apply)
+        outcome, dispatched = await write(shared.supervisor.ports["store"], apply, small=True)
         if not outcome.applied:
             log.warning("ignored %s report for %s attempt %d: %s", status.status, status.job_id,
                         status.attempt, outcome.reason)

@@ -94,6 +94,10 @@ def open_writer(path: Path, migrations: list[Migration] | None = None) -> sqlite
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode.lower() != "wal":
             raise StoreError(f"database {path} refused WAL mode (got {mode})")
+        # The store actor checkpoints on a worker thread itself (``checkpoint``): some
+        # commits run on the event loop's thread, and must never be the one that copies
+        # the log into the database.
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         for migration in migrations[version:]:
             _apply(conn, path, migration)
         return conn
@@ -123,3 +127,11 @@ def open_reader(path: Path) -> sqlite3.Connection:
 
 def schema_version(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy what the write-ahead log holds into the database, as far as readers allow.
+
+    PASSIVE: never waits for a reader; what a reader still needs is copied next time.
+    """
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()

@@ -25,11 +25,17 @@ class Write:
 
     apply: Callable[[sqlite3.Connection], Any]
     reply: Reply[Any]
+    # A few rows by key (a job's state, a submit): committed on the event loop's own
+    # thread, which costs far less than the hand-off to a worker thread and back. Only
+    # when every write of a batch is small; never a write that scans or bulk-inserts.
+    small: bool = False
 
 
 class StoreUnavailable(Exception):
     pass
 
 
-async def write(port: trio.MemorySendChannel[Any], apply: Callable[[sqlite3.Connection], T]) -> T:
-    return await call(port, lambda reply: Write(apply, reply))
+async def write(port: trio.MemorySendChannel[Any], apply: Callable[[sqlite3.Connection], T], *,
+                small: bool = False) -> T:
+    """Run ``apply`` in the store's next transaction; see ``Write.small``."""
+    return await call(port, lambda reply: Write(apply, reply, small))

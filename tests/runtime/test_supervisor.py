@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import trio
 import trio.testing
 
+from gpuplaned.runtime.context import IDLE, ActorContext
 from gpuplaned.runtime.spec import ActorSpec, Restart
 from gpuplaned.runtime.states import ActorState
 from gpuplaned.runtime.supervisor import ActorStartError, Supervisor
@@ -286,6 +289,35 @@ async def test_receive_or_stop(nursery, autojump_clock):
     await trio.testing.wait_all_tasks_blocked()
     await sup.stop("d")
     assert seen == [1, "stopped"]
+
+
+async def test_receive_or_stop_with_a_deadline(autojump_clock):
+    send, receive = trio.open_memory_channel(100)
+    ctx = ActorContext("d", receive, {}, None)
+    start = trio.current_time()
+    assert await ctx.receive_or_stop(start + 5) is IDLE
+    assert trio.current_time() == start + 5
+    await send.send("queued")
+    assert await ctx.receive_or_stop(start) == "queued"  # one already there, deadline or not
+
+    # Messages that arrive as deadlines pass are each received once, none lost.
+    got = []
+
+    async def sender():
+        for i in range(300):
+            await trio.sleep(random.choice([0.001, 0.002, 0.005]))
+            await send.send(i)
+
+    async with trio.open_nursery() as n:
+        n.start_soon(sender)
+        while len(got) < 300:
+            message = await ctx.receive_or_stop(trio.current_time() + random.choice([0.001, 0.002, 0.003]))
+            if message is not IDLE:
+                got.append(message)
+    assert got == list(range(300))
+
+    ctx.stop_requested.set()
+    assert await ctx.receive_or_stop(trio.current_time() + 5) is None
 
 
 async def test_statistics_come_from_the_started_handle(nursery, autojump_clock):

@@ -18,10 +18,10 @@ import trio
 
 from gpuplaned.launcher import (
     ExitRecord,
+    Launcher,
     Spawned,
     SpawnRequest,
     read_exit,
-    wait_process_exit,
 )
 from gpuplaned.shim import read_proc_stat
 
@@ -72,12 +72,14 @@ async def wait_until(predicate: Callable[[], Any], what: str, timeout: float = W
     raise AssertionError(what)  # pragma: no cover - fail_after raises first
 
 
-async def wait_job_end(spawned: Spawned, job_dir: Path, timeout: float = WAIT_S) -> ExitRecord:
-    """Wait for the shim to exit (pidfd), then return its exit.json."""
+async def wait_job_end(launcher: Launcher, spawned: Spawned, job_dir: Path,
+                       timeout: float = WAIT_S) -> ExitRecord:
+    """Wait for the launcher's exit event for the job, check it against exit.json, return it."""
     with trio.fail_after(timeout):
-        await wait_process_exit(spawned.shim_pid, spawned.shim_start_time)
+        event = await launcher.wait_exit(spawned.id)
     record = read_exit(job_dir)
-    assert record is not None, f"shim {spawned.shim_pid} exited without writing exit.json"
+    assert record is not None, f"the job {spawned.id} ended without exit.json"
+    assert event == record, (event, record)
     return record
 
 

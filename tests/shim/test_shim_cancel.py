@@ -49,7 +49,7 @@ async def test_cancel_kills_every_descendant_after_grace(launcher, jobs):
 
     started = trio.current_time()
     assert signal_shim(spawned.shim_pid, spawned.shim_start_time, signal.SIGTERM)
-    record = await wait_job_end(spawned, req.job_dir, timeout=grace + 1)
+    record = await wait_job_end(launcher, spawned, req.job_dir, timeout=grace + 1)
     assert trio.current_time() - started >= grace  # they ignore SIGTERM: the grace is used up
     assert job_processes(jobs.marker) == []
     assert (record.reason, record.signal_name, record.exit_code) == ("cancelled", "SIGKILL", None)
@@ -66,7 +66,7 @@ async def test_cancel_shell_job_with_term_ignoring_children(launcher, jobs):
     await wait_until(lambda: len(job_processes(jobs.marker)) == 3, "sh and two sleeps")
     await wait_until(lambda: (req.job_dir / "stdout.log").read_text() == "ready\n", "ready")
     assert signal_shim(spawned.shim_pid, spawned.shim_start_time)
-    record = await wait_job_end(spawned, req.job_dir, timeout=grace + 1)
+    record = await wait_job_end(launcher, spawned, req.job_dir, timeout=grace + 1)
     assert job_processes(jobs.marker) == []
     assert (record.reason, record.signal_name) == ("cancelled", "SIGKILL")
 
@@ -79,7 +79,7 @@ async def test_leftovers_are_killed_as_soon_as_the_main_process_exits(launcher, 
     spawned = await launcher.spawn(req)
     await wait_until(lambda: len(job_processes(jobs.marker)) == 2, "two sleeps")
     assert signal_shim(spawned.shim_pid, spawned.shim_start_time)
-    record = await wait_job_end(spawned, req.job_dir, timeout=5)
+    record = await wait_job_end(launcher, spawned, req.job_dir, timeout=5)
     assert job_processes(jobs.marker) == []
     assert (record.reason, record.signal_name) == ("cancelled", "SIGTERM")
 
@@ -87,7 +87,7 @@ async def test_leftovers_are_killed_as_soon_as_the_main_process_exits(launcher, 
 async def test_background_processes_do_not_outlive_a_job_that_exits(launcher, jobs):
     req = jobs.request(["sh", "-c", "setsid sleep 1000 & sleep 1000 & echo started"])
     spawned = await launcher.spawn(req)
-    record = await wait_job_end(spawned, req.job_dir)
+    record = await wait_job_end(launcher, spawned, req.job_dir)
     assert (record.reason, record.exit_code) == ("exited", 0)
     assert job_processes(jobs.marker) == []
 
@@ -103,7 +103,7 @@ async def test_second_sigterm_kills_without_waiting_for_the_grace(launcher, jobs
     assert signal_shim(spawned.shim_pid, spawned.shim_start_time)
     await wait_until(lambda: "got-term" in stdout.read_text(), "the job to see SIGTERM")
     assert signal_shim(spawned.shim_pid, spawned.shim_start_time)
-    record = await wait_job_end(spawned, req.job_dir, timeout=5)
+    record = await wait_job_end(launcher, spawned, req.job_dir, timeout=5)
     assert (record.reason, record.signal_name) == ("cancelled", "SIGKILL")
     assert job_processes(jobs.marker) == []
 
@@ -116,15 +116,26 @@ async def test_timeout(launcher, jobs, script, killed_by):
     req = jobs.request(["sh", "-c", script], timeout_s=0.2, grace_s=0.2)
     started = trio.current_time()
     spawned = await launcher.spawn(req)
-    record = await wait_job_end(spawned, req.job_dir, timeout=5)
+    record = await wait_job_end(launcher, spawned, req.job_dir, timeout=5)
     assert trio.current_time() - started >= 0.2
     assert (record.reason, record.signal_name, record.exit_code) == ("timeout", killed_by, None)
     assert classify_failure(record, "")[0] == "TIMEOUT"
     assert job_processes(jobs.marker) == []
 
 
+async def test_cancel_through_the_launcher(launcher, jobs):
+    req = jobs.request(["sh", "-c", 'trap "" TERM; echo ready; sleep 1000'], grace_s=0.2)
+    spawned = await launcher.spawn(req)
+    await wait_until(lambda: (req.job_dir / "stdout.log").read_text() == "ready\n", "ready")
+    assert await launcher.cancel(spawned.id)
+    record = await wait_job_end(launcher, spawned, req.job_dir, timeout=5)
+    assert (record.reason, record.signal_name) == ("cancelled", "SIGKILL")
+    assert job_processes(jobs.marker) == []
+
+
 async def test_cancel_of_a_finished_job_is_refused(launcher, jobs):
     req = jobs.request(["true"])
     spawned = await launcher.spawn(req)
-    await wait_job_end(spawned, req.job_dir)
-    assert not signal_shim(spawned.shim_pid, spawned.shim_start_time)
+    await wait_job_end(launcher, spawned, req.job_dir)
+    assert not await launcher.cancel(spawned.id)
+    assert not await launcher.cancel("never-started")

@@ -33,8 +33,11 @@ def _gone(pid: int) -> bool:
     return state is None or state[0] in ("Z", "X")
 
 
-async def test_twenty_concurrent_spawns(launcher, jobs):
-    reqs = [jobs.request(["sh", "-c", f"echo {i}; exit {i}"]) for i in range(20)]
+async def test_twenty_concurrent_spawns(launcher, jobs, tmp_path):
+    # Each job waits for the go file, so all twenty run at once: twenty shims.
+    go = tmp_path / "go"
+    reqs = [jobs.request(["sh", "-c", f"echo {i}; while [ ! -e {go} ]; do sleep 0.01; done; exit {i}"])
+            for i in range(20)]
     results = {}
 
     async def one(req):
@@ -43,6 +46,7 @@ async def test_twenty_concurrent_spawns(launcher, jobs):
     async with trio.open_nursery() as nursery:
         for req in reqs:
             nursery.start_soon(one, req)
+    go.touch()
     assert len({s.pid for s in results.values()}) == 20
     assert len({s.shim_pid for s in results.values()}) == 20
     for i, req in enumerate(reqs):
@@ -52,7 +56,7 @@ async def test_twenty_concurrent_spawns(launcher, jobs):
         assert (runtime.id, runtime.pid, runtime.shim_pid, runtime.start_time) == (
             req.id, spawned.pid, spawned.shim_pid, spawned.start_time)
         assert spawned.started_at == runtime.started_at
-        record = await wait_job_end(spawned, req.job_dir)
+        record = await wait_job_end(launcher, spawned, req.job_dir)
         assert record.exit_code == i
         assert (req.job_dir / "stdout.log").read_text() == f"{i}\n"
 
@@ -66,7 +70,7 @@ async def test_started_at_in_the_reply_is_runtime_json_s(launcher, jobs):
     assert isinstance(spawned.started_at, float)
     assert spawned.started_at == raw["started_at"]  # the very same float, not re-rounded
     assert before <= spawned.started_at <= after
-    await wait_job_end(spawned, req.job_dir)
+    await wait_job_end(launcher, spawned, req.job_dir)
 
 
 async def test_the_shim_creates_the_job_dir(launcher, jobs, tmp_path):
@@ -76,14 +80,14 @@ async def test_the_shim_creates_the_job_dir(launcher, jobs, tmp_path):
     spawned = await launcher.spawn(req)
     assert stat.S_IMODE(nested.stat().st_mode) == 0o700 & ~_umask()
     assert read_runtime(nested).pid == spawned.pid
-    assert (await wait_job_end(spawned, nested)).exit_code == 0
+    assert (await wait_job_end(launcher, spawned, nested)).exit_code == 0
     assert (nested / "stdout.log").read_text() == "hi\n"
 
     existing = tmp_path / "existing"
     existing.mkdir(mode=0o755)
     existing.chmod(0o755)
     req = jobs.request(["true"], name="existing")
-    await wait_job_end(await launcher.spawn(req), existing)
+    await wait_job_end(launcher, await launcher.spawn(req), existing)
     assert stat.S_IMODE(existing.stat().st_mode) == 0o755  # left as it was
 
 
@@ -151,7 +155,7 @@ async def test_a_shim_stuck_before_its_job_starts_holds_up_no_one(jobs):
             spawned, took = results[req.id]
             assert not isinstance(spawned, SpawnError), spawned
             assert took < STUCK_TIMEOUT_S
-            assert (await wait_job_end(spawned, req.job_dir)).exit_code == 0
+            assert (await wait_job_end(launcher, spawned, req.job_dir)).exit_code == 0
         await launcher.ping()
 
     record = read_exit(stuck.job_dir)  # written before the reply

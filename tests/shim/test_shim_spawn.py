@@ -58,7 +58,7 @@ async def test_spawn_records_runtime_output_and_exit(launcher, jobs, tmp_path):
     assert (runtime.timeout_s, runtime.grace_s) == (30.0, 2.5)
     assert runtime.started_at > 1.6e9
 
-    record = await wait_job_end(spawned, req.job_dir)
+    record = await wait_job_end(launcher, spawned, req.job_dir)
     assert (record.exit_code, record.signal, record.signal_name, record.reason) == (0, None, None, "exited")
     assert record.pid == spawned.pid
     assert record.ended_at >= runtime.started_at
@@ -73,7 +73,7 @@ async def test_spawn_records_runtime_output_and_exit(launcher, jobs, tmp_path):
 
 async def test_reused_job_dir_appends_logs_and_drops_old_records(launcher, jobs):
     first = jobs.request(["echo", "first"], name="again")
-    await wait_job_end(await launcher.spawn(first), first.job_dir)
+    await wait_job_end(launcher, await launcher.spawn(first), first.job_dir)
     assert read_exit(first.job_dir).exit_code == 0
     second = jobs.request(["sh", "-c", "echo second; exec sleep 1000"], name="again")
     spawned = await launcher.spawn(second)
@@ -81,7 +81,7 @@ async def test_reused_job_dir_appends_logs_and_drops_old_records(launcher, jobs)
     assert read_runtime(second.job_dir).pid == spawned.pid
     await wait_until(lambda: (second.job_dir / "stdout.log").read_text() == "first\nsecond\n", "both lines")
     assert signal_shim(spawned.shim_pid, spawned.shim_start_time)
-    assert (await wait_job_end(spawned, second.job_dir)).reason == "cancelled"
+    assert (await wait_job_end(launcher, spawned, second.job_dir)).reason == "cancelled"
 
 
 async def test_argv0_is_looked_up_on_the_jobs_path(launcher, jobs, tmp_path):
@@ -91,21 +91,21 @@ async def test_argv0_is_looked_up_on_the_jobs_path(launcher, jobs, tmp_path):
     tool.write_text('#!/bin/sh\necho "tool $*"\n')
     tool.chmod(0o755)
     req = jobs.request(["gp-test-tool", "a", "b c"], env={"PATH": f"{bindir}:/usr/bin:/bin"})
-    record = await wait_job_end(await launcher.spawn(req), req.job_dir)
+    record = await wait_job_end(launcher, await launcher.spawn(req), req.job_dir)
     assert record.exit_code == 0
     assert (req.job_dir / "stdout.log").read_text() == "tool a b c\n"
 
 
 async def test_nonzero_exit(launcher, jobs):
     req = jobs.request(["sh", "-c", "exit 3"])
-    record = await wait_job_end(await launcher.spawn(req), req.job_dir)
+    record = await wait_job_end(launcher, await launcher.spawn(req), req.job_dir)
     assert (record.exit_code, record.signal, record.reason) == (3, None, "exited")
     assert classify_failure(record, "")[0] == "EXIT_CODE"
 
 
 async def test_death_by_signal(launcher, jobs):
     req = jobs.request(["sh", "-c", "ulimit -c 0; kill -SEGV $$"])
-    record = await wait_job_end(await launcher.spawn(req), req.job_dir)
+    record = await wait_job_end(launcher, await launcher.spawn(req), req.job_dir)
     assert (record.exit_code, record.signal, record.signal_name, record.reason) == (
         None, signal.SIGSEGV, "SIGSEGV", "signaled")
     assert classify_failure(record, "")[0] == "SIGNAL(SIGSEGV)"
@@ -187,19 +187,17 @@ async def test_job_process_is_isolated_and_clean(launcher, jobs):
     assert masks["SigIgn"] & ~(_bit(32) | _bit(33)) == 0
     assert _session_and_group(pid) == (shim, pid)
 
-    # The shim: a session leader, immune to SIGINT/SIGHUP/SIGPIPE, holding none of the
-    # launcher's pipes. (SigBlk cannot be checked: while in sigtimedwait the kernel
-    # reports the waited-for signals as unblocked.)
+    # The shim: a session leader, immune to SIGINT/SIGHUP/SIGPIPE, holding nothing but
+    # /dev/null and its own two pipes to the launcher (requests, reports). (SigBlk cannot
+    # be checked: while in sigtimedwait the kernel reports the waited-for signals as
+    # unblocked.)
     assert _session_and_group(shim) == (shim, shim)
     ignored = _status_masks(shim)["SigIgn"]
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         assert ignored & _bit(signum), signum
-
-    def shim_fds() -> set[str]:
-        return {os.readlink(f"/proc/{shim}/fd/{fd}") for fd in os.listdir(f"/proc/{shim}/fd")}
-
-    # The report pipe may still be open for a moment after the launcher got the report.
-    await wait_until(lambda: shim_fds() == {"/dev/null"}, "the shim to close its report pipe")
+    shim_fds = sorted(os.readlink(f"/proc/{shim}/fd/{fd}") for fd in os.listdir(f"/proc/{shim}/fd"))
+    assert shim_fds[:3] == ["/dev/null"] * 3
+    assert len(shim_fds) == 5 and all(fd.startswith("pipe:") for fd in shim_fds[3:]), shim_fds
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         os.kill(shim, signum)
     await launcher.ping()
@@ -207,7 +205,7 @@ async def test_job_process_is_isolated_and_clean(launcher, jobs):
     assert read_exit(req.job_dir) is None
 
     assert signal_shim(shim, spawned.shim_start_time, signal.SIGTERM)
-    record = await wait_job_end(spawned, req.job_dir)
+    record = await wait_job_end(launcher, spawned, req.job_dir)
     assert (record.reason, record.signal_name) == ("cancelled", "SIGTERM")
     assert job_processes(jobs.marker) == []
 
@@ -225,7 +223,7 @@ async def test_cancelled_caller_does_not_desynchronise_replies(launcher, jobs):
     assert read_runtime(second.job_dir).pid == spawned.pid
     first_runtime = await wait_until(lambda: read_runtime(first.job_dir), "first runtime.json")
     assert first_runtime.pid != spawned.pid
-    await wait_job_end(spawned, second.job_dir)
+    await wait_job_end(launcher, spawned, second.job_dir)
 
 
 async def test_spawn_after_launcher_died_raises_launcher_gone(launcher, jobs):
@@ -244,6 +242,6 @@ async def test_runtime_json_is_what_the_shim_reported(launcher, jobs):
     assert set(raw) == {"id", "shim_pid", "shim_start_time", "pid", "pgid", "start_time", "argv", "cwd",
                         "env_keys", "started_at", "timeout_s", "grace_s"}
     assert raw["pid"] == spawned.pid
-    await wait_job_end(spawned, req.job_dir)
+    await wait_job_end(launcher, spawned, req.job_dir)
     assert set(json.loads((req.job_dir / "exit.json").read_text())) == {
         "exit_code", "signal", "signal_name", "reason", "ended_at", "pid", "error"}

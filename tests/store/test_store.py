@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+import uuid
 
 import attrs
 import pytest
@@ -149,6 +151,59 @@ async def test_group_commit_folds_concurrent_writes_into_few_transactions(nurser
     count = await readers.run(lambda c: c.execute("SELECT count(*) FROM projects").fetchone()[0])
     readers.close()
     assert count == 200
+
+
+async def test_small_writes_commit_on_the_event_loop_thread_and_the_rest_on_a_worker(nursery, tmp_path):
+    sup, _ = await start_store(nursery, tmp_path)
+    port = sup.ports["store"]
+    loop_thread = threading.get_ident()
+
+    def where(conn):
+        name = uuid.uuid4().hex
+        conn.execute("INSERT INTO projects (id, name, created_at) VALUES (?, ?, 0)", (name, name))
+        return threading.get_ident()
+
+    assert await write(port, where, small=True) == loop_thread
+    assert await write(port, where) != loop_thread
+    async with trio.open_nursery() as n:  # in one batch with a write that is not small: a worker
+        results = []
+        n.start_soon(lambda: _append(results, write(port, where, small=True)))
+        n.start_soon(lambda: _append(results, write(port, where)))
+    assert len(set(results)) == 1 and results[0] != loop_thread
+
+
+async def _append(results, awaitable):
+    results.append(await awaitable)
+
+
+async def test_the_store_checkpoints_the_log_itself_after_commits(nursery, tmp_path, autojump_clock):
+    sup, shared = await start_store(nursery, tmp_path)
+    port = sup.ports["store"]
+
+    def in_the_database_file() -> int:
+        # immutable: the database file alone, the write-ahead log ignored
+        alone = sqlite3.connect(f"file:{shared.config.db_path}?mode=ro&immutable=1", uri=True)
+        try:
+            return alone.execute("SELECT count(*) FROM projects").fetchone()[0]
+        finally:
+            alone.close()
+
+    await trio.sleep(5)
+    assert sup.handle("store").statistics().checkpoints == 0  # nothing written: nothing to do
+    for n in range(3):
+        await write(port, insert_project(n), small=True)
+    # No commit copies the log into the database by itself (some run on the event loop).
+    assert sup.handle("store")._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    for _ in range(10):
+        await trio.sleep(store.CHECKPOINT_INTERVAL_S)
+        if in_the_database_file() == 3:
+            break
+    assert in_the_database_file() == 3
+    await trio.sleep(2 * store.CHECKPOINT_INTERVAL_S)  # the checkpoint's thread has reported back
+    done = sup.handle("store").statistics().checkpoints
+    assert done >= 1
+    await trio.sleep(10 * store.CHECKPOINT_INTERVAL_S)
+    assert sup.handle("store").statistics().checkpoints == done  # and not again until more commits
 
 
 async def test_a_failing_write_is_rolled_back_alone(nursery, tmp_path):
