@@ -83,6 +83,17 @@ def notify(ctx: ActorContext, message: FollowLogs | LogsEnded) -> None:
 async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[LogsHandle] = trio.TASK_STATUS_IGNORED) -> None:
     handle = LogsHandle()
     tailer = _Tailer(ctx, handle, ctx.shared.config.node.log_tail_lines)
+    feeds = getattr(ctx.shared, "log_feeds", None)
+    if feeds is not None:
+        feeds.on_new_feed = tailer.wake_up
+    try:
+        await _serve(ctx, handle, tailer, task_status)
+    finally:
+        if feeds is not None and feeds.on_new_feed == tailer.wake_up:
+            feeds.on_new_feed = None
+
+
+async def _serve(ctx: ActorContext, handle: LogsHandle, tailer: _Tailer, task_status: trio.TaskStatus[LogsHandle]) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(tailer.loop)
         task_status.started(handle)
@@ -149,6 +160,11 @@ class _Tailer:
     @property
     def idle(self) -> bool:
         return not self.tails and not self.new
+
+    def wake_up(self) -> None:
+        """A pass now (a follower has come for a job): do not wait out the poll interval."""
+        if not self.idle:
+            self.wake.set()
 
     async def _open_new(self) -> None:
         new, self.new = self.new, []

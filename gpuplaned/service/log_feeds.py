@@ -17,7 +17,7 @@ keeps reading the files at its own pace (see ``gpuplaned.service.logs``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import attrs
@@ -66,6 +66,9 @@ class LogFeeds:
 
     def __init__(self) -> None:
         self._feeds: dict[Key, _Feed] = {}
+        # Called when an attempt gets its first follower: the logs actor passes over it at
+        # once and then at its faster pace, instead of after its idle poll interval.
+        self.on_new_feed: Callable[[], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -95,6 +98,8 @@ class LogFeeds:
         feed = self._feeds.get(key)
         if feed is None:
             feed = self._feeds[key] = _Feed()
+            if self.on_new_feed is not None:
+                self.on_new_feed()
         try:
             async with feed.broadcast.subscribe(FEED_MAXLEN if maxlen is None else maxlen) as sub:
                 yield sub

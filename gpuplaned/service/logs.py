@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -199,6 +199,18 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
         files = True  # catch up from the files first, since the feed only has what comes next
         while True:
             ended = JobState(job.status) in TERMINAL or job.attempt != number
+            if ended and not files and feed.pending:
+                # What the feed holds is framed already: send it, and read only the rest
+                # from the files. (Reading it all again, per follower, costs far more.)
+                chunks = []
+                while feed.pending and not files:
+                    chunk = _taken(await feed.__anext__(), take)
+                    if chunk is None:
+                        files = True
+                    elif chunk:
+                        chunks.append(chunk)
+                if chunks:
+                    yield b"".join(chunks)
             if files or ended:
                 lines, backlog = await trio.to_thread.run_sync(read, ended)
                 if lines:
@@ -223,14 +235,11 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
                 item = await feed.__anext__()
                 heard = trio.current_time()
                 while True:
-                    if isinstance(item, Lagged):
+                    chunk = _taken(item, take)
+                    if chunk is None:
                         files = True
-                    else:
-                        chunk = take(item)
-                        if chunk is None:
-                            files = True
-                        elif chunk:
-                            chunks.append(chunk)
+                    elif chunk:
+                        chunks.append(chunk)
                     if files or not feed.pending:
                         break
                     item = await feed.__anext__()
@@ -238,6 +247,11 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
                 yield b"".join(chunks)
             elif not files and trio.current_time() >= read_at:
                 files = True
+
+
+def _taken(item: LogBatch | Lagged, take: Callable[[LogBatch], bytes | None]) -> bytes | None:
+    """A feed item's events (``take``); None when the files must be read instead."""
+    return None if isinstance(item, Lagged) else take(item)
 
 
 def _offset(line: tuple[int, str]) -> int:
