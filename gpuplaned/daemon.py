@@ -9,6 +9,7 @@ ours, lock released) runs shielded in ``finally``. A second signal skips the gra
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -86,6 +87,10 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
                 with shared._startup_scope:
                     await nursery.start(supervisor.run)
                     shared.lifecycle.ready()
+                    # What start-up made (imports, the app, the actors) lives as long as the
+                    # daemon: out of the collector's sight, so that a full collection no
+                    # longer walks ~120k objects (tens of ms with the event loop stopped).
+                    gc.freeze()
                     nursery.start_soon(spool_replay.replay_at_start, shared)  # SDK spools left by ended processes
                     log.info("gpuplaned %s ready (pid %d, role %s, %s)", __version__, os.getpid(),
                              cfg.role, endpoint.portfile().endpoint)
