@@ -717,23 +717,21 @@ def bench_queue(dm: JobDaemons, tsp_exe: str | None, root: Path, registry: list[
     for rep in range(reps):
         for slots in slots_list:
             label = f"{count} jobs rep {rep + 1}/{reps}"
-            r = ours_drained(dm, slots, count)
-            out["ours_drained"].setdefault(str(slots), []).append(r)
-            progress(f"{label}: gpuplaned --max-cpu-jobs {slots}, queued then released: {r['wall_s']:.2f} s "
-                     f"{r['by_status']}")
+
+            def record(side: str, who: str, how: str, r: dict[str, Any]) -> None:
+                out[side].setdefault(str(slots), []).append(r)
+                submit = f" (submit {r['submit_s']:.2f} s)" if "submit_s" in r else ""
+                progress(f"{label}: {who}, {how}: {r['wall_s']:.2f} s{submit} {r.get('by_status', '')}")
+
+            ours, theirs = f"gpuplaned --max-cpu-jobs {slots}", f"tsp -S {slots}"
+            record("ours_drained", ours, "queued then released", ours_drained(dm, slots, count))
             if tsp_exe:
-                t = tsp_drained(Tsp(tsp_exe, root, f"d{slots}-{rep}", registry), slots, count)
-                out["tsp_drained"].setdefault(str(slots), []).append(t)
-                progress(f"{label}: tsp -S {slots}, queued then released: {t['wall_s']:.2f} s")
-            r = ours_batch(dm, slots, count)
-            out["ours"].setdefault(str(slots), []).append(r)
-            progress(f"{label}: gpuplaned --max-cpu-jobs {slots}, back to back: {r['wall_s']:.2f} s "
-                     f"(submit {r['submit_s']:.2f} s) {r['by_status']}")
+                record("tsp_drained", theirs, "queued then released",
+                       tsp_drained(Tsp(tsp_exe, root, f"d{slots}-{rep}", registry), slots, count))
+            record("ours", ours, "back to back", ours_batch(dm, slots, count))
             if tsp_exe:
-                t = tsp_batch(Tsp(tsp_exe, root, f"q{slots}-{rep}", registry), slots, count)
-                out["tsp"].setdefault(str(slots), []).append(t)
-                progress(f"{label}: tsp -S {slots}, back to back: {t['wall_s']:.2f} s "
-                         f"(submit {t['submit_s']:.2f} s)")
+                record("tsp", theirs, "back to back",
+                       tsp_batch(Tsp(tsp_exe, root, f"q{slots}-{rep}", registry), slots, count))
     for side in ("ours", "tsp", "ours_drained", "tsp_drained"):
         for slots, rs in out[side].items():
             summary = {"wall_s": stats([r["wall_s"] for r in rs])}

@@ -42,7 +42,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -310,13 +310,7 @@ class Launcher:
 
         Cancellation: safe; an exit that arrives later is kept for the next call.
         """
-        while request_id not in self._exits:
-            if self._reading:
-                await self._progress.wait()
-            elif self._eof and b"\n" not in self._buf:
-                raise LauncherGone(self._gone)
-            else:
-                await self._read_reply()
+        await self._read_until(lambda: request_id in self._exits)
         return self._exits.pop(request_id)
 
     async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -338,15 +332,25 @@ class Launcher:
                 del self._pending[waiter.seq]
                 self._set_gone(f"launcher pid {self.pid} stopped reading requests ({exc!r})")
                 raise LauncherGone(self._gone) from exc
-        while waiter.reply is None:
+        await self._read_until(lambda: waiter.reply is not None)
+        assert waiter.reply is not None
+        return waiter.reply
+
+    async def _read_until(self, done: Callable[[], bool]) -> None:
+        """Take a turn at reading the launcher's lines (one task reads, the others wait for
+        its progress) until ``done()``.
+
+        Raises:
+            LauncherGone: the launcher's output ended first. (Lines written before it went
+                are still handed out.)
+        """
+        while not done():
             if self._reading:
                 await self._progress.wait()
             elif self._eof and b"\n" not in self._buf:
-                # Replies written before the launcher went are still handed out.
                 raise LauncherGone(self._gone)
             else:
                 await self._read_reply()
-        return waiter.reply
 
     async def _read_reply(self) -> None:
         """Read one reply line and hand it to its waiter."""

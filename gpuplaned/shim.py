@@ -523,7 +523,9 @@ class _Server:
 
     def _refill(self) -> None:
         try:
-            self.idle.append(self._fork_shim())
+            # At the back of the line: shims back from a job (their pages copied already,
+            # no faults to take) go first.
+            self.idle.insert(0, self._fork_shim())
         except OSError:
             self.prefork = len(self.idle)  # fork fails now; requests will say why
 
@@ -566,13 +568,8 @@ class _Server:
         return _Shim(pid, pidfd, spec_w, report_r)
 
     def _on_readable(self, waiting: _Waiting) -> None:
-        chunk = _read_some(waiting.fd)
-        if chunk is None:
-            return
-        waiting.data += chunk
-        if chunk and b"\n" not in waiting.data and len(waiting.data) <= _MAX_REPORT:
-            return
-        self._finish(waiting)
+        if _read_line(waiting, waiting.fd):
+            self._finish(waiting)
 
     def _forget(self, waiting: _Waiting, *, keep_fd: bool = False) -> None:
         if self.waiting.get(waiting.fd) is waiting:
@@ -618,13 +615,8 @@ class _Server:
                              overwrite=False)
 
     def _on_exit_readable(self, running: _Running) -> None:
-        chunk = _read_some(running.shim.report_fd)
-        if chunk is None:
-            return
-        running.data += chunk
-        if chunk and b"\n" not in running.data and len(running.data) <= _MAX_REPORT:
-            return
-        self._exit_line(running)
+        if _read_line(running, running.shim.report_fd):
+            self._exit_line(running)
 
     def _exit_line(self, running: _Running) -> None:
         """A started job's shim wrote its exit line (or went without one): pass it on.
@@ -733,6 +725,15 @@ class _Server:
                             waiting.req_id, waiting.seq, waiting.job_dir, reply)
         self.waiting[report_r] = recorder
         self.poller.register(report_r, select.POLLIN)
+
+
+def _read_line(into: _Waiting | _Running, fd: int) -> bool:
+    """Add what ``fd`` holds to ``into.data``; True once a line is whole (or EOF, or too long)."""
+    chunk = _read_some(fd)
+    if chunk is None:
+        return False
+    into.data += chunk
+    return not chunk or b"\n" in into.data or len(into.data) > _MAX_REPORT
 
 
 def _read_some(fd: int) -> bytes | None:

@@ -41,9 +41,7 @@ async def test_sequential_jobs_share_one_shim_and_nothing_else(launcher, jobs):
 
 
 async def test_a_sigterm_left_from_an_earlier_job_spares_the_next(launcher, jobs):
-    first = jobs.request(["true"])
-    spawned = await launcher.spawn(first)
-    await wait_job_end(launcher, spawned, first.job_dir)
+    _, spawned = await _after_a_finished_job(launcher, jobs)
     # Stray SIGTERMs reach the idle shim (a late cancel, a person): they stay pending.
     os.kill(spawned.shim_pid, signal.SIGTERM)
     os.kill(spawned.shim_pid, signal.SIGTERM)
@@ -57,10 +55,16 @@ async def test_a_sigterm_left_from_an_earlier_job_spares_the_next(launcher, jobs
     assert (second.job_dir / "stdout.log").read_text() == "done\n"
 
 
-async def test_a_cancel_for_a_finished_job_does_not_reach_the_next(launcher, jobs):
+async def _after_a_finished_job(launcher, jobs):
+    """A job run to its end: its request and ``Spawned``; its shim is idle now."""
     first = jobs.request(["true"])
     spawned = await launcher.spawn(first)
     await wait_job_end(launcher, spawned, first.job_dir)
+    return first, spawned
+
+
+async def test_a_cancel_for_a_finished_job_does_not_reach_the_next(launcher, jobs):
+    first, spawned = await _after_a_finished_job(launcher, jobs)
     second = jobs.request(["sh", "-c", "sleep 0.3; echo done"])
     again = await launcher.spawn(second)
     assert again.shim_pid == spawned.shim_pid
@@ -70,9 +74,7 @@ async def test_a_cancel_for_a_finished_job_does_not_reach_the_next(launcher, job
 
 
 async def test_a_plain_sigterm_still_cancels_what_a_reused_shim_runs(launcher, jobs):
-    first = jobs.request(["true"])
-    spawned = await launcher.spawn(first)
-    await wait_job_end(launcher, spawned, first.job_dir)
+    _, spawned = await _after_a_finished_job(launcher, jobs)
     second = jobs.request(["sh", "-c", "echo ready; exec sleep 1000"])
     again = await launcher.spawn(second)
     assert again.shim_pid == spawned.shim_pid
