@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -218,6 +219,47 @@ def test_job_that_ends_while_the_daemon_is_down(daemon_factory, tmp_path):
     assert (done["status"], done["exit_code"]) == ("FAILED", 3)
     assert done["finished_at"] is not None
     assert jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"][0]["owner_job_id"] is None
+
+
+def test_a_job_whose_shim_has_moved_on_is_not_adopted(daemon_factory, tmp_path):
+    # A shim whose job has ended takes the launcher's next job. Should the daemon die after
+    # a job ended but before it recorded the end, the restarted daemon must read that end
+    # from exit.json, not take the (busy) shim for the job and wait for it.
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
+    first = jobs.daemon
+    job = jobs.sh("while [ ! -e finish ]; do sleep 0.02; done; exit 5", gpu=1)
+    jobs.wait(job["id"], "RUNNING")
+    attempt = first.home / "jobs" / job["id"] / "attempt-1"
+    shim = json.loads((attempt / "runtime.json").read_text())["shim_pid"]
+    launcher = _parent(shim)
+    other = tmp_path / "other"
+    first.signal(signal.SIGSTOP)  # from here it hears of nothing
+    try:
+        jobs.file("finish").touch()
+        wait_for((attempt / "exit.json").exists, what="the job to end")
+        # The launcher lends the idle shim to another job, as if the daemon had asked.
+        request = {"op": "spawn", "id": "other", "job_dir": str(other), "argv": ["sleep", "1000"],
+                   "cwd": str(tmp_path), "env": {"PATH": os.environ["PATH"]}, "seq": 10**9}
+        with open(f"/proc/{launcher}/fd/0", "wb") as requests:  # the launcher's own request pipe
+            requests.write(json.dumps(request).encode() + b"\n")
+        wait_for((other / "runtime.json").exists, what="the other job to start")
+    finally:
+        first.signal(signal.SIGKILL)
+    first.proc.wait(10)
+    sleeper = json.loads((other / "runtime.json").read_text())
+    try:
+        assert sleeper["shim_pid"] == shim  # the same shim runs the other job now
+        jobs.restart(daemon_factory, "--gpus=fake:1")
+        done = jobs.wait(job["id"])
+        assert (done["status"], done["exit_code"]) == ("FAILED", 5)
+        assert _parent(sleeper["pid"]) == shim  # untouched
+    finally:
+        os.killpg(sleeper["pgid"], signal.SIGKILL)
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rpartition(b")")[2].split()[1])
 
 
 def test_stopping_the_scheduler_pauses_dispatching(jobs):
