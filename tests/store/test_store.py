@@ -176,7 +176,10 @@ async def _append(results, awaitable):
     results.append(await awaitable)
 
 
-async def test_the_store_checkpoints_the_log_itself_after_commits(nursery, tmp_path, autojump_clock):
+async def test_the_store_checkpoints_the_log_itself_after_commits(nursery, tmp_path, monkeypatch):
+    # Real time (a checkpoint runs on a real thread, which a mock clock would not wait for),
+    # with a short interval.
+    monkeypatch.setattr(store, "CHECKPOINT_INTERVAL_S", 0.05)
     sup, shared = await start_store(nursery, tmp_path)
     port = sup.ports["store"]
 
@@ -188,21 +191,21 @@ async def test_the_store_checkpoints_the_log_itself_after_commits(nursery, tmp_p
         finally:
             alone.close()
 
-    await trio.sleep(5)
+    await trio.sleep(0.3)
     assert sup.handle("store").statistics().checkpoints == 0  # nothing written: nothing to do
     for n in range(3):
         await write(port, insert_project(n), small=True)
     # No commit copies the log into the database by itself (some run on the event loop).
     assert sup.handle("store")._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
-    for _ in range(10):
-        await trio.sleep(store.CHECKPOINT_INTERVAL_S)
-        if in_the_database_file() == 3:
-            break
-    assert in_the_database_file() == 3
-    await trio.sleep(2 * store.CHECKPOINT_INTERVAL_S)  # the checkpoint's thread has reported back
+    with trio.fail_after(10):
+        while in_the_database_file() < 3:
+            await trio.sleep(0.02)
+    with trio.fail_after(10):
+        while sup.handle("store").unchecked:  # the last checkpoint's thread reports back
+            await trio.sleep(0.02)
     done = sup.handle("store").statistics().checkpoints
     assert done >= 1
-    await trio.sleep(10 * store.CHECKPOINT_INTERVAL_S)
+    await trio.sleep(0.3)
     assert sup.handle("store").statistics().checkpoints == done  # and not again until more commits
 
 
