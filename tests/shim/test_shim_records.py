@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 
 import psutil
 import pytest
@@ -15,6 +16,7 @@ import trio.testing
 from shimkit import wait_until
 
 from gpuplaned import launcher as launcher_mod
+from gpuplaned import shim as shim_module
 from gpuplaned.launcher import (
     CorruptRecord,
     ExitRecord,
@@ -201,3 +203,24 @@ def test_tail_text(tmp_path):
     one_line = tmp_path / "one"
     one_line.write_bytes(b"x" * 50 + "é".encode() * 10)
     assert tail_text(one_line, max_bytes=15).endswith("é")  # undecodable start replaced
+
+
+_SUPERVISE = """
+import os, signal, sys, time
+from gpuplaned import shim
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})  # as in a shim
+synced = []
+pid = os.posix_spawn("/bin/sleep", ["sleep", sys.argv[1]], dict(os.environ))
+status, reason, durable = shim._supervise(pid, time.monotonic(), None, 1.0, lambda: synced.append(1))
+print(len(synced), durable, os.WEXITSTATUS(status), reason)
+"""
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [("0", "0 False 0 None"), ("0.8", "1 True 0 None")])
+def test_records_are_made_durable_only_once_a_job_has_run_a_while(seconds, expected):
+    # A job that ends within DURABLE_AFTER_S pays no fsync; one that runs longer has its
+    # runtime.json (and then its exit.json) synced, once.
+    assert float(seconds) == 0 or float(seconds) > shim_module.DURABLE_AFTER_S
+    out = subprocess.run([sys.executable, "-c", _SUPERVISE, seconds], capture_output=True, text=True,
+                         timeout=30, check=True)
+    assert out.stdout.split("\n")[0] == expected
