@@ -542,19 +542,7 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 def render(res: dict[str, Any]) -> str:
-    rows = table_rows(res)
-    header = ("figure", "measured", "target", "result")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(4)]
-    line = "  ".join("-" * w for w in widths)
-    out = [f"gpuplaned benchmark  ({res['meta']['python_version']}, {res['meta']['cpus']} CPUs, "
-           f"{res['meta']['platform']}, mode {res['meta']['mode']})",
-           "load average (1/5/15 min) at start %.2f/%.2f/%.2f, at end %.2f/%.2f/%.2f"
-           % (*res["meta"]["loadavg_start"], *res["meta"]["loadavg_end"]), ""]
-    out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    out.append(line)
-    for r in rows:
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-    out.append("")
+    out = [*heading("gpuplaned benchmark", res["meta"]), "", *table_lines(table_rows(res)), ""]
     out.append("Peers, idle (shared/research/peers-perf.md section 4, 30 s window):")
     for name, cpu, rss in PEERS_IDLE:
         out.append(f"  {name:40s} {cpu:5.2f} % of one core   {rss:5.1f} MB")
@@ -582,6 +570,33 @@ def render(res: dict[str, Any]) -> str:
                 out.append(f"gpuplanectl {key} failed (rc {failure['rc']}): {failure['stderr'].strip()[-400:]}")
     out.extend(error_lines(res))
     return "\n".join(out)
+
+
+FIGURE_HEADER = ("figure", "measured", "target", "result")
+
+
+def heading(title: str, meta: dict[str, Any], extra: str = "") -> list[str]:
+    """A report's first lines: what ran where (``extra`` goes inside the parentheses), and the load."""
+    return [f"{title}  ({meta['python_version']}, {meta['cpus']} CPUs, {meta['platform']}, "
+            f"mode {meta['mode']}{extra})",
+            "load average (1/5/15 min) at start %.2f/%.2f/%.2f, at end %.2f/%.2f/%.2f"
+            % (*meta["loadavg_start"], *meta["loadavg_end"])]
+
+
+def table_lines(rows: list[tuple[Any, ...]], header: tuple[str, ...] = FIGURE_HEADER,
+                indent: str = "") -> list[str]:
+    """``rows`` as left-aligned columns under ``header`` and a rule."""
+    widths = [max(len(str(r[i])) for r in [*rows, header]) for i in range(len(header))]
+    out = [indent + "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+           indent + "  ".join("-" * w for w in widths)]
+    out += [indent + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return out
+
+
+def host_busy_s() -> float:
+    """CPU-seconds the whole machine has spent busy since boot (all CPUs, all processes)."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
 
 
 def error_lines(res: dict[str, Any]) -> list[str]:

@@ -72,11 +72,14 @@ from daemon_bench import (  # noqa: E402
     DaemonFailed,
     error_lines,
     guarded_run,
+    heading,
+    host_busy_s,
     kill_forked_children,
     progress,
     raise_interrupt,
     report,
     run_meta,
+    table_lines,
 )
 from jobs_bench import (  # noqa: E402 - the sibling benchmarks' daemon handling
     TERMINAL,
@@ -136,12 +139,6 @@ def fmt_ms(value: float | None, digits: int = 2) -> str:
 
 def pct(cpu_s: float | None, wall_s: float | None) -> float | None:
     return None if cpu_s is None or not wall_s else 100.0 * cpu_s / wall_s
-
-
-def host_busy_s() -> float:
-    """CPU seconds the whole machine has spent busy (all CPUs, all processes)."""
-    t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 def cpu_s(pid: int) -> float | None:
@@ -613,24 +610,14 @@ def render(res: dict[str, Any]) -> str:
     except (KeyError, TypeError, ValueError) as exc:  # a half-finished section: still report
         res["errors"].append(f"table: {type(exc).__name__}: {exc}")
         return json.dumps(res, indent=2, default=str)
-    header = ("figure", "measured", "target", "result")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(4)]
     meta = res["meta"]
-    out = [f"gpuplaned HTTP benchmark  ({meta['python_version']}, {meta['cpus']} CPUs, {meta['platform']}, "
-           f"mode {meta['mode']})",
-           "load average (1/5/15 min) at start %.2f/%.2f/%.2f, at end %.2f/%.2f/%.2f"
-           % (*meta["loadavg_start"], *meta["loadavg_end"]),
+    out = [*heading("gpuplaned HTTP benchmark", meta),
            f"requests: closed-loop client processes ({meta['clients']}), one keep-alive http.client "
            f"connection each, {meta['request_seconds']:g} s per row; they share the {meta['cpus']} CPUs with "
            f"the daemon",
            f"fan-out: {meta['followers']} followers over TCP in {meta['follower_procs']} processes "
            f"({'one connection each' if meta['followers'] == meta['follower_procs'] else 'threads'}), "
-           f"{meta['rate']} lines/s for {meta['stream_seconds']:g} s", ""]
-    out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    out.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-    out.append("")
+           f"{meta['rate']} lines/s for {meta['stream_seconds']:g} s", "", *table_lines(rows), ""]
     out.append("CPU figures are % of one core: the daemon process (all its threads), the client processes "
                "together, the job; 'others' is the rest of the machine's busy time in the same window "
                "(other users' processes): with it high, every figure here is pessimistic.")

@@ -75,11 +75,14 @@ from daemon_bench import (  # noqa: E402 - the sibling benchmark's daemon handli
     Daemons,
     error_lines,
     guarded_run,
+    heading,
+    host_busy_s,
     kill_forked_children,
     progress,
     raise_interrupt,
     report,
     run_meta,
+    table_lines,
     verdict,
     wait_ready,
 )
@@ -691,21 +694,14 @@ def launcher_floor(count: int) -> dict[str, Any]:
         return cycles[5:]  # the first ones fork the shims
 
     t0 = time.perf_counter()
-    busy0 = machine_busy_s()
+    busy0 = host_busy_s()
     try:
         cycles = trio.run(run)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    wall, busy = time.perf_counter() - t0, machine_busy_s() - busy0
+    wall, busy = time.perf_counter() - t0, host_busy_s() - busy0
     return {"count": count, "cycle_s": stats(cycles), "machine_cpu_per_job_s": busy / (count + 5),
             "wall_s": wall}
-
-
-def machine_busy_s() -> float:
-    """CPU-seconds the whole machine has spent busy since boot (/proc/stat, all CPUs)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
 def bench_queue(dm: JobDaemons, tsp_exe: str | None, root: Path, registry: list[Tsp], slots_list: list[int],
@@ -1064,20 +1060,10 @@ def queue_rows(q: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 def render(res: dict[str, Any]) -> str:
-    rows = table_rows(res)
-    header = ("figure", "measured", "target", "result")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(4)]
     meta = res["meta"]
-    out = [f"gpuplaned jobs benchmark  ({meta['python_version']}, {meta['cpus']} CPUs, {meta['platform']}, "
-           f"mode {meta['mode']})",
-           "load average (1/5/15 min) at start %.2f/%.2f/%.2f, at end %.2f/%.2f/%.2f"
-           % (*meta["loadavg_start"], *meta["loadavg_end"]),
-           f"job start clock: {meta.get('stamp')}; task-spooler: {meta.get('tsp') or 'not available'}", ""]
-    out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    out.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-    out.append("")
+    out = [*heading("gpuplaned jobs benchmark", meta),
+           f"job start clock: {meta.get('stamp')}; task-spooler: {meta.get('tsp') or 'not available'}", "",
+           *table_lines(table_rows(res)), ""]
     out.append(f"Anchors (shared/research/peers-perf.md section 3, another machine): task-spooler "
                f"{TSP_ANCHOR_LATENCY_MS[0]}-{TSP_ANCHOR_LATENCY_MS[1]} ms submit -> start, "
                f"200 jobs in {TSP_ANCHOR_200_S[0]}-{TSP_ANCHOR_200_S[1]} s.")

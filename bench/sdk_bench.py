@@ -67,10 +67,13 @@ from daemon_bench import (  # noqa: E402
     DaemonFailed,
     error_lines,
     guarded_run,
+    heading,
+    host_busy_s,
     progress,
     raise_interrupt,
     report,
     run_meta,
+    table_lines,
 )
 from jobs_bench import Daemon, JobDaemons, stats  # noqa: E402
 
@@ -313,11 +316,6 @@ def tree_cpu_s(pid: int) -> float:
             continue
         total += t.user + t.system
     return total
-
-
-def host_busy_s() -> float:
-    t = psutil.cpu_times()
-    return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
 
 
 def sdk_env(d: Daemon) -> dict[str, str]:
@@ -1006,11 +1004,7 @@ def peer_table(res: dict[str, Any]) -> list[str]:
                      if ours and ours["p50_ns"] and ours["mean_ns"] else "")
             rows.append((label, t["version"], f"{t['n']:,}", us(t["p50_ns"], 1), us(t["p99_ns"], 1),
                          us(t["mean_ns"], 1), ratio, f"{t['init_s']:.2f}", f"{t['finish_s']:.2f}", anchor))
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    lines.append("  " + "  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    lines += table_lines(rows, header, indent="  ")
     if peers:
         if peers.get("missing_venv"):
             lines.append(f"  peers: {peers['missing_venv']}")
@@ -1024,20 +1018,10 @@ def peer_table(res: dict[str, Any]) -> list[str]:
 
 def render(res: dict[str, Any]) -> str:
     rows = table_rows(res)
-    header = ("figure", "measured", "target", "result")
     meta = res["meta"]
-    out = [f"gpuplane SDK benchmark  ({meta['python_version']}, {meta['cpus']} CPUs, {meta['platform']}, "
-           f"mode {meta['mode']})",
-           "load average (1/5/15 min) at start %.2f/%.2f/%.2f, at end %.2f/%.2f/%.2f"
-           % (*meta["loadavg_start"], *meta["loadavg_end"]),
-           f"source measured: {meta.get('source')}", ""]
+    out = [*heading("gpuplane SDK benchmark", meta), f"source measured: {meta.get('source')}", ""]
     if rows:
-        widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(4)]
-        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-        out.append("  ".join("-" * w for w in widths))
-        for r in rows:
-            out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-        out.append("")
+        out += [*table_lines(rows), ""]
     if res.get("loop") or res.get("peers"):
         out.extend(peer_table(res))
     out.append("")

@@ -55,10 +55,12 @@ from daemon_bench import (  # noqa: E402
     DaemonFailed,
     error_lines,
     guarded_run,
+    heading,
     progress,
     raise_interrupt,
     report,
     run_meta,
+    table_lines,
     verdict,
 )
 from jobs_bench import JobDaemons, wait_until  # noqa: E402
@@ -285,19 +287,9 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 def render(res: dict[str, Any]) -> str:
-    rows = table_rows(res)
-    header = ("figure", "measured", "target", "result")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(4)]
     meta = res["meta"]
-    out = [f"web UI benchmark  ({meta['python_version']}, {meta['cpus']} CPUs, {meta['platform']}, "
-           f"mode {meta['mode']}, chromium {meta.get('chromium', '?')})",
-           "load average (1/5/15 min) at start %.2f/%.2f/%.2f, at end %.2f/%.2f/%.2f"
-           % (*meta["loadavg_start"], *meta["loadavg_end"]), ""]
-    out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-    out.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-    out.extend(error_lines(res))
+    out = [*heading("web UI benchmark", meta, f", chromium {meta.get('chromium', '?')}"), "",
+           *table_lines(table_rows(res)), *error_lines(res)]
     return "\n".join(out)
 
 

@@ -63,11 +63,8 @@ class Globals:
             except RemoteError as exc:
                 fail(False, ErrorCode.BAD_REQUEST, str(exc))
             if found is not None:
-                fail(False, ErrorCode.BAD_REQUEST,
-                     f"`gpuplanectl {ctx.invoked_subcommand}` {what}; it does not work with a remote "
-                     f"server ({found.server.url}, from {found.source})",
-                     hint="Run it on the daemon's machine, or give --runtime-dir for a daemon here.",
-                     exit_code=EXIT_USAGE)
+                refuse_remote(False, str(ctx.invoked_subcommand), what, found,
+                              "Run it on the daemon's machine, or give --runtime-dir for a daemon here.")
         return g
 
     @property
@@ -138,6 +135,13 @@ def connect(g: Globals, *, timeout: float = 30.0) -> DaemonClient:
         RemoteError: the remote settings are unusable.
     """
     return g.client(timeout)
+
+
+def refuse_remote(json_output: bool, command: str, what: str, found: Remote, hint: str) -> NoReturn:
+    """Exit with a usage error: ``command`` (which ``what``) only works on the daemon's machine."""
+    fail(json_output, ErrorCode.BAD_REQUEST,
+         f"`gpuplanectl {command}` {what}; it does not work with a remote server ({found.server.url}, "
+         f"from {found.source})", hint=hint, exit_code=EXIT_USAGE)
 
 
 def fail(json_output: bool, code: ErrorCode, message: str, details: dict[str, Any] | None = None, *,

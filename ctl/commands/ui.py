@@ -23,10 +23,7 @@ from typing import Annotated, Any
 
 import typer
 from gpuplanectl import render
-from gpuplanectl.commands import JsonOption, connect, fail, globals_of, reporting
-from gpuplanectl.exit_codes import EXIT_USAGE
-
-from gpuplaned.protocol.errors import ErrorCode
+from gpuplanectl.commands import JsonOption, connect, globals_of, refuse_remote, reporting
 
 
 def ui(
@@ -44,11 +41,8 @@ def ui(
     with reporting(g, json_output):
         remote = g.remote
         if remote is not None:
-            fail(json_output, ErrorCode.BAD_REQUEST,
-                 f"`gpuplanectl ui` asks the local daemon for a login link; it does not work with a remote server "
-                 f"({remote.server.url}, from {remote.source})",
-                 hint="Run it on the daemon's machine, or sign in to the server's page with an API token.",
-                 exit_code=EXIT_USAGE)
+            refuse_remote(json_output, "ui", "asks the local daemon for a login link", remote,
+                          "Run it on the daemon's machine, or sign in to the server's page with an API token.")
         link = connect(g).post("/api/v1/auth/login-links", body)
     if json_output:
         render.print_json(link)

@@ -30,7 +30,7 @@ from gpuplaned.http.sse import format_event
 from gpuplaned.logtail import FileTail, read_from, read_tail
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.jobs import Job
-from gpuplaned.runtime.broadcast import Lagged
+from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
 from gpuplaned.service.log_feeds import LogBatch
 
@@ -202,13 +202,8 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
             if ended and not files and feed.pending:
                 # What the feed holds is framed already: send it, and read only the rest
                 # from the files. (Reading it all again, per follower, costs far more.)
-                chunks = []
-                while feed.pending and not files:
-                    chunk = _taken(await feed.__anext__(), take)
-                    if chunk is None:
-                        files = True
-                    elif chunk:
-                        chunks.append(chunk)
+                chunks: list[bytes] = []
+                files = await _feed_chunks(feed, take, chunks)
                 if chunks:
                     yield b"".join(chunks)
             if files or ended:
@@ -234,24 +229,28 @@ async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], posit
             with trio.move_on_at(min(read_at, next_status)):
                 item = await feed.__anext__()
                 heard = trio.current_time()
-                while True:
-                    chunk = _taken(item, take)
-                    if chunk is None:
-                        files = True
-                    elif chunk:
-                        chunks.append(chunk)
-                    if files or not feed.pending:
-                        break
-                    item = await feed.__anext__()
+                files = await _feed_chunks(feed, take, chunks, item)
             if chunks:
                 yield b"".join(chunks)
             elif not files and trio.current_time() >= read_at:
                 files = True
 
 
-def _taken(item: LogBatch | Lagged, take: Callable[[LogBatch], bytes | None]) -> bytes | None:
-    """A feed item's events (``take``); None when the files must be read instead."""
-    return None if isinstance(item, Lagged) else take(item)
+async def _feed_chunks(feed: Subscription[LogBatch], take: Callable[[LogBatch], bytes | None],
+                       chunks: list[bytes], item: LogBatch | Lagged | None = None) -> bool:
+    """Add the events of ``item`` (if given) and of every item the feed holds already to
+    ``chunks`` (``take`` makes them); True when the files must be read instead: the
+    follower lagged, or the feed skipped lines it had not read."""
+    while True:
+        if item is not None:
+            chunk = None if isinstance(item, Lagged) else take(item)
+            if chunk is None:
+                return True
+            if chunk:
+                chunks.append(chunk)
+        if not feed.pending:
+            return False
+        item = await feed.__anext__()
 
 
 def _offset(line: tuple[int, str]) -> int:

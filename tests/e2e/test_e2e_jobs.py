@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 from helpers import Jobs, processes_with_env, wait_for
 
@@ -231,7 +232,7 @@ def test_a_job_whose_shim_has_moved_on_is_not_adopted(daemon_factory, tmp_path):
     jobs.wait(job["id"], "RUNNING")
     attempt = first.home / "jobs" / job["id"] / "attempt-1"
     shim = json.loads((attempt / "runtime.json").read_text())["shim_pid"]
-    launcher = _parent(shim)
+    launcher = psutil.Process(shim).ppid()
     other = tmp_path / "other"
     first.signal(signal.SIGSTOP)  # from here it hears of nothing
     try:
@@ -252,14 +253,9 @@ def test_a_job_whose_shim_has_moved_on_is_not_adopted(daemon_factory, tmp_path):
         jobs.restart(daemon_factory, "--gpus=fake:1")
         done = jobs.wait(job["id"])
         assert (done["status"], done["exit_code"]) == ("FAILED", 5)
-        assert _parent(sleeper["pid"]) == shim  # untouched
+        assert psutil.Process(sleeper["pid"]).ppid() == shim  # untouched
     finally:
         os.killpg(sleeper["pgid"], signal.SIGKILL)
-
-
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rpartition(b")")[2].split()[1])
 
 
 def test_stopping_the_scheduler_pauses_dispatching(jobs):

@@ -8,6 +8,18 @@ from unixhttp import unix_session
 
 
 @pytest.fixture
+def jobs(daemon_factory, tmp_path) -> Jobs:
+    """A READY daemon with no GPUs, driven from ``tmp_path/work`` (a module may define its own)."""
+    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none")
+
+
+@pytest.fixture
+def api(jobs):
+    """The client of ``jobs``' daemon."""
+    return jobs.client
+
+
+@pytest.fixture
 def api_jobs(daemon_factory, tmp_path) -> Jobs:
     """A READY daemon with two fake GPUs and its node registered, driven from ``tmp_path/work``."""
     return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:2")

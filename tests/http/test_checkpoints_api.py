@@ -4,16 +4,10 @@ them), listed per run with the best marked by the metric's direction."""
 from __future__ import annotations
 
 import pytest
-from helpers import Jobs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def api(daemon_factory, tmp_path):
-    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none").client
 
 
 def test_unknown_runs_and_checkpoints_are_404(api):

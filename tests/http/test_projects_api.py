@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from helpers import Jobs
 from test_openapi import Checker
 from unixhttp import BASE_URL, unix_session
 
@@ -15,16 +14,6 @@ from gpuplaned.http import openapi
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def jobs(daemon_factory, tmp_path):
-    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none")
-
-
-@pytest.fixture
-def api(jobs):
-    return jobs.client
 
 
 def refused(call, *args) -> ApiError:

@@ -12,7 +12,6 @@ import math
 from array import array
 
 import pytest
-from helpers import Jobs
 from test_openapi import Checker
 from unixhttp import BASE_URL, unix_session
 
@@ -23,16 +22,6 @@ pytestmark = pytest.mark.e2e
 
 TEMPLATE = "/api/v1/runs/{run_id}/series"
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-def jobs(daemon_factory, tmp_path):
-    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none")
-
-
-@pytest.fixture
-def api(jobs):
-    return jobs.client
 
 
 @pytest.fixture

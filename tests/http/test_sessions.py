@@ -4,16 +4,10 @@ sessions (ranks) report to one run, and the run's series come back as chart colu
 from __future__ import annotations
 
 import pytest
-from helpers import Jobs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def api(daemon_factory, tmp_path):
-    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none").client
 
 
 def batch(seq: int, steps: range, name: str = "train/loss", value=lambda s: 1.0 / (s + 1)) -> dict:

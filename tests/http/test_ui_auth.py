@@ -61,7 +61,16 @@ class Front:
 
 @pytest.fixture
 def front(daemon_factory) -> Front:
-    daemon = daemon_factory("--gpus=fake:1").start()
+    return start_front(daemon_factory)
+
+
+def start_front(daemon_factory, config: Path | None = None, ui_settings: str = "") -> Front:
+    """A READY daemon with one fake GPU; ``ui_settings`` go in its config's [ui] table."""
+    args = ["--gpus=fake:1"]
+    if config is not None:
+        config.write_text(f"[ui]\n{ui_settings}\n")
+        args += ["--config", str(config)]
+    daemon = daemon_factory(*args).start()
     daemon.wait_ready()
     return Front(daemon)
 
@@ -200,18 +209,14 @@ def test_revoking_the_token_ends_its_sessions_at_once(front):
 
 
 def test_a_session_ends_with_its_token_and_its_ttl(daemon_factory, tmp_path):
-    config = tmp_path / "gpuplaned.toml"
-    config.write_text("[ui]\nsession_ttl_s = 120\n")
-    daemon = daemon_factory("--gpus=fake:1", "--config", str(config)).start()
-    daemon.wait_ready()
-    front = Front(daemon)
+    front = start_front(daemon_factory, tmp_path / "gpuplaned.toml", "session_ttl_s = 120")
     with front.browser() as browser:
         response = front.login(browser, front.token("ci", ["read"]))
         assert 115 <= int(attributes(set_cookie_header(response))["max-age"]) <= 120
         brief = front.token("brief", ["read"], expires_in_s=2)
         response = front.login(browser, brief)
         assert int(attributes(set_cookie_header(response))["max-age"]) <= 2
-        assert response.json()["session"]["expires_at"] == daemon.client().get("/api/v1/tokens")["tokens"][0][
+        assert response.json()["session"]["expires_at"] == front.daemon.client().get("/api/v1/tokens")["tokens"][0][
             "expires_at"]
         assert browser.get("/api/v1/nodes").status_code == 200
         time.sleep(2.1)
@@ -256,11 +261,7 @@ def test_a_login_link_works_once_and_lands_where_it_said(front):
 
 
 def test_a_login_link_expires(daemon_factory, tmp_path):
-    config = tmp_path / "gpuplaned.toml"
-    config.write_text("[ui]\nlogin_link_ttl_s = 1\n")
-    daemon = daemon_factory("--gpus=fake:1", "--config", str(config)).start()
-    daemon.wait_ready()
-    front = Front(daemon)
+    front = start_front(daemon_factory, tmp_path / "gpuplaned.toml", "login_link_ttl_s = 1")
     link = front.link()
     time.sleep(1.2)
     with front.browser() as browser:

@@ -60,6 +60,13 @@ def kill_job_processes(marker: str) -> None:
                 pass
 
 
+def session_and_group(pid: int) -> tuple[int, int]:
+    """``(session id, process group id)`` of a live process, from ``/proc/<pid>/stat``."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rpartition(b")")[2].split()
+    return int(fields[3]), int(fields[2])
+
+
 async def wait_until(predicate: Callable[[], Any], what: str, timeout: float = WAIT_S,
                      interval: float = 0.005) -> Any:
     """Poll ``predicate`` until it is truthy; fail after ``timeout`` seconds."""

@@ -11,16 +11,10 @@ import json
 import os
 import signal
 
-from shimkit import job_processes, wait_job_end, wait_until
+from shimkit import job_processes, session_and_group, wait_job_end, wait_until
 
 from gpuplaned.launcher import signal_shim
 from gpuplaned.shim import _cancels_for, _children, _Requests, read_proc_stat
-
-
-def _session_and_group(pid: int) -> tuple[int, int]:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rpartition(b")")[2].split()
-    return int(fields[3]), int(fields[2])
 
 
 async def test_sequential_jobs_share_one_shim_and_nothing_else(launcher, jobs):
@@ -36,7 +30,7 @@ async def test_sequential_jobs_share_one_shim_and_nothing_else(launcher, jobs):
         groups.add(spawned.pgid)
     assert len(shims) == 1 and len(groups) == 4
     shim = shims.pop()
-    assert _session_and_group(shim) == (shim, shim)
+    assert session_and_group(shim) == (shim, shim)
     await wait_until(lambda: _children(shim) == [], "the shim to have no children between jobs")
 
 

@@ -11,7 +11,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from shimkit import job_processes, wait_job_end, wait_until
+from shimkit import job_processes, session_and_group, wait_job_end, wait_until
 
 from gpuplaned.launcher import (
     LauncherGone,
@@ -165,12 +165,6 @@ def _bit(signum: int) -> int:
     return 1 << (signum - 1)
 
 
-def _session_and_group(pid: int) -> tuple[int, int]:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rpartition(b")")[2].split()
-    return int(fields[3]), int(fields[2])  # (session, pgrp)
-
-
 async def test_job_process_is_isolated_and_clean(launcher, jobs):
     req = jobs.request(["sleep", "1000"], grace_s=5)
     spawned = await launcher.spawn(req)
@@ -185,13 +179,13 @@ async def test_job_process_is_isolated_and_clean(launcher, jobs):
     # glibc's posix_spawn leaves its two internal signals (32, 33) ignored; every signal a
     # program can name is at its default.
     assert masks["SigIgn"] & ~(_bit(32) | _bit(33)) == 0
-    assert _session_and_group(pid) == (shim, pid)
+    assert session_and_group(pid) == (shim, pid)
 
     # The shim: a session leader, immune to SIGINT/SIGHUP/SIGPIPE, holding nothing but
     # /dev/null and its own two pipes to the launcher (requests, reports). (SigBlk cannot
     # be checked: while in sigtimedwait the kernel reports the waited-for signals as
     # unblocked.)
-    assert _session_and_group(shim) == (shim, shim)
+    assert session_and_group(shim) == (shim, shim)
     ignored = _status_masks(shim)["SigIgn"]
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         assert ignored & _bit(signum), signum
