@@ -6,9 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench clean web web-if-stale node-check
 
-$(STAMP): pyproject.toml
+# The SDK too (editable, from ./sdk), so a script run with $(BIN)/python reports to the daemon
+# without `pip install ./sdk`. This file is a prerequisite so that a venv made by an older rule
+# is brought up to date.
+$(STAMP): pyproject.toml sdk/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,examples]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,examples]' -e ./sdk
 	touch $(STAMP)
 
 # Start gpuplaned in the foreground (embedded SQLite, local node); Ctrl-C stops it cleanly.
@@ -84,4 +87,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/daemon_bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info sdk/*.egg-info

@@ -21,6 +21,8 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
+from gpuplaned.config import HttpLimits
+from gpuplaned.http import connections
 from gpuplaned.http.app import RequestStats, create_app
 from gpuplaned.runtime.context import ActorContext
 
@@ -45,19 +47,24 @@ class ControlHandle:
         return ControlStats(self.endpoint, self.request_stats.requests, self.request_stats.errors)
 
 
-def hypercorn_config(bind: str) -> HypercornConfig:
+def hypercorn_config(bind: str, limits: HttpLimits) -> HypercornConfig:
+    connections.install()  # closes idle and finished connections (see there)
     cfg = HypercornConfig()
     cfg.bind = [bind]
     cfg.accesslog = None
     cfg.errorlog = logging.getLogger("gpuplaned.hypercorn")
     cfg.graceful_timeout = GRACE
+    # Also bounds the time to a complete request head. Hypercorn's read_timeout is not used:
+    # it times every read, so it would cut SSE streams and WebSockets that the client is quiet on.
+    cfg.keep_alive_timeout = limits.keep_alive_timeout_s
     return cfg
 
 
 async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[ControlHandle] = trio.TASK_STATUS_IGNORED) -> None:
     endpoint = ctx.shared.endpoint
-    app, request_stats = create_app(ctx.shared, secret=endpoint.secret)
-    cfg = hypercorn_config(endpoint.hypercorn_bind())
+    limits = ctx.shared.config.http_limits
+    app, request_stats = create_app(ctx.shared, secret=endpoint.secret, body_timeout_s=limits.body_timeout_s)
+    cfg = hypercorn_config(endpoint.hypercorn_bind(), limits)
     async with trio.open_nursery() as nursery:
         await nursery.start(functools.partial(serve, app, cfg, shutdown_trigger=ctx.stop_requested.wait))
         where = endpoint.portfile().endpoint

@@ -1,7 +1,8 @@
 """The http actor: the daemon's app on TCP, for browsers, remote CLIs, agents and MCP.
 
 Owns: one hypercorn server on ``--http HOST:PORT`` (default 127.0.0.1:8765), on a socket
-this actor binds itself so that port 0 (a free port) can be reported.
+this actor binds itself so that port 0 (a free port) can be reported; at most ``[http]
+max_connections`` connections, the excess answered 503 and closed (``gpuplaned.http.connections``).
 Inputs: HTTP and WebSocket requests; every one needs ``Authorization: Bearer <token>`` with
 the scope its route needs (``gpuplaned.http.scopes``); the Unix socket stays the trusted
 local way in.
@@ -28,6 +29,7 @@ from hypercorn.trio import serve
 
 from gpuplaned.config import HttpFront
 from gpuplaned.http.app import RequestStats, create_app
+from gpuplaned.http.connections import ConnectionCap, limit_connections
 from gpuplaned.runtime.context import ActorContext
 
 log = logging.getLogger("gpuplaned.http")
@@ -38,15 +40,19 @@ class HttpStats:
     url: str | None
     requests: int
     errors: int
+    connections: int  # open now
+    refused_connections: int  # over [http] max_connections, since this actor started
 
 
 @attrs.define
 class HttpHandle:
     request_stats: RequestStats
+    cap: ConnectionCap
     url: str | None = None  # "http://HOST:PORT" while listening
 
     def statistics(self) -> HttpStats:
-        return HttpStats(self.url, self.request_stats.requests, self.request_stats.errors)
+        return HttpStats(self.url, self.request_stats.requests, self.request_stats.errors, self.cap.open,
+                         self.cap.refused)
 
 
 def bind(front: HttpFront) -> socket.socket:
@@ -65,8 +71,9 @@ def bind(front: HttpFront) -> socket.socket:
 
 async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[HttpHandle] = trio.TASK_STATUS_IGNORED) -> None:
     front = ctx.shared.config.http
-    app, request_stats = create_app(ctx.shared, tokens=True)
-    handle = HttpHandle(request_stats)
+    limits = ctx.shared.config.http_limits
+    app, request_stats = create_app(ctx.shared, tokens=True, body_timeout_s=limits.body_timeout_s)
+    handle = HttpHandle(request_stats, ConnectionCap(limits.max_connections))
     try:
         sock = bind(front)
     except OSError:
@@ -75,7 +82,8 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[HttpHandle] = t
     try:
         host, port = sock.getsockname()[:2]
         where = f"{'[' + host + ']' if ':' in host else host}:{port}"
-        cfg = hypercorn_config(f"fd://{os.dup(sock.fileno())}")  # hypercorn closes what it is given
+        cfg = hypercorn_config(f"fd://{os.dup(sock.fileno())}", limits)  # hypercorn closes what it is given
+        limit_connections(cfg, handle.cap)  # the TCP front only, never the control socket
         async with trio.open_nursery() as nursery:
             await nursery.start(functools.partial(serve, app, cfg, shutdown_trigger=ctx.stop_requested.wait))
             handle.url = f"http://{where}"

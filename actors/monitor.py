@@ -65,7 +65,7 @@ def health_policy(cfg: Any) -> HealthPolicy:
     m = cfg.monitor
     return HealthPolicy(disk_low_fraction=m.disk_low_percent / 100, idle_util_pct=m.idle_util_percent,
                         idle_memory_fraction=m.idle_memory_percent / 100, idle_after_ms=int(m.idle_minutes * 60_000),
-                        foreign_gpu_busy=m.foreign_gpu_busy)
+                        foreign_gpu_busy=m.foreign_gpu_busy, foreign_min_memory_mb=m.foreign_min_memory_mb)
 
 
 async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[MonitorHandle] = trio.TASK_STATUS_IGNORED) -> None:
@@ -177,7 +177,7 @@ def _reading(sample: NodeSample, attribution: Attribution, jobs: Sequence[JobGro
         disks=tuple(DiskReading(d.label, d.path, d.free_bytes, d.total_bytes) for d in (host.disks if host else ())),
         jobs=tuple(RunningJob(j.job_id, tuple(sorted(j.gpu_indexes))) for j in jobs),
         violations=tuple((v.job_id, v.gpu_index, v.pid) for v in attribution.violations),
-        foreign=tuple((p.gpu_index, p.pid) for p in attribution.foreign),
+        foreign=tuple((p.gpu_index, p.pid, p.gpu_memory_mb) for p in attribution.foreign),
     )
 
 

@@ -9,6 +9,10 @@ restart (or a daemon crash) the runner says hello again; the server lists the jo
 believes are active on this node and the runner re-adopts each one from ``runtime.json``
 (pid plus process start time, so a reused pid is never taken for the job), reports those
 that ended meanwhile from ``exit.json``, and hands back those that never started.
+A job whose shim died first (killed) is still the job's: it keeps its GPUs while any process
+of its group or its shim's session lives, is followed by those processes (and stopped by
+them on a cancel or at its timeout), and its end is recorded with its exit code if the
+launcher reaped it, or as unknown (SHIM_DIED).
 Ready: the launcher is up and the node is registered; ``started()`` passes a ``RunnerHandle``.
 """
 
@@ -18,7 +22,9 @@ import contextlib
 import logging
 import os
 import platform
+import pwd
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +41,17 @@ from gpuplaned.launcher import (
     CorruptRecord,
     ExitRecord,
     LauncherGone,
+    Runtime,
     SpawnError,
     SpawnRequest,
     classify_failure,
+    failure_line,
     is_same_process,
+    job_processes,
     open_launcher,
     read_exit,
     read_runtime,
+    signal_process,
     signal_shim,
     tail_text,
     wait_process_exit,
@@ -51,6 +61,8 @@ from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.jobs import attempt_dir
 
 log = logging.getLogger("gpuplaned.runner")
+
+ORPHAN_POLL_S = 0.25  # how often the processes of a job whose shim died are looked for
 
 
 @attrs.frozen
@@ -93,16 +105,27 @@ class RunnerHandle:
                            self.ended, self.adopted)
 
 
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"  # for a job submitted without a PATH
+
+
 @attrs.frozen
 class JobEnvironment:
-    """What every job's environment starts from and ends with; see ``for_job``."""
+    """What every job's environment starts from and ends with; see ``for_job``.
 
-    inherited: dict[str, str]  # the daemon's own environment, less its GPUPLANE_* settings
+    Nothing of the daemon's own environment reaches a job: a job runs with what it was
+    submitted with (``gpuplanectl submit`` sends the submitting shell's PATH, virtualenv
+    and the few other variables its help lists), so it runs the same whichever shell or
+    service manager started the daemon, a retry runs as the first attempt did, and the
+    daemon's secrets stay its own.
+    """
+
+    defaults: dict[str, str]  # for what a submission leaves out: PATH, and who the job runs as
     fixed: dict[str, str]  # what GPUPlane sets the same for every job
 
     @classmethod
     def of(cls, shared: Any) -> JobEnvironment:
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
+        user = pwd.getpwuid(os.getuid())
+        defaults = {"PATH": DEFAULT_PATH, "HOME": user.pw_dir, "USER": user.pw_name}
         fixed = {
             "PYTHONUNBUFFERED": "1",
             "GPUPLANE_RUNTIME_DIR": str(shared.config.runtime_dir),
@@ -112,14 +135,17 @@ class JobEnvironment:
         }
         if shared.config.node.gpus.kind == "fake":  # so a test job can pose as a GPU process
             fixed["GPUPLANE_FAKE_GPU_DIR"] = str(shared.config.fake_gpu_dir)
-        return cls(inherited, fixed)
+        return cls(defaults, fixed)
 
     def for_job(self, spec: JobSpecWire) -> dict[str, str]:
-        """The daemon's environment, the job's own variables, then what GPUPlane sets."""
+        """The defaults, the job's own variables, then what GPUPlane sets."""
         return {
-            **self.inherited, **spec.env, **self.fixed,
+            **self.defaults, **spec.env, **self.fixed,
             # CPU-only jobs see no GPU at all rather than all of them.
             "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in spec.gpu_indexes),
+            # The indexes are NVML's, which number GPUs by PCI bus; CUDA's own default order
+            # (fastest first) can differ on a mixed machine and put the job on another GPU.
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
             "GPUPLANE_JOB_ID": spec.job_id,
             "GPUPLANE_RUN_ID": spec.run_id,
             "GPUPLANE_ATTEMPT": str(spec.attempt),
@@ -184,6 +210,8 @@ class _Runner:
         self.pending_cancels: set[tuple[str, int]] = set()  # cancelled while being spawned
         self.environment = JobEnvironment.of(ctx.shared)
         self.oom_counter = oom_kill_file()  # our cgroup's; it does not move
+        self.cancels: dict[str, int] = {}  # cancels asked of each live job, by job id
+        self.orphaned: set[str] = set()  # live jobs whose shims died: followed by their processes
 
     def oom_kills(self) -> int | None:
         return None if self.oom_counter is None else read_oom_kills(self.oom_counter)
@@ -236,21 +264,80 @@ class _Runner:
         self.handle.live[live.job_id] = live
         notify(self.ctx, FollowLogs(live.job_id, live.attempt, str(job_dir), resume=live.spawn_id is None))
         record: ExitRecord | None = None
+        orphan_end: JobStatus | None = None
         try:
             if live.spawn_id is not None:
                 with contextlib.suppress(LauncherGone):
                     record = await self.launcher.wait_exit(live.spawn_id)
             if record is None:
                 await wait_process_exit(live.shim_pid, live.shim_start_time)
+                orphan_end = await self.follow_orphan(live, job_dir)
         finally:
             self.handle.live.pop(live.job_id, None)
+            self.cancels.pop(live.job_id, None)
         notify(self.ctx, LogsEnded(live.job_id, live.attempt))
         self.handle.ended += 1
-        if record is not None and record.succeeded:
+        if orphan_end is not None:
+            o = orphan_end
+        elif record is not None and record.succeeded:
             o = _outcome(live, job_dir, record)  # nothing to read: no thread needed
         else:
             o = await trio.to_thread.run_sync(_outcome, live, job_dir, record)
         await self.report(o)
+
+    async def follow_orphan(self, live: LiveJob, job_dir: Path) -> JobStatus | None:
+        """The shim of ``live`` is gone without saying how its job ended. Should the job still
+        run (its shim was killed), follow it until none of its processes is left, holding
+        its GPUs meanwhile, and say how it ended; None when there was nothing of it left to
+        follow and nothing is known (``exit.json`` tells, or the job is LOST)."""
+        def read() -> Runtime | None:
+            return None if (job_dir / EXIT_FILE).exists() else read_runtime(job_dir)
+
+        try:
+            runtime = await trio.to_thread.run_sync(read)
+        except CorruptRecord:
+            return None
+        if runtime is None:
+            return None
+        left = await trio.to_thread.run_sync(job_processes, runtime)
+        stopped = None
+        if left:
+            log.warning("job %s attempt %d: its shim (pid %d) died while the job ran; following its %d "
+                        "process(es) until they end", live.job_id, live.attempt, live.shim_pid, len(left))
+            self.orphaned.add(live.job_id)
+            try:
+                stopped = await self._follow(live, runtime, left)
+            finally:
+                self.orphaned.discard(live.job_id)
+        record = None
+        if live.spawn_id is not None:  # the launcher reaped its main process, if it could
+            with contextlib.suppress(LauncherGone):
+                record = await self.launcher.orphan_exit(live.spawn_id)
+        if not left and record is None:
+            return None
+        return await trio.to_thread.run_sync(_orphan_outcome, live, job_dir, record, stopped)
+
+    async def _follow(self, live: LiveJob, runtime: Runtime, left: list[tuple[int, int]]) -> str | None:
+        """Wait until none of an orphaned job's processes is left, doing what its shim would
+        have done: stop them on a cancel or at the job's timeout (SIGTERM, the grace period,
+        SIGKILL; a second cancel kills at once), and SIGKILL what is left once the main
+        process has ended. Returns ``"cancelled"`` or ``"timeout"`` when it stopped the job."""
+        stopping: str | None = None
+        kill_at: float | None = None
+        timeout_at = None if runtime.timeout_s is None else runtime.started_at + runtime.timeout_s
+        while left:
+            now = time.time()  # runtime.json's times are wall-clock ones
+            cancels = self.cancels.get(live.job_id, 0)
+            if stopping is None and (cancels or (timeout_at is not None and now >= timeout_at)):
+                stopping = "cancelled" if cancels else "timeout"
+                kill_at = now + runtime.grace_s
+                _signal_all(left, signal.SIGTERM)
+            main_ended = runtime.start_time is not None and (runtime.pid, runtime.start_time) not in left
+            if main_ended or cancels > 1 or (kill_at is not None and now >= kill_at):
+                _signal_all(left, signal.SIGKILL)
+            await trio.sleep(ORPHAN_POLL_S)
+            left = await trio.to_thread.run_sync(job_processes, runtime)
+        return stopping
 
     async def adopt(self, active: ActiveJob) -> None:
         job_dir = attempt_dir(self.home, active.job_id, active.attempt)
@@ -270,8 +357,7 @@ class _Runner:
                        runtime.pgid, tuple(active.gpu_indexes))
         # A shim whose job has ended (exit.json) may have gone on to another job: only a
         # shim with its job's exit still unwritten is that job's.
-        if (not ended and runtime.shim_start_time is not None
-                and is_same_process(runtime.shim_pid, runtime.shim_start_time)):
+        if not ended and await trio.to_thread.run_sync(_runs_on, runtime):
             self.handle.adopted += 1
             log.info("re-adopted job %s attempt %d (pid %d)", active.job_id, active.attempt, runtime.pid)
             await self.report(JobStatus(active.job_id, active.attempt, "RUNNING", pid=runtime.pid,
@@ -294,11 +380,15 @@ class _Runner:
         self.stop(live)
 
     def stop(self, live: LiveJob) -> None:
-        """Cancel a live job: through the launcher that started it, else by its shim's pid."""
+        """Cancel a live job: through the launcher that started it, else by its shim's pid
+        (or, once its shim has died, by its processes: see ``_follow``)."""
         assert self.nursery is not None
+        self.cancels[live.job_id] = self.cancels.get(live.job_id, 0) + 1
         self.nursery.start_soon(self._stop, live)
 
     async def _stop(self, live: LiveJob) -> None:
+        if live.job_id in self.orphaned:
+            return  # its follower stops it
         if live.spawn_id is not None:
             try:
                 await self.launcher.cancel(live.spawn_id)
@@ -310,6 +400,40 @@ class _Runner:
             return  # ended; its shim may be another job's now
         if not signal_shim(live.shim_pid, live.shim_start_time, signal.SIGTERM):
             log.warning("cancel of %s: its shim (pid %d) is gone", live.job_id, live.shim_pid)
+
+
+def _runs_on(runtime: Runtime) -> bool:
+    """Whether the job of ``runtime``, whose ``exit.json`` is not written, still runs: under
+    its shim, or on its own after its shim died."""
+    if runtime.shim_start_time is not None and is_same_process(runtime.shim_pid, runtime.shim_start_time):
+        return True
+    return bool(job_processes(runtime))
+
+
+def _signal_all(processes: list[tuple[int, int]], signum: int) -> None:
+    for pid, start_time in processes:
+        signal_process(pid, start_time, signum)
+        if signum == signal.SIGTERM:
+            signal_process(pid, start_time, signal.SIGCONT)  # a stopped process cannot act on SIGTERM
+
+
+def _orphan_outcome(live: LiveJob, job_dir: Path, record: ExitRecord | None, stopped: str | None) -> JobStatus:
+    """How a job whose shim died first ended: from the launcher's record of its main process
+    when there is one, else with its exit code unknown (SHIM_DIED)."""
+    job_id, attempt = live.job_id, live.attempt
+    died = f"its shim (pid {live.shim_pid}) died while the job ran"
+    at_ms = int((record.ended_at if record is not None else time.time()) * 1000)
+    exit_code = record.exit_code if record is not None else None
+    if stopped == "cancelled":
+        return JobStatus(job_id, attempt, "CANCELLED", exit_code=exit_code, at_ms=at_ms)
+    if stopped == "timeout":
+        return JobStatus(job_id, attempt, "FAILED", exit_code=exit_code, failure_reason="TIMEOUT",
+                         message=f"timed out; {died}", at_ms=at_ms)
+    if record is None:
+        return JobStatus(job_id, attempt, "FAILED", failure_reason="SHIM_DIED", at_ms=at_ms,
+                         message=f"{died}; the job ran on to its end, and its own exit code is unknown")
+    status = _outcome(live, job_dir, record)
+    return attrs.evolve(status, message=f"{status.message}; {died}") if status.status == "FAILED" else status
 
 
 def _outcome(live: LiveJob, job_dir: Path, record: ExitRecord | None = None) -> JobStatus:
@@ -339,4 +463,5 @@ def _outcome(live: LiveJob, job_dir: Path, record: ExitRecord | None = None) -> 
     if reason == "CANCELLED":
         return JobStatus(job_id, attempt, "CANCELLED", exit_code=record.exit_code, signal=signal_name, at_ms=at_ms)
     return JobStatus(job_id, attempt, "FAILED", exit_code=record.exit_code, signal=signal_name,
-                     failure_reason=reason, message=detail, at_ms=at_ms)
+                     failure_reason=reason, message=detail, at_ms=at_ms,
+                     log_line=failure_line(stderr_tail, reason))

@@ -15,6 +15,8 @@ hand-offs. So that no commit there ever copies the write-ahead log into the data
 SQLite's automatic checkpoints are off and the actor checkpoints on a worker thread at
 most every ``CHECKPOINT_INTERVAL_S`` after commits.
 On a stop request it drains the inbox into a last batch before closing.
+A request's write that its caller gave up on (``Write.take``: the store was down or slow
+to reach it) is dropped as it is taken, never applied.
 """
 
 from __future__ import annotations
@@ -126,22 +128,27 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[StoreHandle] = 
             if first is IDLE:
                 await _checkpoint(conn, handle)
                 continue
-            batch = [first]
+            batch = [first] if first.take() else []
             while len(batch) < cfg.store.max_batch:
                 try:
-                    batch.append(ctx.inbox.receive_nowait())
+                    item = ctx.inbox.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            await _commit(conn, handle, batch)
+                if item.take():
+                    batch.append(item)
+            if batch:
+                await _commit(conn, handle, batch)
             batch = []
             if handle.unchecked and trio.current_time() - handle.checkpointed_at >= CHECKPOINT_INTERVAL_S:
                 await _checkpoint(conn, handle)
         # Stop requested: what is already queued still gets committed.
         while True:
             try:
-                batch.append(ctx.inbox.receive_nowait())
+                item = ctx.inbox.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
+            if item.take():
+                batch.append(item)
         if batch:
             await _commit(conn, handle, batch)
             batch = []

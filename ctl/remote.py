@@ -150,6 +150,8 @@ class ProfileFile:
             doc = tomllib.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise RemoteError(f"{path} is not valid TOML: {exc}") from None
+        except RecursionError:  # tomllib recurses per level of nesting
+            raise RemoteError(f"{path} is not valid TOML: arrays or tables nested too deeply") from None
         return cls(path, doc, mode)
 
     def profile(self, name: str, source: str) -> Profile:

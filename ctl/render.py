@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuplaned.protocol.printable import printable, printable_lines
+
 NONE = "-"
 
 
@@ -33,8 +35,9 @@ def format_uptime(seconds: float | None) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns two spaces apart; the last column is not padded."""
-    rows = [list(headers)] + [list(row) for row in rows]
+    """Left-aligned columns two spaces apart; the last column is not padded. Control
+    characters in a cell (a job named "\x1b[2J") are shown escaped, never sent to the terminal."""
+    rows = [[printable(cell) for cell in headers]] + [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
     lines = []
     for row in rows:
@@ -69,7 +72,7 @@ def last_error_text(actor: Mapping[str, Any], now: float | None = None) -> str:
     error = actor.get("last_error")
     if not error:
         return NONE
-    text = str(error).strip().splitlines()[0] if str(error).strip() else str(error)
+    text = printable(str(error).strip().splitlines()[0] if str(error).strip() else str(error))
     at = actor.get("last_error_at")
     if at is not None:
         now = time.time() if now is None else now
@@ -120,9 +123,9 @@ def print_json(value: Any) -> None:
 
 
 def print_error(message: str, *, hint: str | None = None) -> None:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {printable_lines(message)}", file=sys.stderr)
     if hint:
-        print(hint, file=sys.stderr)
+        print(printable_lines(hint), file=sys.stderr)
 
 
 # --- jobs, nodes, logs -------------------------------------------------------
@@ -148,6 +151,18 @@ def attempt_text(job: Mapping[str, Any]) -> str:
     """``2/3`` under a retry policy; just ``2`` without one, or past it (a manual retry)."""
     attempt, most = job.get("attempt", 0), job.get("max_attempts", 1)
     return str(attempt) if most <= 1 or attempt > most else f"{attempt}/{most}"
+
+
+def attempt_detail(job: Mapping[str, Any]) -> str:
+    """``2 of 3`` within a retry policy; ``1``, or ``3 (2 retries)`` once manual retries went
+    past it (``gpuplanectl job retry`` is not bound by the policy)."""
+    attempt, most = job.get("attempt", 0), job.get("max_attempts", 1)
+    if 1 < most and attempt <= most:
+        return f"{attempt} of {most}"
+    if attempt <= 1:
+        return str(attempt)
+    retries = f"{attempt - 1} retr{'y' if attempt == 2 else 'ies'}"
+    return f"{attempt} ({retries}; the retry policy allows {most})" if most > 1 else f"{attempt} ({retries})"
 
 
 WAITING = frozenset({"CREATED", "QUEUED"})
@@ -200,7 +215,7 @@ def job_line(job: Mapping[str, Any]) -> str:
         parts.append(f"exit {outcome}")
     if job.get("cancel_requested") and job["status"] not in ENDED:
         parts.append("cancel requested")
-    return f"{job['id']} ({job.get('name') or NONE}): {job['status']}, {', '.join(parts)}"
+    return f"{job['id']} ({printable(job.get('name') or NONE)}): {job['status']}, {', '.join(parts)}"
 
 
 def _when(ms: int | None, now: float) -> str:
@@ -239,7 +254,7 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("name", job.get("name") or NONE),
         ("type", job.get("type") or NONE),
         ("status", job["status"] + (" (cancel requested)" if job.get("cancel_requested") and job["status"] not in ENDED else "")),
-        ("attempt", f"{job.get('attempt', 0)} of {job.get('max_attempts', 1)}"),
+        ("attempt", attempt_detail(job)),
         ("command", shlex.join(job.get("command") or [])),
         ("cwd", job.get("cwd") or NONE),
         ("gpus", _gpus_detail(job)),
@@ -254,11 +269,11 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("runtime", format_uptime(job_runtime(job, now))),
         ("exit code", NONE if job.get("exit_code") is None else str(job["exit_code"])),
         ("failure", job.get("failure_reason") or NONE),
+        *((("why", job["failure_message"]),) if job.get("failure_message") else ()),
         ("run", job.get("run_id") or NONE),
         ("env", " ".join(sorted(job.get("env") or {})) or NONE),
     ]
-    width = max(len(key) for key, _ in fields) + 1
-    return "\n".join(f"{(key + ':').ljust(width)} {value}" for key, value in fields)
+    return "\n".join(_kv(fields))
 
 
 def format_memory(mb: int | None) -> str:
@@ -456,8 +471,9 @@ def gpu_status_table(nodes: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _kv(fields: Sequence[tuple[str, str]]) -> list[str]:
+    """``key: value`` lines, the values aligned and their control characters escaped."""
     width = max(len(key) for key, _ in fields) + 1
-    return [f"{(key + ':').ljust(width)} {value}" for key, value in fields]
+    return [f"{(key + ':').ljust(width)} {printable(value)}" for key, value in fields]
 
 
 def node_detail(node: Mapping[str, Any], now: float | None = None) -> str:
@@ -505,7 +521,7 @@ def node_detail(node: Mapping[str, Any], now: float | None = None) -> str:
                 processes.append([str(slot["index"]), str(proc.get("pid", NONE)),
                                   format_memory(proc.get("gpu_memory_mb")), who])
         lines.append(table(["GPU", "MODEL", "UTIL", "MEMORY", "TEMP", "POWER", "SM CLOCK", "FAN", "JOB"], rows))
-        lines.extend(notes)
+        lines.extend(printable(note) for note in notes)
         lines.append("")
         if processes:
             lines.append(table(["GPU", "PID", "GPU MEMORY", "JOB"], processes))
@@ -572,8 +588,9 @@ def event_row(event: Mapping[str, Any], node_names: Mapping[str, str] | None = N
     node_id = event.get("node_id")
     node = (node_names or {}).get(node_id, node_id) if node_id else None
     message = " ".join(str(event.get("message") or "").split()) or NONE  # one line
-    return [event_time(event.get("ts")), event.get("severity") or NONE, event.get("type") or NONE,
-            node or NONE, event.get("job_id") or NONE, message]
+    cells = [event_time(event.get("ts")), event.get("severity") or NONE, event.get("type") or NONE,
+             node or NONE, event.get("job_id") or NONE, message]
+    return [printable(cell) for cell in cells]  # a followed event is printed without ``table``
 
 
 EVENT_HEADERS = ["TIME", "SEVERITY", "TYPE", "NODE", "JOB", "MESSAGE"]

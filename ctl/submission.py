@@ -80,6 +80,8 @@ def load_job_file(path: Path) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise JobFileError(path, None, f"not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per level of nesting
+        raise JobFileError(path, None, "not valid TOML: arrays or tables nested too deeply") from None
     return _check_table(path, data)
 
 

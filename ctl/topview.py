@@ -16,7 +16,7 @@ left and says how many jobs it could not show.
     job_01M8MS81PKH3GZDQPJXR63X34J  QUEUED   (2)   -        6s    waiting-for-two-..
 
 Everything the API may leave out (a node's ``snapshot`` before its first sample, any
-reading) shows as ``-``.
+reading) shows as ``-``; control characters in names show escaped (``\\x1b``).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def title_line(nodes: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, A
 
 def node_header(node: Mapping[str, Any]) -> str:
     """Name, status and conditions first (a narrow screen cuts the end), then the host's readings."""
-    head = f"{node.get('name') or node.get('id') or NONE} {node.get('status') or NONE}"
+    head = f"{render.printable(node.get('name') or node.get('id') or NONE)} {node.get('status') or NONE}"
     conditions = render.node_conditions_text(node)
     if conditions != NONE:
         head += f" {conditions}"
@@ -101,10 +101,10 @@ def gpu_header(width: int) -> str:
 def gpu_line(slot: Mapping[str, Any], reading: Mapping[str, Any] | None, width: int) -> str:
     inner = bar_width(width)
     job_id, job_name = render.gpu_owner(slot, reading)
-    owner = job_name or job_id or NONE
+    owner = render.printable(job_name or job_id or NONE)
     index = str(slot.get("index", NONE)).rjust(3)
     if reading is not None and reading.get("error"):
-        return fit(f"{index} {'[' + '?' * inner + ']'} error: {reading['error']}", width)
+        return fit(f"{index} {'[' + '?' * inner + ']'} error: {render.printable(reading['error'])}", width)
     reading = reading or {}
     util = reading.get("utilization_pct")
     mem = render.format_memory_pair(reading.get("memory_used_mb"),
@@ -163,8 +163,9 @@ def job_lines(nodes: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, An
                NONE if used is None else render.format_memory_pair(used, None, compact=True),
                format_runtime(job, now)]
         if with_node:
-            row.insert(3, names.get(job.get("node_id")) or job.get("node_id") or job.get("node") or NONE)
-        rows.append((row, job.get("name") or NONE))
+            row.insert(3, render.printable(names.get(job.get("node_id")) or job.get("node_id") or job.get("node")
+                                           or NONE))
+        rows.append((row, render.printable(job.get("name") or NONE)))
     headers = ["ID", "STATUS", "GPUS", "GPU MEM", "TIME"]
     if with_node:
         headers.insert(3, "NODE")

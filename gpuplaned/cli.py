@@ -10,14 +10,17 @@ import argparse
 import logging
 import os
 import sys
+from typing import Any
 
 import trio
 
 from gpuplaned import __version__
 from gpuplaned.config import ROLES, ConfigError, load_config
 from gpuplaned.endpoint import EndpointBusy, EndpointError
+from gpuplaned.home import HomeError
 from gpuplaned.protocol.discovery import pid_alive
 from gpuplaned.protocol.errors import EXIT_ENDPOINT_BUSY, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from gpuplaned.protocol.printable import printable, printable_lines
 from gpuplaned.runtime.supervisor import ActorStartError, unwrap_error
 
 log = logging.getLogger("gpuplaned")
@@ -50,12 +53,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class PrintableFormatter(logging.Formatter):
+    """Log lines quote user strings (job names, commands, paths): their control characters are
+    written as escapes, so a line of the log stays one line and never drives the reader's
+    terminal. A traceback keeps its line breaks."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        return printable_lines(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return printable_lines(super().formatStack(stack_info))
+
+
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +106,7 @@ def _exit_code(error: BaseException) -> int:
     if isinstance(error, EndpointBusy):
         print(f"gpuplaned: {error}; not starting a second daemon", file=sys.stderr)
         return EXIT_ENDPOINT_BUSY
-    if isinstance(error, (EndpointError, ActorStartError)):
+    if isinstance(error, (EndpointError, HomeError, ActorStartError)):
         log.error("%s", error)
         return EXIT_FAILURE
     if isinstance(error, KeyboardInterrupt):

@@ -80,6 +80,20 @@ def parse_http(value: str) -> HttpFront | None:
 
 
 @attrs.frozen
+class HttpLimits:
+    """How the HTTP servers treat connections (``[http]``; ``gpuplaned.http.connections``).
+
+    The timeouts hold on the control socket too; the cap only on the TCP front.
+    """
+
+    # A connection with no request in progress is closed after this long; it also bounds
+    # how long a request's headers may take (from the connection's start or its last reply).
+    keep_alive_timeout_s: float = 5.0
+    body_timeout_s: float = 30.0  # the longest a request's body may take to arrive (then 408)
+    max_connections: int = 256  # open TCP connections; more are answered 503 and closed
+
+
+@attrs.frozen
 class StoreConfig:
     max_batch: int = 1000  # most writes folded into one transaction
     read_connections: int = 4
@@ -102,7 +116,8 @@ class MonitorConfig:
     idle_util_percent: float = 20.0  # GPU_UNDERUTILIZED: under this utilization...
     idle_memory_percent: float = 30.0  # ...and this much memory...
     idle_minutes: float = 10.0  # ...for this long
-    foreign_gpu_busy: bool = True  # a GPU used by a process outside GPUPlane takes no new job
+    foreign_gpu_busy: bool = True  # a GPU used by a process outside GPUPlane takes no new job...
+    foreign_min_memory_mb: int = 1024  # ...once such processes hold this much of its memory (a desktop's display: less)
 
 
 @attrs.frozen
@@ -131,6 +146,7 @@ class Config:
     runtime_dir: Path = attrs.field(factory=default_runtime_dir)
     listen: Listen | None = None
     http: HttpFront | None = DEFAULT_HTTP  # None: no HTTP front
+    http_limits: HttpLimits = HttpLimits()
     server: str | None = None
     log_level: str = "info"
     owner_pid: int | None = None
@@ -291,6 +307,12 @@ _TOP_KEYS: dict[str, Callable[[Any], Any]] = {
     "log_level": _choice(LOG_LEVELS),
 }
 _SECTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
+    "http": {  # "listen" is the top-level key "http", which a TOML file with an [http] table cannot have
+        "listen": _http,
+        "keep_alive_timeout_s": _number_between(0.1, 3600),
+        "body_timeout_s": _number_between(0.1, 3600),
+        "max_connections": _int_between(1, 1_000_000),
+    },
     "store": {"max_batch": _positive_int, "read_connections": _positive_int},
     "node": {
         "name": _name,
@@ -309,6 +331,7 @@ _SECTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "idle_memory_percent": _number_between(0, 100),
         "idle_minutes": _number_between(0, 7 * 24 * 60),
         "foreign_gpu_busy": _bool,
+        "foreign_min_memory_mb": _non_negative_int,
     },
     "retention": {
         "node_raw_hours": _number_between(0.1, 24 * 3650),
@@ -358,7 +381,7 @@ def load_config(
         config_file = path.absolute()
         where = str(path)
         for key, value in data.items():
-            if key in _SECTIONS:
+            if key in _SECTIONS and (isinstance(value, dict) or key not in _TOP_KEYS):  # http: a string or a table
                 if not isinstance(value, dict):
                     raise ConfigError(f"{where}: [{key}] must be a table")
                 for sub, sub_value in value.items():
@@ -375,6 +398,8 @@ def load_config(
                 known = ", ".join(list(_TOP_KEYS) + [f"[{s}]" for s in _SECTIONS])
                 raise ConfigError(f"{where}: unknown key {key} (known: {known})")
 
+    if "listen" in sections["http"]:
+        values["http"] = sections["http"].pop("listen")
     for key, var in (("home", "GPUPLANE_HOME"), ("runtime_dir", "GPUPLANE_RUNTIME_DIR")):
         if env.get(var):
             values[key] = _check(f"environment {var}", key, _path, env[var])
@@ -407,7 +432,8 @@ def load_config(
     if "gpus" in node and node["gpus"].kind == "fake":
         extra = {k: v for k, v in (("fake_model", fake_model), ("fake_memory_mb", fake_memory)) if v is not None}
         node["gpus"] = attrs.evolve(node["gpus"], **extra)
-    return Config(config_file=config_file, store=StoreConfig(**sections["store"]), node=NodeConfig(**node),
+    return Config(config_file=config_file, http_limits=HttpLimits(**sections["http"]),
+                  store=StoreConfig(**sections["store"]), node=NodeConfig(**node),
                   monitor=MonitorConfig(**sections["monitor"]), retention=RetentionConfig(**sections["retention"]),
                   ui=UiConfig(**sections["ui"]), **values)
 
@@ -425,3 +451,5 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per level of nested arrays and inline tables
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None

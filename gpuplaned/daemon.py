@@ -22,6 +22,7 @@ import trio
 from gpuplaned import __version__
 from gpuplaned.config import Config
 from gpuplaned.endpoint import ClaimedEndpoint, claim_endpoint, publish_portfile, remove_portfile_if_ours
+from gpuplaned.home import prepare_home
 from gpuplaned.lifecycle import DaemonState, Lifecycle
 from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.broadcast import Broadcast
@@ -70,6 +71,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
     Raises:
         EndpointBusy: another daemon owns the endpoint (nothing was touched).
         EndpointError: the endpoint could not be claimed.
+        HomeError: the data dir cannot be made private.
         ActorStartError: an actor failed before it first became ready.
     """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -80,6 +82,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
             shared.node_link = LocalNodeLink(shared)
         supervisor = shared.supervisor = Supervisor(specs, shared, on_started=_publish_when_control(shared))
         try:
+            prepare_home(cfg.home)  # once the endpoint is ours: a second daemon touches nothing
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_watch_signals, signals, shared, nursery.cancel_scope)
                 if cfg.owner_pid is not None:

@@ -17,7 +17,11 @@ plain functions over the job dir and ``/proc``:
 - ``signal_shim``: cancel (SIGTERM) a job through its shim, refusing a reused pid (only for
   a job whose launcher is gone, and whose ``exit.json`` is not written: a shim takes no new
   job once its launcher is gone, nor before that file is written);
-- ``classify_failure`` and ``tail_text``: the failure reason for a finished job.
+- ``job_processes`` / ``signal_process``: what is left of a job whose shim died first, to
+  follow and to stop (``Launcher.orphan_exit`` tells how its main process ended, when the
+  launcher, their subreaper, reaped it);
+- ``classify_failure``, ``failure_line`` and ``tail_text``: the failure reason for a
+  finished job, and the line of its stderr that tells why.
 
 Why a launcher rather than one ``python shim.py`` per job: an interpreter start alone is
 ~35 ms; a fork of the warm launcher is about a millisecond, and the launcher forks its
@@ -66,6 +70,7 @@ CLOSE_GRACE_S = 2.0  # after closing its stdin, how long the launcher gets to ex
 POLL_INTERVAL_S = 0.2  # wait_process_exit without pidfds
 TAIL_BYTES = 64 * 1024
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError")
+MAX_LOG_LINE = 500  # characters of the line that tells why a job failed
 _MAX_REPLY = 1024 * 1024
 
 
@@ -295,6 +300,27 @@ class Launcher:
         """
         reply = await self._call({"op": "cancel", "id": request_id})
         return reply.get("cancelled") is True
+
+    async def orphan_exit(self, request_id: str) -> ExitRecord | None:
+        """How a job this launcher started ended after its shim died first (``wait_exit``
+        gave None): its main process's exit, which the launcher reaped as their subreaper.
+
+        Ask once none of the job's processes is left (``job_processes``). Returns None when
+        the launcher does not know: the job was never re-parented to it, or is still running.
+        Each end is told once.
+
+        Raises:
+            LauncherGone: the launcher has exited or was closed.
+        """
+        reply = await self._call({"op": "orphan", "id": request_id})
+        data = reply.get("exit")
+        if not isinstance(data, dict):
+            return None
+        try:
+            return exit_record(data)
+        except _Invalid as exc:
+            log.warning("job %s: the launcher's record of its end is malformed (%s)", request_id, exc)
+            return None
 
     async def wait_exit(self, request_id: str) -> ExitRecord | None:
         """Wait for the end of a job this launcher started (``Spawned.id``).
@@ -662,6 +688,16 @@ def classify_failure(
     return "EXIT_CODE", f"exit code {record.exit_code}"
 
 
+def failure_line(stderr_tail: str, failure_reason: str | None) -> str | None:
+    """The line of a failed job's stderr that tells why: for ``OOM`` the last one with an
+    out-of-memory message, else the last one that is not blank; None when stderr is empty.
+    At most ``MAX_LOG_LINE`` characters."""
+    lines = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
+    if failure_reason == "OOM":
+        lines = [line for line in lines if any(marker in line for marker in OOM_MARKERS)] or lines
+    return lines[-1][:MAX_LOG_LINE] if lines else None
+
+
 # ---------------------------------------------------------------------------------------
 # Processes that are not our children.
 
@@ -728,23 +764,68 @@ async def wait_process_exit(pid: int, start_time: int | None = None) -> None:
 def signal_shim(shim_pid: int, shim_start_time: int | None, sig: int = signal.SIGTERM) -> bool:
     """Send ``sig`` to a job's shim (SIGTERM = cancel); False if that shim is gone.
 
-    Refuses (False) when ``shim_pid`` now names another process. With pidfds the check
-    and the signal address the same process, so a pid reused in between cannot be hit.
+    Refuses (False) when ``shim_pid`` now names another process (see ``signal_process``).
+    """
+    return signal_process(shim_pid, shim_start_time, sig)
+
+
+def signal_process(pid: int, start_time: int | None, sig: int) -> bool:
+    """Send ``sig`` to the process ``pid`` that started at ``start_time``; False if it is gone.
+
+    Refuses (False) when ``pid`` now names another process. With pidfds the check and the
+    signal address the same process, so a pid reused in between cannot be hit.
     """
     try:
-        fd = _open_pidfd(shim_pid)
+        fd = _open_pidfd(pid)
     except ProcessLookupError:
         return False
     try:
-        if not is_same_process(shim_pid, shim_start_time):
+        if not is_same_process(pid, start_time):
             return False
         if fd is not None:
             signal.pidfd_send_signal(fd, sig)
         else:
-            os.kill(shim_pid, sig)
+            os.kill(pid, sig)
     except ProcessLookupError:
         return False
     finally:
         if fd is not None:
             os.close(fd)
     return True
+
+
+def job_processes(runtime: Runtime) -> list[tuple[int, int]]:
+    """What is left of the job ``runtime`` describes once its shim is gone, as ``(pid, start
+    time)``: the live processes of its process group, and the rest of its shim's session
+    (those that left the group); [] once none is left. Zombies do not count.
+
+    A group or session id stays taken while any process is in it, so a live process that
+    holds the number as its pid, but started at another time than the job's main process
+    (its shim), means the group (the session) is empty and the number has gone to another.
+    Reads every ``/proc/<pid>/stat``: a few milliseconds.
+    """
+    table = _process_table()
+
+    def empty(number: int, start_time: int | None) -> bool:
+        held = table.get(number)
+        return held is not None and held[3] != start_time
+
+    group = None if empty(runtime.pgid, runtime.start_time) else runtime.pgid
+    session = None if empty(runtime.shim_pid, runtime.shim_start_time) else runtime.shim_pid
+    return [(pid, start) for pid, (state, pgrp, sid, start) in table.items()
+            if state not in ("Z", "X") and pid != runtime.shim_pid and (pgrp == group or sid == session)]
+
+
+def _process_table() -> dict[int, tuple[str, int, int, int]]:
+    """Every process: pid -> (state, process group, session, start time), from ``/proc``."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+            table[int(name)] = (fields[0].decode("ascii"), int(fields[2]), int(fields[3]), int(fields[19]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return table

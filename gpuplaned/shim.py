@@ -10,14 +10,18 @@ line on stdout:
           "started_at", "seq"}
       -> {"id": ..., "ok": false, "error": "argv[0] 'nosuch' not found: ...", "seq"}
     {"op": "ping", "seq": int} -> {"ok": true, "pong": true, "seq"}
+    {"op": "cancel", "id": ..., "seq": int} -> {"id": ..., "ok": true, "cancelled": bool, "seq"}
+    {"op": "orphan", "id": ..., "seq": int} -> {"id": ..., "ok": true, "exit": {...} | null, "seq"}
 
 and, unasked, once a job it started has ended (after ``exit.json`` is written):
 
     {"event": "exit", "id": ..., "exit": {what exit.json holds} | null}
 
 ``exit`` is null when the shim ended without saying (it was killed): ``exit.json`` is
-then the only record, if there is one. A launcher that is restarted does not know the
-jobs of the one before; the daemon watches those through their shims' pids.
+then the only record, if there is one, and the job itself may still be running (see
+"Orphaned jobs" below; ``orphan`` asks how it ended, once nothing of it is left). A
+launcher that is restarted does not know the jobs of the one before; the daemon watches
+those through their shims' pids.
 
 Requests are **pipelined**: the launcher hands a spawn to a shim and goes straight on to
 the next request, so replies come back in the order the shims finish, not the order of the
@@ -70,7 +74,20 @@ write: the fork and the shim's setup below are off the critical path. The shim:
 
 A spawn that fails (no such command, missing cwd, permission denied, a job dir that cannot
 be created) gets an ``ok: false`` reply and an ``exit.json`` with reason ``spawn_failed``,
-exit code 127 (not found) or 126.
+exit code 127 (not found) or 126. Its shim started nothing and takes the next request: no
+request, however bad, ends a shim (what exec cannot take, such as a NUL byte, is refused
+before any shim sees it).
+
+Orphaned jobs: a shim can die before its job (``kill -9``, a bug). The launcher is a child
+subreaper, so the job's processes are then re-parented to it rather than to init, and it
+reaps its children as it goes (shims, helpers, such jobs; once per turn of its loop, so a
+child that ends while the launcher is idle stays a zombie until the next request). The
+exit status of such a job's main process, which no shim is left to write to ``exit.json``,
+is kept until an ``orphan`` request takes it. The daemon follows such a job by its
+processes (``runtime.json``) until none is left, and holds its GPUs meanwhile. Shims,
+which are the launcher's children too, are not affected: they outlive the launcher as
+before, and a job whose shim dies after the launcher has gone goes to init, its exit
+status unknown.
 
 A shim that has not reported ``report_timeout_s`` (default 30 s) after it got its request
 is stopped, its job's process group (if it got as far as starting one) and then the shim
@@ -148,6 +165,14 @@ class _Spec:
             isinstance(k, str) and isinstance(v, str) for k, v in env.items()
         ):
             raise RequestError("env must map strings to strings")
+        for key in env:
+            if not key or "=" in key:
+                raise RequestError(f"bad env variable name {key!r}")
+        # exec takes C strings: a NUL would fail it only in the shim, after the fork.
+        for what, values in (("job_dir", [self.job_dir]), ("argv", argv), ("cwd", [self.cwd]),
+                             ("env", [*env, *env.values()])):
+            if any("\0" in v for v in values):
+                raise RequestError(f"{what} cannot contain NUL bytes")
         self.env: dict[str, str] = env
         self.timeout_s = _number(req, "timeout_s", None)
         grace = _number(req, "grace_s", 10.0)
@@ -200,7 +225,7 @@ def write_json_atomic(path: str, obj: dict[str, Any], *, sync: bool = False) -> 
     is what makes the new name itself durable (see ``sync_paths``).
     """
     tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         data = json.dumps(obj, sort_keys=True).encode() + b"\n"
         view = memoryview(data)
@@ -250,19 +275,20 @@ def serve(
         report_timeout_s: how long a shim may take from its request to its report.
         prefork: how many idle shims to keep ready (0: fork each one on request).
     """
-    # Shims are never waited for here: the kernel reaps them, and after we are gone
-    # they are re-parented like any orphan.
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # Our children (shims, helpers, and the jobs of shims that died first: see "Theory of
+    # operation") are reaped as we go, so that a job's exit status can be known.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # What shims ignore, ignored here already so that they inherit it. We are in a session
     # of our own, and stop on EOF, not on signals from a terminal.
     for signum in _SHIM_IGNORES:
         signal.signal(signum, signal.SIG_IGN)
     libc = _load_libc()
     prctl = None if libc is None else libc.prctl  # resolved once, not in every shim
+    subreaper = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     # Everything imported so far is shared with every shim; keep the collector from
     # touching (and so copying) those pages.
     gc.freeze()
-    return _Server(stdin_fd, stdout_fd, prctl, report_timeout_s, max(0, prefork)).run()
+    return _Server(stdin_fd, stdout_fd, prctl, report_timeout_s, max(0, prefork), subreaper).run()
 
 
 class _ReplyFailed(Exception):
@@ -307,14 +333,18 @@ class _Shim:
 
 
 class _Running:
-    """A started job's shim: its report pipe stays open until the shim writes the exit line."""
+    """A started job's shim: its report pipe stays open until the shim writes the exit line.
 
-    __slots__ = ("shim", "req_id", "data")
+    ``pid`` is the job's main process, as the shim reported it.
+    """
 
-    def __init__(self, shim: _Shim, req_id: Any, data: bytes) -> None:
+    __slots__ = ("shim", "req_id", "data", "pid")
+
+    def __init__(self, shim: _Shim, req_id: Any, data: bytes, pid: Any = None) -> None:
         self.shim = shim
         self.req_id = req_id
         self.data = data
+        self.pid = pid
 
 
 class _Waiting:
@@ -351,7 +381,7 @@ class _Server:
     """
 
     def __init__(self, stdin_fd: int, stdout_fd: int, prctl: Any, report_timeout_s: float,
-                 prefork: int) -> None:
+                 prefork: int, subreaper: bool = False) -> None:
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
         self.prctl = prctl
@@ -366,6 +396,10 @@ class _Server:
         self.waiting: dict[int, _Waiting] = {}
         self.running: dict[int, _Running] = {}  # by report fd: started jobs, until their exit line
         self.running_by_id: dict[str, _Running] = {}
+        self.subreaper = subreaper
+        # Jobs whose shims died before them, by main pid: ours to reap (we are a subreaper).
+        self.orphans: dict[int, Any] = {}
+        self.orphan_ends: dict[Any, dict[str, Any]] = {}  # by request id, until asked for
 
     def run(self) -> int:
         self.poller.register(self.stdin_fd, select.POLLIN)
@@ -391,6 +425,7 @@ class _Server:
                         self._on_readable(self.waiting[fd])
                     elif fd in self.running:
                         self._on_exit_readable(self.running[fd])
+                self._reap()
                 if line is not None:
                     self._handle(line)
                 elif refill and not events:
@@ -455,6 +490,9 @@ class _Server:
         if op == "cancel":
             self._reply({"id": req.get("id"), "ok": True, "cancelled": self._cancel(req.get("id"))}, seq)
             return
+        if op == "orphan":
+            self._reply({"id": req.get("id"), "ok": True, "exit": self._orphan_end(req.get("id"))}, seq)
+            return
         if op != "spawn":
             self._reply({"id": req.get("id"), "ok": False,
                          "error": f"bad request: unknown op {op!r}"}, seq)
@@ -510,6 +548,38 @@ class _Server:
             return False  # it is gone: its exit (or its end without one) is on the way
         running.shim.signal(signal.SIGTERM)
         return True
+
+    def _reap(self) -> None:
+        """Reap every child of ours that has ended: shims, helpers, and the main processes
+        of jobs whose shims died first, whose ends are kept for ``orphan`` requests.
+
+        Once per turn of the loop (a system call): a child that ends while nothing else
+        happens stays a zombie until the next request or report.
+        """
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            req_id = self.orphans.pop(info.si_pid, None)
+            if req_id is None:  # its shim died, and its report pipe's end is still to be read
+                req_id = next((r.req_id for r in self.running.values() if r.pid == info.si_pid), None)
+            if req_id is not None:
+                self.orphan_ends[req_id] = _orphan_record(info)
+
+    def _orphan_end(self, req_id: Any) -> dict[str, Any] | None:
+        """How the main process of job ``req_id``, whose shim died first, ended: what
+        ``exit.json`` would have held; None when we do not know (it is still running, or it
+        is not ours to reap)."""
+        self._reap()
+        for pid in [pid for pid, owner in self.orphans.items() if owner == req_id]:
+            try:
+                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                del self.orphans[pid]  # not ours after all: it went elsewhere (or never came)
+        return self.orphan_ends.pop(req_id, None)
 
     def _reply(self, reply: dict[str, Any], seq: Any) -> None:
         if seq is not None:
@@ -595,13 +665,18 @@ class _Server:
             report = None
         if isinstance(report, dict) and isinstance(report.get("ok"), bool):
             started = report["ok"] is True and bool(newline)
-            # A started job's shim keeps the pipe and writes its exit line on it later.
-            self._forget(waiting, keep_fd=started)
+            # A started job's shim keeps the pipe and writes its exit line on it later; one
+            # that could not start its job has nothing left of it and may take the next.
+            self._forget(waiting, keep_fd=True)
+            if not started:
+                self.poller.unregister(waiting.fd)
+                assert waiting.shim is not None
+                self._release(waiting.shim, waiting.data if report["ok"] is False else b"")
             report["id"] = waiting.req_id
             self._reply(report, waiting.seq)
             if started:
                 assert waiting.shim is not None
-                running = _Running(waiting.shim, waiting.req_id, rest)
+                running = _Running(waiting.shim, waiting.req_id, rest, report.get("pid"))
                 self.running[waiting.fd] = running
                 if isinstance(waiting.req_id, str):
                     self.running_by_id[waiting.req_id] = running
@@ -622,7 +697,8 @@ class _Server:
         """A started job's shim wrote its exit line (or went without one): pass it on.
 
         ``exit`` is what the shim wrote to ``exit.json``, or null when the shim ended
-        without a line (killed), so the daemon reads (or misses) ``exit.json`` itself.
+        without a line (killed), so the daemon reads (or misses) ``exit.json`` itself. The
+        job of a shim that died may still run: it is ours now, to reap (``_reap``).
         """
         shim = running.shim
         del self.running[shim.report_fd]
@@ -635,19 +711,24 @@ class _Server:
             record = None
         if not isinstance(record, dict):
             record = None
-        # A shim that has said how its job ended, with nothing of the job left, can take
-        # another: no fork, no copy-on-write faults, no exit. Within limits.
-        if (record is not None and self.stdin_open and len(self.idle) < self.max_idle
-                and shim.jobs < MAX_JOBS_PER_SHIM and running.data.endswith(b"\n")
-                and running.data.count(b"\n") == 1):
-            self.idle.append(shim)
-        else:
-            shim.close()
+            if self.subreaper and isinstance(running.pid, int) and running.req_id not in self.orphan_ends:
+                self.orphans[running.pid] = running.req_id
+        self._release(shim, running.data if record is not None else b"")
         try:
             _write_all(self.stdout_fd, json.dumps({"event": "exit", "id": running.req_id, "exit": record}).encode()
                        + b"\n")
         except OSError:
             raise _ReplyFailed() from None
+
+    def _release(self, shim: _Shim, said: bytes) -> None:
+        """Keep a shim that has said (``said``: its one line, and nothing after it) how its
+        request ended, with nothing of a job left, for another: no fork, no copy-on-write
+        faults, no exit. Within limits; else let it go."""
+        if (said.endswith(b"\n") and said.count(b"\n") == 1 and self.stdin_open
+                and len(self.idle) < self.max_idle and shim.jobs < MAX_JOBS_PER_SHIM):
+            self.idle.append(shim)
+        else:
+            shim.close()
 
     def _poll_timeout_ms(self) -> int:
         if not self.waiting:
@@ -844,7 +925,7 @@ def _shim_main(spec_fd: int, report_fd: int, prctl: Any, spec: _Spec | None) -> 
     (inherited from the launcher) and SIGTERM/SIGCHLD blocked (before the fork).
     """
     os.setsid()
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher ignores it to auto-reap
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # whatever the launcher does with it, we wait
     subreaper = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     os.close(_detach_fds([spec_fd, report_fd]))  # fd 0 is /dev/null now: the jobs' stdin
     me = os.getpid()
@@ -857,9 +938,7 @@ def _shim_main(spec_fd: int, report_fd: int, prctl: Any, spec: _Spec | None) -> 
             line = requests.next()
             if line is None:
                 return  # the launcher is done with us (or gone)
-            request = json.loads(line)
-            if request.get("op") == "spawn":  # else a cancel that came too late for its job
-                spec = _Spec(request)  # the launcher checked it; a failure here is a bug
+            spec = _next_spec(line, report_fd)
         _discard_pending(_WAITED)  # a cancel meant for the job before, or a stray SIGCHLD
         try:
             reusable = _run_job(spec, report_fd, subreaper, me, shim_stat, requests)
@@ -869,6 +948,26 @@ def _shim_main(spec_fd: int, report_fd: int, prctl: Any, spec: _Spec | None) -> 
         if not reusable:
             return
         spec = None
+
+
+def _next_spec(line: bytes, report_fd: int) -> _Spec | None:
+    """The spawn request in ``line``; None for anything else (a cancel that came too late for
+    its job). The launcher has checked the request already; should this copy of the check
+    refuse it all the same, the refusal is the report, and the shim lives on."""
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(request, dict) or request.get("op") != "spawn":
+        return None
+    try:
+        return _Spec(request)
+    except RequestError as exc:
+        try:
+            _write_all(report_fd, json.dumps({"ok": False, "error": f"bad request: {exc}"}).encode() + b"\n")
+        except OSError:
+            pass  # the launcher is gone; EOF on the request pipe follows
+        return None
 
 
 class _Requests:
@@ -935,25 +1034,22 @@ def _discard_pending(signals: frozenset[int]) -> None:
 
 def _run_job(spec: _Spec, report_fd: int, subreaper: bool, me: int,
              shim_stat: tuple[str, int] | None, requests: _Requests) -> bool:
-    """Start and supervise one job; True when it ended and was recorded, so that this shim
-    may take another (False: the report pipe is closed, and the shim is to exit)."""
-    def report(obj: dict[str, Any], *, last: bool = True) -> bool:
+    """Start and supervise one job; True when it ended (or failed to start) and was
+    reported, so that this shim may take another (False: the launcher is gone, and the shim
+    is to exit)."""
+    def report(obj: dict[str, Any]) -> bool:
         try:
             _write_all(report_fd, json.dumps(obj).encode() + b"\n")
-            sent = True
+            return True
         except OSError:
-            sent = False  # the launcher died; the job goes on regardless
-        if last:
-            os.close(report_fd)
-        return sent
+            return False  # the launcher died; the job goes on regardless
 
     try:
         grown = _make_job_dir(spec.job_dir)
     except OSError as exc:
         message = f"cannot create job_dir {spec.job_dir!r}: {exc}"
         _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
-        report({"ok": False, "error": message})
-        return False
+        return report({"ok": False, "error": message})
     if not subreaper:
         # Orphaned descendants will go to init instead of us: cancel still reaches the
         # job's process group, but not what escaped it.
@@ -967,23 +1063,21 @@ def _run_job(spec: _Spec, report_fd: int, subreaper: bool, me: int,
                 except FileNotFoundError:
                     pass
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        out_fd = os.open(os.path.join(spec.job_dir, STDOUT_FILE), flags, 0o644)
+        out_fd = os.open(os.path.join(spec.job_dir, STDOUT_FILE), flags, 0o600)
         try:
-            err_fd = os.open(os.path.join(spec.job_dir, STDERR_FILE), flags, 0o644)
+            err_fd = os.open(os.path.join(spec.job_dir, STDERR_FILE), flags, 0o600)
         except OSError:
             os.close(out_fd)
             raise
     except OSError as exc:
         message = f"cannot open the logs in job_dir {spec.job_dir!r}: {exc}"
         _record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
-        report({"ok": False, "error": message})
-        return False
+        return report({"ok": False, "error": message})
     try:
         pid, started_mono, started_at = _start_child(spec, out_fd, err_fd)
     except _SpawnFailed as failure:
         _record_spawn_failure(spec.job_dir, failure.exit_code, failure.message)
-        report({"ok": False, "error": failure.message})
-        return False
+        return report({"ok": False, "error": failure.message})
     finally:
         os.close(out_fd)
         os.close(err_fd)
@@ -1016,7 +1110,7 @@ def _run_job(spec: _Spec, report_fd: int, subreaper: bool, me: int,
             sync_paths([p for p in (runtime_path, spec.job_dir, *grown) if p])
         except OSError as exc:
             _shim_log(spec.job_dir, f"cannot sync {RUNTIME_FILE}: {exc}")
-    report({k: runtime[k] for k in _REPORTED} | {"ok": True}, last=False)
+    report({k: runtime[k] for k in _REPORTED} | {"ok": True})
 
     status, reason, durable = _supervise(pid, started_mono, spec.timeout_s, spec.grace_s, make_durable,
                                          lambda: _cancels_for(requests, spec.id))
@@ -1038,8 +1132,7 @@ def _run_job(spec: _Spec, report_fd: int, subreaper: bool, me: int,
     write_json_atomic(os.path.join(spec.job_dir, EXIT_FILE), record, sync=durable)
     # The same record, straight to the launcher and on to the daemon: sooner than the
     # shim's own exit (a process teardown, then a pidfd wake-up) and no file to read.
-    sent = report(record, last=False)
-    return sent
+    return report(record)
 
 
 def _warm_up() -> None:
@@ -1157,6 +1250,8 @@ def _start_child(spec: _Spec, out_fd: int, err_fd: int) -> tuple[int, float, flo
             if last_err not in (errno_mod.ENOENT, errno_mod.ENOTDIR) and first_err is None:
                 first_err = last_err
             continue
+        except (ValueError, TypeError) as exc:  # what exec cannot take: a failure, not a crash
+            raise _SpawnFailed(EXIT_CANNOT_EXECUTE, f"cannot execute argv[0] {argv0!r}: {exc}") from None
         return pid, started_mono, started_at
     raise _SpawnFailed(*_describe_failure(spec, "exec", first_err or last_err))
 
@@ -1328,16 +1423,31 @@ def _record_spawn_failure(
             "pid": None,
             "error": message,
         }, sync=True)  # rare, and the only account of what went wrong
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a path no system call takes
         _shim_log(job_dir, f"cannot record the spawn failure ({message}): {exc}")
+
+
+def _orphan_record(info: Any) -> dict[str, Any]:
+    """What ``exit.json`` would have said of a job's main process that outlived its shim,
+    from the launcher's ``waitid`` of it."""
+    signaled = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+    return {
+        "exit_code": None if signaled else info.si_status,
+        "signal": info.si_status if signaled else None,
+        "signal_name": signal_name(info.si_status) if signaled else None,
+        "reason": "signaled" if signaled else "exited",
+        "ended_at": time.time(),
+        "pid": info.si_pid,
+        "error": "its shim died first",
+    }
 
 
 def _shim_log(job_dir: str, message: str) -> None:
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {message}\n"
     try:
         fd = os.open(os.path.join(job_dir, SHIM_LOG_FILE),
-                     os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-    except OSError:
+                     os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    except (OSError, ValueError):
         return
     try:
         os.write(fd, line.encode(errors="replace"))

@@ -46,4 +46,4 @@ def checkpoints(
     print(render.table(headers, rows))
     if ranked:
         direction = found["direction"] or "no direction"
-        print(f"\nranked by {ranked} ({direction})" + ("" if found["best_id"] else "; no checkpoint has a value"))
+        print(f"\nranked by {render.printable(ranked)} ({direction})" + ("" if found["best_id"] else "; no checkpoint has a value"))

@@ -202,7 +202,7 @@ def daemon_home(flag: str | None, config: str | None, env: Mapping[str, str]) ->
         import tomllib  # only here: most invocations never read a config
 
         home = tomllib.loads(path.read_text(encoding="utf-8")).get("home")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the daemon itself says what is wrong with the file
         home = None
     if isinstance(home, str) and home:
         return Path(home).expanduser().absolute()

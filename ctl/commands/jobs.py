@@ -43,9 +43,11 @@ SUBMIT_EPILOG = (
     "Environment: the job gets this shell's "
     + ", ".join(INHERITED_ENV)
     + " (those that are set), so it finds the same programs, virtualenv or conda env and "
-    "libraries; then the file's env table; then each --env. Nothing else is passed: add "
-    "secrets and settings with --env NAME=VALUE, or --env NAME to pass this shell's value. "
-    "CUDA_VISIBLE_DEVICES is set by the daemon to the GPUs it assigns.\n\n"
+    "libraries; then the file's env table; then each --env. Nothing else is passed, from this "
+    "shell or from the daemon's own environment: add secrets and settings with --env NAME=VALUE, "
+    "or --env NAME to pass this shell's value. The daemon adds CUDA_VISIBLE_DEVICES (the GPUs it "
+    "assigns), PYTHONUNBUFFERED=1 and GPUPLANE_* (the job, its run and attempt, the daemon's "
+    "address).\n\n"
     "Job file (--file, TOML): the API's keys: command (array, or a string split like a "
     "shell would), cwd (or dir; relative to the file), name, env (table), gpu, labels, node, "
     "priority, retry, timeout_s, stop_grace_s, type. Flags override the file."
@@ -121,7 +123,7 @@ def jobs(
 
     GPUS: the indexes a job holds (or held), else how many it asks for in parentheses,
     `cpu` for a CPU-only job. EXIT/REASON: the exit code, or why it failed (TIMEOUT, OOM,
-    SIGNAL(SIGSEGV), LOST, SPAWN_FAILED).
+    SIGNAL(SIGSEGV), LOST, SPAWN_FAILED, SHIM_DIED).
     """
     g = globals_of(ctx)
     query = {"limit": limit}

@@ -1,11 +1,13 @@
-"""Nodes: ``gpuplanectl node list`` and ``gpuplanectl node show NODE``.
+"""Nodes: ``gpuplanectl node list``, ``gpuplanectl node show NODE`` and ``gpuplanectl node forget NODE``.
 
 ``list`` is one row per node (``GET /api/v1/nodes``); ``show`` is one node in full
 (``GET /api/v1/nodes/{id-or-name}``): its hardware and labels, each GPU's latest readings and
 processes (with the job each belongs to, or ``foreign``), and the host's CPU, memory and
 disks; then the last hour in a few numbers (``/metrics``: average and peak utilization,
-peak memory). ``--json`` prints the API's body (``{"nodes": [...]}`` or ``{"node": {...}}``). An
-unknown node exits 1.
+peak memory). ``forget`` removes an offline node for good (``DELETE /api/v1/nodes/{key}``): one
+renamed or retired, which would stay OFFLINE in the list forever; an online one, or one with a
+job dispatched or running, is refused (exit 1). ``--json`` prints the API's body
+(``{"nodes": [...]}``, ``{"node": {...}}`` or ``{"forgotten": {"id", "name"}}``). An unknown node exits 1.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from gpuplaned.protocol.errors import ApiError
 
 app = typer.Typer(
     name="node",
-    help="List the nodes, or show one with its GPUs' readings.",
+    help="List the nodes, show one with its GPUs' readings, or forget one that is gone.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -80,3 +82,24 @@ def _history(client: DaemonClient, node_id: str) -> str | None:
     except ApiError:
         return None  # an optional section: the node itself was shown
     return render.history_text(metrics) if isinstance(metrics, dict) else None
+
+
+@app.command("forget")
+def forget(
+    ctx: typer.Context,
+    node: Annotated[str, typer.Argument(metavar="NODE", help="An offline node's name or id.", show_default=False)],
+    json_output: JsonOption = False,
+) -> None:
+    """Forget an offline node that is gone for good (renamed or retired).
+
+    Its record, GPU slots and metrics go; its jobs and runs keep their history. A node
+    that is online, or has a job dispatched or running, is refused.
+    """
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        forgotten = connect(g).request("DELETE", f"/api/v1/nodes/{quote(node, safe='')}")
+    if json_output:
+        render.print_json(forgotten)
+        return
+    found = forgotten["forgotten"]
+    print(f"forgot node {render.printable(found['name'])} ({found['id']})")

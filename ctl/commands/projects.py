@@ -67,7 +67,7 @@ def show(
                          ("created", render.event_time(project["created_at"])),
                          ("runs", str(project["runs"])), ("primary", resolved),
                          ("about", project["description"] or render.NONE)):
-        print(f"{label + ':':<10}{value}")
+        print(f"{label + ':':<10}{render.printable(value)}")
     if experiments:
         print()
         print(render.table(("EXPERIMENT", "ID", "RUNS", "PRIMARY", "CREATED"),

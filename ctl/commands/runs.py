@@ -77,7 +77,7 @@ def show(
                          ("finished", render.event_time(run["finished_at"]) if run["finished_at"] else "-"),
                          ("step", _step_text(summary.get("progress"))),
                          ("primary", _primary_text(primary))):
-        print(f"{label + ':':<10}{value}")
+        print(f"{label + ':':<10}{render.printable(value)}")
     metrics = summary.get("metrics") or {}
     if metrics:
         print()
@@ -85,7 +85,7 @@ def show(
         print(render.table(("METRIC", "POINTS", "LATEST", "AT STEP", "BEST", "AT STEP", "TREND"),
                            [_metric_row(name, m, name == primary_name) for name, m in sorted(metrics.items())]))
     for warning in summary.get("warnings") or ():
-        print(f"warning: {warning}")
+        print(f"warning: {render.printable(warning)}")
 
 
 def _metric_row(name: str, m: Mapping[str, Any], primary: bool) -> tuple[str, ...]:

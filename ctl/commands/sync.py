@@ -12,7 +12,8 @@ replays it itself once the daemon answers. A fully replayed file is removed; one
 unreadable lines is kept as ``*.jsonl.corrupt`` after the rest was replayed, and each such
 line is named in a warning on stderr. ``--json`` prints ``{"dir", "files": [...], "points",
 "batches", "duplicates"}``. Exit 0 when nothing is left to do (busy files aside), 1 when a
-file could not be replayed to its end (it stays for the next sync) or no daemon runs.
+file could not be replayed to its end (it stays for the next sync) or no daemon runs, 2
+when ``--dir`` names no directory.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from typing import Annotated, Any
 import typer
 from gpuplanectl import render
 from gpuplanectl.client import DaemonClient, DaemonUnreachable
-from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
+from gpuplanectl.commands import JsonOption, connect, fail, globals_of, reporting
 from gpuplanectl.exit_codes import EXIT_FAILURE
 
-from gpuplaned.protocol.errors import ApiError
+from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.sdk_spool import FileReport, Refused, Step, default_spool_dir, replay_file, spool_files
 
 
@@ -42,6 +43,8 @@ def sync(
     """Replay the SDK's spooled metrics (left while no daemon answered) into the daemon."""
     g = globals_of(ctx)
     where = Path(directory).expanduser().absolute() if directory else default_spool_dir(os.environ)
+    if directory and not where.is_dir():  # the default dir is made only once a script spools
+        fail(json_output, ErrorCode.BAD_REQUEST, f"--dir {where}: no such directory", {"field": "dir"})
     files = spool_files(where)
     reports: list[FileReport] = []
     if files:
@@ -51,7 +54,7 @@ def sync(
                 report = replay_file(path, _sender(client))
                 reports.append(report)
                 for warning in report.warnings:
-                    print(f"warning: {warning}", file=sys.stderr)
+                    print(f"warning: {render.printable(warning)}", file=sys.stderr)
                 if report.status == "interrupted":  # the daemon went away or is stopping: later
                     reports.extend(FileReport(str(p), None, status="pending") for p in files[len(reports):])
                     break
@@ -83,18 +86,20 @@ def _summary(where: Path, reports: list[FileReport]) -> dict[str, Any]:
 
 
 def _print(where: Path, reports: list[FileReport], summary: dict[str, Any]) -> None:
+    shown = render.printable(str(where))
     if not reports:
-        print(f"nothing to sync in {where}")
+        print(f"nothing to sync in {shown}")
         return
     for r in reports:
-        name = Path(r.file).name
+        name = render.printable(Path(r.file).name)
         if r.status == "replayed":
             ended = f"finished {r.finished}" if r.finished else "not finished (its process ended without saying)"
             refused = f", {r.rejected} refused" if r.rejected else ""
             print(f"{name}: run {r.run_id}: {r.batches} batch(es) stored ({r.points} points), "
                   f"{r.duplicates} already there{refused}; {ended}")
             if r.kept:
-                print(f"{name}: had unreadable lines {', '.join(map(str, r.corrupt_lines))}; kept as {r.kept}")
+                print(f"{name}: had unreadable lines {', '.join(map(str, r.corrupt_lines))}; "
+                      f"kept as {render.printable(r.kept)}")
         elif r.status == "busy":
             print(f"{name}: busy: its process is still running and delivers it itself")
         elif r.status == "gone":
@@ -102,6 +107,6 @@ def _print(where: Path, reports: list[FileReport], summary: dict[str, Any]) -> N
         elif r.status == "pending":
             print(f"{name}: not tried (the daemon went away)")
         else:
-            print(f"{name}: {r.status}: {r.error}; it stays for the next sync")
+            print(f"{name}: {r.status}: {render.printable(r.error or '')}; it stays for the next sync")
     done = sum(r.status == "replayed" for r in reports)
-    print(f"synced {done} of {len(reports)} spool file(s) in {where}: {summary['points']} point(s) stored")
+    print(f"synced {done} of {len(reports)} spool file(s) in {shown}: {summary['points']} point(s) stored")

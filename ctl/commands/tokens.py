@@ -71,7 +71,7 @@ def create(
         render.print_json(created)
         return
     token = created["token"]
-    print(f"created token {token['id']} ({token['name']}, {','.join(token['scopes'])}, "
+    print(f"created token {token['id']} ({render.printable(token['name'])}, {','.join(token['scopes'])}, "
           f"expires {_time(token.get('expires_at'), 'never')}); it will not be shown again: store it now",
           file=sys.stderr)
     print(created["secret"], flush=True)
@@ -109,7 +109,7 @@ def revoke(
         render.print_json(revoked)
         return
     found = revoked["token"]
-    print(f"revoked token {found['id']} ({found['name']})")
+    print(f"revoked token {found['id']} ({render.printable(found['name'])})")
 
 
 def token_status(token: Mapping[str, Any], now_ms: int | None = None) -> str:

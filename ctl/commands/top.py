@@ -102,16 +102,20 @@ def _view(screen: curses.window, client: DaemonClient, data: dict[str, Any], int
 
 
 def _resized(screen: curses.window) -> bool:
-    """True (and ncurses told) when the terminal's size is no longer the screen's."""
+    """True (and ncurses told) when the terminal's size is no longer the screen's. A size
+    ncurses refuses (no rows or columns: a pty nobody sized) keeps the old one until the next check."""
     import curses
 
     try:
         size = os.get_terminal_size(sys.__stdout__.fileno())
     except (OSError, ValueError, AttributeError):
         return False
-    if (size.lines, size.columns) == screen.getmaxyx():
+    if size.lines < 1 or size.columns < 1 or (size.lines, size.columns) == screen.getmaxyx():
         return False
-    curses.resizeterm(size.lines, size.columns)
+    try:
+        curses.resizeterm(size.lines, size.columns)
+    except curses.error:
+        return False
     return True
 
 
@@ -121,11 +125,14 @@ def _draw(screen: curses.window, data: dict[str, Any]) -> None:
     height, width = screen.getmaxyx()
     lines = topview.compose(data["nodes"], data["jobs"], width=width, height=height)
     encoding = screen.encoding or "ascii"
-    screen.erase()
-    for y, line in enumerate(lines):
-        text = line.encode(encoding, "replace").decode(encoding)
-        try:
-            screen.addstr(y, 0, text)
-        except curses.error:
-            pass  # writing the bottom-right cell moves the cursor off the screen; the text is drawn
-    screen.refresh()
+    try:
+        screen.erase()
+        for y, line in enumerate(lines):
+            text = line.encode(encoding, "replace").decode(encoding)
+            try:
+                screen.addstr(y, 0, text)
+            except curses.error:
+                pass  # the bottom-right cell moves the cursor off the screen, a wide character past the edge
+        screen.refresh()
+    except curses.error:
+        pass  # a terminal too small or odd to draw in: clipped to nothing, drawn again on the next change

@@ -100,3 +100,14 @@ def next_after_exit(state: JobState, event: JobEvent, attempt: int, max_attempts
     if new is S.FAILED and attempt < max_attempts:
         return S.QUEUED
     return new
+
+
+# The event a failed attempt raises, by its failure reason: (type, severity). Every other
+# failure (an exit code, a signal, a command that could not start, a lost job) is JOB_FAILED.
+FAILURE_EVENTS = {"OOM": ("OOM", "critical"), "TIMEOUT": ("JOB_TIMEOUT", "warning")}
+JOB_FAILED = ("JOB_FAILED", "warning")
+
+
+def failure_event(failure_reason: str | None) -> tuple[str, str]:
+    """``(event type, severity)`` for an attempt that failed with ``failure_reason``."""
+    return FAILURE_EVENTS.get(failure_reason or "", JOB_FAILED)

@@ -14,12 +14,16 @@ sample: a full disk is one DISK_LOW event, then one DISK_OK when it clears.
 - GPU_UNDERUTILIZED (warning): a running job's GPUs all under ``idle_util_pct`` utilization
   and ``idle_memory_fraction`` memory for ``idle_after_ms``; once, re-armed when the job
   uses its GPUs again.
-- A GPU process that belongs to no job is foreign; with ``foreign_gpu_busy`` its GPU takes
-  no new work (someone is using it outside GPUPlane).
+- A GPU process that belongs to no job is foreign. A GPU whose foreign processes hold
+  ``foreign_min_memory_mb`` or more (a process whose memory cannot be read counts as that
+  much) is in use outside GPUPlane: the node shows FOREIGN_GPU_PROCESS and, with
+  ``foreign_gpu_busy``, that GPU takes no new work. Less is a desktop's display server or a
+  monitoring tool, and blocks nothing.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import attrs
@@ -41,6 +45,7 @@ class HealthPolicy:
     idle_memory_fraction: float = 0.30
     idle_after_ms: int = 10 * 60 * 1000
     foreign_gpu_busy: bool = True
+    foreign_min_memory_mb: int = 1024
 
 
 @attrs.frozen
@@ -73,7 +78,7 @@ class Reading:
     disks: tuple[DiskReading, ...]
     jobs: tuple[RunningJob, ...]  # RUNNING on this node now
     violations: tuple[tuple[str, int, int], ...] = ()  # (job id, GPU index, pid)
-    foreign: tuple[tuple[int, int], ...] = ()  # (GPU index, pid)
+    foreign: tuple[tuple[int, int, int | None], ...] = ()  # (GPU index, pid, MiB of GPU memory or None)
 
 
 @attrs.frozen
@@ -109,7 +114,7 @@ class NodeHealth:
         events += self._gpus_lost(reading.gpus)
         events += self._pinning(reading.violations)
         events += self._underutilized(reading)
-        foreign_gpus = {index for index, _ in reading.foreign}
+        foreign_gpus = self._foreign_in_use(reading.foreign)
         conditions = set()
         if self._low_disks:
             conditions.add(DISK_LOW)
@@ -122,6 +127,13 @@ class NodeHealth:
             blocked |= foreign_gpus
         health = Health(tuple(sorted(conditions)), accepting=not self._low_disks, blocked_gpus=tuple(sorted(blocked)))
         return events, health
+
+    def _foreign_in_use(self, foreign: Sequence[tuple[int, int, int | None]]) -> set[int]:
+        """The GPUs whose foreign processes together hold at least ``foreign_min_memory_mb``."""
+        held: dict[int, float] = {}
+        for index, _pid, memory_mb in foreign:  # an unreadable size never passes for a small one
+            held[index] = held.get(index, 0) + (math.inf if memory_mb is None else memory_mb)
+        return {index for index, mb in held.items() if mb >= self.policy.foreign_min_memory_mb}
 
     def _disks(self, disks: Sequence[DiskReading]) -> list[HealthEvent]:
         events = []

@@ -17,6 +17,7 @@ from quart import websocket
 from quart_trio import QuartTrio
 
 import gpuplaned
+from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.agent import Hello
 from gpuplaned.protocol.converter import converter
 from gpuplaned.service.registry import now_ms
@@ -45,8 +46,8 @@ async def _answer(shared: DaemonContext, raw: str | bytes) -> dict[str, Any]:
     if len(raw) > MAX_FRAME:
         return {"type": "error", "message": f"frame over {MAX_FRAME} bytes"}
     try:
-        frame = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        frame = bounded_json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError and bounded_json.TooDeep too
         return {"type": "error", "message": f"not a JSON frame: {exc}"}
     kind = frame.get("type") if isinstance(frame, dict) else None
     if kind == "ping":

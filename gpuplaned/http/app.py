@@ -47,6 +47,7 @@ _HTTP_CODES = {
     403: ErrorCode.FORBIDDEN,
     404: ErrorCode.NOT_FOUND,
     405: ErrorCode.METHOD_NOT_ALLOWED,
+    408: ErrorCode.REQUEST_TIMEOUT,
     413: ErrorCode.PAYLOAD_TOO_LARGE,
 }
 
@@ -57,8 +58,18 @@ class RequestStats:
     errors: int = 0
 
 
-def create_app(shared: DaemonContext, *, secret: str | None = None,
-               tokens: bool = False) -> tuple[QuartTrio, RequestStats]:
+def refuse_empty_query_values(args: Any) -> None:
+    """``?window=`` is a 400 naming the parameter, never read as "no window": every query
+    parameter the API documents has a value (the OpenAPI document says so), and an empty one
+    is a client's bug better shown than guessed at."""
+    for name, value in args.items(multi=True):
+        if value == "":
+            raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: empty; leave the parameter out instead",
+                           {"field": name})
+
+
+def create_app(shared: DaemonContext, *, secret: str | None = None, tokens: bool = False,
+               body_timeout_s: float | None = None) -> tuple[QuartTrio, RequestStats]:
     """Build the app.
 
     Args:
@@ -68,9 +79,12 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
         tokens: the HTTP front: every request needs an API token (``gpuplanectl token
             create``), or a signed-in browser's session cookie, holding the scope its route
             needs (``gpuplaned.http.scopes``); the web UI is served there too.
+        body_timeout_s: the longest a request's body may take to arrive (``[http]``); then 408.
     """
     app = QuartTrio("gpuplaned")
     app.config["MAX_CONTENT_LENGTH"] = 1 << 20
+    if body_timeout_s is not None:
+        app.config["BODY_TIMEOUT"] = body_timeout_s
     app.url_map.merge_slashes = False  # "//" is a 404 in the error shape, not an HTML redirect
     stats = RequestStats()
     expected = f"Bearer {secret}".encode() if secret else None
@@ -103,6 +117,8 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
     @app.before_request
     async def gate() -> Response | None:
         stats.requests += 1
+        if request.path.startswith("/api/") and request.routing_exception is None:  # a 404 or 405 says so first
+            refuse_empty_query_values(request.args)
         if expected is not None:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
@@ -142,18 +158,18 @@ def create_app(shared: DaemonContext, *, secret: str | None = None,
         code = _HTTP_CODES.get(error.code or 500, ErrorCode.INTERNAL)
         message = error.description or error.name
         details: dict[str, Any] = {}
+        allowed = sorted(getattr(error, "valid_methods", None) or ())
         if error.code == 404:
             message = f"no such endpoint: {request.method} {request.path}"
         elif error.code == 405:
             message = f"{request.method} is not allowed on {request.path}"
-            allowed = getattr(error, "valid_methods", None)
             if allowed:
-                details["allowed"] = sorted(allowed)
+                details["allowed"] = allowed
         response = error_response(ApiError(code, message, details))
-        if error.code == 413:
-            # The unread body is still on the connection: close it rather than read it as
-            # the next request.
-            response.headers["Connection"] = "close"
+        if error.code == 405 and allowed:
+            response.headers["Allow"] = ", ".join(allowed)  # RFC 9110 requires it on a 405
+        # A reply sent before the body was all read (a 413 among them) ends its connection:
+        # gpuplaned.http.connections.
         return response
 
     @app.errorhandler(Exception)

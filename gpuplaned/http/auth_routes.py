@@ -10,6 +10,7 @@
 - ``POST /api/v1/auth/login-links`` ``{"next": "/path"}`` (optional; ``admin``, or the Unix
   socket) -> 201 ``{"code", "url", "expires_at"}``: a one-time link, ``url`` on the HTTP front's
   bound address; 503 when there is no HTTP front. ``GET /login?code=`` (``ui_routes``) uses it.
+  Never kept for an ``Idempotency-Key``: a repeat is 409.
 
 A UiSession is ``{"expires_at": ms | null, "scopes": [...], "via": "cookie" | "token" | "local"}``:
 how this request was authenticated (local: the trusted control socket).
@@ -23,6 +24,7 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.bodies import json_body
+from gpuplaned.http.idempotency import secret_reply
 from gpuplaned.http.responses import ok
 from gpuplaned.service import ui_sessions
 from gpuplaned.service.registry import now_ms
@@ -69,4 +71,6 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def auth_login_link() -> Response:
         raw = await request.get_data()
         next_path = ui_sessions.parse_link(await json_body() if raw.strip() else None)
-        return ok(ui_sessions.mint_login_code(shared, next_path), 201)
+        link = ui_sessions.mint_login_code(shared, next_path)
+        return secret_reply(ok(link, 201), "a one-time login link",
+                            "If that reply was lost, the link expires unused by itself. ", expires_at=link.expires_at)

@@ -8,6 +8,7 @@ from typing import Any
 
 from quart import request
 
+from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 
@@ -16,8 +17,8 @@ async def json_body() -> Any:
     if not raw:
         raise ApiError(ErrorCode.BAD_REQUEST, "the request needs a JSON body")
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = bounded_json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError and bounded_json.TooDeep too
         raise ApiError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON: {exc}") from None
     if _may_hold_surrogates(raw):
         _check_text(body)

@@ -5,6 +5,11 @@ both win) and its response, unless a 5xx, is kept for ``KEEP_MS``. A repeat with
 body gets that response again, marked ``Idempotent-Replayed: true``; the same key with a
 different body is 409, as is a repeat while the first is still being answered. Keys are
 scoped to the caller (its token, or the local socket) and to the method and path.
+
+A reply that carries a secret (a new token, a login link: ``secret_reply``) is never kept:
+what is kept instead is a 409 naming what the first request made, so a repeat neither
+replays the secret nor makes a second one. Requests to public routes (signing in) reserve
+no key: they have no caller to scope it to.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from typing import TYPE_CHECKING, Any
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
+from gpuplaned.http.responses import error_response
+from gpuplaned.http.scopes import is_public
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store.writer import write
 
@@ -28,11 +36,21 @@ KEEP_MS = 24 * 3_600_000
 MAX_KEY = 255
 
 
+def secret_reply(response: Response, made: str, if_lost: str, **details: Any) -> Response:
+    """Mark ``response`` as carrying a secret: no cache keeps it (``Cache-Control: no-store``),
+    nor does an ``Idempotency-Key``, whose repeat gets 409 naming ``made`` (what the first
+    request created) and ``if_lost`` (what to do if its reply never arrived)."""
+    response.headers["Cache-Control"] = "no-store"
+    g.secret_reply = (made, if_lost, details)
+    return response
+
+
 def register(app: QuartTrio, shared: DaemonContext) -> None:
     @app.before_request
     async def replay_or_reserve() -> Response | None:
         key = request.headers.get(HEADER)
-        if key is None or request.method != "POST":
+        rule = request.url_rule.rule if request.url_rule is not None else None
+        if key is None or request.method != "POST" or is_public(rule):
             return None
         body = await request.get_data()  # read even when refusing: keep-alive needs the body consumed
         if not 1 <= len(key) <= MAX_KEY or not key.isprintable():
@@ -40,7 +58,7 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
                            {"field": HEADER})
         scope = f"{getattr(g, 'token_id', None) or 'local'} POST {request.path}"
         body_hash = hashlib.sha256(body).hexdigest()
-        stored = await write(shared.supervisor.ports["store"],
+        stored = await write(access.store_port(shared, "Idempotency-Key records"),
                              lambda conn: _reserve(conn, scope, key, body_hash, now_ms()))
         if stored is None:
             g.idempotency = (scope, key)
@@ -56,10 +74,26 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
         if reserved is None:
             return response
         scope, key = reserved
-        body = await response.get_data() if response.status_code < 500 else None
-        await write(shared.supervisor.ports["store"],
-                    lambda conn: _settle(conn, scope, key, response.status_code, body))
+        status, body = response.status_code, None
+        if status < 500:
+            if "no-store" in response.headers.get("Cache-Control", ""):
+                status, body = await _not_replayable(key)
+            else:
+                body = await response.get_data()
+        # The actor's own port: the answer has happened, so its record waits for a store that
+        # stopped just now rather than being lost.
+        await write(shared.supervisor.ports["store"], lambda conn: _settle(conn, scope, key, status, body))
         return response
+
+
+async def _not_replayable(key: str) -> tuple[int, bytes]:
+    """What a repeat of a request whose reply carried a secret gets instead of that reply."""
+    made, if_lost, details = getattr(g, "secret_reply", ("what it answered", "", {}))
+    error = ApiError(ErrorCode.CONFLICT,
+                     f"the first request with {HEADER} {key!r} made {made}; its reply carried a secret, which is "
+                     f"shown only once and never kept, so it cannot be sent again. {if_lost}To make another, "
+                     f"send a new {HEADER}.", {"field": HEADER, "made": made, **details})
+    return error.code.http_status, await error_response(error).get_data()
 
 
 def _reserve(conn: sqlite3.Connection, scope: str, key: str, body_hash: str, now: int) -> tuple[int, Any] | None:

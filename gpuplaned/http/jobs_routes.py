@@ -4,29 +4,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quart import Response, request
+from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.bodies import int_arg, json_body
 from gpuplaned.http.responses import ok
 from gpuplaned.http.sse import parse_last_event_id, sse_response
+from gpuplaned.protocol.jobs import Job
 from gpuplaned.service import jobs, logs, runs
+from gpuplaned.service.tokens import grants
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
 
 
+def one_job(job: Job) -> dict[str, Job]:
+    """A single job's reply: its env values for a caller who may write (the local socket is
+    its owner), secret-looking ones excepted; names only for a read-only one."""
+    caller = getattr(g, "caller", None)
+    return {"job": jobs.env_view(job, values=caller is None or grants(caller.scopes, "write"))}
+
+
 def register(app: QuartTrio, shared: DaemonContext) -> None:
     @app.post("/api/v1/jobs")
     async def submit_job() -> Response:
-        return ok({"job": await jobs.submit(shared, await json_body())}, 201)
+        return ok(one_job(await jobs.submit(shared, await json_body())), 201)
 
     @app.get("/api/v1/jobs")
     async def list_jobs() -> Response:
         statuses = jobs.parse_statuses(request.args.get("status"))
         limit = int_arg("limit", 100, 1, 10_000)
         page, next_cursor = await jobs.list_jobs(shared, statuses, limit, request.args.get("cursor"))
-        return ok({"jobs": page, "next_cursor": next_cursor})
+        return ok({"jobs": [jobs.env_view(job, values=False) for job in page], "next_cursor": next_cursor})
 
     @app.get("/api/v1/runs")
     async def list_runs() -> Response:
@@ -58,15 +67,15 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
 
     @app.get("/api/v1/jobs/<job_id>")
     async def get_job(job_id: str) -> Response:
-        return ok({"job": await jobs.get_job(shared, job_id)})
+        return ok(one_job(await jobs.get_job(shared, job_id)))
 
     @app.post("/api/v1/jobs/<job_id>/cancel")
     async def cancel_job(job_id: str) -> Response:
-        return ok({"job": await jobs.cancel(shared, job_id)})
+        return ok(one_job(await jobs.cancel(shared, job_id)))
 
     @app.post("/api/v1/jobs/<job_id>/retry")
     async def retry_job(job_id: str) -> Response:
-        return ok({"job": await jobs.retry(shared, job_id)})
+        return ok(one_job(await jobs.retry(shared, job_id)))
 
     @app.get("/api/v1/jobs/<job_id>/logs")
     async def job_logs(job_id: str) -> Response:

@@ -25,6 +25,10 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def get_node(key: str) -> Response:
         return ok({"node": await nodes_view.get_node(shared, key)})
 
+    @app.delete("/api/v1/nodes/<key>")
+    async def forget_node(key: str) -> Response:
+        return ok({"forgotten": await nodes_view.forget_node(shared, key)})
+
     @app.get("/api/v1/nodes/<key>/stream")
     async def node_snapshot_stream(key: str) -> Response:
         node = await nodes_view.get_node(shared, key)

@@ -21,6 +21,7 @@ import attrs
 
 import gpuplaned
 from gpuplaned.config import ROLES
+from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.domain.run_summary import PRIMARY_SOURCES
 from gpuplaned.http import idempotency
 from gpuplaned.http.scopes import is_public, required_scope
@@ -227,6 +228,11 @@ def _schemas() -> dict[str, dict[str, Any]]:
             "created_at": _ms(),
             "started_at": _ms(nullable=True),
             "finished_at": _ms(nullable=True),
+            "env": {"description": "name -> value; null where the value is not shown: in lists, to read-only "
+                                   "callers, and always for names containing TOKEN, KEY, SECRET or PASSWORD"},
+            "failure_reason": {"description": "a code: EXIT_CODE, SIGNAL(SIGSEGV), OOM, TIMEOUT, SPAWN_FAILED, "
+                                              "SHIM_DIED, LOST"},
+            "failure_message": {"description": "why it failed, in words"},
         }),
         "JobReply": _closed({"job": _ref("Job")}),
         "JobList": _closed({"jobs": {"type": "array", "items": _ref("Job")}, "next_cursor": _NEXT_CURSOR}),
@@ -442,6 +448,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
                          "description": "null until the first sample, and while the node is not connected"},
         }),
         "NodeReply": _closed({"node": _ref("Node")}),
+        "ForgottenNode": _closed({"forgotten": _closed({"id": {"type": "string"}, "name": {"type": "string"}})}),
         "NodeStreamEvent": {**_sse_event("snapshot", _ref("NodeSnapshot"), "^[0-9]+$"),
                             "description": "One event of GET /api/v1/nodes/{key}/stream: the node's whole "
                                           "current readings; the id is their time (ms)."},
@@ -645,10 +652,13 @@ _STATUS_TEXT = {
     401: "HTTP front only: missing or unknown bearer token.",
     403: "HTTP front only: the token lacks the scope this route needs.",
     404: "No such object (or no such route).",
+    408: "The body did not arrive within [http] body_timeout_s; the connection is closed.",
     409: "The object is not in a state that allows this, or the Idempotency-Key was used for another body.",
     413: "The body is larger than 1 MiB.",
     500: "A bug: the daemon logged the traceback.",
-    503: "The daemon is starting or stopping, or its role has no such service.",
+    503: "The daemon is starting or stopping, or its role has no such service; store_unavailable: the store "
+         "actor is not running, so nothing was written (retry once it runs again); unavailable on the TCP "
+         "front: it has [http] max_connections connections open.",
 }
 _ON_EVERY_ROUTE = (401, 403, 500, 503)
 _HEADERS = {API_VERSION_HEADER: {"$ref": "#/components/headers/ApiVersion"}}
@@ -696,7 +706,8 @@ def _operation(op_id: str, summary: str, tag: str, ok: dict[str, Any], errors: t
                parameters: list[dict[str, Any]] | None = None, body: str | None = None,
                description: str | None = None) -> dict[str, Any]:
     responses = dict(ok)
-    for status in sorted({*errors, *_ON_EVERY_ROUTE}):
+    queried = any(param.get("in") == "query" for param in parameters or ())  # an empty value is a 400
+    for status in sorted({*errors, *_ON_EVERY_ROUTE, *((408,) if body else ()), *((400,) if queried else ())}):
         responses[str(status)] = _error_ref(status)
     out: dict[str, Any] = {"operationId": op_id, "summary": summary, "tags": [tag]}
     if description:
@@ -714,6 +725,8 @@ def _path(name: str, description: str, schema: dict[str, Any] | None = None) -> 
 
 
 def _query(name: str, schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    if schema.get("type") == "string" and not {"minLength", "pattern", "enum", "const"} & schema.keys():
+        schema = {**schema, "minLength": 1}  # gpuplaned.http.app.refuse_empty_query_values
     return {"name": name, "in": "query", "required": False, "description": description, "schema": schema, **extra}
 
 
@@ -737,9 +750,8 @@ _LAST_EVENT_ID = {"name": "Last-Event-ID", "in": "header", "required": False, "s
 def _event_filters() -> list[dict[str, Any]]:
     return [
         _query("severity", _csv(SEVERITIES), "comma-separated severities (any case)", style="form", explode=False),
-        _query("type", {"type": "array", "minItems": 1,
-                        "items": {"type": "string", "pattern": "^[A-Za-z0-9_]+$"}},
-               "comma-separated event types such as DISK_LOW (any case)", style="form", explode=False),
+        _query("type", _csv(EVENT_TYPES), "comma-separated event types (any case); another is a 400 that lists them",
+               style="form", explode=False),
         _query("node_id", {"type": "string"}, "only this node's events"),
         _query("job_id", {"type": "string"}, "only this job's events"),
         _query("run_id", {"type": "string"}, "only this run's events"),
@@ -928,8 +940,16 @@ def _paths() -> dict[str, dict[str, Any]]:
         "/api/v1/nodes": {"get": _operation(
             "listNodes", "Every node with its GPUs and latest readings", "nodes",
             _json(200, "NodeList", "The nodes, by name."))},
-        "/api/v1/nodes/{key}": {"get": _operation(
-            "getNode", "One node", "nodes", _json(200, "NodeReply", "The node."), (404,), parameters=[node])},
+        "/api/v1/nodes/{key}": {
+            "get": _operation("getNode", "One node", "nodes", _json(200, "NodeReply", "The node."), (404,),
+                              parameters=[node]),
+            "delete": _operation(
+                "forgetNode", "Forget an offline node that is gone for good", "nodes",
+                _json(200, "ForgottenNode", "It is forgotten: its record, GPU slots and metrics."), (404, 409),
+                parameters=[node],
+                description="For a node renamed or retired, which would otherwise stay OFFLINE in the list "
+                            "forever. Its jobs and runs keep their history; if it says hello again, it is a new "
+                            "node. 409 while it is online or a job is dispatched to or running on it.")},
         "/api/v1/nodes/{key}/stream": {"get": _operation(
             "streamNode", "Follow a node's readings (Server-Sent Events)", "nodes",
             _sse("`snapshot` events: the latest readings at once (when there are any), then each new sample "
@@ -1166,7 +1186,9 @@ def _build() -> dict[str, Any]:
                            "pattern": "^[\\x20-\\x7e]+$"},
                 "description": "Retry-safe POST: a repeat with the same key and body gets the first answer again "
                                "(marked Idempotent-Replayed: true) for 24 h; the same key with another body, or "
-                               "while the first is still being answered, is 409. Keys are per caller and path."}},
+                               "while the first is still being answered, is 409. Keys are per caller and path. "
+                               "A reply that carries a secret (a new token, a login link) is never kept: its "
+                               "repeat is 409 naming what the first request made. Public routes keep no key."}},
             "responses": {f"E{status}": response for status, response in _error_responses().items()},
         },
     }

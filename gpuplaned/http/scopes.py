@@ -5,7 +5,11 @@ anything else ``write``; tokens, daemon shutdown and actor commands need ``admin
 agent WebSocket needs ``agent``; SDK sessions need ``sdk``. ``admin`` grants everything and ``write`` grants ``read``
 (``gpuplaned.service.tokens.grants``).
 
-Signing out needs only ``read``, so every browser session can end itself. Nothing at all is
+Signing out needs only ``read``, so every browser session can end itself; so does
+``POST /api/v1/runs/metrics:query``, a read with its (long) list of runs in a body, so a
+read-only browser session can compare runs (a cookie-authenticated POST still needs the CSRF
+header: ``gpuplaned.service.ui_sessions``). Forgetting a node (``DELETE /api/v1/nodes/{key}``)
+is a write like any other. Nothing at all is
 needed to sign in or for the web UI's own files (``PUBLIC_RULES``): the page holds no data,
 and everything it shows comes from ``/api/``. That list names each such route: a new route
 anywhere else needs credentials.
@@ -20,7 +24,7 @@ ADMIN_RULES = (
     "/api/v1/actors/<name>/<verb>",
     "/api/v1/auth/login-links",
 )
-READ_RULES = ("/api/v1/auth/logout",)
+READ_RULES = ("/api/v1/auth/logout", "/api/v1/runs/metrics:query")  # POSTs that change nothing
 UI_RULES = ("/", "/login", "/assets/<path:name>", "/<ui_path:path>")  # gpuplaned.http.ui_routes
 PUBLIC_RULES = ("/api/v1/auth/login", *UI_RULES)
 AGENT_RULES = ("/api/v1/agent/ws",)

@@ -2,7 +2,8 @@
 
 - ``POST /api/v1/tokens`` with ``{"name": str, "scopes": [str, ...], "expires_in_s": int | null}``
   (``expires_in_s`` optional: seconds from now, 1 to ~10 years; absent or null: never expires)
-  -> 201 ``{"token": TokenInfo, "secret": "gpp_<id>_<secret>"}``. The secret is shown only here.
+  -> 201 ``{"token": TokenInfo, "secret": "gpp_<id>_<secret>"}``. The secret is shown only here
+  (``Cache-Control: no-store``; a repeat with the same ``Idempotency-Key`` is 409 naming the token).
 - ``GET /api/v1/tokens`` -> ``{"tokens": [TokenInfo, ...]}``, oldest first, revoked ones included.
 - ``POST /api/v1/tokens/{id_or_name}/revoke`` -> ``{"token": TokenInfo}``; 404 when unknown,
   and revoking a revoked token answers it unchanged.
@@ -19,6 +20,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.bodies import int_arg, json_body
+from gpuplaned.http.idempotency import secret_reply
 from gpuplaned.http.responses import ok
 from gpuplaned.service import tokens
 
@@ -31,7 +33,9 @@ def register(app: QuartTrio, shared: DaemonContext) -> None:
     async def create_token() -> Response:
         name, scopes, expires_in_ms = tokens.parse_create(await json_body())
         info, secret = await tokens.create_token(shared, name, scopes, expires_in_ms)
-        return ok({"token": info, "secret": secret}, 201)
+        return secret_reply(ok({"token": info, "secret": secret}, 201), f"token {info.id} ({info.name!r})",
+                            f"If that reply was lost, revoke the token (`gpuplanectl token revoke {info.id}`). ",
+                            token_id=info.id)
 
     @app.get("/api/v1/tokens")
     async def list_tokens() -> Response:

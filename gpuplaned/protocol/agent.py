@@ -89,6 +89,7 @@ class JobStatus:
     failure_reason: str | None = None
     message: str | None = None
     at_ms: int | None = None  # when it happened (wall clock), if known
+    log_line: str | None = None  # the line of the job's output that tells why it failed
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 
@@ -42,8 +43,8 @@ def decode(kind: str, cursor: str | None, shape: tuple[type, ...]) -> tuple[Any,
     if not cursor:
         return None
     try:
-        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+        value = bounded_json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError):  # UnicodeDecodeError and bounded_json.TooDeep too
         value = None
     if (not isinstance(value, list) or len(value) != len(shape) + 1 or value[0] != kind
             or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(value[1:], shape))

@@ -14,9 +14,11 @@ class ErrorCode(enum.Enum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     CONFLICT = "conflict"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    REQUEST_TIMEOUT = "request_timeout"  # the body did not arrive within [http] body_timeout_s
     NOT_READY = "not_ready"
     STOPPING = "stopping"
     UNAVAILABLE = "unavailable"
+    STORE_UNAVAILABLE = "store_unavailable"  # the store actor is down: nothing was written; retry later
     INTERNAL = "internal"
 
     @property
@@ -32,9 +34,11 @@ _HTTP_STATUS = {
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.CONFLICT: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.NOT_READY: 503,
     ErrorCode.STOPPING: 503,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.STORE_UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,
 }
 

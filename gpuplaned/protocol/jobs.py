@@ -46,7 +46,7 @@ class Job:
     priority: int
     command: list[str]
     cwd: str | None
-    env: dict[str, str]
+    env: dict[str, str | None]  # None: a value not shown to this caller (``service.jobs.env_view``)
     gpu: int
     labels: list[str]
     node: str | None  # the selector: run only on this node
@@ -61,7 +61,8 @@ class Job:
     started_at: int | None
     finished_at: int | None
     exit_code: int | None
-    failure_reason: str | None
+    failure_reason: str | None  # a code: EXIT_CODE, OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED...
+    failure_message: str | None  # what happened, in words
     cancel_requested: bool
 
 
@@ -126,9 +127,11 @@ def parse_job_spec(body: Any) -> JobSpec:
     env = body.get("env", {})
     if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise _bad("env", "must be an object of string values")
-    for key in env:
+    for key, value in env.items():
         if not key or "=" in key or "\x00" in key:
             raise _bad("env", f"bad variable name {key!r}")
+        if "\x00" in value:  # exec cannot pass it: the job could never start
+            raise _bad("env", f"the value of {key} contains a NUL byte")
 
     name = body.get("name") or os.path.basename(command[0])
     if not isinstance(name, str) or len(name) > 200:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -41,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from gpuplaned.protocol import bounded_json
 
 SPOOL_VERSION = 1
 PREFIX = "sdk-"
@@ -227,8 +228,8 @@ class Replay:
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
-            except ValueError as exc:
+                record = bounded_json.loads(raw)
+            except ValueError as exc:  # bounded_json.TooDeep too: one such line never stops the file
                 self._corrupt(line, f"not valid JSON ({exc})")
                 continue
             kind = record.get("type") if isinstance(record, dict) else None

@@ -53,30 +53,37 @@ class RestartPolicy:
 
     A crash is allowed a restart while fewer than ``max_restarts`` restarts happened within
     the last ``max_seconds``; the delay doubles with each restart in that window.
+
+    A crash for want of file descriptors (``shortage``) is the machine's state, not the
+    actor's fault: it spends no budget, so however long the shortage lasts the actor is
+    restarted (same doubling delay, its own window) and is back once descriptors are.
     """
 
     def __init__(self, spec: ActorSpec) -> None:
         self._spec = spec
         self._recent: collections.deque[float] = collections.deque()
+        self._shortages: collections.deque[float] = collections.deque()
 
     def reset(self) -> None:
         self._recent.clear()
+        self._shortages.clear()
 
-    def on_exit(self, now: float, *, crashed: bool) -> RestartDecision:
+    def on_exit(self, now: float, *, crashed: bool, shortage: bool = False) -> RestartDecision:
         spec = self._spec
         if spec.restart is Restart.TEMPORARY:
             return RestartDecision(False, reason="temporary actor")
         if spec.restart is Restart.TRANSIENT and not crashed:
             return RestartDecision(False, reason="returned normally")
-        while self._recent and now - self._recent[0] > spec.max_seconds:
-            self._recent.popleft()
-        if len(self._recent) >= spec.max_restarts:
+        window = self._shortages if shortage else self._recent
+        while window and now - window[0] > spec.max_seconds:
+            window.popleft()
+        if not shortage and len(window) >= spec.max_restarts:
             return RestartDecision(
                 False,
-                reason=f"{len(self._recent)} restarts within {spec.max_seconds:g} s",
+                reason=f"{len(window)} restarts within {spec.max_seconds:g} s",
             )
-        delay = min(spec.backoff_initial * 2 ** len(self._recent), spec.backoff_max)
-        self._recent.append(now)
+        delay = min(spec.backoff_initial * 2 ** len(window), spec.backoff_max)
+        window.append(now)
         return RestartDecision(True, delay=delay)
 
 

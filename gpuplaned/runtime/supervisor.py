@@ -2,8 +2,8 @@
 
 Every actor runs in its own nursery inside its own cancel scope, so an exception stops at
 the supervisor boundary: the actor moves to BACKOFF and is started again after a growing
-delay, or to FATAL once its restart budget is spent. The daemon and the other actors go
-on either way.
+delay, or to FATAL once its restart budget is spent (a crash for want of file descriptors
+spends none: ``RestartPolicy``). The daemon and the other actors go on either way.
 
 A failure before the *first* ``started()`` of an actor is different: the daemon is still
 booting, so it propagates from ``Supervisor.run`` as ``ActorStartError`` and the daemon
@@ -12,6 +12,7 @@ exits with the actor's error instead of looping on a broken configuration.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -47,6 +48,20 @@ class ActorNotStoppable(Exception):
 def describe_error(error: BaseException) -> str:
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+_SHORTAGE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})  # out of file descriptors: the process's, the system's
+
+
+def is_shortage(error: BaseException | None, depth: int = 0) -> bool:
+    """Whether ``error``, or one it holds or was raised from, is running out of file descriptors."""
+    if error is None or depth > 10:
+        return False
+    if isinstance(error, OSError) and error.errno in _SHORTAGE_ERRNOS:
+        return True
+    if isinstance(error, BaseExceptionGroup) and any(is_shortage(e, depth + 1) for e in error.exceptions):
+        return True
+    return is_shortage(error.__cause__ or error.__context__, depth + 1)
 
 
 def unwrap_error(error: BaseException) -> BaseException:
@@ -270,7 +285,8 @@ class Supervisor:
                 log.error("actor %s crashed: %s", child.spec.name, child.last_error,
                           exc_info=error if log.isEnabledFor(logging.DEBUG) else None)
             if not child.stop_flag:
-                decision = child.policy.on_exit(trio.current_time(), crashed=error is not None)
+                decision = child.policy.on_exit(trio.current_time(), crashed=error is not None,
+                                                shortage=is_shortage(error))
                 if decision.restart:
                     child.restarts += 1
                     child.transition(ActorState.BACKOFF, f"restart in {decision.delay:g} s")

@@ -14,6 +14,8 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
+import trio
+
 from gpuplaned.domain.scheduling import NodeCapacity
 from gpuplaned.protocol.agent import Dispatch, JobStatus
 from gpuplaned.runtime.states import ActorState
@@ -51,8 +53,17 @@ def run_pass(shared: DaemonContext, conn: sqlite3.Connection,
 async def deliver(shared: DaemonContext, dispatched: list[job_rows.Dispatched]) -> int:
     """Send each dispatch to its node; a node that has gone away gets its job requeued.
 
+    Not cancellable: the dispatches are committed, and one never sent would stay
+    DISPATCHING, holding its slots, for as long as its node stays connected (a submit whose
+    client hung up must still deliver).
+
     Returns how many were delivered.
     """
+    with trio.CancelScope(shield=True):
+        return await _deliver(shared, dispatched)
+
+
+async def _deliver(shared: DaemonContext, dispatched: list[job_rows.Dispatched]) -> int:
     delivered = 0
     for item in dispatched:
         job = item.job

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from gpuplaned.domain.event_types import EVENT_TYPES
+from gpuplaned.domain.jobs import failure_event
 from gpuplaned.http.sse import format_event
 from gpuplaned.protocol import cursors
-from gpuplaned.protocol.agent import NodeEvent
+from gpuplaned.protocol.agent import JobStatus, NodeEvent
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.broadcast import Lagged
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
 
 REPLAY_LIMIT = 10_000
 FROM_THE_START = "0"  # a resume further back than this many events starts from the newest of them
-_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def _split(raw: str | None) -> tuple[str, ...]:
@@ -42,10 +43,10 @@ def parse_filter(args: Mapping[str, str]) -> EventFilter:
         raise ApiError(ErrorCode.BAD_REQUEST, f"severity: must be one of {', '.join(SEVERITIES)}, not {', '.join(bad)}",
                        {"field": "severity", "allowed": list(SEVERITIES)})
     types = tuple(t.upper() for t in _split(args.get("type")))
-    odd = [t for t in types if not set(t) <= _TYPE_CHARS]
-    if odd:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"type: event types are words like DISK_LOW, not {', '.join(odd)}",
-                       {"field": "type"})
+    unknown = [t for t in types if t not in EVENT_TYPES]
+    if unknown:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"type: no event type {', '.join(unknown)} (the types: "
+                       f"{', '.join(EVENT_TYPES)})", {"field": "type", "allowed": list(EVENT_TYPES)})
     return EventFilter(severities, types, args.get("node_id") or None, args.get("job_id") or None,
                        args.get("run_id") or None)
 
@@ -63,6 +64,20 @@ async def record_node_events(shared: DaemonContext, node_id: str, events: Sequen
         for row in rows:
             shared.event_feed.publish(row)
     return rows
+
+
+def job_failure_row(node_id: str, status: JobStatus, run_id: str | None, retrying: bool, now: int) -> EventRow:
+    """The event of a failed attempt: JOB_FAILED, JOB_TIMEOUT or OOM (see ``failure_event``),
+    with the exit code and the line of output that tells why."""
+    kind, severity = failure_event(status.failure_reason)
+    what = {"OOM": "ran out of memory", "JOB_TIMEOUT": "timed out"}.get(kind, "failed")
+    message = f"job {status.job_id} attempt {status.attempt} {what}: {status.message or status.failure_reason}"
+    if status.log_line:
+        message += f" ({status.log_line})"
+    context = {"attempt": status.attempt, "failure_reason": status.failure_reason, "exit_code": status.exit_code,
+               "signal": status.signal, "log_line": status.log_line, "retrying": retrying}
+    return EventRow(new_id("ev"), status.at_ms or now, kind, severity, node_id, status.job_id, run_id, None,
+                    message, context)
 
 
 def _readers(shared: DaemonContext) -> Any:

@@ -1,9 +1,18 @@
-"""Jobs for the API: submit, list, show, cancel, retry, and where their log files are."""
+"""Jobs for the API: submit, list, show, cancel, retry, and where their log files are.
+
+What a caller sees of a job's env (``env_view``): names only in lists and for read-only
+callers; the values with write access to the one job, except for names that look secret
+(``SECRET_NAME``), whose values are never shown. A value not shown is null.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
 
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
@@ -21,6 +30,7 @@ if TYPE_CHECKING:
 
 JOB_STATES = ("CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST")
 STREAMS = ("stdout", "stderr")
+SECRET_NAME = re.compile("TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 
 
 def _store(shared: DaemonContext) -> Any:
@@ -78,7 +88,8 @@ async def cancel(shared: DaemonContext, job_id: str) -> Job:
     outcome = await write(_store(shared), lambda conn: job_rows.cancel_job(conn, job_id, now_ms()), small=True)
     if outcome.node_id is not None:
         try:
-            await shared.nodes.send(outcome.node_id, Cancel(job_id, outcome.job.attempt))
+            with trio.CancelScope(shield=True):  # on record now: the node must hear of it, client or not
+                await shared.nodes.send(outcome.node_id, Cancel(job_id, outcome.job.attempt))
         except NodeUnavailable:
             pass  # cancel_requested is on record; the node acts on it when it says hello again
     else:
@@ -90,6 +101,13 @@ async def retry(shared: DaemonContext, job_id: str) -> Job:
     job = await write(_store(shared), lambda conn: job_rows.retry_job(conn, job_id), small=True)
     wake_scheduler(shared)
     return job
+
+
+def env_view(job: Job, *, values: bool) -> Job:
+    """``job`` as a caller sees it: env names only, or with ``values`` the values of the
+    names that do not look secret."""
+    return attrs.evolve(job, env={name: value if values and not SECRET_NAME.search(name) else None
+                                  for name, value in job.env.items()})
 
 
 def attempt_dir(home: Path, job_id: str, attempt: int) -> Path:

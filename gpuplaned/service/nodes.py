@@ -17,9 +17,11 @@ import trio
 from gpuplaned import tsdb
 from gpuplaned.protocol.agent import Hello, HelloOk, JobStatus, NodeEvent, NodeSnapshot, SysMetrics
 from gpuplaned.service.dispatch import deliver, run_pass
-from gpuplaned.service.events import record_node_events
+from gpuplaned.service.events import job_failure_row, record_node_events
 from gpuplaned.service.registry import now_ms
+from gpuplaned.store import events as event_rows
 from gpuplaned.store import jobs as job_rows
+from gpuplaned.store import nodes as node_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -63,18 +65,27 @@ class LocalNodeLink:
     async def report(self, node_id: str, status: JobStatus) -> None:
         shared = self._shared
 
-        def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[job_rows.Dispatched]]:
-            outcome = job_rows.apply_status(conn, node_id, status, now_ms())
+        def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[job_rows.Dispatched], list[Any]]:
+            now = now_ms()
+            outcome = job_rows.apply_status(conn, node_id, status, now)
+            # In the same transaction as the end it tells of: never one without the other.
+            events = []
+            if outcome.applied and status.status == "FAILED" and outcome.run_status == "FAILED":
+                events.append(job_failure_row(node_id, status, outcome.run_id, outcome.status == "QUEUED", now))
+                event_rows.insert_events(conn, events)
             # A slot or a CPU place may have come free: fill it in the same transaction.
             ended = outcome.applied and outcome.status not in ("RUNNING", "LOST")
-            return outcome, run_pass(shared, conn) if ended else []
+            return outcome, run_pass(shared, conn) if ended else [], events
 
-        outcome, dispatched = await write(shared.supervisor.ports["store"], apply, small=True)
+        outcome, dispatched, events = await write(shared.supervisor.ports["store"], apply, small=True)
         if not outcome.applied:
             log.warning("ignored %s report for %s attempt %d: %s", status.status, status.job_id,
                         status.attempt, outcome.reason)
             return
         log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
+        for row in events:  # after the commit: followers never see an event that was rolled back
+            shared.event_feed.publish(row)
+            log.warning("event %s for job %s attempt %d", row.type, status.job_id, status.attempt)
         await deliver(shared, dispatched)
 
     async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
@@ -91,8 +102,13 @@ class LocalNodeLink:
                 series = columns[name] = {"ts": [], "value": []}
             series["ts"].append(ts)
             series["value"].append(value)
-        await write(self._shared.supervisor.ports["store"],
-                    lambda conn: tsdb.ingest(conn, "node", node_id, columns, source=node_id, seq=batch.seq))
+
+        def store(conn: Any) -> Any:
+            # A batch every few seconds is the node's heartbeat: written with it, at no extra commit.
+            node_rows.heard_from(conn, node_id, now_ms())
+            return tsdb.ingest(conn, "node", node_id, columns, source=node_id, seq=batch.seq)
+
+        await write(self._shared.supervisor.ports["store"], store)
 
     async def events(self, node_id: str, events: Sequence[NodeEvent]) -> None:
         for row in await record_node_events(self._shared, node_id, events):

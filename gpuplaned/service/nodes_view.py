@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +13,15 @@ from gpuplaned.http.sse import format_event
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.broadcast import Lagged
+from gpuplaned.service import access
+from gpuplaned.store import nodes as node_rows
+from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
 
+
+log = logging.getLogger("gpuplaned.nodes")
 
 UNHEALTHY_CONDITIONS = frozenset({"GPU_LOST", "DISK_LOW"})
 
@@ -132,3 +138,28 @@ async def get_node(shared: DaemonContext, key: str) -> NodeInfo:
         if key in (node.id, node.name):
             return node
     raise ApiError(ErrorCode.NOT_FOUND, f"no node {key!r}", {"node": key})
+
+
+async def forget_node(shared: DaemonContext, key: str) -> dict[str, str]:
+    """Forget a node that is gone for good (renamed, retired): its record, GPU slots and
+    metrics. Its jobs and runs keep their history; if it says hello again, it is a new node.
+
+    Raises:
+        ApiError: ``not_found``; ``conflict`` while it is connected or a job is active on it.
+    """
+    connected = shared.nodes.connected()
+
+    def forget(conn: Any) -> tuple[str, str]:
+        found = node_rows.find_node(conn, key)
+        if found is None:
+            raise ApiError(ErrorCode.NOT_FOUND, f"no node {key!r}", {"node": key})
+        node_id, name = found
+        if node_id in connected:
+            raise ApiError(ErrorCode.CONFLICT, f"node {name!r} is online: only an offline node can be forgotten "
+                           "(stop its daemon or agent first)", {"node": name, "status": "ONLINE"})
+        node_rows.forget_node(conn, node_id, name)
+        return node_id, name
+
+    node_id, name = await write(access.store_port(shared, "node registry"), forget)
+    log.info("forgot node %s (%s)", name, node_id)
+    return {"id": node_id, "name": name}

@@ -177,12 +177,13 @@ def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int) -> l
                      [(name, direction_for(name), now) for name in names])
     directions = dict(conn.execute(
         f"SELECT name, direction FROM metric_definitions WHERE name IN ({','.join('?' * len(names))})", names))
-    stored = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()
+    stored = conn.execute("SELECT summary, job_id, node_id FROM runs WHERE id = ?", (run_id,)).fetchone()
     before = json.loads(stored[0]) if stored and stored[0] else None
+    job_id, node_id = (stored[1], stored[2]) if stored else (None, None)  # a job's run: its job and node
     points = {name: (cols["step"], cols["ts"], cols["value"]) for name, cols in metrics.items()}
     after, raised = run_summary.update(before, points, directions)
     conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(after, separators=(",", ":")), run_id))
-    rows = [EventRow(new_id("ev"), now, e.type, e.severity, None, None, run_id, e.step, e.message, e.context)
+    rows = [EventRow(new_id("ev"), now, e.type, e.severity, node_id, job_id, run_id, e.step, e.message, e.context)
             for e in raised]
     event_rows.insert_events(conn, rows)
     return rows

@@ -27,14 +27,14 @@ QUEUE_SCAN_LIMIT = 1000
 _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
-    "started_at, finished_at, exit_code, failure_reason, cancel_requested"
+    "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested"
 )
 
 
 def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
-     failure, cancel) = row
+     failure, failure_message, cancel) = row
     sel = json.loads(selector) if selector else {}
     return Job(
         id=id_, name=name, type=type_, status=status, priority=priority,
@@ -44,7 +44,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         timeout_s=timeout_s, stop_grace_s=grace, run_id=run_id,
         gpu_indexes=json.loads(gpu_indexes) if gpu_indexes else [],
         created_at=created, started_at=started, finished_at=finished, exit_code=exit_code,
-        failure_reason=failure, cancel_requested=bool(cancel),
+        failure_reason=failure, failure_message=failure_message, cancel_requested=bool(cancel),
     )
 
 
@@ -174,7 +174,7 @@ def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: 
     conn.execute(
         "UPDATE jobs SET status = 'DISPATCHING', node_id = ?, attempt = ?, run_id = ?, gpu_indexes = ?, "
         "started_at = NULL, finished_at = NULL, exit_code = NULL, failure_reason = NULL, "
-        "cancel_requested = 0 WHERE id = ? AND status = 'QUEUED'",
+        "failure_message = NULL, cancel_requested = 0 WHERE id = ? AND status = 'QUEUED'",
         (decision.node_id, attempt, run_id, json.dumps(list(decision.gpu_indexes)), job.id),
     )
     for index in decision.gpu_indexes:
@@ -213,6 +213,8 @@ class StatusOutcome:
     applied: bool
     status: str | None = None
     reason: str = ""
+    run_id: str | None = None  # the attempt's run, once its end is recorded
+    run_status: str | None = None  # how that run ended: SUCCEEDED, FAILED, CANCELLED
 
 
 def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms: int) -> StatusOutcome:
@@ -230,8 +232,10 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     if event is None:
         return StatusOutcome(False, status, reason=f"unknown status {msg.status!r}")
     state = JobState(status)
-    if cancelled and event is JobEvent.FAILED:
-        event = JobEvent.CANCELLED  # it died of our cancel: no automatic retry
+    if cancelled and event in (JobEvent.FAILED, JobEvent.REQUEUE):
+        # It died of our cancel, or never started (a dispatch the node never got): either
+        # way the cancel stands, with no automatic retry and no second run.
+        event = JobEvent.CANCELLED
     if not can(state, event):
         return StatusOutcome(False, status, reason=f"a {status} job cannot {event.value}")
     when = msg.at_ms or now_ms
@@ -257,8 +261,9 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     else:
         conn.execute(
             "UPDATE jobs SET status = ?, finished_at = max(?, coalesce(started_at, 0)), exit_code = ?, "
-            "failure_reason = ? WHERE id = ?",
-            (new.value, when, msg.exit_code, msg.failure_reason, msg.job_id),
+            "failure_reason = ?, failure_message = ? WHERE id = ?",
+            (new.value, when, msg.exit_code, msg.failure_reason,
+             msg.message if new is JobState.FAILED else None, msg.job_id),
         )
     conn.execute(
         "UPDATE runs SET status = ?, finished_at = ?, exit_code = ?, failure_reason = ? WHERE id = ?",
@@ -266,7 +271,7 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
          run_id),
     )
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,))
-    return StatusOutcome(True, new.value)
+    return StatusOutcome(True, new.value, run_id=run_id, run_status=run_status)
 
 
 @attrs.frozen
@@ -304,7 +309,8 @@ def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str) -> None:
     """Queue the job again; what its last attempt did stays on that attempt's run row."""
     conn.execute(
         "UPDATE jobs SET status = 'QUEUED', run_id = NULL, gpu_indexes = NULL, started_at = NULL, "
-        "finished_at = NULL, exit_code = NULL, failure_reason = NULL, cancel_requested = 0 WHERE id = ?",
+        "finished_at = NULL, exit_code = NULL, failure_reason = NULL, failure_message = NULL, "
+        "cancel_requested = 0 WHERE id = ?",
         (job_id,),
     )
 

@@ -2,7 +2,15 @@
 
 ``apply(conn)`` runs inside the store's next write transaction (group commit) on its
 thread; ``write`` returns its result once the transaction has committed, or raises what
-``apply`` raised (that write alone is rolled back). Callers own their timeouts.
+``apply`` raised (that write alone is rolled back).
+
+Two kinds of port. The actor's own inbox (``ports["store"]``) is for the daemon's internal
+writes, such as a node's report that a job ended: they wait, however long the store is
+down, and are committed when it runs again, so no state change is lost. A request's writes
+go through a ``RequestPort`` (``gpuplaned.service.access.store_port``) and never wait for
+a store that is down: one still queued when the store stops running (stopped, crashed,
+FATAL) is given up and answered 503 ``store_unavailable``, and the store drops it, so a
+refused request never changes anything later. Internal callers own their timeouts.
 """
 
 from __future__ import annotations
@@ -14,9 +22,34 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.call import Reply, call
+from gpuplaned.runtime.states import ActorState
 
 T = TypeVar("T")
+
+STORE_UP = frozenset({ActorState.STARTING, ActorState.RUNNING})
+STATE_POLL_S = 0.05  # how often a queued request's write looks whether the store still runs
+
+
+class Ticket:
+    """A request's hold on its write: the store takes it, or the caller gives it up; never both."""
+
+    def __init__(self) -> None:
+        self.taken = trio.Event()
+        self.abandoned = False
+
+    def take(self) -> bool:
+        if self.abandoned:
+            return False
+        self.taken.set()
+        return True
+
+    def abandon(self) -> bool:
+        """Give up unless the store has taken it already; True when given up."""
+        if not self.taken.is_set():
+            self.abandoned = True
+        return self.abandoned
 
 
 @attrs.frozen
@@ -29,13 +62,75 @@ class Write:
     # thread, which costs far less than the hand-off to a worker thread and back. Only
     # when every write of a batch is small; never a write that scans or bulk-inserts.
     small: bool = False
+    ticket: Ticket | None = None  # a request's write (``RequestPort``)
+
+    def take(self) -> bool:
+        """What the store calls as it takes the write; False: its caller gave up, drop it."""
+        return self.ticket is None or self.ticket.take()
 
 
 class StoreUnavailable(Exception):
     pass
 
 
-async def write(port: trio.MemorySendChannel[Any], apply: Callable[[sqlite3.Connection], T], *,
+def store_unavailable(message: str, **details: Any) -> ApiError:
+    return ApiError(ErrorCode.STORE_UNAVAILABLE, message, {"actor": "store", **details})
+
+
+class RequestPort:
+    """The store as a request reaches it: see the module docstring."""
+
+    def __init__(self, port: trio.MemorySendChannel[Any], state: Callable[[], ActorState]) -> None:
+        """``state``: the store actor's state now."""
+        self.port = port
+        self._state = state
+
+    def send_nowait(self, message: Write) -> None:
+        """Queue a write nobody waits for (a token's last use)."""
+        self.port.send_nowait(message)
+
+    async def write(self, apply: Callable[[sqlite3.Connection], T], small: bool) -> T:
+        """Raises:
+            ApiError: ``store_unavailable`` when the store stopped running before it took
+                the write, or before it committed it; nothing was written then.
+        """
+        ticket, reply = Ticket(), Reply[Any]()
+        try:
+            await self._send(Write(apply, reply, small, ticket))
+            await self._taken(ticket)
+        except trio.Cancelled:
+            if ticket.abandon():
+                raise
+            # Taken just as the request was cancelled: it commits, so see it through and let
+            # the caller act on it (a submit delivers its dispatch); trio cancels it again
+            # at its next checkpoint.
+        if ticket.abandon():
+            state = self._state()
+            raise store_unavailable(f"the store actor went {state.value} before it took this write; nothing was "
+                                    "changed: retry once it runs again", state=state.value)
+        with trio.CancelScope(shield=True):  # taken: the commit is under way
+            try:
+                return await reply.wait()
+            except StoreUnavailable as exc:
+                raise store_unavailable(f"{exc}; nothing was changed: retry once it runs again") from None
+
+    async def _send(self, message: Write) -> None:
+        """Queue ``message``, waiting for room (backpressure) while the store runs."""
+        while self._state() in STORE_UP:
+            with trio.move_on_after(STATE_POLL_S):  # a cancelled send sends nothing
+                await self.port.send(message)
+                return
+
+    async def _taken(self, ticket: Ticket) -> None:
+        """Return once the store has taken the write, or is no longer running."""
+        while not ticket.taken.is_set() and self._state() in STORE_UP:
+            with trio.move_on_after(STATE_POLL_S):
+                await ticket.taken.wait()
+
+
+async def write(port: trio.MemorySendChannel[Any] | RequestPort, apply: Callable[[sqlite3.Connection], T], *,
                 small: bool = False) -> T:
-    """Run ``apply`` in the store's next transaction; see ``Write.small``."""
+    """Run ``apply`` in the store's next transaction; see ``Write.small`` and the module docstring."""
+    if isinstance(port, RequestPort):
+        return await port.write(apply, small)
     return await call(port, lambda reply: Write(apply, reply, small))

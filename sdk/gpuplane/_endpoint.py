@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import socket
 from typing import Any, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
@@ -206,6 +207,8 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.endpoint.token:
             headers["Authorization"] = "Bearer " + self.endpoint.token
+        if self._conn is not None and self._conn.sock is not None and _dropped(self._conn.sock):
+            self.close()  # the daemon closed it while idle (its keep-alive timeout): a fresh one
         if self._conn is None:
             self._conn = self.endpoint.connection(timeout)
         conn = self._conn
@@ -233,3 +236,12 @@ class Client:
             code = str(answer["error"].get("code", code))
             message = str(answer["error"].get("message", ""))
         raise HttpError(response.status, code, message)
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """Whether an idle kept-alive connection was closed by the daemon: it turned readable (EOF,
+    or bytes nobody asked for) or is unusable."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True

@@ -35,6 +35,7 @@ import logging
 import numbers
 import operator
 import os
+import reprlib
 import socket
 import sys
 import threading
@@ -60,6 +61,7 @@ FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 MAX_RECORDS = 10_000  # script events and checkpoints held while the daemon is slow or away
 BATCH_RECORDS = 1_000  # of each kind per batch (the daemon's limit)
 MAX_RECORD_DATA = 16 * 1024  # an event's data or a checkpoint's metadata, as JSON
+MAX_CONFIG_DEPTH = 32  # the daemon refuses JSON nested deeper than 64 levels; deeper config is shown as text
 SEVERITIES = ("info", "warning", "critical")
 SUMMARY_TIMEOUT = 5.0
 SPOOL_RESERVE = 0.5  # s of a finish's wait kept for writing what is left to the spool
@@ -806,7 +808,7 @@ def _record_ok(kind: str, record: Dict[str, Any]) -> bool:
             return False
         try:
             text = json.dumps(extra, allow_nan=False)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # a cycle, or nested past what recursion allows
             return False
         if len(text) > MAX_RECORD_DATA:
             return False
@@ -854,15 +856,29 @@ def _text(value: Any, limit: int = 200) -> Optional[str]:
     return text or None
 
 
+def _plain(value: Any, depth: int) -> Any:
+    """``value`` as JSON-ready data, with what lies ``depth`` levels down (which the daemon would
+    refuse the whole session over, or which recursion could not even walk) shown as short text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth <= 0:
+        return reprlib.repr(value)
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, depth - 1) for item in value]
+    return repr(value)[:1000]
+
+
 def _session_body(run_id: Optional[str], env: Mapping[str, str], name: Any, project: Any,
                   experiment: Any, config: Any, tags: Any) -> Dict[str, Any]:
     """The session's opening body, made JSON-safe now (later changes to ``config`` do not count)."""
     conf = None
     if config is not None:
         try:
-            conf = json.loads(json.dumps(dict(config), default=repr, allow_nan=True))
+            conf = _plain(dict(config), MAX_CONFIG_DEPTH)
         except Exception:
-            conf = {"_unserializable": repr(config)[:1000]}
+            conf = {"_unserializable": reprlib.repr(config)}
     tag_list = []  # type: List[str]
     if tags is not None:
         for tag in ([tags] if isinstance(tags, str) else list(tags))[:100]:

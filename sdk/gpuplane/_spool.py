@@ -139,7 +139,7 @@ class Spool:
                 end = at + cut + 1
                 try:
                     record = json.loads(data.decode("utf-8"))
-                except ValueError:
+                except (ValueError, RecursionError):  # not ours, or torn: skipped like a bad line
                     record = {}
                 return (record if isinstance(record, dict) else {}), end
             data += chunk

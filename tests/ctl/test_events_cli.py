@@ -106,3 +106,17 @@ def test_follow_prints_a_new_event_and_stops_on_ctrl_c(daemon_factory, tmp_path)
     finally:
         again.kill()
         again.wait()
+
+
+def test_an_unknown_type_is_a_usage_error_naming_the_types(daemon):
+    for args in (["events"], ["events", "-f"], ["events", "--json"]):
+        result = ctl(daemon, *args, "--type", "GPU_LOST,nope")
+        assert result.returncode == 2, (args, result)
+        if "--json" in args:
+            error = json.loads(result.stdout)["error"]
+            assert error["details"]["field"] == "type" and "DISK_LOW" in error["details"]["allowed"]
+        else:
+            assert result.stderr.startswith("error: type: no event type NOPE (the types: "), result.stderr
+            for known in ("DISK_LOW", "GPU_LOST", "JOB_FAILED", "LOSS_NAN", "USER_EVENT"):
+                assert known in result.stderr
+    assert ctl(daemon, "events", "--type", "gpu_lost,disk_low").returncode == 0

@@ -119,6 +119,7 @@ def test_submit_from_a_job_file_with_flags_overriding(gpu_daemon, tmp_path):
 
 def test_bad_submissions_exit_2_and_create_nothing(gpu_daemon, tmp_path, capsys):
     (tmp_path / "broken.toml").write_text('command = ["echo"\n')
+    (tmp_path / "deep.toml").write_text('command = ["echo"]\nlabels = ' + '[' * 5000 + '\n')
     (tmp_path / "typed.toml").write_text('command = ["echo"]\ngpu = "two"\n')
     (tmp_path / "unknown.toml").write_text('command = ["echo"]\ngpus_wanted = 1\n')
     cases = [
@@ -131,6 +132,8 @@ def test_bad_submissions_exit_2_and_create_nothing(gpu_daemon, tmp_path, capsys)
         (["--type", "nope", "--", "true"], "type", "type: must be one of"),
         (["--env", "NOT_SET_ANYWHERE", "--", "true"], "env", "--env NOT_SET_ANYWHERE: not set in this shell"),
         (["--file", str(tmp_path / "broken.toml")], None, f"{tmp_path / 'broken.toml'}: not valid TOML"),
+        (["--file", str(tmp_path / "deep.toml")], None,
+         f"{tmp_path / 'deep.toml'}: not valid TOML: arrays or tables nested too deeply"),
         (["--file", str(tmp_path / "typed.toml")], "gpu", f"{tmp_path / 'typed.toml'}: gpu: must be an integer, not a string"),
         (["--file", str(tmp_path / "unknown.toml")], "gpus_wanted", f"{tmp_path / 'unknown.toml'}: gpus_wanted: unknown key"),
         (["--file", str(tmp_path / "absent.toml")], None, f"{tmp_path / 'absent.toml'}: cannot read it"),
@@ -219,6 +222,9 @@ def test_retry_runs_attempt_2(gpu_daemon, tmp_path):
     result = ctl(gpu_daemon, "job", "retry", "--json", job["id"])
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["job"]["status"] == "QUEUED"
+    wait_job(gpu_daemon, job["id"], lambda j: j["attempt"] == 3 and j["status"] == "FAILED", what="attempt 3")
+    shown = ctl(gpu_daemon, "job", "show", job["id"]).stdout
+    assert re.search(r"^attempt: +3 \(2 retries\)$", shown, re.M), shown  # was "3 of 1"
 
     result = ctl(gpu_daemon, "job", "retry", "job_nope")
     assert (result.returncode, result.stderr) == (1, "error: no job 'job_nope'\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 
 import pytest
 from helpers import DaemonProcess, wait_for
@@ -40,7 +41,7 @@ def test_show_has_each_gpus_readings_owner_and_processes(daemon_factory, tmp_pat
     free = 1 - held
     # And this test process uses the other GPU, outside GPUPlane.
     (daemon.runtime_dir / "fake-gpus" / str(free)).mkdir(parents=True, exist_ok=True)
-    (daemon.runtime_dir / "fake-gpus" / str(free) / str(os.getpid())).write_text("700")
+    (daemon.runtime_dir / "fake-gpus" / str(free) / str(os.getpid())).write_text("2048")
 
     def sampled() -> dict | None:
         node = _node(daemon)
@@ -73,7 +74,7 @@ def test_show_has_each_gpus_readings_owner_and_processes(daemon_factory, tmp_pat
     assert _cells(lines[start]) == ["GPU", "PID", "GPU MEMORY", "JOB"]
     job_pid = node["snapshot"]["gpus"][held]["processes"][0]["pid"]
     assert {tuple(_cells(line)) for line in lines[start + 1:start + 3]} == {
-        (str(held), str(job_pid), "1.5 GiB", job["id"]), (str(free), str(os.getpid()), "700 MiB", "foreign")}
+        (str(held), str(job_pid), "1.5 GiB", job["id"]), (str(free), str(os.getpid()), "2 GiB", "foreign")}
     assert any(line.startswith("cpu:     ") and ", load " in line for line in lines)
     assert any(re.fullmatch(r"memory:  \d+\.\d/\d+\.\d GiB", line) for line in lines)
     assert any(line.startswith("DISK ") for line in lines)
@@ -112,3 +113,74 @@ def test_unknown_node(gpu_daemon, json_output):
     else:
         assert result.stdout == ""
         assert result.stderr.startswith("error: ") and "nope" in result.stderr
+
+
+def test_show_has_a_recent_heartbeat(daemon_factory, tmp_path):
+    """The heartbeat is when the node was last heard from (its metrics batches), not when it registered."""
+    config = tmp_path / "gpuplaned.toml"
+    config.write_text("[monitor]\nsample_interval_s = 0.2\nbatch_interval_s = 0.3\n")
+    daemon = daemon_factory("--gpus", "fake:1", "--node-name", "box", "--config", str(config)).start()
+    daemon.wait_ready()
+    registered = wait_for(lambda: _node(daemon), what="the node to register")["last_heartbeat_at"]
+    wait_for(lambda: _node(daemon)["last_heartbeat_at"] >= registered + 600, what="the heartbeat to move on")
+    shown = ctl(daemon, "node", "show", "box").stdout.splitlines()
+    beat = next(line for line in shown if line.startswith("heartbeat:"))
+    ago = re.fullmatch(r"heartbeat:   \S+ \S+ \((\d+)s ago\)", beat)
+    assert ago and int(ago.group(1)) <= 5, beat  # a batch every 0.3 s (it was the time it registered)
+
+
+def test_forget_removes_an_offline_node_and_refuses_a_live_one(daemon_factory, tmp_path):
+    old = daemon_factory("--gpus", "fake:1", "--node-name", "old-name").start()
+    old.wait_ready()
+    job = submit(old, "--gpu", "1", "--dir", str(tmp_path), "--", "true")
+    job = wait_job(old, job["id"])
+    assert job["status"] == "SUCCEEDED" and job["node_id"]
+    old.signal(signal.SIGTERM)
+    assert old.wait_exit() == 0
+    # The same machine under a new name: its old self stays OFFLINE until forgotten.
+    new = daemon_factory("--gpus", "fake:1", "--node-name", "new-name", name="d").start()
+    new.wait_ready()
+    wait_for(lambda: len(new.client().get("/api/v1/nodes")["nodes"]) == 2, what="both nodes")
+    statuses = {n["name"]: n["status"] for n in new.client().get("/api/v1/nodes")["nodes"]}
+    assert statuses == {"old-name": "OFFLINE", "new-name": "ONLINE"}
+
+    refused = ctl(new, "node", "forget", "new-name")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: node 'new-name' is online: only an offline node can be forgotten")
+    refused = ctl(new, "node", "forget", "--json", "new-name")
+    assert json.loads(refused.stdout)["error"]["code"] == "conflict"
+    assert ctl(new, "node", "forget", "nope").returncode == 1
+
+    forgotten = ctl(new, "node", "forget", "old-name")
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert forgotten.stdout == f"forgot node old-name ({job['node_id']})\n"
+    assert [n["name"] for n in new.client().get("/api/v1/nodes")["nodes"]] == ["new-name"]
+    assert ctl(new, "node", "show", "old-name").returncode == 1
+    after = new.client().get(f"/api/v1/jobs/{job['id']}")["job"]  # its history stays
+    assert after["status"] == "SUCCEEDED" and after["node_id"] is None
+    assert new.client().get(f"/api/v1/runs/{job['run_id']}")["run"]["node_id"] == job["node_id"]
+    shown = ctl(new, "job", "show", job["id"])
+    assert shown.returncode == 0 and "node:" in shown.stdout
+    refused = ctl(new, "submit", "--node", "old-name", "--gpu", "1", "--", "true")
+    assert refused.returncode == 2 and "no node named 'old-name'" in refused.stderr
+
+
+def test_forget_refuses_a_node_with_an_active_job(tmp_path):
+    """Store level, on a real SQLite file: a job dispatched or running on the node keeps it."""
+    from gpuplaned.protocol.agent import Hello
+    from gpuplaned.protocol.errors import ApiError
+    from gpuplaned.store import jobs as job_rows
+    from gpuplaned.store import nodes as node_rows
+    from gpuplaned.store.database import open_writer
+
+    conn = open_writer(tmp_path / "gpuplane.db")
+    node_id, _ = job_rows.register_node(conn, Hello("gone", "0.1.0", ()), 1)
+    conn.execute("INSERT INTO jobs (id, name, type, status, command, node_id, created_at) "
+                 "VALUES ('job_1', 'j', 'train', 'RUNNING', '[\"true\"]', ?, 1)", (node_id,))
+    with pytest.raises(ApiError) as refused:
+        node_rows.forget_node(conn, node_id, "gone")
+    assert refused.value.code.value == "conflict" and refused.value.details == {"node": "gone", "jobs": ["job_1"]}
+    conn.execute("UPDATE jobs SET status = 'FAILED' WHERE id = 'job_1'")
+    node_rows.forget_node(conn, node_id, "gone")
+    assert node_rows.find_node(conn, "gone") is None and node_rows.find_node(conn, node_id) is None
+    assert conn.execute("SELECT node_id FROM jobs").fetchall() == [(None,)]

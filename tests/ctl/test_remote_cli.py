@@ -143,6 +143,7 @@ def test_token_file_and_the_warning_about_readable_files(tmp_path):
      "no profile 'nope' (from --profile) in {path}; it has: ci, lab"),
     ('default_profile = "gone"\n', {}, "no profile 'gone' (from default_profile) in {path}; it has: none"),
     ("[profiles.lab\nserver = 1\n", {}, "{path} is not valid TOML: "),
+    ("x = " + "[" * 5000 + "\n", {}, "{path} is not valid TOML: arrays or tables nested too deeply"),
     ('[profiles.lab]\nserver = "ftp://x"\n', {"profile": "lab"},
      "profile 'lab' in {path}: expected an http:// or https:// URL"),
     ('[profiles.lab]\ntoken = "t"\n', {"profile": "lab"}, "profile 'lab' in {path} has no server"),

@@ -217,3 +217,11 @@ def test_history_text_summarizes_the_buckets():
         "host: cpu avg 10%, max 80%; memory max -",
     ]
     assert render.history_text({"series": {"gpu0.utilization": series([None], [None])}}) is None
+
+
+@pytest.mark.parametrize(("attempt", "most", "text"), [
+    (1, 1, "1"), (2, 1, "2 (1 retry)"), (3, 1, "3 (2 retries)"),  # manual retries: never "3 of 1"
+    (1, 3, "1 of 3"), (3, 3, "3 of 3"), (5, 3, "5 (4 retries; the retry policy allows 3)"),
+])
+def test_the_attempt_in_job_show_says_what_is_true(attempt, most, text):
+    assert render.attempt_detail({"attempt": attempt, "max_attempts": most}) == text

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from gpuplanectl.client import DaemonClient
-from helpers import Jobs
+from helpers import Jobs, wait_for
 
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.sdk_spool import Refused, replay_file, spool_files
@@ -176,3 +176,76 @@ def test_spool_files_but_no_daemon_is_an_error_that_keeps_them(tmp_path):
                           text=True, timeout=30)
     assert done.returncode == 1 and "gpuplanectl daemon" in done.stderr
     assert path.exists()
+
+
+# ------------------------------------------------------------------ a line nested too deeply
+
+def spool_with_a_deep_line(spool: Path, session_id: str, deep: bytes) -> Path:
+    """A hand-written spool file: a header, two one-point batches around ``deep`` (line 3), a finish."""
+    def batch(seq: int) -> dict:
+        return {"type": "batch", "seq": seq, "metrics": {"loss": {"step": [seq], "ts": [1000 + seq], "value": [0.5]}}}
+
+    header = {"type": "session", "v": 1, "session_id": session_id, "open": {"name": f"deep-{session_id[-1]}"}}
+    lines = [json.dumps(r).encode() for r in (header, batch(0))] + [deep]
+    lines += [json.dumps(r).encode() for r in (batch(2), {"type": "finish", "status": "SUCCEEDED"})]
+    spool.mkdir(parents=True, exist_ok=True)
+    path = spool / f"sdk-{session_id}.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+DEEP_LINES = {  # the first file's line would raise RecursionError, the second's decodes but is too deep
+    "0190f5d2-7a3c-7b1e-9f00-00000000000a": b'{"type": "batch", "seq": 1, "metrics": ' + b"[" * 100_000,
+    "0190f5d2-7a3c-7b1e-9f00-00000000000b": b'{"type": "batch", "seq": 1, "metrics": ' + b'{"a": ' * 70
+                                            + b"1" + b"}" * 71,
+}
+
+
+def deep_spools(spool: Path) -> list[Path]:
+    return [spool_with_a_deep_line(spool, sid, deep) for sid, deep in DEEP_LINES.items()]
+
+
+@pytest.mark.e2e
+def test_a_deep_line_is_reported_and_skipped_and_every_file_is_replayed(jobs, tmp_path):
+    paths = deep_spools(tmp_path / "sdk-home" / "spool")
+    done = sync(jobs, tmp_path, "--json")
+    assert done.returncode == 0, done.stderr
+    files = json.loads(done.stdout)["files"]
+    assert [(f["status"], f["corrupt_lines"], f["points"], f["finished"]) for f in files] == [
+        ("replayed", [3], 2, "SUCCEEDED")] * 2
+    for path in paths:
+        assert f"warning: {path} line 3: not valid JSON (nested deeper than 64 levels); skipped" in done.stderr
+        assert Path(str(path) + ".corrupt").exists()
+    runs = jobs.client.get("/api/v1/runs")["runs"]
+    assert sorted((r["name"], r["status"]) for r in runs) == [("deep-a", "SUCCEEDED"), ("deep-b", "SUCCEEDED")]
+
+
+@pytest.mark.e2e
+def test_the_daemons_own_replay_skips_a_deep_line_and_goes_on(daemon_factory, tmp_path):
+    daemon = daemon_factory("--gpus=none")
+    deep_spools(daemon.home / "spool")
+    daemon.start().wait_ready()
+    api = daemon.client()
+
+    def both_finished():
+        runs = api.get("/api/v1/runs")["runs"]
+        return len(runs) == 2 and all(r["status"] == "SUCCEEDED" for r in runs)
+
+    wait_for(both_finished, timeout=20, what="both spool files to be replayed")
+    wait_for(lambda: daemon.log().count("line 3: not valid JSON (nested deeper than 64 levels)") == 2,
+             what="the deep lines to be named in the log")
+    assert spool_files(daemon.home / "spool") == [] and "spool replay failed" not in daemon.log()
+
+
+def test_sync_of_a_dir_that_does_not_exist_is_a_usage_error(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
+    env.update(GPUPLANE_RUNTIME_DIR=str(tmp_path / "run"), GPUPLANE_HOME=str(tmp_path / "home"))
+    (tmp_path / "a-file").write_text("")
+    for where in (tmp_path / "nonexistent", tmp_path / "a-file"):
+        done = subprocess.run([sys.executable, "-m", "gpuplanectl", "sync", "--dir", str(where)], env=env,
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2, done
+        assert f"--dir {where}: no such directory" in done.stderr and done.stdout == ""
+    done = subprocess.run([sys.executable, "-m", "gpuplanectl", "sync", "--json", "--dir", str(tmp_path / "no")],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["details"] == {"field": "dir"}

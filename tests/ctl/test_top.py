@@ -17,6 +17,7 @@ import time
 
 import pytest
 from gpuplanectl import topview
+from gpuplanectl.commands.top import RESIZE_CHECK_S
 from helpers import DaemonProcess
 from jobhelpers import ctl, submit, wait_job
 
@@ -352,3 +353,57 @@ def test_the_new_commands_import_nothing_heavy(gpu_daemon):
     found = json.loads(result.stdout.splitlines()[-1].removeprefix("PROBE "))
     assert found == {"codes": {"node list": 0, "node show nope": 1, "events": 0, "top --once": 0, "top --json": 0},
                      "heavy": []}
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(0, 0), (1, 1), (0, 80), (2, 500)])
+def test_live_view_survives_a_tiny_or_odd_terminal(gpu_daemon, terminal, rows, cols):
+    """It starts in 3 rows of 10 columns; a pty nobody sized reports 0 x 0, which ncurses
+    refuses ("resizeterm() returned ERR" was a crash)."""
+    term = terminal(gpu_daemon, "--interval", "0.2", rows=3, cols=10)
+    term.read_until(rb"gpuplane")
+    term.resize(rows, cols)
+    os.killpg(term.proc.pid, signal.SIGWINCH)
+    # Nothing may be drawn at that size to wait for: give it a few of its size checks and
+    # refreshes (RESIZE_CHECK_S, --interval), then see that it is still there.
+    time.sleep(4 * RESIZE_CHECK_S)
+    assert term.proc.poll() is None, ANSI.sub(b" ", term.output)[-2000:]
+    term.resize(24, 100)  # and back: it draws again
+    os.killpg(term.proc.pid, signal.SIGWINCH)
+    term.read_until(rb"q quits")
+    term.send(b"q")
+    assert term.wait() == 0, ANSI.sub(b" ", term.output)[-2000:]
+    assert term.restored()
+    assert b"Traceback" not in term.output
+
+
+def test_drawing_in_a_window_curses_refuses_never_raises():
+    import curses
+
+    from gpuplanectl.commands.top import _draw
+
+    class Refusing:
+        """A window too small or odd for ncurses: every call that draws fails."""
+
+        encoding = "utf-8"
+
+        def getmaxyx(self) -> tuple[int, int]:
+            return 3, 10
+
+        def erase(self) -> None:
+            raise curses.error("werase() returned ERR")
+
+        def addstr(self, *args) -> None:
+            raise curses.error("addwstr() returned ERR")
+
+        def refresh(self) -> None:
+            raise curses.error("wrefresh() returned ERR")
+
+    _draw(Refusing(), {"nodes": [node_fixture()], "jobs": [job_fixture(1, name="\x1b[2Jx")]})
+
+
+def test_control_characters_in_names_show_escaped():
+    nodes = [node_fixture(name="box\x1b[2J")]
+    lines = topview.compose(nodes, [job_fixture(1, name="a\nb\x1b[31m")], width=120, height=30, now=NOW)
+    assert not any(ch in line for line in lines for ch in "\x1b\n\r")
+    text = "\n".join(lines)
+    assert "box\\x1b[2J ONLINE" in text and "a\\nb\\x1b[31m" in text

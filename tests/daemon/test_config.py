@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 
 from gpuplaned.config import ConfigError, load_config, parse_listen
@@ -51,6 +54,8 @@ def test_default_config_location_is_read(tmp_path):
     ('role = "agent"\n', "role agent needs the server's URL"),
     ('server = "ftp://x"\n', "server must be an http"),
     ('role = \n', "invalid TOML"),
+    ('home = ' + '[' * 3000 + ']' * 3000 + '\n', "invalid TOML: arrays or tables nested too deeply"),
+    ('home = ' + '{a = ' * 3000 + '1' + '}' * 3000 + '\n', "invalid TOML: arrays or tables nested too deeply"),
 ])
 def test_bad_config_names_the_key(tmp_path, text, message):
     path = write(tmp_path, text)
@@ -79,3 +84,40 @@ def test_parse_listen():
     for bad in ("tcp://10.0.0.1:5", "tcp://example.com:5", "tcp://127.0.0.1", "tcp://127.0.0.1:x", "udp://x"):
         with pytest.raises(ValueError):
             parse_listen(bad)
+
+
+def test_a_deeply_nested_config_stops_the_daemon_with_exit_2_and_the_reason(tmp_path):
+    path = write(tmp_path, "home = " + "[" * 100_000 + "\n")
+    done = subprocess.run([sys.executable, "-m", "gpuplaned", "--config", str(path)], env=env(tmp_path),
+                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr == (f"gpuplaned: configuration error: {path}: invalid TOML: "
+                           "arrays or tables nested too deeply\n")
+
+
+def test_http_section_sets_connection_limits_and_may_hold_the_address(tmp_path):
+    cfg = load_config({}, env(tmp_path))
+    assert (cfg.http_limits.keep_alive_timeout_s, cfg.http_limits.body_timeout_s,
+            cfg.http_limits.max_connections) == (5.0, 30.0, 256)
+    path = write(tmp_path, '[http]\nlisten = "0.0.0.0:9000"\nkeep_alive_timeout_s = 1.5\nbody_timeout_s = 2\n'
+                           'max_connections = 10\n')
+    cfg = load_config({"config": str(path)}, env(tmp_path))
+    assert (cfg.http.host, cfg.http.port) == ("0.0.0.0", 9000)
+    assert (cfg.http_limits.keep_alive_timeout_s, cfg.http_limits.body_timeout_s,
+            cfg.http_limits.max_connections) == (1.5, 2.0, 10)
+    assert load_config({"config": str(path)}, env(tmp_path, GPUPLANE_HTTP="127.0.0.1:1")).http.port == 1
+    assert load_config({"config": str(write(tmp_path, 'http = "127.0.0.1:7"\n'))}, env(tmp_path)).http.port == 7
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[http]\nkeep_alive_timeout_s = 0\n", "http.keep_alive_timeout_s must be"),
+    ("[http]\nbody_timeout_s = -1\n", "http.body_timeout_s must be"),
+    ("[http]\nmax_connections = 0\n", "http.max_connections must be"),
+    ('[http]\nlisten = "nowhere"\n', "http.listen expected HOST:PORT"),
+    ("[http]\nidle = 3\n", "unknown key http.idle"),
+    ("http = 3\n", "http"),
+])
+def test_bad_http_section_names_the_key(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=message):
+        load_config({"config": str(path)}, env(tmp_path))

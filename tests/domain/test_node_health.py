@@ -75,10 +75,24 @@ def test_pinning_violation_once_per_job_and_gpu():
 
 
 def test_foreign_processes_block_their_gpu_unless_configured_otherwise():
-    _, health = NodeHealth().update(reading(foreign=[(1, 999)]))
+    _, health = NodeHealth().update(reading(foreign=[(1, 999, 2048)]))
     assert health.blocked_gpus == (1,) and "FOREIGN_GPU_PROCESS" in health.conditions
-    _, health = NodeHealth(HealthPolicy(foreign_gpu_busy=False)).update(reading(foreign=[(1, 999)]))
+    _, health = NodeHealth(HealthPolicy(foreign_gpu_busy=False)).update(reading(foreign=[(1, 999, 2048)]))
     assert health.blocked_gpus == () and "FOREIGN_GPU_PROCESS" in health.conditions
+
+
+def test_only_foreign_processes_holding_the_threshold_of_memory_block_a_gpu():
+    rules = NodeHealth()  # foreign_min_memory_mb = 1024
+    _, health = rules.update(reading(foreign=[(0, 10, 200), (1, 11, 1023)]))  # a display server, a monitor
+    assert health.blocked_gpus == () and health.conditions == ()
+    _, health = rules.update(reading(foreign=[(0, 10, 200), (1, 11, 1024)]))
+    assert health.blocked_gpus == (1,) and health.conditions == ("FOREIGN_GPU_PROCESS",)
+    _, health = rules.update(reading(foreign=[(0, 10, 600), (0, 12, 600)]))  # together they count
+    assert health.blocked_gpus == (0,)
+    _, health = rules.update(reading(foreign=[(1, 13, None)]))  # a size the driver does not say
+    assert health.blocked_gpus == (1,)
+    _, health = NodeHealth(HealthPolicy(foreign_min_memory_mb=0)).update(reading(foreign=[(0, 10, 0)]))
+    assert health.blocked_gpus == (0,)  # 0: any foreign process, as before
 
 
 def test_underutilized_after_ten_idle_minutes_once_and_rearmed_by_use():

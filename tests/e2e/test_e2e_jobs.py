@@ -163,6 +163,7 @@ def test_spawn_failure_is_recorded(jobs):
     ({"command": ["true"], "cwd": "/no/such/dir"}, "cwd"),
     ({"command": ["true"], "timeout_s": -5}, "timeout_s"),
     ({"command": ["true"], "colour": "red"}, "colour"),
+    ({"command": ["true"], "env": {"X": "a\x00b"}}, "env"),  # exec could never take it
 ])
 def test_bad_submits_create_nothing(jobs, body, field):
     body = {"cwd": str(jobs.workdir), **body}

@@ -152,6 +152,37 @@ def test_a_foreign_gpu_process_keeps_its_slot_from_the_scheduler(monitored, tmp_
     jobs.wait(first["id"])
 
 
+def test_a_small_foreign_process_leaves_its_gpu_to_the_scheduler(monitored):
+    """[monitor] foreign_min_memory_mb (1024 by default): a display server's few hundred MiB
+    block nothing, a stranger's training does."""
+    jobs = monitored
+    claims = jobs.daemon.runtime_dir / "fake-gpus"
+    display, stranger = subprocess.Popen(["sleep", "60"]), subprocess.Popen(["sleep", "60"])
+    try:
+        (claims / "0" / str(display.pid)).write_text("300")
+        (claims / "1" / str(stranger.pid)).write_text("1024")
+
+        def both_seen() -> dict | None:
+            current = node(jobs)
+            gpus = (current["snapshot"] or {}).get("gpus") or []
+            return current if len(gpus) == 2 and all(g["processes"] for g in gpus) else None
+
+        seen = wait_for(both_seen, what="both foreign processes to be seen")
+        assert [g["processes"][0]["foreign"] for g in seen["snapshot"]["gpus"]] == [True, True]
+        assert seen["snapshot"]["blocked_gpus"] == [1] and seen["conditions"] == ["FOREIGN_GPU_PROCESS"]
+        first = jobs.sh("sleep 30", gpu=1)
+        assert jobs.wait(first["id"], "RUNNING")["gpu_indexes"] == [0]  # beside the display server
+        second = jobs.sh("echo ran", gpu=1)
+        time.sleep(0.8)  # several samples and a scheduler tick: GPU 1 stays withheld
+        assert jobs.get(second["id"])["status"] == "QUEUED"
+        jobs.client.post(f"/api/v1/jobs/{first['id']}/cancel")
+        jobs.wait(first["id"])
+    finally:
+        for proc in (display, stranger):
+            proc.kill()
+            proc.wait()
+
+
 def test_a_low_disk_stops_new_work_and_is_an_event(daemon_factory, tmp_path):
     # Every real disk has less than 100 % free: the threshold makes this one "low".
     jobs = start(daemon_factory, tmp_path, FAST.replace("[monitor]\n", "[monitor]\ndisk_low_percent = 100\n"))

@@ -77,7 +77,7 @@ def submit(jobs: Jobs, *argv: str) -> dict:
 
 def test_train_submitted_as_a_job_reports_metrics_and_writes_events_and_checkpoints(daemon_factory, tmp_path):
     jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none")
-    # No PYTHONPATH and no installed SDK: the example finds sdk/ beside it.
+    # No PYTHONPATH: the SDK comes from the venv (make installs ./sdk) or, without it, from sdk/ beside it.
     job = submit(jobs, str(EXAMPLES / "train.py"), "--steps", str(STEPS), "--eval-every", "20",
                  "--ckpt-every", "25")
     run_id = job["run_id"]

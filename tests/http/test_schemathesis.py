@@ -15,7 +15,6 @@ and ``env`` names to a ``GPUPLANE_FUZZ_`` prefix, so nothing the fuzzer makes up
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import time
 from typing import Any, NamedTuple
@@ -24,52 +23,21 @@ import hypothesis
 import pytest
 import requests
 import schemathesis
-from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
+from fuzzkit import CHECKS, CONFIG, EXCLUDED, fuzz_document, known_values
+from helpers import DaemonProcess, Jobs, kill_processes_with_env
 from hypothesis import HealthCheck, Phase
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 from unixhttp import BASE_URL, unix_session
 
 from gpuplaned.http import openapi
 
-EXCLUDED = {
-    ("POST", "/api/v1/daemon/shutdown"): "stops the daemon under test",
-    ("POST", "/api/v1/actors/{name}/{verb}"): "stops or restarts the actors the fuzz needs",
-    ("GET", "/api/v1/events/stream"): "a valid filter streams until the client leaves",
-    ("GET", "/api/v1/nodes/{key}/stream"): "a known node streams until the client leaves",
-}
 POSITIVE_ONLY = {("POST", "/api/v1/jobs")}  # a body that breaks the schema could name any command
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
-          response_headers_conformance]
 
 
 def operations() -> list[tuple[str, str]]:
     return sorted((method.upper(), path) for path, item in openapi.document()["paths"].items() for method in item
                   if (method.upper(), path) not in EXCLUDED)
-
-
-def fuzz_document(doc: dict[str, Any], workdir: str, known: dict[str, list[str]]) -> dict[str, Any]:
-    """The served document with the harmless job body, the known-bug steering above, and path
-    parameters drawn from ``known`` (real ids and names, plus one unknown), so the fuzz reaches
-    past the 404 into each route's own checks."""
-    doc = copy.deepcopy(doc)
-    submit = doc["components"]["schemas"]["JobSubmit"]["properties"]
-    submit["command"] = {"type": "array", "items": {"const": "true"}, "minItems": 1, "maxItems": 1}
-    submit["cwd"] = submit["dir"] = {"const": workdir}
-    submit["env"]["propertyNames"] = {"pattern": "^GPUPLANE_FUZZ_[A-Z]{0,8}$"}
-    for item in doc["paths"].values():
-        for op in item.values():
-            for param in op.get("parameters", []):
-                if param.get("in") == "path" and param["name"] in known:
-                    param["schema"] = {"type": "string", "enum": known[param["name"]]}
-    return doc
 
 
 class Fuzz(NamedTuple):
@@ -78,35 +46,18 @@ class Fuzz(NamedTuple):
     schema: Any  # the schemathesis schema of the fuzz document
 
 
-# Samples (and metric batches) every 0.2 s, so the node has series before the fuzz starts;
-# never DISK_LOW, so a full disk on the test machine cannot hold jobs back.
-CONFIG = "[monitor]\nsample_interval_s = 0.2\nbatch_interval_s = 0.2\ndisk_low_percent = 0\n"
-
-
 @pytest.fixture(scope="module")
 def fuzz(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
     (root / "gpuplaned.toml").write_text(CONFIG)
     daemon = DaemonProcess(root / "d", "--gpus=fake:2", "--config", str(root / "gpuplaned.toml")).start()
     session = unix_session(str(daemon.socket_path))
-    # One connection per request, as gpuplanectl does: a keep-alive connection can stall after
-    # an error answered before the body was read (test_keep_alive_after_an_early_error).
+    # One connection per request, as gpuplanectl does (test_fuzz_front.py keeps one alive).
     session.headers["Connection"] = "close"
     try:
         daemon.wait_ready()
         jobs = Jobs(daemon, root / "work")
-        jobs.wait_node()
-        client = jobs.client
-        job_ids = [jobs.submit(["true"], gpu=0)["id"] for _ in range(2)]
-        for job_id in job_ids:
-            jobs.wait(job_id)
-        node = client.get("/api/v1/nodes")["nodes"][0]
-        wait_for(lambda: client.get(f"/api/v1/nodes/{node['id']}/metrics?window=1h")["series"],
-                 what="the node's first metric batch")
-        run_ids = [jobs.get(job_id)["run_id"] for job_id in job_ids]
-        known = {"job_id": [*job_ids, "job_missing"], "run_id": [*run_ids, "run_missing"],
-                 "key": [node["id"], node["name"], "nowhere"],
-                 "name": [a["name"] for a in client.get("/api/v1/actors")["actors"]] + ["nobody"]}
+        known = known_values(jobs)
         served = session.get(f"{BASE_URL}{openapi.PATH}", timeout=10).json()
         document = fuzz_document(served, str(jobs.workdir), known)
         yield Fuzz(jobs, session, schemathesis.openapi.from_dict(document))

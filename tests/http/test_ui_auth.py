@@ -378,3 +378,25 @@ def test_ui_settings_come_from_the_config_and_the_environment(tmp_path):
         config.write_text(f"[ui]\n{bad}\n")
         with pytest.raises(ConfigError, match=r"ui\."):
             load_config({"config": str(config)}, env={})
+
+
+def test_a_read_only_session_can_compare_runs_but_not_write(front, tmp_path):
+    """``POST /runs/metrics:query`` only reads (its run list is in a body): read scope is
+    enough, for a token and for a browser session; a cookie POST still needs the CSRF header."""
+    api = front.daemon.client()
+    opened = api.post("/api/v1/sessions", {"name": "compared"})
+    api.post(f"/api/v1/sessions/{opened['session_id']}/batches",
+             {"seq": 0, "metrics": {"loss": {"step": [0, 1], "ts": [1, 2], "value": [0.5, 0.25]}}})
+    query = {"run_ids": [opened["run_id"]], "names": "loss"}
+    secret = front.token("viewer", ["read"])
+    with front.browser() as bearer:
+        reply = bearer.post("/api/v1/runs/metrics:query", json=query, headers={"Authorization": f"Bearer {secret}"})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["runs"][0]["series"]["loss"]["last"] == [0.5, 0.25]
+    with front.browser() as browser:
+        assert front.login(browser, secret).status_code == 200
+        assert error(browser.post("/api/v1/runs/metrics:query", json=query), 403)["details"]["reason"] == "csrf"
+        reply = browser.post("/api/v1/runs/metrics:query", json=query, headers=CSRF)
+        assert reply.status_code == 200, reply.text
+        job = {"command": ["true"], "cwd": str(tmp_path), "gpu": 0}
+        assert error(browser.post("/api/v1/jobs", json=job, headers=CSRF), 403)["details"]["needed"] == "write"

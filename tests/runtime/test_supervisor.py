@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import random
 
 import pytest
@@ -333,3 +334,59 @@ async def test_statistics_come_from_the_started_handle(nursery, autojump_clock):
     assert sup.snapshot("s").stats == {"ticks": 7}
     await sup.stop("s")
     assert sup.snapshot("s").stats is None
+
+
+def short_of_descriptors(rec: Recorder, name: str, until: float, error):
+    """An actor that fails with ``error()`` at each start before ``until``, then runs."""
+
+    async def run(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
+        rec.note(name, "start")
+        task_status.started()
+        if trio.current_time() < until:
+            raise error()
+        await trio.sleep_forever()
+
+    return run
+
+
+def emfile() -> OSError:
+    return OSError(errno.EMFILE, "Too many open files")
+
+
+def wrapped_emfile() -> RuntimeError:
+    error = RuntimeError("sampling failed")
+    error.__cause__ = emfile()  # raise ... from an EMFILE
+    return error
+
+
+@pytest.mark.parametrize("error", [emfile, wrapped_emfile, lambda: ExceptionGroup("two", [emfile(), emfile()])],
+                         ids=["EMFILE", "raised from EMFILE", "a group of EMFILE"])
+async def test_a_crash_for_want_of_descriptors_spends_no_budget(nursery, autojump_clock, error):
+    """Out of descriptors for two minutes: a crash loop that would be FATAL after 5 restarts,
+    yet the actor is RUNNING once descriptors are back, no later than the backoff ceiling."""
+    rec = Recorder()
+    spec = ActorSpec("monitor", short_of_descriptors(rec, "monitor", 120.0, error), ROLES, backoff_initial=0.5,
+                     backoff_max=30.0, max_restarts=5, max_seconds=60)
+    sup = await start_supervisor(nursery, [spec])
+    await trio.sleep(120 + 30 + 1)
+    snap = sup.snapshot("monitor")
+    assert snap.state is ActorState.RUNNING, snap
+    assert snap.restarts > 5
+    starts = rec.of("monitor", "start")
+    assert all(b - a <= 30.0 for a, b in zip(starts, starts[1:]))
+
+
+async def test_other_crashes_still_spend_the_budget_after_a_shortage(nursery, autojump_clock):
+    rec = Recorder()
+    calls = 0
+
+    async def run(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
+        nonlocal calls
+        calls += 1
+        task_status.started()
+        raise emfile() if calls <= 3 else ValueError("a real bug")
+
+    sup = await start_supervisor(nursery, [ActorSpec("a", run, ROLES, max_restarts=2, max_seconds=1000)])
+    await trio.sleep(100)
+    assert sup.snapshot("a").state is ActorState.FATAL
+    assert calls == 3 + 1 + 2  # three shortages, then the first bug and its two restarts

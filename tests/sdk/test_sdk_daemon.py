@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -101,3 +102,55 @@ def test_kill_9_of_the_daemon_mid_run_loses_and_repeats_nothing(daemon_factory, 
     assert m["width"] == 10 and len(counts) == 10_000 and set(counts) == {10}, (m["width"], set(counts))
     assert m["x"] == list(range(0, 100_000, 10))
     assert jobs.client.get(f"/api/v1/runs/{run_id}")["run"]["status"] == "SUCCEEDED"
+
+
+IDLE_SCRIPT = """
+import json, time, gpuplane
+run = gpuplane.init(project="sdk-e2e", name="idle")
+run.log({"loss": 1.0})
+time.sleep(2.5)  # past the daemon's keep-alive timeout: it closes the SDK's idle connection
+run.log({"loss": 0.5})
+run.finish()
+print(json.dumps(run.stats()), flush=True)
+"""
+
+
+def test_a_connection_the_daemon_closed_while_idle_is_replaced_without_an_error(daemon_factory, tmp_path):
+    (tmp_path / "gpuplaned.toml").write_text("[http]\nkeep_alive_timeout_s = 1\n")
+    daemon = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none", "--config",
+                        str(tmp_path / "gpuplaned.toml")).daemon
+    done = subprocess.run([sys.executable, "-c", IDLE_SCRIPT], env=sdk_env(daemon.runtime_dir),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout.splitlines()[-1])
+    assert stats["errors"] == 0 and stats["spooled"] == 0, (stats, done.stderr)
+    assert "cannot reach the daemon" not in done.stderr
+
+
+DEEP_SCRIPT = """
+import gpuplane
+deep = {}
+node = deep
+for _ in range(3000):  # past what json's recursion allows, and far past the daemon's 64 levels
+    node["d"] = {}
+    node = node["d"]
+run = gpuplane.init(project="sdk-deep", name="deep", config={"lr": 0.1, "model": deep})
+run.log_event("deep", data=deep)  # refused quietly, never raised into the script
+run.log({"loss": 1.0})
+run.finish()
+print("run", run.id, flush=True)
+"""
+
+
+def test_a_config_nested_too_deep_is_clipped_and_deep_event_data_never_raises(daemon_factory, tmp_path):
+    daemon = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none").daemon
+    done = subprocess.run([sys.executable, "-c", DEEP_SCRIPT], env=sdk_env(daemon.runtime_dir),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    run = daemon.client().get(f"/api/v1/runs/{run_id}")["run"]
+    assert run["status"] == "SUCCEEDED" and run["config"]["lr"] == 0.1
+    node, depth = run["config"]["model"], 1
+    while isinstance(node, dict):
+        node, depth = node["d"], depth + 1
+    assert depth == 32 and node.startswith("{'d': {'d':") and len(node) < 200  # 32 levels, then short text

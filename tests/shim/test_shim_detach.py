@@ -8,15 +8,19 @@ import subprocess
 import sys
 import textwrap
 
+import psutil
 import pytest
 import trio
-from shimkit import WAIT_S, job_processes, wait_until
+from shimkit import WAIT_S, wait_until
+from shimkit import job_processes as shim_job_processes
 
 from gpuplaned.launcher import (
     LauncherGone,
     is_same_process,
+    job_processes,
     open_launcher,
     read_exit,
+    read_runtime,
     wait_process_exit,
 )
 from gpuplaned.shim import read_proc_stat
@@ -95,6 +99,33 @@ async def test_job_survives_the_launcher(jobs, how):
     record = read_exit(req.job_dir)
     assert record is not None
     assert (record.exit_code, record.reason) == (7, "exited")
-    assert job_processes(jobs.marker) == []
+    assert shim_job_processes(jobs.marker) == []
     last = stdout.read_text().splitlines()[-1]
     assert last.startswith("tick ") and int(last.split()[1]) > 3
+
+
+async def test_the_job_of_a_killed_shim_is_the_launchers_to_reap(launcher, jobs):
+    # A shim killed under its job: the job runs on, re-parented to the launcher (a subreaper)
+    # rather than to init, and the launcher keeps its exit status for the daemon to ask for.
+    script = ("import os, subprocess, sys, time\nsubprocess.Popen(['sleep', '1000'])\n"
+              "while not os.path.exists('stop'):\n    time.sleep(0.01)\nsys.exit(7)\n")
+    req = jobs.request([sys.executable, "-c", script], cwd=jobs.root)
+    spawned = await launcher.spawn(req)
+    runtime = read_runtime(req.job_dir)
+    os.kill(spawned.shim_pid, signal.SIGKILL)
+    with trio.fail_after(WAIT_S):
+        assert await launcher.wait_exit(spawned.id) is None  # the shim said nothing
+    assert read_exit(req.job_dir) is None
+    await wait_until(lambda: psutil.Process(spawned.pid).ppid() == launcher.pid, "the job to come to the launcher")
+    assert is_same_process(spawned.pid, spawned.start_time)
+    await wait_until(lambda: len(shim_job_processes(jobs.marker)) == 2, "the job's child to start")
+    assert sorted(job_processes(runtime)) == sorted(  # the job and its child
+        (pid, read_proc_stat(pid)[1]) for pid in shim_job_processes(jobs.marker))
+    assert await launcher.orphan_exit(spawned.id) is None  # still running: nothing to tell
+
+    (jobs.root / "stop").touch()
+    await wait_until(lambda: not is_same_process(spawned.pid, spawned.start_time), "the job's main process to end")
+    record = await launcher.orphan_exit(spawned.id)
+    assert (record.reason, record.exit_code, record.pid) == ("exited", 7, spawned.pid)
+    assert await launcher.orphan_exit(spawned.id) is None  # told once
+    assert job_processes(runtime) != []  # what it left behind is the daemon's to stop (see the runner)

@@ -21,7 +21,10 @@ from gpuplaned.launcher import (
     CorruptRecord,
     ExitRecord,
     classify_failure,
+    Runtime,
+    failure_line,
     is_same_process,
+    job_processes,
     process_start_time,
     read_exit,
     read_runtime,
@@ -85,6 +88,32 @@ async def test_signal_shim_refuses_a_reused_pid(sleeper):
     assert signal_shim(proc.pid, start, signal.SIGTERM)
     assert proc.wait(10) == -signal.SIGTERM
     assert not signal_shim(proc.pid, start, signal.SIGTERM)
+
+
+def _runtime(pid: int, start_time: int | None, shim_pid: int, shim_start_time: int | None) -> Runtime:
+    return Runtime("x", shim_pid, shim_start_time, pid, pid, start_time, ("sleep",), "/", (), 0.0, None, 1.0)
+
+
+async def test_job_processes_are_found_by_group_and_session_never_by_a_reused_number():
+    # A leader of its own session and group (as a shim, or a job's main process, is of its
+    # own) and a child of it in both.
+    proc = subprocess.Popen(["sh", "-c", "sleep 1000 & exec sleep 1001"], start_new_session=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        leader = proc.pid
+        children = await wait_until(lambda: psutil.Process(leader).children(), "the child to start")
+        child = children[0].pid
+        start, child_start = process_start_time(leader), process_start_time(child)
+        gone = 2**22 + 7  # above any pid_max: no such process
+        assert sorted(job_processes(_runtime(leader, start, gone, None))) == sorted(
+            [(leader, start), (child, child_start)])  # its process group
+        assert job_processes(_runtime(gone, None, leader, start)) == [(child, child_start)]  # a dead shim's session
+        # A number held by a process that started at another time is no longer the job's.
+        assert job_processes(_runtime(leader, start + 1, gone, None)) == []
+        assert job_processes(_runtime(gone, None, leader, start + 1)) == []
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.mark.parametrize("pidfd", [True, False])
@@ -187,6 +216,19 @@ def test_classify_failure_details():
     assert classify_failure(_rec(exit_code=3))[1] == "exit code 3"
     assert classify_failure(_rec("spawn_failed", exit_code=127, error="argv[0] 'x' not found"))[1] == (
         "argv[0] 'x' not found")
+
+
+@pytest.mark.parametrize(("tail", "reason", "expected"), [
+    ("", "EXIT_CODE", None),
+    ("\n  \n", "EXIT_CODE", None),
+    ("Traceback (most recent call last):\n  ...\nValueError: boom\n\n", "EXIT_CODE", "ValueError: boom"),
+    ("step 1\r step 2\r", "TIMEOUT", "step 2"),  # progress bars redraw with a carriage return
+    ("RuntimeError: CUDA out of memory. Tried\nwhile at step 4\n", "OOM", "RuntimeError: CUDA out of memory. Tried"),
+    ("killed\n", "OOM", "killed"),  # the kernel's OOM kill: no message of its own
+    ("x" * 2000, "EXIT_CODE", "x" * 500),
+])
+def test_failure_line(tail, reason, expected):
+    assert failure_line(tail, reason) == expected
 
 
 def test_tail_text(tmp_path):

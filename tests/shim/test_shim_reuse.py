@@ -11,10 +11,12 @@ import json
 import os
 import signal
 
+import attrs
+import pytest
 from shimkit import job_processes, session_and_group, wait_job_end, wait_until
 
-from gpuplaned.launcher import signal_shim
-from gpuplaned.shim import _cancels_for, _children, _Requests, read_proc_stat
+from gpuplaned.launcher import SpawnError, read_exit, signal_shim
+from gpuplaned.shim import _cancels_for, _children, _next_spec, _Requests, read_proc_stat
 
 
 async def test_sequential_jobs_share_one_shim_and_nothing_else(launcher, jobs):
@@ -102,3 +104,45 @@ def test_which_sigterm_is_a_cancel_of_the_running_job():
     assert _cancels_for(_pipe_with({"cancel": "b"}), "b")
     assert _cancels_for(_pipe_with({"cancel": "a"}, {"cancel": "b"}), "b")
     assert not _cancels_for(_pipe_with({"cancel": "a"}), "b")  # meant for the job before
+
+
+async def test_a_job_that_cannot_start_leaves_its_shim_for_the_next(launcher, jobs):
+    _, spawned = await _after_a_finished_job(launcher, jobs)
+    for bad in (jobs.request(["/no/such/program"]), jobs.request(["true"], cwd=jobs.root / "missing")):
+        with pytest.raises(SpawnError):
+            await launcher.spawn(bad)
+        assert read_exit(bad.job_dir).reason == "spawn_failed"
+    after = jobs.request(["sh", "-c", "echo fine"])
+    again = await launcher.spawn(after)
+    assert again.shim_pid == spawned.shim_pid  # the same shim, through both failures
+    assert (await wait_job_end(launcher, again, after.job_dir)).exit_code == 0
+
+
+async def test_a_request_exec_cannot_take_is_refused_before_any_shim(launcher, jobs):
+    _, spawned = await _after_a_finished_job(launcher, jobs)
+    for change in ({"env": {**jobs.base_env(), "BAD": "a\0b"}}, {"argv": ("echo", "a\0b")},
+                   {"env": {**jobs.base_env(), "A=B": "1"}}):
+        bad = attrs.evolve(jobs.request(["true"]), **change)
+        with pytest.raises(SpawnError, match="bad request: (.* cannot contain NUL bytes|bad env variable name)"):
+            await launcher.spawn(bad)
+    after = jobs.request(["true"])
+    assert (await launcher.spawn(after)).shim_pid == spawned.shim_pid
+
+
+def test_a_shim_refuses_a_bad_request_by_reporting_it():
+    # The launcher checks each request before a shim sees it; should a shim's own check
+    # refuse one all the same, it answers, and lives on for the next.
+    report_r, report_w = os.pipe()
+    request = {"op": "spawn", "id": "x", "job_dir": "/x", "argv": ["true"], "cwd": "/",
+               "env": {"A": "a\0b"}}
+    try:
+        assert _next_spec(json.dumps(request).encode(), report_w) is None
+        assert json.loads(os.read(report_r, 4096)) == {
+            "ok": False, "error": "bad request: env cannot contain NUL bytes"}
+        assert _next_spec(b'{"cancel": "old"}', report_w) is None  # a late cancel: no answer
+        assert _next_spec(b"[[[", report_w) is None
+        spec = _next_spec(json.dumps(request | {"env": {"A": "b"}}).encode(), report_w)
+        assert spec is not None and spec.env == {"A": "b"}
+    finally:
+        os.close(report_r)
+        os.close(report_w)

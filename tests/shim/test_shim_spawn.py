@@ -24,12 +24,6 @@ from gpuplaned.launcher import (
 from gpuplaned.shim import read_proc_stat
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 async def test_ping(launcher):
     await launcher.ping()
 
@@ -66,7 +60,7 @@ async def test_spawn_records_runtime_output_and_exit(launcher, jobs, tmp_path):
     assert (req.job_dir / "stdout.log").read_text() == f"out\nbar baz\n{work}\n"
     assert (req.job_dir / "stderr.log").read_text() == "err\n"
     for name in ("stdout.log", "stderr.log", "runtime.json", "exit.json"):
-        assert stat.S_IMODE((req.job_dir / name).stat().st_mode) == 0o644 & ~_umask()
+        assert stat.S_IMODE((req.job_dir / name).stat().st_mode) == 0o600  # private whatever the umask
     assert not list(req.job_dir.glob(".*.tmp"))
     assert not (req.job_dir / "shim.log").exists()
 

@@ -23,7 +23,9 @@ export interface Job {
   priority: number;
   command: string[];
   cwd: string | null;
-  env: Record<string, string>;
+  // Values only with write access on one job; null where hidden (lists, read-only callers,
+  // and names that look secret: *TOKEN*, *KEY*, *SECRET*, *PASSWORD*).
+  env: Record<string, string | null>;
   gpu: number;
   labels: string[];
   node: string | null;
@@ -39,6 +41,7 @@ export interface Job {
   finished_at: number | null;
   exit_code: number | null;
   failure_reason: string | null;
+  failure_message: string | null;  // what went wrong, in words (FAILED jobs)
   cancel_requested: boolean;
 }
 

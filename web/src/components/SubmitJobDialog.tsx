@@ -4,9 +4,9 @@
 
 import { Children, cloneElement, isValidElement, useId, useMemo, useRef, useState, type ReactElement, type ReactNode } from "react";
 import { api, ApiError, idempotencyKey } from "../api/client";
-import { JOB_TYPES, type Job, type JobSubmit, type JobType, type NodeInfo } from "../api/types";
+import { JOB_TYPES, type Job, type JobType, type NodeInfo } from "../api/types";
 import {
-  EMPTY_FORM, formToRequest, formToToml, requestToForm, splitCommand, tomlToRequest, type JobForm,
+  EMPTY_FORM, formToRequest, formToToml, requestToForm, splitCommand, tomlToRequest, type JobDraft, type JobForm,
 } from "../lib/jobForm";
 import { Dialog } from "./Dialog";
 import { Icon } from "./Icon";
@@ -15,7 +15,7 @@ import { Segmented } from "./ui";
 const LAST_CWD = "gpuplane.lastCwd";
 
 export function SubmitJobDialog({ onClose, onSubmitted, nodes, initial }: {
-  onClose: () => void; onSubmitted: (job: Job) => void; nodes?: NodeInfo[]; initial?: Partial<JobSubmit> }) {
+  onClose: () => void; onSubmitted: (job: Job) => void; nodes?: NodeInfo[]; initial?: JobDraft }) {
   const [mode, setMode] = useState<"form" | "toml">("form");
   const [form, setForm] = useState<JobForm>(() => {
     if (initial) return requestToForm(initial);
@@ -180,10 +180,13 @@ function Field({ label, wide, error, children }: { label: string; wide?: boolean
   );
 }
 
-/** A job's submit body, to queue it again with changes. */
-export function jobToRequest(job: Job): Partial<JobSubmit> {
+/** A job's submit body, to queue it again with changes; env values the server hid are named, not sent. */
+export function jobToRequest(job: Job): JobDraft {
+  const entries = Object.entries(job.env);
+  const env = Object.fromEntries(entries.filter((e): e is [string, string] => e[1] !== null));
   return {
-    name: job.name, command: job.command, cwd: job.cwd ?? "", type: job.type, gpu: job.gpu, env: job.env,
+    name: job.name, command: job.command, cwd: job.cwd ?? "", type: job.type, gpu: job.gpu, env,
+    hidden_env: entries.filter(([, v]) => v === null).map(([k]) => k),
     labels: job.labels, node: job.node ?? undefined, priority: job.priority, max_attempts: job.max_attempts,
     timeout_s: job.timeout_s,
   };

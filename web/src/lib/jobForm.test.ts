@@ -120,3 +120,11 @@ shell = true
     expect(requestToForm(back.request)).toEqual({ ...form, type: "TRAIN", timeout: "3600s" });
   });
 });
+
+describe("a job submitted again", () => {
+  it("names env values the server hid, as comments that send nothing", () => {
+    const form = requestToForm({ command: ["true"], env: { A: "1" }, hidden_env: ["WANDB_API_KEY"] });
+    expect(form.env).toBe("A=1\n# WANDB_API_KEY=  (value hidden: type it again to pass it)");
+    expect(parseEnv(form.env)).toEqual({ A: "1" });
+  });
+});

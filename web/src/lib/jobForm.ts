@@ -287,8 +287,13 @@ export function formToToml(form: JobForm): string {
   return `${TOML_HINT}${stringifyToml(doc)}\n`;
 }
 
-/** A request back into form fields (switching from TOML to the form, or "submit again"). */
-export function requestToForm(req: Partial<JobSubmit>): JobForm {
+/** A job to submit again: its request, and the env names whose values the server keeps hidden. */
+export type JobDraft = Partial<JobSubmit> & { hidden_env?: string[] };
+
+/** A request back into form fields (switching from TOML to the form, or "submit again"). A hidden
+ * value becomes a comment line naming the variable: nothing is sent for it until it is typed again. */
+export function requestToForm(req: JobDraft): JobForm {
+  const hidden = (req.hidden_env ?? []).map((k) => `# ${k}=  (value hidden: type it again to pass it)`);
   return {
     name: req.name ?? "",
     command: req.command ? joinCommand(req.command) : "",
@@ -298,7 +303,7 @@ export function requestToForm(req: Partial<JobSubmit>): JobForm {
     priority: String(req.priority ?? 0),
     retry: String(req.retry ?? (req.max_attempts ? req.max_attempts - 1 : 0)),
     timeout: req.timeout_s ? `${req.timeout_s}s` : "",
-    env: Object.entries(req.env ?? {}).map(([k, v]) => `${k}=${v}`).join("\n"),
+    env: [...Object.entries(req.env ?? {}).map(([k, v]) => `${k}=${v}`), ...hidden].join("\n"),
     labels: (req.labels ?? []).join(", "),
     node: req.node ?? "",
   };

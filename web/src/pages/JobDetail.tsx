@@ -47,7 +47,8 @@ export function JobDetail({ id }: { id: string }) {
       <PageHeader
         title={<><span className="crumb"><Link to="/jobs">Jobs</Link><Icon name="chevronRight" size={14} /></span>{j.name}</>}
         sub={<><StatusBadge status={j.status} /> <CopyId id={j.id} />
-          {j.failure_reason && <span className="text-bad"> · {j.failure_reason}</span>}
+          {j.failure_reason && <span className="text-bad" title={j.failure_message ?? undefined}> · {j.failure_reason}</span>}
+          {j.failure_message && <span className="muted"> · {j.failure_message}</span>}
           {j.exit_code !== null && <span className="muted"> · exit {j.exit_code}</span>}</>}>
         {j.run_id && <Link className="btn" to={`/runs/${j.run_id}`}><Icon name="runs" size={14} />Run</Link>}
         <button className="btn" onClick={() => setCopy(true)}><Icon name="copy" size={14} />Submit a copy</button>

@@ -1,0 +1,17 @@
+"""Every type of event the daemon records: what ``GET /api/v1/events?type=`` may filter on.
+
+A type outside this list matches nothing, ever, so a filter naming one (a typo, ``NOPE``) is
+refused with the list rather than answered with no events. A rule that records a new type
+adds it here (tests/domain/test_event_types.py checks that what the rules raise is in).
+"""
+
+from __future__ import annotations
+
+from gpuplaned.domain import node_health, run_records
+from gpuplaned.domain.jobs import FAILURE_EVENTS, JOB_FAILED
+
+NODE_EVENTS = (node_health.DISK_LOW, node_health.DISK_OK, node_health.GPU_LOST, node_health.GPU_RECOVERED,
+               node_health.GPU_PINNING_VIOLATION, node_health.GPU_UNDERUTILIZED)
+JOB_EVENTS = (JOB_FAILED[0], *(kind for kind, _severity in FAILURE_EVENTS.values()))
+RUN_EVENTS = ("LOSS_NAN", "LOSS_SPIKE", run_records.USER_EVENT, run_records.CHECKPOINT_CREATED)  # run_summary's rules
+EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *JOB_EVENTS, *RUN_EVENTS}))

@@ -1,0 +1,140 @@
+"""How the daemon's HTTP servers treat connections: keep-alive, ``Connection: close``, the TCP cap.
+
+Owns: a patch of Hypercorn 0.18's trio server, installed once for both fronts (the control
+socket and the TCP front), and the TCP front's connection cap.
+
+Why a patch (it belongs upstream, in Hypercorn): Hypercorn's trio ``TCPServer`` does its
+connection bookkeeping, starting the keep-alive timer and closing the connection after
+``Connection: close`` or an early reply, inside the ASGI app's own ``send()`` of the last
+body chunk, so under the app's cancel scopes. Quart-Trio 0.12 cancels its per-request nursery
+as soon as it receives ``http.disconnect``, and Hypercorn hands it that message at the start of
+the same bookkeeping (``H11Protocol._maybe_recycle`` closes the stream first). The rest then
+runs cancelled: ``TrioSingleTask.restart`` starts the idle task with ``nursery.start()`` from the
+cancelled scope, where trio leaves a task that calls ``started()`` in the caller's cancelled
+nursery, so the timer dies as it starts; ``_close()`` dies at ``send_eof``'s checkpoint. No
+connection was ever closed by the server (a 10-line QuartTrio app shows it). The upstream fix,
+in ``hypercorn/trio/tcp_server.py``: shield the ``Closed`` and ``Updated`` branches of
+``TCPServer.protocol_send`` as its ``RawData`` branch already is. A second, smaller defect
+there: once the peer has closed, ``TCPServer.run`` still waits for the keep-alive timer before
+it closes its side, so every connection a client dropped holds a descriptor for that long;
+the fix is to stop the idle task when ``_read_data`` returns. ``_TCPServer`` below carries
+exactly these two changes until a release has them.
+
+The rest is ours: a reply sent before the request's body was all read says
+``Connection: close`` (the server closes then, rather than read the rest of the body as the
+next request); h2c (HTTP/2 over cleartext, by ``Upgrade`` or prior knowledge) is not served:
+no client of ours needs it, and it would bring HTTP/2's own attack surface to an open port;
+and the TCP front takes at most ``[http] max_connections`` connections, answering the excess
+503 and closing them at once, so no client can spend the daemon's file descriptors.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import h11
+import hypercorn.protocol
+import hypercorn.trio.run
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.events import RawData
+from hypercorn.protocol.events import Response
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.trio.tcp_server import TCPServer
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
+
+_CAP = "gpuplane_connection_cap"  # the attribute of a hypercorn Config that carries a ConnectionCap
+
+
+@attrs.define
+class ConnectionCap:
+    """The open TCP connections of one front, and how many were refused for being over ``limit``."""
+
+    limit: int
+    open: int = 0
+    refused: int = 0
+
+    def admit(self) -> bool:
+        if self.open >= self.limit:
+            self.refused += 1
+            return False
+        self.open += 1
+        return True
+
+    def leave(self) -> None:
+        self.open -= 1
+
+
+def limit_connections(cfg: HypercornConfig, cap: ConnectionCap) -> None:
+    """Hold the server run with ``cfg`` to ``cap``; a server without one takes any number."""
+    setattr(cfg, _CAP, cap)
+
+
+def _refusal(limit: int) -> bytes:
+    body = json.dumps(ApiError(ErrorCode.UNAVAILABLE, f"the HTTP front has its {limit} connections open "
+                               "([http] max_connections); retry later", {"limit": limit}).body()).encode()
+    head = (f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n{API_VERSION_HEADER}: {API_VERSION}\r\nretry-after: 1\r\n"
+            "connection: close\r\n\r\n")
+    return head.encode() + body
+
+
+class _TCPServer(TCPServer):
+    async def protocol_send(self, event: Any) -> None:
+        if isinstance(event, RawData):  # already shielded upstream
+            await super().protocol_send(event)
+            return
+        with trio.CancelScope(shield=True):  # the upstream fix: see the module docstring
+            await super().protocol_send(event)
+
+    async def _read_data(self) -> None:
+        await super()._read_data()
+        # The peer closed (or reading failed): close now, not when the keep-alive timer ends
+        # (upstream, the connection's task group waits for that timer, holding the descriptor).
+        await self.idle_task.stop()
+
+    async def run(self) -> None:
+        cap: ConnectionCap | None = getattr(self.config, _CAP, None)
+        if cap is None:
+            await super().run()
+        elif not cap.admit():
+            await self._refuse(cap.limit)
+        else:
+            try:
+                await super().run()
+            finally:
+                cap.leave()
+
+    async def _refuse(self, limit: int) -> None:
+        with trio.move_on_after(1.0):  # a client that does not read gets no reply
+            try:
+                await self.stream.send_all(_refusal(limit))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+        await self.stream.aclose()
+
+
+class _H11Protocol(H11Protocol):
+    async def _check_protocol(self, event: h11.Request) -> None:
+        """Serve every request as HTTP/1.1: ``Upgrade: h2c`` is ignored (RFC 9110 lets a server),
+        and a client that assumes HTTP/2 gets an HTTP/1.1 error for its ``PRI`` preface."""
+
+    async def stream_send(self, event: Any) -> None:
+        if (isinstance(event, Response) and event.status_code >= 200
+                and self.connection.their_state is h11.SEND_BODY):
+            # Answered before the body was all read (a 404, 405, OPTIONS, 408 or 413): the rest
+            # of it is still coming, so this connection ends with the reply.
+            headers = [(name, value) for name, value in event.headers if name.lower() != b"connection"]
+            event = Response(stream_id=event.stream_id, status_code=event.status_code,
+                             headers=[*headers, (b"connection", b"close")])
+        await super().stream_send(event)
+
+
+def install() -> None:
+    """Put the patched classes where Hypercorn's trio worker looks them up. Idempotent."""
+    hypercorn.trio.run.TCPServer = _TCPServer  # type: ignore[misc]
+    hypercorn.protocol.H11Protocol = _H11Protocol  # type: ignore[misc]

@@ -1,0 +1,44 @@
+"""Node rows beyond a node's hello (``store.jobs.register_node``): when it was last heard from,
+and forgetting one that is gone for good (renamed, or retired)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+
+ACTIVE = ("DISPATCHING", "RUNNING")
+
+
+def heard_from(conn: sqlite3.Connection, node_id: str, now_ms: int) -> None:
+    """The node's latest sign of life: its heartbeat, as ``node show`` and the API give it."""
+    conn.execute("UPDATE nodes SET last_heartbeat_at = max(coalesce(last_heartbeat_at, 0), ?) WHERE id = ?",
+                 (now_ms, node_id))
+
+
+def find_node(conn: sqlite3.Connection, key: str) -> tuple[str, str] | None:
+    """``(id, name)`` of the node whose id or name is ``key``; None when none is."""
+    row = conn.execute("SELECT id, name FROM nodes WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1",
+                       (key, key, key)).fetchone()  # an id wins over a node named like one
+    return (row[0], row[1]) if row else None
+
+
+def forget_node(conn: sqlite3.Connection, node_id: str, name: str) -> None:
+    """Remove the node, its GPU slots and its metrics; its jobs and runs keep their history
+    (an ended job's ``node_id`` is cleared, which the schema's foreign key requires; its runs
+    still name the node).
+
+    Raises:
+        ApiError: conflict while a job is dispatched to or running on it.
+    """
+    active = [row[0] for row in conn.execute(
+        f"SELECT id FROM jobs WHERE node_id = ? AND status IN ({','.join('?' * len(ACTIVE))}) ORDER BY created_at",
+        (node_id, *ACTIVE))]
+    if active:
+        raise ApiError(ErrorCode.CONFLICT, f"node {name!r} has {len(active)} active job(s) ({', '.join(active[:5])}"
+                       f"{', ...' if len(active) > 5 else ''}): cancel them or let them end first",
+                       {"node": name, "jobs": active})
+    conn.execute("UPDATE jobs SET node_id = NULL WHERE node_id = ?", (node_id,))
+    conn.execute("DELETE FROM gpu_slots WHERE node_id = ?", (node_id,))
+    conn.execute("DELETE FROM ts_series WHERE kind = 'node' AND owner = ?", (node_id,))  # chunks go with them
+    conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,))

@@ -1,0 +1,102 @@
+"""A request's writes (``RequestPort``) against a real store actor and SQLite file: refused,
+and never applied later, when the store stops running before it takes them; the daemon's
+internal writes wait for the store instead."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+import trio
+from test_store import insert_project, start_store
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.store.writer import RequestPort, write
+
+
+def projects(tmp_path) -> list[str]:
+    conn = sqlite3.connect(tmp_path / "home" / "gpuplane.db")
+    try:
+        return sorted(row[0] for row in conn.execute("SELECT id FROM projects"))
+    finally:
+        conn.close()
+
+
+def request_port(sup) -> RequestPort:
+    return RequestPort(sup.ports["store"], lambda: sup.state("store"))
+
+
+async def test_a_request_write_still_queued_when_the_store_stops_is_refused_and_never_applied(nursery, tmp_path):
+    sup, _ = await start_store(nursery, tmp_path)
+    busy, release = threading.Event(), threading.Event()
+
+    def slow(conn):  # holds the store on its worker thread
+        busy.set()
+        release.wait(10)
+        return insert_project(1)(conn)
+
+    refused = []
+
+    async def request() -> None:
+        with pytest.raises(ApiError) as caught:
+            await request_port(sup).write(insert_project(2), small=True)
+        refused.append(caught.value)
+        release.set()
+
+    async with trio.open_nursery() as inner:
+        inner.start_soon(write, sup.ports["store"], slow)
+        await trio.to_thread.run_sync(busy.wait)
+        inner.start_soon(request)
+        await trio.sleep(0)  # its write is queued behind the slow one
+        inner.start_soon(sup.stop, "store")
+    assert refused[0].code is ErrorCode.STORE_UNAVAILABLE and "went STOPPING" in refused[0].message
+
+    await sup.start("store")
+    # Behind the refused write, had the store kept it: once this commits, it was dropped.
+    assert await write(sup.ports["store"], insert_project(3)) == 3
+    assert projects(tmp_path) == ["p1", "p3"]
+
+
+async def test_a_request_write_to_a_stopped_store_is_refused_at_once(nursery, tmp_path, autojump_clock):
+    sup, _ = await start_store(nursery, tmp_path)
+    await sup.stop("store")
+    asked = trio.current_time()
+    with pytest.raises(ApiError) as refused:
+        await request_port(sup).write(insert_project(1), small=True)
+    assert refused.value.code is ErrorCode.STORE_UNAVAILABLE and refused.value.code.http_status == 503
+    assert trio.current_time() == asked
+    await sup.start("store")
+    assert await write(sup.ports["store"], insert_project(2)) == 2
+    assert projects(tmp_path) == ["p2"]
+
+
+async def test_an_internal_write_waits_for_a_stopped_store_and_is_kept(nursery, tmp_path, autojump_clock):
+    sup, _ = await start_store(nursery, tmp_path)
+    await sup.stop("store")
+    done = trio.Event()
+
+    async def report() -> None:
+        await write(sup.ports["store"], insert_project(3))
+        done.set()
+
+    nursery.start_soon(report)
+    await trio.sleep(60)
+    assert not done.is_set()
+    await sup.start("store")
+    await done.wait()
+    assert projects(tmp_path) == ["p3"]
+
+
+async def test_a_request_cancelled_once_its_write_is_taken_still_gets_the_outcome(nursery, tmp_path):
+    sup, _ = await start_store(nursery, tmp_path)
+    outcome = []
+    with trio.CancelScope() as scope:
+        def apply(conn):
+            scope.cancel()  # the client hangs up while the store applies the write
+            return insert_project(4)(conn)
+
+        outcome.append(await request_port(sup).write(apply, small=True))
+        await trio.sleep(0)
+    assert outcome == [4] and scope.cancelled_caught
+    assert projects(tmp_path) == ["p4"]
