@@ -380,10 +380,16 @@ def test_a_large_body_refused_early_does_not_stall_the_connection(front, method,
     try:
         reply = conn.reply()
         assert reply.status == status
-        # The rest of the body is not read as the next request: the reply says so, and the
-        # connection ends at once rather than hang whatever the client sends next.
-        assert reply.headers["connection"].lower() == "close"
-        assert conn.closed_within(2) is not None
+        if reply.headers.get("connection", "").lower() == "close":
+            # Answered while the body was still coming: the rest is not read as the next
+            # request, and the connection ends at once rather than hang what comes next.
+            assert conn.closed_within(2) is not None
+        else:
+            # The whole body had arrived by the time of the reply (a loaded machine): then
+            # the connection goes on, and its next request is answered.
+            sender.join(10)
+            conn.request("GET", "/api/v1/daemon", front.tokens["read"])
+            assert conn.reply().status == 200
     finally:
         sender.join(10)
         conn.close()
