@@ -8,7 +8,7 @@ Outputs: calls into the service layer; nothing on its inbox.
 Restart: permanent. It cannot be stopped through the API it serves.
 Ready: the server accepts connections; ``started()`` passes a ``ControlHandle``.
 Stop: graceful; hypercorn stops accepting and finishes in-flight requests (the shutdown
-reply among them) for up to ``GRACE`` seconds.
+reply among them) for up to ``connections.GRACE`` seconds.
 """
 
 from __future__ import annotations
@@ -18,18 +18,13 @@ import logging
 
 import attrs
 import trio
-from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
-from gpuplaned.config import HttpLimits
-from gpuplaned.http import connections
 from gpuplaned.http.app import RequestStats, create_app
+from gpuplaned.http.connections import hypercorn_config
 from gpuplaned.runtime.context import ActorContext
 
 log = logging.getLogger("gpuplaned.control")
-
-GRACE = 3.0
-
 
 @attrs.frozen
 class ControlStats:
@@ -45,19 +40,6 @@ class ControlHandle:
 
     def statistics(self) -> ControlStats:
         return ControlStats(self.endpoint, self.request_stats.requests, self.request_stats.errors)
-
-
-def hypercorn_config(bind: str, limits: HttpLimits) -> HypercornConfig:
-    connections.install()  # closes idle and finished connections (see there)
-    cfg = HypercornConfig()
-    cfg.bind = [bind]
-    cfg.accesslog = None
-    cfg.errorlog = logging.getLogger("gpuplaned.hypercorn")
-    cfg.graceful_timeout = GRACE
-    # Also bounds the time to a complete request head. Hypercorn's read_timeout is not used:
-    # it times every read, so it would cut SSE streams and WebSockets that the client is quiet on.
-    cfg.keep_alive_timeout = limits.keep_alive_timeout_s
-    return cfg
 
 
 async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[ControlHandle] = trio.TASK_STATUS_IGNORED) -> None:

@@ -12,7 +12,7 @@ alone, which backs off and retries and finally shows FATAL in ``gpuplanectl stat
 daemon and its local socket go on.
 Ready: listening (or, when the port cannot be had, at once and then failing);
 ``started()`` passes an ``HttpHandle`` whose ``url`` is set while listening.
-Stop: graceful; in-flight requests get ``GRACE`` seconds.
+Stop: graceful; in-flight requests get ``connections.GRACE`` seconds.
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ import socket
 
 import attrs
 import trio
-from gpuplaned.actors.control import hypercorn_config
 from hypercorn.trio import serve
 
 from gpuplaned.config import HttpFront
 from gpuplaned.http.app import RequestStats, create_app
-from gpuplaned.http.connections import ConnectionCap, limit_connections
+from gpuplaned.http.connections import ConnectionCap, hypercorn_config, limit_connections
 from gpuplaned.runtime.context import ActorContext
 
 log = logging.getLogger("gpuplaned.http")

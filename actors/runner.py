@@ -1,7 +1,9 @@
 """The runner actor: starts each job through a shim, cancels it, and re-adopts jobs after a restart.
 
 Owns: the launcher process (which forks one shim per job) and a watcher task per live job.
-Inputs: ``Dispatch`` and ``Cancel`` on its inbox (from the scheduler, through the node registry).
+Inputs: ``Dispatch`` and ``Cancel`` on its inbox, which its hello hands to the server's node
+registry: a dispatch from any scheduling pass (``gpuplaned.service.dispatch``), a cancel from
+a cancel request (``gpuplaned.service.jobs.cancel``).
 Outputs: ``JobStatus`` reports to the server through the node link (RUNNING, then how it ended).
 Restart: permanent. Jobs never depend on this actor: each runs under its own shim in its own
 session, writes its output straight to files and its exit status to ``exit.json``. After a
@@ -35,30 +37,28 @@ from gpuplaned.actors.logs import FollowLogs, LogsEnded, notify
 
 import gpuplaned
 from gpuplaned.cgroup import oom_kill_count, oom_kill_file, read_oom_kills
+from gpuplaned.domain.failures import classify_failure, failure_line
 from gpuplaned.gpus import inventory
-from gpuplaned.launcher import (
+from gpuplaned.home import attempt_dir
+from gpuplaned.launching.client import LauncherGone, SpawnError, SpawnRequest, open_launcher
+from gpuplaned.launching.job_files import (
     EXIT_FILE,
     CorruptRecord,
     ExitRecord,
-    LauncherGone,
     Runtime,
-    SpawnError,
-    SpawnRequest,
-    classify_failure,
-    failure_line,
-    is_same_process,
-    job_processes,
-    open_launcher,
     read_exit,
     read_runtime,
+    tail_text,
+)
+from gpuplaned.launching.processes import (
+    is_same_process,
+    job_processes,
     signal_process,
     signal_shim,
-    tail_text,
     wait_process_exit,
 )
 from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire, JobStatus
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.service.jobs import attempt_dir
 
 log = logging.getLogger("gpuplaned.runner")
 

@@ -677,7 +677,7 @@ def launcher_floor(count: int) -> dict[str, Any]:
     ``count`` times in a row. What one slot's cycle costs before any store or scheduler."""
     import trio
 
-    from gpuplaned.launcher import SpawnRequest, open_launcher
+    from gpuplaned.launching.client import SpawnRequest, open_launcher
 
     root = Path(tempfile.mkdtemp(prefix="gpuplane-floor-"))
 

@@ -42,9 +42,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from gpuplaned.gpus import parse_gpus  # noqa: E402
 from gpuplaned.telemetry.attribution import JobGroup, attribute_processes  # noqa: E402
-from gpuplaned.telemetry.backend import open_backend  # noqa: E402
+from gpuplaned.telemetry.backend import open_backend, parse_gpus  # noqa: E402
 from gpuplaned.telemetry.fake import claim  # noqa: E402
 from gpuplaned.telemetry.host import HostSampler  # noqa: E402
 from gpuplaned.telemetry.names import node_points  # noqa: E402

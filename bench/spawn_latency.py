@@ -55,12 +55,9 @@ import trio
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpuplaned.launcher import (  # noqa: E402
-    SpawnRequest,
-    open_launcher,
-    read_exit,
-    wait_process_exit,
-)
+from gpuplaned.launching.client import SpawnRequest, open_launcher  # noqa: E402
+from gpuplaned.launching.job_files import read_exit  # noqa: E402
+from gpuplaned.launching.processes import wait_process_exit  # noqa: E402
 
 WARMUP = 10
 TARGET_MEDIAN_MS = 10.0

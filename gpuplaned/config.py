@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from gpuplaned.gpus import GpuSource, parse_gpus
+from gpuplaned.telemetry.backend import GpuSource, parse_gpus
 from gpuplaned.protocol.discovery import default_runtime_dir
 
 ROLES = ("all", "server", "agent")

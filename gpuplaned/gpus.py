@@ -1,41 +1,16 @@
 """Where a node's GPUs come from: ``nvml`` (the driver), ``fake:N`` (tests, demos) or ``none``.
 
 ``auto`` picks nvml when the driver loads and none otherwise, and says which. Only the
-inventory lives here (what the scheduler needs for slots); the backends and live readings
-are in ``gpuplaned.telemetry``.
+inventory lives here (what the scheduler needs for slots); the source a node names
+(``GpuSource``), the backends and live readings are in ``gpuplaned.telemetry``.
 """
 
 from __future__ import annotations
 
-import re
-
 import attrs
 
 from gpuplaned.protocol.agent import GpuInfo
-from gpuplaned.telemetry.backend import open_backend
-
-_FAKE = re.compile(r"^fake:(\d{1,3})$")
-
-
-@attrs.frozen
-class GpuSource:
-    kind: str  # "auto", "nvml", "fake" or "none"
-    count: int = 0  # for fake
-    fake_model: str = "Fake GPU 80GB"
-    fake_memory_mb: int = 81920
-
-
-def parse_gpus(value: str) -> GpuSource:
-    """Parse ``auto``, ``nvml``, ``none`` or ``fake:N``; ValueError names the problem."""
-    if value in ("auto", "nvml", "none"):
-        return GpuSource(value)
-    match = _FAKE.match(value)
-    if match:
-        count = int(match.group(1))
-        if not 1 <= count <= 64:
-            raise ValueError(f"fake GPU count must be 1..64, got {count}")
-        return GpuSource("fake", count)
-    raise ValueError(f"must be auto, nvml, none or fake:N; got {value!r}")
+from gpuplaned.telemetry.backend import GpuSource, open_backend
 
 
 @attrs.frozen

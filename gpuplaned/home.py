@@ -21,7 +21,12 @@ from pathlib import Path
 
 log = logging.getLogger("gpuplaned.home")
 
-JOBS_DIR = "jobs"  # job dirs: ``jobs/<job-id>/attempt-<n>`` (``gpuplaned.service.jobs.attempt_dir``)
+JOBS_DIR = "jobs"  # job dirs: ``jobs/<job-id>/attempt-<n>`` (``attempt_dir``)
+
+
+def attempt_dir(home: Path, job_id: str, attempt: int) -> Path:
+    """Where one attempt of a job keeps its output and records (the shim makes it, 0700)."""
+    return home / JOBS_DIR / job_id / f"attempt-{attempt}"
 
 
 class HomeError(Exception):

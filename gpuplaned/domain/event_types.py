@@ -8,7 +8,7 @@ adds it here (tests/domain/test_event_types.py checks that what the rules raise 
 from __future__ import annotations
 
 from gpuplaned.domain import node_health, run_records
-from gpuplaned.domain.jobs import FAILURE_EVENTS, JOB_FAILED
+from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
 
 NODE_EVENTS = (node_health.DISK_LOW, node_health.DISK_OK, node_health.GPU_LOST, node_health.GPU_RECOVERED,
                node_health.GPU_PINNING_VIOLATION, node_health.GPU_UNDERUTILIZED)

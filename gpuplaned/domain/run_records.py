@@ -3,7 +3,7 @@
 They travel in the SDK's metric batches (``"events"`` and ``"checkpoints"`` beside
 ``"metrics"``), so they inherit the batches' exactly-once delivery: a resent (session, seq)
 stores nothing twice. This module only checks their shape (pure, no I/O); the store keeps
-them (``gpuplaned.store.checkpoints``, the ``events`` table).
+them (``gpuplaned.store.checkpoint_rows``, the ``events`` table).
 """
 
 from __future__ import annotations

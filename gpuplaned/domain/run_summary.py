@@ -5,7 +5,7 @@ metric's direction, and returns the new summary and the events the batch raised.
 holds, per metric: the latest point, the best by its direction, how many points; the run's
 progress (highest step); a trend over the recent window; and warnings. No LLM, no history
 scan: everything is incremental. When a metric's direction is edited, its "best" in every
-run is recomputed from the stored points instead (``gpuplaned.store.projects``).
+run is recomputed from the stored points instead (``gpuplaned.store.project_rows``).
 
 - LOSS_NAN (critical): a loss-like metric (its name holds "loss") got NaN or infinity; once
   per metric.

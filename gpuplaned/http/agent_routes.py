@@ -21,7 +21,7 @@ from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.agent import Hello
 from gpuplaned.protocol.converter import converter
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import jobs as job_rows
+from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:

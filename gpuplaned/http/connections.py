@@ -31,6 +31,7 @@ and the TCP front takes at most ``[http] max_connections`` connections, answerin
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import attrs
@@ -44,9 +45,11 @@ from hypercorn.protocol.events import Response
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import TCPServer
 
+from gpuplaned.config import HttpLimits
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
 
+GRACE = 3.0  # seconds in-flight requests get at shutdown, on either front
 _CAP = "gpuplane_connection_cap"  # the attribute of a hypercorn Config that carries a ConnectionCap
 
 
@@ -132,6 +135,20 @@ class _H11Protocol(H11Protocol):
             event = Response(stream_id=event.stream_id, status_code=event.status_code,
                              headers=[*headers, (b"connection", b"close")])
         await super().stream_send(event)
+
+
+def hypercorn_config(bind: str, limits: HttpLimits) -> HypercornConfig:
+    """Hypercorn's settings for one of the daemon's fronts (``bind``: a Hypercorn bind string)."""
+    install()  # closes idle and finished connections (see the module docstring)
+    cfg = HypercornConfig()
+    cfg.bind = [bind]
+    cfg.accesslog = None
+    cfg.errorlog = logging.getLogger("gpuplaned.hypercorn")
+    cfg.graceful_timeout = GRACE
+    # Also bounds the time to a complete request head. Hypercorn's read_timeout is not used:
+    # it times every read, so it would cut SSE streams and WebSockets that the client is quiet on.
+    cfg.keep_alive_timeout = limits.keep_alive_timeout_s
+    return cfg
 
 
 def install() -> None:

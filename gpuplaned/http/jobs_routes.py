@@ -10,7 +10,7 @@ from quart_trio import QuartTrio
 from gpuplaned.http.bodies import int_arg, json_body
 from gpuplaned.http.responses import ok
 from gpuplaned.http.sse import parse_last_event_id, sse_response
-from gpuplaned.protocol.jobs import Job
+from gpuplaned.protocol.job_wire import Job
 from gpuplaned.service import jobs, logs, runs
 from gpuplaned.service.tokens import grants
 

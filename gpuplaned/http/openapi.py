@@ -28,7 +28,7 @@ from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorInfo, DaemonInfo, Endpoints
 from gpuplaned.protocol.errors import ErrorCode
-from gpuplaned.protocol.jobs import DEFAULT_STOP_GRACE_S, JOB_TYPES, MAX_PRIORITY, Job
+from gpuplaned.protocol.job_wire import DEFAULT_STOP_GRACE_S, JOB_TYPES, MAX_PRIORITY, Job
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
 from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.control import ACTOR_VERBS
@@ -55,10 +55,10 @@ from gpuplaned.service.series_query import DEFAULT_POINTS, MAX_MS
 from gpuplaned.service.sessions import FINISH_STATES
 from gpuplaned.service.tokens import MAX_EXPIRES_IN_S, SCOPES, TokenInfo
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, MAX_NEXT, NEXT_PATTERN, VIAS, UiSession
-from gpuplaned.store.events import SEVERITIES, EventRow
-from gpuplaned.store.projects import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
-from gpuplaned.store.runs import Run
-from gpuplaned.store.sessions import Session
+from gpuplaned.store.event_rows import SEVERITIES, EventRow
+from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
+from gpuplaned.store.run_rows import Run
+from gpuplaned.store.session_rows import Session
 from gpuplaned.telemetry.samples import DiskSample, EccErrors, GpuSample, HostSample
 from gpuplaned.tsdb.query import MAX_POINTS
 
@@ -608,7 +608,7 @@ def _project_schemas() -> dict[str, dict[str, Any]]:
 
 
 def _job_submit() -> dict[str, Any]:
-    """``POST /api/v1/jobs``: what ``gpuplaned.protocol.jobs.parse_job_spec`` accepts."""
+    """``POST /api/v1/jobs``: what ``gpuplaned.protocol.job_wire.parse_job_spec`` accepts."""
     strings = {"type": "array", "items": {"type": "string"}}
     seconds = {"type": ["number", "null"], "exclusiveMinimum": 0}
     directory = {"type": "string", "pattern": "^/", "description": "an existing absolute directory"}
@@ -836,7 +836,7 @@ def _paths() -> dict[str, dict[str, Any]]:
             "listRunCheckpoints", "A run's checkpoints, oldest step first, the best marked", "runs",
             _json(200, "CheckpointList", "The checkpoints."), (400, 404),
             parameters=[_path("run_id", "the run's id"),
-                        _query("metric", {"type": "string", "pattern": "^[A-Za-z0-9_./-]{1,200}$"},
+                        _query("metric", {"type": "string", "pattern": METRIC_PATTERN},
                                "rank by this metric; absent: the run's primary metric")])},
         "/api/v1/runs/{run_id}/sessions": {"get": _operation(
             "listRunSessions", "A run's SDK sessions (one per rank or resume), oldest first", "runs",

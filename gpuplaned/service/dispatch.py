@@ -3,9 +3,10 @@
 The scheduler actor runs a pass on its 2 s tick and when woken. Two hot paths also fold a
 pass into the transaction they already make, so a free slot is filled without waiting for
 another transaction and an actor hop: a submit (the job may start at once) and a job's end
-(the next queued job takes its slot). Both skip it while the scheduler actor is stopped,
-which is how ``gpuplanectl stop scheduler`` pauses dispatching. All passes run inside store
-transactions, which the store serializes, so no slot is ever given twice.
+(the next queued job takes its slot). Both skip it unless the scheduler actor is starting,
+running or backing off, which is how ``gpuplanectl stop scheduler`` (or a scheduler gone
+FATAL) pauses dispatching. All passes run inside store transactions, which the store
+serializes, so no slot is ever given twice.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from gpuplaned.domain.scheduling import NodeCapacity
 from gpuplaned.protocol.agent import Dispatch, JobStatus
 from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.registry import NodeUnavailable, now_ms
-from gpuplaned.store import jobs as job_rows
+from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ log = logging.getLogger("gpuplaned.scheduler")
 
 
 def dispatching(shared: DaemonContext) -> bool:
-    """Whether dispatching is on: the scheduler actor exists and is not stopped."""
+    """Whether dispatching is on: the scheduler actor exists and is starting, running or backing off."""
     try:
         state = shared.supervisor.state("scheduler")
     except KeyError:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from gpuplaned.domain.event_types import EVENT_TYPES
-from gpuplaned.domain.jobs import failure_event
+from gpuplaned.domain.job_states import failure_event
 from gpuplaned.http.sse import format_event
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import JobStatus, NodeEvent
@@ -21,8 +21,8 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
-from gpuplaned.store import events as event_rows
-from gpuplaned.store.events import SEVERITIES, EventFilter, EventRow
+from gpuplaned.store import event_rows
+from gpuplaned.store.event_rows import SEVERITIES, EventFilter, EventRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:

@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.jobs import Job, parse_job_spec
+from gpuplaned.protocol.job_wire import Job, parse_job_spec
 from gpuplaned.service import access
 from gpuplaned.service.dispatch import deliver, run_pass
 from gpuplaned.service.nodes import wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
-from gpuplaned.store import jobs as job_rows
+from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -108,10 +109,6 @@ def env_view(job: Job, *, values: bool) -> Job:
     names that do not look secret."""
     return attrs.evolve(job, env={name: value if values and not SECRET_NAME.search(name) else None
                                   for name, value in job.env.items()})
-
-
-def attempt_dir(home: Path, job_id: str, attempt: int) -> Path:
-    return home / "jobs" / job_id / f"attempt-{attempt}"
 
 
 def log_path(shared: DaemonContext, job: Job, stream: str, attempt: int | None = None) -> Path:

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from gpuplaned.domain.jobs import TERMINAL, JobState
+from gpuplaned.domain.job_states import TERMINAL, JobState
 from gpuplaned.http.sse import format_event
 from gpuplaned.logtail import FileTail, read_from, read_tail
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.jobs import Job
+from gpuplaned.protocol.job_wire import Job
 from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
 from gpuplaned.service.log_feeds import LogBatch

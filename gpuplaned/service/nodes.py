@@ -19,9 +19,9 @@ from gpuplaned.protocol.agent import Hello, HelloOk, JobStatus, NodeEvent, NodeS
 from gpuplaned.service.dispatch import deliver, run_pass
 from gpuplaned.service.events import job_failure_row, record_node_events
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import events as event_rows
-from gpuplaned.store import jobs as job_rows
-from gpuplaned.store import nodes as node_rows
+from gpuplaned.store import event_rows
+from gpuplaned.store import job_rows
+from gpuplaned.store import node_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:

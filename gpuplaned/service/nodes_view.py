@@ -14,7 +14,7 @@ from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
-from gpuplaned.store import nodes as node_rows
+from gpuplaned.store import node_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:

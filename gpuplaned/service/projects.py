@@ -26,8 +26,8 @@ from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import projects as rows
-from gpuplaned.store.projects import Experiment, MetricDefinition, PrimaryMetric, Project
+from gpuplaned.store import project_rows
+from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project
 from gpuplaned.store.writer import write
 from gpuplaned.tsdb.series import MAX_NAME
 
@@ -127,12 +127,12 @@ def parse_definition_patch(body: Any) -> dict[str, Any]:
 
 async def list_projects(shared: DaemonContext, limit: int, cursor: str | None) -> tuple[list[Project], str | None]:
     before = cursors.decode("projects", cursor, (int, str))
-    found = await _readers(shared).run(lambda conn: rows.list_projects(conn, limit + 1, before))  # type: ignore
+    found = await _readers(shared).run(lambda conn: project_rows.list_projects(conn, limit + 1, before))  # type: ignore
     return cursors.split_page("projects", found, limit)
 
 
 async def get_project(shared: DaemonContext, key: str) -> Project:
-    return await _readers(shared).run(lambda conn: rows.require_project(conn, key))
+    return await _readers(shared).run(lambda conn: project_rows.require_project(conn, key))
 
 
 async def create_project(shared: DaemonContext, body: Any) -> Project:
@@ -140,11 +140,11 @@ async def create_project(shared: DaemonContext, body: Any) -> Project:
 
     def apply(conn: Any) -> Project:
         now = now_ms()
-        project_id = rows.insert_project(conn, fields["name"], fields.get("description"), now)
-        project = rows.require_project(conn, project_id)
+        project_id = project_rows.insert_project(conn, fields["name"], fields.get("description"), now)
+        project = project_rows.require_project(conn, project_id)
         if fields.get("primary_metric") is not None:
-            rows.set_primary(conn, fields["primary_metric"], now, project=project)
-        return rows.require_project(conn, project_id)
+            project_rows.set_primary(conn, fields["primary_metric"], now, project=project)
+        return project_rows.require_project(conn, project_id)
 
     return await write(_store(shared), apply)
 
@@ -153,19 +153,19 @@ async def update_project(shared: DaemonContext, key: str, body: Any) -> Project:
     changes = parse_container(body, partial=True)
 
     def apply(conn: Any) -> Project:
-        project = rows.require_project(conn, key)
-        rows.update_project(conn, project, changes)
+        project = project_rows.require_project(conn, key)
+        project_rows.update_project(conn, project, changes)
         if "primary_metric" in changes:
-            rows.set_primary(conn, changes["primary_metric"], now_ms(), project=project)
-        return rows.require_project(conn, project.id)
+            project_rows.set_primary(conn, changes["primary_metric"], now_ms(), project=project)
+        return project_rows.require_project(conn, project.id)
 
     return await write(_store(shared), apply)
 
 
 async def delete_project(shared: DaemonContext, key: str) -> Project:
     def apply(conn: Any) -> Project:
-        project = rows.require_project(conn, key)
-        rows.delete_project(conn, project)
+        project = project_rows.require_project(conn, key)
+        project_rows.delete_project(conn, project)
         return project
 
     return await write(_store(shared), apply)
@@ -179,8 +179,8 @@ async def list_experiments(shared: DaemonContext, project_key: str, limit: int,
     before = cursors.decode("experiments", cursor, (int, str))
 
     def read(conn: Any) -> list[Experiment]:
-        project = rows.require_project(conn, project_key)
-        return rows.list_experiments(conn, project.id, limit + 1, before)  # type: ignore[arg-type]
+        project = project_rows.require_project(conn, project_key)
+        return project_rows.list_experiments(conn, project.id, limit + 1, before)  # type: ignore[arg-type]
 
     return cursors.split_page("experiments", await _readers(shared).run(read), limit)
 
@@ -189,37 +189,38 @@ async def create_experiment(shared: DaemonContext, project_key: str, body: Any) 
     fields = parse_container(body, partial=False)
 
     def apply(conn: Any) -> Experiment:
-        project = rows.require_project(conn, project_key)
-        experiment_id = rows.insert_experiment(conn, project, fields["name"], fields.get("description"), now_ms())
-        experiment = rows.require_experiment(conn, experiment_id)
+        project = project_rows.require_project(conn, project_key)
+        experiment_id = project_rows.insert_experiment(conn, project, fields["name"], fields.get("description"),
+                                                       now_ms())
+        experiment = project_rows.require_experiment(conn, experiment_id)
         if fields.get("primary_metric") is not None:
-            rows.set_primary(conn, fields["primary_metric"], now_ms(), experiment=experiment)
-        return rows.require_experiment(conn, experiment_id)
+            project_rows.set_primary(conn, fields["primary_metric"], now_ms(), experiment=experiment)
+        return project_rows.require_experiment(conn, experiment_id)
 
     return await write(_store(shared), apply)
 
 
 async def get_experiment(shared: DaemonContext, experiment_id: str) -> Experiment:
-    return await _readers(shared).run(lambda conn: rows.require_experiment(conn, experiment_id))
+    return await _readers(shared).run(lambda conn: project_rows.require_experiment(conn, experiment_id))
 
 
 async def update_experiment(shared: DaemonContext, experiment_id: str, body: Any) -> Experiment:
     changes = parse_container(body, partial=True)
 
     def apply(conn: Any) -> Experiment:
-        experiment = rows.require_experiment(conn, experiment_id)
-        rows.update_experiment(conn, experiment, changes)
+        experiment = project_rows.require_experiment(conn, experiment_id)
+        project_rows.update_experiment(conn, experiment, changes)
         if "primary_metric" in changes:
-            rows.set_primary(conn, changes["primary_metric"], now_ms(), experiment=experiment)
-        return rows.require_experiment(conn, experiment.id)
+            project_rows.set_primary(conn, changes["primary_metric"], now_ms(), experiment=experiment)
+        return project_rows.require_experiment(conn, experiment.id)
 
     return await write(_store(shared), apply)
 
 
 async def delete_experiment(shared: DaemonContext, experiment_id: str) -> Experiment:
     def apply(conn: Any) -> Experiment:
-        experiment = rows.require_experiment(conn, experiment_id)
-        rows.delete_experiment(conn, experiment)
+        experiment = project_rows.require_experiment(conn, experiment_id)
+        project_rows.delete_experiment(conn, experiment)
         return experiment
 
     return await write(_store(shared), apply)
@@ -229,8 +230,8 @@ def _scope(conn: Any, project_key: str | None, experiment_key: str | None) -> tu
                                                                                     Experiment | None]:
     """The project and experiment named by a query or body (``experiment``: an id, or a name
     within ``project``)."""
-    project = rows.require_project(conn, project_key, "project") if project_key is not None else None
-    experiment = (rows.require_experiment(conn, experiment_key, project, "experiment")
+    project = project_rows.require_project(conn, project_key, "project") if project_key is not None else None
+    experiment = (project_rows.require_experiment(conn, experiment_key, project, "experiment")
                   if experiment_key is not None else None)
     return project, experiment
 
@@ -250,16 +251,16 @@ async def list_definitions(shared: DaemonContext, *, project: str | None, experi
 
     def read(conn: Any) -> list[MetricDefinition]:
         found_project, found_experiment = _scope(conn, project, experiment)
-        return rows.list_definitions(conn, project_id=found_project.id if found_project else None,
-                                     experiment_id=found_experiment.id if found_experiment else None,
-                                     limit=limit + 1, before=before)  # type: ignore[arg-type]
+        return project_rows.list_definitions(conn, project_id=found_project.id if found_project else None,
+                                             experiment_id=found_experiment.id if found_experiment else None,
+                                             limit=limit + 1, before=before)  # type: ignore[arg-type]
 
     return cursors.split_page("metric_definitions", await _readers(shared).run(read), limit,
                               key=lambda d: (d.created_at, d.name))
 
 
 async def get_definition(shared: DaemonContext, name: str) -> MetricDefinition:
-    return await _readers(shared).run(lambda conn: rows.require_definition(conn, name))
+    return await _readers(shared).run(lambda conn: project_rows.require_definition(conn, name))
 
 
 async def update_definition(shared: DaemonContext, name: str, body: Any) -> tuple[MetricDefinition, int]:
@@ -267,14 +268,14 @@ async def update_definition(shared: DaemonContext, name: str, body: Any) -> tupl
     changes = parse_definition_patch(body)
 
     def apply(conn: Any) -> tuple[MetricDefinition, int]:
-        updated = rows.update_definition(conn, rows.require_definition(conn, name), changes)
-        return rows.require_definition(conn, name), updated
+        updated = project_rows.update_definition(conn, project_rows.require_definition(conn, name), changes)
+        return project_rows.require_definition(conn, name), updated
 
     return await write(_store(shared), apply)
 
 
 async def get_primary(shared: DaemonContext, project: str | None, experiment: str | None) -> PrimaryMetric:
-    return await _readers(shared).run(lambda conn: rows.resolve(conn, *_scope(conn, project, experiment)))
+    return await _readers(shared).run(lambda conn: project_rows.resolve(conn, *_scope(conn, project, experiment)))
 
 
 async def put_primary(shared: DaemonContext, body: Any) -> PrimaryMetric:
@@ -288,9 +289,9 @@ async def put_primary(shared: DaemonContext, body: Any) -> PrimaryMetric:
 
     def apply(conn: Any) -> PrimaryMetric:
         project, experiment = _scope(conn, project_key, experiment_key)
-        rows.set_primary(conn, metric, now_ms(), project=project, experiment=experiment)
-        project = rows.find_project(conn, project.id) if project else None
-        experiment = rows.find_experiment(conn, experiment.id) if experiment else None
-        return rows.resolve(conn, project, experiment)
+        project_rows.set_primary(conn, metric, now_ms(), project=project, experiment=experiment)
+        project = project_rows.find_project(conn, project.id) if project else None
+        experiment = project_rows.find_experiment(conn, experiment.id) if experiment else None
+        return project_rows.resolve(conn, project, experiment)
 
     return await write(_store(shared), apply)

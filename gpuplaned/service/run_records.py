@@ -8,6 +8,7 @@ last point at or before it) and marks the best one by that metric's direction.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,11 +26,12 @@ from gpuplaned.domain.run_records import (
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.service import access
+from gpuplaned.service.projects import METRIC_PATTERN
 from gpuplaned.service.series_query import json_finite
-from gpuplaned.store import checkpoints as checkpoint_rows
-from gpuplaned.store import events as event_rows
-from gpuplaned.store import projects as project_rows
-from gpuplaned.store.events import EventRow
+from gpuplaned.store import checkpoint_rows
+from gpuplaned.store import event_rows
+from gpuplaned.store import project_rows
+from gpuplaned.store.event_rows import EventRow
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext
@@ -51,6 +53,9 @@ def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, eve
                              context))
     event_rows.insert_events(conn, rows)
     return rows
+
+
+_METRIC = re.compile(METRIC_PATTERN)  # a metric name, as a metric definition's
 
 
 def _readers(shared: DaemonContext) -> Any:
@@ -85,6 +90,9 @@ def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) 
 
 
 async def list_checkpoints(shared: DaemonContext, run_id: str, metric: str | None) -> dict[str, Any]:
+    if metric is not None and not _METRIC.match(metric):
+        raise ApiError(ErrorCode.BAD_REQUEST, f"metric: not a metric name: {metric!r} (1 to 200 characters, no "
+                       "control characters)", {"field": "metric"})
     return await _readers(shared).run(lambda conn: checkpoint_table(conn, run_id, metric))
 
 

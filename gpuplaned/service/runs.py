@@ -22,9 +22,9 @@ from gpuplaned.service.series_query import (
     parse_points,
     parse_range,
 )
-from gpuplaned.store import projects as project_rows
-from gpuplaned.store import runs as run_rows
-from gpuplaned.store.runs import Run
+from gpuplaned.store import project_rows
+from gpuplaned.store import run_rows
+from gpuplaned.store.run_rows import Run
 
 if TYPE_CHECKING:
     from gpuplaned.daemon import DaemonContext

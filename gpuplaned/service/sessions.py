@@ -30,10 +30,10 @@ from gpuplaned.protocol.sdk_spool import SESSION_ID
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_records
-from gpuplaned.store import events as event_rows
-from gpuplaned.store import sessions as session_rows
-from gpuplaned.store.events import EventRow
-from gpuplaned.store.sessions import Session, SessionRequest
+from gpuplaned.store import event_rows
+from gpuplaned.store import session_rows
+from gpuplaned.store.event_rows import EventRow
+from gpuplaned.store.session_rows import Session, SessionRequest
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:

@@ -36,8 +36,8 @@ from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.call import Reply
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import tokens as token_rows
-from gpuplaned.store.tokens import TokenRow
+from gpuplaned.store import token_rows
+from gpuplaned.store.token_rows import TokenRow
 from gpuplaned.store.writer import Write, write
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ Browsers cannot put headers on an ``EventSource`` or a WebSocket, so the cookie 
 every route, streams included.
 
 Sessions. The cookie value is ``secrets.token_urlsafe(32)``; the store keeps only its hex
-SHA-256 (``gpuplaned.store.ui_sessions``). A session lasts ``[ui] session_ttl_s`` (7 days by
+SHA-256 (``gpuplaned.store.ui_session_rows``). A session lasts ``[ui] session_ttl_s`` (7 days by
 default) and never outlives the token it was made from; signing out deletes it, and revoking
 that token deletes it in the same transaction (a trigger), so it stops working at once.
 
@@ -51,8 +51,8 @@ from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access, tokens
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import ui_sessions as session_rows
-from gpuplaned.store.ui_sessions import UiSessionRow
+from gpuplaned.store import ui_session_rows
+from gpuplaned.store.ui_session_rows import UiSessionRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ async def _session_row(shared: DaemonContext, cookie: str) -> UiSessionRow:
     row = state.get(id_hash, trio.current_time())
     if row is None:
         generation = state.generation
-        row = await _readers(shared).run(lambda conn: session_rows.get_session(conn, id_hash))
+        row = await _readers(shared).run(lambda conn: ui_session_rows.get_session(conn, id_hash))
         state.sync(tokens.cache_of(shared).generation)
         if row is not None:
             state.put(row, trio.current_time(), generation)
@@ -276,7 +276,7 @@ async def _new_session(shared: DaemonContext, origin: str, token_id: str | None,
     if cap_ms is not None:
         expires = min(expires, cap_ms)
     row = UiSessionRow(tokens.hash_secret(cookie), origin, token_id, tuple(scopes), created, expires)
-    await write(_store(shared), lambda conn: session_rows.insert_session(conn, row))
+    await write(_store(shared), lambda conn: ui_session_rows.insert_session(conn, row))
     log.info("a browser signed in to the web UI (%s%s; scopes %s)", origin,
              f" {token_id}" if token_id else "", ",".join(row.scopes))
     return UiSession(row.expires_at, row.scopes, "cookie"), cookie
@@ -306,7 +306,7 @@ async def logout(shared: DaemonContext, cookie: str | None) -> bool:
     if not cookie or not _SECRET.fullmatch(cookie):
         return False
     id_hash = tokens.hash_secret(cookie)
-    ended = await write(_store(shared), lambda conn: session_rows.delete_session(conn, id_hash))
+    ended = await write(_store(shared), lambda conn: ui_session_rows.delete_session(conn, id_hash))
     _state_of(shared).forget(id_hash)
     if ended:
         log.info("a browser signed out of the web UI")

@@ -6,16 +6,41 @@ an explicit ``nvml`` that cannot be used is an error, because the operator asked
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
+
+import attrs
 
 from gpuplaned.protocol.agent import GpuInfo
 from gpuplaned.telemetry.fake import FakeGpus
 from gpuplaned.telemetry.nvml import NvmlUnavailable, open_nvml
 from gpuplaned.telemetry.samples import Busy, GpuSample
 
-if TYPE_CHECKING:  # gpus.py imports this module
-    from gpuplaned.gpus import GpuSource
+_FAKE = re.compile(r"^fake:(\d{1,3})$")
+
+
+@attrs.frozen
+class GpuSource:
+    """Which backend to open: ``[node] gpus`` / ``--gpus``."""
+
+    kind: str  # "auto", "nvml", "fake" or "none"
+    count: int = 0  # for fake
+    fake_model: str = "Fake GPU 80GB"
+    fake_memory_mb: int = 81920
+
+
+def parse_gpus(value: str) -> GpuSource:
+    """Parse ``auto``, ``nvml``, ``none`` or ``fake:N``; ValueError names the problem."""
+    if value in ("auto", "nvml", "none"):
+        return GpuSource(value)
+    match = _FAKE.match(value)
+    if match:
+        count = int(match.group(1))
+        if not 1 <= count <= 64:
+            raise ValueError(f"fake GPU count must be 1..64, got {count}")
+        return GpuSource("fake", count)
+    raise ValueError(f"must be auto, nvml, none or fake:N; got {value!r}")
 
 
 class GpuBackend(Protocol):

@@ -169,8 +169,8 @@ def test_forget_refuses_a_node_with_an_active_job(tmp_path):
     """Store level, on a real SQLite file: a job dispatched or running on the node keeps it."""
     from gpuplaned.protocol.agent import Hello
     from gpuplaned.protocol.errors import ApiError
-    from gpuplaned.store import jobs as job_rows
-    from gpuplaned.store import nodes as node_rows
+    from gpuplaned.store import job_rows
+    from gpuplaned.store import node_rows
     from gpuplaned.store.database import open_writer
 
     conn = open_writer(tmp_path / "gpuplane.db")

@@ -1,6 +1,6 @@
 import pytest
 
-from gpuplaned.domain.jobs import (
+from gpuplaned.domain.job_states import (
     TERMINAL,
     TRANSITIONS,
     IllegalTransition,
@@ -8,10 +8,10 @@ from gpuplaned.domain.jobs import (
     next_after_exit,
     next_state,
 )
-from gpuplaned.domain.jobs import (
+from gpuplaned.domain.job_states import (
     JobEvent as E,
 )
-from gpuplaned.domain.jobs import (
+from gpuplaned.domain.job_states import (
     JobState as S,
 )
 

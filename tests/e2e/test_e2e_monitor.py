@@ -140,7 +140,7 @@ def test_a_foreign_gpu_process_keeps_its_slot_from_the_scheduler(monitored, tmp_
         first = jobs.sh("sleep 30", gpu=1)
         assert jobs.wait(first["id"], "RUNNING")["gpu_indexes"] == [0]
         second = jobs.sh("echo ran", gpu=1)
-        time.sleep(0.8)  # several samples and a scheduler tick: GPU 1 stays withheld
+        time.sleep(2.5)  # samples and a scheduler tick (2 s), whose pass weighs health as a submit's does
         assert jobs.get(second["id"])["status"] == "QUEUED"
     finally:
         stranger.kill()
@@ -173,7 +173,7 @@ def test_a_small_foreign_process_leaves_its_gpu_to_the_scheduler(monitored):
         first = jobs.sh("sleep 30", gpu=1)
         assert jobs.wait(first["id"], "RUNNING")["gpu_indexes"] == [0]  # beside the display server
         second = jobs.sh("echo ran", gpu=1)
-        time.sleep(0.8)  # several samples and a scheduler tick: GPU 1 stays withheld
+        time.sleep(2.5)  # samples and a scheduler tick (2 s), whose pass weighs health as a submit's does
         assert jobs.get(second["id"])["status"] == "QUEUED"
         jobs.client.post(f"/api/v1/jobs/{first['id']}/cancel")
         jobs.wait(first["id"])

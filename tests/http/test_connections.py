@@ -355,7 +355,7 @@ def test_streams_outlive_the_idle_timeout_and_end_on_shutdown(own_front):
         assert streams[0].closed_within(KEEP_ALIVE_S * 2.5) is None  # quiet clients, past the keep-alive timeout
         assert [conn.closed_within(0.01) for conn in streams] == [None] * len(streams)
         front.daemon.signal(signal.SIGTERM)
-        for conn in streams:  # cancelled after the front's grace period (GRACE)
+        for conn in streams:  # cancelled after the front's grace period (connections.GRACE)
             assert conn.closed_within(10) is not None, "a stream outlived the daemon's shutdown"
         assert front.daemon.wait_exit() == 0
     finally:

@@ -213,3 +213,11 @@ def test_an_empty_query_parameter_is_named_not_ignored(front, target):
     assert reply.status_code == 400, reply.text
     name = target.rsplit("&", 1)[-1].split("?")[-1].removesuffix("=")
     assert reply.json()["error"]["details"] == {"field": name}
+
+
+def test_a_checkpoint_ranking_by_a_metric_no_run_could_have_is_a_400(front):
+    """Found by the fuzz: any ``metric=`` was taken; it is a metric name as definitions have them."""
+    url = f"{front.url}/api/v1/runs/{front.known['run_id'][0]}/checkpoints"
+    assert front.session.get(url, params={"metric": "val/loss"}, timeout=10).status_code == 200
+    reply = front.session.get(url, params={"metric": "a\x1bb"}, timeout=10)
+    assert reply.status_code == 400 and reply.json()["error"]["details"] == {"field": "metric"}, reply.text

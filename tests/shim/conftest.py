@@ -3,7 +3,7 @@ import uuid
 import pytest
 from shimkit import Jobs, kill_job_processes
 
-from gpuplaned.launcher import open_launcher
+from gpuplaned.launching.client import open_launcher
 
 
 @pytest.fixture

@@ -16,14 +16,9 @@ from typing import Any
 
 import trio
 
-from gpuplaned.launcher import (
-    ExitRecord,
-    Launcher,
-    Spawned,
-    SpawnRequest,
-    read_exit,
-)
-from gpuplaned.shim import read_proc_stat
+from gpuplaned.launching.client import Launcher, Spawned, SpawnRequest
+from gpuplaned.launching.job_files import ExitRecord, read_exit
+from gpuplaned.shim.procs import read_proc_stat
 
 MARKER_VAR = "GPUPLANE_TEST_JOB"
 WAIT_S = 10.0  # generous: a loaded 2-core CI box

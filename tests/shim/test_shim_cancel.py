@@ -10,7 +10,8 @@ import pytest
 import trio
 from shimkit import job_processes, wait_job_end, wait_until
 
-from gpuplaned.launcher import classify_failure, signal_shim
+from gpuplaned.domain.failures import classify_failure
+from gpuplaned.launching.processes import signal_shim
 
 # Main process, a worker in its group, a worker that escapes with setsid() (and has a
 # child of its own there), and an orphan re-parented to the shim: all ignore SIGTERM.

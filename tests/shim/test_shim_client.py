@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from gpuplaned.launcher import Launcher, LauncherGone, Spawned, SpawnRequest
+from gpuplaned.launching.client import Launcher, LauncherGone, Spawned, SpawnRequest
 
 # Answers each request according to the script in argv[1]: "pong", "wrong-id", "exit"
 # (replies without "seq", as a launcher that answers in order may), or "swap" (reads two

@@ -14,23 +14,17 @@ import trio
 from shimkit import WAIT_S, wait_until
 from shimkit import job_processes as shim_job_processes
 
-from gpuplaned.launcher import (
-    LauncherGone,
-    is_same_process,
-    job_processes,
-    open_launcher,
-    read_exit,
-    read_runtime,
-    wait_process_exit,
-)
-from gpuplaned.shim import read_proc_stat
+from gpuplaned.launching.client import LauncherGone, open_launcher
+from gpuplaned.launching.job_files import read_exit, read_runtime
+from gpuplaned.launching.processes import is_same_process, job_processes, wait_process_exit
+from gpuplaned.shim.procs import read_proc_stat
 
 # Writes a tick every 10 ms until a file named "stop" appears in its cwd, then exits 7.
 TICKER = ["sh", "-c", "i=0; while [ ! -e stop ]; do i=$((i+1)); echo tick $i; sleep 0.01; done; exit 7"]
 
 WAITER = textwrap.dedent("""
     import sys, trio
-    from gpuplaned.launcher import wait_process_exit
+    from gpuplaned.launching.processes import wait_process_exit
     print("waiting", flush=True)
     trio.run(wait_process_exit, int(sys.argv[1]), int(sys.argv[2]))
     print("done", flush=True)

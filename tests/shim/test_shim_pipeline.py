@@ -12,13 +12,10 @@ import pytest
 import trio
 from shimkit import job_processes, wait_job_end, wait_until
 
-from gpuplaned.launcher import (
-    SpawnError,
-    open_launcher,
-    read_exit,
-    read_runtime,
-)
-from gpuplaned.shim import _make_job_dir, read_proc_stat
+from gpuplaned.launching.client import SpawnError, open_launcher
+from gpuplaned.launching.job_files import read_exit, read_runtime
+from gpuplaned.shim.job import _make_job_dir
+from gpuplaned.shim.procs import read_proc_stat
 
 STUCK_TIMEOUT_S = 0.75  # the report timeout of the launchers that meet a stuck shim
 

@@ -15,24 +15,18 @@ import trio
 import trio.testing
 from shimkit import wait_until
 
-from gpuplaned import launcher as launcher_mod
-from gpuplaned import shim as shim_module
-from gpuplaned.launcher import (
-    CorruptRecord,
-    ExitRecord,
-    classify_failure,
-    Runtime,
-    failure_line,
+from gpuplaned.domain.failures import classify_failure, failure_line
+from gpuplaned.launching import processes as launcher_mod
+from gpuplaned.launching.job_files import CorruptRecord, ExitRecord, Runtime, read_exit, read_runtime, tail_text
+from gpuplaned.launching.processes import (
     is_same_process,
     job_processes,
     process_start_time,
-    read_exit,
-    read_runtime,
     signal_shim,
-    tail_text,
     wait_process_exit,
 )
-from gpuplaned.shim import read_proc_stat
+from gpuplaned.shim import job as shim_module
+from gpuplaned.shim.procs import read_proc_stat
 
 
 @pytest.fixture
@@ -249,7 +243,7 @@ def test_tail_text(tmp_path):
 
 _SUPERVISE = """
 import os, signal, sys, time
-from gpuplaned import shim
+from gpuplaned.shim import job as shim
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})  # as in a shim
 synced = []
 pid = os.posix_spawn("/bin/sleep", ["sleep", sys.argv[1]], dict(os.environ))

@@ -15,8 +15,12 @@ import attrs
 import pytest
 from shimkit import job_processes, session_and_group, wait_job_end, wait_until
 
-from gpuplaned.launcher import SpawnError, read_exit, signal_shim
-from gpuplaned.shim import _cancels_for, _children, _next_spec, _Requests, read_proc_stat
+from gpuplaned.launching.client import SpawnError
+from gpuplaned.launching.job_files import read_exit
+from gpuplaned.launching.processes import signal_shim
+from gpuplaned.shim.job import _cancels_for, _next_spec, _Requests
+from gpuplaned.shim.procs import children as _children
+from gpuplaned.shim.procs import read_proc_stat
 
 
 async def test_sequential_jobs_share_one_shim_and_nothing_else(launcher, jobs):
@@ -82,7 +86,7 @@ async def test_a_plain_sigterm_still_cancels_what_a_reused_shim_runs(launcher, j
 
 
 async def test_idle_shims_go_when_the_launcher_closes(jobs):
-    from gpuplaned.launcher import open_launcher
+    from gpuplaned.launching.client import open_launcher
 
     async with open_launcher() as launcher:
         req = jobs.request(["true"])

@@ -13,15 +13,11 @@ import trio
 import trio.testing
 from shimkit import job_processes, session_and_group, wait_job_end, wait_until
 
-from gpuplaned.launcher import (
-    LauncherGone,
-    SpawnError,
-    classify_failure,
-    read_exit,
-    read_runtime,
-    signal_shim,
-)
-from gpuplaned.shim import read_proc_stat
+from gpuplaned.domain.failures import classify_failure
+from gpuplaned.launching.client import LauncherGone, SpawnError
+from gpuplaned.launching.job_files import read_exit, read_runtime
+from gpuplaned.launching.processes import signal_shim
+from gpuplaned.shim.procs import read_proc_stat
 
 
 async def test_ping(launcher):

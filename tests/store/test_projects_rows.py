@@ -10,7 +10,7 @@ import pytest
 
 from gpuplaned import tsdb
 from gpuplaned.domain.run_summary import best_of
-from gpuplaned.store import projects
+from gpuplaned.store import project_rows
 from gpuplaned.store.database import open_writer
 
 
@@ -45,20 +45,20 @@ def test_best_point_matches_a_full_scan(conn, compacted):
     steps = [s for b in batches for s in b[0]]
     values = [v for b in batches for v in b[1]]
     for direction in ("minimize", "maximize"):
-        assert projects.best_point(conn, sid, direction) == best_of(steps, values, direction)
-    assert projects.best_point(conn, sid, None) is None
+        assert project_rows.best_point(conn, sid, direction) == best_of(steps, values, direction)
+    assert project_rows.best_point(conn, sid, None) is None
 
 
 def test_a_tie_across_chunks_keeps_the_lowest_step(conn):
     sid = add_run(conn, "run_t", [([10, 11], [5.0, 1.0]), ([1, 2], [1.0, 3.0])])
-    assert projects.best_point(conn, sid, "minimize") == (1.0, 1)
+    assert project_rows.best_point(conn, sid, "minimize") == (1.0, 1)
 
 
 def test_recompute_best_rewrites_each_summary(conn):
     add_run(conn, "run_1", [([0, 1, 2], [3.0, 1.0, 2.0])])
     add_run(conn, "run_2", [([0], [math.nan])])
     add_run(conn, "run_3", [([0], [1.0])], name="other")
-    assert projects.recompute_best(conn, "eval/score", "minimize") == 2
+    assert project_rows.recompute_best(conn, "eval/score", "minimize") == 2
 
     def metric(run_id):
         return json.loads(conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()[0])[
@@ -66,7 +66,7 @@ def test_recompute_best_rewrites_each_summary(conn):
 
     assert metric("run_1") == {"count": 3, "direction": "minimize", "best": {"step": 1, "value": 1.0}}
     assert metric("run_2") == {"count": 1, "direction": "minimize"}  # NaN is never a best
-    projects.recompute_best(conn, "eval/score", "maximize")
+    project_rows.recompute_best(conn, "eval/score", "maximize")
     assert metric("run_1")["best"] == {"step": 0, "value": 3.0}
-    projects.recompute_best(conn, "eval/score", None)
+    project_rows.recompute_best(conn, "eval/score", None)
     assert "best" not in metric("run_1")

@@ -10,10 +10,10 @@ from gpuplaned import tsdb
 from gpuplaned.domain.run_records import best_checkpoint, parse_checkpoints, parse_events
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.service.run_records import checkpoint_table, store_records
-from gpuplaned.store import events as event_rows
+from gpuplaned.store import event_rows
 from gpuplaned.store.database import open_writer
-from gpuplaned.store.events import EventFilter
-from gpuplaned.store.projects import set_primary
+from gpuplaned.store.event_rows import EventFilter
+from gpuplaned.store.project_rows import set_primary
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from gpuplaned.gpus import GpuSource
-from gpuplaned.telemetry.backend import open_backend
+from gpuplaned.telemetry.backend import GpuSource, open_backend
 from gpuplaned.telemetry.fake import FakeGpus, claim
 from gpuplaned.telemetry.samples import GpuProcess
 

@@ -9,11 +9,10 @@ import pynvml
 import pytest
 from standin_pynvml import MIB, StandinGpu, StandinNvml
 
-from gpuplaned import gpus as gpus_mod
-from gpuplaned.gpus import GpuSource, inventory
+from gpuplaned.gpus import Inventory, inventory
 from gpuplaned.protocol.agent import GpuInfo
 from gpuplaned.telemetry import nvml
-from gpuplaned.telemetry.backend import open_backend
+from gpuplaned.telemetry.backend import GpuSource, open_backend, parse_gpus
 from gpuplaned.telemetry.samples import EccErrors, GpuProcess
 
 
@@ -77,10 +76,10 @@ def test_explicit_nvml_without_a_driver_is_an_error():
 
 
 def test_inventory_of_fake_and_none_is_unchanged():
-    assert inventory(gpus_mod.parse_gpus("none")) == gpus_mod.Inventory("none", ())
-    inv = inventory(gpus_mod.parse_gpus("fake:2"))
-    assert inv == gpus_mod.Inventory("fake", (GpuInfo(0, "Fake GPU 80GB", 81920, "GPU-fake-0000"),
-                                              GpuInfo(1, "Fake GPU 80GB", 81920, "GPU-fake-0001")))
+    assert inventory(parse_gpus("none")) == Inventory("none", ())
+    inv = inventory(parse_gpus("fake:2"))
+    assert inv == Inventory("fake", (GpuInfo(0, "Fake GPU 80GB", 81920, "GPU-fake-0000"),
+                                     GpuInfo(1, "Fake GPU 80GB", 81920, "GPU-fake-0001")))
 
 
 # --- the stand-in ---
@@ -98,8 +97,8 @@ def test_inventory_and_a_full_sample(install):
     fake.gpus[1].reasons = 0x4 | 0x40 | 0x1000
     fake.gpus[1].ecc = (3, 1)
     inv = inventory(GpuSource("nvml"))
-    assert inv == gpus_mod.Inventory("nvml", (GpuInfo(0, "NVIDIA H200", 81559, "GPU-aaaa"),
-                                              GpuInfo(1, "NVIDIA A100-SXM4-40GB", 40960, "GPU-bbbb")))
+    assert inv == Inventory("nvml", (GpuInfo(0, "NVIDIA H200", 81559, "GPU-aaaa"),
+                                     GpuInfo(1, "NVIDIA A100-SXM4-40GB", 40960, "GPU-bbbb")))
     backend = open_backend(GpuSource("auto"))
     try:
         first, second = backend.sample()

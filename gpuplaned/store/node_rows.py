@@ -1,4 +1,4 @@
-"""Node rows beyond a node's hello (``store.jobs.register_node``): when it was last heard from,
+"""Node rows beyond a node's hello (``store.job_rows.register_node``): when it was last heard from,
 and forgetting one that is gone for good (renamed, or retired)."""
 
 from __future__ import annotations

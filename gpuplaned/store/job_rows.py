@@ -14,12 +14,12 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.jobs import IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
+from gpuplaned.domain.job_states import IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
 from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit, matches
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
-from gpuplaned.protocol.jobs import Job, JobSpec
+from gpuplaned.protocol.job_wire import Job, JobSpec
 from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
