@@ -57,7 +57,6 @@ sys.path.insert(0, str(REPO))
 
 from gpuplaned.launching.client import SpawnRequest, open_launcher  # noqa: E402
 from gpuplaned.launching.job_files import read_exit  # noqa: E402
-from gpuplaned.launching.processes import wait_process_exit  # noqa: E402
 
 WARMUP = 10
 TARGET_MEDIAN_MS = 10.0
@@ -136,7 +135,7 @@ async def run_throughput(launcher, root: Path, n: int, concurrency: int,
                 nursery.start_soon(worker)
         elapsed = time.perf_counter() - t0
         for req, spawned in done:
-            await wait_process_exit(spawned.shim_pid, spawned.shim_start_time)
+            await launcher.wait_exit(spawned.id)  # shims are reused: the launcher reports the job's end
             record = read_exit(req.job_dir)
             if record is None or record.exit_code != 0:
                 raise SystemExit(f"job {req.id} failed: {record}")
@@ -163,7 +162,7 @@ async def run_bench(root: Path, n: int, concurrency: list[int], premake: bool,
             t0 = time.perf_counter()
             spawned = await launcher.spawn(req)
             t1 = time.perf_counter()
-            await wait_process_exit(spawned.shim_pid, spawned.shim_start_time)
+            await launcher.wait_exit(spawned.id)  # shims are reused: the launcher reports the job's end
             record = read_exit(req.job_dir)
             if record is None or record.exit_code != 0:
                 raise SystemExit(f"job {req.id} failed: {record}")
@@ -180,7 +179,7 @@ async def run_bench(root: Path, n: int, concurrency: list[int], premake: bool,
                 t0 = time.perf_counter()
                 spawned = await launcher.spawn(req)
                 t1 = time.perf_counter()
-                await wait_process_exit(spawned.shim_pid, spawned.shim_start_time)
+                await launcher.wait_exit(spawned.id)  # shims are reused: the launcher reports the job's end
                 while poller.seen_at is None:  # it exists by now; the poller just has to look
                     await trio.sleep(0.0001)
                 if i >= WARMUP:
