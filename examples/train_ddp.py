@@ -105,7 +105,10 @@ def _train(rank: int, world: int, args: argparse.Namespace) -> None:
 
     with gpuplane.init(project="examples", name=args.name, config=config, run_id=run_id) as run:
         out = Path(args.out) if args.out else default_out(run_id)
-        print(f"rank {rank} run {run_id} session {run.session_id or '-'} out {out}", flush=True)
+        # One write with its newline: both ranks share stdout, and print() writes the line and
+        # its end apart, so under PYTHONUNBUFFERED the two ranks' lines could run together.
+        sys.stdout.write(f"rank {rank} run {run_id} session {run.session_id or '-'} out {out}\n")
+        sys.stdout.flush()
         writer = SummaryWriter(log_dir=str(out / "tb"), flush_secs=10) if rank == 0 else None
         step = 0
         try:
