@@ -55,6 +55,12 @@ class Conn:
         self.sock.connect(address)
         self.buf = b""
 
+    def __enter__(self) -> Conn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def request(self, method: str, path: str, token: str | None = None, headers: dict[str, str] | None = None,
                 body: bytes = b"") -> None:
         headers = {**(headers or {}), **({"Content-Length": str(len(body))} if body else {})}
@@ -174,8 +180,7 @@ def own_front(tmp_path):
 
 @pytest.mark.parametrize("where", ["tcp", "unix"])
 def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout(front, where):
-    conn = front.connect() if where == "tcp" else Conn(str(front.daemon.socket_path))
-    try:
+    with (front.connect() if where == "tcp" else Conn(str(front.daemon.socket_path))) as conn:
         for _ in range(2):  # kept alive between requests
             conn.request("GET", "/api/v1/daemon", front.tokens["read"])
             reply = conn.reply()
@@ -183,36 +188,27 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout(fr
         closed_after = conn.closed_within(KEEP_ALIVE_S + 4)
         assert closed_after is not None, "the server left an idle connection open"
         assert closed_after >= KEEP_ALIVE_S * 0.8
-    finally:
-        conn.close()
 
 
 def test_a_refused_request_does_not_keep_its_connection_forever(front):
     """The issue's case: one 401, then idle."""
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         conn.request("GET", "/api/v1/jobs", "gpp_wrong")
         assert conn.reply().status == 401
         assert conn.closed_within(KEEP_ALIVE_S + 4) is not None
-    finally:
-        conn.close()
 
 
 def test_connection_close_is_honoured(front):
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         conn.request("GET", "/api/v1/daemon", front.tokens["read"], {"Connection": "close"})
         reply = conn.reply()
         assert reply.status == 200 and reply.headers["connection"].lower() == "close"
         assert conn.closed_within(KEEP_ALIVE_S / 2) is not None
-    finally:
-        conn.close()
 
 
 def test_slow_headers_are_cut(front):
     """A request head trickled in a byte at a time, on a connection that had a reply before."""
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         conn.request("GET", "/api/v1/daemon", front.tokens["read"])
         assert conn.reply().status == 200
         start = time.monotonic()
@@ -229,13 +225,10 @@ def test_slow_headers_are_cut(front):
                 break
             assert time.monotonic() - start < KEEP_ALIVE_S + 4, "a slow request head is never cut"
         assert cut
-    finally:
-        conn.close()
 
 
 def test_a_slow_body_is_cut_with_408(front):
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         conn.sock.sendall(head("POST", "/api/v1/jobs", front.tokens["write"],
                                {"Content-Type": "application/json", "Content-Length": "1000"}) + b'{"command": ')
         start = time.monotonic()
@@ -256,8 +249,6 @@ def test_a_slow_body_is_cut_with_408(front):
         assert reply.headers["connection"].lower() == "close"
         assert time.monotonic() - start >= BODY_TIMEOUT_S * 0.8
         assert conn.closed_within(2) is not None
-    finally:
-        conn.close()
 
 
 # --- the connection cap --------------------------------------------------------------------------------
@@ -393,12 +384,9 @@ def test_a_large_body_refused_early_does_not_stall_the_connection(front, method,
     finally:
         sender.join(10)
         conn.close()
-    fresh = front.connect()  # and the client's next request, on a new connection, is answered
-    try:
+    with front.connect() as fresh:  # and the client's next request, on a new connection, is answered
         fresh.request("GET", "/api/v1/daemon", front.tokens["read"])
         assert fresh.reply().status == 200
-    finally:
-        fresh.close()
 
 
 def _send_quietly(sock: socket.socket, data: bytes) -> None:
@@ -410,47 +398,35 @@ def _send_quietly(sock: socket.socket, data: bytes) -> None:
 
 def test_a_small_body_refused_by_the_gate_keeps_the_connection(front):
     """The gate reads a (small) body before refusing, so the connection stays usable."""
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         for _ in range(2):
             conn.request("POST", "/api/v1/jobs", "gpp_wrong", {"Content-Type": "application/json"}, b'{"a": 1}')
             reply = conn.reply()
             assert reply.status == 401 and "close" not in reply.headers.get("connection", "")
-    finally:
-        conn.close()
 
 
 def test_405_says_which_methods_are_allowed(front):
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         conn.request("DELETE", "/api/v1/daemon", front.tokens["admin"])
         reply = conn.reply()
         assert reply.status == 405
         allowed = {m.strip() for m in reply.headers["allow"].split(",")}
         assert "GET" in allowed and "DELETE" not in allowed
         assert sorted(allowed) == reply.json()["error"]["details"]["allowed"]
-    finally:
-        conn.close()
 
 
 def test_h2c_is_not_served(front):
     """Neither an ``Upgrade: h2c`` nor HTTP/2 prior knowledge gets HTTP/2: requests are HTTP/1.1."""
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         conn.request("GET", "/api/v1/daemon", front.tokens["read"],
                      {"Connection": "Upgrade, HTTP2-Settings", "Upgrade": "h2c", "HTTP2-Settings": "AAMAAABkAAQAAP__"})
         reply = conn.reply()
         assert reply.status == 200 and reply.json()["state"] == "READY"
         conn.request("GET", "/api/v1/daemon", front.tokens["read"])  # still HTTP/1.1 on the same connection
         assert conn.reply().status == 200
-    finally:
-        conn.close()
-    conn = front.connect()
-    try:
+    with front.connect() as conn:
         conn.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         assert conn.sock.recv(9).startswith(b"HTTP/1.1 ")  # not an HTTP/2 SETTINGS frame
-    finally:
-        conn.close()
 
 
 # --- out of file descriptors -----------------------------------------------------------------------------
