@@ -23,6 +23,7 @@ from hypercorn.trio import serve
 from gpuplaned.http.app import RequestStats, create_app
 from gpuplaned.http.connections import hypercorn_config
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.control")
 
@@ -42,7 +43,7 @@ class ControlHandle:
         return ControlStats(self.endpoint, self.request_stats.requests, self.request_stats.errors)
 
 
-async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[ControlHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[ControlHandle] = trio.TASK_STATUS_IGNORED) -> None:
     endpoint = ctx.shared.endpoint
     limits = ctx.shared.config.http_limits
     app, request_stats = create_app(ctx.shared, secret=endpoint.secret, body_timeout_s=limits.body_timeout_s)

@@ -30,6 +30,7 @@ from gpuplaned.config import HttpFront
 from gpuplaned.http.app import RequestStats, create_app
 from gpuplaned.http.connections import ConnectionCap, hypercorn_config, limit_connections
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.http")
 
@@ -68,7 +69,7 @@ def bind(front: HttpFront) -> socket.socket:
     return sock
 
 
-async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[HttpHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[HttpHandle] = trio.TASK_STATUS_IGNORED) -> None:
     front = ctx.shared.config.http
     limits = ctx.shared.config.http_limits
     app, request_stats = create_app(ctx.shared, tokens=True, body_timeout_s=limits.body_timeout_s)

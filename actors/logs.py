@@ -1,33 +1,33 @@
-"""The logs actor: keeps the last lines of every running job's output in the store.
+"""The logs actor: sends the server the last lines of every running job's output, and every
+line of the jobs someone follows live.
 
 Owns: one tailing loop over every live job attempt (both streams), reading the files the
-shim writes and copying their last ``node.log_tail_lines`` lines per stream into ``job_logs``.
-Inputs: ``FollowLogs`` and ``LogsEnded`` from the runner.
-Outputs: store writes; and, for an attempt that has live followers, every line read,
-published on its feed in ``ctx.shared.log_feeds`` (``gpuplaned.service.log_feeds``), with
-each line's SSE frame encoded once for all of them. Publishing never waits: a slow
-follower lags and reads the files instead, so it can never hold anything up. While any
-attempt has followers the loop polls every ``FOLLOWED_POLL`` instead of ``POLL``.
-Restart: permanent; a restarted tailer resumes after the last offset it stored.
+shim writes.
+Inputs: ``FollowLogs`` and ``LogsEnded`` from the runner (``gpuplaned.node_context.LogsPort``);
+``LogFollow`` from the server through the node link: which attempts have live followers.
+Outputs, through the node link (``LogLines``, one per pass): per stream the last
+``node.log_tail_lines`` new lines, which the server keeps in ``job_logs``; for an attempt
+that has live followers every line read, which the server publishes on its feed
+(``gpuplaned.service.log_feeds``). A slow follower lags and reads the files instead, so it
+can never hold anything up. While any attempt has followers the loop polls every
+``FOLLOWED_POLL`` instead of ``POLL``, and a new follower starts a pass at once.
+Restart: permanent; a restarted tailer asks the server where its stored tails end
+(``LogOffsets``) and resumes there, and learns again which attempts are followed.
 Ready: immediately.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
 import attrs
 import trio
 
-from gpuplaned.http.sse import format_event
 from gpuplaned.logtail import FileTail
+from gpuplaned.node_context import FollowLogs, LogsEnded, NodeContext
+from gpuplaned.protocol.agent import LogChunk, LogFollow, LogLines, LogOffsets
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.service.log_feeds import LogBatch
-from gpuplaned.store.writer import write
-
-log = logging.getLogger("gpuplaned.logs")
 
 POLL = 0.2
 FOLLOWED_POLL = 0.05  # while someone follows a job live: their latency is this plus a pass
@@ -36,20 +36,6 @@ FOLLOWED_POLL = 0.05  # while someone follows a job live: their latency is this 
 MIN_PASS_GAP = 0.02
 MAX_PUBLISH = 200_000  # lines per stream per pass; beyond that followers read the files
 STREAMS = ("stdout", "stderr")
-
-
-@attrs.frozen
-class FollowLogs:
-    job_id: str
-    attempt: int
-    job_dir: str
-    resume: bool = True  # False for an attempt that just started: nothing is stored for it yet
-
-
-@attrs.frozen
-class LogsEnded:
-    job_id: str
-    attempt: int
 
 
 @attrs.frozen
@@ -63,37 +49,21 @@ class LogsStats:
 class LogsHandle:
     following: dict[tuple[str, int], FollowLogs] = attrs.field(factory=dict)
     lines_seen: int = 0
-    lines_stored: int = 0
+    lines_stored: int = 0  # handed to the server to keep (the stored tails)
 
     def statistics(self) -> LogsStats:
         return LogsStats(len(self.following), self.lines_seen, self.lines_stored)
 
 
-def notify(ctx: ActorContext, message: FollowLogs | LogsEnded) -> None:
-    """Tell the logs actor without ever blocking the caller (the copy is best effort)."""
-    port = ctx.ports.get("logs")
-    if port is None:
-        return
-    try:
-        port.send_nowait(message)
-    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-        log.warning("logs actor is not keeping up; %r dropped (the files still have everything)", message)
-
-
-async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[LogsHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[LogsHandle] = trio.TASK_STATUS_IGNORED) -> None:
     handle = LogsHandle()
     tailer = _Tailer(ctx, handle, ctx.shared.config.node.log_tail_lines)
-    feeds = getattr(ctx.shared, "log_feeds", None)
-    if feeds is not None:
-        feeds.on_new_feed = tailer.wake_up
-    try:
-        await _serve(ctx, handle, tailer, task_status)
-    finally:
-        if feeds is not None and feeds.on_new_feed == tailer.wake_up:
-            feeds.on_new_feed = None
+    ctx.shared.link.follow_logs(ctx.ports[ctx.name])  # LogFollow comes to this inbox
+    await _serve(ctx, handle, tailer, task_status)
 
 
-async def _serve(ctx: ActorContext, handle: LogsHandle, tailer: _Tailer, task_status: trio.TaskStatus[LogsHandle]) -> None:
+async def _serve(ctx: ActorContext[NodeContext], handle: LogsHandle, tailer: _Tailer,
+                 task_status: trio.TaskStatus[LogsHandle]) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(tailer.loop)
         task_status.started(handle)
@@ -109,31 +79,37 @@ async def _serve(ctx: ActorContext, handle: LogsHandle, tailer: _Tailer, task_st
                 if key in handle.following:
                     tailer.ended.add(key)
                     tailer.wake.set()
+            elif isinstance(message, LogFollow):
+                if message.live:
+                    tailer.followed.add(key)
+                    tailer.wake_up()
+                else:
+                    tailer.followed.discard(key)
 
 
 class _Tailer:
     """One loop for every followed attempt: each pass reads all of them in one trip to a
-    worker thread and stores what it found in one write, so a burst of short jobs costs a
+    worker thread and sends what it found in one message, so a burst of short jobs costs a
     pass, not a thread hop and a transaction per job."""
 
-    def __init__(self, ctx: ActorContext, handle: LogsHandle, keep: int) -> None:
+    def __init__(self, ctx: ActorContext[NodeContext], handle: LogsHandle, keep: int) -> None:
         self.ctx = ctx
         self.handle = handle
         self.keep = keep
         self.new: list[FollowLogs] = []
         self.ended: set[tuple[str, int]] = set()
+        self.followed: set[tuple[str, int]] = set()  # attempts with live followers (LogFollow)
         self.wake = trio.Event()
         self.tails: dict[tuple[str, int], tuple[FollowLogs, dict[str, FileTail]]] = {}
         self.last_pass = -math.inf
 
     async def loop(self) -> None:
-        store = self.ctx.ports["store"]
-        feeds = getattr(self.ctx.shared, "log_feeds", None)
+        link = self.ctx.shared.link
         while True:
             if self.idle:
                 await self.wake.wait()
             else:
-                with trio.move_on_after(FOLLOWED_POLL if feeds is not None and feeds.active else POLL):
+                with trio.move_on_after(FOLLOWED_POLL if self.followed else POLL):
                     await self.wake.wait()
             await trio.sleep_until(self.last_pass + MIN_PASS_GAP)
             self.last_pass = trio.current_time()
@@ -141,21 +117,19 @@ class _Tailer:
             await self._open_new()
             ended = {key for key in self.ended if key in self.tails}  # one still to open waits a pass
             self.ended -= ended
-            work = [(job, tails, key in ended, feeds is not None and feeds.wanted(key))
-                    for key, (job, tails) in self.tails.items()]
+            work = [(job, tails, key in ended, key in self.followed) for key, (job, tails) in self.tails.items()]
             if not work:
                 continue
             batches = await trio.to_thread.run_sync(_read_all, work, self.keep)
-            if feeds is not None:
-                for job, batch in batches:
-                    feeds.publish((job.job_id, job.attempt), [b for _, _, b in batch.values() if b is not None])
             for key in ended:
                 self.tails.pop(key, None)
                 self.handle.following.pop(key, None)
-            found = [(job, batch) for job, batch in batches if any(n for n, _, _ in batch.values())]
-            if found:
-                self.handle.lines_seen += sum(n for _, b in found for n, _, _ in b.values())
-                self.handle.lines_stored += await write(store, lambda conn, f=found: _store_all(conn, f, self.keep))
+            chunks = tuple(chunk for batch in batches for _, chunk in batch.values() if chunk is not None)
+            served = tuple((job.job_id, job.attempt) for job, _, _, followed in work if followed)
+            self.handle.lines_seen += sum(n for batch in batches for n, _ in batch.values())
+            if chunks or served:
+                await link.log_lines(LogLines(self.keep, chunks, served))
+                self.handle.lines_stored += sum(min(len(c.lines), self.keep) for c in chunks)
 
     @property
     def idle(self) -> bool:
@@ -168,10 +142,11 @@ class _Tailer:
 
     async def _open_new(self) -> None:
         new, self.new = self.new, []
-        resumed = [job for job in new if job.resume]
+        resumed = tuple((job.job_id, job.attempt) for job in new if job.resume)
         starts: dict[tuple[str, int, str], int] = {}
         if resumed:
-            starts = await self.ctx.shared.readers.run(lambda conn: _stored_offsets(conn, resumed))
+            stored = await self.ctx.shared.link.log_offsets(LogOffsets(resumed))
+            starts = {(job_id, attempt, stream): offset for job_id, attempt, stream, offset in stored.offsets}
         for job in new:
             self.tails[(job.job_id, job.attempt)] = (job, {
                 s: FileTail(Path(job.job_dir) / f"{s}.log", starts.get((job.job_id, job.attempt, s)) or 0)
@@ -179,35 +154,26 @@ class _Tailer:
             })
 
 
-def _stored_offsets(conn, jobs: list[FollowLogs]) -> dict[tuple[str, int, str], int]:  # type: ignore[no-untyped-def]
-    """Where each resumed attempt's stored tail ends, per stream."""
-    out = {}
-    for job in jobs:
-        for stream in STREAMS:
-            offset = conn.execute(
-                "SELECT max(offset) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
-                (job.job_id, job.attempt, stream)).fetchone()[0]
-            if offset is not None:
-                out[(job.job_id, job.attempt, stream)] = offset
-    return out
+Work = tuple[FollowLogs, dict[str, FileTail], bool, bool]  # (attempt, its tails, final, followed)
+Read = dict[str, tuple[int, LogChunk | None]]  # per stream: how many new lines, what to send
 
 
-def _read_all(work, keep: int):  # type: ignore[no-untyped-def]
+def _read_all(work: list[Work], keep: int) -> list[Read]:
     """Runs on a worker thread: every followed attempt's new lines, finally flushed for ended ones."""
-    return [(job, _read(tails, keep, final, publish)) for job, tails, final, publish in work]
+    return [_read(job, tails, keep, final, followed) for job, tails, final, followed in work]
 
 
-def _read(tails: dict[str, FileTail], keep: int, final: bool,
-          publish: bool = False) -> dict[str, tuple[int, list[tuple[int, str]], LogBatch | None]]:
-    """Per stream: how many new lines, the last ``keep`` of them (older ones would be trimmed)
-    and, with ``publish``, all of them as a batch for live followers (None when there are
-    none, or too many to hold: the followers then see the gap and read the files)."""
-    out = {}
+def _read(job: FollowLogs, tails: dict[str, FileTail], keep: int, final: bool, followed: bool = False) -> Read:
+    """Per stream: how many new lines, and the chunk to send: all of them for an attempt
+    with live followers (``complete``), else the last ``keep`` (older ones would be trimmed),
+    also when there are too many to hold (the followers then see the gap and read the files);
+    None when there is nothing new."""
+    out: Read = {}
     for stream, tail in tails.items():
         count = 0
         last: list[tuple[int, str]] = []
         start = tail.offset
-        every: list[tuple[int, str]] | None = [] if publish else None
+        every: list[tuple[int, str]] | None = [] if followed else None
         while True:
             lines = tail.read_new()
             count += len(lines)
@@ -225,31 +191,10 @@ def _read(tails: dict[str, FileTail], keep: int, final: bool,
             last = (last + flushed)[-keep:]
             if every is not None:
                 every += flushed
-        batch = None
+        chunk = None
         if every:
-            frames = [format_event(text, id=str(offset), event=stream) for offset, text in every]
-            batch = LogBatch(stream, start, tail.offset, every, frames)
-        out[stream] = (count, last, batch)
+            chunk = LogChunk(job.job_id, job.attempt, stream, start, tail.offset, tuple(every), complete=True)
+        elif last:
+            chunk = LogChunk(job.job_id, job.attempt, stream, start, tail.offset, tuple(last))
+        out[stream] = (count, chunk)
     return out
-
-
-def _store_all(conn, found, keep: int) -> int:  # type: ignore[no-untyped-def]
-    return sum(_store(conn, job, batch, keep) for job, batch in found)
-
-
-def _store(conn, job: FollowLogs, batch: dict[str, tuple[int, list[tuple[int, str]], LogBatch | None]], keep: int) -> int:  # type: ignore[no-untyped-def]
-    stored = 0
-    for stream, (_, lines, _) in batch.items():
-        if not lines:
-            continue
-        stored += conn.executemany(
-            "INSERT OR IGNORE INTO job_logs (job_id, attempt, stream, offset, line) VALUES (?, ?, ?, ?, ?)",
-            [(job.job_id, job.attempt, stream, offset, text) for offset, text in lines],
-        ).rowcount
-        conn.execute(
-            "DELETE FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ? AND offset < ("
-            " SELECT offset FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?"
-            " ORDER BY offset DESC LIMIT 1 OFFSET ?)",
-            (job.job_id, job.attempt, stream, job.job_id, job.attempt, stream, keep - 1),
-        )
-    return stored

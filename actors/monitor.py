@@ -21,7 +21,9 @@ from typing import Any
 import attrs
 import trio
 
+from gpuplaned.config import Config
 from gpuplaned.domain.node_health import DiskReading, GpuReading, HealthPolicy, NodeHealth, Reading, RunningJob
+from gpuplaned.node_context import NodeContext, RunningJobs
 from gpuplaned.protocol.agent import NodeEvent, NodeSnapshot, SysMetrics
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.telemetry.attribution import Attribution, JobGroup, attribute_processes
@@ -61,14 +63,14 @@ class MonitorHandle:
                             self.points_pending, self.batches_failed)
 
 
-def health_policy(cfg: Any) -> HealthPolicy:
+def health_policy(cfg: Config) -> HealthPolicy:
     m = cfg.monitor
     return HealthPolicy(disk_low_fraction=m.disk_low_percent / 100, idle_util_pct=m.idle_util_percent,
                         idle_memory_fraction=m.idle_memory_percent / 100, idle_after_ms=int(m.idle_minutes * 60_000),
                         foreign_gpu_busy=m.foreign_gpu_busy, foreign_min_memory_mb=m.foreign_min_memory_mb)
 
 
-async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[MonitorHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[MonitorHandle] = trio.TASK_STATUS_IGNORED) -> None:
     cfg = ctx.shared.config
     backend = await trio.to_thread.run_sync(lambda: open_backend(cfg.node.gpus, fake_claims_dir=cfg.fake_gpu_dir))
     try:
@@ -87,10 +89,10 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[MonitorHandle] 
 
 
 class _Monitor:
-    def __init__(self, ctx: ActorContext, backend: Any, host: HostSampler, handle: MonitorHandle) -> None:
+    def __init__(self, ctx: ActorContext[NodeContext], backend: Any, host: HostSampler, handle: MonitorHandle) -> None:
         self.ctx = ctx
         self.cfg = ctx.shared.config
-        self.link = ctx.shared.node_link
+        self.link = ctx.shared.link
         self.backend = backend
         self.host = host
         self.handle = handle
@@ -106,7 +108,7 @@ class _Monitor:
         while True:
             await trio.sleep_until(next_sample)
             next_sample = max(next_sample + period, trio.current_time())  # late samples are skipped, not bunched
-            runner = self._runner()
+            runner = self.ctx.shared.runner()
             if runner is None:
                 continue  # no node registered yet (or the runner is restarting)
             await self._sample(runner)
@@ -114,13 +116,7 @@ class _Monitor:
                 next_flush = trio.current_time() + self.cfg.monitor.batch_interval_s
                 await self._flush(runner.node_id)
 
-    def _runner(self) -> Any:
-        try:
-            return self.ctx.shared.supervisor.handle("runner")
-        except KeyError:
-            return None
-
-    async def _sample(self, runner: Any) -> None:
+    async def _sample(self, runner: RunningJobs) -> None:
         jobs = [JobGroup(live.job_id, live.pgid, live.gpu_indexes, sid=live.shim_pid)
                 for live in list(runner.live.values()) if live.pgid is not None]
         busy = {index: 1.0 for job in jobs for index in job.gpu_indexes}

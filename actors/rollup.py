@@ -22,6 +22,7 @@ import trio
 
 from gpuplaned import tsdb
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service.context import Configured
 from gpuplaned.store.writer import write
 
 log = logging.getLogger("gpuplaned.rollup")
@@ -50,7 +51,7 @@ class RollupHandle:
         return RollupStats(self.passes, round(self.last_pass_ms, 3), dict(self.last_built), dict(self.last_deleted))
 
 
-async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[RollupHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[Configured], *, task_status: trio.TaskStatus[RollupHandle] = trio.TASK_STATUS_IGNORED) -> None:
     handle = RollupHandle()
     keep = ctx.shared.config.retention
     limits = {"raw_ms": int(keep.node_raw_hours * HOUR_MS), "m1_ms": int(keep.node_1m_days * DAY_MS),

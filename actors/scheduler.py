@@ -1,20 +1,21 @@
-"""The scheduler actor: a scheduling pass on a 2 s tick and whenever it is woken.
+"""The scheduler actor: the one owner of dispatch. A scheduling pass on a 2 s tick and
+whenever it is woken.
 
-Owns: its timer, and nothing of dispatch but its own passes. A pass (``job_rows.schedule``:
-queued jobs -> free GPU slots, assigned inside one store transaction) also runs inside the
-transaction of every submit and of every job's end (``gpuplaned.service.dispatch.run_pass``);
-those two read this actor's state from the supervisor to tell whether dispatching is paused.
-Inputs: ``WAKE`` on its inbox (``gpuplaned.service.nodes.wake_scheduler``: a node's hello, a
-snapshot that changes what a node accepts, the cancel of a queued job, a retry), and the tick.
+Owns: every scheduling pass (``gpuplaned.service.dispatch.run_pass``, i.e. ``job_rows.schedule``:
+queued jobs -> free GPU slots, assigned inside one store transaction) and the delivery of
+what it placed. No other code places a job.
+Inputs: ``WAKE`` on its inbox (``gpuplaned.service.dispatch.wake_scheduler``: a submit, a job's
+end, a node's hello, a snapshot that changes what a node accepts, the cancel of a queued
+job, a retry), and the tick. A wake is answered by a pass at once, so a submit to a free
+slot starts without waiting for the tick; a burst of wakes is one pass.
 Outputs: ``Dispatch`` messages to nodes through the node registry
 (``gpuplaned.service.dispatch.deliver``, which requeues a job whose node is not connected).
-Restart: permanent. Stopping it pauses dispatching: its own passes stop and submits and job
-ends skip theirs (so does a scheduler gone FATAL; one backing off after a crash does not).
-Running jobs are not touched, node reports are still recorded (they do not go through this
-actor), and ``start`` resumes.
+Restart: permanent. Stopping it pauses dispatching (so does a scheduler gone FATAL; one
+backing off after a crash does not, for long): queued jobs wait, running jobs are not
+touched, node reports are still recorded (they do not go through this actor), and
+``start`` resumes with a pass.
 Ready: immediately; ``started()`` passes a ``SchedulerHandle``.
 """
-
 from __future__ import annotations
 
 import logging
@@ -23,6 +24,7 @@ import attrs
 import trio
 
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service.context import Dispatching
 from gpuplaned.service.dispatch import deliver, run_pass
 from gpuplaned.store.writer import write
 
@@ -48,7 +50,7 @@ class SchedulerHandle:
         return SchedulerStats(self.passes, self.dispatched, self.undeliverable)
 
 
-async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[SchedulerHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[Dispatching], *, task_status: trio.TaskStatus[SchedulerHandle] = trio.TASK_STATUS_IGNORED) -> None:
     handle = SchedulerHandle()
     task_status.started(handle)
     while True:
@@ -64,11 +66,11 @@ async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[SchedulerHandle
                     break
 
 
-async def _pass(ctx: ActorContext, handle: SchedulerHandle) -> None:
+async def _pass(ctx: ActorContext[Dispatching], handle: SchedulerHandle) -> None:
     shared = ctx.shared
-    # The same pass as a submit's: it withholds what node health says (a low disk, a lost GPU,
-    # one that processes outside GPUPlane use), which this pass once left out.
-    dispatched = await write(ctx.ports["store"], lambda conn: run_pass(shared, conn))
+    nodes = shared.nodes
+    # Small: committed on the event loop's thread, so a woken pass costs no thread hand-off.
+    dispatched = await write(ctx.ports["store"], lambda conn: run_pass(nodes, conn), small=True)
     handle.passes += 1
     delivered = await deliver(shared, dispatched)
     handle.dispatched += delivered

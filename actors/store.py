@@ -30,6 +30,7 @@ import attrs
 import trio
 
 from gpuplaned.runtime.context import IDLE, ActorContext
+from gpuplaned.service.context import Configured
 from gpuplaned.store.database import checkpoint, open_writer, schema_version
 from gpuplaned.store.writer import StoreUnavailable, Write
 
@@ -52,7 +53,7 @@ class StoreStats:
 
 
 class StoreHandle:
-    def __init__(self, conn: sqlite3.Connection, ctx: ActorContext, db_path: Any) -> None:
+    def __init__(self, conn: sqlite3.Connection, ctx: ActorContext[Configured], db_path: Any) -> None:
         self._conn = conn
         self._ctx = ctx
         self._db_path = db_path
@@ -110,7 +111,7 @@ def _commit_batch(conn: sqlite3.Connection, batch: list[Write]) -> list[tuple[bo
     return outcomes
 
 
-async def run(ctx: ActorContext, *, task_status: trio.TaskStatus[StoreHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[Configured], *, task_status: trio.TaskStatus[StoreHandle] = trio.TASK_STATUS_IGNORED) -> None:
     cfg = ctx.shared.config
     db_path = cfg.db_path
     conn = await trio.to_thread.run_sync(open_writer, db_path)

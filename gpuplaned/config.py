@@ -2,6 +2,10 @@
 
 Every key is checked: an unknown key or a bad value is a ``ConfigError`` that names the key
 (``store.max_batch``) and the file, and the daemon exits 2 without touching anything.
+
+Each ``[table]`` is an attrs class (``StoreConfig``...) and the top level is ``Config``; each
+field names the check its value passes, and the one converter structures each source (file,
+environment, flags) into a Config through them (``_Sources``), refusing a key no class has.
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ import socket
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
+from cattrs.gen import make_dict_structure_fn, override
 
-from gpuplaned.telemetry.backend import GpuSource, parse_gpus
+from gpuplaned.protocol.converter import FieldInvalid, check, converter
 from gpuplaned.protocol.discovery import default_runtime_dir
+from gpuplaned.telemetry.backend import GpuSource, parse_gpus
 
 ROLES = ("all", "server", "agent")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -79,99 +85,6 @@ def parse_http(value: str) -> HttpFront | None:
     return HttpFront("127.0.0.1" if host == "localhost" else host, int(port))
 
 
-@attrs.frozen
-class HttpLimits:
-    """How the HTTP servers treat connections (``[http]``; ``gpuplaned.http.connections``).
-
-    The timeouts hold on the control socket too; the cap only on the TCP front.
-    """
-
-    # A connection with no request in progress is closed after this long; it also bounds
-    # how long a request's headers may take (from the connection's start or its last reply).
-    keep_alive_timeout_s: float = 5.0
-    body_timeout_s: float = 30.0  # the longest a request's body may take to arrive (then 408)
-    max_connections: int = 256  # open TCP connections; more are answered 503 and closed
-
-
-@attrs.frozen
-class StoreConfig:
-    max_batch: int = 1000  # most writes folded into one transaction
-    read_connections: int = 4
-
-
-@attrs.frozen
-class NodeConfig:
-    name: str = attrs.field(factory=socket.gethostname)
-    labels: tuple[str, ...] = ()
-    gpus: GpuSource = GpuSource("auto")
-    max_cpu_jobs: int = 2
-    log_tail_lines: int = 2000  # lines of each job's output kept in the store
-
-
-@attrs.frozen
-class MonitorConfig:
-    sample_interval_s: float = 2.0
-    batch_interval_s: float = 5.0  # metric points go to the store in batches this often
-    disk_low_percent: float = 5.0  # DISK_LOW under this much free on the data or job disk
-    idle_util_percent: float = 20.0  # GPU_UNDERUTILIZED: under this utilization...
-    idle_memory_percent: float = 30.0  # ...and this much memory...
-    idle_minutes: float = 10.0  # ...for this long
-    foreign_gpu_busy: bool = True  # a GPU used by a process outside GPUPlane takes no new job...
-    foreign_min_memory_mb: int = 1024  # ...once such processes hold this much of its memory (a desktop's display: less)
-
-
-@attrs.frozen
-class RetentionConfig:
-    """How long node metrics are kept per resolution; training metrics are always kept."""
-
-    node_raw_hours: float = 24.0
-    node_1m_days: float = 7.0
-    node_5m_days: float = 30.0
-    pass_interval_s: float = 60.0  # how often rollups, compaction and retention run
-
-
-@attrs.frozen
-class UiConfig:
-    """The browser UI on the HTTP front (``[ui]``; ``gpuplaned.http.ui_routes``, ``gpuplaned.service.ui_sessions``)."""
-
-    web_dir: Path | None = None  # the built app (index.html, assets/); None: the package's or the checkout's
-    session_ttl_s: int = 7 * 86_400  # how long a browser stays signed in
-    login_link_ttl_s: int = 120  # how long a `gpuplanectl ui` link can be used (once)
-
-
-@attrs.frozen
-class Config:
-    role: str = "all"
-    home: Path = attrs.field(factory=lambda: Path("~/.local/share/gpuplane").expanduser())
-    runtime_dir: Path = attrs.field(factory=default_runtime_dir)
-    listen: Listen | None = None
-    http: HttpFront | None = DEFAULT_HTTP  # None: no HTTP front
-    http_limits: HttpLimits = HttpLimits()
-    server: str | None = None
-    log_level: str = "info"
-    owner_pid: int | None = None
-    config_file: Path | None = None
-    store: StoreConfig = StoreConfig()
-    node: NodeConfig = attrs.field(factory=NodeConfig)
-    monitor: MonitorConfig = MonitorConfig()
-    retention: RetentionConfig = RetentionConfig()
-    ui: UiConfig = UiConfig()
-
-    @property
-    def db_path(self) -> Path:
-        return self.home / "gpuplane.db"
-
-    @property
-    def fake_gpu_dir(self) -> Path:
-        """Where processes claim fake GPUs (``fake:N``): ``<dir>/<gpu index>/<pid>``."""
-        return self.runtime_dir / "fake-gpus"
-
-
-def default_config_path(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "gpuplane" / "gpuplaned.toml"
-
-
 def parse_listen(value: str) -> Listen:
     """Parse ``unix:///abs/path`` or ``tcp://127.0.0.1:PORT`` (loopback only)."""
     if value.startswith("unix://"):
@@ -202,6 +115,13 @@ def parse_listen(value: str) -> Listen:
     raise ValueError(f"expected unix:///abs/path or tcp://127.0.0.1:PORT, got {value!r}")
 
 
+# The checks: each turns a value as a TOML file, the environment or a flag gives it into the
+# field's value, or raises ValueError saying what it must be. A field names its check
+# (``_key``); the converter runs it when it structures the class (``_section``). They run at
+# the edge only: a Config built in code (tests, defaults such as the host name) is trusted.
+_CHECK = "gpuplane.config.check"
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     def check(value: Any) -> str:
         if not isinstance(value, str) or value not in options:
@@ -217,33 +137,27 @@ def _path(value: Any) -> Path:
     return Path(value).expanduser().absolute()
 
 
-def _int_at_least(low: int) -> Callable[[Any], int]:
-    wanted = "a positive integer" if low == 1 else f"an integer >= {low}"
+def _int_between(low: int, high: int | None = None) -> Callable[[Any], int]:
+    if high is not None:
+        wanted = f"a whole number from {low} to {high}"
+    else:
+        wanted = "a positive integer" if low == 1 else f"an integer >= {low}"
 
     def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if type(value) is not int or value < low or (high is not None and value > high):
             raise ValueError(f"must be {wanted}; got {value!r}")
         return value
 
     return check
 
 
-def _int_between(low: int, high: int) -> Callable[[Any], int]:
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"must be a whole number from {low} to {high}; got {value!r}")
-        return value
-
-    return check
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+_positive_int = _int_between(1)
+_non_negative_int = _int_between(0)
 
 
 def _number_between(low: float, high: float) -> Callable[[Any], float]:
     def check(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        if type(value) not in (int, float) or not low <= value <= high:
             raise ValueError(f"must be a number from {low:g} to {high:g}; got {value!r}")
         return float(value)
 
@@ -257,7 +171,7 @@ def _bool(value: Any) -> bool:
 
 
 def _parsed(parse: Callable[[str], Any]) -> Callable[[Any], Any]:
-    """A checker for a string value that ``parse`` turns into its real type."""
+    """A check for a string value that ``parse`` turns into its real type."""
 
     def check(value: Any) -> Any:
         if not isinstance(value, str):
@@ -265,11 +179,6 @@ def _parsed(parse: Callable[[str], Any]) -> Callable[[Any], Any]:
         return parse(value)
 
     return check
-
-
-_listen = _parsed(parse_listen)
-_http = _parsed(parse_http)
-_gpus = _parsed(parse_gpus)
 
 
 def _name(value: Any) -> str:
@@ -296,64 +205,183 @@ def _url(value: Any) -> str:
     return value
 
 
-# key -> checker; sections are dotted. The only place that lists what a config may hold.
-_TOP_KEYS: dict[str, Callable[[Any], Any]] = {
-    "role": _choice(ROLES),
-    "home": _path,
-    "runtime_dir": _path,
-    "listen": _listen,
-    "http": _http,
-    "server": _url,
-    "log_level": _choice(LOG_LEVELS),
-}
-_SECTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
-    "http": {  # "listen" is the top-level key "http", which a TOML file with an [http] table cannot have
-        "listen": _http,
-        "keep_alive_timeout_s": _number_between(0.1, 3600),
-        "body_timeout_s": _number_between(0.1, 3600),
-        "max_connections": _int_between(1, 1_000_000),
-    },
-    "store": {"max_batch": _positive_int, "read_connections": _positive_int},
-    "node": {
-        "name": _name,
-        "labels": _labels,
-        "gpus": _gpus,
-        "max_cpu_jobs": _non_negative_int,
-        "log_tail_lines": _positive_int,
-        "fake_gpu_model": _text,
-        "fake_gpu_memory_mb": _positive_int,
-    },
-    "monitor": {
-        "sample_interval_s": _number_between(0.1, 3600),
-        "batch_interval_s": _number_between(0.1, 3600),
-        "disk_low_percent": _number_between(0, 100),
-        "idle_util_percent": _number_between(0, 100),
-        "idle_memory_percent": _number_between(0, 100),
-        "idle_minutes": _number_between(0, 7 * 24 * 60),
-        "foreign_gpu_busy": _bool,
-        "foreign_min_memory_mb": _non_negative_int,
-    },
-    "retention": {
-        "node_raw_hours": _number_between(0.1, 24 * 3650),
-        "node_1m_days": _number_between(0.01, 3650),
-        "node_5m_days": _number_between(0.01, 3650),
-        "pass_interval_s": _number_between(0.1, 86_400),
-    },
-    "ui": {
-        "web_dir": _path,
-        "session_ttl_s": _int_between(60, 366 * 86_400),
-        "login_link_ttl_s": _int_between(1, 3600),
-    },
-}
-# Flags that set a key inside a section: flag name -> (section, key).
-_SECTION_FLAGS = {"gpus": ("node", "gpus"), "node_name": ("node", "name"), "max_cpu_jobs": ("node", "max_cpu_jobs")}
+def _key(rule: Callable[[Any], Any], default: Any = attrs.NOTHING, *, factory: Callable[[], Any] | None = None) -> Any:
+    """A field that a config source may set, and the check its value passes."""
+    return attrs.field(default=default, factory=factory, metadata={_CHECK: rule})
 
 
-def _check(where: str, key: str, checker: Callable[[Any], Any], value: Any) -> Any:
-    try:
-        return checker(value)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {key} {exc}") from None
+C = TypeVar("C")
+
+
+def _section(cls: type[C]) -> type[C]:
+    """Register ``cls`` with the converter: each field that has a check is structured by it
+    (the rest by their own type: a section in Config), and a key it does not have is refused."""
+    checks = {a.name: override(struct_hook=lambda value, _, rule=a.metadata[_CHECK]: rule(value))
+              for a in attrs.fields(cls) if _CHECK in a.metadata}
+    converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **checks))
+    return cls
+
+
+_seconds = _number_between(0.1, 3600)
+_percent = _number_between(0, 100)
+
+
+@_section
+@attrs.frozen
+class HttpLimits:
+    """How the HTTP servers treat connections (``[http]``; ``gpuplaned.http.connections``).
+
+    The timeouts hold on the control socket too; the cap only on the TCP front.
+    """
+
+    # A connection with no request in progress is closed after this long; it also bounds
+    # how long a request's headers may take (from the connection's start or its last reply).
+    keep_alive_timeout_s: float = _key(_seconds, 5.0)
+    body_timeout_s: float = _key(_seconds, 30.0)  # the longest a request's body may take to arrive (then 408)
+    max_connections: int = _key(_int_between(1, 1_000_000), 256)  # open TCP connections; more are answered 503 and closed
+
+
+@_section
+@attrs.frozen
+class StoreConfig:
+    max_batch: int = _key(_positive_int, 1000)  # most writes folded into one transaction
+    read_connections: int = _key(_positive_int, 4)
+
+
+@_section
+@attrs.frozen
+class NodeConfig:
+    name: str = _key(_name, factory=socket.gethostname)
+    labels: tuple[str, ...] = _key(_labels, ())
+    gpus: GpuSource = _key(_parsed(parse_gpus), GpuSource("auto"))
+    max_cpu_jobs: int = _key(_non_negative_int, 2)
+    log_tail_lines: int = _key(_positive_int, 2000)  # lines of each job's output kept in the store
+    # Only for gpus = "fake:N" (load_config folds them into ``gpus``): what the fake GPUs say they are.
+    fake_gpu_model: str | None = _key(_text, None)
+    fake_gpu_memory_mb: int | None = _key(_positive_int, None)
+
+
+@_section
+@attrs.frozen
+class MonitorConfig:
+    sample_interval_s: float = _key(_seconds, 2.0)
+    batch_interval_s: float = _key(_seconds, 5.0)  # metric points go to the store in batches this often
+    disk_low_percent: float = _key(_percent, 5.0)  # DISK_LOW under this much free on the data or job disk
+    idle_util_percent: float = _key(_percent, 20.0)  # GPU_UNDERUTILIZED: under this utilization...
+    idle_memory_percent: float = _key(_percent, 30.0)  # ...and this much memory...
+    idle_minutes: float = _key(_number_between(0, 7 * 24 * 60), 10.0)  # ...for this long
+    foreign_gpu_busy: bool = _key(_bool, True)  # a GPU used by a process outside GPUPlane takes no new job...
+    foreign_min_memory_mb: int = _key(_non_negative_int, 1024)  # ...once such processes hold this much of its memory (a desktop's display: less)
+
+
+@_section
+@attrs.frozen
+class RetentionConfig:
+    """How long node metrics are kept per resolution; training metrics are always kept."""
+
+    node_raw_hours: float = _key(_number_between(0.1, 24 * 3650), 24.0)
+    node_1m_days: float = _key(_number_between(0.01, 3650), 7.0)
+    node_5m_days: float = _key(_number_between(0.01, 3650), 30.0)
+    pass_interval_s: float = _key(_number_between(0.1, 86_400), 60.0)  # how often rollups, compaction and retention run
+
+
+@_section
+@attrs.frozen
+class UiConfig:
+    """The browser UI on the HTTP front (``[ui]``; ``gpuplaned.http.ui_routes``, ``gpuplaned.service.ui_sessions``)."""
+
+    web_dir: Path | None = _key(_path, None)  # the built app (index.html, assets/); None: the package's or the checkout's
+    session_ttl_s: int = _key(_int_between(60, 366 * 86_400), 7 * 86_400)  # how long a browser stays signed in
+    login_link_ttl_s: int = _key(_int_between(1, 3600), 120)  # how long a `gpuplanectl ui` link can be used (once)
+
+
+@_section
+@attrs.frozen
+class Config:
+    role: str = _key(_choice(ROLES), "all")
+    home: Path = _key(_path, factory=lambda: Path("~/.local/share/gpuplane").expanduser())
+    runtime_dir: Path = _key(_path, factory=default_runtime_dir)
+    listen: Listen | None = _key(_parsed(parse_listen), None)
+    http: HttpFront | None = _key(_parsed(parse_http), DEFAULT_HTTP)  # None: no HTTP front
+    http_limits: HttpLimits = HttpLimits()  # the file's [http] table (beside its listen, which is ``http``)
+    server: str | None = _key(_url, None)
+    log_level: str = _key(_choice(LOG_LEVELS), "info")
+    owner_pid: int | None = _key(_positive_int, None)  # a flag only
+    config_file: Path | None = None
+    store: StoreConfig = StoreConfig()
+    node: NodeConfig = attrs.field(factory=NodeConfig)
+    monitor: MonitorConfig = MonitorConfig()
+    retention: RetentionConfig = RetentionConfig()
+    ui: UiConfig = UiConfig()
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "gpuplane.db"
+
+    @property
+    def fake_gpu_dir(self) -> Path:
+        """Where processes claim fake GPUs (``fake:N``): ``<dir>/<gpu index>/<pid>``."""
+        return self.runtime_dir / "fake-gpus"
+
+
+def default_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gpuplane" / "gpuplaned.toml"
+
+
+_FILE_KEYS = ("role", "home", "runtime_dir", "listen", "http", "server", "log_level")  # beside the tables
+_TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
+           "ui": "ui"}  # [table] -> its Config field
+# Flags that set a key: flag name -> the Config key (dotted inside a section).
+_FLAGS = {**{key: key for key in _FILE_KEYS}, "gpus": "node.gpus", "node_name": "node.name",
+          "max_cpu_jobs": "node.max_cpu_jobs"}
+
+
+class _Sources:
+    """The values given so far, in Config's shape, and where each came from (a file, a
+    variable, a flag) under the name it has there; a later source overrides an earlier one.
+
+    ``check`` structures them into a Config: a fault is worded here, the one place, as
+    ``<where>: <section>.<key> <what is wrong>``.
+    """
+
+    def __init__(self) -> None:
+        self.raw: dict[str, Any] = {}
+        self._origin: dict[str, tuple[str, str]] = {}  # dotted Config key -> (where, name)
+
+    def set(self, where: str, key: str, value: Any, name: str | None = None) -> None:
+        section, _, leaf = key.rpartition(".")
+        (self.raw.setdefault(section, {}) if section else self.raw)[leaf] = value
+        self._origin[key] = (where, name or key)
+
+    def check(self) -> Config:
+        try:
+            return check(self.raw, Config)
+        except FieldInvalid as fault:
+            where, name = self._origin.get(fault.field, ("the configuration", fault.field))
+            if fault.known is None:
+                raise ConfigError(f"{where}: {name} {fault.message}") from None
+            table = name.rpartition(".")[0]
+            known = ("listen", *fault.known) if table == "http" else fault.known
+            raise ConfigError(f"{where}: unknown key {name} (known: "
+                              + ", ".join(f"{table}.{k}" for k in known) + ")") from None
+
+    def read_file(self, path: Path) -> None:
+        where = str(path)
+        for key, value in _read_toml(path).items():
+            if key in _TABLES and (isinstance(value, dict) or key not in _FILE_KEYS):  # http: a string or a table
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{where}: [{key}] must be a table")
+                for sub, sub_value in value.items():
+                    if (key, sub) == ("http", "listen"):  # the front's address: Config.http
+                        self.set(where, "http", sub_value, "http.listen")
+                    else:
+                        self.set(where, f"{_TABLES[key]}.{sub}", sub_value, f"{key}.{sub}")
+            elif key in _FILE_KEYS:
+                self.set(where, key, value)
+            else:
+                known = ", ".join(list(_FILE_KEYS) + [f"[{s}]" for s in _TABLES])
+                raise ConfigError(f"{where}: unknown key {key} (known: {known})")
 
 
 def load_config(
@@ -361,6 +389,9 @@ def load_config(
     env: Mapping[str, str] | None = None,
 ) -> Config:
     """Build the configuration.
+
+    Each source is checked once it is read (so a bad value is named even where a later
+    source overrides it), through the converter and each field's check.
 
     Args:
         flags: values given on the command line (None for "not given"); ``config`` names the file.
@@ -370,72 +401,42 @@ def load_config(
         ConfigError: an unreadable or unparsable file, an unknown key or a bad value.
     """
     env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    sources = _Sources()
 
     explicit = flags.get("config")
     path = Path(explicit).expanduser() if explicit else default_config_path(env)
     config_file: Path | None = None
     if explicit or path.exists():
-        data = _read_toml(path)
+        sources.read_file(path)
         config_file = path.absolute()
-        where = str(path)
-        for key, value in data.items():
-            if key in _SECTIONS and (isinstance(value, dict) or key not in _TOP_KEYS):  # http: a string or a table
-                if not isinstance(value, dict):
-                    raise ConfigError(f"{where}: [{key}] must be a table")
-                for sub, sub_value in value.items():
-                    checker = _SECTIONS[key].get(sub)
-                    if checker is None:
-                        raise ConfigError(
-                            f"{where}: unknown key {key}.{sub} (known: "
-                            + ", ".join(f"{key}.{k}" for k in _SECTIONS[key]) + ")"
-                        )
-                    sections[key][sub] = _check(where, f"{key}.{sub}", checker, sub_value)
-            elif key in _TOP_KEYS:
-                values[key] = _check(where, key, _TOP_KEYS[key], value)
-            else:
-                known = ", ".join(list(_TOP_KEYS) + [f"[{s}]" for s in _SECTIONS])
-                raise ConfigError(f"{where}: unknown key {key} (known: {known})")
+        sources.check()
 
-    if "listen" in sections["http"]:
-        values["http"] = sections["http"].pop("listen")
-    for key, var in (("home", "GPUPLANE_HOME"), ("runtime_dir", "GPUPLANE_RUNTIME_DIR")):
+    for key, var in (("home", "GPUPLANE_HOME"), ("runtime_dir", "GPUPLANE_RUNTIME_DIR"),
+                     ("ui.web_dir", "GPUPLANE_WEB_DIR"), ("http", "GPUPLANE_HTTP")):
         if env.get(var):
-            values[key] = _check(f"environment {var}", key, _path, env[var])
-    if env.get("GPUPLANE_WEB_DIR"):
-        sections["ui"]["web_dir"] = _check("environment GPUPLANE_WEB_DIR", "ui.web_dir", _path, env["GPUPLANE_WEB_DIR"])
-    if env.get("GPUPLANE_HTTP"):
-        values["http"] = _check("environment GPUPLANE_HTTP", "http", _http, env["GPUPLANE_HTTP"])
+            sources.set(f"environment {var}", key, env[var])
+    sources.check()
 
-    for key, checker in _TOP_KEYS.items():
-        if flags.get(key) is not None:
-            values[key] = _check(f"--{key.replace('_', '-')}", key, checker, flags[key])
-    for flag, (section, key) in _SECTION_FLAGS.items():
+    for flag, key in _FLAGS.items():
         if flags.get(flag) is not None:
-            where = f"--{flag.replace('_', '-')}"
-            sections[section][key] = _check(where, f"{section}.{key}", _SECTIONS[section][key], flags[flag])
+            sources.set(f"--{flag.replace('_', '-')}", key, flags[flag])
     if flags.get("label"):
-        sections["node"]["labels"] = _check("--label", "node.labels", _labels, list(flags["label"]))
+        sources.set("--label", "node.labels", list(flags["label"]))
     if flags.get("no_http"):
-        values["http"] = None
+        sources.set("--no-http", "http", "off")
     if flags.get("owner_pid") is not None:
-        values["owner_pid"] = _check("--owner-pid", "owner_pid", _positive_int, flags["owner_pid"])
+        sources.set("--owner-pid", "owner_pid", flags["owner_pid"])
+    cfg = sources.check()
 
-    if values.get("role") == "agent" and not values.get("server"):
+    if cfg.role == "agent" and not cfg.server:
         raise ConfigError("role agent needs the server's URL: --server URL (or server = in the config)")
-    if "runtime_dir" not in values:
-        values["runtime_dir"] = default_runtime_dir(env)
-    node = dict(sections["node"])
-    fake_model = node.pop("fake_gpu_model", None)
-    fake_memory = node.pop("fake_gpu_memory_mb", None)
-    if "gpus" in node and node["gpus"].kind == "fake":
-        extra = {k: v for k, v in (("fake_model", fake_model), ("fake_memory_mb", fake_memory)) if v is not None}
-        node["gpus"] = attrs.evolve(node["gpus"], **extra)
-    return Config(config_file=config_file, http_limits=HttpLimits(**sections["http"]),
-                  store=StoreConfig(**sections["store"]), node=NodeConfig(**node),
-                  monitor=MonitorConfig(**sections["monitor"]), retention=RetentionConfig(**sections["retention"]),
-                  ui=UiConfig(**sections["ui"]), **values)
+    node = cfg.node
+    if node.gpus.kind == "fake":
+        extra = {k: v for k, v in (("fake_model", node.fake_gpu_model), ("fake_memory_mb", node.fake_gpu_memory_mb))
+                 if v is not None}
+        node = attrs.evolve(node, gpus=attrs.evolve(node.gpus, **extra))
+    runtime_dir = cfg.runtime_dir if "runtime_dir" in sources.raw else default_runtime_dir(env)
+    return attrs.evolve(cfg, config_file=config_file, runtime_dir=runtime_dir, node=node)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

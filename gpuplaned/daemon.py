@@ -5,6 +5,11 @@ of the serve loop) goes through ``request_shutdown``: the lifecycle moves to STO
 supervisor stops actors in reverse start order within ``STOP_DEADLINE``, and the cleanup
 that must happen (port-file removed if it is still ours, socket unlinked if it is still
 ours, lock released) runs shielded in ``finally``. A second signal skips the graceful part.
+
+The daemon builds what the actors get as ``ctx.shared``: the server side's capabilities
+(``DaemonContext``, typed by its users as ``gpuplaned.service.context.ServerContext`` and
+its parts) and the node side's ``NodeContext``, whose node link is in memory in role
+``all`` (``LocalNodeLink``).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import logging
 import os
 import signal
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 import attrs
 import trio
@@ -24,6 +29,8 @@ from gpuplaned.config import Config
 from gpuplaned.endpoint import ClaimedEndpoint, claim_endpoint, publish_portfile, remove_portfile_if_ours
 from gpuplaned.home import prepare_home
 from gpuplaned.lifecycle import DaemonState, Lifecycle
+from gpuplaned.node_context import LogsPort, NodeContext, RunningJobs
+from gpuplaned.node_link import NodeLink
 from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
@@ -32,6 +39,7 @@ from gpuplaned.service import spool_replay
 from gpuplaned.service.log_feeds import LogFeeds
 from gpuplaned.service.nodes import LocalNodeLink
 from gpuplaned.service.registry import NodeRegistry
+from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.readers import Readers
 
 log = logging.getLogger("gpuplaned")
@@ -41,7 +49,8 @@ STOP_DEADLINE = 20.0
 
 @attrs.define
 class DaemonContext:
-    """What every actor and handler may see of the daemon (``ctx.shared``)."""
+    """The server side's share of the daemon: what the server-side actors, the HTTP app and
+    the service functions get (``ServerContext``: config, lifecycle, actors, readers, nodes, feeds)."""
 
     config: Config
     lifecycle: Lifecycle
@@ -50,9 +59,8 @@ class DaemonContext:
     started_wall: float
     readers: Readers | None = None
     supervisor: Supervisor = attrs.field(default=None)
-    nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # server side: reach each node's runner
-    node_link: Any = None  # node side: how the runner reaches the server
-    event_feed: Broadcast[Any] = attrs.field(factory=Broadcast)  # newly recorded events, for followers
+    nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # reach each node's runner
+    event_feed: Broadcast[EventRow] = attrs.field(factory=Broadcast)  # newly recorded events, for followers
     log_feeds: LogFeeds = attrs.field(factory=LogFeeds)  # running jobs' new output, for live followers
     _shutdown: trio.Event = attrs.field(factory=trio.Event)
     _startup_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
@@ -77,10 +85,12 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         endpoint = claim_endpoint(cfg.runtime_dir, cfg.listen)
         shared = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
+        supervisor = shared.supervisor = Supervisor(specs, shared, on_started=_publish_when_control(shared))
         if any(spec.name == "store" for spec in specs):
             shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
-            shared.node_link = LocalNodeLink(shared)
-        supervisor = shared.supervisor = Supervisor(specs, shared, on_started=_publish_when_control(shared))
+            # Role all: the node side reaches this server through the in-memory link.
+            node = _node_context(cfg, endpoint, LocalNodeLink(shared), supervisor)
+            supervisor.shared_for.update({"runner": node, "logs": node, "monitor": node})
         try:
             prepare_home(cfg.home)  # once the endpoint is ours: a second daemon touches nothing
             async with trio.open_nursery() as nursery:
@@ -118,7 +128,16 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
             log.info("gpuplaned stopped (%s)", shared.lifecycle.stop_reason or "done")
 
 
-def _publish_when_control(shared: DaemonContext) -> Any:
+def _node_context(cfg: Config, endpoint: ClaimedEndpoint, link: NodeLink, supervisor: Supervisor) -> NodeContext:
+    """What the node-side actors get: the link to the server, and each other through ports."""
+
+    def runner() -> RunningJobs | None:
+        return supervisor.handle("runner") if "runner" in supervisor.ports else None
+
+    return NodeContext(cfg, endpoint, link, LogsPort(supervisor.ports.get("logs")), runner)
+
+
+def _publish_when_control(shared: DaemonContext) -> Callable[[str], None]:
     def on_started(name: str) -> None:
         # The port-file goes out once something answers on the endpoint.
         if name == "control":
@@ -127,7 +146,7 @@ def _publish_when_control(shared: DaemonContext) -> Any:
     return on_started
 
 
-async def _watch_signals(signals: Any, shared: DaemonContext, everything: trio.CancelScope) -> None:
+async def _watch_signals(signals: AsyncIterator[int], shared: DaemonContext, everything: trio.CancelScope) -> None:
     """The first signal starts a graceful shutdown; a second one skips the waiting.
 
     Only signals count: owner death may arrive both through its pidfd and as the

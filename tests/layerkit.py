@@ -232,6 +232,14 @@ def _service_imports_daemon(imp: Import) -> str | None:
     return None
 
 
+def _service_imports_front(imp: Import) -> str | None:
+    """The service layer is below the HTTP app: REST, the CLI and MCP all call it, so
+    nothing in it may be of one front (SSE framing lives in ``protocol.sse_frames``)."""
+    if _within(imp.source, "gpuplaned.service") and _within(imp.target, "gpuplaned.http", "gpuplaned.actors"):
+        return _layer(imp.target)
+    return None
+
+
 def _actor_imports_actor(imp: Import) -> str | None:
     source, target = _actor(imp.source), _actor(imp.target)
     return target if source and target and source != target else None
@@ -260,6 +268,7 @@ def _sdk_imports_non_stdlib(imp: Import) -> str | None:
 
 EDGE_RULES = {
     "service-imports-daemon": _service_imports_daemon,
+    "service-imports-front": _service_imports_front,
     "actor-imports-actor": _actor_imports_actor,
     "node-actor-imports-server": _node_actor_imports_server,
     "ctl-imports-daemon": _ctl_imports_daemon,

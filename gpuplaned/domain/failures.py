@@ -1,17 +1,52 @@
-"""Why a finished job failed, from its exit record and the tail of its stderr.
+"""How an attempt ended, from its exit record and the tail of its stderr: the node's report.
 
-Pure: the caller reads the files (``gpuplaned.launching.job_files``: ``read_exit``,
-``tail_text``) and the kernel's OOM counters, and passes what they say.
+``ExitReason`` is what a shim writes in ``exit.json`` (``reason``), ``FailureReason`` what a
+failed attempt is recorded with (``failure_reason``: on the job, its run and its event), and
+``judge_exit`` the one translation from the first to the node's report (``NodeReport``)
+and the second. Pure: the caller reads the files (``gpuplaned.launching.job_files``:
+``read_exit``, ``tail_text``) and the kernel's OOM counters, and passes what they say.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Protocol
 
+import attrs
+
+from gpuplaned.domain.job_states import NodeReport
 from gpuplaned.shim.records import signal_name
 
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError")
 MAX_LOG_LINE = 500  # characters of the line that tells why a job failed
+
+
+class ExitReason(enum.StrEnum):
+    """``exit.json``'s ``reason`` (the shim writes these values: ``gpuplaned.shim.records``)."""
+
+    EXITED = "exited"  # the main process exited
+    SIGNALED = "signaled"  # a signal killed it (not one of ours)
+    CANCELLED = "cancelled"  # we stopped it on a cancel
+    TIMEOUT = "timeout"  # we stopped it at its timeout
+    SPAWN_FAILED = "spawn_failed"  # it never started
+
+
+class FailureReason(enum.StrEnum):
+    """Why an attempt failed (``failure_reason``; the values are the wire's). A signal's is
+    ``signal_failure(name)``: ``SIGNAL(SIGSEGV)``."""
+
+    EXIT_CODE = "EXIT_CODE"  # a non-zero exit code
+    OOM = "OOM"  # the kernel's OOM killer, or an out-of-memory message in stderr
+    TIMEOUT = "TIMEOUT"
+    SPAWN_FAILED = "SPAWN_FAILED"  # the command could not be started
+    SHIM_DIED = "SHIM_DIED"  # its shim died first and the job's own exit code is unknown
+    LOST = "LOST"  # nothing tells how it ended (no exit record, or a corrupt one)
+    REQUEUED = "REQUEUED"  # on a run only: the dispatch never started and went back to the queue
+
+
+def signal_failure(name: str) -> str:
+    """The failure reason of an attempt killed by the signal ``name`` (``SIGSEGV``)."""
+    return f"SIGNAL({name})"
 
 
 class ExitFacts(Protocol):
@@ -24,38 +59,50 @@ class ExitFacts(Protocol):
     @property
     def signal_name(self) -> str | None: ...
     @property
-    def reason(self) -> str: ...
+    def reason(self) -> ExitReason: ...
     @property
     def error(self) -> str | None: ...
 
 
-def classify_failure(
-    record: ExitFacts, stderr_tail: str = "", oom_killed: bool = False
-) -> tuple[str | None, str | None]:
-    """Why a finished job failed, as ``(failure_reason, detail)``; ``(None, None)`` on success.
+@attrs.frozen
+class Verdict:
+    """How an attempt ended, as its node reports it."""
 
-    ``failure_reason`` is one of ``SPAWN_FAILED``, ``CANCELLED`` (the caller maps it to the
-    CANCELLED state), ``TIMEOUT``, ``OOM`` (``oom_killed`` from the kernel's cgroup
-    counters, or an out-of-memory message in ``stderr_tail``), ``SIGNAL(SIGSEGV)``-style,
-    or ``EXIT_CODE``. A job that exited 0 succeeded whatever its stderr says.
+    report: NodeReport  # SUCCEEDED, FAILED or CANCELLED
+    failure: str | None = None  # a FailureReason, or signal_failure(...); None unless FAILED
+    detail: str | None = None  # why, in words; None for a success
+
+
+def judge_exit(record: ExitFacts, stderr_tail: str = "", oom_killed: bool = False) -> Verdict:
+    """How a finished attempt ended.
+
+    CANCELLED when the shim stopped it on a cancel. Else FAILED with ``SPAWN_FAILED``,
+    ``TIMEOUT``, ``OOM`` (``oom_killed`` from the kernel's cgroup counters, or an
+    out-of-memory message in ``stderr_tail``), ``SIGNAL(SIGSEGV)``-style, or ``EXIT_CODE``.
+    A job that exited 0 succeeded whatever its stderr says.
     """
-    if record.reason == "spawn_failed":
-        return "SPAWN_FAILED", record.error or f"exit code {record.exit_code}"
-    if record.reason == "cancelled":
-        return "CANCELLED", "cancelled"
-    if record.reason == "timeout":
-        return "TIMEOUT", "timed out"
+    reason = record.reason
+    if reason == ExitReason.SPAWN_FAILED:
+        return _failed(FailureReason.SPAWN_FAILED, record.error or f"exit code {record.exit_code}")
+    if reason == ExitReason.CANCELLED:
+        return Verdict(NodeReport.CANCELLED, None, "cancelled")
+    if reason == ExitReason.TIMEOUT:
+        return _failed(FailureReason.TIMEOUT, "timed out")
     if record.exit_code == 0 and record.signal is None:
-        return None, None
+        return Verdict(NodeReport.SUCCEEDED)
     if oom_killed:
-        return "OOM", "killed by the kernel's OOM killer"
+        return _failed(FailureReason.OOM, "killed by the kernel's OOM killer")
     for marker in OOM_MARKERS:
         if marker in stderr_tail:
-            return "OOM", f"stderr: {marker}"
+            return _failed(FailureReason.OOM, f"stderr: {marker}")
     if record.signal is not None:
         name = record.signal_name or signal_name(record.signal)
-        return f"SIGNAL({name})", f"killed by {name}"
-    return "EXIT_CODE", f"exit code {record.exit_code}"
+        return _failed(signal_failure(name), f"killed by {name}")
+    return _failed(FailureReason.EXIT_CODE, f"exit code {record.exit_code}")
+
+
+def _failed(failure: str, detail: str) -> Verdict:
+    return Verdict(NodeReport.FAILED, failure, detail)
 
 
 def failure_line(stderr_tail: str, failure_reason: str | None) -> str | None:
@@ -63,6 +110,6 @@ def failure_line(stderr_tail: str, failure_reason: str | None) -> str | None:
     out-of-memory message, else the last one that is not blank; None when stderr is empty.
     At most ``MAX_LOG_LINE`` characters."""
     lines = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
-    if failure_reason == "OOM":
+    if failure_reason == FailureReason.OOM:
         lines = [line for line in lines if any(marker in line for marker in OOM_MARKERS)] or lines
     return lines[-1][:MAX_LOG_LINE] if lines else None

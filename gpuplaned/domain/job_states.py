@@ -12,8 +12,12 @@ Theory of operation::
     LOST -started (reconciled, still running)-> RUNNING;  LOST -exited-> SUCCEEDED/FAILED
     FAILED/CANCELLED/LOST/SUCCEEDED -retry-> QUEUED (the next dispatch is a new attempt and Run)
 
-An automatic retry is a FAILED outcome with attempts left: ``next_after_exit`` answers
-QUEUED instead of FAILED. Every function here is pure; the store applies the result.
+A node reports each attempt as a ``NodeReport`` (``JobStatus.status`` on the wire); ``on_report``
+turns a report into the job's next state through the table, and ``on_exit`` does so for an
+attempt's end: a failure with attempts left goes back to the queue (QUEUED, not FAILED), and an
+attempt that failed or never started while a cancel was asked for is CANCELLED. ``run_state``
+is what the attempt's run records. Every function here is pure; the store writes the state
+these return.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ S, E = JobState, JobEvent
 TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED})
 # States in which the job holds slots on a node.
 ACTIVE = frozenset({S.DISPATCHING, S.RUNNING})
+# States in which the job's node is to tell how it is (its hello lists them): ACTIVE, and LOST.
+ON_NODE = ACTIVE | {S.LOST}
 
 TRANSITIONS: dict[tuple[JobState, JobEvent], JobState] = {
     (S.CREATED, E.SUBMIT): S.QUEUED,
@@ -100,6 +106,74 @@ def next_after_exit(state: JobState, event: JobEvent, attempt: int, max_attempts
     if new is S.FAILED and attempt < max_attempts:
         return S.QUEUED
     return new
+
+
+class NodeReport(enum.StrEnum):
+    """What a node reports of one attempt (``JobStatus.status``; the values are the wire's)."""
+
+    RUNNING = "RUNNING"  # started, or found still running after a restart
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    LOST = "LOST"
+    REQUEUE = "REQUEUE"  # never started on the node: back to the queue, no attempt spent
+
+
+REPORT_EVENTS: dict[NodeReport, JobEvent] = {
+    NodeReport.RUNNING: E.STARTED,
+    NodeReport.SUCCEEDED: E.SUCCEEDED,
+    NodeReport.FAILED: E.FAILED,
+    NodeReport.CANCELLED: E.CANCELLED,
+    NodeReport.LOST: E.LOST,
+    NodeReport.REQUEUE: E.REQUEUE,
+}
+ENDS = frozenset({NodeReport.SUCCEEDED, NodeReport.FAILED, NodeReport.CANCELLED, NodeReport.REQUEUE})
+# What an ended attempt's run records, by the event that ended it (a run is never QUEUED).
+RUN_ENDS = {E.SUCCEEDED: S.SUCCEEDED, E.FAILED: S.FAILED, E.CANCELLED: S.CANCELLED, E.REQUEUE: S.FAILED}
+
+
+def end_event(report: NodeReport, cancel_requested: bool) -> JobEvent:
+    """The event of an attempt's end. One that failed (it died of our cancel) or never started
+    (a dispatch the node never got) while a cancel was asked for is CANCELLED: the cancel
+    stands, with no automatic retry and no second run."""
+    event = REPORT_EVENTS[report]
+    if cancel_requested and event in (E.FAILED, E.REQUEUE):
+        return E.CANCELLED
+    return event
+
+
+def on_exit(state: JobState, report: NodeReport, cancel_requested: bool, attempt: int,
+            max_attempts: int) -> JobState:
+    """The job's state after attempt ``attempt`` of a ``state`` job ended as ``report``
+    (SUCCEEDED, FAILED, CANCELLED or REQUEUE): SUCCEEDED, FAILED, CANCELLED, or QUEUED for
+    an automatic retry (a failure with attempts left) or a dispatch that never started.
+
+    Raises:
+        IllegalTransition: a ``state`` job cannot end so (an end reported twice, say).
+    """
+    if report not in ENDS:
+        raise IllegalTransition(state, REPORT_EVENTS[report])
+    return next_after_exit(state, end_event(report, cancel_requested), attempt, max_attempts)
+
+
+def on_report(state: JobState, report: NodeReport, cancel_requested: bool, attempt: int,
+              max_attempts: int) -> JobState:
+    """The job's state after any report of its current attempt (``on_exit`` for its end).
+
+    Raises:
+        IllegalTransition: the table has no such move (a stale or impossible report).
+    """
+    if report in ENDS:
+        return on_exit(state, report, cancel_requested, attempt, max_attempts)
+    return next_state(state, REPORT_EVENTS[report])
+
+
+def run_state(report: NodeReport, cancel_requested: bool) -> JobState:
+    """What the attempt's run records for ``report``: RUNNING, LOST, or how it ended (a
+    dispatch that never started is a FAILED run)."""
+    if report in ENDS:
+        return RUN_ENDS[end_event(report, cancel_requested)]
+    return S.RUNNING if report is NodeReport.RUNNING else S.LOST
 
 
 # The event a failed attempt raises, by its failure reason: (type, severity). Every other

@@ -2,7 +2,8 @@
 
 They travel in the SDK's metric batches (``"events"`` and ``"checkpoints"`` beside
 ``"metrics"``), so they inherit the batches' exactly-once delivery: a resent (session, seq)
-stores nothing twice. This module only checks their shape (pure, no I/O); the store keeps
+stores nothing twice. This module only checks their shape (pure, no I/O: attrs classes whose
+validators the converter runs); the store keeps
 them (``gpuplaned.store.checkpoint_rows``, the ``events`` table).
 """
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
+from gpuplaned.protocol.converter import FieldInvalid, check
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import field
 
 MAX_RECORDS = 1000  # of each kind in one batch: a script logs a few, never a stream
 MAX_DATA_BYTES = 16 * 1024  # one event's data or one checkpoint's metadata, as JSON
@@ -23,97 +26,86 @@ MAX_PATH = 4096
 SEVERITIES = ("info", "warning", "critical")
 USER_EVENT = "USER_EVENT"  # the events table's type; the script's own name is the message
 CHECKPOINT_CREATED = "CHECKPOINT_CREATED"
+R = TypeVar("R")
+
+
+_STAMP = 1 << 62  # a step, a ts or a size: a non-negative integer under this
+
+
+def _no_nul(value: str) -> str | None:
+    return "must hold no NUL character" if "\x00" in value else None
+
+
+def _data(value: dict[str, Any]) -> str | None:
+    if len(json.dumps(value, separators=(",", ":"))) > MAX_DATA_BYTES:
+        return f"at most {MAX_DATA_BYTES} bytes as JSON"
+    return None
+
+
+def _stamp() -> Any:
+    return field(default=None, minimum=0, maximum=_STAMP - 1, message="a non-negative integer")
+
+
+def _epoch(value: float) -> str | None:
+    return None if math.isfinite(value) and value >= 0 else "a finite non-negative number"
 
 
 @attrs.frozen
 class ScriptEvent:
-    name: str
-    severity: str
-    step: int | None
-    ts: int | None  # ms, the script's clock when it logged
-    data: dict[str, Any]
+    """``{"name", "severity"?, "step"?, "ts"?, "data"?}`` in a batch's ``events``."""
+
+    name: str = field(min_length=1, max_length=200, check=_no_nul)
+    severity: str = field(default="info", enum=SEVERITIES)
+    step: int | None = _stamp()
+    ts: int | None = _stamp()  # ms, the script's clock when it logged
+    data: dict[str, Any] = field(factory=dict, check=_data)
 
 
 @attrs.frozen
 class CheckpointRecord:
-    path: str
-    step: int | None
-    epoch: float | None
-    ts: int | None
-    size_bytes: int | None
-    metadata: dict[str, Any]
+    """``{"path", "step"?, "epoch"?, "ts"?, "size_bytes"?, "metadata"?}`` in a batch's ``checkpoints``."""
+
+    path: str = field(min_length=1, max_length=MAX_PATH, check=_no_nul)
+    step: int | None = _stamp()
+    epoch: float | None = field(default=None, check=_epoch)
+    ts: int | None = _stamp()
+    size_bytes: int | None = _stamp()
+    metadata: dict[str, Any] = field(factory=dict, check=_data)
+
+
+def _records(body: Mapping[str, Any], key: str, cls: type[R]) -> list[R]:
+    """``body[key]`` as a list of ``cls``; ApiError names the first bad field (``events[2].name``)."""
+    items = body.get(key)
+    if items is None:
+        return []
+    if type(items) is not list or len(items) > MAX_RECORDS:
+        raise _bad(key, f"a list of at most {MAX_RECORDS} objects")
+    out = []
+    for i, item in enumerate(items):
+        if type(item) is not dict:
+            raise _bad(f"{key}[{i}]", "an object")
+        try:
+            out.append(check(item, cls))
+        except FieldInvalid as fault:
+            raise _bad(f"{key}[{i}].{fault.field}", fault.message) from None
+    return out
 
 
 def _bad(field: str, message: str) -> ApiError:
     return ApiError(ErrorCode.BAD_REQUEST, f"{field}: {message}", {"field": field})
 
 
-def _items(body: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
-    items = body.get(field)
-    if items is None:
-        return []
-    if not isinstance(items, list) or len(items) > MAX_RECORDS:
-        raise _bad(field, f"a list of at most {MAX_RECORDS} objects")
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise _bad(f"{field}[{i}]", "an object")
-    return items
-
-
-def _known(item: Mapping[str, Any], where: str, known: set[str]) -> None:
-    unknown = sorted(set(item) - known)
-    if unknown:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{where}: unknown field(s): {', '.join(unknown)}",
-                       {"field": f"{where}.{unknown[0]}", "known": sorted(known)})
-
-
-def _int(item: Mapping[str, Any], where: str, key: str, high: int = 1 << 62) -> int | None:
-    value = item.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < high:
-        raise _bad(f"{where}.{key}", "a non-negative integer")
-    return value
-
-
-def _text(item: Mapping[str, Any], where: str, key: str, limit: int) -> str:
-    value = item.get(key)
-    if not isinstance(value, str) or not 0 < len(value) <= limit or "\x00" in value:
-        raise _bad(f"{where}.{key}", f"a string of 1 to {limit} characters (no NUL)")
-    return value
-
-
-def _data(item: Mapping[str, Any], where: str, key: str) -> dict[str, Any]:
-    value = item.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _bad(f"{where}.{key}", "a JSON object")
-    if len(json.dumps(value, separators=(",", ":"))) > MAX_DATA_BYTES:
-        raise _bad(f"{where}.{key}", f"at most {MAX_DATA_BYTES} bytes as JSON")
-    return dict(value)
-
-
 def parse_events(body: Mapping[str, Any]) -> list[ScriptEvent]:
-    """``body["events"]``: ``[{"name", "severity"?, "step"?, "ts"?, "data"?}]``.
+    """``body["events"]`` (absent: none).
 
     Raises:
         ApiError: bad_request naming the first bad field (``events[2].name``).
     """
-    out = []
-    for i, item in enumerate(_items(body, "events")):
-        where = f"events[{i}]"
-        _known(item, where, {"name", "severity", "step", "ts", "data"})
-        severity = item.get("severity", "info")
-        if severity not in SEVERITIES:
-            raise _bad(f"{where}.severity", f"one of {', '.join(SEVERITIES)}")
-        out.append(ScriptEvent(_text(item, where, "name", 200), severity, _int(item, where, "step"),
-                               _int(item, where, "ts"), _data(item, where, "data")))
-    return out
+    return _records(body, "events", ScriptEvent)
 
 
 def parse_checkpoints(body: Mapping[str, Any]) -> list[CheckpointRecord]:
-    """``body["checkpoints"]``: ``[{"path", "step"?, "epoch"?, "ts"?, "size_bytes"?, "metadata"?}]``.
+    """``body["checkpoints"]`` (absent: none).
 
     The path is the script's own (absolute, as the SDK resolved it); nothing is read or
     copied: a checkpoint is registered, never moved.
@@ -121,18 +113,7 @@ def parse_checkpoints(body: Mapping[str, Any]) -> list[CheckpointRecord]:
     Raises:
         ApiError: bad_request naming the first bad field.
     """
-    out = []
-    for i, item in enumerate(_items(body, "checkpoints")):
-        where = f"checkpoints[{i}]"
-        _known(item, where, {"path", "step", "epoch", "ts", "size_bytes", "metadata"})
-        epoch = item.get("epoch")
-        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, (int, float))
-                                  or not math.isfinite(epoch) or epoch < 0):
-            raise _bad(f"{where}.epoch", "a finite non-negative number")
-        out.append(CheckpointRecord(_text(item, where, "path", MAX_PATH), _int(item, where, "step"),
-                                    None if epoch is None else float(epoch), _int(item, where, "ts"),
-                                    _int(item, where, "size_bytes"), _data(item, where, "metadata")))
-    return out
+    return _records(body, "checkpoints", CheckpointRecord)
 
 
 def best_checkpoint(values: Mapping[str, float | None], direction: str) -> str | None:

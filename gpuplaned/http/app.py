@@ -19,6 +19,7 @@ from gpuplaned.http import (
     agent_routes,
     auth_routes,
     checkpoints_routes,
+    control_routes,
     idempotency,
     jobs_routes,
     nodes_routes,
@@ -28,16 +29,15 @@ from gpuplaned.http import (
     tokens_routes,
     ui_routes,
 )
-from gpuplaned.http.responses import error_response, ok
+from gpuplaned.http.responses import error_response
 from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
-from gpuplaned.protocol.control import ActorList, ActorReply, ShutdownReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
-from gpuplaned.service import control, ui_sessions
+from gpuplaned.service import ui_sessions
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.http")
 
@@ -68,7 +68,7 @@ def refuse_empty_query_values(args: Any) -> None:
                            {"field": name})
 
 
-def create_app(shared: DaemonContext, *, secret: str | None = None, tokens: bool = False,
+def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool = False,
                body_timeout_s: float | None = None) -> tuple[QuartTrio, RequestStats]:
     """Build the app.
 
@@ -177,28 +177,7 @@ def create_app(shared: DaemonContext, *, secret: str | None = None, tokens: bool
         log.exception("unhandled error in %s %s", request.method, request.path)
         return error_response(ApiError(ErrorCode.INTERNAL, f"internal error: {type(error).__name__}"))
 
-    @app.get("/api/v1/daemon")
-    async def get_daemon() -> Response:
-        return ok(control.daemon_info(shared))
-
-    @app.post("/api/v1/daemon/shutdown")
-    async def shutdown() -> Response:
-        # The reply leaves before shutdown begins: the trigger only wakes the daemon's main
-        # task, and the control actor stops last, finishing in-flight requests first.
-        return ok(ShutdownReply(control.request_shutdown(shared, "shutdown requested over the control API")), 202)
-
-    @app.get("/api/v1/actors")
-    async def get_actors() -> Response:
-        return ok(ActorList(control.list_actors(shared)))
-
-    @app.get("/api/v1/actors/<name>")
-    async def get_actor(name: str) -> Response:
-        return ok(ActorReply(control.get_actor(shared, name)))
-
-    @app.post("/api/v1/actors/<name>/<verb>")
-    async def actor_command(name: str, verb: str) -> Response:
-        return ok(ActorReply(await control.command_actor(shared, name, verb)))
-
+    control_routes.register(app, shared)
     jobs_routes.register(app, shared)
     nodes_routes.register(app, shared)
     openapi_routes.register(app, shared)

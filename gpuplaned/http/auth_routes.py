@@ -23,15 +23,16 @@ from typing import TYPE_CHECKING
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from gpuplaned.http.bodies import json_body
 from gpuplaned.http.idempotency import secret_reply
+from gpuplaned.http.replies import LogoutReply, UiSessionReply
 from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.service import ui_sessions
 from gpuplaned.service.registry import now_ms
-from gpuplaned.service.ui_sessions import COOKIE
+from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, LoginLink, LoginLinkCreate, LoginRequest
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
 def set_session_cookie(response: Response, cookie: str, expires_at: int) -> None:
@@ -46,31 +47,53 @@ def clear_session_cookie(response: Response) -> None:
     response.headers["Cache-Control"] = "no-store"
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
-    @app.post("/api/v1/auth/login")
-    async def auth_login() -> Response:
-        token = ui_sessions.parse_login(await json_body())
-        session, cookie = await ui_sessions.login_with_token(shared, token)
+api = Routes("auth")
+_COOKIE = (f"`{COOKIE}` (HttpOnly, SameSite=Strict, Path=/, Max-Age: the session's life; Secure over TLS). A request "
+           f"it authenticates that is not GET/HEAD must carry `{CSRF_HEADER}: 1` (else 403).")
+
+LOGIN = api.post("/api/v1/auth/login", "authLogin", "Sign a browser in with an API token: sets the session cookie",
+                 Reply(200, UiSessionReply, "Signed in; the cookie is set.",
+                       {"Set-Cookie": {"required": True, "schema": {"type": "string"},
+                                       "description": f"the session cookie: {COOKIE}=..."}}),
+                 errors=(400, 413), body=LoginRequest,
+                 description=f"The token is checked as the Authorization header would be (401 when it fails) and "
+                             f"must hold read (403); the session gets its scopes and never outlives it. The cookie: "
+                             f"{_COOKIE}")
+SESSION = api.get("/api/v1/auth/session", "getAuthSession", "Who is calling: the web UI's 'am I signed in?'",
+                  Reply(200, UiSessionReply, "The caller's session or token."),
+                  description="401 when neither a token nor a live session cookie comes with the request.")
+LOGOUT = api.post("/api/v1/auth/logout", "authLogout", "Sign out: end the cookie's session and clear the cookie",
+                  Reply(200, LogoutReply, "Signed out (a request without a session changes nothing)."), errors=(413,))
+LINK = api.post("/api/v1/auth/login-links", "createLoginLink", "A one-time link that signs a browser in (gpuplanectl "
+                                                               "ui)",
+                Reply(201, LoginLink, "The link."), errors=(400, 413), body=LoginLinkCreate, body_required=False,
+                description=f"Valid once, for [ui] login_link_ttl_s (120 s): GET /login?code=... sets the session "
+                            f"cookie and redirects (303) to `next`. Such a session holds {' and '.join(LINK_SCOPES)}, "
+                            f"never admin. 503 when the daemon has no HTTP front.")
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @LOGIN.on(app)
+    async def auth_login(body: LoginRequest) -> Response:
+        session, cookie = await ui_sessions.login_with_token(shared, ui_sessions.parse_login(body))
         response = ok({"session": session})
         assert session.expires_at is not None  # a new browser session always ends
         set_session_cookie(response, cookie, session.expires_at)
         return response
 
-    @app.get("/api/v1/auth/session")
+    @SESSION.on(app)
     async def auth_session() -> Response:
         return ok({"session": ui_sessions.session_of(getattr(g, "caller", None))})
 
-    @app.post("/api/v1/auth/logout")
+    @LOGOUT.on(app)
     async def auth_logout() -> Response:
         ended = await ui_sessions.logout(shared, request.cookies.get(COOKIE))
         response = ok({"logged_out": ended})
         clear_session_cookie(response)
         return response
 
-    @app.post("/api/v1/auth/login-links")
-    async def auth_login_link() -> Response:
-        raw = await request.get_data()
-        next_path = ui_sessions.parse_link(await json_body() if raw.strip() else None)
-        link = ui_sessions.mint_login_code(shared, next_path)
+    @LINK.on(app)
+    async def auth_login_link(body: LoginLinkCreate) -> Response:
+        link = ui_sessions.mint_login_code(shared, body.next)
         return secret_reply(ok(link, 201), "a one-time login link",
                             "If that reply was lost, the link expires unused by itself. ", expires_at=link.expires_at)

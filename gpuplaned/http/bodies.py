@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import typing
+from typing import Any, TypeVar
 
+import attrs
 from quart import request
 
 from gpuplaned.protocol import bounded_json
+from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+
+T = TypeVar("T")
 
 
 async def json_body() -> Any:
@@ -62,15 +67,29 @@ def _check_text(value: Any) -> None:
             _check_text(item)
 
 
-def int_arg(name: str, default: int, low: int, high: int) -> int:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: must be an integer, got {raw!r}", {"field": name}) from None
-    if not low <= value <= high:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: must be between {low} and {high}, got {value}",
-                       {"field": name})
-    return value
+def query_args(cls: type[T]) -> T:
+    """The request's query parameters as a ``cls`` (an attrs class with ``field`` bounds).
+
+    A query holds only text: an int field's value is read as a base-10 integer and a list
+    field's as comma-separated items, then the converter checks them as it checks a body.
+    Parameters the class does not name are left alone (``token=`` is refused by the app).
+    """
+    hints = typing.get_type_hints(cls)
+    data = {}
+    for attribute in attrs.fields(cls):
+        raw = request.args.get(attribute.name)
+        if raw is not None:
+            data[attribute.name] = _from_text(attribute.name, raw, hints[attribute.name])
+    return structure(data, cls, what="the query")
+
+
+def _from_text(name: str, raw: str, hint: Any) -> Any:
+    kinds = set(typing.get_args(hint)) | {hint}
+    if int in kinds:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: must be an integer, got {raw!r}", {"field": name}) from None
+    if any(typing.get_origin(kind) in (list, tuple) for kind in kinds):
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    return raw

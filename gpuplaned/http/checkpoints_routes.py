@@ -4,21 +4,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quart import Response, request
+from quart import Response
 from quart_trio import QuartTrio
 
+from gpuplaned.http.queries import CheckpointsQuery
+from gpuplaned.http.replies import CheckpointList, CheckpointReply
 from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.service import run_records
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
-    @app.get("/api/v1/runs/<run_id>/checkpoints")
-    async def list_run_checkpoints(run_id: str) -> Response:
-        return ok(await run_records.list_checkpoints(shared, run_id, request.args.get("metric") or None))
+api = Routes("runs")
 
-    @app.get("/api/v1/checkpoints/<checkpoint_id>")
+RUN_CHECKPOINTS = api.get("/api/v1/runs/<run_id>/checkpoints", "listRunCheckpoints",
+                          "A run's checkpoints, oldest step first, the best marked",
+                          Reply(200, CheckpointList, "The checkpoints."), errors=(400, 404),
+                          params=(Param("run_id", "the run's id"),), query=CheckpointsQuery)
+CHECKPOINT = api.get("/api/v1/checkpoints/<checkpoint_id>", "getCheckpoint", "One checkpoint",
+                     Reply(200, CheckpointReply, "The checkpoint."), errors=(404,),
+                     params=(Param("checkpoint_id", "the checkpoint's id (ck_<ULID>)"),))
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @RUN_CHECKPOINTS.on(app)
+    async def list_run_checkpoints(run_id: str, query: CheckpointsQuery) -> Response:
+        return ok(await run_records.list_checkpoints(shared, run_id, query.metric or None))
+
+    @CHECKPOINT.on(app)
     async def get_checkpoint(checkpoint_id: str) -> Response:
         return ok({"checkpoint": await run_records.get_checkpoint(shared, checkpoint_id)})

@@ -29,7 +29,7 @@ from gpuplaned.service.registry import now_ms
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 HEADER = "Idempotency-Key"
 KEEP_MS = 24 * 3_600_000
@@ -45,7 +45,7 @@ def secret_reply(response: Response, made: str, if_lost: str, **details: Any) ->
     return response
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
+def register(app: QuartTrio, shared: ServerContext) -> None:
     @app.before_request
     async def replay_or_reserve() -> Response | None:
         key = request.headers.get(HEADER)

@@ -7,15 +7,83 @@ from typing import TYPE_CHECKING
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from gpuplaned.http.bodies import int_arg, json_body
+from gpuplaned.http.queries import JobsQuery, LogsQuery, LogStreamQuery, RunsQuery
+from gpuplaned.http.replies import (
+    JobList,
+    JobReply,
+    LogEnd,
+    RunList,
+    RunMetrics,
+    RunMetricsMany,
+    RunReply,
+    RunSeries,
+    RunSummaryReply,
+)
 from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
-from gpuplaned.protocol.job_wire import Job
+from gpuplaned.protocol.fields import UNSET
+from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.service import jobs, logs, runs
+from gpuplaned.service.jobs import STREAMS
+from gpuplaned.service.logs import LogPage
+from gpuplaned.service.runs import RunMetricsQuery, SeriesQuery
+from gpuplaned.service.series_query import RunMetricsArgs
 from gpuplaned.service.tokens import grants
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
+
+
+api = Routes("jobs")
+_JOB = Param("job_id", "the job's id (job_<ULID>)")
+_RUN = Param("run_id", "the run's id")
+
+SUBMIT = api.post("/api/v1/jobs", "submitJob", "Queue a job", Reply(201, JobReply, "The job, queued or already "
+                                                                                  "dispatched."),
+                  errors=(400, 413), body=JobSubmit)
+LIST = api.get("/api/v1/jobs", "listJobs", "Jobs, newest first", Reply(200, JobList, "The jobs."), errors=(400,),
+               query=JobsQuery)
+RUNS = api.get("/api/v1/runs", "listRuns", "Runs (each attempt of a job), newest first",
+               Reply(200, RunList, "The runs."), errors=(400,), query=RunsQuery)
+METRICS_QUERY = api.post("/api/v1/runs/metrics:query", "queryRunsMetrics", "Several runs' series in one call "
+                                                                           "(overlaid charts)",
+                         Reply(200, RunMetricsMany, "One RunMetrics per run, in the order asked."),
+                         errors=(400, 404, 409, 413), body=RunMetricsQuery, tag="runs")
+SUMMARY = api.get("/api/v1/runs/<run_id>/summary", "getRunSummary", "A run's summary: latest and best per metric, "
+                                                                    "progress, trend, warnings",
+                  Reply(200, RunSummaryReply, "The summary (kept up to date as batches arrive)."), errors=(404,),
+                  params=(_RUN,), tag="runs")
+METRICS = api.get("/api/v1/runs/<run_id>/metrics", "getRunMetrics", "A run's metric series for charts",
+                  Reply(200, RunMetrics, "Columns downsampled to at most `points` buckets (min, max, avg, last)."),
+                  errors=(400, 404), params=(_RUN,), query=RunMetricsArgs, tag="runs")
+SERIES = api.get("/api/v1/runs/<run_id>/series", "getRunSeries", "One series of a run, every raw point (export)",
+                 Reply(200, RunSeries, "The points, in x order; next_cursor when more are left."), errors=(400, 404),
+                 params=(_RUN,), query=SeriesQuery, tag="runs",
+                 description="For a full read (the metrics route downsamples). encoding=base64 is the fast way for "
+                             "a program: each column the base64 of its little-endian values.")
+RUN = api.get("/api/v1/runs/<run_id>", "getRun", "One run", Reply(200, RunReply, "The run."), errors=(404,),
+              params=(Param("run_id", "the run's id (run_<ULID>)"),))
+JOB = api.get("/api/v1/jobs/<job_id>", "getJob", "One job", Reply(200, JobReply, "The job."), errors=(404,),
+              params=(_JOB,))
+CANCEL = api.post("/api/v1/jobs/<job_id>/cancel", "cancelJob", "Cancel a queued or running job",
+                  Reply(200, JobReply, "The job; a running one ends once its process has stopped."), errors=(404, 409),
+                  params=(_JOB,))
+RETRY = api.post("/api/v1/jobs/<job_id>/retry", "retryJob", "Queue an ended job again",
+                 Reply(200, JobReply, "The job, queued again."), errors=(404, 409), params=(_JOB,))
+LOGS = api.get("/api/v1/jobs/<job_id>/logs", "getJobLogs", "A page of a job's output",
+               Reply(200, LogPage, "The lines."), errors=(400, 404), params=(_JOB,), query=LogsQuery, tag="logs",
+               description="Without tail or offset: the last 100 lines. With offset: the lines from that byte offset "
+                           "on (after it, when it is > 0), up to limit.")
+LOG_STREAM = api.get(
+    "/api/v1/jobs/<job_id>/logs/stream", "streamJobLogs", "Follow a job's output (Server-Sent Events)",
+    Reply(200, Stream("LogStreamEvent", "One event of GET /api/v1/jobs/{job_id}/logs/stream: a line of output (its "
+                                        "id is the resume position: per stream followed, the offset of the last line "
+                                        "sent, -1 for none), or the final `end`.",
+                      (SseKind(STREAMS, None, r"^-?[0-9]+(,-?[0-9]+)?$"), SseKind(("end",), LogEnd))),
+          "Events `stdout` and `stderr` (one line each; the id is the resume position), then one `end` event with "
+          "status, attempt, exit_code and failure_reason. A comment every 15 s keeps it open."),
+    errors=(400, 404), params=(_JOB, LAST_EVENT_ID), query=LogStreamQuery, tag="logs")
 
 
 def one_job(job: Job) -> dict[str, Job]:
@@ -25,74 +93,69 @@ def one_job(job: Job) -> dict[str, Job]:
     return {"job": jobs.env_view(job, values=caller is None or grants(caller.scopes, "write"))}
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
-    @app.post("/api/v1/jobs")
-    async def submit_job() -> Response:
-        return ok(one_job(await jobs.submit(shared, await json_body())), 201)
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @SUBMIT.on(app)
+    async def submit_job(body: JobSubmit) -> Response:
+        return ok(one_job(await jobs.submit(shared, body)), 201)
 
-    @app.get("/api/v1/jobs")
-    async def list_jobs() -> Response:
-        statuses = jobs.parse_statuses(request.args.get("status"))
-        limit = int_arg("limit", 100, 1, 10_000)
-        page, next_cursor = await jobs.list_jobs(shared, statuses, limit, request.args.get("cursor"))
+    @LIST.on(app)
+    async def list_jobs(query: JobsQuery) -> Response:
+        statuses = jobs.parse_statuses(query.status or None)
+        page, next_cursor = await jobs.list_jobs(shared, statuses, query.limit, query.cursor or None)
         return ok({"jobs": [jobs.env_view(job, values=False) for job in page], "next_cursor": next_cursor})
 
-    @app.get("/api/v1/runs")
-    async def list_runs() -> Response:
+    @RUNS.on(app)
+    async def list_runs(query: RunsQuery) -> Response:
         page, next_cursor = await runs.list_runs(
-            shared, job_id=request.args.get("job_id") or None, statuses=runs.parse_statuses(request.args.get("status")),
-            limit=int_arg("limit", 100, 1, 10_000), cursor=request.args.get("cursor"))
+            shared, job_id=query.job_id or None, statuses=runs.parse_statuses(query.status or None),
+            limit=query.limit, cursor=query.cursor or None)
         return ok({"runs": page, "next_cursor": next_cursor})
 
-    @app.post("/api/v1/runs/metrics:query")
-    async def query_run_metrics() -> Response:
-        return ok(await runs.query_many(shared, await json_body()))
+    @METRICS_QUERY.on(app)
+    async def query_run_metrics(body: RunMetricsQuery) -> Response:
+        return ok(await runs.query_many(shared, body))
 
-    @app.get("/api/v1/runs/<run_id>/summary")
+    @SUMMARY.on(app)
     async def run_summary(run_id: str) -> Response:
         return ok({"summary": await runs.get_summary(shared, run_id)})
 
-    @app.get("/api/v1/runs/<run_id>/metrics")
-    async def run_metrics(run_id: str) -> Response:
-        return ok(await runs.query_metrics(shared, run_id, request.args))
+    @METRICS.on(app)
+    async def run_metrics(run_id: str, query: RunMetricsArgs) -> Response:
+        return ok(await runs.query_metrics(shared, run_id, query))
 
-    @app.get("/api/v1/runs/<run_id>/series")
-    async def run_series(run_id: str) -> Response:
+    @SERIES.on(app)
+    async def run_series(run_id: str, query: SeriesQuery) -> Response:
         # Encoded by the service straight from the columns (a page can hold a million points).
-        return Response(await runs.export_series(shared, run_id, request.args), content_type="application/json")
+        return Response(await runs.export_series(shared, run_id, query), content_type="application/json")
 
-    @app.get("/api/v1/runs/<run_id>")
+    @RUN.on(app)
     async def get_run(run_id: str) -> Response:
         return ok(await runs.get_run_detail(shared, run_id))
 
-    @app.get("/api/v1/jobs/<job_id>")
+    @JOB.on(app)
     async def get_job(job_id: str) -> Response:
         return ok(one_job(await jobs.get_job(shared, job_id)))
 
-    @app.post("/api/v1/jobs/<job_id>/cancel")
+    @CANCEL.on(app)
     async def cancel_job(job_id: str) -> Response:
         return ok(one_job(await jobs.cancel(shared, job_id)))
 
-    @app.post("/api/v1/jobs/<job_id>/retry")
+    @RETRY.on(app)
     async def retry_job(job_id: str) -> Response:
         return ok(one_job(await jobs.retry(shared, job_id)))
 
-    @app.get("/api/v1/jobs/<job_id>/logs")
-    async def job_logs(job_id: str) -> Response:
-        stream = request.args.get("stream", "stdout")
-        attempt = int_arg("attempt", 0, 0, 1_000_000) or None
-        tail = int_arg("tail", 0, 0, logs.MAX_PAGE) if "tail" in request.args else None
-        offset = int_arg("offset", 0, 0, 1 << 62) if "offset" in request.args else None
-        limit = int_arg("limit", 10_000, 1, logs.MAX_PAGE)
+    @LOGS.on(app)
+    async def job_logs(job_id: str, query: LogsQuery) -> Response:
+        tail = None if query.tail is UNSET else query.tail
+        offset = None if query.offset is UNSET else query.offset
         if tail is None and offset is None:
             tail = 100
-        return ok(await logs.read_lines(shared, job_id, stream, attempt=attempt, tail=tail, offset=offset, limit=limit))
+        return ok(await logs.read_lines(shared, job_id, query.stream, attempt=query.attempt or None, tail=tail,
+                                        offset=offset, limit=query.limit))
 
-    @app.get("/api/v1/jobs/<job_id>/logs/stream")
-    async def job_log_stream(job_id: str) -> Response:
-        attempt = int_arg("attempt", 0, 0, 1_000_000) or None
-        resume = parse_last_event_id(request.headers) or request.args.get("position")
-        events = await logs.follow_events(shared, job_id, request.args.get("stream", "all"), resume, attempt)
+    @LOG_STREAM.on(app)
+    async def job_log_stream(job_id: str, query: LogStreamQuery) -> Response:
+        resume = parse_last_event_id(request.headers) or query.position or None
+        events = await logs.follow_events(shared, job_id, query.stream, resume, query.attempt or None)
 
         return await sse_response(events)
-

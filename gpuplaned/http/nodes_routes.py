@@ -7,48 +7,85 @@ from typing import TYPE_CHECKING
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from gpuplaned.http.bodies import int_arg
+from gpuplaned.http.queries import EventsQuery, EventStreamQuery
+from gpuplaned.http.replies import EventList, ForgottenNode, Lagged, NodeList, NodeMetrics, NodeReply, NodeSnapshot
 from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
 from gpuplaned.service import events, node_metrics, nodes_view
+from gpuplaned.service.series_query import NodeMetricsArgs
+from gpuplaned.store.event_rows import EventRow
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
-    @app.get("/api/v1/nodes")
+api = Routes("nodes")
+_NODE = Param("key", "the node's id or name")
+_READINGS = "Columns downsampled to at most `points` buckets (min, max, avg, last)."
+
+NODES = api.get("/api/v1/nodes", "listNodes", "Every node with its GPUs and latest readings",
+                Reply(200, NodeList, "The nodes, by name."))
+NODE = api.get("/api/v1/nodes/<key>", "getNode", "One node", Reply(200, NodeReply, "The node."), errors=(404,),
+               params=(_NODE,))
+FORGET = api.delete("/api/v1/nodes/<key>", "forgetNode", "Forget an offline node that is gone for good",
+                    Reply(200, ForgottenNode, "It is forgotten: its record, GPU slots and metrics."), errors=(404, 409),
+                    params=(_NODE,),
+                    description="For a node renamed or retired, which would otherwise stay OFFLINE in the list "
+                                "forever. Its jobs and runs keep their history; if it says hello again, it is a new "
+                                "node. 409 while it is online or a job is dispatched to or running on it.")
+NODE_STREAM = api.get(
+    "/api/v1/nodes/<key>/stream", "streamNode", "Follow a node's readings (Server-Sent Events)",
+    Reply(200, Stream("NodeStreamEvent", "One event of GET /api/v1/nodes/{key}/stream: the node's whole current "
+                                         "readings; the id is their time (ms).",
+                      (SseKind(("snapshot",), NodeSnapshot, "^[0-9]+$"),)),
+          "`snapshot` events: the latest readings at once (when there are any), then each new sample (about every "
+          "2 s). A follower that falls behind gets the next one. A comment every 15 s keeps it open."),
+    errors=(404,), params=(_NODE,))
+NODE_METRICS = api.get("/api/v1/nodes/<key>/metrics", "getNodeMetrics", "A node's metric series for charts",
+                       Reply(200, NodeMetrics, _READINGS), errors=(400, 404), params=(_NODE,), query=NodeMetricsArgs)
+EVENTS = api.get("/api/v1/events", "listEvents", "Events, newest first", Reply(200, EventList, "The events."),
+                 errors=(400,), query=EventsQuery, tag="events")
+EVENT_STREAM = api.get(
+    "/api/v1/events/stream", "streamEvents", "Follow events (Server-Sent Events)",
+    Reply(200, Stream("EventStreamEvent", "One event of GET /api/v1/events/stream; an `event` event's id is the "
+                                          "Event's id.", (SseKind(("event",), EventRow), SseKind(("lagged",), Lagged))),
+          "`event` events (data: an Event as JSON, id: its id) and `lagged` events ({\"skipped\": N}) when this "
+          "follower fell behind. A comment every 15 s keeps it open."),
+    errors=(400,), params=(LAST_EVENT_ID,), query=EventStreamQuery, tag="events")
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @NODES.on(app)
     async def list_nodes() -> Response:
         return ok({"nodes": await nodes_view.list_nodes(shared)})
 
-    @app.get("/api/v1/nodes/<key>")
+    @NODE.on(app)
     async def get_node(key: str) -> Response:
         return ok({"node": await nodes_view.get_node(shared, key)})
 
-    @app.delete("/api/v1/nodes/<key>")
+    @FORGET.on(app)
     async def forget_node(key: str) -> Response:
         return ok({"forgotten": await nodes_view.forget_node(shared, key)})
 
-    @app.get("/api/v1/nodes/<key>/stream")
+    @NODE_STREAM.on(app)
     async def node_snapshot_stream(key: str) -> Response:
         node = await nodes_view.get_node(shared, key)
         return await sse_response(nodes_view.follow_snapshots(shared, node.id))
 
-    @app.get("/api/v1/nodes/<key>/metrics")
-    async def node_metrics_query(key: str) -> Response:
+    @NODE_METRICS.on(app)
+    async def node_metrics_query(key: str, query: NodeMetricsArgs) -> Response:
         node = await nodes_view.get_node(shared, key)
-        query = node_metrics.parse_query(request.args)
         return ok(await node_metrics.query(shared, node.id, query))
 
-    @app.get("/api/v1/events")
-    async def list_events() -> Response:
+    @EVENTS.on(app)
+    async def list_events(query: EventsQuery) -> Response:
         where = events.parse_filter(request.args)
-        limit = int_arg("limit", 100, 1, 10_000)
-        page, next_cursor = await events.list_events(shared, where, limit, request.args.get("cursor"))
+        page, next_cursor = await events.list_events(shared, where, query.limit, query.cursor or None)
         return ok({"events": page, "next_cursor": next_cursor})
 
-    @app.get("/api/v1/events/stream")
-    async def event_stream() -> Response:
+    @EVENT_STREAM.on(app)
+    async def event_stream(query: EventStreamQuery) -> Response:
         where = events.parse_filter(request.args)
-        resume = parse_last_event_id(request.headers) or request.args.get("after") or None
+        resume = parse_last_event_id(request.headers) or query.after or None
         return await sse_response(events.follow(shared, where, resume))

@@ -10,10 +10,10 @@ from quart_trio import QuartTrio
 from gpuplaned.http import openapi
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
-    @app.get(openapi.PATH)
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @openapi.DOCUMENT.on(app)
     async def openapi_document() -> Response:
         return jsonify(openapi.document())

@@ -2,41 +2,72 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from quart import Response
 from quart_trio import QuartTrio
 
-from gpuplaned.http.bodies import json_body
+from gpuplaned.http.replies import BatchReply, SessionCreated, SessionEnvReply, SessionList, SessionReply
 from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.service import sessions
+from gpuplaned.service.sessions import BatchCreate, SessionCreate, SessionFinish
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
-    @app.post("/api/v1/sessions")
-    async def open_session() -> Response:
-        session = await sessions.open_session(shared, await json_body())
+api = Routes("runs")
+_RUN = Param("run_id", "the run's id")
+_SESSION = Param("session_id", "the session's id (a UUIDv7)")
+_ENV = "the process: python, argv, git commit and dirty flag, package versions, CUDA_VISIBLE_DEVICES... (at most 64 KB)"
+
+OPEN = api.post("/api/v1/sessions", "openSession", "Open an SDK session on a run (gpuplane.init)",
+                Reply(201, SessionCreated, "The session and its run (the existing one for a known session_id)."),
+                errors=(400, 409, 413), body=SessionCreate,
+                description="Idempotent with a session_id: the SDK re-opens its session when the daemon comes back, "
+                            "and a spool replay (the daemon at start, gpuplanectl sync) opens it again.")
+RUN_SESSIONS = api.get("/api/v1/runs/<run_id>/sessions", "listRunSessions",
+                       "A run's SDK sessions (one per rank or resume), oldest first",
+                       Reply(200, SessionList, "The sessions."), errors=(404,), params=(_RUN,))
+SESSION = api.get("/api/v1/sessions/<session_id>", "getSession", "One SDK session",
+                  Reply(200, SessionReply, "The session."), errors=(404,), params=(_SESSION,))
+BATCH = api.post("/api/v1/sessions/<session_id>/batches", "addBatch", "Store a batch of a session's metric points, "
+                                                                     "once",
+                 Reply(200, BatchReply, "Answered after the batch is committed; a resent seq is a duplicate."),
+                 errors=(400, 404, 409, 413), body=BatchCreate, params=(_SESSION,))
+ENV = api.post("/api/v1/sessions/<session_id>/env", "addSessionEnv", "Record the training process's environment on "
+                                                                    "its run",
+               Reply(200, SessionEnvReply, "Whether it was kept."), errors=(400, 404, 409, 413), body=dict,
+               params=(_SESSION,), description=f"The body: {_ENV}.")
+FINISH = api.post("/api/v1/sessions/<session_id>/finish", "finishSession", "Finish an SDK session (an SDK run ends "
+                                                                          "with its last session)",
+                  Reply(200, SessionReply, "The finished session."), errors=(400, 404, 409, 413), body=SessionFinish,
+                  params=(_SESSION,))
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @OPEN.on(app)
+    async def open_session(body: SessionCreate) -> Response:
+        session = await sessions.open_session(shared, body)
         return ok({"session_id": session.id, "run_id": session.run_id, "session": session}, 201)
 
-    @app.get("/api/v1/runs/<run_id>/sessions")
+    @RUN_SESSIONS.on(app)
     async def list_run_sessions(run_id: str) -> Response:
         return ok({"sessions": await sessions.list_run_sessions(shared, run_id)})
 
-    @app.get("/api/v1/sessions/<session_id>")
+    @SESSION.on(app)
     async def get_session(session_id: str) -> Response:
         return ok({"session": await sessions.get_session(shared, session_id)})
 
-    @app.post("/api/v1/sessions/<session_id>/batches")
-    async def add_batch(session_id: str) -> Response:
-        return ok(await sessions.add_batch(shared, session_id, await json_body()))
+    @BATCH.on(app)
+    async def add_batch(session_id: str, body: BatchCreate) -> Response:
+        return ok(await sessions.add_batch(shared, session_id, body))
 
-    @app.post("/api/v1/sessions/<session_id>/env")
-    async def add_env(session_id: str) -> Response:
-        return ok(await sessions.add_env(shared, session_id, await json_body()))
+    @ENV.on(app)
+    async def add_env(session_id: str, body: dict[str, Any]) -> Response:
+        return ok(await sessions.add_env(shared, session_id, body))
 
-    @app.post("/api/v1/sessions/<session_id>/finish")
-    async def finish_session(session_id: str) -> Response:
-        return ok({"session": await sessions.finish_session(shared, session_id, await json_body())})
+    @FINISH.on(app)
+    async def finish_session(session_id: str, body: SessionFinish) -> Response:
+        return ok({"session": await sessions.finish_session(shared, session_id, body)})

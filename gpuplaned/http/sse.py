@@ -27,13 +27,14 @@ When the client disconnects, Quart-Trio cancels the task that iterates ``body()`
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import trio
 from quart import make_response
+
+from gpuplaned.protocol.sse_frames import LINE_BREAK, format_event
 
 __all__ = ["HEARTBEAT", "SSE_HEADERS", "format_event", "parse_last_event_id", "sse_stream"]
 
@@ -49,35 +50,7 @@ SSE_HEADERS: Mapping[str, str] = MappingProxyType(
     }
 )
 
-# The event-stream grammar accepts all three line endings; splitting on all of them keeps
-# a stray "\r" in a log line (progress bars) from being read as the start of a new field.
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _MAX_EVENT_ID = 256
-
-
-def format_event(data: str, *, id: str | None = None, event: str | None = None) -> bytes:
-    """Frame one event: optional ``id:`` and ``event:`` fields, one ``data:`` line per line.
-
-    A client joins the ``data`` lines with ``\\n``, so multi-line data arrives intact
-    (line endings normalised to ``\\n``).
-
-    Raises:
-        ValueError: ``id`` or ``event`` contains a line break, or ``id`` a NUL (which
-            would make browsers ignore it).
-    """
-    parts: list[str] = []
-    if id is not None:
-        if _LINE_BREAK.search(id) or "\0" in id:
-            raise ValueError(f"an event id cannot contain line breaks or NUL: {id!r}")
-        parts.append(f"id: {id}\n")
-    if event is not None:
-        if _LINE_BREAK.search(event):
-            raise ValueError(f"an event type cannot contain line breaks: {event!r}")
-        parts.append(f"event: {event}\n")
-    for line in _LINE_BREAK.split(data):
-        parts.append(f"data: {line}\n")
-    parts.append("\n")
-    return "".join(parts).encode()
 
 
 def parse_last_event_id(headers: Mapping[str, str] | Any) -> str | None:
@@ -96,7 +69,7 @@ def parse_last_event_id(headers: Mapping[str, str] | Any) -> str | None:
     if value is None:
         return None
     value = value.strip()
-    if not value or len(value) > _MAX_EVENT_ID or _LINE_BREAK.search(value) or "\0" in value:
+    if not value or len(value) > _MAX_EVENT_ID or LINE_BREAK.search(value) or "\0" in value:
         return None
     return value
 

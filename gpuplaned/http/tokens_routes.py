@@ -16,33 +16,48 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quart import Response, request
+from quart import Response
 from quart_trio import QuartTrio
 
-from gpuplaned.http.bodies import int_arg, json_body
 from gpuplaned.http.idempotency import secret_reply
+from gpuplaned.http.queries import Page
+from gpuplaned.http.replies import TokenCreated, TokenList, TokenReply
 from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.service import tokens
+from gpuplaned.service.tokens import TokenCreate
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
-    @app.post("/api/v1/tokens")
-    async def create_token() -> Response:
-        name, scopes, expires_in_ms = tokens.parse_create(await json_body())
+api = Routes("tokens")
+
+CREATE = api.post("/api/v1/tokens", "createToken", "Create an API token for the HTTP front",
+                  Reply(201, TokenCreated, "The token and its secret (shown only here)."), errors=(400, 409, 413),
+                  body=TokenCreate)
+LIST = api.get("/api/v1/tokens", "listTokens", "The tokens, newest first, revoked ones included",
+               Reply(200, TokenList, "A page of tokens."), errors=(400,), query=Page)
+REVOKE = api.post("/api/v1/tokens/<id_or_name>/revoke", "revokeToken", "Revoke a token (a revoked one is answered "
+                                                                       "unchanged)",
+                  Reply(200, TokenReply, "The revoked token."), errors=(404,),
+                  params=(Param("id_or_name", "the token's id or name"),))
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @CREATE.on(app)
+    async def create_token(body: TokenCreate) -> Response:
+        name, scopes, expires_in_ms = tokens.parse_create(body)
         info, secret = await tokens.create_token(shared, name, scopes, expires_in_ms)
         return secret_reply(ok({"token": info, "secret": secret}, 201), f"token {info.id} ({info.name!r})",
                             f"If that reply was lost, revoke the token (`gpuplanectl token revoke {info.id}`). ",
                             token_id=info.id)
 
-    @app.get("/api/v1/tokens")
-    async def list_tokens() -> Response:
-        page, next_cursor = await tokens.list_tokens(shared, int_arg("limit", 100, 1, 10_000),
-                                                     request.args.get("cursor"))
+    @LIST.on(app)
+    async def list_tokens(query: Page) -> Response:
+        page, next_cursor = await tokens.list_tokens(shared, query.limit, query.cursor or None)
         return ok({"tokens": page, "next_cursor": next_cursor})
 
-    @app.post("/api/v1/tokens/<id_or_name>/revoke")
+    @REVOKE.on(app)
     async def revoke_token(id_or_name: str) -> Response:
         return ok({"token": await tokens.revoke_token(shared, id_or_name)})

@@ -42,7 +42,7 @@ from gpuplaned.service import ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.config import Config
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.ui")
 
@@ -142,7 +142,7 @@ async def _file(path: Path, cache: str) -> Response:
     return response
 
 
-def register(app: QuartTrio, shared: DaemonContext) -> None:
+def register(app: QuartTrio, shared: ServerContext) -> None:
     app.url_map.converters["ui_path"] = UiPathConverter
     index_rule, login_rule, assets_rule, fallback_rule = UI_RULES
     warned: set[Path] = set()

@@ -9,10 +9,13 @@ launcher) may die and come back at any time.
 
 - ``client``: ``open_launcher`` and ``Launcher``, which spawns, cancels and hears of each
   end while the launcher lives;
-- ``job_files``: ``runtime.json``, ``exit.json`` and the tail of a job's log, as read
-  back from the job dir;
+- ``job_files``: ``runtime.json``, ``exit.json`` (attrs records, read with the one
+  converter and checked to be the attempt's) and the tail of a job's log, as read back
+  from the job dir;
 - ``processes``: processes that are not the daemon's children, named by pid plus start
-  time: a job's shim, and what is left of a job whose shim died first.
+  time: a job's shim, and what is left of a job whose shim died first;
+- ``orphans``: whether such a job still runs, and following it to its end;
+- ``environment``: the environment a job runs with.
 
 Why a job failed, from what these tell, is ``gpuplaned.domain.failures``.
 """

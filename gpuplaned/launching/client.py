@@ -34,7 +34,7 @@ import attrs
 import trio
 
 from gpuplaned import shim
-from gpuplaned.launching.job_files import ExitRecord, InvalidField, exit_record, float_field, int_field
+from gpuplaned.launching.job_files import ExitRecord, InvalidField, exit_record, parse
 
 log = logging.getLogger("gpuplaned.runner")
 
@@ -71,7 +71,11 @@ def _str_dict(value: Mapping[str, str]) -> dict[str, str]:
 
 @attrs.frozen
 class SpawnRequest:
-    """One command to start. ``env`` is the job's full environment (PATH lookup uses it)."""
+    """One command to start. ``env`` is the job's full environment (PATH lookup uses it).
+
+    ``job_id`` and ``attempt`` name the attempt (the runner's requests always do): the job's
+    ``runtime.json`` and ``exit.json`` then carry them.
+    """
 
     id: str
     job_dir: Path = attrs.field(converter=Path)
@@ -80,6 +84,8 @@ class SpawnRequest:
     env: dict[str, str] = attrs.field(converter=_str_dict)
     timeout_s: float | None = None
     grace_s: float = 10.0  # SIGTERM -> SIGKILL on cancel and timeout
+    job_id: str | None = None
+    attempt: int | None = None
 
 
 @attrs.frozen
@@ -94,6 +100,20 @@ class Spawned:
     start_time: int | None
     # Wall clock (epoch seconds) just before the exec; ``runtime.json``'s ``started_at``.
     # None only from a launcher that does not report it.
+    started_at: float | None = None
+
+
+@attrs.frozen
+class _SpawnReply:
+    """The launcher's answer to a spawn that started its job."""
+
+    id: str | None
+    ok: bool
+    shim_pid: int
+    shim_start_time: int | None
+    pid: int
+    pgid: int
+    start_time: int | None
     started_at: float | None = None
 
 
@@ -183,6 +203,8 @@ class Launcher:
             "env": request.env,
             "timeout_s": request.timeout_s,
             "grace_s": request.grace_s,
+            "job_id": request.job_id,
+            "attempt": request.attempt,
         })
         if reply.get("id") != request.id:
             self._break(f"reply for {reply.get('id')!r} to the request for {request.id!r}")
@@ -190,19 +212,12 @@ class Launcher:
         if not reply.get("ok"):
             raise SpawnError(str(reply.get("error", "spawn failed")), request.id)
         try:
-            return Spawned(
-                id=request.id,
-                shim_pid=int_field(reply, "shim_pid"),
-                shim_start_time=int_field(reply, "shim_start_time", optional=True),
-                pid=int_field(reply, "pid"),
-                pgid=int_field(reply, "pgid"),
-                start_time=int_field(reply, "start_time", optional=True),
-                started_at=float_field(reply, "started_at", optional=True) if "started_at" in reply
-                else None,
-            )
+            started = parse(reply, _SpawnReply, "the spawn reply")
         except InvalidField as exc:
             self._break(f"malformed spawn reply {reply!r}: {exc}")
             raise LauncherGone(self._gone) from None
+        return Spawned(request.id, started.shim_pid, started.shim_start_time, started.pid, started.pgid,
+                       started.start_time, started.started_at)
 
     async def cancel(self, request_id: str) -> bool:
         """Cancel (SIGTERM, grace period, SIGKILL) a job this launcher started; False when it

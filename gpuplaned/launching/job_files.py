@@ -2,10 +2,12 @@
 
 A shim writes them (``gpuplaned.shim.records`` has their format and names): ``runtime.json``
 once the job's main process is started, ``exit.json`` once it and all its descendants are
-gone. ``read_runtime`` and ``read_exit`` give None while a file does not exist yet, and
-raise ``CorruptRecord`` (a ``ValueError``) for one that is not what a shim writes.
-``exit_record`` reads the same record from the launcher's exit event. The field checks
-(``int_field`` and the others, raising ``InvalidField``) serve the launcher's replies too.
+gone. ``Runtime`` and ``ExitRecord`` are attrs classes read with the one converter
+(``gpuplaned.protocol.converter.structure``: strict types, no unknown keys).
+``read_runtime`` and ``read_exit`` give None while a file does not exist yet, and raise
+``CorruptRecord`` (a ``ValueError``) for one that is not what a shim writes, or (given the
+attempt it should be) one of another attempt. ``exit_record`` reads the same record from the
+launcher's exit event, raising ``InvalidField``.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
+from gpuplaned.domain.failures import ExitReason
+from gpuplaned.protocol.converter import FieldInvalid, structure
+from gpuplaned.protocol.errors import ApiError
 from gpuplaned.shim.records import EXIT_FILE, RUNTIME_FILE
 
 TAIL_BYTES = 64 * 1024
+T = TypeVar("T")
 
 
 class CorruptRecord(ValueError):
@@ -33,8 +39,29 @@ class CorruptRecord(ValueError):
         self.problem = problem
 
 
+class InvalidField(ValueError):
+    """A field of a shim's record, or of the launcher's reply, is missing or of the wrong type."""
+
+
+def _finite(_: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise FieldInvalid(attribute.name, f"must be a finite number, got {value!r}")
+
+
+class _OfAnAttempt:
+    """A record's ``job_id`` and ``attempt``: None in one whose spawn named none (tests, older shims)."""
+
+    __slots__ = ()
+    job_id: str | None
+    attempt: int | None
+
+    def belongs_to(self, job_id: str, attempt: int) -> bool:
+        """Whether this record may be the one of ``job_id`` attempt ``attempt``."""
+        return self.job_id in (None, job_id) and self.attempt in (None, attempt)
+
+
 @attrs.frozen
-class Runtime:
+class Runtime(_OfAnAttempt):
     """``runtime.json``: written by the shim once the command has been exec'd."""
 
     id: str | None
@@ -46,81 +73,52 @@ class Runtime:
     argv: tuple[str, ...]
     cwd: str
     env_keys: tuple[str, ...]
-    started_at: float  # wall clock, epoch seconds (data only)
-    timeout_s: float | None
-    grace_s: float
+    started_at: float = attrs.field(validator=_finite)  # wall clock, epoch seconds (data only)
+    timeout_s: float | None = attrs.field(validator=_finite)
+    grace_s: float = attrs.field(validator=_finite)
+    job_id: str | None = None
+    attempt: int | None = None
 
 
 @attrs.frozen
-class ExitRecord:
+class ExitRecord(_OfAnAttempt):
     """``exit.json``: written by the shim after the job and all its descendants are gone.
 
-    ``reason`` is one of ``exited``, ``signaled``, ``cancelled``, ``timeout``,
-    ``spawn_failed``. ``exit_code`` is set when the main process exited (127/126 for a
-    spawn failure), ``signal`` when a signal killed it.
+    ``reason`` says how it ended (``ExitReason``). ``exit_code`` is set when the main
+    process exited (127/126 for a spawn failure), ``signal`` when a signal killed it.
     """
 
     exit_code: int | None
     signal: int | None
     signal_name: str | None
-    reason: str
-    ended_at: float  # wall clock, epoch seconds (data only)
+    reason: ExitReason
+    ended_at: float = attrs.field(validator=_finite)  # wall clock, epoch seconds (data only)
     pid: int | None
     error: str | None = None
+    job_id: str | None = None
+    attempt: int | None = None
 
     @property
     def succeeded(self) -> bool:
-        return self.exit_code == 0 and self.signal is None and self.reason == "exited"
+        return self.exit_code == 0 and self.signal is None and self.reason == ExitReason.EXITED
 
 
-REASONS = frozenset({"exited", "signaled", "cancelled", "timeout", "spawn_failed"})
+def parse(data: Any, cls: type[T], what: str) -> T:
+    """``data`` (what a shim or the launcher wrote) as a ``cls``.
+
+    Raises:
+        InvalidField: it is not a JSON object, or a field is missing, unknown or of the wrong type.
+    """
+    try:
+        return structure(data, cls, what=what)
+    except ApiError as exc:
+        raise InvalidField(exc.message) from None
 
 
-class InvalidField(ValueError):
-    """A field of a shim's record, or of the launcher's reply, is missing or of the wrong type."""
+R = TypeVar("R", "Runtime", "ExitRecord")
 
 
-def _field(data: Mapping[str, Any], key: str) -> Any:
-    if key not in data:
-        raise InvalidField(f"missing {key!r}")
-    return data[key]
-
-
-def int_field(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
-    value = _field(data, key)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidField(f"{key!r} must be an integer, got {value!r}")
-    return value
-
-
-def float_field(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
-    value = _field(data, key)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidField(f"{key!r} must be a number, got {value!r}")
-    return float(value)
-
-
-def str_field(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
-    value = _field(data, key) if not optional else data.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise InvalidField(f"{key!r} must be a string, got {value!r}")
-    return value
-
-
-def strs_field(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    value = _field(data, key)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidField(f"{key!r} must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
-def _load(path: Path) -> dict[str, Any] | None:
+def _read(path: Path, cls: type[R], owner: tuple[str, int] | None) -> R | None:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -129,74 +127,43 @@ def _load(path: Path) -> dict[str, Any] | None:
         data = json.loads(raw)
     except ValueError as exc:
         raise CorruptRecord(path, f"not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CorruptRecord(path, "not a JSON object")
-    return data
+    try:
+        record = parse(data, cls, path.name)
+    except InvalidField as exc:
+        raise CorruptRecord(path, str(exc)) from None
+    if owner is not None and not record.belongs_to(*owner):
+        raise CorruptRecord(path, f"the record of job {record.job_id} attempt {record.attempt}, "
+                                  f"not of job {owner[0]} attempt {owner[1]}")
+    return record
 
 
-def read_runtime(job_dir: str | os.PathLike[str]) -> Runtime | None:
+def read_runtime(job_dir: str | os.PathLike[str], owner: tuple[str, int] | None = None) -> Runtime | None:
     """``job_dir/runtime.json``; None while it does not exist.
 
     Raises:
-        CorruptRecord: the file is not valid JSON or lacks a field.
+        CorruptRecord: the file is not valid JSON, lacks a field, or (``owner``: the job id
+            and attempt it should be of) names another attempt.
     """
-    path = Path(job_dir) / RUNTIME_FILE
-    data = _load(path)
-    if data is None:
-        return None
-    try:
-        return Runtime(
-            id=str_field(data, "id", optional=True),
-            shim_pid=int_field(data, "shim_pid"),
-            shim_start_time=int_field(data, "shim_start_time", optional=True),
-            pid=int_field(data, "pid"),
-            pgid=int_field(data, "pgid"),
-            start_time=int_field(data, "start_time", optional=True),
-            argv=strs_field(data, "argv"),
-            cwd=str_field(data, "cwd"),
-            env_keys=strs_field(data, "env_keys"),
-            started_at=float_field(data, "started_at"),
-            timeout_s=float_field(data, "timeout_s", optional=True),
-            grace_s=float_field(data, "grace_s"),
-        )
-    except InvalidField as exc:
-        raise CorruptRecord(path, str(exc)) from None
+    return _read(Path(job_dir) / RUNTIME_FILE, Runtime, owner)
 
 
-def read_exit(job_dir: str | os.PathLike[str]) -> ExitRecord | None:
+def read_exit(job_dir: str | os.PathLike[str], owner: tuple[str, int] | None = None) -> ExitRecord | None:
     """``job_dir/exit.json``; None while the job (or its clean-up) is still running.
 
     Raises:
-        CorruptRecord: the file is not valid JSON, lacks a field or has an unknown reason.
+        CorruptRecord: the file is not valid JSON, lacks a field, has an unknown reason, or
+            (``owner``: the job id and attempt it should be of) is another attempt's exit.
     """
-    path = Path(job_dir) / EXIT_FILE
-    data = _load(path)
-    if data is None:
-        return None
-    try:
-        return exit_record(data)
-    except InvalidField as exc:
-        raise CorruptRecord(path, str(exc)) from None
+    return _read(Path(job_dir) / EXIT_FILE, ExitRecord, owner)
 
 
 def exit_record(data: Mapping[str, Any]) -> ExitRecord:
     """An ``ExitRecord`` from what a shim writes (``exit.json``, or its exit line).
 
     Raises:
-        ValueError: a field is missing or of the wrong type, or the reason is unknown.
+        InvalidField: a field is missing or of the wrong type, or the reason is unknown.
     """
-    reason = str_field(data, "reason")
-    if reason not in REASONS:
-        raise InvalidField(f"unknown reason {reason!r}")
-    return ExitRecord(
-        exit_code=int_field(data, "exit_code", optional=True),
-        signal=int_field(data, "signal", optional=True),
-        signal_name=str_field(data, "signal_name", optional=True),
-        reason=reason,
-        ended_at=float_field(data, "ended_at"),
-        pid=int_field(data, "pid", optional=True),
-        error=str_field(data, "error", optional=True),
-    )
+    return parse(data, ExitRecord, "the exit record")
 
 
 def tail_text(path: str | os.PathLike[str], max_bytes: int = TAIL_BYTES) -> str:

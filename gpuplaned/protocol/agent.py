@@ -1,7 +1,8 @@
 """Node <-> server messages (seed 000 section 5.2), the same in-process and over the wire.
 
 In role ``all`` they travel over memory channels between the runner and the scheduler; a
-remote agent will send the very same types as JSON frames (``type`` tag) over WebSocket.
+remote agent will send the very same types as JSON frames (``type`` tag) over WebSocket:
+``FRAMES`` is that one closed family (``FRAMES.structure(json)``, ``FRAMES.unstructure(frame)``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 from typing import Any, Union
 
 import attrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from gpuplaned.protocol.converter import TaggedUnion, converter
 
 
 @attrs.frozen
@@ -132,5 +136,89 @@ class NodeEvent:
     context: dict[str, Any] = attrs.field(factory=dict)
 
 
-ServerToNode = Union[Dispatch, Cancel]
-NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent]
+@attrs.frozen
+class LogChunk:
+    """New lines of one stream of one job attempt, from one pass of the node's log tailer."""
+
+    job_id: str
+    attempt: int
+    stream: str  # stdout | stderr
+    start: int  # the file offset the read started at: a follower that has read less missed lines
+    end: int  # the file offset just after the last line read: where the next chunk starts
+    lines: tuple[tuple[int, str], ...]  # (offset, text) in file order
+    # Every line from ``start`` to ``end`` (the attempt has live followers); else only the
+    # last ``LogLines.tail_lines`` of them, which is all the store keeps.
+    complete: bool = False
+
+
+@attrs.frozen
+class LogLines:
+    """One pass of the node's log tailer (seed "log_lines"): the server keeps the last
+    ``tail_lines`` lines of each stream and feeds the attempts' live followers."""
+
+    tail_lines: int
+    chunks: tuple[LogChunk, ...] = ()
+    # The attempts with live followers that this pass read, new lines or not: their
+    # followers go on waiting for the feed rather than reading the files.
+    served: tuple[tuple[str, int], ...] = ()
+
+
+@attrs.frozen
+class LogOffsets:
+    """Where the stored tail of each stream of some job attempts ends; the node resumes
+    tailing there (asked with the attempts as ``(job_id, attempt)``, answered in ``offsets``)."""
+
+    attempts: tuple[tuple[str, int], ...]
+    offsets: tuple[tuple[str, int, str, int], ...] = ()  # (job_id, attempt, stream, offset)
+
+
+@attrs.frozen
+class LogFollow:
+    """Server to node: a job attempt has live followers (``live``) or no longer has any.
+    While it has, the node sends every new line of it, and passes over it more often."""
+
+    job_id: str
+    attempt: int
+    live: bool
+
+
+ServerToNode = Union[Dispatch, Cancel, LogFollow]
+NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent, LogLines, LogOffsets]
+
+
+@attrs.frozen
+class HelloErr:
+    """The server refuses a ``Hello`` (a bad one, or a name a connected node has)."""
+
+    message: str
+
+
+@attrs.frozen
+class Ping:
+    """Keep-alive, either way; answered with ``Pong``."""
+
+
+@attrs.frozen
+class Pong:
+    server_version: str | None = None
+
+
+@attrs.frozen
+class FrameError:
+    """The answer to a frame that cannot be read or is not served (yet)."""
+
+    message: str
+
+
+# On the wire the frame's tag is "type": an event's own type travels as "event_type".
+converter.register_structure_hook(
+    NodeEvent, make_dict_structure_fn(NodeEvent, converter, type=override(rename="event_type")))
+converter.register_unstructure_hook(
+    NodeEvent, make_dict_unstructure_fn(NodeEvent, converter, type=override(rename="event_type")))
+
+FRAMES = TaggedUnion({
+    "hello": Hello, "hello_ok": HelloOk, "hello_err": HelloErr, "ping": Ping, "pong": Pong, "error": FrameError,
+    "dispatch": Dispatch, "cancel": Cancel, "log_follow": LogFollow,
+    "job_status": JobStatus, "node_snapshot": NodeSnapshot, "sys_metrics": SysMetrics, "event": NodeEvent,
+    "log_lines": LogLines, "log_offsets": LogOffsets,
+})

@@ -6,11 +6,13 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.protocol.fields import doc
+
 
 @attrs.frozen
 class Endpoints:
-    unix: str | None = None
-    tcp: str | None = None  # "127.0.0.1:PORT" when the control socket fell back to TCP
+    unix: str | None = doc("the control socket's path", default=None)
+    tcp: str | None = doc("127.0.0.1:PORT when the control endpoint fell back to loopback TCP", default=None)
     http: str | None = None  # "http://HOST:PORT": the token-authenticated HTTP front, while it listens
 
 
@@ -22,7 +24,7 @@ class DaemonInfo:
     role: str
     state: str  # NOT_READY / READY / STOPPING / CLOSED
     uptime_s: float
-    started_at: int  # ms since the epoch, like every timestamp of the API
+    started_at: int = doc("ms since the epoch")  # like every timestamp of the API
     endpoints: Endpoints
     runtime_dir: str
     home: str
@@ -32,14 +34,16 @@ class DaemonInfo:
 
 @attrs.frozen
 class ActorInfo:
+    """One supervised actor (store, scheduler, runner, logs, monitor, ...)."""
+
     name: str
     state: str
     uptime_s: float
     restarts: int
     last_error: str | None
-    last_error_at: int | None  # ms since the epoch
+    last_error_at: int | None = doc("ms since the epoch")
     depends_on: list[str]
-    stats: dict[str, Any] | None
+    stats: dict[str, Any] | None = doc("the actor's own counters")
 
 
 @attrs.frozen

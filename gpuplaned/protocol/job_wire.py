@@ -1,20 +1,19 @@
 """Job submissions and job views on the wire, and the validation of a submission.
 
-A bad submission is an ``ApiError`` (400 ``bad_request``) whose message and
-``details.field`` name the problem; nothing is created.
+``JobSubmit`` is the ``POST /api/v1/jobs`` body: structured by the one converter, a bad
+submission is an ``ApiError`` (400 ``bad_request``) whose message and ``details.field`` name
+the problem; nothing is created. Its bounds are declared with its fields, for its validators
+and the OpenAPI document alike.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from typing import Any
-
 import attrs
 
-from gpuplaned.protocol.bodies import known_object
-from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.converter import FieldInvalid
+from gpuplaned.protocol.fields import UNSET, doc, field
 
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
 DEFAULT_STOP_GRACE_S = 10.0
@@ -37,128 +36,118 @@ class JobSpec:
     type: str = "TRAIN"
 
 
+_MS = "ms since the epoch"
+
+
 @attrs.frozen
 class Job:
-    id: str
+    id: str = doc("job_<ULID>")
     name: str
-    type: str
-    status: str
+    type: str = doc(enum=JOB_TYPES)
+    status: str  # one of service.jobs.JOB_STATES
     priority: int
     command: list[str]
     cwd: str | None
-    env: dict[str, str | None]  # None: a value not shown to this caller (``service.jobs.env_view``)
-    gpu: int
+    env: dict[str, str | None] = doc("name -> value; null where the value is not shown: in lists, to read-only "
+                                     "callers, and always for names containing TOKEN, KEY, SECRET or PASSWORD")
+    gpu: int = doc(minimum=0)
     labels: list[str]
-    node: str | None  # the selector: run only on this node
-    node_id: str | None  # where it was dispatched
-    attempt: int
-    max_attempts: int
+    node: str | None = doc("the selector: run only on this node")
+    node_id: str | None = doc("where the job was dispatched")
+    attempt: int = doc("0 until the first dispatch", minimum=0)
+    max_attempts: int = doc(minimum=1)
     timeout_s: float | None
     stop_grace_s: float
     run_id: str | None
     gpu_indexes: list[int]
-    created_at: int  # ms since the epoch
-    started_at: int | None
-    finished_at: int | None
+    created_at: int = doc(_MS)
+    started_at: int | None = doc(_MS)
+    finished_at: int | None = doc(_MS)
     exit_code: int | None
-    failure_reason: str | None  # a code: EXIT_CODE, OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED...
-    failure_message: str | None  # what happened, in words
+    failure_reason: str | None = doc("a code: EXIT_CODE, SIGNAL(SIGSEGV), OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST")
+    failure_message: str | None = doc("why it failed, in words")
     cancel_requested: bool
 
 
-_KNOWN = {f.name for f in attrs.fields(JobSpec)} | {"retry", "dir", "gpus"}
+def _argv(command: list[str]) -> str | None:
+    if not command[0] or "\x00" in "".join(command):
+        return "every argument must be a string and the program name non-empty, without NUL bytes"
+    return None
 
 
-def _bad(field: str, message: str) -> ApiError:
-    return ApiError(ErrorCode.BAD_REQUEST, f"{field}: {message}", {"field": field})
-
-
-def _int(body: Mapping[str, Any], field: str, default: int, low: int, high: int) -> int:
-    value = body.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(field, f"must be an integer, got {value!r}")
-    if not low <= value <= high:
-        raise _bad(field, f"must be between {low} and {high}, got {value}")
-    return value
-
-
-def _seconds(body: Mapping[str, Any], field: str, default: float | None) -> float | None:
-    value = body.get(field, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise _bad(field, f"must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _strings(body: Mapping[str, Any], field: str) -> tuple[str, ...]:
-    value = body.get(field, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _bad(field, "must be a list of strings")
-    return tuple(value)
-
-
-def parse_job_spec(body: Any) -> JobSpec:
-    """Validate a submission (``POST /api/v1/jobs`` body) into a ``JobSpec``.
-
-    ``command`` is an argv list (no shell unless the user writes ``sh -c``); ``cwd`` (alias
-    ``dir``) must be an existing absolute directory; ``retry`` N means ``max_attempts`` N+1.
-
-    Raises:
-        ApiError: bad_request naming the field.
-    """
-    known_object(body, _KNOWN)
-    command = body.get("command")
-    if isinstance(command, str) or not isinstance(command, list) or not command:
-        raise _bad("command", "must be a non-empty list of arguments (argv), e.g. [\"python\", \"train.py\"]")
-    if not all(isinstance(a, str) for a in command) or not command[0]:
-        raise _bad("command", "every argument must be a string and the program name non-empty")
-    if any("\x00" in a for a in command):
-        raise _bad("command", "arguments cannot contain NUL bytes")
-
-    cwd = body.get("cwd", body.get("dir"))
-    if cwd is None:
-        raise _bad("cwd", "the working directory is required (absolute path)")
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        raise _bad("cwd", f"must be an absolute path, got {cwd!r}")
-    if not os.path.isdir(cwd):
-        raise _bad("cwd", f"directory {cwd} does not exist")
-
-    env = body.get("env", {})
-    if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise _bad("env", "must be an object of string values")
+def _env_names(env: dict[str, str]) -> str | None:
     for key, value in env.items():
         if not key or "=" in key or "\x00" in key:
-            raise _bad("env", f"bad variable name {key!r}")
+            return f"bad variable name {key!r}"
         if "\x00" in value:  # exec cannot pass it: the job could never start
-            raise _bad("env", f"the value of {key} contains a NUL byte")
+            return f"the value of {key} contains a NUL byte"
+    return None
 
-    name = body.get("name") or os.path.basename(command[0])
-    if not isinstance(name, str) or len(name) > 200:
-        raise _bad("name", "must be a string of at most 200 characters")
 
-    node = body.get("node")
-    if node is not None and (not isinstance(node, str) or not node):
-        raise _bad("node", "must be a node name")
-    job_type = body.get("type", "TRAIN")
-    if job_type not in JOB_TYPES:
-        raise _bad("type", f"must be one of {', '.join(JOB_TYPES)}")
-    gpu_field = "gpus" if "gpus" in body else "gpu"
-    retry = _int(body, "retry", 0, 0, 100) if "retry" in body else None
-    max_attempts = _int(body, "max_attempts", 1, 1, 101)
-    if retry is not None:
-        max_attempts = retry + 1
+def _finite(value: float) -> str | None:
+    return None if math.isfinite(value) else f"must be a positive number of seconds, got {value!r}"
+
+
+_SECONDS = {"exclusive_minimum": 0, "message": "must be a positive number of seconds, got {value!r}", "check": _finite}
+_NO_NUL = "^[^\\x00]*$"
+_DIRECTORY = "an existing absolute directory"
+_ABSOLUTE = "must be an absolute path, got {value!r}"
+
+
+@attrs.frozen(kw_only=True)
+class JobSubmit:
+    """A job to queue. Unknown fields are refused; cwd (or its alias dir) is required."""
+
+    command: list[str] = field(min_items=1, description="argv; no shell unless you write sh -c", check=_argv,
+                               message='must be a non-empty list of arguments (argv), e.g. ["python", "train.py"]',
+                               schema={"prefixItems": [{"type": "string", "minLength": 1, "pattern": _NO_NUL}],
+                                       "items": {"type": "string", "pattern": _NO_NUL}})
+    cwd: str = field(default=UNSET, pattern="^/", description=_DIRECTORY, message=_ABSOLUTE)
+    dir: str = field(default=UNSET, pattern="^/", description="alias of cwd", message=_ABSOLUTE)
+    env: dict[str, str] = field(factory=dict, check=_env_names,
+                                schema={"propertyNames": {"minLength": 1, "pattern": "^[^=\\x00]*$"},
+                                        "additionalProperties": {"type": "string", "pattern": _NO_NUL}})
+    name: str | None = field(default=None, max_length=200, description="default: the program's base name",
+                             message="must be a string of at most 200 characters")
+    type: str = field(default="TRAIN", enum=JOB_TYPES)
+    gpu: int = field(default=1, minimum=0, maximum=64, description="GPUs to reserve; 0 runs on a CPU slot")
+    gpus: int = field(default=UNSET, minimum=0, maximum=64, description="alias of gpu")
+    labels: list[str] = field(factory=list)
+    node: str | None = field(default=None, min_length=1, description="run only on this node",
+                             message="must be a node name")
+    priority: int = field(default=0, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY)
+    max_attempts: int = field(default=1, minimum=1, maximum=101)
+    retry: int = field(default=UNSET, minimum=0, maximum=100,
+                       description="retries after a failure: max_attempts = retry + 1 (wins over max_attempts)")
+    timeout_s: float | None = field(default=None, **_SECONDS, description="kill the attempt after this long; "
+                                                                          "null: never")
+    stop_grace_s: float | None = field(default=DEFAULT_STOP_GRACE_S, **_SECONDS,
+                                       description="SIGTERM to SIGKILL on cancel or timeout")
+
+    __schema__ = {"anyOf": [{"required": ["cwd"]}, {"required": ["dir"]}]}
+
+    def __attrs_post_init__(self) -> None:
+        cwd = self.cwd if self.cwd is not UNSET else self.dir
+        if cwd is UNSET:
+            raise FieldInvalid("cwd", "the working directory is required (absolute path)")
+        if not os.path.isdir(cwd):
+            raise FieldInvalid("cwd", f"directory {cwd} does not exist")
+
+
+def to_spec(job: JobSubmit) -> JobSpec:
+    """The submission with its aliases and defaults resolved: ``dir`` is ``cwd``, ``gpus`` is
+    ``gpu``, ``retry`` N means ``max_attempts`` N+1, and the name defaults to the program's."""
     return JobSpec(
-        name=name,
-        command=tuple(command),
-        cwd=cwd,
-        env=dict(env),
-        gpu=_int(body, gpu_field, 1, 0, 64),
-        labels=_strings(body, "labels"),
-        node=node,
-        priority=_int(body, "priority", 0, -MAX_PRIORITY, MAX_PRIORITY),
-        max_attempts=max_attempts,
-        timeout_s=_seconds(body, "timeout_s", None),
-        stop_grace_s=_seconds(body, "stop_grace_s", DEFAULT_STOP_GRACE_S) or DEFAULT_STOP_GRACE_S,
-        type=job_type,
+        name=job.name or os.path.basename(job.command[0]),
+        command=tuple(job.command),
+        cwd=job.cwd if job.cwd is not UNSET else job.dir,
+        env=dict(job.env),
+        gpu=job.gpus if job.gpus is not UNSET else job.gpu,
+        labels=tuple(job.labels),
+        node=job.node,
+        priority=job.priority,
+        max_attempts=job.retry + 1 if job.retry is not UNSET else job.max_attempts,
+        timeout_s=job.timeout_s,
+        stop_grace_s=job.stop_grace_s or DEFAULT_STOP_GRACE_S,
+        type=job.type,
     )

@@ -1,17 +1,26 @@
-"""What an actor receives when it starts: its inbox, the other actors' inboxes, its stop signal."""
+"""What an actor receives when it starts: its inbox, the other actors' inboxes, its share of
+the daemon (``shared``), its stop signal.
+
+``shared`` is typed by the actor: a node-side actor takes ``ActorContext[NodeContext]``
+(``gpuplaned.node_context``), a server-side one ``ActorContext[ServerContext]``
+(``gpuplaned.service.context``); the daemon builds both and the supervisor hands each actor its own.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 import trio
 
 
+SharedT = TypeVar("SharedT")
+
+
 @attrs.define
-class ActorContext:
+class ActorContext(Generic[SharedT]):
     """One incarnation's view of the world.
 
     ``inbox`` outlives incarnations: messages sent while the actor is in BACKOFF wait for
@@ -22,7 +31,7 @@ class ActorContext:
     name: str
     inbox: trio.MemoryReceiveChannel[Any]
     ports: Mapping[str, trio.MemorySendChannel[Any]]
-    shared: Any  # the daemon's DaemonContext: config, paths, lifecycle, supervisor
+    shared: SharedT  # what of the daemon this actor may use (see the module's docstring)
     stop_requested: trio.Event = attrs.field(factory=trio.Event)
 
     async def receive_or_stop(self, deadline: float = math.inf) -> Any | None:

@@ -120,7 +120,8 @@ class Supervisor:
                  on_started: Callable[[str], None] | None = None) -> None:
         """Args:
             specs: the actors to run; started in dependency order, else in the given order.
-            shared: handed to every actor as ``ctx.shared``.
+            shared: handed to every actor as ``ctx.shared``, but those named in ``shared_for``
+                (which may be filled in after construction, once the ports exist).
             on_started: called with an actor's name when it first becomes ready.
         """
         self._on_started = on_started
@@ -132,6 +133,7 @@ class Supervisor:
             self._children[spec.name] = _Child(spec, send, receive)
         self.ports = {name: child.inbox_send for name, child in self._children.items()}
         self.shared = shared
+        self.shared_for: dict[str, Any] = {}  # actor name -> its own ``ctx.shared``
         self._nursery: trio.Nursery | None = None
 
     @property
@@ -314,7 +316,7 @@ class Supervisor:
         spec = child.spec
         child.stop_flag = False
         child.finished = trio.Event()
-        child.ctx = ActorContext(spec.name, child.inbox_receive, self.ports, self.shared)
+        child.ctx = ActorContext(spec.name, child.inbox_receive, self.ports, self.shared_for.get(spec.name, self.shared))
         child.transition(ActorState.STARTING)
         error: BaseException | None = None
 

@@ -14,10 +14,10 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.store.writer import STORE_UP, RequestPort, store_unavailable
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
-def store_port(shared: DaemonContext, what: str) -> RequestPort:
+def store_port(shared: ServerContext, what: str) -> RequestPort:
     """The store, for a request's ``store.writer.write``.
 
     Raises:
@@ -35,7 +35,7 @@ def store_port(shared: DaemonContext, what: str) -> RequestPort:
     return RequestPort(port, lambda: shared.supervisor.state("store"))
 
 
-def readers(shared: DaemonContext, what: str) -> Any:
+def readers(shared: ServerContext, what: str) -> Any:
     """The pool of read-only connections (``shared.readers.run(fn)``)."""
     if shared.readers is None:
         raise ApiError(ErrorCode.UNAVAILABLE, f"this daemon's role keeps no {what}")

@@ -16,12 +16,12 @@ from gpuplaned.protocol.version import API_VERSION
 from gpuplaned.runtime.supervisor import ActorNotStoppable, ActorSnapshot, UnknownActor
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 ACTOR_VERBS = ("start", "stop", "restart")
 
 
-def _http_url(shared: DaemonContext) -> str | None:
+def _http_url(shared: ServerContext) -> str | None:
     try:
         handle = shared.supervisor.handle("http")
     except KeyError:
@@ -29,7 +29,7 @@ def _http_url(shared: DaemonContext) -> str | None:
     return handle.url if handle is not None else None
 
 
-def daemon_info(shared: DaemonContext) -> DaemonInfo:
+def daemon_info(shared: ServerContext) -> DaemonInfo:
     endpoint = shared.endpoint
     endpoints = Endpoints(
         unix=endpoint.unix_path,
@@ -77,18 +77,18 @@ def actor_info(snapshot: ActorSnapshot) -> ActorInfo:
     )
 
 
-def list_actors(shared: DaemonContext) -> list[ActorInfo]:
+def list_actors(shared: ServerContext) -> list[ActorInfo]:
     return [actor_info(s) for s in shared.supervisor.snapshots()]
 
 
-def get_actor(shared: DaemonContext, name: str) -> ActorInfo:
+def get_actor(shared: ServerContext, name: str) -> ActorInfo:
     try:
         return actor_info(shared.supervisor.snapshot(name))
     except UnknownActor:
         raise _unknown_actor(shared, name) from None
 
 
-async def command_actor(shared: DaemonContext, name: str, verb: str) -> ActorInfo:
+async def command_actor(shared: ServerContext, name: str, verb: str) -> ActorInfo:
     if verb not in ACTOR_VERBS:
         raise ApiError(ErrorCode.NOT_FOUND, f"unknown actor command {verb!r}",
                        {"verbs": list(ACTOR_VERBS)})
@@ -104,11 +104,11 @@ async def command_actor(shared: DaemonContext, name: str, verb: str) -> ActorInf
     return actor_info(snapshot)
 
 
-def request_shutdown(shared: DaemonContext, reason: str) -> str:
+def request_shutdown(shared: ServerContext, reason: str) -> str:
     shared.request_shutdown(reason)
     return DaemonState.STOPPING.value
 
 
-def _unknown_actor(shared: DaemonContext, name: str) -> ApiError:
+def _unknown_actor(shared: ServerContext, name: str) -> ApiError:
     return ApiError(ErrorCode.NOT_FOUND, f"no actor named {name!r}",
                     {"actor": name, "actors": shared.supervisor.names})

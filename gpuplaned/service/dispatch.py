@@ -1,12 +1,13 @@
-"""Scheduling passes and the delivery of their dispatches.
+"""Dispatch: waking its one owner, the scheduler actor, and the pieces of its pass.
 
-The scheduler actor runs a pass on its 2 s tick and when woken. Two hot paths also fold a
-pass into the transaction they already make, so a free slot is filled without waiting for
-another transaction and an actor hop: a submit (the job may start at once) and a job's end
-(the next queued job takes its slot). Both skip it unless the scheduler actor is starting,
-running or backing off, which is how ``gpuplanectl stop scheduler`` (or a scheduler gone
-FATAL) pauses dispatching. All passes run inside store transactions, which the store
-serializes, so no slot is ever given twice.
+Only the scheduler actor (``gpuplaned.actors.scheduler``) runs scheduling passes, on its
+2 s tick and whenever it is woken. Whatever may have made work placeable (a submit, a
+job's end, a node's hello, a snapshot that changes what a node accepts, a cancel of a
+queued job, a retry) calls ``wake_scheduler`` after its own transaction has committed,
+and the woken pass places the job: no service code runs a pass, and none reads the
+scheduler's state. Stopping the scheduler actor (``gpuplanectl stop scheduler``, or one
+gone FATAL) therefore pauses dispatching and nothing else. Every pass runs inside one
+store transaction, which the store serializes, so no slot is ever given twice.
 """
 
 from __future__ import annotations
@@ -17,46 +18,47 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gpuplaned.domain.scheduling import NodeCapacity
 from gpuplaned.protocol.agent import Dispatch, JobStatus
-from gpuplaned.runtime.states import ActorState
-from gpuplaned.service.registry import NodeUnavailable, now_ms
+from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import Actors, Dispatching
 
 log = logging.getLogger("gpuplaned.scheduler")
 
 
-def dispatching(shared: DaemonContext) -> bool:
-    """Whether dispatching is on: the scheduler actor exists and is starting, running or backing off."""
+class _Wake:
+    def __repr__(self) -> str:
+        return "WAKE"
+
+
+WAKE = _Wake()  # what ``wake_scheduler`` sends; any message on its inbox asks for a pass
+
+
+def wake_scheduler(shared: Actors) -> None:
+    """Ask the scheduler for a pass now; never blocks (a pending wake is as good as two)."""
+    port = shared.supervisor.ports.get("scheduler")
+    if port is None:
+        return
     try:
-        state = shared.supervisor.state("scheduler")
-    except KeyError:
-        return False
-    return state in (ActorState.STARTING, ActorState.RUNNING, ActorState.BACKOFF)
+        port.send_nowait(WAKE)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
 
 
-def run_pass(shared: DaemonContext, conn: sqlite3.Connection,
-             nodes: list[NodeCapacity] | None = None) -> list[job_rows.Dispatched]:
-    """A scheduling pass inside the caller's transaction (nothing while dispatching is paused).
-
-    ``nodes`` saves reading the capacities again when the caller already has them
-    (computed with ``connected`` from the same transaction).
-    """
-    if not dispatching(shared):
-        return []
-    return job_rows.schedule(conn, now_ms(), shared.nodes.connected(), nodes, shared.nodes.snapshots())
+def run_pass(nodes: NodeRegistry, conn: sqlite3.Connection) -> list[job_rows.Dispatched]:
+    """A scheduling pass inside the caller's (the scheduler's) store transaction: queued jobs
+    to free slots of connected nodes, within what each node's latest readings allow."""
+    return job_rows.schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots())
 
 
-async def deliver(shared: DaemonContext, dispatched: list[job_rows.Dispatched]) -> int:
+async def deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
     """Send each dispatch to its node; a node that has gone away gets its job requeued.
 
     Not cancellable: the dispatches are committed, and one never sent would stay
-    DISPATCHING, holding its slots, for as long as its node stays connected (a submit whose
-    client hung up must still deliver).
+    DISPATCHING, holding its slots, for as long as its node stays connected.
 
     Returns how many were delivered.
     """
@@ -64,7 +66,7 @@ async def deliver(shared: DaemonContext, dispatched: list[job_rows.Dispatched]) 
         return await _deliver(shared, dispatched)
 
 
-async def _deliver(shared: DaemonContext, dispatched: list[job_rows.Dispatched]) -> int:
+async def _deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
     delivered = 0
     for item in dispatched:
         job = item.job

@@ -14,7 +14,7 @@ import attrs
 
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.domain.job_states import failure_event
-from gpuplaned.http.sse import format_event
+from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import JobStatus, NodeEvent
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -26,7 +26,7 @@ from gpuplaned.store.event_rows import SEVERITIES, EventFilter, EventRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 REPLAY_LIMIT = 10_000
 FROM_THE_START = "0"  # a resume further back than this many events starts from the newest of them
@@ -55,7 +55,7 @@ def to_json(event: EventRow) -> dict[str, Any]:
     return attrs.asdict(event)
 
 
-async def record_node_events(shared: DaemonContext, node_id: str, events: Sequence[NodeEvent]) -> list[EventRow]:
+async def record_node_events(shared: ServerContext, node_id: str, events: Sequence[NodeEvent]) -> list[EventRow]:
     """Store what a node reported, then publish it to live followers."""
     rows = [EventRow(new_id("ev"), e.ts, e.type, e.severity, node_id, e.job_id, None, None, e.message,
                      dict(e.context)) for e in events]
@@ -80,11 +80,11 @@ def job_failure_row(node_id: str, status: JobStatus, run_id: str | None, retryin
                     message, context)
 
 
-def _readers(shared: DaemonContext) -> Any:
+def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "events")
 
 
-async def list_events(shared: DaemonContext, where: EventFilter, limit: int,
+async def list_events(shared: ServerContext, where: EventFilter, limit: int,
                       cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """A page of events, newest first, and the cursor of the next page (None: no more)."""
     before = cursors.decode("events", cursor, (int,))
@@ -98,7 +98,7 @@ def _frame(event: EventRow) -> bytes:
     return format_event(json.dumps(to_json(event), separators=(",", ":")), id=event.id, event="event")
 
 
-async def follow(shared: DaemonContext, where: EventFilter, last_event_id: str | None) -> AsyncGenerator[bytes, None]:
+async def follow(shared: ServerContext, where: EventFilter, last_event_id: str | None) -> AsyncGenerator[bytes, None]:
     """SSE frames: the events after ``last_event_id`` (none: only new ones; "0": all), then live ones."""
     readers = _readers(shared)
     async with shared.event_feed.subscribe(maxlen=1024) as live:

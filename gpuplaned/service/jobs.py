@@ -18,44 +18,45 @@ from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.job_wire import Job, parse_job_spec
+from gpuplaned.protocol.job_wire import Job, JobSubmit, to_spec
 from gpuplaned.service import access
-from gpuplaned.service.dispatch import deliver, run_pass
-from gpuplaned.service.nodes import wake_scheduler
+from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
 from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 JOB_STATES = ("CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST")
 STREAMS = ("stdout", "stderr")
 SECRET_NAME = re.compile("TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 
 
-def _store(shared: DaemonContext) -> Any:
+def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "jobs")
 
 
-def _readers(shared: DaemonContext) -> Any:
+def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "jobs")
 
 
-async def submit(shared: DaemonContext, body: Any) -> Job:
-    spec = parse_job_spec(body)
+async def submit(shared: ServerContext, body: JobSubmit) -> Job:
+    spec = to_spec(body)
 
-    def insert(conn: Any) -> tuple[Job, list[job_rows.Dispatched]]:
+    def insert(conn: Any) -> Job:
         nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
         job_id = job_rows.insert_job(conn, spec, now_ms(), nodes)
-        dispatched = run_pass(shared, conn, nodes)  # a free slot takes it in this same transaction
         job = job_rows.get_job(conn, job_id)
         assert job is not None
-        return job, dispatched
+        return job
 
-    job, dispatched = await write(_store(shared), insert, small=True)
-    await deliver(shared, dispatched)
-    return job
+    port = _store(shared)
+    # Woken just before the insert is queued: the scheduler's pass is queued behind it (the
+    # store takes writes in order), mostly into the same transaction, and places the job at
+    # once when a slot is free.
+    wake_scheduler(shared)
+    return await write(port, insert, small=True)
 
 
 def parse_statuses(raw: str | None) -> list[str]:
@@ -69,7 +70,7 @@ def parse_statuses(raw: str | None) -> list[str]:
     return statuses
 
 
-async def list_jobs(shared: DaemonContext, statuses: list[str], limit: int,
+async def list_jobs(shared: ServerContext, statuses: list[str], limit: int,
                     cursor: str | None = None) -> tuple[list[Job], str | None]:
     """A page of jobs, newest first, and the cursor of the next page (None: no more)."""
     before = cursors.decode("jobs", cursor, (int, str))
@@ -78,14 +79,14 @@ async def list_jobs(shared: DaemonContext, statuses: list[str], limit: int,
     return cursors.split_page("jobs", found, limit)
 
 
-async def get_job(shared: DaemonContext, job_id: str) -> Job:
+async def get_job(shared: ServerContext, job_id: str) -> Job:
     job = await _readers(shared).run(lambda conn: job_rows.get_job(conn, job_id))
     if job is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no job {job_id!r}", {"job_id": job_id})
     return job
 
 
-async def cancel(shared: DaemonContext, job_id: str) -> Job:
+async def cancel(shared: ServerContext, job_id: str) -> Job:
     outcome = await write(_store(shared), lambda conn: job_rows.cancel_job(conn, job_id, now_ms()), small=True)
     if outcome.node_id is not None:
         try:
@@ -98,7 +99,7 @@ async def cancel(shared: DaemonContext, job_id: str) -> Job:
     return outcome.job
 
 
-async def retry(shared: DaemonContext, job_id: str) -> Job:
+async def retry(shared: ServerContext, job_id: str) -> Job:
     job = await write(_store(shared), lambda conn: job_rows.retry_job(conn, job_id), small=True)
     wake_scheduler(shared)
     return job
@@ -111,7 +112,7 @@ def env_view(job: Job, *, values: bool) -> Job:
                                   for name, value in job.env.items()})
 
 
-def log_path(shared: DaemonContext, job: Job, stream: str, attempt: int | None = None) -> Path:
+def log_path(shared: ServerContext, job: Job, stream: str, attempt: int | None = None) -> Path:
     if stream not in STREAMS:
         raise ApiError(ErrorCode.BAD_REQUEST, f"stream: must be stdout or stderr, not {stream!r}",
                        {"field": "stream"})

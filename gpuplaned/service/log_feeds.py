@@ -1,10 +1,12 @@
-"""Live log feeds: the logs actor's reads of a job attempt's output, fanned out to followers.
+"""Live log feeds, the server's: a job attempt's new output, fanned out to its followers.
 
 Owns: one ``Broadcast`` per followed job attempt, keyed by ``(job_id, attempt)``, created
-when the first follower subscribes and dropped when the last one leaves. The logs actor
-already reads every new line of every running job; while an attempt has subscribers it
-publishes everything it reads there as ``LogBatch`` items, one per stream per pass, with
-each line's SSE frame encoded once for all single-stream followers.
+when the first follower subscribes and dropped when the last one leaves; ``on_change``
+tells the node link of both, which tells the node (``LogFollow``). The node's logs actor
+already reads every new line of every running job; while an attempt has followers it
+sends everything it reads there through the node link (``LogLines``), and the link's
+server half publishes it here (``batches_of``) as ``LogBatch`` items, one per stream per
+pass, with each line's SSE frame encoded once for all single-stream followers.
 
 The feed is an accelerator, not a source of truth: the files are. A batch says which byte
 range of the file it covers (``start`` to ``end``), so a follower that sees a batch start
@@ -17,15 +19,17 @@ keeps reading the files at its own pace (see ``gpuplaned.service.logs``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import attrs
 import trio
 
+from gpuplaned.protocol.sse_frames import format_event
+from gpuplaned.protocol.agent import LogChunk
 from gpuplaned.runtime.broadcast import Broadcast, Subscription
 
-__all__ = ["FEED_MAXLEN", "LogBatch", "LogFeeds"]
+__all__ = ["FEED_MAXLEN", "LogBatch", "LogFeeds", "batches_of"]
 
 # Batches queued per follower (one per stream per logs-actor pass: 256 is about 6 s of
 # output) before it lags and reads the files instead. The variable is for tests, which
@@ -51,7 +55,7 @@ class LogBatch:
     stream: str
     start: int
     end: int
-    lines: list[tuple[int, str]]
+    lines: Sequence[tuple[int, str]]
     frames: list[bytes]
 
 
@@ -66,9 +70,10 @@ class LogFeeds:
 
     def __init__(self) -> None:
         self._feeds: dict[Key, _Feed] = {}
-        # Called when an attempt gets its first follower: the logs actor passes over it at
-        # once and then at its faster pace, instead of after its idle poll interval.
-        self.on_new_feed: Callable[[], None] | None = None
+        # Called with (key, True) when an attempt gets its first follower (the logs actor
+        # then passes over it at once, and at its faster pace) and with (key, False) once
+        # its last one has left: the node link tells the node.
+        self.on_change: Callable[[Key, bool], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -77,6 +82,10 @@ class LogFeeds:
 
     def wanted(self, key: Key) -> bool:
         return key in self._feeds
+
+    def keys(self) -> list[Key]:
+        """The attempts followed now."""
+        return list(self._feeds)
 
     def publish(self, key: Key, batches: list[LogBatch]) -> None:
         """One logs-actor pass over ``key``: its batches (maybe none). Never blocks."""
@@ -98,11 +107,26 @@ class LogFeeds:
         feed = self._feeds.get(key)
         if feed is None:
             feed = self._feeds[key] = _Feed()
-            if self.on_new_feed is not None:
-                self.on_new_feed()
+            if self.on_change is not None:
+                self.on_change(key, True)
         try:
             async with feed.broadcast.subscribe(FEED_MAXLEN if maxlen is None else maxlen) as sub:
                 yield sub
         finally:
             if feed.broadcast.statistics().subscribers == 0 and self._feeds.get(key) is feed:
                 del self._feeds[key]
+                if self.on_change is not None:
+                    self.on_change(key, False)
+
+
+def batches_of(chunks: Sequence[LogChunk]) -> dict[Key, list[LogBatch]]:
+    """The feed batches of the chunks that hold every line they cover (``complete``), with
+    their SSE frames; per attempt. Pure (runs on a worker thread for a large pass)."""
+    out: dict[Key, list[LogBatch]] = {}
+    for chunk in chunks:
+        if not chunk.complete or not chunk.lines:
+            continue
+        frames = [format_event(text, id=str(offset), event=chunk.stream) for offset, text in chunk.lines]
+        out.setdefault((chunk.job_id, chunk.attempt), []).append(
+            LogBatch(chunk.stream, chunk.start, chunk.end, chunk.lines, frames))
+    return out

@@ -26,16 +26,17 @@ import attrs
 import trio
 
 from gpuplaned.domain.job_states import TERMINAL, JobState
-from gpuplaned.http.sse import format_event
+from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.logtail import FileTail, read_from, read_tail
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
 from gpuplaned.service.log_feeds import LogBatch
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 POLL = 0.05
 FEED_WAIT = 0.5  # the longest wait for the logs actor's next batch before reading the files
@@ -46,20 +47,20 @@ READ_CHUNK = 256 * 1024
 
 @attrs.frozen
 class LogLine:
-    offset: int
+    offset: int = doc("the line's byte offset in the file", minimum=0)
     line: str
 
 
 @attrs.frozen
 class LogPage:
     job_id: str
-    attempt: int
+    attempt: int = doc("0: the job has not run yet (no lines)", minimum=0)
     stream: str
     lines: list[LogLine]
-    next_offset: int | None  # pass as offset= (with after) to continue; None when empty
+    next_offset: int | None = doc("pass as offset= to continue; null when the page is empty")
 
 
-async def read_lines(shared: DaemonContext, job_id: str, stream: str, *, attempt: int | None,
+async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt: int | None,
                      tail: int | None, offset: int | None, limit: int) -> LogPage:
     if stream not in jobs.STREAMS:  # checked first: a job that has not run yet is no excuse
         raise ApiError(ErrorCode.BAD_REQUEST, f"stream: must be stdout or stderr, not {stream!r}",
@@ -81,7 +82,7 @@ async def read_lines(shared: DaemonContext, job_id: str, stream: str, *, attempt
     return LogPage(job_id, number, stream, lines, lines[-1].offset if lines else None)
 
 
-async def _stored_tail(shared: DaemonContext, job_id: str, attempt: int, stream: str, count: int,
+async def _stored_tail(shared: ServerContext, job_id: str, attempt: int, stream: str, count: int,
                        after: int | None) -> LogPage:
     """The store's copy of the last lines, for when the files are gone (cleaned up, another node)."""
 
@@ -124,7 +125,7 @@ def _end_event(job: Job, attempt: int) -> bytes:
     return format_event(json.dumps(data), event="end")
 
 
-async def follow_events(shared: DaemonContext, job_id: str, stream: str, resume: str | None,
+async def follow_events(shared: ServerContext, job_id: str, stream: str, resume: str | None,
                         attempt: int | None) -> AsyncGenerator[bytes, None]:
     """SSE events for a job's output, from the resume position until the attempt has ended.
 
@@ -136,7 +137,7 @@ async def follow_events(shared: DaemonContext, job_id: str, stream: str, resume:
     return _follow(shared, job, names, positions, attempt)
 
 
-async def _follow(shared: DaemonContext, job: Job, names: tuple[str, ...], positions: list[int],
+async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], positions: list[int],
                   attempt: int | None) -> AsyncGenerator[bytes, None]:
     while job.attempt == 0 or (attempt is not None and job.attempt < attempt):
         if JobState(job.status) in TERMINAL:  # cancelled before it ever ran

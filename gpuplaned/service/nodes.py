@@ -1,9 +1,11 @@
-"""The link between node-side actors (runner) and the server side (store, scheduler).
+"""The server's half of the node link (``gpuplaned.node_link.NodeLink``), in memory.
 
-In role ``all`` both sides share the process: ``LocalNodeLink`` is what the runner holds
-as "the server", and ``NodeRegistry`` is how the scheduler reaches a node's runner. A
-remote agent will get an uplink with the same two calls (``hello`` and ``report``) and
-the server a WebSocket-backed entry in the registry; the messages are the same wire types.
+In role ``all`` both sides share the process: ``LocalNodeLink`` is what the node-side
+actors (runner, logs, monitor) hold as "the server", and its calls run the server's side
+in the caller's task: the store writes, the live feeds, waking the scheduler.
+``NodeRegistry`` is how the scheduler reaches a node's runner. A remote agent will get an
+uplink with the same calls and the server a WebSocket-backed entry in the registry; the
+messages are the same wire types.
 """
 
 from __future__ import annotations
@@ -15,47 +17,44 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gpuplaned import tsdb
-from gpuplaned.protocol.agent import Hello, HelloOk, JobStatus, NodeEvent, NodeSnapshot, SysMetrics
-from gpuplaned.service.dispatch import deliver, run_pass
+from gpuplaned.protocol.agent import (
+    Cancel,
+    Dispatch,
+    Hello,
+    HelloOk,
+    JobStatus,
+    LogFollow,
+    LogLines,
+    LogOffsets,
+    NodeEvent,
+    NodeSnapshot,
+    SysMetrics,
+)
+from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.events import job_failure_row, record_node_events
+from gpuplaned.service.log_feeds import Key, batches_of
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import event_rows
-from gpuplaned.store import job_rows
-from gpuplaned.store import node_rows
+from gpuplaned.store import event_rows, job_rows, log_rows, node_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.nodes")
 
-
-def wake_scheduler(shared: DaemonContext) -> None:
-    """Ask for a scheduling pass soon; never blocks (a pending wake is as good as two)."""
-    port = shared.supervisor.ports.get("scheduler")
-    if port is None:
-        return
-    try:
-        port.send_nowait(WAKE)
-    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-
-
-class _Wake:
-    def __repr__(self) -> str:
-        return "WAKE"
-
-
-WAKE = _Wake()
+# A pass's lines for live followers up to this many get their SSE frames on the event loop;
+# more go to a worker thread, so that a job printing fast never stalls the API.
+FRAMES_INLINE = 200
 
 
 class LocalNodeLink:
-    """Node side, role all: the runner's view of the server."""
+    """The node link of role all: the node-side actors' view of the server (``NodeLink``)."""
 
-    def __init__(self, shared: DaemonContext) -> None:
+    def __init__(self, shared: ServerContext) -> None:
         self._shared = shared
+        self._logs_inbox: trio.MemorySendChannel[LogFollow] | None = None
 
-    async def hello(self, hello: Hello, inbox: trio.MemorySendChannel[Any]) -> HelloOk:
+    async def hello(self, hello: Hello, inbox: trio.MemorySendChannel[Dispatch | Cancel]) -> HelloOk:
         node_id, active = await write(self._shared.supervisor.ports["store"],
                                       lambda conn: job_rows.register_node(conn, hello, now_ms()))
         self._shared.nodes.attach(node_id, inbox)
@@ -65,7 +64,7 @@ class LocalNodeLink:
     async def report(self, node_id: str, status: JobStatus) -> None:
         shared = self._shared
 
-        def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[job_rows.Dispatched], list[Any]]:
+        def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[Any]]:
             now = now_ms()
             outcome = job_rows.apply_status(conn, node_id, status, now)
             # In the same transaction as the end it tells of: never one without the other.
@@ -73,11 +72,14 @@ class LocalNodeLink:
             if outcome.applied and status.status == "FAILED" and outcome.run_status == "FAILED":
                 events.append(job_failure_row(node_id, status, outcome.run_id, outcome.status == "QUEUED", now))
                 event_rows.insert_events(conn, events)
-            # A slot or a CPU place may have come free: fill it in the same transaction.
-            ended = outcome.applied and outcome.status not in ("RUNNING", "LOST")
-            return outcome, run_pass(shared, conn) if ended else [], events
+            return outcome, events
 
-        outcome, dispatched, events = await write(shared.supervisor.ports["store"], apply, small=True)
+        if status.status not in ("RUNNING", "LOST"):
+            # An end frees a slot or a CPU place. Woken just before the report is queued, the
+            # scheduler's pass is queued behind it (the store takes writes in order), mostly
+            # into the same transaction, and the next queued job takes the place at once.
+            wake_scheduler(shared)
+        outcome, events = await write(shared.supervisor.ports["store"], apply, small=True)
         if not outcome.applied:
             log.warning("ignored %s report for %s attempt %d: %s", status.status, status.job_id,
                         status.attempt, outcome.reason)
@@ -86,7 +88,6 @@ class LocalNodeLink:
         for row in events:  # after the commit: followers never see an event that was rolled back
             shared.event_feed.publish(row)
             log.warning("event %s for job %s attempt %d", row.type, status.job_id, status.attempt)
-        await deliver(shared, dispatched)
 
     async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
         """The node's latest readings; a change in what it accepts may free work to dispatch."""
@@ -114,6 +115,43 @@ class LocalNodeLink:
         for row in await record_node_events(self._shared, node_id, events):
             level = logging.WARNING if row.severity != "info" else logging.INFO
             log.log(level, "event %s on %s: %s", row.type, node_id, row.message)
+
+    async def log_lines(self, lines: LogLines) -> None:
+        """Feed the attempts' live followers first (they wait on it), then keep the tails."""
+        feeds = self._shared.log_feeds
+        followed = [c for c in lines.chunks if c.complete and feeds.wanted((c.job_id, c.attempt))]
+        if sum(len(c.lines) for c in followed) > FRAMES_INLINE:
+            batches = await trio.to_thread.run_sync(batches_of, followed)
+        else:
+            batches = batches_of(followed)
+        for key in lines.served:
+            feeds.publish(key, batches.get(key, []))
+        tails = [c for c in lines.chunks if c.lines]
+        if tails:
+            await write(self._shared.supervisor.ports["store"],
+                        lambda conn: log_rows.keep_tails(conn, tails, lines.tail_lines))
+
+    async def log_offsets(self, request: LogOffsets) -> LogOffsets:
+        readers = self._shared.readers
+        assert readers is not None  # a role with a store, or there would be no local link
+        found = await readers.run(lambda conn: log_rows.stored_offsets(conn, request.attempts))
+        return LogOffsets(request.attempts, tuple(found))
+
+    def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:
+        self._logs_inbox = inbox
+        feeds = self._shared.log_feeds
+        feeds.on_change = self._log_follow
+        for key in feeds.keys():
+            self._log_follow(key, True)
+
+    def _log_follow(self, key: Key, live: bool) -> None:
+        if self._logs_inbox is None:
+            return
+        try:
+            self._logs_inbox.send_nowait(LogFollow(key[0], key[1], live))
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            # Its followers read the files instead, as they do whenever the feed is quiet.
+            log.warning("logs actor is not keeping up; live following of %s attempt %d not passed on", *key)
 
     def goodbye(self, node_id: str) -> None:
         """The runner is going away: no more dispatches to this node until its next hello.

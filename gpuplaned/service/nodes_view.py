@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from gpuplaned.http.sse import format_event
+from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.broadcast import Lagged
@@ -18,7 +18,7 @@ from gpuplaned.store import node_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
 log = logging.getLogger("gpuplaned.nodes")
@@ -72,7 +72,7 @@ def _query(conn: Any) -> list[tuple[Any, ...]]:
     return out
 
 
-async def list_nodes(shared: DaemonContext) -> list[NodeInfo]:
+async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
     if shared.readers is None:
         raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no node registry")
     rows = await shared.readers.run(_query)
@@ -109,7 +109,7 @@ def _snapshot_json(snapshot: NodeSnapshot) -> dict[str, Any]:
             "jobs": list(snapshot.jobs), "blocked_gpus": list(snapshot.blocked_gpus)}
 
 
-async def follow_snapshots(shared: DaemonContext, node_id: str) -> AsyncGenerator[bytes, None]:
+async def follow_snapshots(shared: ServerContext, node_id: str) -> AsyncGenerator[bytes, None]:
     """SSE frames of a node's snapshots: the latest at once, then each new one (~2 s).
 
     A snapshot is the node's whole current state, so a follower that falls behind or
@@ -132,7 +132,7 @@ def _snapshot_frame(snapshot: NodeSnapshot) -> bytes:
                         event="snapshot")
 
 
-async def get_node(shared: DaemonContext, key: str) -> NodeInfo:
+async def get_node(shared: ServerContext, key: str) -> NodeInfo:
     """One node by id or by name."""
     for node in await list_nodes(shared):
         if key in (node.id, node.name):
@@ -140,7 +140,7 @@ async def get_node(shared: DaemonContext, key: str) -> NodeInfo:
     raise ApiError(ErrorCode.NOT_FOUND, f"no node {key!r}", {"node": key})
 
 
-async def forget_node(shared: DaemonContext, key: str) -> dict[str, str]:
+async def forget_node(shared: ServerContext, key: str) -> dict[str, str]:
     """Forget a node that is gone for good (renamed, retired): its record, GPU slots and
     metrics. Its jobs and runs keep their history; if it says hello again, it is a new node.
 

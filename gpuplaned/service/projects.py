@@ -18,12 +18,12 @@ transaction, so a refused request (400, 404, 409) changes nothing. Rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from gpuplaned.protocol import cursors
-from gpuplaned.protocol.bodies import known_object
-from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import UNSET, field, say
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import project_rows
@@ -32,7 +32,7 @@ from gpuplaned.store.writer import write
 from gpuplaned.tsdb.series import MAX_NAME
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 MAX_NAME_LEN = 200
 MAX_DESCRIPTION = 2000
@@ -43,100 +43,119 @@ METRIC_SCOPES = ("train", "eval", "system")
 _ID = re.compile(r"^(prj|exp)_[0-9A-HJKMNP-TV-Z]{26}$")
 # Also the OpenAPI pattern: a name is a path segment (/projects/{key}), so no "/", no leading "."
 NAME_PATTERN = r"^[^\s/.\x00-\x1f\x7f]([^/\x00-\x1f\x7f]{0,198}[^\s/\x00-\x1f\x7f])?$"
-NAME = re.compile(NAME_PATTERN)
 METRIC_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_PROJECT_FIELDS = {"name", "description", "primary_metric"}
 
 
-def _bad(field: str, message: str, **details: Any) -> ApiError:
-    return ApiError(ErrorCode.BAD_REQUEST, f"{field}: {message}", {"field": field, **details})
-
-
-def _store(shared: DaemonContext) -> Any:
+def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "projects")
 
 
-def _readers(shared: DaemonContext) -> Any:
+def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "projects")
 
 
 # --- checking bodies -----------------------------------------------------------------------
 
 
-def check_name(value: Any, field: str = "name") -> str:
-    if not isinstance(value, str) or not NAME.fullmatch(value) or _ID.match(value):
-        raise _bad(field, f"1 to {MAX_NAME_LEN} characters, no '/' or control characters, not starting with "
-                          f"'.', no space at either end, and not shaped like an id; got {value!r}")
-    return value
+_NAME_RULE = (f"1 to {MAX_NAME_LEN} characters, no '/' or control characters, not starting with '.', no space at "
+              "either end, and not shaped like an id; got {value!r}")
+_METRIC_RULE = f"a metric name (1 to {MAX_NAME} characters, no control characters), or null"
 
 
-def _optional_text(body: Mapping[str, Any], field: str, limit: int) -> str | None:
-    value = body.get(field)
-    if value is not None and (not isinstance(value, str) or len(value) > limit):
-        raise _bad(field, f"a string of at most {limit} characters, or null")
-    return value or None
+def _not_an_id(value: str) -> str | None:
+    return say(_NAME_RULE, value) if _ID.match(value) else None
 
 
-def check_metric(value: Any, field: str) -> str | None:
-    """A metric name (as runs log them) or None."""
-    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= MAX_NAME
-                              or _CONTROL.search(value)):
-        raise _bad(field, f"a metric name (1 to {MAX_NAME} characters, no control characters), or null")
-    return value
+def _text(limit: int) -> Any:
+    return field(default=UNSET, max_length=limit, message=f"a string of at most {limit} characters, or null")
 
 
-def parse_container(body: Any, *, partial: bool) -> dict[str, Any]:
-    """A project or experiment body: ``name`` (required unless ``partial``), ``description``,
-    ``primary_metric``; only the fields present are returned."""
-    known_object(body, _PROJECT_FIELDS)
-    if not partial and "name" not in body:
-        raise _bad("name", "required")
-    out: dict[str, Any] = {}
-    if "name" in body:
-        out["name"] = check_name(body["name"])
-    if "description" in body:
-        out["description"] = _optional_text(body, "description", MAX_DESCRIPTION)
-    if "primary_metric" in body:
-        out["primary_metric"] = check_metric(body["primary_metric"], "primary_metric")
-    return out
+_NAME_FIELD = {"pattern": NAME_PATTERN, "check": _not_an_id, "message": _NAME_RULE,
+               "description": "unique (per project, for an experiment); not shaped like an id"}
+_PRIMARY = {"pattern": METRIC_PATTERN, "message": _METRIC_RULE,
+            "description": "this level's primary metric (one not logged yet gets its definition now); null: inherit"}
 
 
-def parse_definition_patch(body: Any) -> dict[str, Any]:
-    known_object(body, {"direction", "display_name", "scope", "unit"})
-    out: dict[str, Any] = {}
-    if "direction" in body:
-        direction = body["direction"]
-        if direction is not None and direction not in DIRECTIONS:
-            raise _bad("direction", f"one of {', '.join(DIRECTIONS)}, or null (none)", allowed=list(DIRECTIONS))
-        out["direction"] = None if direction == "none" else direction
-    if "scope" in body:
-        scope = body["scope"]
-        if scope is not None and scope not in METRIC_SCOPES:
-            raise _bad("scope", f"one of {', '.join(METRIC_SCOPES)}, or null", allowed=list(METRIC_SCOPES))
-        out["scope"] = scope
-    if "display_name" in body:
-        out["display_name"] = _optional_text(body, "display_name", MAX_DISPLAY_NAME)
-    if "unit" in body:
-        out["unit"] = _optional_text(body, "unit", MAX_UNIT)
+@attrs.frozen(kw_only=True)
+class ProjectCreate:
+    name: str = field(**_NAME_FIELD)
+    description: str | None = _text(MAX_DESCRIPTION)
+    primary_metric: str | None = field(default=UNSET, **_PRIMARY)
+
+
+@attrs.frozen(kw_only=True)
+class ProjectPatch:
+    """Only the fields present change; null clears one."""
+
+    name: str = field(default=UNSET, **_NAME_FIELD)
+    description: str | None = _text(MAX_DESCRIPTION)
+    primary_metric: str | None = field(default=UNSET, **_PRIMARY)
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentCreate(ProjectCreate):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentPatch(ProjectPatch):
+    """Only the fields present change; null clears one."""
+
+
+def _enum_or_null(values: tuple[str, ...], description: str | None = None) -> Any:
+    return field(default=UNSET, enum=(*values, None), message=f"one of {', '.join(values)}, or null",
+                 description=description)
+
+
+@attrs.frozen(kw_only=True)
+class MetricDefinitionPatch:
+    direction: str | None = _enum_or_null(DIRECTIONS, "none or null: no direction; a change recomputes every "
+                                                      "run's best")
+    display_name: str | None = _text(MAX_DISPLAY_NAME)
+    scope: str | None = _enum_or_null(METRIC_SCOPES)
+    unit: str | None = _text(MAX_UNIT)
+
+
+@attrs.frozen(kw_only=True)
+class PrimaryMetricPut:
+    """Neither project nor experiment: the global primary metric."""
+
+    metric: str | None = field(pattern=METRIC_PATTERN, message=_METRIC_RULE,
+                               description="a metric name; null clears the setting")
+    project: str | None = field(default=None, min_length=1, message="an id or name",
+                                description="the project's id or name")
+    experiment: str | None = field(default=None, min_length=1, message="an id or name",
+                                   description="the experiment's id (or its name, with project)")
+
+
+def _present(body: Any) -> dict[str, Any]:
+    """The fields a body named (empty text read as null)."""
+    return {k: v or None if isinstance(v, str) and k != "name" else v
+            for k, v in attrs.asdict(body, recurse=False).items() if v is not UNSET}
+
+
+def parse_definition_patch(body: MetricDefinitionPatch) -> dict[str, Any]:
+    out = _present(body)
+    if out.get("direction") == "none":
+        out["direction"] = None
     return out
 
 
 # --- projects ------------------------------------------------------------------------------
 
 
-async def list_projects(shared: DaemonContext, limit: int, cursor: str | None) -> tuple[list[Project], str | None]:
+async def list_projects(shared: ServerContext, limit: int, cursor: str | None) -> tuple[list[Project], str | None]:
     before = cursors.decode("projects", cursor, (int, str))
     found = await _readers(shared).run(lambda conn: project_rows.list_projects(conn, limit + 1, before))  # type: ignore
     return cursors.split_page("projects", found, limit)
 
 
-async def get_project(shared: DaemonContext, key: str) -> Project:
+async def get_project(shared: ServerContext, key: str) -> Project:
     return await _readers(shared).run(lambda conn: project_rows.require_project(conn, key))
 
 
-async def create_project(shared: DaemonContext, body: Any) -> Project:
-    fields = parse_container(body, partial=False)
+async def create_project(shared: ServerContext, body: ProjectCreate) -> Project:
+    fields = _present(body)
 
     def apply(conn: Any) -> Project:
         now = now_ms()
@@ -149,8 +168,8 @@ async def create_project(shared: DaemonContext, body: Any) -> Project:
     return await write(_store(shared), apply)
 
 
-async def update_project(shared: DaemonContext, key: str, body: Any) -> Project:
-    changes = parse_container(body, partial=True)
+async def update_project(shared: ServerContext, key: str, body: ProjectPatch) -> Project:
+    changes = _present(body)
 
     def apply(conn: Any) -> Project:
         project = project_rows.require_project(conn, key)
@@ -162,7 +181,7 @@ async def update_project(shared: DaemonContext, key: str, body: Any) -> Project:
     return await write(_store(shared), apply)
 
 
-async def delete_project(shared: DaemonContext, key: str) -> Project:
+async def delete_project(shared: ServerContext, key: str) -> Project:
     def apply(conn: Any) -> Project:
         project = project_rows.require_project(conn, key)
         project_rows.delete_project(conn, project)
@@ -174,7 +193,7 @@ async def delete_project(shared: DaemonContext, key: str) -> Project:
 # --- experiments ---------------------------------------------------------------------------
 
 
-async def list_experiments(shared: DaemonContext, project_key: str, limit: int,
+async def list_experiments(shared: ServerContext, project_key: str, limit: int,
                            cursor: str | None) -> tuple[list[Experiment], str | None]:
     before = cursors.decode("experiments", cursor, (int, str))
 
@@ -185,8 +204,8 @@ async def list_experiments(shared: DaemonContext, project_key: str, limit: int,
     return cursors.split_page("experiments", await _readers(shared).run(read), limit)
 
 
-async def create_experiment(shared: DaemonContext, project_key: str, body: Any) -> Experiment:
-    fields = parse_container(body, partial=False)
+async def create_experiment(shared: ServerContext, project_key: str, body: ExperimentCreate) -> Experiment:
+    fields = _present(body)
 
     def apply(conn: Any) -> Experiment:
         project = project_rows.require_project(conn, project_key)
@@ -200,12 +219,12 @@ async def create_experiment(shared: DaemonContext, project_key: str, body: Any) 
     return await write(_store(shared), apply)
 
 
-async def get_experiment(shared: DaemonContext, experiment_id: str) -> Experiment:
+async def get_experiment(shared: ServerContext, experiment_id: str) -> Experiment:
     return await _readers(shared).run(lambda conn: project_rows.require_experiment(conn, experiment_id))
 
 
-async def update_experiment(shared: DaemonContext, experiment_id: str, body: Any) -> Experiment:
-    changes = parse_container(body, partial=True)
+async def update_experiment(shared: ServerContext, experiment_id: str, body: ExperimentPatch) -> Experiment:
+    changes = _present(body)
 
     def apply(conn: Any) -> Experiment:
         experiment = project_rows.require_experiment(conn, experiment_id)
@@ -217,7 +236,7 @@ async def update_experiment(shared: DaemonContext, experiment_id: str, body: Any
     return await write(_store(shared), apply)
 
 
-async def delete_experiment(shared: DaemonContext, experiment_id: str) -> Experiment:
+async def delete_experiment(shared: ServerContext, experiment_id: str) -> Experiment:
     def apply(conn: Any) -> Experiment:
         experiment = project_rows.require_experiment(conn, experiment_id)
         project_rows.delete_experiment(conn, experiment)
@@ -236,16 +255,10 @@ def _scope(conn: Any, project_key: str | None, experiment_key: str | None) -> tu
     return project, experiment
 
 
-def _key(value: Any, field: str) -> str | None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise _bad(field, "an id or name")
-    return value
-
-
 # --- metric definitions and the primary metric ---------------------------------------------
 
 
-async def list_definitions(shared: DaemonContext, *, project: str | None, experiment: str | None, limit: int,
+async def list_definitions(shared: ServerContext, *, project: str | None, experiment: str | None, limit: int,
                            cursor: str | None) -> tuple[list[MetricDefinition], str | None]:
     before = cursors.decode("metric_definitions", cursor, (int, str))
 
@@ -259,11 +272,12 @@ async def list_definitions(shared: DaemonContext, *, project: str | None, experi
                               key=lambda d: (d.created_at, d.name))
 
 
-async def get_definition(shared: DaemonContext, name: str) -> MetricDefinition:
+async def get_definition(shared: ServerContext, name: str) -> MetricDefinition:
     return await _readers(shared).run(lambda conn: project_rows.require_definition(conn, name))
 
 
-async def update_definition(shared: DaemonContext, name: str, body: Any) -> tuple[MetricDefinition, int]:
+async def update_definition(shared: ServerContext, name: str,
+                            body: MetricDefinitionPatch) -> tuple[MetricDefinition, int]:
     """The edited definition, and how many runs' summaries were recomputed."""
     changes = parse_definition_patch(body)
 
@@ -274,18 +288,14 @@ async def update_definition(shared: DaemonContext, name: str, body: Any) -> tupl
     return await write(_store(shared), apply)
 
 
-async def get_primary(shared: DaemonContext, project: str | None, experiment: str | None) -> PrimaryMetric:
+async def get_primary(shared: ServerContext, project: str | None, experiment: str | None) -> PrimaryMetric:
     return await _readers(shared).run(lambda conn: project_rows.resolve(conn, *_scope(conn, project, experiment)))
 
 
-async def put_primary(shared: DaemonContext, body: Any) -> PrimaryMetric:
+async def put_primary(shared: ServerContext, body: PrimaryMetricPut) -> PrimaryMetric:
     """``{"metric": name or null, "project": id or name, "experiment": id (or name, with project)}``:
     neither project nor experiment sets the global primary metric."""
-    known_object(body, {"metric", "project", "experiment"})
-    if "metric" not in body:
-        raise _bad("metric", "required (a metric name, or null to clear)")
-    metric = check_metric(body["metric"], "metric")
-    project_key, experiment_key = _key(body.get("project"), "project"), _key(body.get("experiment"), "experiment")
+    metric, project_key, experiment_key = body.metric, body.project, body.experiment
 
     def apply(conn: Any) -> PrimaryMetric:
         project, experiment = _scope(conn, project_key, experiment_key)

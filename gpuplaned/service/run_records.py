@@ -34,7 +34,7 @@ from gpuplaned.store import project_rows
 from gpuplaned.store.event_rows import EventRow
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 
 def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, events: Sequence[ScriptEvent],
@@ -58,7 +58,7 @@ def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, eve
 _METRIC = re.compile(METRIC_PATTERN)  # a metric name, as a metric definition's
 
 
-def _readers(shared: DaemonContext) -> Any:
+def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "runs")
 
 
@@ -89,14 +89,14 @@ def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) 
     return {"checkpoints": rows, "metric": metric, "direction": direction, "best_id": best}
 
 
-async def list_checkpoints(shared: DaemonContext, run_id: str, metric: str | None) -> dict[str, Any]:
+async def list_checkpoints(shared: ServerContext, run_id: str, metric: str | None) -> dict[str, Any]:
     if metric is not None and not _METRIC.match(metric):
         raise ApiError(ErrorCode.BAD_REQUEST, f"metric: not a metric name: {metric!r} (1 to 200 characters, no "
                        "control characters)", {"field": "metric"})
     return await _readers(shared).run(lambda conn: checkpoint_table(conn, run_id, metric))
 
 
-async def get_checkpoint(shared: DaemonContext, checkpoint_id: str) -> dict[str, Any]:
+async def get_checkpoint(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
     found = await _readers(shared).run(lambda conn: checkpoint_rows.get(conn, checkpoint_id))
     if found is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})

@@ -3,36 +3,32 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
 from gpuplaned.protocol import columns as columns_codec
 from gpuplaned.protocol import cursors
-from gpuplaned.protocol.bodies import known_object
+from gpuplaned.protocol.converter import FieldInvalid, structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
-from gpuplaned.service.series_query import (
-    MAX_MS,
-    expand_names,
-    json_finite,
-    parse_names,
-    parse_points,
-    parse_range,
-)
+from gpuplaned.service.series_query import MAX_MS, RunMetricsArgs, duration_ms, expand_names, given, json_finite
 from gpuplaned.store import project_rows
 from gpuplaned.store import run_rows
 from gpuplaned.store.run_rows import Run
+from gpuplaned.tsdb.query import MAX_POINTS
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST")
 
 
-def _readers(shared: DaemonContext) -> Any:
+def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "runs")
 
 
@@ -45,7 +41,7 @@ def parse_statuses(raw: str | None) -> list[str]:
     return statuses
 
 
-async def list_runs(shared: DaemonContext, *, job_id: str | None, statuses: list[str], limit: int,
+async def list_runs(shared: ServerContext, *, job_id: str | None, statuses: list[str], limit: int,
                     cursor: str | None) -> tuple[list[Run], str | None]:
     before = cursors.decode("runs", cursor, (int, str))
     found = await _readers(shared).run(lambda conn: run_rows.list_runs(
@@ -53,27 +49,22 @@ async def list_runs(shared: DaemonContext, *, job_id: str | None, statuses: list
     return cursors.split_page("runs", found, limit)  # rows without env_snapshot: GET /runs/{id} has it
 
 
-async def get_run(shared: DaemonContext, run_id: str) -> Run:
+async def get_run(shared: ServerContext, run_id: str) -> Run:
     run = await _readers(shared).run(lambda conn: run_rows.get_run(conn, run_id))
     if run is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
     return run
 
 
-async def query_metrics(shared: DaemonContext, run_id: str, args: Mapping[str, str]) -> dict[str, Any]:
+async def query_metrics(shared: ServerContext, run_id: str, args: RunMetricsArgs) -> dict[str, Any]:
     """Chart columns of a run's metrics: ``names`` (patterns allowed), ``x`` step (default) or
     ts, ``start``/``end`` in x units or ``window`` (ts only), at most ``points`` buckets keeping
     each one's min and max. No range: the whole run."""
-    x = args.get("x") or "step"
-    if x not in ("step", "ts"):
-        raise ApiError(ErrorCode.BAD_REQUEST, f"x: step or ts, not {x!r}", {"field": "x"})
-    if x == "step" and args.get("window"):
-        raise ApiError(ErrorCode.BAD_REQUEST, "window: only with x=ts (steps have no duration)", {"field": "window"})
-    names, points = parse_names(args), parse_points(args)
-    start, end, window_ms = parse_range(args, default_window_ms=None)
-    if window_ms is not None:
+    x, names, points = args.x, tuple(given(args.names) or ()), args.points
+    start, end = given(args.start), given(args.end)
+    if args.window is not UNSET:
         end = end if end is not None else now_ms()
-        start = max(0, end - window_ms)
+        start = max(0, end - duration_ms(args.window))
     await get_run(shared, run_id)  # 404 for an unknown run
 
     def read(conn: Any) -> dict[str, Any]:
@@ -86,7 +77,7 @@ async def query_metrics(shared: DaemonContext, run_id: str, args: Mapping[str, s
     return {"run_id": run_id, "x_axis": x, **json_finite(result)}
 
 
-async def get_run_detail(shared: DaemonContext, run_id: str) -> dict[str, Any]:
+async def get_run_detail(shared: ServerContext, run_id: str) -> dict[str, Any]:
     """``GET /runs/{id}``: the run, its project and experiment, and its primary metric."""
 
     def read(conn: Any) -> dict[str, Any]:
@@ -100,7 +91,7 @@ async def get_run_detail(shared: DaemonContext, run_id: str) -> dict[str, Any]:
     return await _readers(shared).run(read)
 
 
-async def get_summary(shared: DaemonContext, run_id: str) -> dict[str, Any]:
+async def get_summary(shared: ServerContext, run_id: str) -> dict[str, Any]:
     """The run's summary: per metric the latest and best point and count (and, for losses, the
     trend), the run's progress, and warnings (seed 000 section 10.2); and its primary metric,
     resolved experiment -> project -> global when asked, with that metric's latest and best."""
@@ -112,22 +103,35 @@ async def get_summary(shared: DaemonContext, run_id: str) -> dict[str, Any]:
 MAX_QUERY_RUNS = 50
 
 
-async def query_many(shared: DaemonContext, body: Any) -> dict[str, Any]:
+def _names(value: Any) -> str | None:
+    if isinstance(value, str) or (isinstance(value, list) and all(isinstance(n, str) for n in value)):
+        return None
+    return "strings"
+
+
+@attrs.frozen(kw_only=True)
+class RunMetricsQuery:
+    """What GET /runs/{id}/metrics takes, for several runs at once."""
+
+    run_ids: list[str] = field(min_items=1, max_items=MAX_QUERY_RUNS, items={"min_length": 1},
+                               message=f"a list of 1 to {MAX_QUERY_RUNS} run ids")
+    names: Any = field(default=None, check=_names, schema={
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+        "description": "names or patterns, comma-separated or a list; absent: all"})
+    x: str | None = field(default=None, enum=("step", "ts"))
+    start: int | None = field(default=None, minimum=0, maximum=MAX_MS)
+    end: int | None = field(default=None, minimum=0, maximum=MAX_MS)
+    points: int | None = field(default=None, minimum=1, maximum=MAX_POINTS)
+
+
+async def query_many(shared: ServerContext, query: RunMetricsQuery) -> dict[str, Any]:
     """Several runs' series in one call, for overlaid charts (``POST /runs/metrics:query``):
     ``{"run_ids": [...], "names": "a,b" or [...], "x": "step", "start", "end", "points"}``."""
-    known_object(body, {"run_ids", "names", "x", "start", "end", "points"})
-    run_ids = body.get("run_ids")
-    if (not isinstance(run_ids, list) or not 1 <= len(run_ids) <= MAX_QUERY_RUNS
-            or not all(isinstance(r, str) and r for r in run_ids)):
-        raise ApiError(ErrorCode.BAD_REQUEST, f"run_ids: a list of 1 to {MAX_QUERY_RUNS} run ids", {"field": "run_ids"})
-    names = body.get("names")
-    if isinstance(names, list):
-        if not all(isinstance(n, str) for n in names):
-            raise ApiError(ErrorCode.BAD_REQUEST, "names: strings", {"field": "names"})
-        names = ",".join(names)
-    args = {k: str(v) for k, v in (("names", names), ("x", body.get("x")), ("start", body.get("start")),
-                                   ("end", body.get("end")), ("points", body.get("points"))) if v is not None}
-    return {"runs": [await query_metrics(shared, run_id, args) for run_id in dict.fromkeys(run_ids)]}
+    names = query.names.split(",") if isinstance(query.names, str) else query.names or []
+    wanted = {"names": [n.strip() for n in names if n.strip()] or None, "x": query.x, "start": query.start,
+              "end": query.end, "points": query.points}
+    args = structure({k: v for k, v in wanted.items() if v is not None}, RunMetricsArgs)
+    return {"runs": [await query_metrics(shared, run_id, args) for run_id in dict.fromkeys(query.run_ids)]}
 
 
 SERIES_COLUMNS = ("step", "ts", "value")
@@ -137,7 +141,37 @@ MAX_SERIES_LIMIT = 1_000_000
 _NONFINITE = ("NaN", "Infinity", "-Infinity")
 
 
-async def export_series(shared: DaemonContext, run_id: str, args: Mapping[str, str]) -> bytes:
+def _not_after_end(query: SeriesQuery) -> None:
+    if query.start is not UNSET and query.end is not UNSET and query.start > query.end:
+        raise FieldInvalid("start", "must not be after end")
+
+
+_X_RANGE = {"minimum": 0, "maximum": MAX_MS}
+
+
+@attrs.frozen(kw_only=True)
+class SeriesQuery:
+    """``GET /runs/{id}/series``'s parameters."""
+
+    name: str = field(min_length=1, max_length=200, message="the series' name (1 to 200 characters)",
+                      description="the series' exact name")
+    x: str = field(default="step", enum=("step", "ts"), description="the axis of start and end, and the order")
+    start: int = field(default=UNSET, **_X_RANGE, description="first x (step, or ms with x=ts); absent: the first "
+                                                             "point")
+    end: int = field(default=UNSET, **_X_RANGE, description="last x, included; absent: the last point")
+    limit: int = field(default=DEFAULT_SERIES_LIMIT, minimum=1, maximum=MAX_SERIES_LIMIT,
+                       description="at most this many points")
+    columns: list[str] = field(factory=lambda: list(SERIES_COLUMNS), min_items=1, items={"enum": SERIES_COLUMNS},
+                               message=f"comma-separated, of {', '.join(SERIES_COLUMNS)}",
+                               description="comma-separated columns; absent: all three")
+    encoding: str = field(default="json", enum=SERIES_ENCODINGS, description="json: numbers; base64: little-endian "
+                                                                              "int64 (step, ts) and float64 (value)")
+    cursor: str = field(default=UNSET, description="next_cursor of the previous page (opaque)")
+
+    __attrs_post_init__ = _not_after_end
+
+
+async def export_series(shared: ServerContext, run_id: str, query: SeriesQuery) -> bytes:
     """``GET /runs/{id}/series``: every raw point of one series, in x order, as a JSON body.
 
     ``name`` (required); ``x`` step (default) or ts: the axis of ``start``/``end`` (both
@@ -150,23 +184,12 @@ async def export_series(shared: DaemonContext, run_id: str, args: Mapping[str, s
     The body is encoded here, on the reader's thread, with ``json.dumps`` straight from the
     columns: a 100k-point page has no per-point Python step but the C encoder's.
     """
-    name = args.get("name") or ""
-    if not 0 < len(name) <= 200:
-        raise ApiError(ErrorCode.BAD_REQUEST, "name: the series' name (1 to 200 characters)", {"field": "name"})
-    x = args.get("x") or "step"
-    if x not in ("step", "ts"):
-        raise ApiError(ErrorCode.BAD_REQUEST, f"x: step or ts, not {x!r}", {"field": "x"})
-    start, end = _bound(args, "start"), _bound(args, "end")
-    if start is not None and end is not None and start > end:
-        raise ApiError(ErrorCode.BAD_REQUEST, "start: must not be after end", {"field": "start"})
-    limit = _bound(args, "limit", 1, MAX_SERIES_LIMIT)
-    limit = DEFAULT_SERIES_LIMIT if limit is None else limit
-    columns = _choice_list(args, "columns", SERIES_COLUMNS)
-    encoding = args.get("encoding") or "json"
-    if encoding not in SERIES_ENCODINGS:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"encoding: json or base64, not {encoding!r}", {"field": "encoding"})
+    name, x, limit, encoding = query.name, query.x, query.limit, query.encoding
+    start = None if query.start is UNSET else query.start
+    end = None if query.end is UNSET else query.end
+    columns = tuple(c for c in SERIES_COLUMNS if c in query.columns)
     skip = 0
-    after = cursors.decode(f"series:{x}", args.get("cursor"), (int, int))
+    after = cursors.decode(f"series:{x}", query.cursor or None, (int, int))
     if after is not None:
         start, skip = after  # where the previous page ended, and how many points at that x it had
         if skip < 0 or (end is not None and start > end):
@@ -193,31 +216,6 @@ async def export_series(shared: DaemonContext, run_id: str, args: Mapping[str, s
                              "count": len(page["value"])}, page, columns, encoding, cursor)
 
     return await _readers(shared).run(read)
-
-
-def _bound(args: Mapping[str, str], field: str, low: int = 0, high: int = MAX_MS) -> int | None:
-    raw = args.get(field)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{field}: an integer, not {raw!r}", {"field": field}) from None
-    if not low <= value <= high:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{field}: from {low} to {high}, got {value}", {"field": field})
-    return value
-
-
-def _choice_list(args: Mapping[str, str], field: str, choices: tuple[str, ...]) -> tuple[str, ...]:
-    raw = args.get(field)
-    if raw is None:
-        return choices
-    picked = [c.strip() for c in raw.split(",") if c.strip()]
-    bad = [c for c in picked if c not in choices]
-    if not picked or bad:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{field}: comma-separated, of {', '.join(choices)}",
-                       {"field": field})
-    return tuple(c for c in choices if c in picked)
 
 
 def _series_body(head: dict[str, Any], page: dict[str, Any], columns: tuple[str, ...], encoding: str,

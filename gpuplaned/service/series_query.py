@@ -2,7 +2,9 @@
 
 ``names`` takes exact names and shell-style patterns (``gpu0.*``, ``train/*``); ``start`` and
 ``end`` are ms (or steps); ``window`` is a duration back from ``end``; ``points`` bounds the
-buckets per series. Every problem is a 400 that names the parameter.
+buckets per series. The parameters are attrs classes (``NodeMetricsArgs``, ``RunMetricsArgs``)
+that the route structures from the query string; every problem is a 400 that names the
+parameter.
 """
 
 from __future__ import annotations
@@ -10,78 +12,95 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from gpuplaned.protocol.errors import ApiError, ErrorCode
+import attrs
+
+from gpuplaned.protocol.converter import FieldInvalid
+from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.tsdb.query import MAX_POINTS
 
 MAX_WINDOW_MS = 400 * 86_400_000
 DEFAULT_POINTS = 300
 MAX_MS = 1 << 50  # ms since the epoch: about the year 37,600; anything past it is a typo
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"^(\d{1,6})([smhd])$")
+_DURATION = re.compile(r"^([0-9]{1,6})([smhd])$")
 _NAME = re.compile(r"^[A-Za-z0-9_.*?\[\]/-]{1,200}$")
 
 
-def parse_duration_ms(raw: str) -> int:
+def duration_ms(raw: str) -> int:
+    """``90s``, ``15m``, ``6h``, ``7d`` (the pattern ``WINDOW`` already matched) in ms."""
     match = _DURATION.match(raw.strip())
-    if not match:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"window: a duration like 90s, 15m, 6h or 7d, not {raw!r}",
-                       {"field": "window"})
-    value = int(match.group(1)) * _UNITS[match.group(2)]
-    if not 0 < value <= MAX_WINDOW_MS:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"window: must be between 1s and 400d, got {raw!r}", {"field": "window"})
-    return value
+    assert match is not None
+    return int(match.group(1)) * _UNITS[match.group(2)]
 
 
-def ms_arg(args: Mapping[str, str], name: str) -> int | None:
-    raw = args.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: ms since the epoch, not {raw!r}", {"field": name}) from None
-    if not 0 <= value <= MAX_MS:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"{name}: ms since the epoch from 0 to {MAX_MS}, got {value}",
-                       {"field": name})
-    return value
+def _window_bound(raw: str) -> str | None:
+    return None if 0 < duration_ms(raw) <= MAX_WINDOW_MS else f"must be between 1s and 400d, got {raw!r}"
 
 
-def parse_names(args: Mapping[str, str]) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in (args.get("names") or "").split(",") if n.strip())
-    bad = [n for n in names if not _NAME.match(n)]
-    if bad:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"names: not a metric name or pattern: {bad[0]!r}", {"field": "names"})
-    return names
+def _in_order(args: Any) -> None:
+    if args.start is not UNSET and args.window is not UNSET:
+        raise FieldInvalid("window", "give either start or window, not both")
+    if args.start is not UNSET and args.end is not UNSET and args.start > args.end:
+        raise FieldInvalid("start", "must not be after end")
 
 
-def parse_points(args: Mapping[str, str]) -> int:
-    raw_points = args.get("points") or str(DEFAULT_POINTS)
-    try:
-        points = int(raw_points)
-    except ValueError:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"points: must be an integer, got {raw_points!r}",
-                       {"field": "points"}) from None
-    if not 1 <= points <= MAX_POINTS:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"points: must be between 1 and {MAX_POINTS}, got {points}",
-                       {"field": "points"})
-    return points
+def _names(example: str) -> Any:
+    return field(default=UNSET, min_items=1, items={"min_length": 1, "pattern": _NAME.pattern},
+                 message="not a metric name or pattern: {value!r}",
+                 description=f"comma-separated names or shell patterns ({example}); absent: every series")
 
 
-def parse_range(args: Mapping[str, str], *, default_window_ms: int | None) -> tuple[int | None, int | None, int | None]:
-    """(start, end, window_ms) from ``start``/``end`` (ms, or steps) or ``window`` back from end."""
-    start, end = ms_arg(args, "start"), ms_arg(args, "end")
-    window = args.get("window")
-    window_ms = parse_duration_ms(window) if window else None
-    if start is not None and window_ms is not None:
-        raise ApiError(ErrorCode.BAD_REQUEST, "give either start or window, not both", {"field": "window"})
-    if start is None and window_ms is None:
-        window_ms = default_window_ms
-    if start is not None and end is not None and start > end:
-        raise ApiError(ErrorCode.BAD_REQUEST, "start: must not be after end", {"field": "start"})
-    return start, end, window_ms
+def _window(description: str) -> Any:
+    return field(default=UNSET, pattern=_DURATION.pattern, check=_window_bound, description=description,
+                 message="a duration like 90s, 15m, 6h or 7d, not {value!r}")
+
+
+def _x(description: str) -> Any:
+    return field(default=UNSET, minimum=0, maximum=MAX_MS, description=description)
+
+
+def _points() -> Any:
+    return field(default=DEFAULT_POINTS, minimum=1, maximum=MAX_POINTS, description="at most this many buckets")
+
+
+@attrs.frozen(kw_only=True)
+class NodeMetricsArgs:
+    """``GET /nodes/{key}/metrics``: ``start``/``end`` in ms, or ``window`` back from ``end``."""
+
+    names: list[str] = _names("gpu0.*")
+    window: str = _window("a duration back from end: 90s, 15m, 6h, 7d (1s to 400d); default 1h; not with start")
+    start: int = _x("ms since the epoch; not with window")
+    end: int = _x("ms since the epoch; default now; not before start")
+    points: int = _points()
+
+    __attrs_post_init__ = _in_order
+
+
+def _window_needs_ts(args: RunMetricsArgs) -> None:
+    if args.x == "step" and args.window is not UNSET:
+        raise FieldInvalid("window", "only with x=ts (steps have no duration)")
+    _in_order(args)
+
+
+@attrs.frozen(kw_only=True)
+class RunMetricsArgs:
+    """``GET /runs/{id}/metrics``: ``start``/``end`` in x units (steps, or ms with ``x=ts``)."""
+
+    names: list[str] = _names("train/*")
+    x: str = field(default="step", enum=("step", "ts"), description="the x axis")
+    window: str = _window("with x=ts only: a duration back from end; not with start")
+    start: int = _x("first x (step, or ms with x=ts); absent: the first point")
+    end: int = _x("last x; absent: the last point")
+    points: int = _points()
+
+    __attrs_post_init__ = _window_needs_ts
+
+
+def given(value: Any) -> Any:
+    """None for a parameter left out."""
+    return None if value is UNSET else value
 
 
 def expand_names(wanted: tuple[str, ...], known: list[str]) -> list[str]:

@@ -12,7 +12,6 @@ interrupted after the finish and run again).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +19,11 @@ import attrs
 
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
-from gpuplaned.domain.run_records import CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
+from gpuplaned.domain.run_records import MAX_RECORDS, CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
 from gpuplaned.domain.run_summary import direction_for
 from gpuplaned.protocol import columns
-from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.sdk_spool import SESSION_ID
 from gpuplaned.service import access
@@ -37,60 +36,56 @@ from gpuplaned.store.session_rows import Session, SessionRequest
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-_FIELDS = {"session_id", "run_id", "job_id", "name", "project", "experiment", "config", "tags", "rank", "host", "pid"}
+_INT31 = {"minimum": 0, "maximum": (1 << 31) - 1, "message": "a non-negative integer"}
 
 
 def _bad(field: str, message: str) -> ApiError:
     return ApiError(ErrorCode.BAD_REQUEST, f"{field}: {message}", {"field": field})
 
 
-def _text(body: Mapping[str, Any], field: str, limit: int = 200) -> str | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not 0 < len(value) <= limit:
-        raise _bad(field, f"a string of 1 to {limit} characters")
-    return value
+def _text(limit: int, description: str | None = None) -> Any:
+    return field(default=None, min_length=1, max_length=limit, description=description,
+                 message=f"a string of 1 to {limit} characters")
 
 
-def _int(body: Mapping[str, Any], field: str) -> int | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 31:
-        raise _bad(field, "a non-negative integer")
-    return value
+@attrs.frozen(kw_only=True)
+class SessionCreate:
+    """What the SDK says of itself and its run; every field is optional."""
+
+    session_id: str | None = field(default=None, pattern=SESSION_ID.pattern,
+                                   message="a UUIDv7 in lower-case hex (8-4-4-4-12)",
+                                   description="the SDK's own UUIDv7 for the session; opening one that exists "
+                                               "returns it (409 if it reports to another run); absent: the "
+                                               "daemon makes one")
+    run_id: str | None = field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+                               message="letters, digits, '_', '.' and '-' (at most 100)",
+                               description="join this run (created when unknown); absent: a new run")
+    job_id: str | None = _text(100)
+    name: str | None = _text(200)
+    project: str | None = _text(200)
+    experiment: str | None = _text(200)
+    config: dict[str, Any] | None = None
+    tags: list[str] | None = field(default=None, max_items=100, items={"min_length": 1, "max_length": 100},
+                                   message="a list of at most 100 strings")
+    rank: int | None = field(default=None, **_INT31)
+    host: str | None = _text(200)
+    pid: int | None = field(default=None, **_INT31)
+
+    def request(self) -> SessionRequest:
+        return SessionRequest(self.run_id, self.job_id, self.name, self.project, self.experiment,
+                              self.config or None, tuple(self.tags or ()), self.rank, self.host, self.pid,
+                              self.session_id)
 
 
-def parse_session(body: Any) -> SessionRequest:
-    known_object(body, _FIELDS)
-    run_id = _text(body, "run_id", 100)
-    if run_id is not None and not _RUN_ID.match(run_id):
-        raise _bad("run_id", "letters, digits, '_', '.' and '-' (at most 100)")
-    session_id = body.get("session_id")
-    if session_id is not None and (not isinstance(session_id, str) or not SESSION_ID.match(session_id)):
-        raise _bad("session_id", "a UUIDv7 in lower-case hex (8-4-4-4-12)")
-    config = body.get("config")
-    if config is not None and not isinstance(config, Mapping):
-        raise _bad("config", "a JSON object")
-    tags = body.get("tags") or []
-    if not isinstance(tags, list) or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in tags) or len(tags) > 100:
-        raise _bad("tags", "a list of at most 100 strings")
-    return SessionRequest(run_id, _text(body, "job_id", 100), _text(body, "name"), _text(body, "project"),
-                          _text(body, "experiment"), dict(config) if config else None, tuple(tags),
-                          _int(body, "rank"), _text(body, "host"), _int(body, "pid"), session_id)
-
-
-def _store(shared: DaemonContext) -> Any:
+def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "runs")
 
 
-async def open_session(shared: DaemonContext, body: Any) -> Session:
-    req = parse_session(body)
+async def open_session(shared: ServerContext, body: SessionCreate) -> Session:
+    req = body.request()
     return await write(_store(shared), lambda conn: session_rows.open_session(conn, req, now_ms()))
 
 
@@ -105,19 +100,34 @@ class Batch:
 BATCH_ENCODINGS = ("json", "base64")
 
 
-def parse_batch(body: Any) -> Batch:
-    known_object(body, {"seq", "metrics", "events", "checkpoints", "encoding"})
-    seq = body.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 62:
-        raise _bad("seq", "a non-negative integer, one per batch of the session")
-    metrics = body.get("metrics")
-    if not isinstance(metrics, Mapping):
-        raise _bad("metrics", 'an object: {"name": {"step": [...], "ts": [...], "value": [...]}}')
-    encoding = body.get("encoding", "json")
-    if encoding not in BATCH_ENCODINGS:
-        raise _bad("encoding", f"json (numbers) or base64 (packed little-endian columns), not {encoding!r}")
-    metrics = _decoded(metrics) if encoding == "base64" else dict(metrics)
-    return Batch(seq, metrics, parse_events(body), parse_checkpoints(body))
+# ``metrics`` stays the JSON it came as: its columns are checked whole by ``tsdb.ingest``
+# (a batch holds up to a million points; structuring them one by one would cost more).
+@attrs.frozen(kw_only=True)
+class BatchCreate:
+
+    seq: int = field(minimum=0, maximum=(1 << 62) - 1, message="a non-negative integer, one per batch of the session",
+                     description="one per batch of the session; a seq already stored is answered duplicate, also "
+                                 "once the session has finished")
+    metrics: dict[str, Any] = field(
+        description="name -> {step: [...], ts: [...], value: [...]}; with encoding base64 each column is the base64 "
+                    "of its little-endian int64 (step, ts) or float64 (value) values",
+        schema={"additionalProperties": {"type": "object"}})
+    encoding: str = field(default="json", enum=BATCH_ENCODINGS,
+                          message="json (numbers) or base64 (packed little-endian columns), not {value!r}",
+                          description="how the metrics' columns are written (the SDK sends base64)")
+    # Kept as JSON for gpuplaned.domain.run_records, which names the item at fault (events[2].name).
+    events: list[Any] | None = field(default=None, max_items=MAX_RECORDS, documented_as=list[ScriptEvent] | None,
+                                     description="the script's own events (run.log_event), stored as USER_EVENT")
+    checkpoints: list[Any] | None = field(default=None, max_items=MAX_RECORDS,
+                                          documented_as=list[CheckpointRecord] | None,
+                                          description="checkpoints the script saved (run.log_checkpoint): "
+                                                      "registered, never copied")
+
+
+def parse_batch(batch: BatchCreate) -> Batch:
+    metrics = _decoded(batch.metrics) if batch.encoding == "base64" else batch.metrics
+    records = {"events": batch.events, "checkpoints": batch.checkpoints}
+    return Batch(batch.seq, metrics, parse_events(records), parse_checkpoints(records))
 
 
 def _decoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,7 +147,7 @@ def _decoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def add_batch(shared: DaemonContext, session_id: str, body: Any) -> dict[str, Any]:
+async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -> dict[str, Any]:
     """Store a batch of run metrics, script events and checkpoints once; answered after the commit."""
     batch = parse_batch(body)
     seq, metrics = batch.seq, batch.metrics
@@ -189,14 +199,17 @@ def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int) -> l
     return rows
 
 
-async def finish_session(shared: DaemonContext, session_id: str, body: Any) -> Session:
-    status = body.get("status", "SUCCEEDED") if isinstance(body, Mapping) else None
-    if status not in FINISH_STATES:
-        raise _bad("status", f"one of {', '.join(FINISH_STATES)}")
+@attrs.frozen(kw_only=True)
+class SessionFinish:
+    status: str = field(default="SUCCEEDED", enum=FINISH_STATES, message=f"one of {', '.join(FINISH_STATES)}")
+
+
+async def finish_session(shared: ServerContext, session_id: str, body: SessionFinish) -> Session:
+    status = body.status
     return await write(_store(shared), lambda conn: session_rows.finish_session(conn, session_id, status, now_ms()))
 
 
-async def list_run_sessions(shared: DaemonContext, run_id: str) -> list[Session]:
+async def list_run_sessions(shared: ServerContext, run_id: str) -> list[Session]:
 
     def read(conn: Any) -> list[Session]:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
@@ -206,14 +219,14 @@ async def list_run_sessions(shared: DaemonContext, run_id: str) -> list[Session]
     return await access.readers(shared, "runs").run(read)
 
 
-async def get_session(shared: DaemonContext, session_id: str) -> Session:
+async def get_session(shared: ServerContext, session_id: str) -> Session:
     return await access.readers(shared, "runs").run(lambda conn: session_rows.require_open(conn, session_id))
 
 
 MAX_ENV_BYTES = 64 * 1024
 
 
-async def add_env(shared: DaemonContext, session_id: str, body: Any) -> dict[str, Any]:
+async def add_env(shared: ServerContext, session_id: str, body: Any) -> dict[str, Any]:
     """The training process's environment (python, git commit, packages...) for its run."""
     if not isinstance(body, Mapping):
         raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")

@@ -22,21 +22,22 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gpuplaned.lifecycle import DaemonState
+from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.sdk_spool import FileReport, Replay, Step, spool_files, take_claim
 from gpuplaned.service import sessions
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.spool")
 
 
-def spool_dir(shared: DaemonContext) -> Path:
+def spool_dir(shared: ServerContext) -> Path:
     return shared.config.home / "spool"
 
 
-async def replay_at_start(shared: DaemonContext) -> None:
+async def replay_at_start(shared: ServerContext) -> None:
     """Replay what the spool dir holds; for ``nursery.start_soon`` right after READY. Never raises."""
     if shared.supervisor is None or shared.supervisor.ports.get("store") is None:
         return  # this role keeps no runs
@@ -49,7 +50,7 @@ async def replay_at_start(shared: DaemonContext) -> None:
         _log_report(report)
 
 
-async def replay_dir(shared: DaemonContext, directory: Path) -> list[FileReport]:
+async def replay_dir(shared: ServerContext, directory: Path) -> list[FileReport]:
     files = await trio.to_thread.run_sync(spool_files, directory)
     reports = []
     for path in files:
@@ -59,7 +60,7 @@ async def replay_dir(shared: DaemonContext, directory: Path) -> list[FileReport]
     return reports
 
 
-async def replay_file(shared: DaemonContext, path: Path) -> FileReport:
+async def replay_file(shared: ServerContext, path: Path) -> FileReport:
     """Replay one spool file (see ``sdk_spool.Replay`` for what each answer does)."""
     replay = Replay(path)
     claim = await trio.to_thread.run_sync(take_claim, replay)
@@ -89,15 +90,16 @@ async def replay_file(shared: DaemonContext, path: Path) -> FileReport:
         claim.close()
 
 
-async def _apply(shared: DaemonContext, step: Step, session_id: str) -> Any:
+async def _apply(shared: ServerContext, step: Step, session_id: str) -> Any:
     if step.kind == "open":
-        session = await sessions.open_session(shared, step.body)
+        session = await sessions.open_session(shared, structure(step.body, sessions.SessionCreate))
         return {"session_id": session.id, "run_id": session.run_id}
     if step.kind == "env":
         return await sessions.add_env(shared, session_id, step.body)
     if step.kind == "batch":
-        return await sessions.add_batch(shared, session_id, step.body)
-    return {"session": await sessions.finish_session(shared, session_id, step.body)}
+        return await sessions.add_batch(shared, session_id, structure(step.body, sessions.BatchCreate))
+    return {"session": await sessions.finish_session(shared, session_id,
+                                                     structure(step.body, sessions.SessionFinish))}
 
 
 def _log_report(report: FileReport) -> None:

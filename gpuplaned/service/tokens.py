@@ -30,8 +30,8 @@ import attrs
 import trio
 
 from gpuplaned.protocol import cursors
-from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import doc, field, say
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.call import Reply
 from gpuplaned.service import access
@@ -41,7 +41,7 @@ from gpuplaned.store.token_rows import TokenRow
 from gpuplaned.store.writer import Write, write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.tokens")
 
@@ -57,20 +57,20 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _TOKEN = re.compile(r"gpp_([0-9A-HJKMNP-TV-Z]{26})_([A-Za-z0-9_-]{43})")
 # Compared against when no row matches, so an unknown id costs what a wrong secret costs.
 _NO_HASH = "0" * 64
-_KNOWN_FIELDS = frozenset({"name", "scopes", "expires_in_s"})
+_NAME_RULE = "must be 1-63 characters: letters, digits, '.', '_' or '-', starting with a letter or digit; got {value!r}"
 
 
 @attrs.frozen
 class TokenInfo:
     """A token as the API shows it: never its secret, nor the secret's hash. Times are wall-clock ms."""
 
-    id: str
+    id: str = doc("tok_<ULID>")
     name: str
-    scopes: tuple[str, ...]
-    created_at: int
-    expires_at: int | None
-    last_used_at: int | None
-    revoked_at: int | None
+    scopes: tuple[str, ...] = doc(items={"enum": list(SCOPES)})
+    created_at: int = doc("ms since the epoch")
+    expires_at: int | None = doc("ms since the epoch")
+    last_used_at: int | None = doc("ms since the epoch")
+    revoked_at: int | None = doc("ms since the epoch")
 
 
 def _info(row: TokenRow) -> TokenInfo:
@@ -108,8 +108,7 @@ def _bad(field: str, message: str, **details: Any) -> ApiError:
 
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise _bad("name", "must be 1-63 characters: letters, digits, '.', '_' or '-', starting with a letter "
-                           f"or digit; got {name!r}")
+        raise _bad("name", say(_NAME_RULE, name))
     return name
 
 
@@ -125,23 +124,27 @@ def check_scopes(scopes: Any) -> tuple[str, ...]:
     return tuple(s for s in SCOPES if s in scopes)
 
 
-def parse_create(body: Any) -> tuple[str, tuple[str, ...], int | None]:
-    """Validate a ``POST /api/v1/tokens`` body into ``(name, scopes, expires_in_ms)``.
+def _unknown_scopes(scopes: list[str]) -> str | None:
+    unknown = [s for s in scopes if s not in SCOPES]
+    return f"unknown scope(s) {', '.join(unknown)}; allowed: {', '.join(SCOPES)}" if unknown else None
 
-    Raises:
-        ApiError: ``bad_request`` naming the field.
-    """
-    known_object(body, _KNOWN_FIELDS)
-    if "name" not in body:
-        raise _bad("name", "is required")
-    if "scopes" not in body:
-        raise _bad("scopes", f"is required: a list of scopes ({', '.join(SCOPES)})", allowed=list(SCOPES))
-    expires = body.get("expires_in_s")
-    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)
-                                or not 1 <= expires <= MAX_EXPIRES_IN_S):
-        raise _bad("expires_in_s", f"must be a whole number of seconds from 1 to {MAX_EXPIRES_IN_S}, "
-                                   f"or null for a token that never expires; got {expires!r}")
-    return check_name(body["name"]), check_scopes(body["scopes"]), None if expires is None else expires * 1000
+
+@attrs.frozen(kw_only=True)
+class TokenCreate:
+    name: str = field(pattern=f"^{_NAME.pattern}$", message=_NAME_RULE)
+    scopes: list[str] = field(min_items=1, check=_unknown_scopes, schema={"items": {"enum": list(SCOPES)}},
+                              message=f"must be a non-empty list of scopes ({', '.join(SCOPES)})",
+                              description="admin grants everything, write also grants read")
+    expires_in_s: int | None = field(default=None, minimum=1, maximum=MAX_EXPIRES_IN_S,
+                                     description="seconds from now; absent or null: never expires",
+                                     message=f"must be a whole number of seconds from 1 to {MAX_EXPIRES_IN_S}, "
+                                             "or null for a token that never expires; got {value!r}")
+
+
+def parse_create(made: TokenCreate) -> tuple[str, tuple[str, ...], int | None]:
+    """A ``POST /api/v1/tokens`` body as ``(name, scopes in SCOPES order, expires_in_ms)``."""
+    expires = made.expires_in_s
+    return made.name, check_scopes(made.scopes), None if expires is None else expires * 1000
 
 
 # --- the cache ------------------------------------------------------------------
@@ -180,7 +183,7 @@ class TokenCache:
 _caches: dict[int, tuple[weakref.ref[Any], TokenCache]] = {}
 
 
-def cache_of(shared: DaemonContext) -> TokenCache:
+def cache_of(shared: ServerContext) -> TokenCache:
     """The token cache of this daemon context (made on first use, gone with the context)."""
     key = id(shared)
     found = _caches.get(key)
@@ -199,11 +202,11 @@ def cache_of(shared: DaemonContext) -> TokenCache:
 # --- the store ------------------------------------------------------------------
 
 
-def _store(shared: DaemonContext) -> Any:
+def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "API tokens")
 
 
-def _readers(shared: DaemonContext) -> Any:
+def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "API tokens")
 
 
@@ -212,7 +215,7 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-async def create_token(shared: DaemonContext, name: str, scopes: Iterable[str],
+async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
                        expires_in_ms: int | None = None) -> tuple[TokenInfo, str]:
     """Create a token.
 
@@ -242,7 +245,7 @@ async def create_token(shared: DaemonContext, name: str, scopes: Iterable[str],
     return _info(row), f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}"
 
 
-async def list_tokens(shared: DaemonContext, limit: int = 100,
+async def list_tokens(shared: ServerContext, limit: int = 100,
                       cursor: str | None = None) -> tuple[list[TokenInfo], str | None]:
     """A page of tokens, revoked and expired ones included, newest first, and the next page's cursor."""
     before = cursors.decode("tokens", cursor, (str,))
@@ -252,7 +255,7 @@ async def list_tokens(shared: DaemonContext, limit: int = 100,
     return [_info(r) for r in page], next_cursor
 
 
-async def revoke_token(shared: DaemonContext, id_or_name: str) -> TokenInfo:
+async def revoke_token(shared: ServerContext, id_or_name: str) -> TokenInfo:
     """Revoke a token by id, or by name (the one not revoked of that name). Revoking a revoked
     token changes nothing and returns it.
 
@@ -286,7 +289,7 @@ def _bearer(header: str | None) -> str:
     return credentials
 
 
-async def authenticate(shared: DaemonContext, authorization_header: str | None) -> TokenInfo:
+async def authenticate(shared: ServerContext, authorization_header: str | None) -> TokenInfo:
     """The token an ``Authorization: Bearer gpp_...`` header presents, once verified.
 
     Messages never contain what was presented.
@@ -317,7 +320,7 @@ async def authenticate(shared: DaemonContext, authorization_header: str | None) 
     return _info(row)
 
 
-def _touch(shared: DaemonContext, cache: TokenCache, token_id: str) -> None:
+def _touch(shared: ServerContext, cache: TokenCache, token_id: str) -> None:
     """Record the use, at most once per ``TOUCH_EVERY_S``, without waiting for the write: a
     full or closed store inbox skips it (the next use tries again)."""
     now = trio.current_time()

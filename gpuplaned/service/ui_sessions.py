@@ -47,8 +47,8 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
-from gpuplaned.protocol.bodies import known_object
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import doc, field, say
 from gpuplaned.service import access, tokens
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import ui_session_rows
@@ -56,7 +56,7 @@ from gpuplaned.store.ui_session_rows import UiSessionRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.daemon import DaemonContext
+    from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.ui")
 
@@ -94,16 +94,18 @@ class Caller:
 class UiSession:
     """What ``/api/v1/auth/*`` shows of the caller: never a secret."""
 
-    expires_at: int | None
-    scopes: tuple[str, ...]
-    via: str
+    expires_at: int | None = doc("when the session (or the token) stops working, ms since the epoch; null: never")
+    scopes: tuple[str, ...] = doc(items={"enum": list(tokens.SCOPES)})
+    via: str = doc("how this request was authenticated: the session cookie, an API token, or nothing needed "
+                   "(local: the control socket)", enum=VIAS)
 
 
 @attrs.frozen
 class LoginLink:
-    code: str
-    url: str
-    expires_at: int
+    code: str = doc("works once", pattern="^[A-Za-z0-9_-]{43}$")
+    url: str = doc("the HTTP front's /login with the code: open it in a browser",
+                   pattern="^https?://[^/]+/login[?]code=[A-Za-z0-9_-]{43}$")
+    expires_at: int = doc("when the link stops working")
 
 
 @attrs.frozen
@@ -150,7 +152,7 @@ class _UiState:
 _states: dict[int, tuple[weakref.ref[Any], _UiState]] = {}
 
 
-def _state_of(shared: DaemonContext) -> _UiState:
+def _state_of(shared: ServerContext) -> _UiState:
     key = id(shared)
     found = _states.get(key)
     if found is not None and found[0]() is shared:
@@ -176,7 +178,7 @@ def _bad(field: str, message: str) -> ApiError:
 # --- authenticating a request -------------------------------------------------------------
 
 
-async def authenticate(shared: DaemonContext, *, authorization: str | None, cookie: str | None, method: str,
+async def authenticate(shared: ServerContext, *, authorization: str | None, cookie: str | None, method: str,
                        csrf: str | None = None, websocket: bool = False, origin: str | None = None,
                        host: str | None = None) -> Caller:
     """The caller of one request on the HTTP front.
@@ -224,7 +226,7 @@ def session_of(caller: Caller | None) -> UiSession:
     return UiSession(caller.expires_at, caller.scopes, caller.via)
 
 
-async def _session_row(shared: DaemonContext, cookie: str) -> UiSessionRow:
+async def _session_row(shared: ServerContext, cookie: str) -> UiSessionRow:
     expired = _unauthorized("the web UI session has ended (signed out, expired, or its token was revoked); "
                             "sign in again")
     if not _SECRET.fullmatch(cookie):
@@ -247,28 +249,37 @@ async def _session_row(shared: DaemonContext, cookie: str) -> UiSessionRow:
 # --- signing in and out ---------------------------------------------------------------------
 
 
-def _readers(shared: DaemonContext) -> Any:
+def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "web UI sessions")
 
 
-def _store(shared: DaemonContext) -> Any:
+def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "web UI sessions")
 
 
-def parse_login(body: Any) -> str:
-    """The token of a ``POST /api/v1/auth/login`` body ``{"token": "gpp_..."}``.
-
-    Raises:
-        ApiError: ``bad_request`` naming the field.
-    """
-    known_object(body, frozenset({"token"}))
-    token = body.get("token")
-    if not isinstance(token, str) or not token.strip():
-        raise _bad("token", "is required: an API token (gpp_...), as `gpuplanectl token create` prints it")
-    return token.strip()
+_TOKEN_RULE = "is required: an API token (gpp_...), as `gpuplanectl token create` prints it"
+_NEXT_RULE = (f"must be a path on this server such as /jobs/job_123 (starting with one '/', no spaces or "
+              f"backslashes, at most {MAX_NEXT} characters); got {{value!r}}")
 
 
-async def _new_session(shared: DaemonContext, origin: str, token_id: str | None, scopes: Iterable[str],
+@attrs.frozen(kw_only=True)
+class LoginRequest:
+    token: str = field(min_length=1, pattern="[^ \\t\\n\\r]", message=_TOKEN_RULE,
+                       description="an API token (gpp_...) holding at least read")
+
+
+@attrs.frozen(kw_only=True)
+class LoginLinkCreate:
+    next: str = field(default="/", max_length=MAX_NEXT, pattern=f"^{NEXT_PATTERN}$", message=_NEXT_RULE,
+                      description="a path on this server to land on, such as /jobs/job_123; default /")
+
+
+def parse_login(body: LoginRequest) -> str:
+    """The token of a ``POST /api/v1/auth/login`` body ``{"token": "gpp_..."}``."""
+    return body.token.strip()
+
+
+async def _new_session(shared: ServerContext, origin: str, token_id: str | None, scopes: Iterable[str],
                        cap_ms: int | None) -> tuple[UiSession, str]:
     cookie = secrets.token_urlsafe(32)
     created = now_ms()
@@ -282,7 +293,7 @@ async def _new_session(shared: DaemonContext, origin: str, token_id: str | None,
     return UiSession(row.expires_at, row.scopes, "cookie"), cookie
 
 
-async def login_with_token(shared: DaemonContext, token_text: str) -> tuple[UiSession, str]:
+async def login_with_token(shared: ServerContext, token_text: str) -> tuple[UiSession, str]:
     """Check an API token as the ``Authorization`` header would be, and open a session with its
     scopes.
 
@@ -301,7 +312,7 @@ async def login_with_token(shared: DaemonContext, token_text: str) -> tuple[UiSe
     return await _new_session(shared, "token", token.id, token.scopes, token.expires_at)
 
 
-async def logout(shared: DaemonContext, cookie: str | None) -> bool:
+async def logout(shared: ServerContext, cookie: str | None) -> bool:
     """End the session ``cookie`` names; whether there was one."""
     if not cookie or not _SECRET.fullmatch(cookie):
         return False
@@ -326,20 +337,11 @@ def check_next(value: Any) -> str:
     if value is None:
         return "/"
     if not isinstance(value, str) or len(value) > MAX_NEXT or not _NEXT.fullmatch(value):
-        raise _bad("next", f"must be a path on this server such as /jobs/job_123 (starting with one '/', "
-                           f"no spaces or backslashes, at most {MAX_NEXT} characters); got {value!r}")
+        raise _bad("next", say(_NEXT_RULE, value))
     return value
 
 
-def parse_link(body: Any) -> str:
-    """The landing path of a ``POST /api/v1/auth/login-links`` body (None or ``{}``: ``/``)."""
-    if body is None:
-        return "/"
-    known_object(body, frozenset({"next"}))
-    return check_next(body.get("next"))
-
-
-def _front_url(shared: DaemonContext) -> str:
+def _front_url(shared: ServerContext) -> str:
     try:
         handle = shared.supervisor.handle("http")
     except KeyError:
@@ -365,7 +367,7 @@ def browser_url(front_url: str) -> str:
     return f"{parts.scheme}://{shown}:{parts.port}"
 
 
-def mint_login_code(shared: DaemonContext, next_path: str = "/") -> LoginLink:
+def mint_login_code(shared: ServerContext, next_path: str = "/") -> LoginLink:
     """A one-time login link to the web UI, for ``gpuplanectl ui``.
 
     Raises:
@@ -384,7 +386,7 @@ def mint_login_code(shared: DaemonContext, next_path: str = "/") -> LoginLink:
     return LoginLink(code, f"{base}/login?code={code}", now_ms() + ttl * 1000)
 
 
-async def redeem_login_code(shared: DaemonContext, code: str | None) -> tuple[UiSession, str, str] | None:
+async def redeem_login_code(shared: ServerContext, code: str | None) -> tuple[UiSession, str, str] | None:
     """Use a login link's code (once): the new session, its cookie value, and where to land.
     None when the code is unknown, used or expired."""
     if not code or not _SECRET.fullmatch(code):

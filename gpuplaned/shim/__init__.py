@@ -5,7 +5,8 @@ process, the **launcher**, reads newline-delimited JSON requests on stdin and an
 with one JSON line on stdout:
 
     {"op": "spawn", "id": ..., "job_dir": "/abs", "argv": [...], "cwd": "/abs", "env": {...},
-     "timeout_s": float | null, "grace_s": float, "seq": int}
+     "timeout_s": float | null, "grace_s": float, "job_id": str | null, "attempt": int | null,
+     "seq": int}
       -> {"id": ..., "ok": true, "shim_pid", "shim_start_time", "pid", "pgid", "start_time",
           "started_at", "seq"}
       -> {"id": ..., "ok": false, "error": "argv[0] 'nosuch' not found: ...", "seq"}
@@ -27,6 +28,8 @@ Requests are **pipelined**: the launcher hands a spawn to a shim and goes straig
 the next request, so replies come back in the order the shims finish, not the order of the
 requests. ``seq`` (optional, any JSON value) is echoed in the reply to tell them apart; a
 reply without one (a request that was not valid JSON) cannot be matched to anything.
+``job_id`` and ``attempt`` (optional) name the attempt: ``runtime.json`` and ``exit.json``
+(and so the exit event) then carry them, and the daemon checks them when it reads one back.
 ``started_at`` is the wall clock just before ``posix_spawn``, the same value as in
 ``runtime.json``.
 

@@ -186,7 +186,7 @@ def _run_job(spec: Spec, report_fd: int, subreaper: bool, me: int,
         grown = _make_job_dir(spec.job_dir)
     except OSError as exc:
         message = f"cannot create job_dir {spec.job_dir!r}: {exc}"
-        record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
+        record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message, owner=spec.owner())
         return report({"ok": False, "error": message})
     if not subreaper:
         # Orphaned descendants will go to init instead of us: cancel still reaches the
@@ -209,12 +209,12 @@ def _run_job(spec: Spec, report_fd: int, subreaper: bool, me: int,
             raise
     except OSError as exc:
         message = f"cannot open the logs in job_dir {spec.job_dir!r}: {exc}"
-        record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
+        record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message, owner=spec.owner())
         return report({"ok": False, "error": message})
     try:
         pid, started_mono, started_at = _start_child(spec, out_fd, err_fd)
     except _SpawnFailed as failure:
-        record_spawn_failure(spec.job_dir, failure.exit_code, failure.message)
+        record_spawn_failure(spec.job_dir, failure.exit_code, failure.message, owner=spec.owner())
         return report({"ok": False, "error": failure.message})
     finally:
         os.close(out_fd)
@@ -247,7 +247,7 @@ def _run_job(spec: Spec, report_fd: int, subreaper: bool, me: int,
     else:
         exit_code, signum = None, os.WTERMSIG(status)
         reason = reason or "signaled"
-    record = exit_record(reason, exit_code=exit_code, signum=signum, pid=pid)
+    record = exit_record(reason, exit_code=exit_code, signum=signum, pid=pid, owner=spec.owner())
     write_json_atomic(os.path.join(spec.job_dir, EXIT_FILE), record, sync=durable)
     # The same record, straight to the launcher and on to the daemon: sooner than the
     # shim's own exit (a process teardown, then a pidfd wake-up) and no file to read.

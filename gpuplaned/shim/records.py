@@ -6,6 +6,11 @@ its descendants are gone: ``exit_record``) and, only when something went wrong i
 ``shim.log``. The request a spawn carries is ``Spec``. The daemon imports this module for
 the file names and reads the files through ``gpuplaned.launching.job_files``.
 
+A request may name its attempt, ``job_id`` and ``attempt`` (the daemon's always do); both
+records then carry them, so that a record read back is known to be that attempt's.
+``EXIT_REASONS`` are the values of ``exit.json``'s ``reason``
+(``gpuplaned.domain.failures.ExitReason``, which this package cannot import).
+
 Standard library only, like the rest of the package.
 """
 
@@ -29,6 +34,8 @@ SHIM_LOG_FILE = "shim.log"  # the shim's own complaints; absent when all went we
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_EXECUTE = 126
 
+EXIT_REASONS = ("exited", "signaled", "cancelled", "timeout", "spawn_failed")
+
 
 class RequestError(ValueError):
     """A malformed request; the launcher answers ``ok: false`` and carries on."""
@@ -37,10 +44,16 @@ class RequestError(ValueError):
 class Spec:
     """One validated spawn request."""
 
-    __slots__ = ("id", "job_dir", "argv", "cwd", "env", "timeout_s", "grace_s")
+    __slots__ = ("id", "job_dir", "argv", "cwd", "env", "timeout_s", "grace_s", "job_id", "attempt")
 
     def __init__(self, req: dict[str, Any]) -> None:
         self.id = req.get("id")
+        self.job_id = req.get("job_id")
+        if self.job_id is not None and (not isinstance(self.job_id, str) or not self.job_id):
+            raise RequestError(f"job_id must be a non-empty string or null, got {self.job_id!r}")
+        self.attempt = req.get("attempt")
+        if self.attempt is not None and (type(self.attempt) is not int or self.attempt < 1):
+            raise RequestError(f"attempt must be a positive integer or null, got {self.attempt!r}")
         self.job_dir = req.get("job_dir")
         if not isinstance(self.job_dir, str) or not os.path.isabs(self.job_dir):
             raise RequestError(f"job_dir must be an absolute path, got {self.job_dir!r}")
@@ -71,6 +84,10 @@ class Spec:
         grace = _number(req, "grace_s", 10.0)
         self.grace_s: float = 10.0 if grace is None else grace
 
+    def owner(self) -> dict[str, Any]:
+        """The attempt the request names, as its records carry it ({} when it names none)."""
+        return {} if self.job_id is None else {"job_id": self.job_id, "attempt": self.attempt}
+
 
 def _number(req: dict[str, Any], key: str, default: float | None) -> float | None:
     value = req.get(key, default)
@@ -88,7 +105,7 @@ def runtime_record(spec: Spec, *, shim_pid: int, shim_start_time: int | None, pi
 
     The main process leads a process group of its own, so its pid is the group's id.
     """
-    return {
+    return spec.owner() | {
         "id": spec.id,
         "shim_pid": shim_pid,
         "shim_start_time": shim_start_time,
@@ -105,15 +122,16 @@ def runtime_record(spec: Spec, *, shim_pid: int, shim_start_time: int | None, pi
 
 
 def exit_record(reason: str, *, exit_code: int | None, signum: int | None, pid: int | None,
-                error: str | None = None) -> dict[str, Any]:
+                error: str | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     """What ``exit.json`` holds (and the shim's exit line says): how the job's main process
     ended, now.
 
-    ``reason`` is ``exited``, ``signaled``, ``cancelled``, ``timeout`` or ``spawn_failed``;
-    ``exit_code`` is set when the main process exited (127/126 for a spawn failure),
-    ``signum`` when a signal killed it.
+    ``reason`` is one of ``EXIT_REASONS``: ``exited``, ``signaled``, ``cancelled``,
+    ``timeout`` or ``spawn_failed``; ``exit_code`` is set when the main process exited
+    (127/126 for a spawn failure), ``signum`` when a signal killed it. ``owner`` is
+    ``Spec.owner()``: whose exit it is.
     """
-    return {
+    return (owner or {}) | {
         "exit_code": exit_code,
         "signal": signum,
         "signal_name": signal_name(signum) if signum is not None else None,
@@ -164,7 +182,8 @@ def sync_paths(paths: tuple[str, ...] | list[str]) -> None:
 
 
 def record_spawn_failure(
-    job_dir: str, exit_code: int, message: str, *, only_if_missing: bool = False
+    job_dir: str, exit_code: int, message: str, *, only_if_missing: bool = False,
+    owner: dict[str, Any] | None = None,
 ) -> None:
     """Write ``exit.json`` (reason ``spawn_failed``, fsynced) for a job that was never
     started; what cannot be written goes to ``shim.log``, where possible."""
@@ -174,7 +193,7 @@ def record_spawn_failure(
     try:
         os.makedirs(job_dir, mode=0o700, exist_ok=True)
         write_json_atomic(path, exit_record("spawn_failed", exit_code=exit_code, signum=None, pid=None,
-                                            error=message),
+                                            error=message, owner=owner),
                           sync=True)  # rare, and the only account of what went wrong
     except (OSError, ValueError) as exc:  # ValueError: a path no system call takes
         shim_log(job_dir, f"cannot record the spawn failure ({message}): {exc}")

@@ -230,7 +230,7 @@ class _Server:
                 shim = self._fork_shim(spec)
             except OSError as exc:
                 message = f"cannot fork a shim: {exc}"
-                record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message)
+                record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message, owner=spec.owner())
                 self._reply({"id": spec.id, "ok": False, "error": message}, seq)
                 return
         shim.jobs += 1

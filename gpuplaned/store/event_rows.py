@@ -13,15 +13,17 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.protocol.fields import doc
+
 SEVERITIES = ("info", "warning", "critical")
 
 
 @attrs.frozen
 class EventRow:
-    id: str
-    ts: int
-    type: str
-    severity: str
+    id: str = doc("ev_<ULID>; also the SSE id to resume after")
+    ts: int = doc("ms since the epoch")
+    type: str = doc("a word like DISK_LOW or GPU_LOST")
+    severity: str = doc(enum=SEVERITIES)
     node_id: str | None
     job_id: str | None
     run_id: str | None

@@ -2,7 +2,8 @@
 
 Write functions take the store's connection inside its transaction (the store actor calls
 them); read functions take a reader connection. Slot assignment happens inside the same
-transaction that reads the free slots, so a slot is never booked twice.
+transaction that reads the free slots, so a slot is never booked twice. The state a write
+sets is the one the state table (``gpuplaned.domain.job_states``) returns for the move.
 """
 
 from __future__ import annotations
@@ -14,7 +15,18 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.job_states import IllegalTransition, JobEvent, JobState, can, next_after_exit, next_state
+from gpuplaned.domain.failures import FailureReason
+from gpuplaned.domain.job_states import (
+    ACTIVE,
+    ON_NODE,
+    IllegalTransition,
+    JobEvent,
+    JobState,
+    NodeReport,
+    next_state,
+    on_report,
+    run_state,
+)
 from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit, matches
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -23,6 +35,8 @@ from gpuplaned.protocol.job_wire import Job, JobSpec
 from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
+_ACTIVE = tuple(sorted(s.value for s in ACTIVE))  # the table's sets, as SQL parameters
+_ON_NODE = tuple(sorted(s.value for s in ON_NODE))
 
 _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
@@ -79,8 +93,8 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
             "SELECT gpu_index, owner_job_id FROM gpu_slots WHERE node_id = ? ORDER BY gpu_index", (node_id,)
         ).fetchall()
         cpu_jobs = conn.execute(
-            "SELECT count(*) FROM jobs WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING') "
-            "AND json_extract(resources, '$.gpu') = 0", (node_id,),
+            f"SELECT count(*) FROM jobs WHERE node_id = ? AND {one_of('status', _ACTIVE)} "
+            "AND json_extract(resources, '$.gpu') = 0", (node_id, *_ACTIVE),
         ).fetchone()[0]
         snapshot = health.get(node_id) if health else None
         blocked = set(snapshot.blocked_gpus) if snapshot else set()
@@ -122,8 +136,8 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
     conn.execute(
         "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
         "node_selector, max_attempts, timeout_s, stop_grace_s, created_at) "
-        "VALUES (?, ?, ?, 'QUEUED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (job_id, spec.name, spec.type, spec.priority, spec.cwd, json.dumps(list(spec.command)),
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (job_id, spec.name, spec.type, next_state(JobState.CREATED, JobEvent.SUBMIT).value, spec.priority, spec.cwd, json.dumps(list(spec.command)),
          json.dumps(spec.env), json.dumps({"gpu": spec.gpu}),
          json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
          spec.timeout_s, spec.stop_grace_s, now_ms),
@@ -148,8 +162,8 @@ def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str],
     if nodes is None:
         nodes = capacities(conn, connected, health)
     rows = conn.execute(
-        "SELECT id, resources, node_selector FROM jobs WHERE status = 'QUEUED' "
-        "ORDER BY priority DESC, created_at, id LIMIT ?", (QUEUE_SCAN_LIMIT,),
+        "SELECT id, resources, node_selector FROM jobs WHERE status = ? "
+        "ORDER BY priority DESC, created_at, id LIMIT ?", (JobState.QUEUED.value, QUEUE_SCAN_LIMIT),
     )
     decisions = assign((_queued(row) for row in rows), nodes)
     rows.close()
@@ -170,12 +184,12 @@ def _queued(row: tuple[str, str, str | None]) -> QueuedJob:
 def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: int) -> Dispatched:
     run_id = new_id("run")
     attempt = job.attempt + 1
-    next_state(JobState(job.status), JobEvent.DISPATCH)
+    new = next_state(JobState(job.status), JobEvent.DISPATCH)
     conn.execute(
-        "UPDATE jobs SET status = 'DISPATCHING', node_id = ?, attempt = ?, run_id = ?, gpu_indexes = ?, "
+        "UPDATE jobs SET status = ?, node_id = ?, attempt = ?, run_id = ?, gpu_indexes = ?, "
         "started_at = NULL, finished_at = NULL, exit_code = NULL, failure_reason = NULL, "
-        "failure_message = NULL, cancel_requested = 0 WHERE id = ? AND status = 'QUEUED'",
-        (decision.node_id, attempt, run_id, json.dumps(list(decision.gpu_indexes)), job.id),
+        "failure_message = NULL, cancel_requested = 0 WHERE id = ? AND status = ?",
+        (new.value, decision.node_id, attempt, run_id, json.dumps(list(decision.gpu_indexes)), job.id, job.status),
     )
     for index in decision.gpu_indexes:
         taken = conn.execute(
@@ -186,8 +200,8 @@ def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: 
             raise RuntimeError(f"slot {decision.node_id}/gpu{index} is not free; refusing to double-book")
     conn.execute(
         "INSERT INTO runs (id, job_id, attempt, node_id, name, source, status, created_at) "
-        "VALUES (?, ?, ?, ?, ?, 'job', 'RUNNING', ?)",
-        (run_id, job.id, attempt, decision.node_id, job.name, now_ms),
+        "VALUES (?, ?, ?, ?, ?, 'job', ?, ?)",
+        (run_id, job.id, attempt, decision.node_id, job.name, JobState.RUNNING.value, now_ms),
     )
     env = dict(job.env)
     wire = JobSpecWire(
@@ -196,16 +210,6 @@ def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: 
         stop_grace_s=job.stop_grace_s,
     )
     return Dispatched(decision.node_id, wire)
-
-
-_STATUS_EVENTS = {
-    "RUNNING": JobEvent.STARTED,
-    "SUCCEEDED": JobEvent.SUCCEEDED,
-    "FAILED": JobEvent.FAILED,
-    "CANCELLED": JobEvent.CANCELLED,
-    "LOST": JobEvent.LOST,
-    "REQUEUE": JobEvent.REQUEUE,
-}
 
 
 @attrs.frozen
@@ -218,7 +222,10 @@ class StatusOutcome:
 
 
 def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms: int) -> StatusOutcome:
-    """Apply a node's report about one attempt; stale or impossible reports change nothing."""
+    """Apply a node's report about one attempt; stale or impossible reports change nothing.
+
+    The job's new state is ``on_report``'s (the state table's), its run's ``run_state``'s.
+    """
     row = conn.execute(
         "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested FROM jobs WHERE id = ?",
         (msg.job_id,),
@@ -228,36 +235,32 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     status, attempt, max_attempts, job_node, run_id, cancelled = row
     if attempt != msg.attempt or job_node != node_id:
         return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
-    event = _STATUS_EVENTS.get(msg.status)
-    if event is None:
+    try:
+        report = NodeReport(msg.status)
+    except ValueError:
         return StatusOutcome(False, status, reason=f"unknown status {msg.status!r}")
-    state = JobState(status)
-    if cancelled and event in (JobEvent.FAILED, JobEvent.REQUEUE):
-        # It died of our cancel, or never started (a dispatch the node never got): either
-        # way the cancel stands, with no automatic retry and no second run.
-        event = JobEvent.CANCELLED
-    if not can(state, event):
-        return StatusOutcome(False, status, reason=f"a {status} job cannot {event.value}")
+    try:
+        new = on_report(JobState(status), report, bool(cancelled), attempt, max_attempts)
+    except IllegalTransition as exc:
+        return StatusOutcome(False, status, reason=str(exc))
+    run = run_state(report, bool(cancelled))
     when = msg.at_ms or now_ms
-    if event is JobEvent.STARTED:
-        conn.execute("UPDATE jobs SET status = 'RUNNING', started_at = coalesce(started_at, ?) WHERE id = ?",
-                     (when, msg.job_id))
-        conn.execute("UPDATE runs SET status = 'RUNNING', started_at = coalesce(started_at, ?) WHERE id = ?",
-                     (when, run_id))
-        return StatusOutcome(True, "RUNNING")
-    if event is JobEvent.LOST:
-        conn.execute("UPDATE jobs SET status = 'LOST', failure_reason = 'LOST' WHERE id = ?", (msg.job_id,))
-        conn.execute("UPDATE runs SET status = 'LOST', failure_reason = 'LOST' WHERE id = ?", (run_id,))
-        return StatusOutcome(True, "LOST")
-    if event is JobEvent.REQUEUE:
-        new = next_state(state, event)
-    else:
-        new = next_after_exit(state, event, attempt, max_attempts)
-    run_status = "FAILED" if event is JobEvent.REQUEUE else event.value.upper()
+    if report is NodeReport.RUNNING:
+        conn.execute("UPDATE jobs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
+                     (new.value, when, msg.job_id))
+        conn.execute("UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
+                     (run.value, when, run_id))
+        return StatusOutcome(True, new.value)
+    if report is NodeReport.LOST:
+        conn.execute("UPDATE jobs SET status = ?, failure_reason = ? WHERE id = ?",
+                     (new.value, FailureReason.LOST.value, msg.job_id))
+        conn.execute("UPDATE runs SET status = ?, failure_reason = ? WHERE id = ?",
+                     (run.value, FailureReason.LOST.value, run_id))
+        return StatusOutcome(True, new.value)
     if new is JobState.QUEUED:
         # Back in the queue (automatic retry or never started): the attempt's outcome is
         # on its run; the job shows nothing of a run it does not have yet.
-        _clear_attempt_fields(conn, msg.job_id)
+        _clear_attempt_fields(conn, msg.job_id, new)
     else:
         conn.execute(
             "UPDATE jobs SET status = ?, finished_at = max(?, coalesce(started_at, 0)), exit_code = ?, "
@@ -265,13 +268,13 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
             (new.value, when, msg.exit_code, msg.failure_reason,
              msg.message if new is JobState.FAILED else None, msg.job_id),
         )
+    requeued = FailureReason.REQUEUED.value if report is NodeReport.REQUEUE else None
     conn.execute(
         "UPDATE runs SET status = ?, finished_at = ?, exit_code = ?, failure_reason = ? WHERE id = ?",
-        (run_status, when, msg.exit_code, msg.failure_reason or ("REQUEUED" if event is JobEvent.REQUEUE else None),
-         run_id),
+        (run.value, when, msg.exit_code, msg.failure_reason or requeued, run_id),
     )
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,))
-    return StatusOutcome(True, new.value, run_id=run_id, run_status=run_status)
+    return StatusOutcome(True, new.value, run_id=run_id, run_status=run.value)
 
 
 @attrs.frozen
@@ -284,7 +287,8 @@ def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutc
     job = _require(conn, job_id)
     state = JobState(job.status)
     if state is JobState.QUEUED:
-        conn.execute("UPDATE jobs SET status = 'CANCELLED', finished_at = ? WHERE id = ?", (now_ms, job_id))
+        new = next_state(state, JobEvent.CANCELLED)
+        conn.execute("UPDATE jobs SET status = ?, finished_at = ? WHERE id = ?", (new.value, now_ms, job_id))
         return CancelOutcome(_require(conn, job_id))
     if state in (JobState.DISPATCHING, JobState.RUNNING, JobState.LOST):
         conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
@@ -296,22 +300,23 @@ def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutc
 def retry_job(conn: sqlite3.Connection, job_id: str) -> Job:
     job = _require(conn, job_id)
     try:
-        next_state(JobState(job.status), JobEvent.RETRY)
+        new = next_state(JobState(job.status), JobEvent.RETRY)
     except IllegalTransition:
         raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is {job.status}; only an ended job can be retried",
                        {"job_id": job_id, "status": job.status}) from None
-    _clear_attempt_fields(conn, job_id)
+    _clear_attempt_fields(conn, job_id, new)
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
     return _require(conn, job_id)
 
 
-def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str) -> None:
-    """Queue the job again; what its last attempt did stays on that attempt's run row."""
+def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str, queued: JobState) -> None:
+    """Queue the job again (``queued``: the table's QUEUED); what its last attempt did stays
+    on that attempt's run row."""
     conn.execute(
-        "UPDATE jobs SET status = 'QUEUED', run_id = NULL, gpu_indexes = NULL, started_at = NULL, "
+        "UPDATE jobs SET status = ?, run_id = NULL, gpu_indexes = NULL, started_at = NULL, "
         "finished_at = NULL, exit_code = NULL, failure_reason = NULL, failure_message = NULL, "
         "cancel_requested = 0 WHERE id = ?",
-        (job_id,),
+        (queued.value, job_id),
     )
 
 
@@ -354,9 +359,8 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
         if index not in present:
             conn.execute("DELETE FROM gpu_slots WHERE node_id = ? AND gpu_index = ?", (node_id, index))
     active = conn.execute(
-        "SELECT id, attempt, run_id, cancel_requested, gpu_indexes FROM jobs "
-        "WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING', 'LOST')",
-        (node_id,),
+        f"SELECT id, attempt, run_id, cancel_requested, gpu_indexes FROM jobs WHERE node_id = ? AND "
+        f"{one_of('status', _ON_NODE)}", (node_id, *_ON_NODE),
     ).fetchall()
     return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel), tuple(json.loads(gpus or "[]")))
                      for job_id, attempt, run_id, cancel, gpus in active]

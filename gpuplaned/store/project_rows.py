@@ -26,8 +26,9 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.run_summary import best_of, better, direction_for, resolve_primary
+from gpuplaned.domain.run_summary import PRIMARY_SOURCES, best_of, better, direction_for, resolve_primary
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.store.paging import newest_first
 from gpuplaned.tsdb import chunks
@@ -42,47 +43,49 @@ class Ref:
 
 @attrs.frozen
 class Project:
-    id: str
+    id: str = doc("prj_<ULID>")
     name: str
     description: str | None
-    created_at: int
-    primary_metric: str | None  # set on this project (null: it inherits the global one)
-    experiments: int
-    runs: int
+    created_at: int = doc("ms since the epoch")
+    primary_metric: str | None = doc("set on this project; null: the global one applies")
+    experiments: int = doc(minimum=0)
+    runs: int = doc(minimum=0)
 
 
 @attrs.frozen
 class Experiment:
-    id: str
+    id: str = doc("exp_<ULID>")
     project_id: str
-    project: str  # the project's name
+    project: str = doc("the project's name")
     name: str
     description: str | None
-    created_at: int
-    primary_metric: str | None  # set on this experiment (null: it inherits its project's)
-    runs: int
+    created_at: int = doc("ms since the epoch")
+    primary_metric: str | None = doc("set on this experiment; null: its project's applies")
+    runs: int = doc(minimum=0)
 
 
 @attrs.frozen
 class MetricDefinition:
     name: str
     display_name: str | None
-    direction: str | None  # minimize, maximize or null (no best is kept)
-    scope: str | None
+    direction: str | None = doc("which way is better; null: none (no best is kept)", enum=("minimize", "maximize"))
+    scope: str | None  # one of service.projects.METRIC_SCOPES
     unit: str | None
-    is_primary: bool  # the global primary metric
-    created_at: int
+    is_primary: bool = doc("the global primary metric")
+    created_at: int = doc("when a run first logged it (or it was first named)")
 
 
 @attrs.frozen
 class PrimaryMetric:
     """Which metric is primary for a scope, where that came from, and what each level sets."""
 
-    metric: str | None
-    source: str | None  # experiment, project, global; null: none is set
+    metric: str | None = doc("the primary metric, resolved experiment -> project -> global")
+    source: str | None = doc("where the primary metric was set; null: nowhere", enum=PRIMARY_SOURCES)
     project: Ref | None
     experiment: Ref | None
-    settings: dict[str, str | None]  # {"experiment", "project", "global"}: each level's own setting
+    settings: dict[str, str | None] = doc("each level's own setting", additionalProperties=False,
+                                          properties={level: {"type": ["string", "null"]} for level in PRIMARY_SOURCES},
+                                          required=list(PRIMARY_SOURCES))
 
 
 # --- projects ------------------------------------------------------------------------------

@@ -9,27 +9,31 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.protocol.fields import doc
+
 from gpuplaned.store.paging import newest_first, one_of
 
 
 @attrs.frozen
 class Run:
-    id: str
+    """One attempt of a job, or a run a training script opened with the SDK."""
+
+    id: str = doc("run_<ULID>")
     job_id: str | None
-    attempt: int | None
+    attempt: int | None = doc("which attempt of its job this run is")
     node_id: str | None
     name: str | None
-    source: str  # "job" (started by the runner); "sdk" comes with the SDK
+    source: str = doc(enum=("job", "sdk"))  # "job": started by the runner
     status: str
-    created_at: int
-    started_at: int | None
-    finished_at: int | None
+    created_at: int = doc("ms since the epoch")
+    started_at: int | None = doc("ms since the epoch")
+    finished_at: int | None = doc("ms since the epoch")
     exit_code: int | None
     failure_reason: str | None
     env_snapshot: dict[str, Any] | None = None  # what the SDK reported of the training process
-    project: str | None = None  # names, for tables; GET /runs/{id} has the ids too
-    experiment: str | None = None
-    config: dict[str, Any] | None = None  # what the script passed to gpuplane.init(config=...)
+    project: str | None = doc("the project's name", default=None)  # GET /runs/{id} has the ids too
+    experiment: str | None = doc("the experiment's name", default=None)
+    config: dict[str, Any] | None = doc("what the script passed to gpuplane.init(config=...)", default=None)
     tags: list[str] = attrs.field(factory=list)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.ids import new_id, uuid7
 
 
@@ -29,7 +30,9 @@ class SessionRequest:
 
 @attrs.frozen
 class Session:
-    id: str
+    """One SDK process (a rank) reporting to a run."""
+
+    id: str = doc("a UUIDv7")
     run_id: str
     rank: int | None
     host: str | None
@@ -37,8 +40,8 @@ class Session:
     status: str
     last_seq: int | None
     points: int
-    created_at: int
-    finished_at: int | None
+    created_at: int = doc("ms since the epoch")
+    finished_at: int | None = doc("ms since the epoch")
 
 
 _COLUMNS = "id, run_id, rank, host, pid, status, last_seq, points, created_at, finished_at"

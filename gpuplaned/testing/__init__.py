@@ -1,1 +1,6 @@
-"""Fakes and fault injection that ship with the package, for tests and demos."""
+"""Fakes and fault injection that ship with the package, for tests and demos.
+
+- ``launcher``: ``FakeLauncher``, the launcher's interface with scripted jobs in trio time;
+- ``node_link``: ``MemoryNodeLink``, the server's half of the node link, in memory;
+- ``actors``: fault-injection actors (``GPUPLANE_TESTING_ACTORS``).
+"""

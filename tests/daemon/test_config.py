@@ -121,3 +121,22 @@ def test_bad_http_section_names_the_key(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match=message):
         load_config({"config": str(path)}, env(tmp_path))
+
+
+def test_each_source_is_checked_even_where_a_later_one_overrides_it(tmp_path):
+    path = write(tmp_path, '[node]\ngpus = "fake:99"\n')
+    with pytest.raises(ConfigError, match=f"{path}: node.gpus fake GPU count must be 1..64"):
+        load_config({"config": str(path), "gpus": "fake:2"}, env(tmp_path))
+    with pytest.raises(ConfigError, match="environment GPUPLANE_HTTP: http expected HOST:PORT"):
+        load_config({"http": "127.0.0.1:9"}, env(tmp_path, GPUPLANE_HTTP="nowhere"))
+
+
+def test_flags_set_keys_inside_sections_and_fake_gpus_take_the_files_model(tmp_path):
+    path = write(tmp_path, '[node]\nfake_gpu_model = "Fake 24GB"\nfake_gpu_memory_mb = 24576\nlabels = ["a"]\n')
+    cfg = load_config({"config": str(path), "gpus": "fake:3", "node_name": "box", "max_cpu_jobs": 0,
+                       "label": ["b", "c"], "http": "127.0.0.1:9", "no_http": True, "owner_pid": 1}, env(tmp_path))
+    assert (cfg.node.gpus.count, cfg.node.gpus.fake_model, cfg.node.gpus.fake_memory_mb) == (3, "Fake 24GB", 24576)
+    assert (cfg.node.name, cfg.node.max_cpu_jobs, cfg.node.labels) == ("box", 0, ("b", "c"))
+    assert (cfg.http, cfg.owner_pid) == (None, 1)  # --no-http wins over --http
+    with pytest.raises(ConfigError, match="--max-cpu-jobs: node.max_cpu_jobs must be an integer >= 0"):
+        load_config({"max_cpu_jobs": -1}, env(tmp_path))

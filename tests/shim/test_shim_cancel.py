@@ -10,7 +10,7 @@ import pytest
 import trio
 from shimkit import job_processes, wait_job_end, wait_until
 
-from gpuplaned.domain.failures import classify_failure
+from gpuplaned.domain.failures import judge_exit
 from gpuplaned.launching.processes import signal_shim
 
 # Main process, a worker in its group, a worker that escapes with setsid() (and has a
@@ -54,7 +54,7 @@ async def test_cancel_kills_every_descendant_after_grace(launcher, jobs):
     assert trio.current_time() - started >= grace  # they ignore SIGTERM: the grace is used up
     assert job_processes(jobs.marker) == []
     assert (record.reason, record.signal_name, record.exit_code) == ("cancelled", "SIGKILL", None)
-    assert classify_failure(record, "") == ("CANCELLED", "cancelled")
+    assert (judge_exit(record).report, judge_exit(record).failure) == ("CANCELLED", None)
 
 
 async def test_cancel_shell_job_with_term_ignoring_children(launcher, jobs):
@@ -120,7 +120,7 @@ async def test_timeout(launcher, jobs, script, killed_by):
     record = await wait_job_end(launcher, spawned, req.job_dir, timeout=5)
     assert trio.current_time() - started >= 0.2
     assert (record.reason, record.signal_name, record.exit_code) == ("timeout", killed_by, None)
-    assert classify_failure(record, "")[0] == "TIMEOUT"
+    assert judge_exit(record).failure == "TIMEOUT"
     assert job_processes(jobs.marker) == []
 
 

@@ -15,7 +15,7 @@ import trio
 import trio.testing
 from shimkit import wait_until
 
-from gpuplaned.domain.failures import classify_failure, failure_line
+from gpuplaned.domain.failures import failure_line, judge_exit
 from gpuplaned.launching import processes as launcher_mod
 from gpuplaned.launching.job_files import CorruptRecord, ExitRecord, Runtime, read_exit, read_runtime, tail_text
 from gpuplaned.launching.processes import (
@@ -183,32 +183,32 @@ def _rec(reason="exited", exit_code=None, sig=None, name=None, error=None):
     return ExitRecord(exit_code, sig, name, reason, 1.7e9, 42, error)
 
 
-@pytest.mark.parametrize(("record", "tail", "oom", "expected"), [
-    (_rec(exit_code=0), "", False, None),
-    (_rec(exit_code=0), "CUDA out of memory (recovered)", False, None),
-    (_rec(exit_code=1), "", False, "EXIT_CODE"),
-    (_rec(exit_code=2), "Traceback ...\nValueError: nan", False, "EXIT_CODE"),
-    (_rec(exit_code=1), "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried", False, "OOM"),
-    (_rec(exit_code=1), "RuntimeError: CUDA out of memory.", False, "OOM"),
-    (_rec(exit_code=1), "torch.OutOfMemoryError: boom", False, "OOM"),
-    (_rec("signaled", sig=9, name="SIGKILL"), "", True, "OOM"),
-    (_rec("signaled", sig=9, name="SIGKILL"), "", False, "SIGNAL(SIGKILL)"),
-    (_rec("signaled", sig=11, name="SIGSEGV"), "", False, "SIGNAL(SIGSEGV)"),
-    (_rec("signaled", sig=11, name=None), "", False, "SIGNAL(SIGSEGV)"),
-    (_rec("cancelled", sig=15, name="SIGTERM"), "CUDA out of memory", False, "CANCELLED"),
-    (_rec("cancelled", exit_code=0), "", False, "CANCELLED"),
-    (_rec("timeout", sig=9, name="SIGKILL"), "", True, "TIMEOUT"),
-    (_rec("spawn_failed", exit_code=127, error="argv[0] 'x' not found"), "", False, "SPAWN_FAILED"),
+@pytest.mark.parametrize(("record", "tail", "oom", "report", "failure"), [
+    (_rec(exit_code=0), "", False, "SUCCEEDED", None),
+    (_rec(exit_code=0), "CUDA out of memory (recovered)", False, "SUCCEEDED", None),
+    (_rec(exit_code=1), "", False, "FAILED", "EXIT_CODE"),
+    (_rec(exit_code=2), "Traceback ...\nValueError: nan", False, "FAILED", "EXIT_CODE"),
+    (_rec(exit_code=1), "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried", False, "FAILED", "OOM"),
+    (_rec(exit_code=1), "RuntimeError: CUDA out of memory.", False, "FAILED", "OOM"),
+    (_rec(exit_code=1), "torch.OutOfMemoryError: boom", False, "FAILED", "OOM"),
+    (_rec("signaled", sig=9, name="SIGKILL"), "", True, "FAILED", "OOM"),
+    (_rec("signaled", sig=9, name="SIGKILL"), "", False, "FAILED", "SIGNAL(SIGKILL)"),
+    (_rec("signaled", sig=11, name="SIGSEGV"), "", False, "FAILED", "SIGNAL(SIGSEGV)"),
+    (_rec("signaled", sig=11, name=None), "", False, "FAILED", "SIGNAL(SIGSEGV)"),
+    (_rec("cancelled", sig=15, name="SIGTERM"), "CUDA out of memory", False, "CANCELLED", None),
+    (_rec("cancelled", exit_code=0), "", False, "CANCELLED", None),
+    (_rec("timeout", sig=9, name="SIGKILL"), "", True, "FAILED", "TIMEOUT"),
+    (_rec("spawn_failed", exit_code=127, error="argv[0] 'x' not found"), "", False, "FAILED", "SPAWN_FAILED"),
 ])
-def test_classify_failure(record, tail, oom, expected):
-    reason, detail = classify_failure(record, tail, oom_killed=oom)
-    assert reason == expected
-    assert (detail is None) == (expected is None)
+def test_judge_exit(record, tail, oom, report, failure):
+    verdict = judge_exit(record, tail, oom_killed=oom)
+    assert (verdict.report, verdict.failure) == (report, failure)
+    assert (verdict.detail is None) == (report == "SUCCEEDED")
 
 
-def test_classify_failure_details():
-    assert classify_failure(_rec(exit_code=3))[1] == "exit code 3"
-    assert classify_failure(_rec("spawn_failed", exit_code=127, error="argv[0] 'x' not found"))[1] == (
+def test_judge_exit_details():
+    assert judge_exit(_rec(exit_code=3)).detail == "exit code 3"
+    assert judge_exit(_rec("spawn_failed", exit_code=127, error="argv[0] 'x' not found")).detail == (
         "argv[0] 'x' not found")
 
 

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 from shimkit import job_processes, session_and_group, wait_job_end, wait_until
 
-from gpuplaned.domain.failures import classify_failure
+from gpuplaned.domain.failures import judge_exit
 from gpuplaned.launching.client import LauncherGone, SpawnError
 from gpuplaned.launching.job_files import read_exit, read_runtime
 from gpuplaned.launching.processes import signal_shim
@@ -52,7 +52,7 @@ async def test_spawn_records_runtime_output_and_exit(launcher, jobs, tmp_path):
     assert (record.exit_code, record.signal, record.signal_name, record.reason) == (0, None, None, "exited")
     assert record.pid == spawned.pid
     assert record.ended_at >= runtime.started_at
-    assert classify_failure(record, "") == (None, None)
+    assert judge_exit(record).report == "SUCCEEDED"
     assert (req.job_dir / "stdout.log").read_text() == f"out\nbar baz\n{work}\n"
     assert (req.job_dir / "stderr.log").read_text() == "err\n"
     for name in ("stdout.log", "stderr.log", "runtime.json", "exit.json"):
@@ -90,7 +90,7 @@ async def test_nonzero_exit(launcher, jobs):
     req = jobs.request(["sh", "-c", "exit 3"])
     record = await wait_job_end(launcher, await launcher.spawn(req), req.job_dir)
     assert (record.exit_code, record.signal, record.reason) == (3, None, "exited")
-    assert classify_failure(record, "")[0] == "EXIT_CODE"
+    assert judge_exit(record).failure == "EXIT_CODE"
 
 
 async def test_death_by_signal(launcher, jobs):
@@ -98,7 +98,7 @@ async def test_death_by_signal(launcher, jobs):
     record = await wait_job_end(launcher, await launcher.spawn(req), req.job_dir)
     assert (record.exit_code, record.signal, record.signal_name, record.reason) == (
         None, signal.SIGSEGV, "SIGSEGV", "signaled")
-    assert classify_failure(record, "")[0] == "SIGNAL(SIGSEGV)"
+    assert judge_exit(record).failure == "SIGNAL(SIGSEGV)"
 
 
 @pytest.mark.parametrize("case", ["missing command", "missing cwd", "not executable", "directory"])
@@ -123,7 +123,7 @@ async def test_spawn_failure_replies_and_records(launcher, jobs, tmp_path, case)
     assert (record.reason, record.exit_code, record.signal, record.pid) == ("spawn_failed", code, None, None)
     assert record.error == info.value.message
     assert read_runtime(req.job_dir) is None
-    assert classify_failure(record, "")[0] == "SPAWN_FAILED"
+    assert judge_exit(record).failure == "SPAWN_FAILED"
     await launcher.ping()  # still serving
 
 

@@ -1,0 +1,395 @@
+"""The shapes of the replies that services build as dicts, as attrs classes for the document.
+
+The wire types the converter writes (``Job``, ``Run``, ``Project``...) document themselves
+where they are defined; the wrappers around them (``{"job": Job}``) and the replies a
+service assembles by hand (series, summaries, checkpoints, readings) are declared here, with
+their fields' words, so that ``gpuplaned.http.openapi`` can generate every schema from a
+class. Nothing here is checked at run time: ``tests/http/test_openapi.py`` checks real
+replies against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from gpuplaned.domain.run_summary import PRIMARY_SOURCES
+from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.job_wire import Job
+from gpuplaned.service.jobs import JOB_STATES
+from gpuplaned.service.nodes_view import NodeInfo
+from gpuplaned.service.runs import SERIES_ENCODINGS
+from gpuplaned.service.tokens import TokenInfo
+from gpuplaned.service.ui_sessions import UiSession
+from gpuplaned.store.event_rows import EventRow
+from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
+from gpuplaned.store.run_rows import Run
+from gpuplaned.store.session_rows import Session
+from gpuplaned.telemetry.samples import GpuSample, HostSample
+
+MS = "ms since the epoch"
+_NEXT = "pass as cursor= for the next page; null: no more"
+_AXES = ("step", "ts")
+_DIRECTIONS = ("minimize", "maximize", None)
+
+
+def _next() -> Any:
+    return doc(_NEXT)
+
+
+# --- jobs and runs ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class JobReply:
+    job: Job
+
+
+@attrs.frozen(kw_only=True)
+class JobList:
+    jobs: list[Job]
+    next_cursor: str | None = _next()
+
+
+@attrs.frozen(kw_only=True)
+class RunPrimaryMetric:
+    """The run's primary metric (experiment -> project -> global) and its values in this run."""
+
+    name: str
+    source: str = doc(enum=PRIMARY_SOURCES)
+    direction: str | None = doc(enum=_DIRECTIONS)
+    count: int = doc("the run's points of it", minimum=0)
+    latest: dict[str, Any] | None = doc("{step, ts, value}; null until the run logs it")
+    best: dict[str, Any] | None = doc("{step, value} by the direction; null without one")
+
+
+@attrs.frozen(kw_only=True)
+class RunReply:
+    run: Run
+    project: Ref | None
+    experiment: Ref | None
+    primary_metric: RunPrimaryMetric | None
+
+
+@attrs.frozen(kw_only=True)
+class RunList:
+    runs: list[Run]
+    next_cursor: str | None = _next()
+
+
+@attrs.frozen(kw_only=True)
+class Buckets:
+    """One series' columns, aligned with x; NaN and infinite values read null, `nan` counts NaN points."""
+
+    min: list[float | None]
+    max: list[float | None]
+    avg: list[float | None]
+    last: list[float | None]
+    count: list[int | None]
+    nan: list[int | None]
+
+
+@attrs.frozen(kw_only=True)
+class RunMetrics:
+    run_id: str
+    x_axis: str = doc(enum=_AXES)
+    resolution: str = doc(enum=("raw",))
+    width: int = doc("bucket width in x units (1: every point)", minimum=1)
+    x: list[int] = doc("each bucket's start (step or ms)")
+    series: dict[str, Buckets] = doc("metric name -> columns aligned with x")
+
+
+@attrs.frozen(kw_only=True)
+class RunMetricsMany:
+    runs: list[RunMetrics]
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    step: int | None
+
+
+@attrs.frozen(kw_only=True)
+class RunSummary:
+    run_id: str
+    metrics: dict[str, dict[str, Any]] = doc("name -> {count, direction, latest: {step, ts, value}, best: "
+                                             "{step, value}, trend (losses)}")
+    progress: Progress
+    warnings: list[str]
+    primary_metric: RunPrimaryMetric | None = doc("null: no primary metric is set for this run's experiment, "
+                                                  "project or globally")
+
+
+@attrs.frozen(kw_only=True)
+class RunSummaryReply:
+    summary: RunSummary
+
+
+def _column(kind: str | list[str], dtype: str, note: str = "") -> Any:
+    """A column of GET /runs/{id}/series: numbers, or with encoding=base64 the base64 of its
+    little-endian ``dtype`` values; present only when asked for."""
+    return doc(f"{note + '; ' if note else ''}base64: little-endian {dtype}", default=None, optional=True,
+               anyOf=[{"type": "array", "items": {"type": kind}}, {"type": "string", "contentEncoding": "base64"}])
+
+
+_INDICES = {"type": "array", "items": {"type": "integer", "minimum": 0}}
+
+
+@attrs.frozen(kw_only=True)
+class RunSeries:
+    """Every raw point of one series in x order (equal steps by ts, equal ts in ingest order); only the columns
+    asked for."""
+
+    run_id: str
+    name: str
+    x_axis: str = doc(enum=_AXES)
+    encoding: str = doc(enum=SERIES_ENCODINGS)
+    count: int = doc("points in this page", minimum=0)
+    step: Any = _column("integer", "int64")
+    ts: Any = _column("integer", "int64", MS)
+    value: Any = _column(["number", "null"], "float64", "json: NaN and infinities are null (see nonfinite)")
+    nonfinite: dict[str, list[int]] = doc(
+        "indices (in this page) of the values that are NaN or infinite", additionalProperties=False,
+        properties={k: _INDICES for k in ("NaN", "Infinity", "-Infinity")}, required=["NaN", "Infinity", "-Infinity"])
+    next_cursor: str | None = doc("pass as cursor for the next page; null: this was the last")
+
+
+# --- SDK sessions and checkpoints ------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class SessionCreated:
+    session_id: str
+    run_id: str
+    session: Session
+
+
+@attrs.frozen(kw_only=True)
+class SessionReply:
+    session: Session
+
+
+@attrs.frozen(kw_only=True)
+class SessionList:
+    sessions: list[Session]
+
+
+@attrs.frozen(kw_only=True)
+class SessionEnvReply:
+    stored: bool = doc("false: the run already had one (the first wins)")
+
+
+@attrs.frozen(kw_only=True)
+class BatchReply:
+    seq: int
+    duplicate: bool
+    points: int = doc(minimum=0)
+
+
+@attrs.frozen(kw_only=True)
+class Checkpoint:
+    """A checkpoint a training script registered (run.log_checkpoint)."""
+
+    id: str = doc("ck_<ULID>")
+    run_id: str
+    step: int | None = doc(minimum=0)
+    epoch: float | None = doc(minimum=0)
+    path: str = doc("where the script saved it (registered, never copied)")
+    size_bytes: int | None = doc(minimum=0)
+    metadata: dict[str, Any]
+    created_at: int = doc("when it was registered (a re-registered path moves to its new step)")
+    metric_value: float | None = doc("with a metric: its last value at or before the step")
+    best: bool = doc("with a metric: the best checkpoint by its direction")
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointList:
+    checkpoints: list[Checkpoint]
+    metric: str | None = doc("the metric the checkpoints are ranked by")
+    direction: str | None = doc("minimize, maximize or none")
+    best_id: str | None
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointReply:
+    checkpoint: Checkpoint
+
+
+# --- nodes and events --------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ProcessReading:
+    pid: int
+    gpu_memory_mb: int | None
+    job_id: str | None
+    foreign: bool = doc("not started by GPUPlane")
+
+
+@attrs.frozen(kw_only=True)
+class GpuReading(GpuSample):
+    """One GPU's latest readings; any reading may be null where the card lacks it."""
+
+    error: str | None = doc("set when the GPU could not be read this period (gpu_lost: ...)", default=None)
+    processes: tuple[ProcessReading, ...] = ()
+    owner_job_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotJob:
+    job_id: str
+    gpu_indexes: list[int]
+    gpu_memory_mb: int
+
+
+@attrs.frozen(kw_only=True)
+class NodeSnapshot:
+    """The node's latest readings (about every 2 s)."""
+
+    ts: int = doc(MS)
+    backend: str = doc("nvml, fake or none")
+    gpus: list[GpuReading]
+    host: HostSample | None
+    jobs: list[SnapshotJob]
+    blocked_gpus: list[int] = doc("GPUs that take no new job (lost, or used outside GPUPlane)")
+
+
+@attrs.frozen(kw_only=True)
+class Node(NodeInfo):
+    status: str = doc(enum=("ONLINE", "OFFLINE", "UNHEALTHY"))
+    last_heartbeat_at: int | None = doc(MS)
+    hardware: dict[str, Any] = doc("host facts from the node's hello (hostname, cpu_count, memory_mb...)",
+                                   factory=dict)
+    accepting: bool = doc("false while the node takes no new work (a disk is low)", default=True)
+    snapshot: NodeSnapshot | None = doc("null until the first sample, and while the node is not connected",
+                                        default=None)
+
+
+@attrs.frozen(kw_only=True)
+class NodeReply:
+    node: Node
+
+
+@attrs.frozen(kw_only=True)
+class NodeList:
+    nodes: list[Node]
+
+
+@attrs.frozen(kw_only=True)
+class ForgottenNode:
+    forgotten: Ref
+
+
+@attrs.frozen(kw_only=True)
+class NodeMetrics:
+    node_id: str
+    start: int = doc(MS)
+    end: int = doc(MS)
+    resolution: str = doc(enum=("raw", "1m", "5m"))
+    width: int = doc("bucket width in ms (1: raw points)", minimum=1)
+    x: list[int] = doc("each bucket's start, in ms")
+    series: dict[str, Buckets] = doc("metric name -> columns aligned with x")
+
+
+@attrs.frozen(kw_only=True)
+class EventList:
+    events: list[EventRow]
+    next_cursor: str | None = _next()
+
+
+@attrs.frozen(kw_only=True)
+class Lagged:
+    skipped: int = doc(minimum=1)
+
+
+@attrs.frozen(kw_only=True)
+class LogEnd:
+    status: str = doc("RETRIED: a later attempt has begun", enum=(*JOB_STATES, "RETRIED"))
+    attempt: int = doc(minimum=0)
+    exit_code: int | None
+    failure_reason: str | None
+
+
+# --- tokens, projects, the web UI's sign-in --------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class TokenCreated:
+    token: TokenInfo
+    secret: str = doc("shown only in this reply", pattern="^gpp_[0-9A-HJKMNP-TV-Z]{26}_[A-Za-z0-9_-]{43}$")
+
+
+@attrs.frozen(kw_only=True)
+class TokenReply:
+    token: TokenInfo
+
+
+@attrs.frozen(kw_only=True)
+class TokenList:
+    tokens: list[TokenInfo]
+    next_cursor: str | None = _next()
+
+
+@attrs.frozen(kw_only=True)
+class ProjectReply:
+    project: Project
+
+
+@attrs.frozen(kw_only=True)
+class ProjectList:
+    projects: list[Project]
+    next_cursor: str | None = _next()
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentReply:
+    experiment: Experiment
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentList:
+    experiments: list[Experiment]
+    next_cursor: str | None = _next()
+
+
+@attrs.frozen(kw_only=True)
+class MetricDefinitionReply:
+    metric_definition: MetricDefinition
+
+
+@attrs.frozen(kw_only=True)
+class MetricDefinitionList:
+    metric_definitions: list[MetricDefinition]
+    next_cursor: str | None = _next()
+
+
+@attrs.frozen(kw_only=True)
+class MetricDefinitionUpdated:
+    metric_definition: MetricDefinition
+    runs_updated: int = doc("runs whose summary (best point) was recomputed", minimum=0)
+
+
+@attrs.frozen(kw_only=True)
+class PrimaryMetricReply:
+    primary_metric: PrimaryMetric
+
+
+@attrs.frozen(kw_only=True)
+class UiSessionReply:
+    session: UiSession
+
+
+@attrs.frozen(kw_only=True)
+class LogoutReply:
+    logged_out: bool = doc("whether a session was ended")
+
+
+@attrs.frozen(kw_only=True)
+class OpenApiDocument:
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]
+
+    __schema__ = {"additionalProperties": True}
+

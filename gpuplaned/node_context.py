@@ -1,0 +1,97 @@
+"""What a node-side actor (runner, logs, monitor) gets as ``ctx.shared``: ``NodeContext``.
+
+Nothing in it reaches the store, the service layer or the HTTP app: the server is the
+``NodeLink``. The other node actors are reached through small typed ports built by the
+daemon, never by importing them: the runner tells the logs actor which attempts to tail
+(``LogsPort``), and the monitor reads the runner's live jobs (``RunningJobs``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import attrs
+import trio
+
+from gpuplaned.config import Config
+from gpuplaned.endpoint import ClaimedEndpoint
+from gpuplaned.node_link import NodeLink
+
+log = logging.getLogger("gpuplaned.logs")
+
+
+@attrs.frozen
+class FollowLogs:
+    """Runner to logs: tail this attempt's two log files until ``LogsEnded``."""
+
+    job_id: str
+    attempt: int
+    job_dir: str
+    resume: bool = True  # False for an attempt that just started: nothing is stored for it yet
+
+
+@attrs.frozen
+class LogsEnded:
+    """Runner to logs: the attempt has ended; read what is left of its files, then stop."""
+
+    job_id: str
+    attempt: int
+
+
+class LogsPort:
+    """The logs actor's inbox, as the runner uses it: best effort, never blocking."""
+
+    def __init__(self, port: trio.MemorySendChannel[object] | None) -> None:
+        self._port = port
+
+    def follow(self, message: FollowLogs | LogsEnded) -> None:
+        if self._port is None:  # no logs actor in this role: the files still have everything
+            return
+        try:
+            self._port.send_nowait(message)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            log.warning("logs actor is not keeping up; %r dropped (the files still have everything)", message)
+
+
+class LiveJobView(Protocol):
+    """What the monitor reads of one of the runner's live jobs."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def pgid(self) -> int | None: ...
+
+    @property
+    def gpu_indexes(self) -> tuple[int, ...]: ...
+
+    @property
+    def shim_pid(self) -> int: ...
+
+
+class RunningJobs(Protocol):
+    """The runner's handle, as the monitor sees it: the node's id and its live jobs."""
+
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def live(self) -> Mapping[str, LiveJobView]: ...
+
+
+def _no_runner() -> RunningJobs | None:
+    return None
+
+
+@attrs.define
+class NodeContext:
+    """The node-side actors' share of the daemon."""
+
+    config: Config
+    endpoint: ClaimedEndpoint  # this machine's control endpoint, which jobs get in their environment
+    link: NodeLink
+    logs: LogsPort = attrs.field(factory=lambda: LogsPort(None))
+    # The runner's handle while it runs (None before its hello, or while it restarts).
+    runner: Callable[[], RunningJobs | None] = _no_runner

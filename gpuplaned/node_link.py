@@ -1,0 +1,82 @@
+"""The node link: how the node-side actors (runner, logs, monitor) reach the server.
+
+A node-side actor holds a ``NodeLink`` and nothing else of the server: no store, no
+service, no HTTP. Every message is a wire type of ``gpuplaned.protocol.agent``, so the
+same calls work in memory and over a network:
+
+- role ``all``: ``gpuplaned.service.nodes.LocalNodeLink`` is the server's half, called in
+  the node actor's own task (the daemon wires it);
+- tests: ``gpuplaned.testing`` has a memory link that records what the node sent;
+- issue "remote agents": the uplink sends the same messages as JSON frames over WebSocket.
+
+The server's messages to the node (``ServerToNode``) come on channels the node hands over:
+the runner's inbox with its ``hello`` (``Dispatch``, ``Cancel``), the logs actor's with
+``follow_logs`` (``LogFollow``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import trio
+
+from gpuplaned.protocol.agent import (
+    Cancel,
+    Dispatch,
+    Hello,
+    HelloOk,
+    JobStatus,
+    LogFollow,
+    LogLines,
+    LogOffsets,
+    NodeEvent,
+    NodeSnapshot,
+    SysMetrics,
+)
+
+__all__ = ["NodeLink"]
+
+
+class NodeLink(Protocol):
+    """The server, as the node side sees it."""
+
+    async def hello(self, hello: Hello, inbox: trio.MemorySendChannel[Dispatch | Cancel]) -> HelloOk:
+        """Register the node; the server sends its dispatches and cancels to ``inbox`` from now
+        on, and answers with the node's id and the jobs it believes the node has."""
+        ...
+
+    async def report(self, node_id: str, status: JobStatus) -> None:
+        """A job attempt's change of state (RUNNING, how it ended, REQUEUE, LOST)."""
+        ...
+
+    async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
+        """The node's latest readings (every monitor sample)."""
+        ...
+
+    async def metrics(self, node_id: str, batch: SysMetrics) -> None:
+        """A batch of node metric points. Raises when the server could not take it: the
+        node keeps the points for the next batch."""
+        ...
+
+    async def events(self, node_id: str, events: Sequence[NodeEvent]) -> None:
+        """What the node's health rules noticed."""
+        ...
+
+    async def log_lines(self, lines: LogLines) -> None:
+        """One pass of the log tailer: the tails to keep, and all lines of followed attempts."""
+        ...
+
+    async def log_offsets(self, request: LogOffsets) -> LogOffsets:
+        """Where the server's stored tail of each of ``request.attempts`` ends, per stream."""
+        ...
+
+    def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:
+        """Send ``LogFollow`` to ``inbox`` whenever an attempt gains its first live follower
+        or loses its last; at once, one ``LogFollow(live=True)`` per attempt followed now
+        (a restarted logs actor learns what it must publish). A later call replaces the inbox."""
+        ...
+
+    def goodbye(self, node_id: str) -> None:
+        """The runner is going away: no more dispatches to this node until its next hello."""
+        ...

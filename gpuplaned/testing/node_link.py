@@ -1,0 +1,108 @@
+"""``MemoryNodeLink``: a ``gpuplaned.node_link.NodeLink`` that plays the server for node-side
+actors under test. It records what the node sends and lets the test act as the server:
+``dispatch`` and ``cancel`` go to the inbox the runner's hello handed over, and
+``next_report`` waits (in trio time) for the runner's next ``JobStatus``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+from gpuplaned.protocol.agent import (
+    ActiveJob,
+    Cancel,
+    Dispatch,
+    Hello,
+    HelloOk,
+    JobSpecWire,
+    JobStatus,
+    LogFollow,
+    LogLines,
+    LogOffsets,
+    NodeEvent,
+    NodeSnapshot,
+    SysMetrics,
+)
+
+
+@attrs.define
+class MemoryNodeLink:
+    """The server's half of the link, in memory.
+
+    ``active`` is what the next hello is answered with (the jobs the "server" believes the
+    node has, for re-adoption). Everything the node sends is kept, in order, in the lists.
+    """
+
+    node_id: str = "nd_test"
+    active: tuple[ActiveJob, ...] = ()
+    hellos: list[Hello] = attrs.Factory(list)
+    reports: list[JobStatus] = attrs.Factory(list)
+    snapshots: list[NodeSnapshot] = attrs.Factory(list)
+    metric_batches: list[SysMetrics] = attrs.Factory(list)
+    node_events: list[NodeEvent] = attrs.Factory(list)
+    log_passes: list[LogLines] = attrs.Factory(list)
+    goodbyes: list[str] = attrs.Factory(list)
+    inbox: trio.MemorySendChannel[Dispatch | Cancel] | None = None
+    log_inbox: trio.MemorySendChannel[LogFollow] | None = None
+    registered: trio.Event = attrs.Factory(trio.Event)
+    # Unbounded: a recorder must never hold the runner up; the test drains it with next_report.
+    _reported: tuple[trio.MemorySendChannel[JobStatus], trio.MemoryReceiveChannel[JobStatus]] = attrs.Factory(
+        lambda: trio.open_memory_channel[JobStatus](math.inf))
+
+    # -- the NodeLink protocol -------------------------------------------------------------
+
+    async def hello(self, hello: Hello, inbox: trio.MemorySendChannel[Dispatch | Cancel]) -> HelloOk:
+        await trio.lowlevel.checkpoint()
+        self.hellos.append(hello)
+        self.inbox = inbox
+        self.registered.set()
+        return HelloOk(self.node_id, self.active)
+
+    async def report(self, node_id: str, status: JobStatus) -> None:
+        await trio.lowlevel.checkpoint()
+        self.reports.append(status)
+        self._reported[0].send_nowait(status)
+
+    async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
+        self.snapshots.append(snapshot)
+        await trio.lowlevel.checkpoint()
+
+    async def metrics(self, node_id: str, batch: SysMetrics) -> None:
+        self.metric_batches.append(batch)
+        await trio.lowlevel.checkpoint()
+
+    async def events(self, node_id: str, events: Sequence[NodeEvent]) -> None:
+        self.node_events.extend(events)
+        await trio.lowlevel.checkpoint()
+
+    async def log_lines(self, lines: LogLines) -> None:
+        self.log_passes.append(lines)
+        await trio.lowlevel.checkpoint()
+
+    async def log_offsets(self, request: LogOffsets) -> LogOffsets:
+        await trio.lowlevel.checkpoint()
+        return LogOffsets(request.attempts)  # nothing stored yet: from the start
+
+    def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:
+        self.log_inbox = inbox
+
+    def goodbye(self, node_id: str) -> None:
+        self.goodbyes.append(node_id)
+
+    # -- the test as the server ------------------------------------------------------------
+
+    async def dispatch(self, job: JobSpecWire) -> None:
+        assert self.inbox is not None, "no hello yet"
+        await self.inbox.send(Dispatch(job))
+
+    async def cancel(self, job_id: str, attempt: int) -> None:
+        assert self.inbox is not None, "no hello yet"
+        await self.inbox.send(Cancel(job_id, attempt))
+
+    async def next_report(self) -> JobStatus:
+        """The node's next report (in the order they came)."""
+        return await self._reported[1].receive()

@@ -1,0 +1,60 @@
+"""The node frames: one closed family tagged on ``type``, read and written by the one converter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuplaned.protocol.agent import (
+    FRAMES, ActiveJob, Cancel, Dispatch, FrameError, GpuInfo, Hello, HelloErr, HelloOk, JobSpecWire, JobStatus,
+    LogChunk, LogFollow, LogLines, LogOffsets, NodeEvent, NodeSnapshot, Ping, Pong, SysMetrics,
+)
+from gpuplaned.protocol.converter import FieldInvalid
+
+SPEC = JobSpecWire("job_a", "run_a", 1, "train", ("python", "t.py"), "/w", {"A": "1"}, (0, 1), None, 10.0)
+FRAMES_SEEN = [
+    Hello("n1", "0.1.0", (GpuInfo(0, "H100", 81559, "GPU-1"),), ("big",), 3, "nvml", {"cpu_count": 8}),
+    HelloOk("nd_1", (ActiveJob("job_a", 1, "run_a", True, (0,)),)), HelloErr("no"), Ping(), Pong("1.0"),
+    FrameError("bad"), Dispatch(SPEC), Cancel("job_a", 1), LogFollow("job_a", 1, True),
+    JobStatus("job_a", 1, "FAILED", pid=5, exit_code=1, failure_reason="OOM", at_ms=9),
+    NodeSnapshot(5, "fake", ({"index": 0},), {"cpu": 1.5}, (), ("DISK_LOW",), False, (1,)),
+    SysMetrics(3, (("gpu.0.util", 1000, 55.0), ("host.cpu", 1000, 3.0))),
+    NodeEvent("DISK_LOW", "critical", "4% free", 7, None, {"disk": "data"}),
+    LogLines(2000, (LogChunk("job_a", 1, "stdout", 0, 6, ((0, "hello"),), True),), (("job_a", 1),)),
+    LogOffsets((("job_a", 1),), (("job_a", 1, "stdout", 6),)),
+]
+
+
+@pytest.mark.parametrize("frame", FRAMES_SEEN, ids=lambda f: type(f).__name__)
+def test_every_frame_survives_json_with_its_type_tag(frame):
+    wire = json.loads(json.dumps(FRAMES.unstructure(frame)))
+    assert wire["type"] == FRAMES.tag_of(frame)
+    assert FRAMES.structure(wire) == frame
+
+
+def test_every_frame_class_has_a_tag():
+    assert {type(f) for f in FRAMES_SEEN} == set(FRAMES.tags.values())
+
+
+def test_an_events_own_type_travels_beside_the_frames_tag():
+    wire = FRAMES.unstructure(NodeEvent("GPU_LOST", "warning", "gone", 1))
+    assert (wire["type"], wire["event_type"]) == ("event", "GPU_LOST")
+
+
+@pytest.mark.parametrize("data, field, words", [
+    ([], "", "must be an object"),
+    ({"node_name": "n"}, "type", "must be one of hello, "),
+    ({"type": "helo"}, "type", "got the string 'helo'"),
+    ({"type": "hello", "node_name": 5, "agent_version": "1", "gpus": []}, "node_name", "must be a string"),
+    ({"type": "hello", "node_name": "n", "agent_version": "1"}, "gpus", "is required"),
+    ({"type": "hello", "node_name": "n", "agent_version": "1", "gpus": [{"index": "0", "model": "m", "memory_mb": 1}]},
+     "gpus.0.index", "must be an integer"),
+    ({"type": "cancel", "job_id": "j", "attempt": 1, "colour": "red"}, "colour", "unknown field"),
+    ({"type": "job_status", "job_id": "j", "attempt": True, "status": "RUNNING"}, "attempt", "must be an integer"),
+    ({"type": "sys_metrics", "seq": 1, "points": [["a", 1]]}, "points", "must hold 3 items"),
+])
+def test_a_bad_frame_names_the_field_at_fault(data, field, words):
+    with pytest.raises(FieldInvalid) as caught:
+        FRAMES.structure(data)
+    assert caught.value.field.startswith(field) and words in caught.value.message

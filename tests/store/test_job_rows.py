@@ -1,0 +1,122 @@
+"""job_rows on a real database: the state each write sets is the state table's."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus
+from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.store import job_rows
+from gpuplaned.store.database import open_writer
+
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def db(tmp_path):
+    conn = open_writer(tmp_path / "gpuplane.db")
+    node_id, _ = job_rows.register_node(conn, Hello("n1", "0", (GpuInfo(0, "Fake", 1024),)), NOW)
+    yield conn, node_id
+    conn.close()
+
+
+def _submit(conn, node_id, *, max_attempts=1, name="j", at=NOW):
+    spec = JobSpec(name=name, command=("true",), cwd="/", env={}, gpu=1, max_attempts=max_attempts)
+    return job_rows.insert_job(conn, spec, at, job_rows.capacities(conn, {node_id}))
+
+
+def _schedule(conn, node_id):
+    return [d.job.job_id for d in job_rows.schedule(conn, NOW, {node_id})]
+
+
+def _report(conn, node_id, job_id, status, **fields):
+    attempt = job_rows.get_job(conn, job_id).attempt
+    return job_rows.apply_status(conn, node_id, JobStatus(job_id, attempt, status, **fields), NOW)
+
+
+def _run_status(conn, job_id, attempt):
+    return conn.execute("SELECT status, failure_reason FROM runs WHERE job_id = ? AND attempt = ?",
+                        (job_id, attempt)).fetchone()
+
+
+def test_a_job_queued_behind_another_takes_the_slot_when_it_ends(db):
+    conn, node = db
+    first, second = _submit(conn, node, name="a"), _submit(conn, node, name="b", at=NOW + 1)
+    assert _schedule(conn, node) == [first]  # one GPU
+    assert job_rows.get_job(conn, second).status == "QUEUED"
+    assert _report(conn, node, first, "RUNNING").status == "RUNNING"
+    assert _schedule(conn, node) == []
+    outcome = _report(conn, node, first, "SUCCEEDED", exit_code=0)
+    assert (outcome.applied, outcome.status, outcome.run_status) == (True, "SUCCEEDED", "SUCCEEDED")
+    assert _schedule(conn, node) == [second]
+
+
+def test_a_failed_attempt_with_attempts_left_is_queued_again_as_a_new_attempt(db):
+    conn, node = db
+    job_id = _submit(conn, node, max_attempts=2)
+    _schedule(conn, node)
+    _report(conn, node, job_id, "RUNNING")
+    outcome = _report(conn, node, job_id, "FAILED", exit_code=1, failure_reason="EXIT_CODE", message="exit code 1")
+    assert (outcome.status, outcome.run_status) == ("QUEUED", "FAILED")
+    job = job_rows.get_job(conn, job_id)
+    assert (job.status, job.attempt, job.run_id, job.failure_reason) == ("QUEUED", 1, None, None)
+    assert _run_status(conn, job_id, 1) == ("FAILED", "EXIT_CODE")
+    assert _schedule(conn, node) == [job_id]
+    _report(conn, node, job_id, "RUNNING")
+    assert _report(conn, node, job_id, "FAILED", exit_code=1, failure_reason="EXIT_CODE").status == "FAILED"
+    job = job_rows.get_job(conn, job_id)
+    assert (job.status, job.attempt, job.failure_reason) == ("FAILED", 2, "EXIT_CODE")
+
+
+def test_an_attempt_that_dies_of_a_cancel_is_cancelled_without_a_retry(db):
+    conn, node = db
+    job_id = _submit(conn, node, max_attempts=3)
+    _schedule(conn, node)
+    _report(conn, node, job_id, "RUNNING")
+    assert job_rows.cancel_job(conn, job_id, NOW).node_id == node  # the runner must stop it
+    outcome = _report(conn, node, job_id, "FAILED", failure_reason="SIGNAL(SIGKILL)")
+    assert (outcome.status, outcome.run_status) == ("CANCELLED", "CANCELLED")
+
+
+def test_a_dispatch_that_never_started_goes_back_to_the_queue(db):
+    conn, node = db
+    job_id = _submit(conn, node)
+    _schedule(conn, node)
+    outcome = _report(conn, node, job_id, "REQUEUE", message="never started")
+    assert (outcome.status, outcome.run_status) == ("QUEUED", "FAILED")
+    assert _run_status(conn, job_id, 1) == ("FAILED", "REQUEUED")
+
+
+def test_a_lost_job_is_lost_until_it_is_found(db):
+    conn, node = db
+    job_id = _submit(conn, node)
+    _schedule(conn, node)
+    _report(conn, node, job_id, "RUNNING")
+    assert _report(conn, node, job_id, "LOST").status == "LOST"
+    assert job_rows.get_job(conn, job_id).failure_reason == "LOST"
+    assert _report(conn, node, job_id, "RUNNING").status == "RUNNING"  # re-adopted
+
+
+@pytest.mark.parametrize("status, reason", [
+    ("BOGUS", "unknown status 'BOGUS'"),
+    ("REQUEUE", "a RUNNING job cannot requeue"),  # a started attempt is not handed back
+])
+def test_impossible_reports_change_nothing(db, status, reason):
+    conn, node = db
+    job_id = _submit(conn, node)
+    _schedule(conn, node)
+    _report(conn, node, job_id, "RUNNING")
+    outcome = _report(conn, node, job_id, status)
+    assert (outcome.applied, outcome.reason) == (False, reason)
+    assert job_rows.get_job(conn, job_id).status == "RUNNING"
+
+
+def test_an_end_reported_twice_is_ignored_the_second_time(db):
+    conn, node = db
+    job_id = _submit(conn, node)
+    _schedule(conn, node)
+    assert _report(conn, node, job_id, "SUCCEEDED", exit_code=0).applied
+    outcome = _report(conn, node, job_id, "FAILED")
+    assert (outcome.applied, outcome.reason) == (False, "a SUCCEEDED job cannot failed")
+    stale = job_rows.apply_status(conn, node, JobStatus(job_id, 7, "FAILED"), NOW)
+    assert (stale.applied, stale.reason) == (False, "stale report for attempt 7")
