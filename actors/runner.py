@@ -46,7 +46,7 @@ from gpuplaned.domain.failures import ExitReason
 from gpuplaned.gpus import inventory
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching import orphans
-from gpuplaned.launching.client import LauncherGone, SpawnError, SpawnRequest, open_launcher
+from gpuplaned.launching.client import Launching, LauncherGone, SpawnError, SpawnRequest, open_launcher
 from gpuplaned.launching.environment import JobEnvironment
 from gpuplaned.launching.job_files import (
     EXIT_FILE,
@@ -111,7 +111,7 @@ def host_facts(note: str) -> dict[str, Any]:
             "memory_mb": psutil.virtual_memory().total // (1024 * 1024), "gpu_backend_note": note}
 
 
-LauncherFactory = Callable[[], contextlib.AbstractAsyncContextManager[Any]]  # open_launcher, or a FakeLauncher's
+LauncherFactory = Callable[[], contextlib.AbstractAsyncContextManager[Launching]]  # open_launcher, or a FakeLauncher's
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread.run_sync
 
 
@@ -171,7 +171,7 @@ class _Run:
 class _Runner:
     """Carries out the attempts' effects (see ``_perform``) and feeds back what they found."""
 
-    def __init__(self, ctx: ActorContext[NodeContext], launcher: Any, handle: RunnerHandle,
+    def __init__(self, ctx: ActorContext[NodeContext], launcher: Launching, handle: RunnerHandle,
                  nursery: trio.Nursery, blocking: Blocking) -> None:
         self.shared = ctx.shared
         self.launcher = launcher

@@ -28,7 +28,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -123,6 +123,15 @@ class _Waiter:
     def __init__(self, seq: int) -> None:
         self.seq = seq
         self.reply: dict[str, Any] | None = None
+
+
+class Launching(Protocol):
+    """What the runner asks of a launcher: ``Launcher``, or ``gpuplaned.testing.FakeLauncher``."""
+
+    async def spawn(self, request: SpawnRequest) -> Spawned: ...
+    async def wait_exit(self, request_id: str) -> ExitRecord | None: ...
+    async def cancel(self, request_id: str) -> bool: ...
+    async def orphan_exit(self, request_id: str) -> ExitRecord | None: ...
 
 
 class Launcher:

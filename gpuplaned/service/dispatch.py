@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from gpuplaned.domain.job_states import NodeReport
 from gpuplaned.protocol.agent import Dispatch, JobStatus
 from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.store import job_rows
@@ -74,7 +75,7 @@ async def _deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -
             await shared.nodes.send(item.node_id, Dispatch(job))
         except NodeUnavailable:
             log.warning("node %s is not connected; %s goes back to the queue", item.node_id, job.job_id)
-            status = JobStatus(job.job_id, job.attempt, "REQUEUE", message="node not connected")
+            status = JobStatus(job.job_id, job.attempt, NodeReport.REQUEUE, message="node not connected")
             await write(shared.supervisor.ports["store"],
                         lambda conn, s=status, n=item.node_id: job_rows.apply_status(conn, n, s, now_ms()))
             continue

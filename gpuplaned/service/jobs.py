@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from gpuplaned.domain.job_states import JobState
 from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
@@ -28,7 +29,7 @@ from gpuplaned.store.writer import write
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
 
-JOB_STATES = ("CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST")
+JOB_STATES = tuple(state.value for state in JobState)
 STREAMS = ("stdout", "stderr")
 SECRET_NAME = re.compile("TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gpuplaned import tsdb
+from gpuplaned.domain.job_states import JobState, NodeReport
 from gpuplaned.protocol.agent import (
     Cancel,
     Dispatch,
@@ -69,12 +70,13 @@ class LocalNodeLink:
             outcome = job_rows.apply_status(conn, node_id, status, now)
             # In the same transaction as the end it tells of: never one without the other.
             events = []
-            if outcome.applied and status.status == "FAILED" and outcome.run_status == "FAILED":
-                events.append(job_failure_row(node_id, status, outcome.run_id, outcome.status == "QUEUED", now))
+            if outcome.applied and status.status == NodeReport.FAILED and outcome.run_status == NodeReport.FAILED:
+                retried = outcome.status == JobState.QUEUED.value
+                events.append(job_failure_row(node_id, status, outcome.run_id, retried, now))
                 event_rows.insert_events(conn, events)
             return outcome, events
 
-        if status.status not in ("RUNNING", "LOST"):
+        if status.status not in (NodeReport.RUNNING, NodeReport.LOST):
             # An end frees a slot or a CPU place. Woken just before the report is queued, the
             # scheduler's pass is queued behind it (the store takes writes in order), mostly
             # into the same transaction, and the next queued job takes the place at once.

@@ -3,32 +3,23 @@
 from __future__ import annotations
 
 import os
-import time
 
 import httpx
 import pytest
 import trio
+from inprocess import daemon_context
+
 from gpuplaned.actors import control
 
-from gpuplaned.config import Config
-from gpuplaned.daemon import DaemonContext
-from gpuplaned.endpoint import claim_endpoint
-from gpuplaned.lifecycle import Lifecycle
 from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.runtime.supervisor import Supervisor
 
 
 @pytest.fixture
 async def running(tmp_path, nursery):
-    cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run")
-    endpoint = claim_endpoint(cfg.runtime_dir, None)
-    shared = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
     spec = ActorSpec("control", control.run, frozenset({"all"}), graceful_stop=True, stoppable=False)
-    shared.supervisor = Supervisor([spec], shared)
-    await nursery.start(shared.supervisor.run)
-    shared.lifecycle.ready()
-    yield shared
-    endpoint.release()
+    async with daemon_context(tmp_path, nursery, [spec]) as shared:
+        shared.lifecycle.ready()
+        yield shared
 
 
 async def get_daemon(path: str) -> dict:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import trio
 
-from gpuplaned.config import Config
-from gpuplaned.daemon import DaemonContext
-from gpuplaned.endpoint import claim_endpoint
+from inprocess import daemon_context
+
 from gpuplaned.http.app import create_app
-from gpuplaned.lifecycle import Lifecycle
 from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.runtime.supervisor import Supervisor
 
 
 async def idle(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
@@ -23,13 +18,8 @@ async def idle(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
 
 @pytest.fixture
 async def shared(tmp_path, nursery):
-    cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run")
-    endpoint = claim_endpoint(cfg.runtime_dir, None)
-    ctx = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
-    ctx.supervisor = Supervisor([ActorSpec("worker", idle, frozenset({"all"}))], ctx)
-    await nursery.start(ctx.supervisor.run)
-    yield ctx
-    endpoint.release()
+    async with daemon_context(tmp_path, nursery, [ActorSpec("worker", idle, frozenset({"all"}))]) as ctx:
+        yield ctx
 
 
 def error_of(body):

@@ -10,33 +10,22 @@ import time
 import attrs
 import pytest
 import trio
+from inprocess import daemon_context
+
 from gpuplaned.actors import store
 
-from gpuplaned.config import Config
-from gpuplaned.daemon import DaemonContext
-from gpuplaned.endpoint import claim_endpoint
 from gpuplaned.http.app import create_app
-from gpuplaned.lifecycle import Lifecycle
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.runtime.supervisor import Supervisor
 from gpuplaned.service import tokens
 from gpuplaned.service.tokens import SCOPES, TokenInfo, authenticate, create_token, grants, list_tokens, revoke_token
-from gpuplaned.store.readers import Readers
 
 
 @pytest.fixture
 async def shared(tmp_path, nursery):
-    cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run")
-    endpoint = claim_endpoint(cfg.runtime_dir, None)
-    ctx = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
-    ctx.readers = Readers(cfg.db_path)
-    ctx.supervisor = Supervisor([ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True,
-                                           inbox_size=1024)], ctx)
-    await nursery.start(ctx.supervisor.run)
-    yield ctx
-    ctx.readers.close()
-    endpoint.release()
+    spec = ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024)
+    async with daemon_context(tmp_path, nursery, [spec], readers=True) as ctx:
+        yield ctx
 
 
 async def unauthorized(shared, header) -> str:

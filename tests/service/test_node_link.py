@@ -4,24 +4,18 @@ dispatch woken, never run, by a submit and a job's end."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import trio
+from inprocess import daemon_context
+
 from gpuplaned.actors import store
 
-from gpuplaned.config import Config
-from gpuplaned.daemon import DaemonContext
-from gpuplaned.endpoint import claim_endpoint
 from gpuplaned.http.app import create_app
-from gpuplaned.lifecycle import Lifecycle
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus, LogChunk, LogFollow, LogLines, LogOffsets
 from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.runtime.supervisor import Supervisor
 from gpuplaned.service import jobs
 from gpuplaned.service.dispatch import WAKE, deliver, run_pass
 from gpuplaned.service.nodes import LocalNodeLink
-from gpuplaned.store.readers import Readers
 from gpuplaned.store.writer import write
 
 
@@ -33,18 +27,11 @@ async def scheduler_stand_in(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
 
 @pytest.fixture
 async def shared(tmp_path, nursery):
-    cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run")
-    endpoint = claim_endpoint(cfg.runtime_dir, None)
-    ctx = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
-    ctx.readers = Readers(cfg.db_path)
-    ctx.supervisor = Supervisor([
+    async with daemon_context(tmp_path, nursery, [
         ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024),
         ActorSpec("scheduler", scheduler_stand_in, frozenset({"all"}), inbox_size=16),
-    ], ctx)
-    await nursery.start(ctx.supervisor.run)
-    yield ctx
-    ctx.readers.close()
-    endpoint.release()
+    ], readers=True) as ctx:
+        yield ctx
 
 
 def stored(shared, job_id):

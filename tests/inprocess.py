@@ -1,0 +1,38 @@
+"""A daemon context in the test's own trio run: a real config, endpoint and supervisor over
+the actors a test names, for tests that drive the app, a service or an actor in process."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+
+from gpuplaned.config import Config
+from gpuplaned.daemon import DaemonContext
+from gpuplaned.endpoint import claim_endpoint
+from gpuplaned.lifecycle import Lifecycle
+from gpuplaned.runtime.spec import ActorSpec
+from gpuplaned.runtime.supervisor import Supervisor
+from gpuplaned.store.readers import Readers
+
+
+@asynccontextmanager
+async def daemon_context(tmp_path: Path, nursery: trio.Nursery, specs: list[ActorSpec], *,
+                         readers: bool = False) -> AsyncIterator[DaemonContext]:
+    """``specs`` running under a supervisor; ``readers``: with the store's read connections."""
+    cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run")
+    endpoint = claim_endpoint(cfg.runtime_dir, None)
+    ctx = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
+    if readers:
+        ctx.readers = Readers(cfg.db_path)
+    ctx.supervisor = Supervisor(specs, ctx)
+    await nursery.start(ctx.supervisor.run)
+    try:
+        yield ctx
+    finally:
+        if ctx.readers is not None:
+            ctx.readers.close()
+        endpoint.release()
