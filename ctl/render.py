@@ -218,7 +218,7 @@ def job_line(job: Mapping[str, Any]) -> str:
     return f"{job['id']} ({printable(job.get('name') or NONE)}): {job['status']}, {', '.join(parts)}"
 
 
-def _when(ms: int | None, now: float) -> str:
+def when_text(ms: int | None, now: float) -> str:
     if ms is None:
         return NONE
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
@@ -263,9 +263,9 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("priority", str(job.get("priority", 0))),
         ("timeout", _number(job.get("timeout_s"))),
         ("stop grace", _number(job.get("stop_grace_s"))),
-        ("created", _when(job.get("created_at"), now)),
-        ("started", _when(job.get("started_at"), now)),
-        ("finished", _when(job.get("finished_at"), now)),
+        ("created", when_text(job.get("created_at"), now)),
+        ("started", when_text(job.get("started_at"), now)),
+        ("finished", when_text(job.get("finished_at"), now)),
         ("runtime", format_uptime(job_runtime(job, now))),
         ("exit code", NONE if job.get("exit_code") is None else str(job["exit_code"])),
         ("failure", job.get("failure_reason") or NONE),
@@ -273,7 +273,13 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("run", job.get("run_id") or NONE),
         ("env", " ".join(sorted(job.get("env") or {})) or NONE),
     ]
-    return "\n".join(_kv(fields))
+    return "\n".join(kv_lines(fields))
+
+
+def kv_lines(fields: Sequence[tuple[str, str]]) -> list[str]:
+    """``key: value`` lines, the values aligned and their control characters escaped."""
+    width = max(len(key) for key, _ in fields) + 1
+    return [f"{(key + ':').ljust(width)} {printable(value)}" for key, value in fields]
 
 
 def format_memory(mb: int | None) -> str:
@@ -320,258 +326,6 @@ def end_line(job_id: str, end: Mapping[str, Any]) -> str:
     return f"[job {job_id} {status}{detail}]"
 
 
-# --- GPU and host readings (a node's ``snapshot``) ---------------------------
-
-
-def format_pct(value: float | None) -> str:
-    """``90%``; ``-`` when not read."""
-    return NONE if value is None else f"{value:.0f}%"
-
-
-def format_temp(celsius: float | None) -> str:
-    return NONE if celsius is None else f"{celsius:.0f}C"
-
-
-def format_power(watts: float | None, limit: float | None = None) -> str:
-    """``600/700 W``, ``600 W`` without a limit, ``-`` when not read."""
-    if watts is None:
-        return NONE
-    return f"{watts:.0f}/{limit:.0f} W" if limit is not None else f"{watts:.0f} W"
-
-
-def format_memory_pair(used_mb: int | None, total_mb: int | None, *, compact: bool = False) -> str:
-    """``48.0/80.0 GiB`` (one unit, from the total); ``-/80.0 GiB`` when the use is not read.
-
-    ``compact``: ``48.0/80.0G``, for narrow screens.
-    """
-    if used_mb is None and total_mb is None:
-        return NONE
-    scale = total_mb if total_mb is not None else used_mb
-    assert scale is not None
-
-    def number(mb: int | None, gib: bool) -> str:
-        if mb is None:
-            return NONE
-        return f"{mb / 1024:.1f}" if gib else str(mb)
-
-    gib = scale >= 1024
-    unit = ("G" if gib else "M") if compact else (" GiB" if gib else " MiB")
-    if total_mb is None:
-        return number(used_mb, gib) + unit
-    return f"{number(used_mb, gib)}/{number(total_mb, gib)}{unit}"
-
-
-def format_bytes(count: int | None) -> str:
-    """``512 B``, ``1.5 KiB`` ... ``3.2 TiB``."""
-    if count is None:
-        return NONE
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def format_load(host: Mapping[str, Any]) -> str:
-    """``0.52 0.40 0.33``: the 1, 5 and 15 minute load averages."""
-    values = [host.get(key) for key in ("load1", "load5", "load15")]
-    return " ".join(NONE if v is None else f"{v:.2f}" for v in values)
-
-
-def owner_text(job_id: str | None, job_name: str | None = None) -> str:
-    """``job_01... (train)``, ``job_01...``, or ``-``."""
-    if not job_id:
-        return NONE
-    return f"{job_id} ({job_name})" if job_name else job_id
-
-
-def node_gpus(node: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any] | None]]:
-    """Each GPU of a node as ``(slot, reading)``, by index: the scheduler's slot (model, memory,
-    owner) and the latest sample of it (None before the first sample, or when it was not read).
-
-    A GPU the sample shows but the node registered no slot for (it appeared later) gets a slot
-    made from the sample, so it is listed.
-    """
-    snapshot = node.get("snapshot") or {}
-    readings = {gpu["index"]: gpu for gpu in snapshot.get("gpus") or []}
-    slots = {slot["index"]: slot for slot in node.get("gpus") or []}
-    for index, reading in readings.items():
-        slots.setdefault(index, {"index": index, "model": reading.get("model"),
-                                 "memory_mb": reading.get("memory_total_mb"),
-                                 "owner_job_id": reading.get("owner_job_id"), "owner_job_name": None})
-    return [(slots[index], readings.get(index)) for index in sorted(slots)]
-
-
-def gpu_owner(slot: Mapping[str, Any], reading: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
-    """The job that holds the GPU, as ``(id, name)``: the scheduler's assignment, else what the sample saw."""
-    if slot.get("owner_job_id"):
-        return slot["owner_job_id"], slot.get("owner_job_name")
-    if reading is not None and reading.get("owner_job_id"):
-        return reading["owner_job_id"], None
-    return None, None
-
-
-def gpu_readings(slot: Mapping[str, Any], reading: Mapping[str, Any] | None) -> dict[str, str]:
-    """The text of one GPU's utilization, memory, temperature and power; ``-`` without a sample,
-    ``error`` for utilization when the GPU could not be read."""
-    if reading is None:
-        total = slot.get("memory_mb")
-        return {"util": NONE, "memory": format_memory_pair(None, total) if total else NONE,
-                "temp": NONE, "power": NONE}
-    return {
-        "util": "error" if reading.get("error") else format_pct(reading.get("utilization_pct")),
-        "memory": format_memory_pair(reading.get("memory_used_mb"),
-                                     reading.get("memory_total_mb") or slot.get("memory_mb")),
-        "temp": format_temp(reading.get("temperature_c")),
-        "power": format_power(reading.get("power_w"), reading.get("power_limit_w")),
-    }
-
-
-def blocked_gpus(node: Mapping[str, Any]) -> set[int]:
-    """GPUs that take no new job for now (a foreign process uses it, it was lost), per the last sample."""
-    return set((node.get("snapshot") or {}).get("blocked_gpus") or [])
-
-
-def free_gpus(node: Mapping[str, Any]) -> int:
-    """GPUs a new job could get: no job holds them, none blocked or lost at the last sample."""
-    blocked = blocked_gpus(node)
-    return sum(1 for slot, reading in node_gpus(node)
-               if gpu_owner(slot, reading)[0] is None and slot["index"] not in blocked
-               and not (reading and reading.get("error")))
-
-
-def node_conditions_text(node: Mapping[str, Any]) -> str:
-    """``DISK_LOW (not accepting jobs)``, ``not accepting jobs``, or ``-``."""
-    text = ",".join(node.get("conditions") or [])
-    if node.get("accepting") is False:
-        text = f"{text} (not accepting jobs)" if text else "not accepting jobs"
-    return text or NONE
-
-
-def node_list_table(nodes: Sequence[Mapping[str, Any]]) -> str:
-    rows = [
-        [node["name"], node.get("status") or NONE, node.get("gpu_backend") or NONE,
-         str(len(node_gpus(node))), str(free_gpus(node)),
-         f"{node.get('cpu_jobs') or 0}/{node.get('max_cpu_jobs') or 0}", node_conditions_text(node)]
-        for node in nodes
-    ]
-    return table(["NODE", "STATUS", "BACKEND", "GPUS", "FREE", "CPU JOBS", "CONDITIONS"], rows)
-
-
-def gpu_status_table(nodes: Sequence[Mapping[str, Any]]) -> str:
-    """``gpuplanectl status``: one row per GPU with its latest readings and the job holding it."""
-    rows = []
-    for node in nodes:
-        for slot, reading in node_gpus(node):
-            text = gpu_readings(slot, reading)
-            rows.append([node["name"], str(slot["index"]), slot.get("model") or NONE, text["util"],
-                         text["memory"], text["temp"], text["power"], owner_text(*gpu_owner(slot, reading))])
-    return table(["NODE", "GPU", "MODEL", "UTIL", "MEMORY", "TEMP", "POWER", "JOB"], rows)
-
-
-def _kv(fields: Sequence[tuple[str, str]]) -> list[str]:
-    """``key: value`` lines, the values aligned and their control characters escaped."""
-    width = max(len(key) for key, _ in fields) + 1
-    return [f"{(key + ':').ljust(width)} {printable(value)}" for key, value in fields]
-
-
-def node_detail(node: Mapping[str, Any], now: float | None = None) -> str:
-    """``gpuplanectl node show``: the node, its GPUs with their readings and processes, the host."""
-    now = time.time() if now is None else now
-    snapshot = node.get("snapshot")
-    backend = node.get("gpu_backend") or NONE
-    if node.get("gpu_backend_note"):
-        backend += f" ({node['gpu_backend_note']})"
-    accepting = "not accepting jobs" if node.get("accepting") is False else "accepting jobs"
-    conditions = ", ".join(node.get("conditions") or [])
-    lines = _kv([
-        ("node", f"{node['name']} ({node.get('id') or NONE})"),
-        ("status", f"{node.get('status') or NONE}, {accepting}" + (f" ({conditions})" if conditions else "")),
-        ("labels", ", ".join(node.get("labels") or []) or NONE),
-        ("hardware", hardware_text(node.get("hardware") or {})),
-        ("gpu backend", backend),
-        ("cpu jobs", f"{node.get('cpu_jobs') or 0} of {node.get('max_cpu_jobs') or 0}"),
-        ("heartbeat", _when(node.get("last_heartbeat_at"), now)),
-        ("sampled", _when(snapshot.get("ts"), now) if snapshot else "not yet"),
-    ])
-    gpus = node_gpus(node)
-    lines.append("")
-    if not gpus:
-        lines.append("no GPUs")
-    else:
-        rows, notes, processes = [], [], []
-        blocked = blocked_gpus(node)
-        for slot, reading in gpus:
-            text = gpu_readings(slot, reading)
-            reading = reading or {}
-            clock = reading.get("sm_clock_mhz")
-            rows.append([str(slot["index"]), slot.get("model") or NONE, text["util"], text["memory"], text["temp"],
-                         text["power"], NONE if clock is None else f"{clock} MHz",
-                         format_pct(reading.get("fan_pct")), owner_text(*gpu_owner(slot, reading or None))])
-            if reading.get("error"):
-                notes.append(f"GPU {slot['index']}: {reading['error']}")
-            elif slot["index"] in blocked and gpu_owner(slot, reading)[0] is None:
-                notes.append(f"GPU {slot['index']}: takes no new jobs for now")
-            throttles = [r for r in reading.get("throttle_reasons") or [] if r != "idle"]
-            if throttles:
-                notes.append(f"GPU {slot['index']}: throttled ({', '.join(throttles)})")
-            for proc in reading.get("processes") or []:
-                who = "foreign" if proc.get("foreign") else (proc.get("job_id") or NONE)
-                processes.append([str(slot["index"]), str(proc.get("pid", NONE)),
-                                  format_memory(proc.get("gpu_memory_mb")), who])
-        lines.append(table(["GPU", "MODEL", "UTIL", "MEMORY", "TEMP", "POWER", "SM CLOCK", "FAN", "JOB"], rows))
-        lines.extend(printable(note) for note in notes)
-        lines.append("")
-        if processes:
-            lines.append(table(["GPU", "PID", "GPU MEMORY", "JOB"], processes))
-        else:
-            lines.append("no GPU processes" if snapshot else "GPU processes: not sampled yet")
-    host = (snapshot or {}).get("host")
-    lines.append("")
-    if not host:
-        lines.append("host: not sampled yet")
-        return "\n".join(lines)
-    lines.extend(_kv([
-        ("cpu", f"{format_pct(host.get('cpu_percent'))}, load {format_load(host)}"),
-        ("memory", format_memory_pair(host.get("memory_used_mb"), host.get("memory_total_mb"))),
-        ("swap", format_memory_pair(host.get("swap_used_mb"), host.get("swap_total_mb"))),
-        ("network", f"{format_bytes(host.get('net_rx_bytes'))} received, "
-                    f"{format_bytes(host.get('net_tx_bytes'))} sent (since boot)"),
-    ]))
-    disks = host.get("disks") or []
-    if disks:
-        lines.append("")
-        lines.append(table(["DISK", "PATH", "USED", "FREE", "TOTAL", "USE"], [
-            [disk.get("label") or NONE, disk.get("path") or NONE, format_bytes(disk.get("used_bytes")),
-             format_bytes(disk.get("free_bytes")), format_bytes(disk.get("total_bytes")),
-             _share(disk.get("used_bytes"), disk.get("total_bytes"))]
-            for disk in disks
-        ]))
-    return "\n".join(lines)
-
-
-def hardware_text(hardware: Mapping[str, Any]) -> str:
-    """``16 CPUs, 62.8 GiB memory, Linux-6.1.0-x86_64 (gpu-box-1)`` from the node's host facts."""
-    parts = []
-    if hardware.get("cpu_count"):
-        parts.append(f"{hardware['cpu_count']} CPUs")
-    if hardware.get("memory_mb"):
-        parts.append(f"{format_memory(hardware['memory_mb'])} memory")
-    if hardware.get("platform"):
-        parts.append(str(hardware["platform"]))
-    text = ", ".join(parts)
-    if hardware.get("hostname"):
-        text = f"{text} ({hardware['hostname']})" if text else str(hardware["hostname"])
-    return text or NONE
-
-
-def _share(part: int | None, whole: int | None) -> str:
-    if part is None or not whole:
-        return NONE
-    return f"{100 * part / whole:.0f}%"
-
-
 # --- events --------------------------------------------------------------------
 
 SEVERITIES = ("info", "warning", "critical")
@@ -611,41 +365,3 @@ def event_line(event: Mapping[str, Any] | None, node_names: Mapping[str, str] | 
     cells = EVENT_HEADERS if event is None else event_row(event, node_names)
     padded = [cell.ljust(width) for cell, width in zip(cells, EVENT_WIDTHS)] + [cells[-1]]
     return "  ".join(padded).rstrip()
-
-
-# --- a node's last hour (``GET /api/v1/nodes/{id}/metrics``) -----------------------
-
-HISTORY_SERIES = ("gpu*.utilization", "gpu*.memory_used_mb", "host.cpu_percent", "host.memory_used_mb")
-
-
-def _series_stats(series: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
-    """The average (of the buckets' averages) and the maximum over all buckets; None when empty."""
-    if not series:
-        return None, None
-    avgs = [v for v in series.get("avg") or [] if v is not None]
-    maxes = [v for v in series.get("max") or [] if v is not None]
-    return (sum(avgs) / len(avgs) if avgs else None), (max(maxes) if maxes else None)
-
-
-def history_text(metrics: Mapping[str, Any], what: str = "last hour") -> str | None:
-    """Per GPU, average and peak utilization and peak memory; the host's CPU and memory.
-    None when the window holds no points."""
-    series = metrics.get("series") or {}
-    indexes = sorted({int(name[3:].split(".", 1)[0]) for name in series
-                      if name.startswith("gpu") and name[3:].split(".", 1)[0].isdigit()})
-    rows = []
-    for i in indexes:
-        util_avg, util_max = _series_stats(series.get(f"gpu{i}.utilization"))
-        _, mem_max = _series_stats(series.get(f"gpu{i}.memory_used_mb"))
-        rows.append([str(i), format_pct(util_avg), format_pct(util_max),
-                     NONE if mem_max is None else format_memory(int(mem_max))])
-    cpu_avg, cpu_max = _series_stats(series.get("host.cpu_percent"))
-    _, host_mem = _series_stats(series.get("host.memory_used_mb"))
-    if all(row[1:] == [NONE] * 3 for row in rows) and cpu_max is None and host_mem is None:
-        return None
-    lines = [f"{what}:"]
-    if rows:
-        lines.append(table(["GPU", "UTIL AVG", "UTIL MAX", "MEMORY MAX"], rows))
-    lines.append(f"host: cpu avg {format_pct(cpu_avg)}, max {format_pct(cpu_max)}; memory max "
-                 f"{NONE if host_mem is None else format_memory(int(host_mem))}")
-    return "\n".join(lines)

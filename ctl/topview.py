@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuplanectl import render
+from gpuplanectl import render, render_nodes
 
 NONE = render.NONE
 RUNNING = ("DISPATCHING", "RUNNING")
@@ -59,7 +59,7 @@ def bar(pct: float | None, inner: int) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return render.format_pct(value)
+    return render_nodes.format_pct(value)
 
 
 def title_line(nodes: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]], width: int,
@@ -77,15 +77,15 @@ def title_line(nodes: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, A
 def node_header(node: Mapping[str, Any]) -> str:
     """Name, status and conditions first (a narrow screen cuts the end), then the host's readings."""
     head = f"{render.printable(node.get('name') or node.get('id') or NONE)} {node.get('status') or NONE}"
-    conditions = render.node_conditions_text(node)
+    conditions = render_nodes.node_conditions_text(node)
     if conditions != NONE:
         head += f" {conditions}"
     host = (node.get("snapshot") or {}).get("host")
     if not host:
         return f"{head}  (no sample yet)"
-    mem = render.format_memory_pair(host.get("memory_used_mb"), host.get("memory_total_mb"), compact=True)
-    swap = render.format_memory_pair(host.get("swap_used_mb"), host.get("swap_total_mb"), compact=True)
-    return (f"{head}  cpu {_pct(host.get('cpu_percent'))}  mem {mem}  load {render.format_load(host)}  "
+    mem = render_nodes.format_memory_pair(host.get("memory_used_mb"), host.get("memory_total_mb"), compact=True)
+    swap = render_nodes.format_memory_pair(host.get("swap_used_mb"), host.get("swap_total_mb"), compact=True)
+    return (f"{head}  cpu {_pct(host.get('cpu_percent'))}  mem {mem}  load {render_nodes.format_load(host)}  "
             f"swap {swap}")
 
 
@@ -100,20 +100,20 @@ def gpu_header(width: int) -> str:
 
 def gpu_line(slot: Mapping[str, Any], reading: Mapping[str, Any] | None, width: int) -> str:
     inner = bar_width(width)
-    job_id, job_name = render.gpu_owner(slot, reading)
+    job_id, job_name = render_nodes.gpu_owner(slot, reading)
     owner = render.printable(job_name or job_id or NONE)
     index = str(slot.get("index", NONE)).rjust(3)
     if reading is not None and reading.get("error"):
         return fit(f"{index} {'[' + '?' * inner + ']'} error: {render.printable(reading['error'])}", width)
     reading = reading or {}
     util = reading.get("utilization_pct")
-    mem = render.format_memory_pair(reading.get("memory_used_mb"),
+    mem = render_nodes.format_memory_pair(reading.get("memory_used_mb"),
                                     reading.get("memory_total_mb") or slot.get("memory_mb"), compact=True)
     power = NONE if reading.get("power_w") is None else (
         f"{reading['power_w']:.0f}/{reading['power_limit_w']:.0f}W" if reading.get("power_limit_w") is not None
         else f"{reading['power_w']:.0f}W")
     line = (f"{index} {bar(util, inner)} {_pct(util).rjust(4)}  {mem.rjust(11)}  "
-            f"{render.format_temp(reading.get('temperature_c')).rjust(4)}  {power.rjust(9)}  ")
+            f"{render_nodes.format_temp(reading.get('temperature_c')).rjust(4)}  {power.rjust(9)}  ")
     return fit(line + shorten(owner, width - len(line)), width)
 
 
@@ -123,7 +123,7 @@ def foreign_line(node: Mapping[str, Any], width: int) -> str | None:
     for gpu in (node.get("snapshot") or {}).get("gpus") or []:
         for proc in gpu.get("processes") or []:
             if proc.get("foreign"):
-                mem = render.format_memory_pair(proc.get("gpu_memory_mb"), None, compact=True)
+                mem = render_nodes.format_memory_pair(proc.get("gpu_memory_mb"), None, compact=True)
                 found.append(f"GPU {gpu.get('index')} pid {proc.get('pid')} ({mem})")
     if not found:
         return None
@@ -160,7 +160,7 @@ def job_lines(nodes: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, An
     for job in ordered_jobs(jobs):
         used = memory.get(job["id"])
         row = [job["id"], job.get("status") or NONE, render.job_gpus_text(job),
-               NONE if used is None else render.format_memory_pair(used, None, compact=True),
+               NONE if used is None else render_nodes.format_memory_pair(used, None, compact=True),
                format_runtime(job, now)]
         if with_node:
             row.insert(3, render.printable(names.get(job.get("node_id")) or job.get("node_id") or job.get("node")
@@ -206,7 +206,7 @@ def compose(nodes: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]
     body: list[str] = []
     for node in nodes:
         body.append(fit(node_header(node), width))
-        gpus = render.node_gpus(node)
+        gpus = render_nodes.node_gpus(node)
         if gpus:
             body.append(gpu_header(width))
             body.extend(gpu_line(slot, reading, width) for slot, reading in gpus)

@@ -11,7 +11,7 @@ from typing import Annotated
 from urllib.parse import quote, urlencode
 
 import typer
-from gpuplanectl import render
+from gpuplanectl import render, render_nodes
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
 
 
@@ -38,7 +38,7 @@ def checkpoints(
     rows = []
     for ck in found["checkpoints"]:
         row = ("*" if ck.get("best") else "", "-" if ck["step"] is None else str(ck["step"]), ck["path"],
-               render.format_bytes(ck["size_bytes"]), render.event_time(ck["created_at"]))
+               render_nodes.format_bytes(ck["size_bytes"]), render.event_time(ck["created_at"]))
         if ranked:
             value = ck.get("metric_value")
             row += ("-" if value is None else f"{value:.6g}",)

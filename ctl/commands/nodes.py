@@ -16,7 +16,7 @@ from typing import Annotated
 from urllib.parse import quote, urlencode
 
 import typer
-from gpuplanectl import render
+from gpuplanectl import render, render_nodes
 from gpuplanectl.client import DaemonClient
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
 
@@ -43,7 +43,7 @@ def list_nodes(ctx: typer.Context, json_output: JsonOption = False) -> None:
     if json_output:
         render.print_json({"nodes": nodes})
     elif nodes:
-        print(render.node_list_table(nodes))
+        print(render_nodes.node_list_table(nodes))
     else:
         print("no nodes yet")
 
@@ -68,7 +68,7 @@ def show(
     if json_output:
         render.print_json({"node": found})
         return
-    print(render.node_detail(found))
+    print(render_nodes.node_detail(found))
     if history:
         print()
         print(history)
@@ -76,12 +76,12 @@ def show(
 
 def _history(client: DaemonClient, node_id: str) -> str | None:
     """The last hour in a few numbers; None when the daemon keeps no metrics (or has none yet)."""
-    query = urlencode({"names": ",".join(render.HISTORY_SERIES), "window": "1h", "points": 1})
+    query = urlencode({"names": ",".join(render_nodes.HISTORY_SERIES), "window": "1h", "points": 1})
     try:
         metrics = client.get(f"/api/v1/nodes/{quote(node_id, safe='')}/metrics?{query}")
     except ApiError:
         return None  # an optional section: the node itself was shown
-    return render.history_text(metrics) if isinstance(metrics, dict) else None
+    return render_nodes.history_text(metrics) if isinstance(metrics, dict) else None
 
 
 @app.command("forget")

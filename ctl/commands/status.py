@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from gpuplanectl import render
+from gpuplanectl import render, render_nodes
 from gpuplanectl.client import DaemonClient
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
 
@@ -67,10 +67,10 @@ def status(
         print(render.actor_table(actors, stats=stats))
     if nodes is not None:
         print()
-        print(render.node_list_table(nodes) if nodes else "no nodes yet")
+        print(render_nodes.node_list_table(nodes) if nodes else "no nodes yet")
         if any(node.get("gpus") for node in nodes):
             print()
-            print(render.gpu_status_table(nodes))
+            print(render_nodes.gpu_status_table(nodes))
     if queue is not None:
         print()
         if not queue:

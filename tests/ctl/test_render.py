@@ -1,7 +1,7 @@
 """Pure formatting and the daemon-home rule, without processes."""
 
 import pytest
-from gpuplanectl import render
+from gpuplanectl import render, render_nodes
 from gpuplanectl.commands.daemon import daemon_home
 
 
@@ -106,24 +106,24 @@ def _node(*, sampled: bool = True) -> dict:
     (300, 800, False, "300/800 MiB"), (2048, None, True, "2.0G"), (None, None, False, "-"),
 ])
 def test_format_memory_pair(used, total, compact, text):
-    assert render.format_memory_pair(used, total, compact=compact) == text
+    assert render_nodes.format_memory_pair(used, total, compact=compact) == text
 
 
 def test_small_formats():
-    assert (render.format_pct(93.4), render.format_pct(None)) == ("93%", "-")
-    assert (render.format_temp(71.6), render.format_power(612.2, 700.0), render.format_power(80, None)) == (
+    assert (render_nodes.format_pct(93.4), render_nodes.format_pct(None)) == ("93%", "-")
+    assert (render_nodes.format_temp(71.6), render_nodes.format_power(612.2, 700.0), render_nodes.format_power(80, None)) == (
         "72C", "612/700 W", "80 W")
-    assert [render.format_bytes(n) for n in (None, 0, 1023, 1536, 5 * 2**40)] == ["-", "0 B", "1023 B", "1.5 KiB",
+    assert [render_nodes.format_bytes(n) for n in (None, 0, 1023, 1536, 5 * 2**40)] == ["-", "0 B", "1023 B", "1.5 KiB",
                                                                                   "5.0 TiB"]
 
 
 def test_gpu_status_table_with_and_without_a_sample():
-    assert render.gpu_status_table([_node()]).splitlines() == [
+    assert render_nodes.gpu_status_table([_node()]).splitlines() == [
         "NODE  GPU  MODEL  UTIL  MEMORY         TEMP  POWER      JOB",
         "box   0    H100   93%   40.0/80.0 GiB  72C   612/700 W  job_a (train)",
         "box   1    H100   0%    0.5/80.0 GiB   72C   612/700 W  -",
     ]
-    assert render.gpu_status_table([_node(sampled=False)]).splitlines()[1:] == [
+    assert render_nodes.gpu_status_table([_node(sampled=False)]).splitlines()[1:] == [
         "box   0    H100   -     -/80.0 GiB  -     -      job_a (train)",
         "box   1    H100   -     -/80.0 GiB  -     -      -",
     ]
@@ -132,27 +132,27 @@ def test_gpu_status_table_with_and_without_a_sample():
 def test_a_lost_gpu_is_not_free():
     node = _node()
     node["snapshot"]["gpus"][1].update(error="gpu_lost: fell off the bus", utilization_pct=None)
-    assert render.free_gpus(node) == 0
-    assert render.gpu_readings(node["gpus"][1], node["snapshot"]["gpus"][1])["util"] == "error"
-    assert "GPU 1: gpu_lost: fell off the bus" in render.node_detail(node, now=NOW).splitlines()
+    assert render_nodes.free_gpus(node) == 0
+    assert render_nodes.gpu_readings(node["gpus"][1], node["snapshot"]["gpus"][1])["util"] == "error"
+    assert "GPU 1: gpu_lost: fell off the bus" in render_nodes.node_detail(node, now=NOW).splitlines()
 
 
 def test_node_list_table_and_blocked_gpus():
     ok = {**_node(sampled=False), "name": "idle", "accepting": True, "conditions": []}
-    assert render.node_list_table([_node(), ok]).splitlines() == [
+    assert render_nodes.node_list_table([_node(), ok]).splitlines() == [
         "NODE  STATUS  BACKEND  GPUS  FREE  CPU JOBS  CONDITIONS",
         "box   ONLINE  nvml     2     1     1/4       DISK_LOW (not accepting jobs)",
         "idle  ONLINE  nvml     2     1     1/4       -",
     ]
     blocked = _node()
     blocked["snapshot"]["blocked_gpus"] = [1]
-    assert render.free_gpus(blocked) == 0
-    assert "GPU 1: takes no new jobs for now" in render.node_detail(blocked, now=NOW).splitlines()
-    assert render.hardware_text({}) == "-"
+    assert render_nodes.free_gpus(blocked) == 0
+    assert "GPU 1: takes no new jobs for now" in render_nodes.node_detail(blocked, now=NOW).splitlines()
+    assert render_nodes.hardware_text({}) == "-"
 
 
 def test_node_detail():
-    lines = render.node_detail(_node(), now=NOW).splitlines()
+    lines = render_nodes.node_detail(_node(), now=NOW).splitlines()
     assert lines[:8] == [
         "node:        box (nd_01)",
         "status:      ONLINE, not accepting jobs (DISK_LOW)",
@@ -174,7 +174,7 @@ def test_node_detail():
     assert "cpu:     38%, load 1.50 1.25 1.00\nmemory:  16.0/64.0 GiB\nswap:    -\n" in text
     assert "data  /srv/gp  990.0 GiB  10.0 GiB  1000.0 GiB  99%" in text
 
-    bare = render.node_detail(_node(sampled=False), now=NOW)
+    bare = render_nodes.node_detail(_node(sampled=False), now=NOW)
     assert "sampled:     not yet" in bare
     assert bare.endswith("GPU processes: not sampled yet\n\nhost: not sampled yet")
 
@@ -209,14 +209,14 @@ def test_history_text_summarizes_the_buckets():
         "gpu1.utilization": series([None, None], [None, None]),
         "host.cpu_percent": series([10.0, None], [80.0, None]),
     }}
-    assert render.history_text(metrics).splitlines() == [
+    assert render_nodes.history_text(metrics).splitlines() == [
         "last hour:",
         "GPU  UTIL AVG  UTIL MAX  MEMORY MAX",
         "0    45%       93%       40 GiB",
         "1    -         -         -",
         "host: cpu avg 10%, max 80%; memory max -",
     ]
-    assert render.history_text({"series": {"gpu0.utilization": series([None], [None])}}) is None
+    assert render_nodes.history_text({"series": {"gpu0.utilization": series([None], [None])}}) is None
 
 
 @pytest.mark.parametrize(("attempt", "most", "text"), [
