@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplaned.actors import control, http, logs, monitor, rollup, runner, scheduler, store
+from gpuplaned.actors import ckptwatch, control, http, logs, monitor, rollup, runner, scheduler, store
 
 from gpuplaned.runtime.spec import ActorSpec
 
@@ -22,6 +22,8 @@ REGISTRY: tuple[ActorSpec, ...] = (
     ActorSpec("rollup", rollup.run, SERVER, depends_on=("store",)),
     # Node telemetry reaches the server through the same node link as the runner's reports.
     ActorSpec("monitor", monitor.run, frozenset({"all"}), depends_on=("runner",)),
+    # Checkpoints jobs save on their own, found in their folders and registered through the link.
+    ActorSpec("ckptwatch", ckptwatch.run, frozenset({"all"}), depends_on=("runner",)),
     ActorSpec("http", http.run, SERVER, depends_on=("store",), graceful_stop=True, stop_grace=5.0),
 )
 

@@ -31,7 +31,7 @@ import platform
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,9 @@ class LiveJob:
     # The spawn request's id when this runner's launcher started the job (None: adopted).
     # Such a job is cancelled through the launcher: its shim may run another job later.
     spawn_id: str | None = None
+    run_id: str | None = None
+    cwd: str | None = None  # where the job runs (its checkpoint folders are under it)
+    env: Mapping[str, str] = attrs.field(factory=dict)  # the job's own variables (an adopted job's: unknown, {})
 
 
 @attrs.define
@@ -166,6 +169,9 @@ class _Run:
     gpu_indexes: tuple[int, ...]
     oom_kills_at_start: int | None  # the cgroup's OOM-kill counter when we started watching
     pgid: int | None = None
+    run_id: str | None = None
+    cwd: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
 
 
 class _Runner:
@@ -195,12 +201,14 @@ class _Runner:
             env=self.environment.for_job(spec), timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
             job_id=spec.job_id, attempt=spec.attempt,
         )
-        run = _Run(a.Attempt(spec.job_id, spec.attempt), job_dir, tuple(spec.gpu_indexes), self.oom_kills())
+        run = _Run(a.Attempt(spec.job_id, spec.attempt), job_dir, tuple(spec.gpu_indexes), self.oom_kills(),
+                   run_id=spec.run_id, cwd=spec.cwd, env=spec.env)
         await self._drive(run, a.Start(request))
 
     async def adopt(self, active: ActiveJob) -> None:
         job_dir = attempt_dir(self.home, active.job_id, active.attempt)
-        run = _Run(a.Attempt(active.job_id, active.attempt), job_dir, tuple(active.gpu_indexes), self.oom_kills())
+        run = _Run(a.Attempt(active.job_id, active.attempt), job_dir, tuple(active.gpu_indexes), self.oom_kills(),
+                   run_id=active.run_id)
         found = await self.blocking(_inspect, job_dir, (active.job_id, active.attempt), active.cancel_requested)
         if found.problem is not None:
             log.error("job %s attempt %d: %s", active.job_id, active.attempt, found.problem)
@@ -256,9 +264,10 @@ class _Runner:
         elif isinstance(event, a.Adopt) and event.runtime is not None:
             self.handle.adopted += 1
             run.pgid = event.runtime.pgid
+            run.cwd = event.runtime.cwd
         self.handle.live[machine.job_id] = LiveJob(machine.job_id, machine.attempt, machine.shim[0], machine.shim[1],
                                                    run.oom_kills_at_start, run.pgid, run.gpu_indexes,
-                                                   machine.spawn_id)
+                                                   machine.spawn_id, run.run_id, run.cwd, run.env)
 
     def _unlist(self, run: _Run) -> None:
         live = self.handle.live.get(run.machine.job_id)

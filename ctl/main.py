@@ -15,6 +15,7 @@ from gpuplanectl.commands import (
     Globals,
     actors,
     checkpoints,
+    ckpt,
     daemon,
     events,
     jobs,
@@ -80,6 +81,7 @@ app.command("runs")(runs.runs)
 app.add_typer(runs.app, name="run")
 app.command("metrics")(runs.metrics)
 app.command("checkpoints")(checkpoints.checkpoints)
+app.add_typer(ckpt.app, name="ckpt")
 app.command("projects")(projects.projects)
 app.add_typer(projects.app, name="project")
 app.command("sync")(sync.sync)

@@ -153,6 +153,9 @@ def parse_env_pairs(pairs: Sequence[str], environ: Mapping[str, str]) -> dict[st
     return env
 
 
+CKPT_DIRS_VARIABLE = "GPUPLANE_CKPT_DIR"
+
+
 def build_body(
     file_body: Mapping[str, Any],
     flags: Mapping[str, Any],
@@ -166,7 +169,8 @@ def build_body(
         file_body: what ``load_job_file`` returned (``{}`` without ``--file``).
         flags: the API keys given on the command line (None or absent when not given);
             ``command`` is the argv after ``--``, ``env`` the ``--env`` pairs, ``dir`` the
-            ``--dir`` value as typed.
+            ``--dir`` value as typed, ``ckpt_dirs`` the ``--ckpt-dir`` values (relative ones
+            from ``cwd``, as ``--dir``), passed as ``GPUPLANE_CKPT_DIR``.
         environ: the caller's environment, for ``INHERITED_ENV`` and bare ``--env K``.
         cwd: the caller's working directory: where a relative ``--dir`` points, and the
             job's ``cwd`` when neither the flags nor the file name one.
@@ -193,5 +197,9 @@ def build_body(
     env = {key: environ[key] for key in INHERITED_ENV if key in environ}
     env.update(body.get("env") or {})
     env.update(parse_env_pairs(flags.get("env") or (), environ))
+    if flags.get("ckpt_dirs"):
+        # More folders for the node's checkpoint watcher (actors/ckptwatch.py reads this variable).
+        env[CKPT_DIRS_VARIABLE] = os.pathsep.join(
+            os.path.normpath(os.path.join(cwd, os.path.expanduser(d))) for d in flags["ckpt_dirs"])
     body["env"] = env
     return body

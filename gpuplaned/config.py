@@ -287,6 +287,15 @@ class RetentionConfig:
 
 @_section
 @attrs.frozen
+class CheckpointsConfig:
+    """How the node finds the checkpoints jobs save on their own (``[checkpoints]``; ``actors/ckptwatch.py``)."""
+
+    stable_s: float = _key(_number_between(0.1, 3600), 10.0)  # size and mtime unchanged this long: complete
+    rescan_interval_s: float = _key(_number_between(0.1, 3600), 2.0)  # a full pass this often, besides file events
+
+
+@_section
+@attrs.frozen
 class UiConfig:
     """The browser UI on the HTTP front (``[ui]``; ``gpuplaned.http.ui_routes``, ``gpuplaned.service.ui_sessions``)."""
 
@@ -313,6 +322,7 @@ class Config:
     monitor: MonitorConfig = MonitorConfig()
     retention: RetentionConfig = RetentionConfig()
     ui: UiConfig = UiConfig()
+    checkpoints: CheckpointsConfig = CheckpointsConfig()
 
     @property
     def db_path(self) -> Path:
@@ -331,7 +341,7 @@ def default_config_path(env: Mapping[str, str]) -> Path:
 
 _FILE_KEYS = ("role", "home", "runtime_dir", "listen", "http", "server", "log_level")  # beside the tables
 _TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
-           "ui": "ui"}  # [table] -> its Config field
+           "ui": "ui", "checkpoints": "checkpoints"}  # [table] -> its Config field
 # Flags that set a key: flag name -> the Config key (dotted inside a section).
 _FLAGS = {**{key: key for key in _FILE_KEYS}, "gpus": "node.gpus", "node_name": "node.name",
           "max_cpu_jobs": "node.max_cpu_jobs"}

@@ -1,9 +1,10 @@
-"""What a node-side actor (runner, logs, monitor) gets as ``ctx.shared``: ``NodeContext``.
+"""What a node-side actor (runner, logs, monitor, ckptwatch) gets as ``ctx.shared``: ``NodeContext``.
 
 Nothing in it reaches the store, the service layer or the HTTP app: the server is the
 ``NodeLink``. The other node actors are reached through small typed ports built by the
 daemon, never by importing them: the runner tells the logs actor which attempts to tail
-(``LogsPort``), and the monitor reads the runner's live jobs (``RunningJobs``).
+(``LogsPort``), and the monitor and the checkpoint watcher read the runner's live jobs
+(``RunningJobs``).
 """
 
 from __future__ import annotations
@@ -56,10 +57,22 @@ class LogsPort:
 
 
 class LiveJobView(Protocol):
-    """What the monitor reads of one of the runner's live jobs."""
+    """What the monitor and the checkpoint watcher read of one of the runner's live jobs."""
 
     @property
     def job_id(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def run_id(self) -> str | None: ...
+
+    @property
+    def cwd(self) -> str | None: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
 
     @property
     def pgid(self) -> int | None: ...

@@ -1,4 +1,4 @@
-"""The node link: how the node-side actors (runner, logs, monitor) reach the server.
+"""The node link: how the node-side actors (runner, logs, monitor, ckptwatch) reach the server.
 
 A node-side actor holds a ``NodeLink`` and nothing else of the server: no store, no
 service, no HTTP. Every message is a wire type of ``gpuplaned.protocol.agent``, so the
@@ -23,6 +23,7 @@ import trio
 
 from gpuplaned.protocol.agent import (
     Cancel,
+    CheckpointsFound,
     Dispatch,
     Hello,
     HelloOk,
@@ -69,6 +70,11 @@ class NodeLink(Protocol):
 
     async def log_offsets(self, request: LogOffsets) -> LogOffsets:
         """Where the server's stored tail of each of ``request.attempts`` ends, per stream."""
+        ...
+
+    async def checkpoints(self, node_id: str, found: CheckpointsFound) -> None:
+        """Register checkpoints the node found complete in a job's folders, once per (run,
+        path). Raises when the server could not take them: the node offers them again."""
         ...
 
     def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:

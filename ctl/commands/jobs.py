@@ -83,6 +83,10 @@ def submit(
                                               help="TRAIN (default), EVALUATE, INFERENCE, EXPORT or CUSTOM.")] = None,
     file: Annotated[Path | None, typer.Option("--file", metavar="JOB.TOML", show_default=False,
                                               help="Read the job from a TOML file; flags override it.")] = None,
+    ckpt_dir: Annotated[list[str] | None, typer.Option(
+        "--ckpt-dir", metavar="DIR", show_default=False,
+        help="Also look for checkpoints the job saves here (repeatable), besides checkpoints/, outputs/ and "
+             "runs/ under its working directory.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -96,7 +100,7 @@ def submit(
     g = globals_of(ctx)
     flags = {"command": command, "name": name, "gpu": gpu, "dir": workdir, "env": env, "labels": label,
              "node": node, "priority": priority, "retry": retry, "timeout_s": timeout,
-             "stop_grace_s": grace, "type": type_}
+             "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir}
     try:
         file_body = load_job_file(file) if file is not None else {}
         body = build_body(file_body, flags, environ=os.environ, cwd=os.getcwd())

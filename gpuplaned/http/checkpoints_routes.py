@@ -8,10 +8,10 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import CheckpointsQuery
-from gpuplaned.http.replies import CheckpointList, CheckpointReply
+from gpuplaned.http.replies import CheckpointList, CheckpointReply, CheckpointVerify
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
-from gpuplaned.service import run_records
+from gpuplaned.service import checkpoint_verify, run_records
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -26,6 +26,11 @@ RUN_CHECKPOINTS = api.get("/api/v1/runs/<run_id>/checkpoints", "listRunCheckpoin
 CHECKPOINT = api.get("/api/v1/checkpoints/<checkpoint_id>", "getCheckpoint", "One checkpoint",
                      Reply(200, CheckpointReply, "The checkpoint."), errors=(404,),
                      params=(Param("checkpoint_id", "the checkpoint's id (ck_<ULID>)"),))
+VERIFY = api.post("/api/v1/checkpoints/<checkpoint_id>/verify", "verifyCheckpoint",
+                  "Hash a checkpoint's file now and say whether it changed since it was registered",
+                  Reply(200, CheckpointVerify, "The checkpoint and its file as it is now (the first verify that "
+                                               "finds it unchanged keeps its full hash)."), errors=(404,),
+                  params=(Param("checkpoint_id", "the checkpoint's id (ck_<ULID>)"),))
 
 
 def register(app: QuartTrio, shared: ServerContext) -> None:
@@ -36,3 +41,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @CHECKPOINT.on(app)
     async def get_checkpoint(checkpoint_id: str) -> Response:
         return ok({"checkpoint": await run_records.get_checkpoint(shared, checkpoint_id)})
+
+    @VERIFY.on(app)
+    async def verify_checkpoint(checkpoint_id: str) -> Response:
+        return ok(await checkpoint_verify.verify(shared, checkpoint_id))

@@ -189,7 +189,8 @@ class BatchReply:
 
 @attrs.frozen(kw_only=True)
 class Checkpoint:
-    """A checkpoint a training script registered (run.log_checkpoint)."""
+    """A checkpoint a training script registered (run.log_checkpoint), or the node found in the
+    job's folders (metadata.source "watcher")."""
 
     id: str = doc("ck_<ULID>")
     run_id: str
@@ -199,6 +200,9 @@ class Checkpoint:
     size_bytes: int | None = doc(minimum=0)
     metadata: dict[str, Any]
     created_at: int = doc("when it was registered (a re-registered path moves to its new step)")
+    fingerprint: str | None = doc("sha1:<hex> of its size, mtime and first and last MiB, when the node found it")
+    full_hash: str | None = doc("sha256:<hex> of every byte, kept by the first verify that found it unchanged")
+    verified_at: int | None = doc("when that verify was")
     metric_value: float | None = doc("with a metric: its last value at or before the step")
     best: bool = doc("with a metric: the best checkpoint by its direction")
 
@@ -214,6 +218,20 @@ class CheckpointList:
 @attrs.frozen(kw_only=True)
 class CheckpointReply:
     checkpoint: Checkpoint
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointVerify:
+    """A checkpoint's file as it is now, against what was registered."""
+
+    checkpoint: Checkpoint
+    present: bool = doc("whether the file (or directory) is still there and readable")
+    changed: bool | None = doc("true: gone, or its fingerprint or full hash differs from the one kept; "
+                               "null: nothing to compare with (registered by the script, never verified)")
+    size_bytes: int | None = doc("its size now", minimum=0)
+    fingerprint: str | None = doc("its fingerprint now")
+    full_hash: str | None = doc("sha256:<hex> of every byte now")
+    error: str | None = doc("why it could not be read, when it is there but unreadable")
 
 
 # --- nodes and events --------------------------------------------------------------------------

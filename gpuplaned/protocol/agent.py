@@ -7,12 +7,14 @@ remote agent will send the very same types as JSON frames (``type`` tag) over We
 
 from __future__ import annotations
 
+import math
 from typing import Any, Union
 
 import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from gpuplaned.protocol.converter import TaggedUnion, converter
+from gpuplaned.protocol.fields import field
 
 
 @attrs.frozen
@@ -182,8 +184,40 @@ class LogFollow:
     live: bool
 
 
+CHECKPOINT_KINDS = ("file", "hf", "lightning", "deepspeed")  # as gpuplaned.checkpoints.recognize tells them
+
+
+def _finite(value: float) -> str | None:
+    return None if math.isfinite(value) else "must be a finite number"
+
+
+@attrs.frozen
+class FoundCheckpoint:
+    """A checkpoint the node's watcher found complete in a job's folders (no SDK involved):
+    ``path`` is absolute, on the node, a file or (``hf``, ``deepspeed``) a directory."""
+
+    path: str = field(min_length=2, max_length=4096, pattern="^/[^\\x00]*$")
+    kind: str = field(enum=CHECKPOINT_KINDS)
+    size_bytes: int = field(minimum=0)
+    mtime_ms: int = field(minimum=0)
+    fingerprint: str = field(pattern="^sha1:[0-9a-f]{40}$")  # of size, mtime, first and last MiB
+    step: int | None = field(default=None, minimum=0)
+    epoch: float | None = field(default=None, minimum=0, check=_finite)
+
+
+@attrs.frozen
+class CheckpointsFound:
+    """Node to server: checkpoints of one job attempt. Registered once per (run, path): a
+    resent find with the same fingerprint changes nothing."""
+
+    job_id: str
+    attempt: int
+    run_id: str
+    checkpoints: tuple[FoundCheckpoint, ...]
+
+
 ServerToNode = Union[Dispatch, Cancel, LogFollow]
-NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent, LogLines, LogOffsets]
+NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent, LogLines, LogOffsets, CheckpointsFound]
 
 
 @attrs.frozen
@@ -220,5 +254,5 @@ FRAMES = TaggedUnion({
     "hello": Hello, "hello_ok": HelloOk, "hello_err": HelloErr, "ping": Ping, "pong": Pong, "error": FrameError,
     "dispatch": Dispatch, "cancel": Cancel, "log_follow": LogFollow,
     "job_status": JobStatus, "node_snapshot": NodeSnapshot, "sys_metrics": SysMetrics, "event": NodeEvent,
-    "log_lines": LogLines, "log_offsets": LogOffsets,
+    "log_lines": LogLines, "log_offsets": LogOffsets, "checkpoints_found": CheckpointsFound,
 })

@@ -1,7 +1,7 @@
 """The server's half of the node link (``gpuplaned.node_link.NodeLink``), in memory.
 
 In role ``all`` both sides share the process: ``LocalNodeLink`` is what the node-side
-actors (runner, logs, monitor) hold as "the server", and its calls run the server's side
+actors (runner, logs, monitor, ckptwatch) hold as "the server", and its calls run the server's side
 in the caller's task: the store writes, the live feeds, waking the scheduler.
 ``NodeRegistry`` is how the scheduler reaches a node's runner. A remote agent will get an
 uplink with the same calls and the server a WebSocket-backed entry in the registry; the
@@ -20,6 +20,7 @@ from gpuplaned import tsdb
 from gpuplaned.domain.job_states import JobState, NodeReport
 from gpuplaned.protocol.agent import (
     Cancel,
+    CheckpointsFound,
     Dispatch,
     Hello,
     HelloOk,
@@ -31,10 +32,12 @@ from gpuplaned.protocol.agent import (
     NodeSnapshot,
     SysMetrics,
 )
+from gpuplaned.protocol.errors import ApiError
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.events import job_failure_row, record_node_events
 from gpuplaned.service.log_feeds import Key, batches_of
 from gpuplaned.service.registry import now_ms
+from gpuplaned.service.run_records import store_found
 from gpuplaned.store import event_rows, job_rows, log_rows, node_rows
 from gpuplaned.store.writer import write
 
@@ -138,6 +141,21 @@ class LocalNodeLink:
         assert readers is not None  # a role with a store, or there would be no local link
         found = await readers.run(lambda conn: log_rows.stored_offsets(conn, request.attempts))
         return LogOffsets(request.attempts, tuple(found))
+
+    async def checkpoints(self, node_id: str, found: CheckpointsFound) -> None:
+        """Register what the node's watcher found; each new one's CHECKPOINT_CREATED is
+        published after the commit. A find for a run that is not the job's is dropped."""
+        shared = self._shared
+        try:
+            rows = await write(shared.supervisor.ports["store"],
+                               lambda conn: store_found(conn, found.job_id, found.run_id, found.checkpoints, now_ms()),
+                               small=True)
+        except ApiError as exc:
+            log.warning("checkpoints from %s dropped: %s", node_id, exc.message)
+            return
+        for row in rows:
+            shared.event_feed.publish(row)
+            log.info("checkpoint %s of job %s", row.context.get("path"), found.job_id)
 
     def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:
         self._logs_inbox = inbox

@@ -1,4 +1,5 @@
-"""Script events and checkpoints: stored with the batch that carried them, listed per run.
+"""Script events and checkpoints: stored with the batch that carried them (or, for the
+checkpoints the node's watcher found, with its ``CheckpointsFound``), listed per run.
 
 ``store_records`` runs inside the batch's write transaction (``sessions.add_batch``), so a
 batch's metrics, events and checkpoints commit together and a resent batch adds none of
@@ -23,6 +24,7 @@ from gpuplaned.domain.run_records import (
     ScriptEvent,
     best_checkpoint,
 )
+from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.service import access
@@ -44,15 +46,32 @@ def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, eve
     rows = [EventRow(new_id("ev"), e.ts if e.ts is not None else now, USER_EVENT, e.severity, None, job_id, run_id,
                      e.step, e.name, {"name": e.name, "data": e.data} if e.data else {"name": e.name})
             for e in events]
-    for ck in checkpoint_rows.register(conn, run_id, checkpoints, now):
-        context: dict[str, Any] = {"checkpoint_id": ck.id, "path": ck.path}
-        if ck.size_bytes is not None:
-            context["size_bytes"] = ck.size_bytes
-        rows.append(EventRow(new_id("ev"), ck.created_at, CHECKPOINT_CREATED, "info", None, job_id, run_id, ck.step,
-                             f"checkpoint {ck.path}" + (f" at step {ck.step}" if ck.step is not None else ""),
-                             context))
+    rows += [_created(ck, job_id) for ck in checkpoint_rows.register(conn, run_id, checkpoints, now)]
     event_rows.insert_events(conn, rows)
     return rows
+
+
+def store_found(conn: sqlite3.Connection, job_id: str, run_id: str, found: Sequence[FoundCheckpoint],
+                now: int) -> list[EventRow]:
+    """Register the checkpoints the node's watcher found for ``job_id``'s run ``run_id``;
+    returns a CHECKPOINT_CREATED row, to publish after the commit, for each one that is news.
+    A run that is not that job's registers nothing (the frame is the node's word only)."""
+    owner = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if owner is None or owner[0] != job_id:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id} of job {job_id}", {"run_id": run_id})
+    rows = [_created(ck, job_id) for f in found if (ck := checkpoint_rows.register_found(conn, run_id, f, now))]
+    event_rows.insert_events(conn, rows)
+    return rows
+
+
+def _created(ck: checkpoint_rows.Checkpoint, job_id: str | None) -> EventRow:
+    context: dict[str, Any] = {"checkpoint_id": ck.id, "path": ck.path}
+    if ck.size_bytes is not None:
+        context["size_bytes"] = ck.size_bytes
+    if ck.fingerprint is not None:
+        context["fingerprint"] = ck.fingerprint
+    return EventRow(new_id("ev"), ck.created_at, CHECKPOINT_CREATED, "info", None, job_id, ck.run_id, ck.step,
+                    f"checkpoint {ck.path}" + (f" at step {ck.step}" if ck.step is not None else ""), context)
 
 
 _METRIC = re.compile(METRIC_PATTERN)  # a metric name, as a metric definition's

@@ -15,6 +15,7 @@ import trio
 from gpuplaned.protocol.agent import (
     ActiveJob,
     Cancel,
+    CheckpointsFound,
     Dispatch,
     Hello,
     HelloOk,
@@ -46,6 +47,7 @@ class MemoryNodeLink:
     node_events: list[NodeEvent] = attrs.Factory(list)
     log_passes: list[LogLines] = attrs.Factory(list)
     goodbyes: list[str] = attrs.Factory(list)
+    checkpoint_finds: list[CheckpointsFound] = attrs.Factory(list)
     inbox: trio.MemorySendChannel[Dispatch | Cancel] | None = None
     log_inbox: trio.MemorySendChannel[LogFollow] | None = None
     registered: trio.Event = attrs.Factory(trio.Event)
@@ -86,6 +88,10 @@ class MemoryNodeLink:
     async def log_offsets(self, request: LogOffsets) -> LogOffsets:
         await trio.lowlevel.checkpoint()
         return LogOffsets(request.attempts)  # nothing stored yet: from the start
+
+    async def checkpoints(self, node_id: str, found: CheckpointsFound) -> None:
+        self.checkpoint_finds.append(found)
+        await trio.lowlevel.checkpoint()
 
     def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:
         self.log_inbox = inbox

@@ -260,6 +260,8 @@ def test_body_precedence_environment_then_file_then_flags(tmp_path):
         build_body({"command": []}, {"command": []}, environ={}, cwd="/")
     with pytest.raises(SubmissionError, match="--env '=x'"):
         build_body({}, {"command": ["true"], "env": ["=x"]}, environ={}, cwd="/")
+    ckpt = build_body({}, {"command": ["true"], "ckpt_dirs": ["out/ck", "/abs/ck"]}, environ={}, cwd="/work")
+    assert ckpt["env"] == {"GPUPLANE_CKPT_DIR": "/work/out/ck:/abs/ck"}
 
 
 @pytest.mark.parametrize(("text", "key", "message"), [

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpuplaned.protocol.agent import (
-    FRAMES, ActiveJob, Cancel, Dispatch, FrameError, GpuInfo, Hello, HelloErr, HelloOk, JobSpecWire, JobStatus,
+    FRAMES, ActiveJob, Cancel, CheckpointsFound, Dispatch, FoundCheckpoint, FrameError, GpuInfo, Hello, HelloErr, HelloOk, JobSpecWire, JobStatus,
     LogChunk, LogFollow, LogLines, LogOffsets, NodeEvent, NodeSnapshot, Ping, Pong, SysMetrics,
 )
 from gpuplaned.protocol.converter import FieldInvalid
@@ -23,6 +23,8 @@ FRAMES_SEEN = [
     NodeEvent("DISK_LOW", "critical", "4% free", 7, None, {"disk": "data"}),
     LogLines(2000, (LogChunk("job_a", 1, "stdout", 0, 6, ((0, "hello"),), True),), (("job_a", 1),)),
     LogOffsets((("job_a", 1),), (("job_a", 1, "stdout", 6),)),
+    CheckpointsFound("job_a", 1, "run_a", (FoundCheckpoint("/w/checkpoints/step_5.pt", "file", 10, 9, "sha1:" + "0" * 40, 5),
+                                           FoundCheckpoint("/w/out/checkpoint-9", "hf", 20, 9, "sha1:" + "a" * 40, 9, 0.5))),
 ]
 
 
@@ -53,6 +55,9 @@ def test_an_events_own_type_travels_beside_the_frames_tag():
     ({"type": "cancel", "job_id": "j", "attempt": 1, "colour": "red"}, "colour", "unknown field"),
     ({"type": "job_status", "job_id": "j", "attempt": True, "status": "RUNNING"}, "attempt", "must be an integer"),
     ({"type": "sys_metrics", "seq": 1, "points": [["a", 1]]}, "points", "must hold 3 items"),
+    ({"type": "checkpoints_found", "job_id": "j", "attempt": 1, "run_id": "r", "checkpoints": [
+        {"path": "relative.pt", "kind": "file", "size_bytes": 1, "mtime_ms": 1, "fingerprint": "sha1:" + "0" * 40}]},
+     "checkpoints.0.path", "must match"),
 ])
 def test_a_bad_frame_names_the_field_at_fault(data, field, words):
     with pytest.raises(FieldInvalid) as caught:

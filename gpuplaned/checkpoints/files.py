@@ -1,0 +1,109 @@
+"""What the watcher reads of a checkpoint: its size and mtime, its fingerprint, its full hash,
+and whether the job still writes it. Every file is opened read-only (``"rb"``).
+
+- ``observe``: a file's size and mtime; a directory's total size over its files and the
+  newest mtime among them (and itself, so a file added or removed shows);
+- ``fingerprint``: sha1 over the size, the mtime and the first and last MiB of each file
+  (a directory: of its files in name order, with their relative paths), cheap on a 10 GB
+  file and enough to tell a rewrite;
+- ``full_hash``: sha256 over every byte (a directory: relative paths and contents, in order),
+  for a verify on demand;
+- ``writing_paths``: the files that a job's processes (its group, and the rest of its shim's
+  session) hold open for writing, from psutil's ``open_files`` modes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+
+import psutil
+
+from gpuplaned.checkpoints.stability import Observation
+
+EDGE_BYTES = 1024 * 1024  # fingerprinted at each end of a file
+_READ = 1024 * 1024
+
+
+def _files(path: str) -> Iterator[tuple[str, os.stat_result]]:
+    """(path relative to ``path``, stat) for a file, or every file under a directory, in name order."""
+    st = os.stat(path)
+    if not os.path.isdir(path):
+        yield "", st
+        return
+    for directory, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(directory, name)
+            try:
+                yield os.path.relpath(full, path), os.stat(full, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+
+
+def observe(path: str, writing: frozenset[str] = frozenset()) -> Observation:
+    """``path`` now; ``writing``: the paths the job holds open for writing.
+
+    Raises:
+        OSError: it is gone (or cannot be read).
+    """
+    size, newest, held = 0, os.stat(path).st_mtime_ns, False
+    for rel, st in _files(path):
+        size += st.st_size
+        newest = max(newest, st.st_mtime_ns)
+        held = held or os.path.realpath(os.path.join(path, rel) if rel else path) in writing
+    return Observation(size, newest, writing=held)
+
+
+def _edges(path: str, size: int) -> bytes:
+    with open(path, "rb") as f:
+        head = f.read(EDGE_BYTES)
+        if size <= 2 * EDGE_BYTES:
+            return head + f.read()
+        f.seek(size - EDGE_BYTES)
+        return head + f.read(EDGE_BYTES)
+
+
+def fingerprint(path: str) -> str:
+    """``sha1:<hex>`` of the size, mtime and first and last MiB of ``path`` (each file of a directory).
+
+    Raises:
+        OSError: it is gone (or cannot be read).
+    """
+    digest = hashlib.sha1(usedforsecurity=False)
+    for rel, st in _files(path):
+        digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        digest.update(_edges(os.path.join(path, rel) if rel else path, st.st_size))
+    return "sha1:" + digest.hexdigest()
+
+
+def full_hash(path: str) -> str:
+    """``sha256:<hex>`` of every byte of ``path`` (each file of a directory, with its name).
+
+    Raises:
+        OSError: it is gone (or cannot be read).
+    """
+    digest = hashlib.sha256()
+    for rel, _ in _files(path):
+        digest.update(f"{rel}\0".encode())
+        with open(os.path.join(path, rel) if rel else path, "rb") as f:
+            while chunk := f.read(_READ):
+                digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def writing_paths(pgid: int, session: int | None = None) -> frozenset[str]:
+    """The files open for writing (any mode but ``r``) by the processes of group ``pgid``,
+    or of session ``session`` (the shim's, which is not counted itself)."""
+    found: set[str] = set()
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == session:
+                continue
+            if os.getpgid(proc.pid) != pgid and (session is None or os.getsid(proc.pid) != session):
+                continue
+            found.update(f.path for f in proc.open_files() if f.mode != "r")
+        except (psutil.Error, OSError):  # gone, or not ours to look at
+            continue
+    return frozenset(found)

@@ -1,0 +1,134 @@
+"""Finding a job's TensorBoard event files, and naming its series. Reads directories only.
+
+Where: under the job's working directory, ``runs/`` (PyTorch's and Hugging Face's default),
+``logs/``, ``outputs/``, ``lightning_logs/``, the job's ``$TB_LOG_DIR`` and the dirs the job
+declares, with their subfolders (``add_scalars`` writes one folder per tag; Lightning one
+per version), at most ``MAX_DEPTH`` levels down.
+
+Which: ``events.out.tfevents.<time>.<host>[...]`` files (PyTorch and tensorboardX append
+``.<pid>.<n>``) whose ``<time>`` (the writer's clock, whole seconds) is no earlier than the
+attempt's start less ``SLACK`` seconds, so the files of earlier attempts and runs in the same
+dirs are left alone; when a host name is given, written by that host. ``.profile-empty``
+(the profiler's marker) and ``.sagemaker-uploaded`` files are no event files.
+
+Order: TensorBoard reads a run's files in file-name order (``<time>`` first, so in the
+order they were opened); ``EventFile.order`` is that key.
+
+Series names follow TensorBoard's run/tag naming, relative to the job's *base run*: the
+shallowest folder under a root that holds event files is the base, and its tags keep their
+names (``train/loss``); a file in a folder below it is another TensorBoard run, and its tags
+are named ``<folder relative to the base>/<tag>`` (``add_scalars("loss", {"train": ...})``
+from a writer on ``runs/exp`` writes ``runs/exp/loss_train/``: its series is
+``loss_train/loss``). Several shallowest folders (two Lightning versions) are all bases.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import attrs
+
+__all__ = ["LOG_DIRS", "MAX_DEPTH", "SLACK", "EventFile", "find_event_files", "log_roots", "parse_name"]
+
+LOG_DIRS = ("runs", "logs", "outputs", "lightning_logs")
+MAX_DEPTH = 5
+SLACK = 10  # seconds: the writer's name has whole seconds, and clocks drift a little
+_NAME = re.compile(r"events\.out\.tfevents\.(\d+)\.(.+)\Z")
+_NOT_EVENTS = (".profile-empty", ".sagemaker-uploaded")
+_MAX_ENTRIES = 20000  # directory entries looked at per root and pass: outputs/ can be huge
+
+
+@attrs.frozen
+class EventFile:
+    path: Path
+    run: str  # the folder relative to its base run, "" for the base itself
+    order: tuple[str, str]  # (file name, folder): TensorBoard's order within a run
+
+    def series(self, tag: str) -> str:
+        return f"{self.run}/{tag}" if self.run else tag
+
+
+def parse_name(name: str) -> tuple[int, str] | None:
+    """(time, the rest after it) of an event file name, or None for any other file."""
+    if name.endswith(_NOT_EVENTS):
+        return None
+    match = _NAME.match(name)
+    return (int(match.group(1)), match.group(2)) if match else None
+
+
+def log_roots(cwd: str | os.PathLike, env: Mapping[str, str] | None = None,
+              extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """The folders to look in for a job started in ``cwd`` with environment ``env``."""
+    base = Path(cwd)
+    roots = [base / name for name in LOG_DIRS]
+    declared = list(extra)
+    if env and env.get("TB_LOG_DIR"):
+        declared.append(env["TB_LOG_DIR"])
+    roots += [base / d for d in declared]  # an absolute d stays as it is
+    seen: set[str] = set()
+    unique = []
+    for root in roots:
+        key = os.path.realpath(root)
+        if key not in seen:
+            seen.add(key)
+            unique.append(root)
+    return unique
+
+
+def _from_host(rest: str, host: str | None) -> bool:
+    return host is None or rest == host or rest.startswith(host + ".")
+
+
+def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = None) -> list[EventFile]:
+    """The event files under ``roots`` written since ``since`` (seconds since the epoch),
+    in TensorBoard's order. Roots that do not exist are skipped; roots nested in one
+    another give each file once."""
+    found: dict[str, tuple[Path, Path]] = {}  # realpath -> (file, the root it was found under)
+    for root in roots:
+        for path in _walk(Path(root)):
+            parsed = parse_name(path.name)
+            if parsed is None or parsed[0] < since - SLACK or not _from_host(parsed[1], host):
+                continue
+            found.setdefault(os.path.realpath(path), (path, Path(root)))
+    by_root: dict[Path, list[Path]] = {}
+    for path, root in found.values():
+        by_root.setdefault(root, []).append(path)
+    files = []
+    for root, paths in by_root.items():
+        depth = min(len(p.parent.relative_to(root).parts) for p in paths)
+        bases = {p.parent for p in paths if len(p.parent.relative_to(root).parts) == depth}
+        for path in paths:
+            base = next((b for b in bases if path.parent == b or b in path.parent.parents), None)
+            run = "" if base is None or base == path.parent else path.parent.relative_to(base).as_posix()
+            if base is None:  # beside a base, not below one: named from the root
+                run = path.parent.relative_to(root).as_posix()
+            files.append(EventFile(path, run, (path.name, path.parent.as_posix())))
+    files.sort(key=lambda f: f.order)
+    return files
+
+
+def _walk(root: Path):
+    """Files under ``root``, at most MAX_DEPTH folders down, hidden folders skipped."""
+    seen = 0
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > _MAX_ENTRIES:
+                return
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < MAX_DEPTH and not entry.name.startswith("."):
+                        stack.append((Path(entry.path), depth + 1))
+                elif entry.name.startswith("events.out.tfevents.") and entry.is_file():
+                    yield Path(entry.path)
+            except OSError:
+                continue

@@ -1,0 +1,69 @@
+"""TensorBoard's rule for steps that rewind after a restart, per series. Pure.
+
+A resumed job opens a new event file and logs again from the step of its checkpoint, so
+steps 900..1000 of the first file are followed by 900.. in the second. TensorBoard's own
+reader (RustBoard) keeps the newer file's points: for each series, a newer file's points
+replace the older files' from the newer file's first step on. (The Python
+``EventAccumulator`` purges only on ``SessionLog.START``, which Lightning and PyTorch never
+write, so it shows both.) Files are "newer" in TensorBoard's order (``EventFile.order``).
+
+``Rewinds`` applies the rule to points as they are read, file by file and pass by pass:
+``take`` says which of them to keep and from which step the points already kept for the
+series must be dropped. Its state (per series, the newest file seen and its first step)
+is ``state``, to be stored with the cursors so a restarted reader goes on with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuplaned.tensorboard.events import Columns
+
+__all__ = ["Rewinds", "merge"]
+
+Order = tuple[str, str]
+
+
+class Rewinds:
+    def __init__(self, state: dict[str, tuple[Order, int]] | None = None) -> None:
+        self.state: dict[str, tuple[Order, int]] = dict(state or {})
+
+    def take(self, series: str, order: Order, points: Columns) -> tuple[Columns, int | None]:
+        """Of ``points``, read for ``series`` from the file of ``order``, those to keep, and
+        the step from which the series' earlier points are to be dropped (None: none)."""
+        if not len(points):
+            return points, None
+        latest = self.state.get(series)
+        if latest is None:
+            self.state[series] = (order, int(points.steps[0]))
+            return points, None
+        latest_order, first = latest
+        if order == latest_order:
+            return points, None
+        if order > latest_order:
+            first = int(points.steps[0])
+            self.state[series] = (order, first)
+            return points, first
+        keep = points.steps < first  # an older file still being written: only below the cut
+        return Columns(points.steps[keep], points.walls[keep], points.values[keep]), None
+
+
+def merge(batches: Iterable[tuple[str, Order, Columns]]) -> dict[str, Columns]:
+    """Apply the rule to whole reads: ``(series, order, points)`` in reading order -> the
+    points each series ends with."""
+    rewinds = Rewinds()
+    kept: dict[str, list[Columns]] = {}
+    for series, order, points in batches:
+        points, cut = rewinds.take(series, order, points)
+        parts = kept.setdefault(series, [])
+        if cut is not None:
+            parts[:] = [_below(p, cut) for p in parts]
+        parts.append(points)
+    return {series: Columns.concat(parts) for series, parts in kept.items() if parts}
+
+
+def _below(points: Columns, step: int) -> Columns:
+    keep = points.steps < step
+    if keep.all():
+        return points
+    return Columns(points.steps[keep], points.walls[keep], points.values[keep])

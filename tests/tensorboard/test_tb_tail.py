@@ -1,0 +1,67 @@
+"""Following a job's event files pass by pass, and resuming from stored cursors: each point
+stored once, across a restart that lost a pass, with a resumed writer's rewind."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from torch.utils.tensorboard import SummaryWriter
+
+from gpuplaned.tensorboard import log_roots
+from gpuplaned.tensorboard.tail import JobTail
+
+
+class Store:
+    """What the server keeps: points per series, and the cursors and rewind state stored
+    with them in the same transaction."""
+
+    def __init__(self) -> None:
+        self.points: dict[str, list[tuple[int, float]]] = {}
+        self.cursors: dict = {}
+        self.rewinds: dict = {}
+
+    def commit(self, batches) -> None:
+        for batch in batches:
+            for series, step in batch.cuts.items():
+                self.points[series] = [p for p in self.points.get(series, []) if p[0] < step]
+            for series, columns in batch.points.items():
+                self.points.setdefault(series, []).extend(zip(columns.steps.tolist(), columns.values.tolist()))
+            self.cursors[batch.path] = batch.cursor
+            self.rewinds.update(batch.rewinds)
+
+
+def write(writer, steps, offset=0.0):
+    for step in steps:
+        writer.add_scalar("loss", step + offset, step)
+        writer.add_scalars("acc", {"train": float(step)}, step)
+    writer.flush()
+
+
+def test_exactly_once_across_a_lost_pass_and_a_resumed_writer(tmp_path):
+    start = time.time()
+    roots = log_roots(tmp_path, {"TB_LOG_DIR": "tb"})
+    host = socket.gethostname()
+    store = Store()
+    tail = JobTail(roots, since=start, host=host)
+    writer = SummaryWriter(tmp_path / "tb" / "exp", flush_secs=3600)
+    write(writer, range(0, 10))
+    store.commit(tail.poll(0.0))
+    write(writer, range(10, 20))
+    store.commit(tail.poll(1.0))
+    write(writer, range(20, 30))
+    tail.poll(2.0)  # read, then the daemon is killed before the points are stored
+    tail.close()
+    tail = JobTail(roots, since=start, host=host, cursors=store.cursors, rewinds=store.rewinds)
+    store.commit(tail.poll(3.0))
+    assert store.points["loss"] == [(s, float(s)) for s in range(30)]
+    writer.close()
+
+    resumed = SummaryWriter(tmp_path / "tb" / "exp", flush_secs=3600)  # restarted from step 25's checkpoint
+    write(resumed, range(25, 35), offset=0.5)
+    store.commit(tail.poll(4.0))
+    resumed.close()
+    assert store.points["loss"] == [(s, float(s)) for s in range(25)] + [(s, s + 0.5) for s in range(25, 35)]
+    assert store.points["acc_train/acc"] == [(s, float(s)) for s in range(35)]
+    assert tail.poll(5.0) == []  # nothing new: no batch
+    tail.close()
