@@ -282,6 +282,18 @@ def kv_lines(fields: Sequence[tuple[str, str]]) -> list[str]:
     return [f"{(key + ':').ljust(width)} {printable(value)}" for key, value in fields]
 
 
+def format_bytes(count: int | None) -> str:
+    """``512 B``, ``1.5 KiB`` ... ``3.2 TiB``."""
+    if count is None:
+        return NONE
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 def format_memory(mb: int | None) -> str:
     """``24 GiB``, ``79.6 GiB``, ``512 MiB``."""
     if mb is None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplaned.protocol.printable import printable
-from gpuplanectl.render import NONE, format_memory, kv_lines, table, when_text
+from gpuplanectl.render import NONE, format_bytes, format_memory, kv_lines, table, when_text
 
 
 # --- GPU and host readings (a node's ``snapshot``) ---------------------------
@@ -52,18 +52,6 @@ def format_memory_pair(used_mb: int | None, total_mb: int | None, *, compact: bo
     if total_mb is None:
         return number(used_mb, gib) + unit
     return f"{number(used_mb, gib)}/{number(total_mb, gib)}{unit}"
-
-
-def format_bytes(count: int | None) -> str:
-    """``512 B``, ``1.5 KiB`` ... ``3.2 TiB``."""
-    if count is None:
-        return NONE
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def format_load(host: Mapping[str, Any]) -> str:

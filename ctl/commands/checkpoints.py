@@ -1,8 +1,15 @@
-"""``gpuplanectl checkpoints RUN``: what a run registered with ``run.log_checkpoint``.
+"""``gpuplanectl checkpoints RUN``: what a run registered with ``run.log_checkpoint`` (or the
+node's watcher found); ``gpuplanectl checkpoints best EXPERIMENT``: the experiment's best.
 
 One line per checkpoint, oldest step first, with the ranking metric's value at its step and
 the best one starred (``GET /api/v1/runs/{id}/checkpoints``). The metric is the run's primary
 metric unless ``--metric`` names another.
+
+``best EXPERIMENT`` (its id, or its name with ``--project``) prints the best checkpoint over
+all the experiment's runs whose file is still what was registered
+(``GET /api/v1/experiments/{id}/best-checkpoint``), and the better ones passed over because
+their file is gone or changed. ``best`` is no run id (those are ``run_<ULID>``). Exit 1 when
+there is none or the metric has no direction, 2 when no metric is named or set.
 """
 
 from __future__ import annotations
@@ -11,19 +18,36 @@ from typing import Annotated
 from urllib.parse import quote, urlencode
 
 import typer
-from gpuplanectl import render, render_nodes
-from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
+from gpuplanectl import render
+from gpuplanectl.commands import Globals, JsonOption, connect, globals_of, reporting
+
+
+BEST = "best"
 
 
 def checkpoints(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id.", show_default=False)],
+    run_id: Annotated[str, typer.Argument(metavar="RUN|best", help="The run's id, or 'best' and an experiment.",
+                                          show_default=False)],
+    experiment: Annotated[str | None, typer.Argument(metavar="[EXPERIMENT]", show_default=False,
+                                                     help="With 'best': the experiment's id, or its name with "
+                                                          "--project.")] = None,
     metric: Annotated[str | None, typer.Option("--metric", metavar="NAME",
                                                help="Rank by this metric (default: the primary metric).")] = None,
+    project: Annotated[str | None, typer.Option("--project", metavar="NAME",
+                                                help="With 'best': the experiment's project (id or name).")] = None,
     json_output: JsonOption = False,
 ) -> None:
-    """List a run's checkpoints, the best by the metric starred."""
+    """List a run's checkpoints, the best by the metric starred; or, as 'checkpoints best EXPERIMENT',
+    the best checkpoint over an experiment's runs with its file verified present."""
     g = globals_of(ctx)
+    if run_id == BEST:
+        if experiment is None:
+            raise typer.BadParameter("'best' needs an EXPERIMENT", param_hint="EXPERIMENT")
+        _best(g, experiment, metric, project, json_output)
+        return
+    if experiment is not None or project is not None:
+        raise typer.BadParameter("EXPERIMENT and --project go with 'best' only", param_hint="EXPERIMENT")
     query = f"?{urlencode({'metric': metric})}" if metric else ""
     with reporting(g, json_output):
         found = connect(g).get(f"/api/v1/runs/{quote(run_id, safe='')}/checkpoints{query}")
@@ -38,7 +62,7 @@ def checkpoints(
     rows = []
     for ck in found["checkpoints"]:
         row = ("*" if ck.get("best") else "", "-" if ck["step"] is None else str(ck["step"]), ck["path"],
-               render_nodes.format_bytes(ck["size_bytes"]), render.event_time(ck["created_at"]))
+               render.format_bytes(ck["size_bytes"]), render.event_time(ck["created_at"]))
         if ranked:
             value = ck.get("metric_value")
             row += ("-" if value is None else f"{value:.6g}",)
@@ -47,3 +71,21 @@ def checkpoints(
     if ranked:
         direction = found["direction"] or "no direction"
         print(f"\nranked by {render.printable(ranked)} ({direction})" + ("" if found["best_id"] else "; no checkpoint has a value"))
+
+
+def _best(g: Globals, experiment: str, metric: str | None, project: str | None, json_output: bool) -> None:
+    query = urlencode({k: v for k, v in (("metric", metric), ("project", project)) if v})
+    with reporting(g, json_output):
+        found = connect(g).get(f"/api/v1/experiments/{quote(experiment, safe='')}/best-checkpoint"
+                               + (f"?{query}" if query else ""))
+    if json_output:
+        render.print_json(found)
+        return
+    ck = found["checkpoint"]
+    print("\n".join(render.kv_lines([
+        ("checkpoint", ck["id"]), ("run", found["run_id"]), ("path", ck["path"]),
+        ("step", render.NONE if ck["step"] is None else str(ck["step"])),
+        ("size", render.format_bytes(ck["size_bytes"])),
+        (found["metric"], f"{found['metric_value']:.6g} ({found['direction']})")])))
+    for passed in found["skipped"]:
+        print(f"skipped {passed['checkpoint_id']}: {render.printable(passed['reason'])}")

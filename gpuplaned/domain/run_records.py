@@ -119,12 +119,12 @@ def parse_checkpoints(body: Mapping[str, Any]) -> list[CheckpointRecord]:
 def best_checkpoint(values: Mapping[str, float | None], direction: str) -> str | None:
     """The id whose metric value is best by ``direction`` ("minimize"/"maximize"); None when
     no value is known or the metric has no direction. Ties go to the first id given (the
-    earliest checkpoint), NaN never wins."""
+    earliest checkpoint); a NaN or infinite value never wins."""
     best_id, best = None, None
     if direction not in ("minimize", "maximize"):
         return None
     for ck_id, value in values.items():
-        if value is None or math.isnan(value):
+        if value is None or not math.isfinite(value):
             continue
         if best is None or (value < best if direction == "minimize" else value > best):
             best_id, best = ck_id, value

@@ -1,4 +1,5 @@
-"""Routes for checkpoints (seed 000 section 11.1, Checkpoints)."""
+"""Routes for checkpoints (seed 000 section 11.1, Checkpoints): a run's, one, its verify, and an
+experiment's best (``gpuplaned.service.best_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import TYPE_CHECKING
 from quart import Response
 from quart_trio import QuartTrio
 
-from gpuplaned.http.queries import CheckpointsQuery
-from gpuplaned.http.replies import CheckpointList, CheckpointReply, CheckpointVerify
+from gpuplaned.http.queries import BestCheckpointQuery, CheckpointsQuery
+from gpuplaned.http.replies import BestCheckpoint, CheckpointList, CheckpointReply, CheckpointVerify
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
-from gpuplaned.service import checkpoint_verify, run_records
+from gpuplaned.service import best_checkpoint, checkpoint_verify, run_records
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -31,6 +32,12 @@ VERIFY = api.post("/api/v1/checkpoints/<checkpoint_id>/verify", "verifyCheckpoin
                   Reply(200, CheckpointVerify, "The checkpoint and its file as it is now (the first verify that "
                                                "finds it unchanged keeps its full hash)."), errors=(404,),
                   params=(Param("checkpoint_id", "the checkpoint's id (ck_<ULID>)"),))
+BEST = api.get("/api/v1/experiments/<experiment_id>/best-checkpoint", "getBestCheckpoint",
+               "The best checkpoint over an experiment's runs, its file verified present",
+               Reply(200, BestCheckpoint, "The best checkpoint whose file is still what was registered."),
+               errors=(400, 404, 409),
+               params=(Param("experiment_id", "the experiment's id (exp_<ULID>), or its name with project="),),
+               query=BestCheckpointQuery)
 
 
 def register(app: QuartTrio, shared: ServerContext) -> None:
@@ -45,3 +52,8 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @VERIFY.on(app)
     async def verify_checkpoint(checkpoint_id: str) -> Response:
         return ok(await checkpoint_verify.verify(shared, checkpoint_id))
+
+    @BEST.on(app)
+    async def best_experiment_checkpoint(experiment_id: str, query: BestCheckpointQuery) -> Response:
+        return ok(await best_checkpoint.best_for_experiment(shared, experiment_id, query.project or None,
+                                                            query.metric or None))

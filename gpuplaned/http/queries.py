@@ -121,3 +121,9 @@ class DefinitionsQuery(ScopeQuery):
 @attrs.frozen(kw_only=True)
 class CheckpointsQuery:
     metric: str = _text("rank by this metric; absent: the run's primary metric", pattern=METRIC_PATTERN)
+
+
+@attrs.frozen(kw_only=True)
+class BestCheckpointQuery:
+    metric: str = _text("rank by this metric; absent: the experiment's primary metric", pattern=METRIC_PATTERN)
+    project: str = _text("a project's id or name: then the experiment may be named by its name in it", min_length=1)

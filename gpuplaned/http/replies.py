@@ -221,6 +221,26 @@ class CheckpointReply:
 
 
 @attrs.frozen(kw_only=True)
+class SkippedCheckpoint:
+    checkpoint_id: str
+    reason: str = doc("gone, a size other than the registered one, or changed since it was found")
+
+
+@attrs.frozen(kw_only=True)
+class BestCheckpoint:
+    """The best checkpoint over an experiment's runs whose file is still what was registered."""
+
+    checkpoint: Checkpoint
+    run_id: str
+    experiment_id: str
+    metric: str = doc("the metric it is ranked by")
+    direction: str = doc(enum=["minimize", "maximize"])
+    metric_value: float = doc("the metric's last value at or before its step (never NaN or infinite)")
+    skipped: list[SkippedCheckpoint] = doc("better-ranked checkpoints passed over because their file is gone or "
+                                           "changed, best first")
+
+
+@attrs.frozen(kw_only=True)
 class CheckpointVerify:
     """A checkpoint's file as it is now, against what was registered."""
 

@@ -113,7 +113,7 @@ def test_small_formats():
     assert (render_nodes.format_pct(93.4), render_nodes.format_pct(None)) == ("93%", "-")
     assert (render_nodes.format_temp(71.6), render_nodes.format_power(612.2, 700.0), render_nodes.format_power(80, None)) == (
         "72C", "612/700 W", "80 W")
-    assert [render_nodes.format_bytes(n) for n in (None, 0, 1023, 1536, 5 * 2**40)] == ["-", "0 B", "1023 B", "1.5 KiB",
+    assert [render.format_bytes(n) for n in (None, 0, 1023, 1536, 5 * 2**40)] == ["-", "0 B", "1023 B", "1.5 KiB",
                                                                                   "5.0 TiB"]
 
 

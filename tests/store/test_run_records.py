@@ -100,6 +100,20 @@ def test_the_table_ranks_checkpoints_by_the_metric_at_their_step(conn):
         checkpoint_table(conn, "run_nope", None)
 
 
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_a_nan_or_infinite_value_at_a_step_is_never_best(conn, direction):
+    bad = [math.nan, -math.inf if direction == "minimize" else math.inf]
+    tsdb.ingest(conn, "run", "run_a", {"m": {"step": [1, 2, 3], "ts": [1, 2, 3], "value": [*bad, 0.5]}},
+                source="s", seq=1)
+    conn.execute("INSERT INTO metric_definitions (name, direction, created_at) VALUES ('m', ?, 1)", (direction,))
+    store_records(conn, "run_a", None, [], parse_checkpoints({"checkpoints": [
+        {"path": f"/c/{s}.pt", "step": s} for s in (1, 2, 3)]}), 1)
+    table = checkpoint_table(conn, "run_a", "m")
+    assert [(c["metric_value"], c["best"]) for c in table["checkpoints"]] == [(None, False), (None, False),
+                                                                               (0.5, True)]
+    assert best_checkpoint({"a": math.nan, "b": math.inf, "c": -math.inf}, direction) is None
+
+
 def test_without_a_metric_the_table_ranks_by_the_runs_primary_metric(conn):
     tsdb.ingest(conn, "run", "run_a", {"acc": {"step": [1, 2, 3], "ts": [1, 2, 3], "value": [0.5, 0.9, 0.7]}},
                 source="s", seq=1)
