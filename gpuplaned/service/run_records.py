@@ -9,7 +9,6 @@ last point at or before it) and marks the best one by that metric's direction.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,6 @@ from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.service import access
-from gpuplaned.service.projects import METRIC_PATTERN
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoint_rows
 from gpuplaned.store import event_rows
@@ -74,9 +72,6 @@ def _created(ck: checkpoint_rows.Checkpoint, job_id: str | None) -> EventRow:
                     f"checkpoint {ck.path}" + (f" at step {ck.step}" if ck.step is not None else ""), context)
 
 
-_METRIC = re.compile(METRIC_PATTERN)  # a metric name, as a metric definition's
-
-
 def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "runs")
 
@@ -109,9 +104,7 @@ def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) 
 
 
 async def list_checkpoints(shared: ServerContext, run_id: str, metric: str | None) -> dict[str, Any]:
-    if metric is not None and not _METRIC.match(metric):
-        raise ApiError(ErrorCode.BAD_REQUEST, f"metric: not a metric name: {metric!r} (1 to 200 characters, no "
-                       "control characters)", {"field": "metric"})
+    """``metric`` comes checked by the route's ``CheckpointsQuery``."""
     return await _readers(shared).run(lambda conn: checkpoint_table(conn, run_id, metric))
 
 
