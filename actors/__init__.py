@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplaned.actors import ckptwatch, control, http, logs, monitor, rollup, runner, scheduler, store
+from gpuplaned.actors import ckptwatch, control, http, logs, monitor, rollup, runner, scheduler, store, tbtail
 
 from gpuplaned.runtime.spec import ActorSpec
 
@@ -24,6 +24,8 @@ REGISTRY: tuple[ActorSpec, ...] = (
     ActorSpec("monitor", monitor.run, frozenset({"all"}), depends_on=("runner",)),
     # Checkpoints jobs save on their own, found in their folders and registered through the link.
     ActorSpec("ckptwatch", ckptwatch.run, frozenset({"all"}), depends_on=("runner",)),
+    # TensorBoard event files jobs write, read as they grow; their scalars become the runs' points.
+    ActorSpec("tbtail", tbtail.run, frozenset({"all"}), depends_on=("runner",)),
     ActorSpec("http", http.run, SERVER, depends_on=("store",), graceful_stop=True, stop_grace=5.0),
 )
 

@@ -6,7 +6,9 @@ found in the attempt's folders: ``checkpoints/``, ``outputs/`` and ``runs/`` und
 working directory, and the folders it declared (``GPUPLANE_CKPT_DIR``, ``os.pathsep``
 between them; ``gpuplanectl submit --ckpt-dir``; for a job adopted after a restart, read
 from its main process's environment).
-Inputs: the runner's live jobs (``ctx.shared.runner()``); file events from watchfiles on
+Inputs: the runner's live jobs (``ctx.shared.runner()``) and the attempts that ended lately
+(``recent_ends``: a job shorter than one rescan, one that ended while the daemon was away,
+found ended on adoption); file events from watchfiles on
 the folders that exist, which start a pass at once; a full pass every
 ``checkpoints.rescan_interval_s`` besides, so nothing is missed (a folder created later, an
 event lost), and when a candidate's ``checkpoints.stable_s`` window is due.
@@ -14,7 +16,10 @@ Outputs, through the node link: ``CheckpointsFound`` with each checkpoint once i
 mtime have stayed the same for ``stable_s`` and no process of the job holds it open for
 writing, with its fingerprint and the step and epoch it tells. Only what changed since the
 attempt started is taken (an older run's files in the same folder are not this run's). An
-attempt that has ended is still watched for two windows and rescans: its last save counts.
+attempt that has ended gets one final pass (``Stability.feed(final=True)``: its writers have
+all exited, so what is there is complete without waiting out the window) and is forgotten
+once that pass registered everything; its last save counts. One that ended while the
+daemon was away has the job's variables as submitted (``ActiveJob.env``): its process is gone.
 Nothing is ever opened for writing, moved or rewritten.
 Restart: permanent. A restarted watcher forgets what it sent; the server registers a
 (run, path) once per fingerprint, so sending it again adds nothing.
@@ -34,6 +39,7 @@ import psutil
 import trio
 import watchfiles
 
+from gpuplaned.checkpoints.complete import incomplete
 from gpuplaned.checkpoints.files import fingerprint, observe, writing_paths
 from gpuplaned.checkpoints.recognize import Candidate, find_candidates, resolve, watched_roots
 from gpuplaned.checkpoints.stability import Observation, Stability
@@ -48,7 +54,7 @@ log = logging.getLogger("gpuplaned.ckptwatch")
 DECLARED_DIRS = "GPUPLANE_CKPT_DIR"  # in the job's environment: more folders to watch
 MTIME_SLACK_NS = 1_000_000_000  # a file's mtime may trail the attempt's recorded start by a clock tick
 WATCH_TIMEOUT_MS = 500  # how soon a stopped watchfiles thread notices
-ENDED_GRACE = 2  # an ended attempt is watched this many windows and rescans longer: its last save
+ENDED_GRACE = 2  # windows and rescans an ended attempt's final pass is retried (a find the server refused)
 MIN_PASS_GAP = 0.25  # s between the starts of two passes, however often files change
 
 
@@ -88,6 +94,7 @@ class _Attempt:
     started_ns: int | None = None  # from runtime.json; None until read
     rule: Stability = attrs.Factory(Stability)
     ended_at: float | None = None  # trio time it left the runner's live jobs
+    finished: bool = False  # ended, and its final pass registered everything: forgotten
 
 
 @attrs.frozen
@@ -127,6 +134,7 @@ class _Watcher:
         self.nursery = nursery
         self.watch = watch
         self.attempts: dict[tuple[str, int], _Attempt] = {}
+        self.done: set[tuple[str, int]] = set()  # ended attempts whose final pass is made
         self.node_id: str | None = None
         self.wake = trio.Event()
         self.watched: tuple[str, ...] = ()
@@ -164,6 +172,13 @@ class _Watcher:
             keys.add(key)
             if key not in self.attempts and job.run_id is not None and job.cwd is not None:
                 self.attempts[key] = self._attempt(job)
+        ends = runner.recent_ends if runner is not None else {}
+        for key, job in list(ends.items()):
+            if key not in self.attempts and key not in self.done and key not in keys and job.run_id is not None \
+                    and job.cwd is not None:
+                self.attempts[key] = attrs.evolve(self._attempt(job), ended_at=now)
+        if runner is not None:
+            self.done.intersection_update(ends.keys())  # bounded by the runner's list
         for key, watched in self.attempts.items():
             if key not in keys and watched.ended_at is None and runner is not None:
                 watched.ended_at = now
@@ -177,18 +192,22 @@ class _Watcher:
     def _forget_ended(self) -> None:
         now = trio.current_time()
         for key, watched in list(self.attempts.items()):
-            if watched.ended_at is not None and now - watched.ended_at > ENDED_GRACE * (self.stable_s + self.rescan_s):
+            if watched.ended_at is not None and (
+                    watched.finished or now - watched.ended_at > ENDED_GRACE * (self.stable_s + self.rescan_s)):
                 del self.attempts[key]
+                self.done.add(key)
+        self.handle.attempts = len(self.attempts)
 
     async def _pass(self) -> None:
         self.handle.passes += 1
         pending = 0
         for watched in list(self.attempts.values()):
-            seen = await self.blocking(self._scan, watched, watched.ended_at is None)
+            final = watched.ended_at is not None
+            seen = await self.blocking(self._scan, watched, not final)
             watched.started_ns, watched.roots = seen.started_ns, seen.roots
-            ready = watched.rule.feed(trio.current_time(), seen.observed)
-            if ready:
-                await self._register(watched, [seen.candidates[p] for p in ready], seen.observed)
+            ready = watched.rule.feed(trio.current_time(), seen.observed, final=final)
+            taken = not ready or await self._register(watched, [seen.candidates[p] for p in ready], seen.observed)
+            watched.finished = final and taken
             pending += watched.rule.pending()
         self.handle.pending = pending
 
@@ -199,7 +218,7 @@ class _Watcher:
             runtime = _runtime(self.home, watched.job_id, watched.attempt)
             if runtime is not None:
                 started_ns = int(runtime.started_at * 1e9)
-                if watched.adopted:
+                if watched.adopted and live:  # an ended one's pid may be another process's now
                     roots = watched_roots(watched.cwd, _declared(_environ(runtime.pid)))
         candidates = {c.path: c for root in roots for c in find_candidates(root)}
         writing: frozenset[str] = frozenset()
@@ -216,22 +235,24 @@ class _Watcher:
             observed[path] = seen
         return _Seen({p: candidates[p] for p in observed}, observed, started_ns, roots)
 
-    async def _register(self, watched: _Attempt, ready: list[Candidate], observed: dict[str, Observation]) -> None:
+    async def _register(self, watched: _Attempt, ready: list[Candidate], observed: dict[str, Observation]) -> bool:
+        """Send the fingerprints of ``ready``; True when every one of them was taken."""
         if self.node_id is None:
-            return
+            return False
         found = await self.blocking(_fingerprints, ready, observed)
         if not found:
-            return
+            return False
         message = CheckpointsFound(watched.job_id, watched.attempt, watched.run_id, tuple(f for f, _ in found))
         try:
             await self.shared.link.checkpoints(self.node_id, message)
         except Exception as exc:  # noqa: BLE001 - the server could not take them: offered again next pass
             log.warning("checkpoints of job %s attempt %d not registered yet: %s", watched.job_id, watched.attempt, exc)
-            return
+            return False
         for item, seen in found:
             watched.rule.registered(item.path, seen)
             log.info("checkpoint %s of job %s (step %s)", item.path, watched.job_id, item.step)
         self.handle.registered += len(found)
+        return len(found) == len(ready)
 
     def _watch_folders(self) -> None:
         """(Re)start the file watcher when the set of existing folders changed."""
@@ -288,6 +309,10 @@ def _fingerprints(ready: Iterable[Candidate], observed: dict[str, Observation]) 
     for candidate in ready:
         seen = observed[candidate.path]
         try:
+            not_whole = incomplete(candidate.path)
+            if not_whole is not None:  # a pause in a save, or a job killed mid-save: never registered
+                log.info("checkpoint %s not registered: %s", candidate.path, not_whole)
+                continue
             print_ = fingerprint(candidate.path)
             if observe(candidate.path).signature != seen.signature:
                 continue  # written again while it was read: the next window decides

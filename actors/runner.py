@@ -4,7 +4,9 @@ Owns: the launcher process (which forks one shim per job) and a task per attempt
 Inputs: ``Dispatch`` and ``Cancel`` on its inbox, which its hello hands to the server's node
 registry: a dispatch from any scheduling pass (``gpuplaned.service.dispatch``), a cancel from
 a cancel request (``gpuplaned.service.jobs.cancel``).
-Outputs: ``JobStatus`` reports to the server through the node link (RUNNING, then how it ended).
+Outputs: ``JobStatus`` reports to the server through the node link (RUNNING, then how it ended);
+on its handle, the live jobs and the attempts that ended lately (``recent_ends``, those found
+ended on adoption too), for the node actors that follow the jobs' files.
 Restart: permanent. Jobs never depend on this actor: each runs under its own shim in its own
 session, writes its output straight to files and its exit status to ``exit.json``. After a
 restart (or a daemon crash) the runner says hello again; the server lists the jobs it
@@ -43,11 +45,13 @@ import gpuplaned
 from gpuplaned.cgroup import oom_kill_count, oom_kill_file, read_oom_kills
 from gpuplaned.domain import attempts as a
 from gpuplaned.domain.failures import ExitReason
+from gpuplaned.domain.job_states import NodeReport
 from gpuplaned.gpus import inventory
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching import orphans
 from gpuplaned.launching.client import Launching, LauncherGone, SpawnError, SpawnRequest, open_launcher
 from gpuplaned.launching.environment import JobEnvironment
+from gpuplaned.launching.eval_result import read_result, result_path
 from gpuplaned.launching.job_files import (
     EXIT_FILE,
     CorruptRecord,
@@ -59,10 +63,14 @@ from gpuplaned.launching.job_files import (
 )
 from gpuplaned.launching.processes import job_processes, signal_shim, wait_process_exit
 from gpuplaned.node_context import FollowLogs, LogsEnded, NodeContext
-from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire
+from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire, JobStatus
+from gpuplaned.protocol.evaluation_wire import EVAL_RESULT_VAR
 from gpuplaned.runtime.context import ActorContext
 
 log = logging.getLogger("gpuplaned.runner")
+
+_ENDS = (NodeReport.SUCCEEDED, NodeReport.FAILED, NodeReport.CANCELLED)
+ENDS_KEPT = 256  # attempts kept in RunnerHandle.recent_ends
 
 
 @attrs.frozen
@@ -99,9 +107,19 @@ class RunnerHandle:
     gpu_backend: str
     gpus: int
     live: dict[str, LiveJob] = attrs.field(factory=dict)
+    # The last ENDS_KEPT attempts that ended, oldest first: those that ended while live here,
+    # and those found ended (exit.json) on adoption, which were never live for this runner.
+    # The TensorBoard tailer and the checkpoint watcher read each one's files a last time.
+    recent_ends: dict[tuple[str, int], LiveJob] = attrs.field(factory=dict)
     started: int = 0
     ended: int = 0
     adopted: int = 0
+
+    def ended_here(self, job: LiveJob) -> None:
+        self.recent_ends.pop((job.job_id, job.attempt), None)
+        self.recent_ends[(job.job_id, job.attempt)] = job
+        while len(self.recent_ends) > ENDS_KEPT:
+            del self.recent_ends[next(iter(self.recent_ends))]
 
     def statistics(self) -> RunnerStats:
         return RunnerStats(self.node_id, self.gpu_backend, self.gpus, len(self.live), self.started,
@@ -172,6 +190,9 @@ class _Run:
     run_id: str | None = None
     cwd: str | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
+    # An EVALUATE job's: its result file is read at its end (None: adopted, so not known;
+    # read if it is there).
+    evaluation: bool | None = False
 
 
 class _Runner:
@@ -196,19 +217,22 @@ class _Runner:
 
     async def start_job(self, spec: JobSpecWire) -> None:
         job_dir = attempt_dir(self.home, spec.job_id, spec.attempt)  # the shim creates it
+        env = self.environment.for_job(spec)
+        if spec.evaluation:
+            env[EVAL_RESULT_VAR] = str(result_path(job_dir))
         request = SpawnRequest(
             id=f"{spec.job_id}/{spec.attempt}", job_dir=str(job_dir), argv=list(spec.argv), cwd=spec.cwd,
-            env=self.environment.for_job(spec), timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
+            env=env, timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
             job_id=spec.job_id, attempt=spec.attempt,
         )
         run = _Run(a.Attempt(spec.job_id, spec.attempt), job_dir, tuple(spec.gpu_indexes), self.oom_kills(),
-                   run_id=spec.run_id, cwd=spec.cwd, env=spec.env)
+                   run_id=spec.run_id, cwd=spec.cwd, env=spec.env, evaluation=spec.evaluation)
         await self._drive(run, a.Start(request))
 
     async def adopt(self, active: ActiveJob) -> None:
         job_dir = attempt_dir(self.home, active.job_id, active.attempt)
         run = _Run(a.Attempt(active.job_id, active.attempt), job_dir, tuple(active.gpu_indexes), self.oom_kills(),
-                   run_id=active.run_id)
+                   run_id=active.run_id, evaluation=None)
         found = await self.blocking(_inspect, job_dir, (active.job_id, active.attempt), active.cancel_requested)
         if found.problem is not None:
             log.error("job %s attempt %d: %s", active.job_id, active.attempt, found.problem)
@@ -217,6 +241,11 @@ class _Runner:
         elif found.alive and not found.ended:
             log.info("re-adopted job %s attempt %d (pid %d)", active.job_id, active.attempt, found.runtime.pid)
         await self._drive(run, found)
+        key = (active.job_id, active.attempt)
+        if found.runtime is not None and key not in self.handle.recent_ends:  # it ended while we were away
+            rt = found.runtime  # its process is gone: its variables are the job's as submitted
+            self.handle.ended_here(LiveJob(active.job_id, active.attempt, rt.shim_pid, rt.shim_start_time, None,
+                                           rt.pgid, run.gpu_indexes, None, active.run_id, rt.cwd, dict(active.env)))
 
     def cancel(self, message: Cancel) -> None:
         run = self.runs.get((message.job_id, message.attempt))
@@ -250,6 +279,9 @@ class _Runner:
         if machine.live and not was_live:
             self._list(run, event)
         elif was_live and not machine.live:
+            ended = self.handle.live.get(machine.job_id)
+            if ended is not None and ended.attempt == machine.attempt:
+                self.handle.ended_here(ended)
             self._unlist(run)
             self.handle.ended += 1
         return effects
@@ -288,6 +320,8 @@ class _Runner:
                 # LauncherGone: the runner restarts; on its hello this job comes back as
                 # active and, having no runtime.json, is handed back to the queue.
             case a.Report(status):
+                if status.status in _ENDS and run.evaluation is not False:
+                    status = await self._with_eval_result(run, status)
                 await self.shared.link.report(self.handle.node_id, status)
             case a.FollowLogs(resume):
                 self.shared.logs.follow(FollowLogs(job_id, attempt, str(run.job_dir), resume=resume))
@@ -318,6 +352,11 @@ class _Runner:
             case _:
                 raise AssertionError(f"unknown effect {effect!r}")
         return None
+
+    async def _with_eval_result(self, run: _Run, status: JobStatus) -> JobStatus:
+        """An evaluation's end carries what its result file holds (none: the server decides)."""
+        found = await self.blocking(read_result, run.job_dir)
+        return status if found is None else attrs.evolve(status, eval_result=found)
 
     def _signal_shim(self, run: _Run, pid: int, start_time: int | None) -> None:
         if (run.job_dir / EXIT_FILE).exists():

@@ -1,7 +1,9 @@
-"""TensorBoard event files: our reader (gpuplaned.tensorboard) against EventAccumulator.
+"""TensorBoard event files: our reader (gpuplaned.tensorboard) against EventAccumulator, and
+the tailer's file-closed to points-queryable latency on a real daemon.
 
-    .venv/bin/python bench/tb_bench.py            # 500k scalars, about a minute on 2 CPUs
-    .venv/bin/python bench/tb_bench.py --quick    # 50k scalars
+    .venv/bin/python bench/tb_bench.py                 # 500k scalars, then 100 latency trials (~2 min on 2 CPUs)
+    .venv/bin/python bench/tb_bench.py --quick         # 50k scalars
+    .venv/bin/python bench/tb_bench.py --only latency  # the latency trials alone (~1 min)
 
 One file is written by PyTorch's real SummaryWriter (``add_scalar``, the default old-style
 ``simple_value``; ``--new-style`` for ``new_style=True``), then read in the same run by:
@@ -12,16 +14,27 @@ One file is written by PyTorch's real SummaryWriter (``add_scalar``, the default
 
 Each is timed best of ``--repeat``. Then the writer, still open, appends 1k, 10k and 100k
 more events: the reader's next pass is timed and its bytes read are counted, to show the
-incremental cost follows the bytes appended. Exits 0 whatever it measures; each figure is
-printed beside its target with PASS or FAIL.
+incremental cost follows the bytes appended.
+
+Last, file-closed to points-queryable on a real daemon (``gpuplaned --gpus fake:1`` in a
+temporary home, its default ``[tensorboard] poll_interval_s``): a job opens a new
+``SummaryWriter`` per trial (at a random moment), logs 100 scalars, closes it and notes the
+time; the bench polls ``GET /api/v1/runs/{id}/series`` every 5 ms until all of them are
+there. p50, p99 and max over ``--trials`` (``--only latency`` runs just this part,
+``--only reader`` the rest). Exits 0 whatever it measures; each figure is printed beside
+its target with PASS or FAIL.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import random
 import shutil
+import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -64,13 +77,109 @@ def ours(path: Path) -> tuple[int, EventFileReader]:
     return sum(len(c) for c in result.scalars.values()), reader
 
 
+TRIAL_JOB = textwrap.dedent("""
+    import os, sys, time
+    from torch.utils.tensorboard import SummaryWriter
+    trials, points = int(sys.argv[1]), int(sys.argv[2])
+    for i in range(trials):
+        waited = time.monotonic()
+        while not os.path.exists(f"go-{i}"):
+            if time.monotonic() - waited > 60:
+                sys.exit("no trial for a minute: the bench is gone")
+            time.sleep(0.005)
+        w = SummaryWriter(f"runs/t{i:04d}")
+        for s in range(points):
+            w.add_scalar(f"trial{i:04d}", float(s), s)
+        w.close()
+        closed = time.time()
+        with open(f"closed-{i}.tmp", "w") as f:
+            f.write(repr(closed))
+        os.rename(f"closed-{i}.tmp", f"closed-{i}")
+""")
+
+
+def latency(trials: int, points: int = 100) -> None:
+    """File closed by the job -> all its points answered by GET /runs/{id}/series, on a real daemon."""
+    from gpuplanectl.client import DaemonClient
+
+    from gpuplaned.protocol.errors import ApiError
+
+    root = Path(tempfile.mkdtemp(prefix="tb-latency-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
+    env.update(GPUPLANE_HOME=str(root / "home"), GPUPLANE_RUNTIME_DIR=str(root / "run"),
+               XDG_CONFIG_HOME=str(root / "config"), GPUPLANE_HTTP="127.0.0.1:0", PYTHONUNBUFFERED="1")
+    work = root / "work"
+    work.mkdir()
+    (work / "trials.py").write_text(TRIAL_JOB)
+    with open(root / "gpuplaned.log", "wb") as log:
+        daemon = subprocess.Popen([sys.executable, "-m", "gpuplaned", "--gpus", "fake:1"], env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    client = job = None
+    try:
+        deadline = time.monotonic() + 30
+        while client is None:
+            try:
+                c = DaemonClient.discover(root / "run", timeout=5)
+                if c.get("/api/v1/daemon")["state"] == "READY" and c.get("/api/v1/nodes")["nodes"]:
+                    client = c
+            except Exception:  # noqa: BLE001 - not up yet
+                if time.monotonic() > deadline or daemon.poll() is not None:
+                    raise SystemExit(f"gpuplaned did not start:\n{(root / 'gpuplaned.log').read_text()}") from None
+                time.sleep(0.05)
+        job = client.post("/api/v1/jobs", {"command": [sys.executable, "trials.py", str(trials), str(points)],
+                                           "cwd": str(work), "gpu": 0})["job"]
+        while (found := client.get(f"/api/v1/jobs/{job['id']}")["job"])["status"] != "RUNNING":
+            time.sleep(0.02)
+        run_id = found["run_id"]
+        seen: list[float] = []
+        for i in range(trials):
+            time.sleep(random.uniform(0, 0.6))  # the file closes at any phase of the tailer's passes
+            (work / f"go-{i}").touch()
+            closed_file = work / f"closed-{i}"
+            while not closed_file.exists():
+                time.sleep(0.002)
+            closed = float(closed_file.read_text())
+            while True:
+                try:
+                    body = client.get(f"/api/v1/runs/{run_id}/series?name=trial{i:04d}&columns=step")
+                    if body["count"] == points:
+                        break
+                except ApiError:
+                    pass  # no such series yet
+                time.sleep(0.005)
+            seen.append(time.time() - closed)
+        seen.sort()
+        p50, p99 = seen[len(seen) // 2], seen[min(len(seen) - 1, int(len(seen) * 0.99))]
+        info("file closed -> points queryable", f"{trials} trials of {points} points: p50 {p50 * 1e3:.0f} ms, "
+             f"max {seen[-1] * 1e3:.0f} ms")
+        report("file closed -> points queryable, p99", p99, "s", 1.0, False)
+    finally:
+        if client is not None and job is not None:
+            try:
+                client.post(f"/api/v1/jobs/{job['id']}/cancel")
+            except Exception:  # noqa: BLE001 - it ended already
+                pass
+        daemon.terminate()
+        try:
+            daemon.wait(15)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--quick", action="store_true", help="50k events")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--new-style", action="store_true", help="add_scalar(new_style=True)")
+    parser.add_argument("--trials", type=int, default=100, help="file-closed to queryable trials")
+    parser.add_argument("--only", choices=("reader", "latency"), help="run only one part")
     args = parser.parse_args()
+    if args.only != "reader":
+        latency(args.trials)
+        if args.only == "latency":
+            return
     n = 50_000 if args.quick else args.events
     from torch.utils.tensorboard import SummaryWriter
 
@@ -122,7 +231,6 @@ def main() -> None:
                  f"{got:>7,} points, {elapsed * 1e3:8.2f} ms, {elapsed / max(grown, 1) * 2**20 * 1e3:6.2f} ms/MiB")
         report("bytes read / bytes appended (all appends)", sum(r[2] for r in rows) / sum(r[1] for r in rows),
                "", 1.0, False)
-        info("not measured here", "file-closed to points-queryable p99: needs the tbtail actor (not built)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

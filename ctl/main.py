@@ -17,7 +17,9 @@ from gpuplanectl.commands import (
     checkpoints,
     ckpt,
     daemon,
+    eval,
     events,
+    import_run,
     jobs,
     logs,
     nodes,
@@ -82,6 +84,9 @@ app.add_typer(runs.app, name="run")
 app.command("metrics")(runs.metrics)
 app.command("checkpoints")(checkpoints.checkpoints)
 app.add_typer(ckpt.app, name="ckpt")
+app.command("eval")(eval.evaluate)
+app.command("evals")(eval.evaluations)
+app.command("import-run")(import_run.import_run)
 app.command("projects")(projects.projects)
 app.add_typer(projects.app, name="project")
 app.command("sync")(sync.sync)

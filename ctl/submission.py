@@ -31,7 +31,8 @@ INHERITED_ENV = (
 )
 
 FILE_KEYS = ("command", "cwd", "dir", "name", "env", "gpu", "labels", "node", "priority", "retry",
-             "timeout_s", "stop_grace_s", "type")
+             "timeout_s", "stop_grace_s", "type", "retention", "evaluate")
+POLICY_KEYS = ("retention", "evaluate")
 
 
 class SubmissionError(ValueError):
@@ -124,6 +125,16 @@ def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "labels":
             need(key, isinstance(value, list) and all(isinstance(a, str) for a in value), "an array of strings")
             body["labels"] = list(value)
+        elif key in POLICY_KEYS:  # checked here, so the error names the file and the key
+            need(key, isinstance(value, dict), "a table")
+            # Imported here: the converter (cattrs) costs every other command ~10 ms of start-up.
+            from gpuplaned.protocol.converter import FieldInvalid, check
+            from gpuplaned.protocol.job_policies import EvaluatePolicy, RetentionPolicy
+            try:
+                check(value, RetentionPolicy if key == "retention" else EvaluatePolicy)
+            except FieldInvalid as fault:
+                raise JobFileError(path, f"{key}.{fault.field}" if fault.field else key, fault.message) from None
+            body[key] = dict(value)
         elif key in ("gpu", "priority", "retry"):
             need(key, isinstance(value, int) and not isinstance(value, bool), "an integer")
             body[key] = value
@@ -154,6 +165,7 @@ def parse_env_pairs(pairs: Sequence[str], environ: Mapping[str, str]) -> dict[st
 
 
 CKPT_DIRS_VARIABLE = "GPUPLANE_CKPT_DIR"
+TB_DIRS_VARIABLE = "GPUPLANE_TB_DIR"
 
 
 def build_body(
@@ -170,7 +182,8 @@ def build_body(
         flags: the API keys given on the command line (None or absent when not given);
             ``command`` is the argv after ``--``, ``env`` the ``--env`` pairs, ``dir`` the
             ``--dir`` value as typed, ``ckpt_dirs`` the ``--ckpt-dir`` values (relative ones
-            from ``cwd``, as ``--dir``), passed as ``GPUPLANE_CKPT_DIR``.
+            from ``cwd``, as ``--dir``), passed as ``GPUPLANE_CKPT_DIR``, and ``tb_dirs`` the
+            ``--tb-dir`` ones, passed as ``GPUPLANE_TB_DIR``.
         environ: the caller's environment, for ``INHERITED_ENV`` and bare ``--env K``.
         cwd: the caller's working directory: where a relative ``--dir`` points, and the
             job's ``cwd`` when neither the flags nor the file name one.
@@ -201,5 +214,9 @@ def build_body(
         # More folders for the node's checkpoint watcher (actors/ckptwatch.py reads this variable).
         env[CKPT_DIRS_VARIABLE] = os.pathsep.join(
             os.path.normpath(os.path.join(cwd, os.path.expanduser(d))) for d in flags["ckpt_dirs"])
+    if flags.get("tb_dirs"):
+        # More folders for the node's TensorBoard tailer (actors/tbtail.py reads this variable).
+        env[TB_DIRS_VARIABLE] = os.pathsep.join(
+            os.path.normpath(os.path.join(cwd, os.path.expanduser(d))) for d in flags["tb_dirs"])
     body["env"] = env
     return body

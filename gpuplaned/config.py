@@ -296,6 +296,15 @@ class CheckpointsConfig:
 
 @_section
 @attrs.frozen
+class TensorboardConfig:
+    """How the node reads the TensorBoard event files jobs write (``[tensorboard]``; ``actors/tbtail.py``)."""
+
+    poll_interval_s: float = _key(_number_between(0.05, 3600), 0.5)  # each live attempt's files are read this often
+    crc_grace_s: float = _key(_number_between(0, 3600), 30.0)  # a record failing its CRC is retried this long, then skipped
+
+
+@_section
+@attrs.frozen
 class UiConfig:
     """The browser UI on the HTTP front (``[ui]``; ``gpuplaned.http.ui_routes``, ``gpuplaned.service.ui_sessions``)."""
 
@@ -323,6 +332,7 @@ class Config:
     retention: RetentionConfig = RetentionConfig()
     ui: UiConfig = UiConfig()
     checkpoints: CheckpointsConfig = CheckpointsConfig()
+    tensorboard: TensorboardConfig = TensorboardConfig()
 
     @property
     def db_path(self) -> Path:
@@ -341,7 +351,7 @@ def default_config_path(env: Mapping[str, str]) -> Path:
 
 _FILE_KEYS = ("role", "home", "runtime_dir", "listen", "http", "server", "log_level")  # beside the tables
 _TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
-           "ui": "ui", "checkpoints": "checkpoints"}  # [table] -> its Config field
+           "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard"}  # [table] -> its Config field
 # Flags that set a key: flag name -> the Config key (dotted inside a section).
 _FLAGS = {**{key: key for key in _FILE_KEYS}, "gpus": "node.gpus", "node_name": "node.name",
           "max_cpu_jobs": "node.max_cpu_jobs"}

@@ -90,7 +90,8 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
             shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
             # Role all: the node side reaches this server through the in-memory link.
             node = _node_context(cfg, endpoint, LocalNodeLink(shared), supervisor)
-            supervisor.shared_for.update({"runner": node, "logs": node, "monitor": node, "ckptwatch": node})
+            supervisor.shared_for.update({"runner": node, "logs": node, "monitor": node, "ckptwatch": node,
+                                          "tbtail": node})
         try:
             prepare_home(cfg.home)  # once the endpoint is ours: a second daemon touches nothing
             async with trio.open_nursery() as nursery:

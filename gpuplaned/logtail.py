@@ -263,13 +263,15 @@ def read_tail(
     *,
     max_line: int = DEFAULT_MAX_LINE,
     block: int = 64 * 1024,
+    partial: bool = False,
 ) -> list[Line]:
     """The last ``n`` complete lines of a file, with their offsets, oldest first.
 
     Reads backwards in ``block``-sized reads only until it has found the start of the
     ``n``-th line from the end, then reads forward from there, keeping at most ``n`` lines;
     the cost is proportional to the size of those lines, not of the file. An unfinished
-    last line (no newline yet) is not included. A missing file has no lines.
+    last line (no newline yet) is not included, unless ``partial`` (the writer has
+    finished: it is the last line). A missing file has no lines.
 
     The offsets and pieces are those ``FileTail`` gives when reading from 0.
     """
@@ -285,6 +287,10 @@ def read_tail(
         start = 0
         found = 0  # newlines seen; the (n+1)-th from the end precedes the first wanted line
         pos = size
+        if partial and size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":  # the unfinished last line counts as if a newline ended the file
+                end, found = size, 1
         while pos > 0 and found <= n:
             lo = max(0, pos - block)
             f.seek(lo)
@@ -313,6 +319,8 @@ def read_tail(
                 break
             remaining -= len(data)
             lines.extend(splitter.feed_lines(data))
+        if partial:
+            lines.extend(splitter.flush_lines())
     return list(lines)
 
 

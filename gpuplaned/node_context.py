@@ -1,10 +1,10 @@
-"""What a node-side actor (runner, logs, monitor, ckptwatch) gets as ``ctx.shared``: ``NodeContext``.
+"""What a node-side actor (runner, logs, monitor, ckptwatch, tbtail) gets as ``ctx.shared``: ``NodeContext``.
 
 Nothing in it reaches the store, the service layer or the HTTP app: the server is the
 ``NodeLink``. The other node actors are reached through small typed ports built by the
 daemon, never by importing them: the runner tells the logs actor which attempts to tail
-(``LogsPort``), and the monitor and the checkpoint watcher read the runner's live jobs
-(``RunningJobs``).
+(``LogsPort``), and the monitor, the checkpoint watcher and the TensorBoard tailer read the
+runner's live jobs (``RunningJobs``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class LogsPort:
 
 
 class LiveJobView(Protocol):
-    """What the monitor and the checkpoint watcher read of one of the runner's live jobs."""
+    """What the monitor, the checkpoint watcher and the TensorBoard tailer read of one of the runner's live jobs."""
 
     @property
     def job_id(self) -> str: ...
@@ -85,13 +85,18 @@ class LiveJobView(Protocol):
 
 
 class RunningJobs(Protocol):
-    """The runner's handle, as the monitor sees it: the node's id and its live jobs."""
+    """The runner's handle, as the monitor sees it: the node's id and its live jobs; and, for
+    the tailer and the watcher, the attempts that ended lately (oldest first), those that
+    ended while the daemon was away included."""
 
     @property
     def node_id(self) -> str: ...
 
     @property
     def live(self) -> Mapping[str, LiveJobView]: ...
+
+    @property
+    def recent_ends(self) -> Mapping[tuple[str, int], LiveJobView]: ...
 
 
 def _no_runner() -> RunningJobs | None:

@@ -1,4 +1,4 @@
-"""The node link: how the node-side actors (runner, logs, monitor, ckptwatch) reach the server.
+"""The node link: how the node-side actors (runner, logs, monitor, ckptwatch, tbtail) reach the server.
 
 A node-side actor holds a ``NodeLink`` and nothing else of the server: no store, no
 service, no HTTP. Every message is a wire type of ``gpuplaned.protocol.agent``, so the
@@ -35,6 +35,7 @@ from gpuplaned.protocol.agent import (
     NodeSnapshot,
     SysMetrics,
 )
+from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
 
 __all__ = ["NodeLink"]
 
@@ -75,6 +76,16 @@ class NodeLink(Protocol):
     async def checkpoints(self, node_id: str, found: CheckpointsFound) -> None:
         """Register checkpoints the node found complete in a job's folders, once per (run,
         path). Raises when the server could not take them: the node offers them again."""
+        ...
+
+    async def tb_points(self, node_id: str, points: TbPoints) -> TbStored:
+        """Store one TensorBoard tailer pass over a job attempt's event files, each file's
+        points with its cursor, once; the answer names the files whose part was stale.
+        Raises when the server could not take it: the node reads again from the stored cursors."""
+        ...
+
+    async def tb_cursors(self, request: TbCursors) -> TbCursors:
+        """The stored cursors (and rewind state) of a job attempt's event files."""
         ...
 
     def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:

@@ -1,9 +1,12 @@
 """``gpuplanectl checkpoints RUN``: what a run registered with ``run.log_checkpoint`` (or the
 node's watcher found); ``gpuplanectl checkpoints best EXPERIMENT``: the experiment's best.
 
-One line per checkpoint, oldest step first, with the ranking metric's value at its step and
-the best one starred (``GET /api/v1/runs/{id}/checkpoints``). The metric is the run's primary
-metric unless ``--metric`` names another.
+One line per checkpoint, oldest step first (``GET /api/v1/runs/{id}/checkpoints``): its id,
+step, parent (``@STEP`` for the run's checkpoint before it; another run's id for the checkpoint
+this run resumed from), the ranking metric's value at its step and a few of the run's other
+metrics nearest it; the best one starred (never a NaN), a deleted one marked ``x``; then each
+one's evaluations, newest first. The metric is the run's primary metric unless ``--metric``
+names another.
 
 ``best EXPERIMENT`` (its id, or its name with ``--project``) prints the best checkpoint over
 all the experiment's runs whose file is still what was registered
@@ -58,19 +61,59 @@ def checkpoints(
         print("no checkpoints")
         return
     ranked = found["metric"]
-    headers = ("", "STEP", "PATH", "SIZE", "REGISTERED") + ((ranked.upper(),) if ranked else ())
+    cks = found["checkpoints"]
+    step_of = {ck["id"]: ck["step"] for ck in cks}
+    headers = ("", "ID", "STEP", "PARENT", "PATH", "SIZE", "REGISTERED") + ((ranked.upper(),) if ranked else ()) + (
+        "METRICS",)
     rows = []
-    for ck in found["checkpoints"]:
-        row = ("*" if ck.get("best") else "", "-" if ck["step"] is None else str(ck["step"]), ck["path"],
+    for ck in cks:
+        row = (_mark(ck), ck["id"], _step(ck["step"]), _parent(ck.get("parent_id"), step_of), ck["path"],
                render.format_bytes(ck["size_bytes"]), render.event_time(ck["created_at"]))
         if ranked:
             value = ck.get("metric_value")
             row += ("-" if value is None else f"{value:.6g}",)
-        rows.append(row)
+        others = [m for m in ck.get("metrics", []) if m["name"] != ranked][:SHOWN_METRICS]
+        rows.append(row + (" ".join(f"{m['name']}={_value(m['value'])}" for m in others) or "-",))
     print(render.table(headers, rows))
+    evaluated = [ck for ck in cks if ck.get("evaluations")]
+    if evaluated:
+        print("\nevaluations (newest first):")
+        for ck in evaluated:
+            for ev in ck["evaluations"]:
+                print(render.printable(f"  {ck['id']} step {_step(ck['step'])}: {ev['id']} {ev['status']}"
+                                       + "".join(f" {k} {ev[k]}" for k in ("suite", "dataset") if ev.get(k))
+                                       + "".join(f" {k}={_value(v)}" for k, v in sorted(ev["metrics"].items()))))
+    notes = []
     if ranked:
         direction = found["direction"] or "no direction"
-        print(f"\nranked by {render.printable(ranked)} ({direction})" + ("" if found["best_id"] else "; no checkpoint has a value"))
+        notes.append(f"* best by {render.printable(ranked)} ({direction})" + (
+            "" if found["best_id"] else ": no checkpoint has a value"))
+    if any(ck.get("deleted_at") for ck in cks):
+        notes.append("x deleted: its file was removed by retention")
+    if notes:
+        print("\n" + "; ".join(notes))
+
+
+SHOWN_METRICS = 3  # beside the ranking metric; --json has them all
+
+
+def _mark(ck: dict) -> str:
+    return "x" if ck.get("deleted_at") else "*" if ck.get("best") else ""
+
+
+def _step(step: int | None) -> str:
+    return "-" if step is None else str(step)
+
+
+def _parent(parent_id: str | None, step_of: dict) -> str:
+    """The parent's step when it is this run's (``@10``), else its id (a run resumed from it)."""
+    if parent_id is None:
+        return "-"
+    return f"@{_step(step_of[parent_id])}" if parent_id in step_of else parent_id
+
+
+def _value(value: float | None) -> str:
+    return "nan" if value is None else f"{value:.4g}"
 
 
 def _best(g: Globals, experiment: str, metric: str | None, project: str | None, json_output: bool) -> None:

@@ -1,4 +1,4 @@
-"""One checkpoint: ``gpuplanectl ckpt verify ID``.
+"""One checkpoint: ``gpuplanectl ckpt verify ID``; a run's: ``gpuplanectl ckpt prune RUN``.
 
 ``verify`` asks the daemon to hash the checkpoint's file now (``POST
 /api/v1/checkpoints/{id}/verify``) and prints whether it is still what was registered: ``ok``
@@ -6,6 +6,11 @@
 ``unknown`` (nothing to compare with: registered by the script and never verified; this
 verify keeps its full hash for the next). Exit 0 unless it changed (1), as ``sha256sum -c``.
 ``--json`` prints the API's body.
+
+``prune RUN --keep-best K --keep-last K`` (``POST /api/v1/runs/{id}/checkpoints/prune``) is a
+dry run unless given ``--yes``: it prints what would go (or went), why each other checkpoint
+stays (best, best K, last K, in use, not GPUPlane's to delete...), and what was refused
+because its file changed since it was registered. Exit 1 when something was refused.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from gpuplanectl.exit_codes import EXIT_FAILURE
 
 app = typer.Typer(
     name="ckpt",
-    help="Work with one checkpoint: verify that its file is still what was registered.",
+    help="Work with checkpoints: verify that a file is still what was registered; prune a run's.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -55,3 +60,53 @@ def verify(
                 print(f"  kept hash    {ck['full_hash']}")
     if changed:
         raise typer.Exit(EXIT_FAILURE)
+
+
+@app.command("prune")
+def prune(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id (run_...).", show_default=False)],
+    keep_best: Annotated[int, typer.Option("--keep-best", metavar="K", min=0,
+                                           help="Keep the best K by the primary metric (the best stays anyway).")] = 1,
+    keep_last: Annotated[int, typer.Option("--keep-last", metavar="K", min=0,
+                                           help="Keep the last K by step.")] = 1,
+    yes: Annotated[bool, typer.Option("--yes", help="Delete for real (without it: a dry run).")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Delete a run's checkpoints but the best K and the last K; a dry run unless --yes."""
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        found = connect(g).post(f"/api/v1/runs/{quote(run_id, safe='')}/checkpoints/prune",
+                                {"keep_best": keep_best, "keep_last": keep_last, "dry_run": not yes})
+    if json_output:
+        render.print_json(found)
+    else:
+        print("\n".join(prune_lines(found)))
+    if found["refused"]:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def prune_lines(found: dict) -> list[str]:
+    """What a prune's reply says, in lines: what goes, what stays and why, what was refused."""
+    def where(ck: dict) -> str:
+        step = "-" if ck["step"] is None else str(ck["step"])
+        return f"  {ck['checkpoint_id']}  step {step}  {render.printable(ck['path'])}"
+
+    dry = found["dry_run"]
+    freed = sum(ck["size_bytes"] or 0 for ck in found["deleted"])
+    lines = [f"{'would delete' if dry else 'deleted'} {len(found['deleted'])} ({render.format_bytes(freed)}), "
+             f"kept {len(found['kept'])}" + (f", refused {len(found['refused'])}" if found["refused"] else "")
+             + f"; keep best {found['keep_best']} by {render.printable(found['metric'] or 'no metric')}"
+             + (f" ({found['direction']})" if found["direction"] else "") + f", last {found['keep_last']}"]
+    if found["deleted"]:
+        lines.append("would delete:" if dry else "deleted:")
+        lines += [where(ck) + ("  (already gone)" if ck["already_gone"] else "") for ck in found["deleted"]]
+    if found["kept"]:
+        lines.append("kept:")
+        lines += [where(ck) + "  " + "; ".join(render.printable(r) for r in ck["reasons"]) for ck in found["kept"]]
+    if found["refused"]:
+        lines.append("refused:")
+        lines += [where(ck) + "  " + render.printable(ck["reason"]) for ck in found["refused"]]
+    if dry and found["deleted"]:
+        lines.append("dry run: nothing was deleted; run again with --yes to delete")
+    return lines

@@ -87,6 +87,10 @@ def submit(
         "--ckpt-dir", metavar="DIR", show_default=False,
         help="Also look for checkpoints the job saves here (repeatable), besides checkpoints/, outputs/ and "
              "runs/ under its working directory.")] = None,
+    tb_dir: Annotated[list[str] | None, typer.Option(
+        "--tb-dir", metavar="DIR", show_default=False,
+        help="Also read TensorBoard event files the job writes here (repeatable), besides runs/, logs/, outputs/, "
+             "lightning_logs/ and $TB_LOG_DIR under its working directory.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -100,7 +104,7 @@ def submit(
     g = globals_of(ctx)
     flags = {"command": command, "name": name, "gpu": gpu, "dir": workdir, "env": env, "labels": label,
              "node": node, "priority": priority, "retry": retry, "timeout_s": timeout,
-             "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir}
+             "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir, "tb_dirs": tb_dir}
     try:
         file_body = load_job_file(file) if file is not None else {}
         body = build_body(file_body, flags, environ=os.environ, cwd=os.getcwd())
@@ -174,12 +178,21 @@ def cancel(
 
 
 @app.command("retry")
-def retry(ctx: typer.Context, job_id: JobArgument, json_output: JsonOption = False) -> None:
-    """Queue an ended job again, as its next attempt.
+def retry(
+    ctx: typer.Context,
+    job_id: JobArgument,
+    resume_from: Annotated[str | None, typer.Option(
+        "--resume-from", metavar="best|last|CKPT", show_default=False,
+        help="Resume from a checkpoint of the job's lineage: best (by the primary metric), last (the newest "
+             "saved) or its id. The attempt gets GPUPLANE_RESUME_FROM (the path) and GPUPLANE_RESUME_STEP.")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Queue an ended job again, as its next attempt (afresh, or resumed from a checkpoint).
 
-    Exits 1 while the job has not ended.
+    Exits 1 while the job has not ended, or when the checkpoint cannot be resumed from
+    (none yet, another job's, deleted, its file gone).
     """
-    retry_job(ctx, job_id, json_output)
+    retry_job(ctx, job_id, json_output, resume_from=resume_from)
 
 
 def cancel_job(ctx: typer.Context, job_id: str, json_output: bool, *, wait: bool = False) -> None:
@@ -198,11 +211,13 @@ def cancel_job(ctx: typer.Context, job_id: str, json_output: bool, *, wait: bool
         raise typer.Exit(EXIT_FAILURE)
 
 
-def retry_job(ctx: typer.Context, job_id: str, json_output: bool) -> None:
+def retry_job(ctx: typer.Context, job_id: str, json_output: bool, *, resume_from: str | None = None) -> None:
     g = globals_of(ctx)
     with reporting(g, json_output):
-        job = connect(g).post(f"{_path(job_id)}/retry")["job"]
+        job = connect(g).post(f"{_path(job_id)}/retry", {"resume_from": resume_from} if resume_from else None)["job"]
     _report(job, json_output)
+    if resume_from and not json_output:
+        print(f"resumes from {job['resume_from']}")
 
 
 def _report(job: dict[str, Any], json_output: bool) -> None:

@@ -1,4 +1,5 @@
-"""``gpuplanectl logs JOB [-f]``: a job's output, as a tail or followed live.
+"""``gpuplanectl logs JOB [-f]``: a job's output, as a tail or followed live; ``logs RUN``: an
+imported run's log files.
 
 Without ``-f``: the last ``--tail`` lines of each stream (``GET /api/v1/jobs/{id}/logs``).
 With ``-f``: those lines, then everything the job prints, from the Server-Sent Events
@@ -12,6 +13,12 @@ Where lines go: with both streams shown, stdout lines to stdout and stderr lines
 so redirections keep them apart; with ``--stream`` the one stream goes to stdout. ``--json``
 prints the API's pages (``{"stdout": page, "stderr": page}``), or with ``-f`` one JSON object
 per line: ``{"stream", "line"}``, and at the end ``{"end": {...}}``.
+
+A run id (``run_...``): the stdout and stderr files ``import-run`` registered for it, the last
+``--tail`` lines of each (``GET /api/v1/runs/{id}/logs``), with a ``==> path <==`` line before
+each when there are several; a file gone or changed since the import is said on stderr (a
+file that cannot be read: exit 1). The files come from any dir, so control characters are
+printed as escapes. They are finished: ``-f`` and ``--attempt`` are usage errors.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, for_
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 STREAMS = ("stdout", "stderr")
+RUN_PREFIX = "run_"
 # How long -f keeps trying to get the stream back before it gives up.
 RECONNECT_FOR = 30.0
 RECONNECT_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0)
@@ -50,18 +58,20 @@ class Stream(str, enum.Enum):
 
 def logs(
     ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(metavar="JOB", help="A job id (job_...).", show_default=False)],
+    target: Annotated[str, typer.Argument(metavar="JOB|RUN", help="A job id (job_...), or an imported run's id "
+                                          "(run_...): its log files.", show_default=False)],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until the job ends; "
                                          "exit with its exit code.")] = False,
     stream: Annotated[Stream | None, typer.Option("--stream", show_default=False,
                                                   help="Only this stream [default: both].")] = None,
     tail: Annotated[int, typer.Option("--tail", "-n", metavar="N", min=0,
-                                      help="The last N lines of each stream (with -f: to start from).")] = 100,
+                                      help="The last N lines of each stream (a run's: of each file; with "
+                                           "-f: to start from).")] = 100,
     attempt: Annotated[int | None, typer.Option("--attempt", metavar="K", min=1, show_default=False,
                                                 help="An earlier attempt's output [default: the latest]; with -f, follow only that attempt.")] = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Print a job's output; -f follows it live.
+    """Print a job's output; -f follows it live. With a run id: an imported run's log files.
 
     With both streams, the job's stderr lines go to stderr. With -f, the exit code is the
     job's: 0 when it SUCCEEDED, its own exit code when it FAILED, 128+N when signal N
@@ -70,11 +80,15 @@ def logs(
     g = globals_of(ctx)
     names = (stream.value,) if stream is not None else STREAMS
     out = _Output(json_output, split=len(names) > 1)
+    if target.startswith(RUN_PREFIX):
+        _refuse_for_run(target, follow, attempt, json_output)
     try:
-        if follow:
-            code = _follow(g, job_id, names, tail, attempt, out)
+        if target.startswith(RUN_PREFIX):
+            code = _print_run_logs(g, target, stream.value if stream is not None else None, tail, out)
+        elif follow:
+            code = _follow(g, target, names, tail, attempt, out)
         else:
-            code = _print_tail(g, job_id, names, tail, attempt, out)
+            code = _print_tail(g, target, names, tail, attempt, out)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except BrokenPipeError:
@@ -133,6 +147,51 @@ def _print_tail(g: Globals, job_id: str, names: Sequence[str], tail: int, attemp
         for line in page["lines"]:
             out.line(name, line["line"])
     return EXIT_OK
+
+
+def _refuse_for_run(run_id: str, follow: bool, attempt: int | None, json_output: bool) -> None:
+    """A run's logs are finished files: nothing to follow, no attempts to choose from."""
+    if follow:
+        fail(json_output, ErrorCode.BAD_REQUEST,
+             f"--follow: {run_id} is a run, whose logs are the finished files import-run registered: there is "
+             "nothing to follow", {"field": "follow"}, hint=f"Drop -f: `gpuplanectl logs {run_id}` prints them.")
+    if attempt is not None:
+        fail(json_output, ErrorCode.BAD_REQUEST, f"--attempt: {run_id} is a run; only a job has attempts",
+             {"field": "attempt"})
+
+
+def _print_run_logs(g: Globals, run_id: str, stream: str | None, tail: int, out: _Output) -> int:
+    query: dict[str, Any] = {"tail": tail, **({"stream": stream} if stream else {})}
+    with reporting(g, out.json):
+        found = connect(g).get(f"/api/v1/runs/{quote(run_id, safe='')}/logs?{urlencode(query)}")
+    if out.json:
+        render.print_json(found)
+        return EXIT_OK
+    chosen = [log for log in found["logs"] if stream is None or log["stream"] == stream]
+    if not chosen:
+        out.note(_no_logs(run_id, stream, found.get("job_id")))
+        return EXIT_OK
+    codes = [_print_run_log(log, out, header=len(chosen) > 1) for log in chosen]
+    return max(codes)
+
+
+def _print_run_log(log: dict[str, Any], out: _Output, *, header: bool) -> int:
+    """One file's lines (escaped), after its ``==> path <==`` line; EXIT_FAILURE when it could not be read."""
+    path = render.printable(log["path"])
+    if header:
+        out.line(log["stream"], f"==> {path} <==")
+    if log.get("problem"):
+        out.note(f"[{path}: {render.printable(log['problem'])}]")
+    if log.get("page") is None:
+        return EXIT_FAILURE
+    for line in log["page"]["lines"]:
+        out.line(log["stream"], render.printable(line["line"]))
+    return EXIT_OK
+
+
+def _no_logs(run_id: str, stream: str | None, job_id: str | None) -> str:
+    said = f"run {run_id} has no {stream + ' ' if stream else ''}log files"
+    return f"[{said}; it is a run of job {job_id}: gpuplanectl logs {job_id}]" if job_id else f"[{said}]"
 
 
 def _follow(g: Globals, job_id: str, names: Sequence[str], tail: int, pinned: int | None, out: _Output) -> int:

@@ -9,6 +9,12 @@ taken at that size and mtime (so a registration that failed is retried, never lo
 candidate registered once is returned again only when its size or mtime change and settle
 again (``last.pt`` saved anew every epoch). One that disappears is forgotten.
 
+A ``final`` pass is one made once the job has exited (its shim writes ``exit.json`` only
+when the job and all its descendants are gone): no writer is left, so whatever is there
+is as complete as it will ever be, and is ready without waiting out the window. This is
+how the saves of a job shorter than one window, or of one that ended while the daemon was
+away, are still registered.
+
 Nothing here reads a clock or a file: the watcher passes both in, and tests use plain numbers.
 """
 
@@ -46,8 +52,9 @@ class Stability:
     window_s: float = 10.0
     _seen: dict[str, _Seen] = attrs.Factory(dict)
 
-    def feed(self, now: float, observed: Mapping[str, Observation]) -> list[str]:
-        """What a pass saw at ``now``; returns the paths ready to register, in ``observed``'s order."""
+    def feed(self, now: float, observed: Mapping[str, Observation], final: bool = False) -> list[str]:
+        """What a pass saw at ``now``; returns the paths ready to register, in ``observed``'s
+        order. ``final``: the job's processes have all exited."""
         for gone in self._seen.keys() - observed.keys():
             del self._seen[gone]
         ready = []
@@ -57,10 +64,10 @@ class Stability:
                 state = self._seen[path] = _Seen(seen.signature, now)
             elif state.signature != seen.signature:
                 state.signature, state.since = seen.signature, now
-            if seen.writing:
+            if seen.writing and not final:
                 state.since = now  # the window starts again once the writer lets go
                 continue
-            if now - state.since >= self.window_s and state.registered != state.signature:
+            if (final or now - state.since >= self.window_s) and state.registered != state.signature:
                 ready.append(path)
         return ready
 

@@ -7,11 +7,19 @@ adds it here (tests/domain/test_event_types.py checks that what the rules raise 
 
 from __future__ import annotations
 
-from gpuplaned.domain import node_health, run_records
+from gpuplaned.domain import evaluations, node_health, run_records
 from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
 
 NODE_EVENTS = (node_health.DISK_LOW, node_health.DISK_OK, node_health.GPU_LOST, node_health.GPU_RECOVERED,
                node_health.GPU_PINNING_VIOLATION, node_health.GPU_UNDERUTILIZED)
 JOB_EVENTS = (JOB_FAILED[0], *(kind for kind, _severity in FAILURE_EVENTS.values()))
 RUN_EVENTS = ("LOSS_NAN", "LOSS_SPIKE", run_records.USER_EVENT, run_records.CHECKPOINT_CREATED)  # run_summary's rules
-EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *JOB_EVENTS, *RUN_EVENTS}))
+# The TensorBoard tailer's (service/tb_points.py): a record skipped after its CRC grace; a file
+# whose path now names another file, read again from its start.
+TB_RECORD_SKIPPED = "TB_RECORD_SKIPPED"
+TB_FILE_REPLACED = "TB_FILE_REPLACED"
+TB_EVENTS = (TB_RECORD_SKIPPED, TB_FILE_REPLACED)
+# Retention's (service/retention.py): a checkpoint's file deleted, recorded once it is gone.
+CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
+EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, CHECKPOINT_DELETED,
+                            evaluations.EVALUATION_FINISHED}))  # service/evaluations.py: an evaluation ended

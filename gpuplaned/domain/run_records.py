@@ -116,16 +116,21 @@ def parse_checkpoints(body: Mapping[str, Any]) -> list[CheckpointRecord]:
     return _records(body, "checkpoints", CheckpointRecord)
 
 
+def rank_checkpoints(values: Mapping[str, float | None], direction: str) -> list[str]:
+    """The ids with a finite value, best first by ``direction`` ("minimize"/"maximize"); empty
+    when the metric has no direction. Ties keep the order given (the earliest checkpoint
+    first); a NaN or infinite value never ranks. The one ranking of checkpoints: the best
+    mark, the experiment's best and retention's best K all take it."""
+    if direction not in ("minimize", "maximize"):
+        return []
+    finite = [(ck_id, value) for ck_id, value in values.items() if value is not None and math.isfinite(value)]
+    finite.sort(key=lambda pair: pair[1] if direction == "minimize" else -pair[1])  # stable
+    return [ck_id for ck_id, _ in finite]
+
+
 def best_checkpoint(values: Mapping[str, float | None], direction: str) -> str | None:
     """The id whose metric value is best by ``direction`` ("minimize"/"maximize"); None when
     no value is known or the metric has no direction. Ties go to the first id given (the
     earliest checkpoint); a NaN or infinite value never wins."""
-    best_id, best = None, None
-    if direction not in ("minimize", "maximize"):
-        return None
-    for ck_id, value in values.items():
-        if value is None or not math.isfinite(value):
-            continue
-        if best is None or (value < best if direction == "minimize" else value > best):
-            best_id, best = ck_id, value
-    return best_id
+    ranked = rank_checkpoints(values, direction)
+    return ranked[0] if ranked else None

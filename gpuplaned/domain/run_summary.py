@@ -314,3 +314,38 @@ def _trend(window: Sequence[float]) -> str | None:
     if spread == 0 or abs(slope) * n < 0.1 * spread:
         return "stable"
     return "decreasing" if slope < 0 else "increasing"
+
+
+def after_rewind(summary: Mapping[str, Any] | None, name: str, count: int, latest: tuple[int, int, float] | None,
+                 best: tuple[float, int] | None, window: Sequence[float] = ()) -> dict[str, Any] | None:
+    """The summary once ``name``'s points from some step on were dropped (a resumed run's
+    rewind, ``gpuplaned.tsdb.rewind``): its count, latest ``(step, ts, value)`` and best
+    ``(value, step)`` as they are now, and the run's progress from every metric's latest.
+    A loss metric's window becomes ``window`` (the last ``WINDOW`` finite values left, by
+    step), its trend follows, and a spike at a dropped step no longer holds the next one
+    back: the resumed points are judged against what is left, never against the dropped.
+    None when the summary does not hold the metric."""
+    if not summary or name not in (summary.get("metrics") or {}):
+        return None
+    out = dict(summary)
+    out["metrics"] = dict(out["metrics"])
+    metric = dict(out["metrics"][name])
+    metric["count"] = count
+    metric.pop("latest", None)
+    metric.pop("best", None)
+    if latest is not None:
+        metric["latest"] = {"step": latest[0], "ts": latest[1], "value": _json_value(latest[2])}
+    if best is not None:
+        metric["best"] = {"step": best[1], "value": best[0]}
+    state = (out.get("_state") or {}).get(name)
+    if state is not None:
+        state = dict(state)
+        state["window"] = [float(v) for v in window][-WINDOW:]
+        if state.get("last_spike") is not None and (latest is None or state["last_spike"] > latest[0]):
+            state["last_spike"] = None
+        out["_state"] = {**out["_state"], name: state}
+        metric["trend"] = _trend(state["window"])
+    out["metrics"][name] = metric
+    steps = [m["latest"]["step"] for m in out["metrics"].values() if m.get("latest")]
+    out["progress"] = {"step": max(steps) if steps else None}
+    return out

@@ -20,7 +20,9 @@ from gpuplaned.http import (
     auth_routes,
     checkpoints_routes,
     control_routes,
+    evaluations_routes,
     idempotency,
+    import_routes,
     jobs_routes,
     nodes_routes,
     openapi_routes,
@@ -186,6 +188,8 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
     sessions_routes.register(app, shared)
     projects_routes.register(app, shared)
     checkpoints_routes.register(app, shared)
+    evaluations_routes.register(app, shared)
+    import_routes.register(app, shared)
     auth_routes.register(app, shared)
     if tokens:
         ui_routes.register(app, shared)  # the web UI: on the HTTP front only

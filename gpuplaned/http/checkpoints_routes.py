@@ -1,5 +1,6 @@
-"""Routes for checkpoints (seed 000 section 11.1, Checkpoints): a run's, one, its verify, and an
-experiment's best (``gpuplaned.service.best_checkpoint``)."""
+"""Routes for checkpoints (seed 000 section 11.1, Checkpoints): a run's, their pruning
+(``gpuplaned.service.retention``), one, its verify, and an experiment's best
+(``gpuplaned.service.best_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import BestCheckpointQuery, CheckpointsQuery
-from gpuplaned.http.replies import BestCheckpoint, CheckpointList, CheckpointReply, CheckpointVerify
+from gpuplaned.http.replies import BestCheckpoint, CheckpointList, CheckpointReply, CheckpointVerify, PruneResult
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
-from gpuplaned.service import best_checkpoint, checkpoint_verify, run_records
+from gpuplaned.service import best_checkpoint, checkpoint_verify, retention, run_records
+from gpuplaned.service.retention import PruneRequest
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -24,6 +26,15 @@ RUN_CHECKPOINTS = api.get("/api/v1/runs/<run_id>/checkpoints", "listRunCheckpoin
                           "A run's checkpoints, oldest step first, the best marked",
                           Reply(200, CheckpointList, "The checkpoints."), errors=(400, 404),
                           params=(Param("run_id", "the run's id"),), query=CheckpointsQuery)
+PRUNE = api.post("/api/v1/runs/<run_id>/checkpoints/prune", "pruneRunCheckpoints",
+                 "Delete a run's checkpoints but the best K and the last K (a dry run by default)",
+                 Reply(200, PruneResult, "What was kept and why, deleted (or would be) and refused."),
+                 errors=(400, 404, 413), params=(Param("run_id", "the run's id"),), body=PruneRequest,
+                 body_required=False,
+                 description="Only files GPUPlane registered, each only while it is what was registered (its "
+                             "fingerprint, else its size); the best checkpoint and any an unfinished evaluation or "
+                             "resume uses are never deleted. A row is marked deleted, with a CHECKPOINT_DELETED "
+                             "event, only once its file is gone.")
 CHECKPOINT = api.get("/api/v1/checkpoints/<checkpoint_id>", "getCheckpoint", "One checkpoint",
                      Reply(200, CheckpointReply, "The checkpoint."), errors=(404,),
                      params=(Param("checkpoint_id", "the checkpoint's id (ck_<ULID>)"),))
@@ -44,6 +55,10 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @RUN_CHECKPOINTS.on(app)
     async def list_run_checkpoints(run_id: str, query: CheckpointsQuery) -> Response:
         return ok(await run_records.list_checkpoints(shared, run_id, query.metric or None))
+
+    @PRUNE.on(app)
+    async def prune_run_checkpoints(run_id: str, body: PruneRequest) -> Response:
+        return ok(await retention.prune(shared, run_id, body.keep_best, body.keep_last, body.dry_run))
 
     @CHECKPOINT.on(app)
     async def get_checkpoint(checkpoint_id: str) -> Response:

@@ -22,6 +22,7 @@ from gpuplaned.http.replies import (
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
+from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.fields import UNSET
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.service import jobs, logs, runs
@@ -70,7 +71,13 @@ CANCEL = api.post("/api/v1/jobs/<job_id>/cancel", "cancelJob", "Cancel a queued 
                   Reply(200, JobReply, "The job; a running one ends once its process has stopped."), errors=(404, 409),
                   params=(_JOB,))
 RETRY = api.post("/api/v1/jobs/<job_id>/retry", "retryJob", "Queue an ended job again",
-                 Reply(200, JobReply, "The job, queued again."), errors=(404, 409), params=(_JOB,))
+                 Reply(200, JobReply, "The job, queued again."), errors=(400, 404, 409, 413), params=(_JOB,),
+                 body=RetryBody, body_required=False,
+                 description="With resume_from (best, last or a checkpoint id of the job's lineage) its next attempts "
+                             "get GPUPLANE_RESUME_FROM and GPUPLANE_RESUME_STEP and their runs record resumed_from; "
+                             "without it they start afresh. 404: an unknown job or checkpoint; 409: the job has not "
+                             "ended, has no checkpoint (with a value, for best), or the checkpoint is another job's, "
+                             "deleted or its file gone.")
 LOGS = api.get("/api/v1/jobs/<job_id>/logs", "getJobLogs", "A page of a job's output",
                Reply(200, LogPage, "The lines."), errors=(400, 404), params=(_JOB,), query=LogsQuery, tag="logs",
                description="Without tail or offset: the last 100 lines. With offset: the lines from that byte offset "
@@ -141,8 +148,8 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
         return ok(one_job(await jobs.cancel(shared, job_id)))
 
     @RETRY.on(app)
-    async def retry_job(job_id: str) -> Response:
-        return ok(one_job(await jobs.retry(shared, job_id)))
+    async def retry_job(job_id: str, body: RetryBody) -> Response:
+        return ok(one_job(await jobs.retry(shared, job_id, body)))
 
     @LOGS.on(app)
     async def job_logs(job_id: str, query: LogsQuery) -> Response:

@@ -19,6 +19,7 @@ from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.service.jobs import JOB_STATES, STREAMS
 from gpuplaned.service.logs import MAX_PAGE
 from gpuplaned.service.projects import METRIC_PATTERN
+from gpuplaned.service.run_logs import DEFAULT_TAIL, MAX_LINES
 from gpuplaned.service.runs import RUN_STATES
 from gpuplaned.store.event_rows import SEVERITIES
 
@@ -83,6 +84,17 @@ class LogStreamQuery:
     attempt: int = field(**_ATTEMPT)
     position: str = _text("resume position: an event id from an earlier stream",
                                  pattern="^-?[0-9]+(,-?[0-9]+)?$")
+
+
+@attrs.frozen(kw_only=True)
+class RunLogsQuery:
+    path: str = _text("only this file (a path of logs[]); absent: every file", min_length=1, max_length=4096)
+    stream: str = field(default="all", enum=(*STREAMS, "all"), description="only this stream's files")
+    tail: int = field(default=DEFAULT_TAIL, minimum=0, maximum=MAX_LINES, description="the last N lines of each file")
+    offset: int = field(default=UNSET, minimum=0, maximum=1 << 62,
+                        description="page one file instead (path=, or the one file selected): from next_offset of "
+                                    "a previous page (0: its start)")
+    limit: int = field(default=1000, minimum=1, maximum=MAX_LINES, description="with offset: at most this many lines")
 
 
 @attrs.frozen(kw_only=True)

@@ -17,8 +17,10 @@ import attrs
 from gpuplaned.domain.run_summary import PRIMARY_SOURCES
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
+from gpuplaned.service.checkpoint_details import MAX_METRICS as MAX_CHECKPOINT_METRICS
 from gpuplaned.service.jobs import JOB_STATES
 from gpuplaned.service.nodes_view import NodeInfo
+from gpuplaned.service.run_logs import RunLogFile
 from gpuplaned.service.runs import SERIES_ENCODINGS
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import UiSession
@@ -155,6 +157,16 @@ class RunSeries:
     next_cursor: str | None = doc("pass as cursor for the next page; null: this was the last")
 
 
+@attrs.frozen(kw_only=True)
+class RunLogs:
+    """An imported run's stdout and stderr files (import-run registers them, never copied), read on the daemon's
+    host as they are now."""
+
+    run_id: str
+    job_id: str | None = doc("the run's job, if it has one: its output is GET /api/v1/jobs/{job_id}/logs")
+    logs: list[RunLogFile] = doc("every log file of the run, by path; empty: it has none")
+
+
 # --- SDK sessions and checkpoints ------------------------------------------------------------
 
 
@@ -188,6 +200,24 @@ class BatchReply:
 
 
 @attrs.frozen(kw_only=True)
+class CheckpointMetric:
+    name: str
+    value: float | None = doc("null: NaN or infinite")
+    step: int = doc("the step of the point taken: the nearest to the checkpoint's (a tie: the one before)")
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointEvaluation:
+    id: str
+    job_id: str | None = doc("the EVALUATE job; null: logged by the script (run.log_evaluation)")
+    status: str
+    suite: str | None
+    dataset: str | None
+    metrics: dict[str, float | None]
+    created_at: int = doc(MS)
+
+
+@attrs.frozen(kw_only=True)
 class Checkpoint:
     """A checkpoint a training script registered (run.log_checkpoint), or the node found in the
     job's folders (metadata.source "watcher")."""
@@ -203,8 +233,16 @@ class Checkpoint:
     fingerprint: str | None = doc("sha1:<hex> of its size, mtime and first and last MiB, when the node found it")
     full_hash: str | None = doc("sha256:<hex> of every byte, kept by the first verify that found it unchanged")
     verified_at: int | None = doc("when that verify was")
-    metric_value: float | None = doc("with a metric: its last value at or before the step")
-    best: bool = doc("with a metric: the best checkpoint by its direction")
+    parent_id: str | None = doc("the resume chain: the run's checkpoint before it by step, or for the run's first "
+                                "the checkpoint the run resumed from")
+    deleted_at: int | None = doc("when retention deleted its file (the row stays for the lineage); null: not deleted")
+    metric_value: float | None = doc("in a run's list: the ranking metric's last value at or before the step "
+                                     "(null: none, NaN or infinite)", optional=True)
+    best: bool = doc("in a run's list: the best checkpoint by the metric's direction (never NaN, never deleted)",
+                     optional=True)
+    metrics: list[CheckpointMetric] = doc(f"in a run's list: the run's metrics nearest its step, the ranking metric "
+                                          f"first, at most {MAX_CHECKPOINT_METRICS}", optional=True)
+    evaluations: list[CheckpointEvaluation] = doc("in a run's list: its evaluations, newest first", optional=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -252,6 +290,47 @@ class CheckpointVerify:
     fingerprint: str | None = doc("its fingerprint now")
     full_hash: str | None = doc("sha256:<hex> of every byte now")
     error: str | None = doc("why it could not be read, when it is there but unreadable")
+
+
+@attrs.frozen(kw_only=True)
+class PrunedCheckpoint:
+    checkpoint_id: str
+    path: str
+    step: int | None
+    size_bytes: int | None
+
+
+@attrs.frozen(kw_only=True)
+class KeptCheckpoint(PrunedCheckpoint):
+    reasons: list[str] = doc("every reason it stays: best, best K, last K, in use: ..., not GPUPlane's to delete: "
+                             "..., no step...")
+
+
+@attrs.frozen(kw_only=True)
+class DeletedCheckpoint(PrunedCheckpoint):
+    already_gone: bool = doc("its file was gone before this prune (marked deleted all the same)")
+
+
+@attrs.frozen(kw_only=True)
+class RefusedCheckpoint(PrunedCheckpoint):
+    reason: str = doc("why its file was left: changed since it was registered, a symbolic link, nothing to check it "
+                      "against, unreadable")
+
+
+@attrs.frozen(kw_only=True)
+class PruneResult:
+    """What a prune kept and why, what it deleted (a dry run: would delete), and what it refused."""
+
+    run_id: str
+    dry_run: bool
+    keep_best: int
+    keep_last: int
+    metric: str | None = doc("the ranking metric: the run's primary metric")
+    direction: str | None = doc("minimize, maximize or none")
+    kept: list[KeptCheckpoint]
+    deleted: list[DeletedCheckpoint] = doc("its file is gone and its row marked deleted, with a CHECKPOINT_DELETED "
+                                           "event; a dry run: what would be deleted")
+    refused: list[RefusedCheckpoint] = doc("the rule would delete it, but its file is not what was registered")
 
 
 # --- nodes and events --------------------------------------------------------------------------

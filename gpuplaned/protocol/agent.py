@@ -14,7 +14,9 @@ import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from gpuplaned.protocol.converter import TaggedUnion, converter
+from gpuplaned.protocol.evaluation_wire import EvalResult
 from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
 
 
 @attrs.frozen
@@ -45,6 +47,9 @@ class ActiveJob:
     run_id: str
     cancel_requested: bool = False  # a cancel the node may have missed while it was away
     gpu_indexes: tuple[int, ...] = ()
+    # The job's own variables as submitted: for an attempt that ended while the node was away,
+    # whose process can no longer tell (its declared log and checkpoint folders).
+    env: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -69,6 +74,8 @@ class JobSpecWire:
     gpu_indexes: tuple[int, ...]
     timeout_s: float | None
     stop_grace_s: float
+    # An EVALUATE job: the node gives it GPUPLANE_EVAL_RESULT and reads that file at its end.
+    evaluation: bool = False
 
 
 @attrs.frozen
@@ -96,6 +103,7 @@ class JobStatus:
     message: str | None = None
     at_ms: int | None = None  # when it happened (wall clock), if known
     log_line: str | None = None  # the line of the job's output that tells why it failed
+    eval_result: EvalResult | None = None  # an evaluation's end: what its result file held
 
 
 @attrs.frozen
@@ -217,7 +225,8 @@ class CheckpointsFound:
 
 
 ServerToNode = Union[Dispatch, Cancel, LogFollow]
-NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent, LogLines, LogOffsets, CheckpointsFound]
+NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent, LogLines, LogOffsets, CheckpointsFound,
+                     TbPoints, TbCursors]
 
 
 @attrs.frozen
@@ -255,4 +264,5 @@ FRAMES = TaggedUnion({
     "dispatch": Dispatch, "cancel": Cancel, "log_follow": LogFollow,
     "job_status": JobStatus, "node_snapshot": NodeSnapshot, "sys_metrics": SysMetrics, "event": NodeEvent,
     "log_lines": LogLines, "log_offsets": LogOffsets, "checkpoints_found": CheckpointsFound,
+    "tb_points": TbPoints, "tb_stored": TbStored, "tb_cursors": TbCursors,  # protocol/tb_frames.py
 })

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import attrs
 from cattrs import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
+from cattrs.gen import make_dict_structure_fn
 from cattrs.preconf.json import make_converter
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -92,6 +93,19 @@ def _fixed_tuple(args: tuple[Any, ...]) -> Any:
     return structure
 
 
+def _object(cls: type) -> Any:
+    """A nested attrs class given something else than an object: named, not a TypeError."""
+    inner = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
+
+    def structure(value: Any, kind: Any) -> Any:
+        if type(value) is not dict:
+            raise FieldInvalid("", f"must be an object, got {_json_type(value)}")
+        return inner(value, kind)
+
+    return structure
+
+
+converter.register_structure_hook_factory(attrs.has, _object)
 _container(list, "an array", list)
 _container(tuple, "an array", list)
 _container(dict, "an object", dict)

@@ -14,6 +14,7 @@ import attrs
 
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.fields import UNSET, doc, field
+from gpuplaned.protocol.job_policies import EvaluatePolicy, JobPolicies, RetentionPolicy
 
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
 DEFAULT_STOP_GRACE_S = 10.0
@@ -34,6 +35,7 @@ class JobSpec:
     timeout_s: float | None = None
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     type: str = "TRAIN"
+    policies: JobPolicies = JobPolicies()
 
 
 _MS = "ms since the epoch"
@@ -67,6 +69,10 @@ class Job:
     failure_reason: str | None = doc("a code: EXIT_CODE, SIGNAL(SIGSEGV), OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST")
     failure_message: str | None = doc("why it failed, in words")
     cancel_requested: bool
+    retention: RetentionPolicy | None = doc("keep the best K and last K checkpoints; null: keep all")
+    evaluate: EvaluatePolicy | None = doc("queue an evaluation of each new (or each new best) checkpoint")
+    resume_from: str | None = doc("the checkpoint its next attempts resume from (job retry --resume-from)",
+                                  default=None)
 
 
 def _argv(command: list[str]) -> str | None:
@@ -123,6 +129,10 @@ class JobSubmit:
                                                                           "null: never")
     stop_grace_s: float | None = field(default=DEFAULT_STOP_GRACE_S, **_SECONDS,
                                        description="SIGTERM to SIGKILL on cancel or timeout")
+    retention: RetentionPolicy | None = field(default=None, description="delete all but the best K and the last "
+                                                                        "K checkpoints as new ones arrive")
+    evaluate: EvaluatePolicy | None = field(default=None, description="queue an EVALUATE job for each new, or "
+                                                                      "each new best, checkpoint")
 
     __schema__ = {"anyOf": [{"required": ["cwd"]}, {"required": ["dir"]}]}
 
@@ -150,4 +160,5 @@ def to_spec(job: JobSubmit) -> JobSpec:
         timeout_s=job.timeout_s,
         stop_grace_s=job.stop_grace_s or DEFAULT_STOP_GRACE_S,
         type=job.type,
+        policies=JobPolicies(retention=job.retention, evaluate=job.evaluate),
     )

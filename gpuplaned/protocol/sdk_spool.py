@@ -7,7 +7,7 @@ reading side, kept in step with it by a contract test). One JSON object a line::
     {"type": "session", "v": 1, "session_id": "<uuid7>", "open": {<the POST /sessions body>}}
     {"type": "env", "env": {...}}                        # the process's environment snapshot
     {"type": "batch", "seq": 7, "metrics": {...}}         # the POST .../batches body (with
-                                                          # "events" and "checkpoints" when any)
+                                                          # "events", "checkpoints" and "evaluations" when any)
     {"type": "finish", "status": "SUCCEEDED"}
 
 Who may take a file: its writer holds ``flock(LOCK_EX)`` on it from before the file has its
@@ -48,7 +48,7 @@ PREFIX = "sdk-"
 SUFFIX = ".jsonl"
 CORRUPT_SUFFIX = ".corrupt"
 FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
-BATCH_RECORDS = ("events", "checkpoints")  # what a batch carries beside its metrics
+BATCH_RECORDS = ("events", "checkpoints", "evaluations")  # what a batch carries beside its metrics
 READ_CHUNK = 4 * 1024 * 1024
 SESSION_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 _FILE_NAME = re.compile(r"^sdk-([0-9a-f-]{36})\.jsonl$")

@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from gpuplaned.checkpoints.files import fingerprint, observe
+from gpuplaned.domain.run_records import rank_checkpoints
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.run_records import value_at_step
@@ -73,8 +74,9 @@ def ranked(conn: sqlite3.Connection, experiment_key: str, project_key: str | Non
             value = value_at_step(conn, run_id, metric, ck.step)
             if value is not None and math.isfinite(value):
                 found.append((ck, value))
-    found.sort(key=lambda c: c[1] if direction == "minimize" else -c[1])  # stable: ties keep their order
-    return Ranked(experiment.id, metric, direction, found)
+    by_id = {ck.id: (ck, value) for ck, value in found}
+    best_first = rank_checkpoints({ck.id: value for ck, value in found}, direction)  # ties keep their order
+    return Ranked(experiment.id, metric, direction, [by_id[ck_id] for ck_id in best_first])
 
 
 def why_not_present(ck: Checkpoint) -> str | None:

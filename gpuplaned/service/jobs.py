@@ -19,11 +19,12 @@ from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.job_wire import Job, JobSubmit, to_spec
-from gpuplaned.service import access
+from gpuplaned.service import access, evaluations, resume
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
-from gpuplaned.store import job_rows
+from gpuplaned.store import job_rows, resume_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -88,7 +89,14 @@ async def get_job(shared: ServerContext, job_id: str) -> Job:
 
 
 async def cancel(shared: ServerContext, job_id: str) -> Job:
-    outcome = await write(_store(shared), lambda conn: job_rows.cancel_job(conn, job_id, now_ms()), small=True)
+    def apply(conn: Any) -> tuple[job_rows.CancelOutcome, list[Any]]:
+        now = now_ms()
+        outcome = job_rows.cancel_job(conn, job_id, now)
+        return outcome, evaluations.after_cancel(conn, outcome.job, now)  # a queued evaluation's job
+
+    outcome, events = await write(_store(shared), apply, small=True)
+    for row in events:  # after the commit
+        shared.event_feed.publish(row)
     if outcome.node_id is not None:
         try:
             with trio.CancelScope(shield=True):  # on record now: the node must hear of it, client or not
@@ -100,8 +108,27 @@ async def cancel(shared: ServerContext, job_id: str) -> Job:
     return outcome.job
 
 
-async def retry(shared: ServerContext, job_id: str) -> Job:
-    job = await write(_store(shared), lambda conn: job_rows.retry_job(conn, job_id), small=True)
+async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = None) -> Job:
+    """Queue an ended job again; with ``resume_from`` (best, last or a checkpoint id of its
+    lineage: ``gpuplaned.service.resume``) its next attempts resume from that checkpoint,
+    without it they start afresh."""
+    which = body.resume_from if body is not None else None
+    point = await resume.choose(shared, job_id, which) if which else None
+
+    def apply(conn: Any) -> Job:
+        if point is not None:
+            current = resume_rows.resume_point(conn, point.checkpoint_id)
+            if current is None or current.deleted_at is not None:  # deleted since it was chosen
+                raise ApiError(ErrorCode.CONFLICT, f"checkpoint {point.checkpoint_id} was deleted: its file is gone",
+                               {"job_id": job_id, "checkpoint_id": point.checkpoint_id})
+        job_rows.retry_job(conn, job_id)
+        resume_rows.set_resume_from(conn, job_id, point.checkpoint_id if point else None)
+        evaluations.after_retry(conn, job_id)
+        job = job_rows.get_job(conn, job_id)
+        assert job is not None
+        return job
+
+    job = await write(_store(shared), apply, small=True)
     wake_scheduler(shared)
     return job
 

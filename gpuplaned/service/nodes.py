@@ -1,7 +1,7 @@
 """The server's half of the node link (``gpuplaned.node_link.NodeLink``), in memory.
 
 In role ``all`` both sides share the process: ``LocalNodeLink`` is what the node-side
-actors (runner, logs, monitor, ckptwatch) hold as "the server", and its calls run the server's side
+actors (runner, logs, monitor, ckptwatch, tbtail) hold as "the server", and its calls run the server's side
 in the caller's task: the store writes, the live feeds, waking the scheduler.
 ``NodeRegistry`` is how the scheduler reaches a node's runner. A remote agent will get an
 uplink with the same calls and the server a WebSocket-backed entry in the registry; the
@@ -33,11 +33,15 @@ from gpuplaned.protocol.agent import (
     SysMetrics,
 )
 from gpuplaned.protocol.errors import ApiError
+from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
+from gpuplaned.service import evaluations
+from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.events import job_failure_row, record_node_events
 from gpuplaned.service.log_feeds import Key, batches_of
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_found
+from gpuplaned.service.tb_points import store_points, stored_cursors
 from gpuplaned.store import event_rows, job_rows, log_rows, node_rows
 from gpuplaned.store.writer import write
 
@@ -77,6 +81,7 @@ class LocalNodeLink:
                 retried = outcome.status == JobState.QUEUED.value
                 events.append(job_failure_row(node_id, status, outcome.run_id, retried, now))
                 event_rows.insert_events(conn, events)
+            events += evaluations.after_report(conn, status, outcome, now)  # an EVALUATE job's evaluation
             return outcome, events
 
         if status.status not in (NodeReport.RUNNING, NodeReport.LOST):
@@ -156,6 +161,27 @@ class LocalNodeLink:
         for row in rows:
             shared.event_feed.publish(row)
             log.info("checkpoint %s of job %s", row.context.get("path"), found.job_id)
+        checkpoints_arrived(shared, rows)
+
+    async def tb_points(self, node_id: str, points: TbPoints) -> TbStored:
+        """Store a TensorBoard tailer pass in one transaction (``service/tb_points.py``); its
+        loss and skipped-record events are published after the commit. A pass for a run that
+        is not the job attempt's is dropped: reading it again would not change that."""
+        shared = self._shared
+        try:
+            stored, events = await write(shared.supervisor.ports["store"],
+                                         lambda conn: store_points(conn, points, now_ms()))
+        except ApiError as exc:
+            log.warning("TensorBoard points from %s dropped: %s", node_id, exc.message)
+            return TbStored(points.job_id, points.attempt)
+        for row in events:
+            shared.event_feed.publish(row)
+        return stored
+
+    async def tb_cursors(self, request: TbCursors) -> TbCursors:
+        readers = self._shared.readers
+        assert readers is not None  # a role with a store, or there would be no local link
+        return await readers.run(lambda conn: stored_cursors(conn, request))
 
     def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:
         self._logs_inbox = inbox

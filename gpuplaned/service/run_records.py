@@ -26,7 +26,7 @@ from gpuplaned.domain.run_records import (
 from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
-from gpuplaned.service import access
+from gpuplaned.service import access, checkpoint_details
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoint_rows
 from gpuplaned.store import event_rows
@@ -53,11 +53,30 @@ def store_found(conn: sqlite3.Connection, job_id: str, run_id: str, found: Seque
                 now: int) -> list[EventRow]:
     """Register the checkpoints the node's watcher found for ``job_id``'s run ``run_id``;
     returns a CHECKPOINT_CREATED row, to publish after the commit, for each one that is news.
-    A run that is not that job's registers nothing (the frame is the node's word only)."""
+    A run that is not that job's registers nothing (the frame is the node's word only), and
+    neither does a file another run registered as it is now: a job sharing the folder (an
+    evaluation run in the training's folder) saw a checkpoint that is not its own.
+    """
     owner = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()
     if owner is None or owner[0] != job_id:
         raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id} of job {job_id}", {"run_id": run_id})
-    rows = [_created(ck, job_id) for f in found if (ck := checkpoint_rows.register_found(conn, run_id, f, now))]
+    rows = [_created(ck, job_id) for f in found
+            if not _anothers(conn, run_id, f) and (ck := checkpoint_rows.register_found(conn, run_id, f, now))]
+    event_rows.insert_events(conn, rows)
+    return rows
+
+
+def _anothers(conn: sqlite3.Connection, run_id: str, found: FoundCheckpoint) -> bool:
+    return conn.execute("SELECT 1 FROM checkpoints WHERE path = ? AND run_id != ? AND fingerprint = ? "
+                        "AND deleted_at IS NULL LIMIT 1", (found.path, run_id, found.fingerprint)).fetchone() is not None
+
+
+def store_imported(conn: sqlite3.Connection, run_id: str, found: Sequence[FoundCheckpoint],
+                   now: int) -> list[EventRow]:
+    """Register the checkpoints ``import-run`` found in an imported run's dir (a run with no
+    job) as the watcher's are; returns a CHECKPOINT_CREATED row for each new one."""
+    rows = [_created(ck, None) for f in found
+            if (ck := checkpoint_rows.register_found(conn, run_id, f, now, source="import"))]
     event_rows.insert_events(conn, rows)
     return rows
 
@@ -90,15 +109,21 @@ def value_at_step(conn: sqlite3.Connection, run_id: str, name: str, step: int | 
 
 def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) -> dict[str, Any]:
     """The run's checkpoints with ``metric`` (default: the run's primary metric, resolved
-    experiment -> project -> global) at each one's step and the best marked."""
+    experiment -> project -> global) at each one's step and the best marked (never a deleted
+    one); each with its parent, the run's metrics nearest its step (``metric`` first) and its
+    evaluations (``service/checkpoint_details.py``)."""
     primary, _, _ = project_rows.run_context(conn, run_id)  # not_found for an unknown run
     metric = metric or primary.metric
     found = checkpoint_rows.list_for_run(conn, run_id)
     values = {ck.id: value_at_step(conn, run_id, metric, ck.step) for ck in found} if metric else {}
     definition = project_rows.get_definition(conn, metric) if metric else None
     direction = definition.direction if definition else None
-    best = best_checkpoint(values, direction or "")
-    rows = [attrs.asdict(ck) | ({"metric_value": json_finite(values[ck.id]), "best": ck.id == best} if metric else {})
+    best = best_checkpoint({ck.id: values[ck.id] for ck in found if ck.deleted_at is None} if metric else {},
+                           direction or "")
+    nearest = checkpoint_details.nearest_metrics(conn, run_id, metric, found)
+    evaluations = checkpoint_details.evaluations(conn, run_id)
+    rows = [attrs.asdict(ck) | {"metric_value": json_finite(values.get(ck.id)), "best": ck.id == best,
+                                "metrics": nearest[ck.id], "evaluations": evaluations.get(ck.id, [])}
             for ck in found]
     return {"checkpoints": rows, "metric": metric, "direction": direction, "best_id": best}
 

@@ -20,15 +20,19 @@ import attrs
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
 from gpuplaned.domain.run_records import MAX_RECORDS, CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
+from gpuplaned.domain.evaluations import MAX_RECORDS as EVAL_RECORDS
+from gpuplaned.domain.evaluations import EvaluationRecord, parse_evaluations
 from gpuplaned.domain.run_summary import direction_for
 from gpuplaned.protocol import columns
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.sdk_spool import SESSION_ID
-from gpuplaned.service import access
+from gpuplaned.service import access, evaluations
+from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_records
+from gpuplaned.service.series_owner import claim_for_sdk
 from gpuplaned.store import event_rows
 from gpuplaned.store import session_rows
 from gpuplaned.store.event_rows import EventRow
@@ -95,6 +99,7 @@ class Batch:
     metrics: dict[str, Any]
     events: list[ScriptEvent]
     checkpoints: list[CheckpointRecord]
+    evaluations: list[EvaluationRecord] = attrs.field(factory=list)
 
 
 BATCH_ENCODINGS = ("json", "base64")
@@ -122,12 +127,17 @@ class BatchCreate:
                                           documented_as=list[CheckpointRecord] | None,
                                           description="checkpoints the script saved (run.log_checkpoint): "
                                                       "registered, never copied")
+    evaluations: list[Any] | None = field(default=None, max_items=EVAL_RECORDS,
+                                          documented_as=list[EvaluationRecord] | None,
+                                          description="metrics of the evaluation of the job the script runs under "
+                                                      "(run.log_evaluation)")
 
 
 def parse_batch(batch: BatchCreate) -> Batch:
     metrics = _decoded(batch.metrics) if batch.encoding == "base64" else batch.metrics
     records = {"events": batch.events, "checkpoints": batch.checkpoints}
-    return Batch(batch.seq, metrics, parse_events(records), parse_checkpoints(records))
+    return Batch(batch.seq, metrics, parse_events(records), parse_checkpoints(records),
+                 parse_evaluations(batch.evaluations))
 
 
 def _decoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,6 +168,8 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -
             if session_rows.batch_stored(conn, session_id, seq):
                 return {"seq": seq, "duplicate": True, "points": 0}, []
             raise ApiError(ErrorCode.CONFLICT, f"session {session_id} has finished", {"session_id": session_id})
+        if metrics:  # the tailer's points of these names go (a resent batch finds them claimed)
+            claim_for_sdk(conn, session.run_id, list(metrics))
         try:
             result = tsdb.ingest(conn, "run", session.run_id, metrics, source=session_id, seq=seq)
         except ValueError as exc:
@@ -168,15 +180,17 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -
             session_rows.record_batch(conn, session_id, seq, result.points)
             if metrics:
                 events = summarize(conn, session.run_id, metrics, now)
-            if batch.events or batch.checkpoints:
+            if batch.events or batch.checkpoints or batch.evaluations:
                 job = conn.execute("SELECT job_id FROM runs WHERE id = ?", (session.run_id,)).fetchone()
                 events += store_records(conn, session.run_id, job[0] if job else None, batch.events,
                                         batch.checkpoints, now)
+                evaluations.record_sdk(conn, job[0] if job else None, batch.evaluations)
         return {"seq": seq, "duplicate": result.duplicate, "points": result.points}, events
 
     reply, events = await write(_store(shared), apply)
     for event in events:  # after the commit: followers never see an event that was rolled back
         shared.event_feed.publish(event)
+    checkpoints_arrived(shared, events)
     return reply
 
 

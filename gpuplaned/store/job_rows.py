@@ -31,7 +31,9 @@ from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, ass
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.job_policies import dump_policies, load_policies
 from gpuplaned.protocol.job_wire import Job, JobSpec
+from gpuplaned.store import resume_rows
 from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
@@ -41,15 +43,16 @@ _ON_NODE = tuple(sorted(s.value for s in ON_NODE))
 _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
-    "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested"
+    "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from"
 )
 
 
 def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
-     failure, failure_message, cancel) = row
+     failure, failure_message, cancel, policies, resume_from) = row
     sel = json.loads(selector) if selector else {}
+    policy = load_policies(policies)
     return Job(
         id=id_, name=name, type=type_, status=status, priority=priority,
         command=json.loads(command), cwd=cwd, env=json.loads(env) if env else {},
@@ -59,6 +62,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         gpu_indexes=json.loads(gpu_indexes) if gpu_indexes else [],
         created_at=created, started_at=started, finished_at=finished, exit_code=exit_code,
         failure_reason=failure, failure_message=failure_message, cancel_requested=bool(cancel),
+        retention=policy.retention, evaluate=policy.evaluate, resume_from=resume_from,
     )
 
 
@@ -135,12 +139,12 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
     job_id = new_id("job")
     conn.execute(
         "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
-        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (job_id, spec.name, spec.type, next_state(JobState.CREATED, JobEvent.SUBMIT).value, spec.priority, spec.cwd, json.dumps(list(spec.command)),
          json.dumps(spec.env), json.dumps({"gpu": spec.gpu}),
          json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
-         spec.timeout_s, spec.stop_grace_s, now_ms),
+         spec.timeout_s, spec.stop_grace_s, now_ms, dump_policies(spec.policies)),
     )
     return job_id
 
@@ -198,16 +202,18 @@ def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: 
         ).rowcount
         if taken != 1:
             raise RuntimeError(f"slot {decision.node_id}/gpu{index} is not free; refusing to double-book")
+    resume = resume_rows.resume_point(conn, job.resume_from)  # `job retry --resume-from`
     conn.execute(
-        "INSERT INTO runs (id, job_id, attempt, node_id, name, source, status, created_at) "
-        "VALUES (?, ?, ?, ?, ?, 'job', ?, ?)",
-        (run_id, job.id, attempt, decision.node_id, job.name, JobState.RUNNING.value, now_ms),
+        "INSERT INTO runs (id, job_id, attempt, node_id, name, source, status, created_at, resumed_from, "
+        "resume_step) VALUES (?, ?, ?, ?, ?, 'job', ?, ?, ?, ?)",
+        (run_id, job.id, attempt, decision.node_id, job.name, JobState.RUNNING.value, now_ms,
+         resume.checkpoint_id if resume else None, resume.step if resume else None),
     )
-    env = dict(job.env)
+    env = dict(job.env) | (resume.env() if resume else {})
     wire = JobSpecWire(
         job_id=job.id, run_id=run_id, attempt=attempt, name=job.name, argv=tuple(job.command),
         cwd=job.cwd or "/", env=env, gpu_indexes=decision.gpu_indexes, timeout_s=job.timeout_s,
-        stop_grace_s=job.stop_grace_s,
+        stop_grace_s=job.stop_grace_s, evaluation=job.type == "EVALUATE",
     )
     return Dispatched(decision.node_id, wire)
 
@@ -359,8 +365,9 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
         if index not in present:
             conn.execute("DELETE FROM gpu_slots WHERE node_id = ? AND gpu_index = ?", (node_id, index))
     active = conn.execute(
-        f"SELECT id, attempt, run_id, cancel_requested, gpu_indexes FROM jobs WHERE node_id = ? AND "
+        f"SELECT id, attempt, run_id, cancel_requested, gpu_indexes, env FROM jobs WHERE node_id = ? AND "
         f"{one_of('status', _ON_NODE)}", (node_id, *_ON_NODE),
     ).fetchall()
-    return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel), tuple(json.loads(gpus or "[]")))
-                     for job_id, attempt, run_id, cancel, gpus in active]
+    return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel), tuple(json.loads(gpus or "[]")),
+                               json.loads(env) if env else {})
+                     for job_id, attempt, run_id, cancel, gpus, env in active]

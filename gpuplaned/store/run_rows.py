@@ -23,7 +23,7 @@ class Run:
     attempt: int | None = doc("which attempt of its job this run is")
     node_id: str | None
     name: str | None
-    source: str = doc(enum=("job", "sdk"))  # "job": started by the runner
+    source: str = doc(enum=("job", "sdk", "import"))  # "job": started by the runner; "import": import-run
     status: str
     created_at: int = doc("ms since the epoch")
     started_at: int | None = doc("ms since the epoch")
@@ -35,13 +35,25 @@ class Run:
     experiment: str | None = doc("the experiment's name", default=None)
     config: dict[str, Any] | None = doc("what the script passed to gpuplane.init(config=...)", default=None)
     tags: list[str] = attrs.field(factory=list)
+    metric_sources: list[str] = doc("what fed the run's metrics: sdk (gpuplane.init), tensorboard (event files the "
+                                    "node read, or import-run); empty: none yet", factory=list)
+    resumed_from: str | None = doc("the checkpoint this attempt resumed from (job retry --resume-from)", default=None)
+    resume_step: int | None = doc("that checkpoint's step", default=None)
 
 
 def _columns(env_snapshot: str) -> str:
     return ("id, job_id, attempt, node_id, name, source, status, created_at, started_at, finished_at, "
             f"exit_code, failure_reason, {env_snapshot}, "
             "(SELECT name FROM projects WHERE projects.id = runs.project_id), "
-            "(SELECT name FROM experiments WHERE experiments.id = runs.experiment_id), config")
+            "(SELECT name FROM experiments WHERE experiments.id = runs.experiment_id), config, "
+            f"{_METRIC_SOURCES}, resumed_from, resume_step")
+
+
+# sdk: a session stored points; tensorboard: the tailer stored points (runs.tb_points), or an
+# import-run's series (read from event files).
+_METRIC_SOURCES = ("EXISTS (SELECT 1 FROM sessions WHERE sessions.run_id = runs.id AND sessions.points > 0), "
+                   "runs.tb_points > 0 OR (runs.source = 'import' AND EXISTS (SELECT 1 FROM ts_series "
+                   "WHERE ts_series.kind = 'run' AND ts_series.owner = runs.id))")
 
 
 _COLUMNS = _columns("env_snapshot")
@@ -49,10 +61,12 @@ _LIST_COLUMNS = _columns("NULL")  # a list leaves out each run's environment (ki
 
 
 def _run(row: Sequence[Any]) -> Run:
-    *fields, env, project, experiment, config = row
+    *fields, env, project, experiment, config, sdk, tensorboard, resumed_from, resume_step = row
     settings = json.loads(config) if config else {}
+    sources = [name for name, fed in (("sdk", sdk), ("tensorboard", tensorboard)) if fed]
     return Run(*fields, env_snapshot=json.loads(env) if env else None, project=project, experiment=experiment,
-               config=settings.get("config"), tags=settings.get("tags") or [])
+               config=settings.get("config"), tags=settings.get("tags") or [], metric_sources=sources,
+               resumed_from=resumed_from, resume_step=resume_step)
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> Run | None:

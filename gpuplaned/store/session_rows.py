@@ -144,12 +144,17 @@ def _named(conn: sqlite3.Connection, table: str, name: str, now_ms: int) -> str:
 
 
 def _placement(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> tuple[str | None, str | None]:
-    """The (project, experiment) ids the request names, made on first sight; an experiment
+    return placement(conn, req.project, req.experiment, now_ms)
+
+
+def placement(conn: sqlite3.Connection, project: str | None, experiment: str | None,
+              now_ms: int) -> tuple[str | None, str | None]:
+    """The (project, experiment) ids of these names, made on first sight; an experiment
     without a project goes under the "default" project, which the run then names too."""
-    project_id = _named(conn, "projects", req.project, now_ms) if req.project else None
-    if not req.experiment:
+    project_id = _named(conn, "projects", project, now_ms) if project else None
+    if not experiment:
         return project_id, None
-    experiment_id = _experiment(conn, project_id, req.experiment, now_ms)
+    experiment_id = _experiment(conn, project_id, experiment, now_ms)
     if project_id is None:
         project_id = conn.execute("SELECT project_id FROM experiments WHERE id = ?", (experiment_id,)).fetchone()[0]
     return project_id, experiment_id

@@ -12,7 +12,8 @@ dirs are left alone; when a host name is given, written by that host. ``.profile
 (the profiler's marker) and ``.sagemaker-uploaded`` files are no event files.
 
 Order: TensorBoard reads a run's files in file-name order (``<time>`` first, so in the
-order they were opened); ``EventFile.order`` is that key.
+order they were opened); ``EventFile.order`` is that key, compared by ``rewind.order_key``
+(numbers in the name as numbers, so ``.<pid>.10`` follows ``.<pid>.9``).
 
 Series names follow TensorBoard's run/tag naming, relative to the job's *base run*: the
 shallowest folder under a root that holds event files is the base, and its tags keep their
@@ -30,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
+
+from gpuplaned.tensorboard.rewind import order_key
 
 __all__ = ["LOG_DIRS", "MAX_DEPTH", "SLACK", "EventFile", "find_event_files", "log_roots", "parse_name"]
 
@@ -106,7 +109,7 @@ def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = 
             if base is None:  # beside a base, not below one: named from the root
                 run = path.parent.relative_to(root).as_posix()
             files.append(EventFile(path, run, (path.name, path.parent.as_posix())))
-    files.sort(key=lambda f: f.order)
+    files.sort(key=lambda f: order_key(f.order))
     return files
 
 

@@ -21,7 +21,7 @@ import attrs
 from gpuplaned.tensorboard.discovery import EventFile, find_event_files
 from gpuplaned.tensorboard.events import Columns
 from gpuplaned.tensorboard.reader import Cursor, EventFileReader, Problem
-from gpuplaned.tensorboard.rewind import Order, Rewinds
+from gpuplaned.tensorboard.rewind import Order, Rewinds, order_key
 
 __all__ = ["FileBatch", "JobTail"]
 
@@ -80,20 +80,22 @@ class JobTail:
                 reader = EventFileReader(found.path, self._cursors.get(key), grace=self.grace)
                 self._files[key] = (found, reader)
         batches = []
-        for key, (found, reader) in sorted(self._files.items(), key=lambda item: item[1][0].order):
+        for key, (found, reader) in sorted(self._files.items(), key=lambda item: order_key(item[1][0].order)):
             before = reader.cursor
             result = reader.read(now)
             if result.cursor == before and not result.problems:
                 continue
             points: dict[str, Columns] = {}
             cuts: dict[str, int] = {}
-            touched: set[str] = set()
+            if any(p.what == "file replaced" for p in result.problems):
+                cuts = self._rewinds.reopen(found.order)  # what it gave before goes, in the same batch
+            touched: set[str] = set(cuts)
             for tag, columns in result.scalars.items():
                 series = found.series(tag)
                 kept, cut = self._rewinds.take(series, found.order, columns)
                 touched.add(series)
                 if cut is not None:
-                    cuts[series] = cut
+                    cuts[series] = min(cut, cuts.get(series, cut))
                 if len(kept):
                     points[series] = kept
             state = {s: self._rewinds.state[s] for s in touched if s in self._rewinds.state}

@@ -28,6 +28,7 @@ from gpuplaned.protocol.agent import (
     NodeSnapshot,
     SysMetrics,
 )
+from gpuplaned.protocol.tb_frames import TbCursors, TbFileState, TbPoints, TbStored
 
 
 @attrs.define
@@ -48,6 +49,9 @@ class MemoryNodeLink:
     log_passes: list[LogLines] = attrs.Factory(list)
     goodbyes: list[str] = attrs.Factory(list)
     checkpoint_finds: list[CheckpointsFound] = attrs.Factory(list)
+    tb_passes: list[TbPoints] = attrs.Factory(list)
+    # (job_id, attempt, path) -> cursor and rewind state: what the "server" stored of the tailer's passes
+    tb_stored: dict[tuple[str, int, str], TbFileState] = attrs.Factory(dict)
     inbox: trio.MemorySendChannel[Dispatch | Cancel] | None = None
     log_inbox: trio.MemorySendChannel[LogFollow] | None = None
     registered: trio.Event = attrs.Factory(trio.Event)
@@ -92,6 +96,28 @@ class MemoryNodeLink:
     async def checkpoints(self, node_id: str, found: CheckpointsFound) -> None:
         self.checkpoint_finds.append(found)
         await trio.lowlevel.checkpoint()
+
+    async def tb_points(self, node_id: str, points: TbPoints) -> TbStored:
+        """Recorded, and each file's cursor kept as the server would: only from its ``after``."""
+        await trio.lowlevel.checkpoint()
+        self.tb_passes.append(points)
+        stale = []
+        for part in points.files:
+            key = (points.job_id, points.attempt, part.path)
+            before = self.tb_stored.get(key)
+            if (before.cursor if before else None) != part.after:
+                stale.append(part.path)
+                continue
+            rewinds = {r.series: r for r in (before.rewinds if before else ())}
+            rewinds.update({r.series: r for r in part.rewinds})
+            self.tb_stored[key] = TbFileState(part.path, part.cursor, tuple(rewinds.values()))
+        return TbStored(points.job_id, points.attempt, tuple(stale))
+
+    async def tb_cursors(self, request: TbCursors) -> TbCursors:
+        await trio.lowlevel.checkpoint()
+        files = tuple(state for (job_id, attempt, _), state in sorted(self.tb_stored.items())
+                      if (job_id, attempt) == (request.job_id, request.attempt))
+        return TbCursors(request.job_id, request.attempt, files)
 
     def follow_logs(self, inbox: trio.MemorySendChannel[LogFollow]) -> None:
         self.log_inbox = inbox

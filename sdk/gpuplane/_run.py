@@ -61,6 +61,7 @@ FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 MAX_RECORDS = 10_000  # script events and checkpoints held while the daemon is slow or away
 BATCH_RECORDS = 1_000  # of each kind per batch (the daemon's limit)
 MAX_RECORD_DATA = 16 * 1024  # an event's data or a checkpoint's metadata, as JSON
+MAX_EVAL_METRICS = 1000  # in one log_evaluation call (the daemon's limit)
 MAX_CONFIG_DEPTH = 32  # the daemon refuses JSON nested deeper than 64 levels; deeper config is shown as text
 SEVERITIES = ("info", "warning", "critical")
 SUMMARY_TIMEOUT = 5.0
@@ -245,6 +246,27 @@ class Run:
             if epoch is not None:
                 record["epoch"] = epoch
             self._records.append(("checkpoints", record))
+            self._records_logged += 1
+        except Exception:
+            self._skipped += 1
+
+    def log_evaluation(self, metrics: Mapping[str, Any]) -> None:
+        """Report the metrics of the evaluation this script runs as (``{"accuracy": 0.91}``).
+
+        For a script run by ``gpuplanectl eval`` (an EVALUATE job): the metrics land on that
+        evaluation, as the JSON object written to ``$GPUPLANE_EVAL_RESULT`` does, and several
+        calls add up (a later value of a name wins). Nested mappings are flattened with ``"/"``;
+        every value must be a finite number (bools and numpy scalars too), else the call is
+        skipped and counted in ``stats()["skipped"]``. Never raises, never blocks.
+        """
+        if self._closed:
+            return
+        try:
+            flat = {}  # type: Dict[str, float]
+            if not _flat_numbers(metrics, "", flat, 0) or not 0 < len(flat) <= MAX_EVAL_METRICS:
+                self._skipped += 1
+                return
+            self._records.append(("evaluations", {"metrics": flat, "ts": int(_time() * 1000)}))
             self._records_logged += 1
         except Exception:
             self._skipped += 1
@@ -832,6 +854,30 @@ def _record_ok(kind: str, record: Dict[str, Any]) -> bool:
                 record["size_bytes"] = info.st_size
         except OSError:
             pass  # not there (yet, or any more): registered all the same
+    return True
+
+
+def _flat_numbers(data: Any, prefix: str, out: Dict[str, float], depth: int) -> bool:
+    """``data``'s values as finite floats in ``out`` (nested mappings joined with "/");
+    False at the first value that is no finite number, or a name the daemon refuses."""
+    if not isinstance(data, Mapping) or depth >= MAX_DEPTH:
+        return False
+    for key, value in data.items():
+        name = prefix + (key if type(key) is str else str(key))
+        if isinstance(value, Mapping):
+            if not _flat_numbers(value, name + "/", out, depth + 1):
+                return False
+            continue
+        if isinstance(value, (str, bytes, bytearray)) or value is None:
+            return False
+        try:
+            number = float(value)
+        except Exception:
+            return False
+        if number != number or number in (float("inf"), float("-inf")) or not 0 < len(name) <= MAX_NAME \
+                or "\x00" in name:
+            return False
+        out[name] = number
     return True
 
 

@@ -1,5 +1,7 @@
 """The ckptwatch actor in virtual time over a memory node link: real ``torch.save`` files in a
-job's folders, the stability window in trio time (``autojump_clock``), file reads inline."""
+job's folders, the stability window in trio time (``autojump_clock``), file reads inline; the
+final pass of an attempt that ended (a job shorter than a rescan, or one that ended while
+the daemon was away)."""
 
 from __future__ import annotations
 
@@ -20,24 +22,11 @@ from gpuplaned.protocol.agent import CheckpointsFound
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.testing.launcher import inline
 from gpuplaned.testing.node_link import MemoryNodeLink
+from gpuplaned.testing.runner import LiveJob, MemoryRunner
 
 
-@attrs.frozen
-class Live:
-    job_id: str
-    attempt: int
-    run_id: str | None
-    cwd: str | None
-    env: dict[str, str] = attrs.Factory(dict)
-    pgid: int | None = None
-    gpu_indexes: tuple[int, ...] = ()
-    shim_pid: int = 0
-
-
-@attrs.define
-class Runner:
-    node_id: str = "nd_test"
-    live: dict[str, Live] = attrs.Factory(dict)
+Live = LiveJob
+Runner = MemoryRunner
 
 
 class FlakyLink(MemoryNodeLink):
@@ -163,3 +152,54 @@ async def test_a_find_the_server_could_not_take_is_offered_again(nursery, tmp_pa
     await trio.sleep(30)
     assert found(link) == [("checkpoint-40", 40)]
     assert link.checkpoint_finds[0].checkpoints[0].kind == "hf"
+
+
+async def test_a_job_shorter_than_a_rescan_has_its_saves_registered_by_a_final_pass(nursery, tmp_path,
+                                                                                   autojump_clock):
+    live = job(tmp_path)
+    runner = Runner()
+    link, handle = await start(nursery, tmp_path, runner)
+    await trio.sleep(0.5)  # just after a pass; the next rescan is 2 s away
+    save(tmp_path / "work" / "checkpoints" / "step_9.pt", 9)
+    runner.recent_ends[("job_1", 1)] = live  # it started, saved and exited in between: never seen live
+    await trio.sleep(3)  # one rescan, far less than the 10 s window: its writer is gone
+    assert found(link) == [("step_9.pt", 9)]
+    assert handle.statistics().attempts == 0  # forgotten once its final pass registered everything
+    await trio.sleep(30)
+    assert found(link) == [("step_9.pt", 9)]  # once: not taken in again from the runner's list
+
+
+async def test_an_attempt_that_ended_while_the_daemon_was_away_gets_its_last_saves_registered(tmp_path,
+                                                                                             autojump_clock):
+    live = job(tmp_path)
+    link = MemoryNodeLink()
+    async with trio.open_nursery() as daemon:
+        await start(daemon, tmp_path, Runner(live={live.job_id: live}), link)
+        save(tmp_path / "work" / "checkpoints" / "step_1.pt", 1)
+        await trio.sleep(15)
+        daemon.cancel_scope.cancel()  # the daemon is killed ...
+    assert found(link) == [("step_1.pt", 1)]
+    save(tmp_path / "work" / "checkpoints" / "step_2.pt", 2)  # ... the job saves once more and ends
+    async with trio.open_nursery() as daemon:
+        # The restarted runner found it ended (exit.json) on adoption: never live again.
+        ended = Runner(recent_ends={("job_1", 1): attrs.evolve(live, env={})})
+        _, handle = await start(daemon, tmp_path, ended, link)
+        await trio.sleep(3)
+        assert handle.statistics().attempts == 0
+        daemon.cancel_scope.cancel()
+    # step_1.pt is offered again (a restarted watcher forgets what it sent; the server
+    # registers a (run, path) once per fingerprint), step_2.pt for the first time.
+    assert sorted(set(found(link))) == [("step_1.pt", 1), ("step_2.pt", 2)]
+
+
+async def test_a_save_cut_short_by_a_killed_job_is_never_registered(nursery, tmp_path, autojump_clock):
+    live = job(tmp_path)
+    runner = Runner()
+    link, _ = await start(nursery, tmp_path, runner)
+    folder = tmp_path / "work" / "checkpoints"
+    save(folder / "step_1.pt", 1)
+    whole = (folder / "step_1.pt").read_bytes()
+    (folder / "step_2.pt").write_bytes(whole[: len(whole) // 2])  # torch.save killed half-way
+    runner.recent_ends[("job_1", 1)] = live
+    await trio.sleep(60)  # the final pass and every retry of it
+    assert found(link) == [("step_1.pt", 1)]

@@ -146,3 +146,24 @@ async def test_after_a_restart_each_active_job_is_adopted_from_its_files(nursery
     node = await start_runner(nursery, tmp_path, FakeLauncher(), link)
     report = await node.link.next_report()
     assert (report.job_id, report.attempt, report.status, report.failure_reason) == ("job_1", 1, *expected)
+
+
+async def test_attempts_that_ended_are_listed_for_the_watchers_those_ended_while_away_too(nursery, tmp_path,
+                                                                                         autojump_clock):
+    from runnerkit import config
+
+    from gpuplaned.testing.node_link import MemoryNodeLink
+
+    job_dir = attempt_dir(config(tmp_path).home, "job_0", 1)
+    _write(job_dir / "runtime.json", RUNTIME | {"id": "job_0/1", "cwd": "/work"})
+    _write(job_dir / "exit.json", EXIT)
+    link = MemoryNodeLink(active=(ActiveJob("job_0", 1, "run_0", env={"GPUPLANE_CKPT_DIR": "saved"}),))
+    node = await start_runner(nursery, tmp_path, FakeLauncher(default=Script(runs_s=5.0)), link)
+    assert (await node.link.next_report()).status == "SUCCEEDED"
+    [away] = node.handle.recent_ends.values()  # never live here: its end was in exit.json
+    assert (away.job_id, away.attempt, away.run_id, away.cwd) == ("job_0", 1, "run_0", "/work")
+    assert away.env == {"GPUPLANE_CKPT_DIR": "saved"}  # as submitted: its process is gone
+    await node.link.dispatch(job())
+    assert [r.status for r in await _reports(node.link, 2)] == ["RUNNING", "SUCCEEDED"]
+    assert list(node.handle.recent_ends) == [("job_0", 1), ("job_1", 1)]
+    assert node.handle.recent_ends[("job_1", 1)].run_id == "run_job_1_1"

@@ -1,4 +1,5 @@
-"""The debounce rule with plain numbers: stable for the window, not held open, registered once."""
+"""The debounce rule with plain numbers: stable for the window, not held open, registered once;
+a final pass (the writers exited) takes what is there at once."""
 
 from gpuplaned.checkpoints.stability import Observation, Stability
 
@@ -69,3 +70,14 @@ def test_each_path_has_its_own_window_and_a_vanished_one_is_forgotten():
     rule.feed(16, {B: b})  # A deleted (a rotation): forgotten
     assert rule.feed(17, {A: a, B: b}) == [B]
     assert rule.feed(27, {A: a, B: b}) == [A, B]
+
+
+def test_a_final_pass_takes_what_its_exited_writer_left_without_the_window():
+    rule = Stability(window_s=10)
+    rule.feed(0, {A: Observation(100, 1)})
+    rule.registered(A, Observation(100, 1))
+    seen = {A: Observation(100, 1), B: Observation(50, 2)}  # B first seen now
+    assert rule.feed(1, seen) == []
+    assert rule.feed(1.5, seen, final=True) == [B]  # A was taken already: not again
+    rule.registered(B, seen[B])
+    assert rule.feed(2, seen, final=True) == [] and rule.pending() == 0

@@ -262,6 +262,8 @@ def test_body_precedence_environment_then_file_then_flags(tmp_path):
         build_body({}, {"command": ["true"], "env": ["=x"]}, environ={}, cwd="/")
     ckpt = build_body({}, {"command": ["true"], "ckpt_dirs": ["out/ck", "/abs/ck"]}, environ={}, cwd="/work")
     assert ckpt["env"] == {"GPUPLANE_CKPT_DIR": "/work/out/ck:/abs/ck"}
+    tb = build_body({}, {"command": ["true"], "tb_dirs": ["tb", "/abs/tb"]}, environ={}, cwd="/work")
+    assert tb["env"] == {"GPUPLANE_TB_DIR": "/work/tb:/abs/tb"}
 
 
 @pytest.mark.parametrize(("text", "key", "message"), [

@@ -81,12 +81,14 @@ def test_checkpoints_lists_them_with_the_best_starred(daemon, run_id):
     result = daemon.run_ctl("checkpoints", run_id, "--metric", "train/loss")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["STEP", "PATH", "SIZE", "REGISTERED", "TRAIN/LOSS"]
-    assert lines[1].split()[:3] == ["50", "/ck/a.pt", "2.0"] and lines[1].split()[-1] == "7.5"
-    assert lines[2].split()[:3] == ["*", "150", "/ck/b.pt"] and lines[2].split()[-1] == "2.5"
-    assert lines[-1] == "ranked by train/loss (minimize)"
+    assert lines[0].split() == ["ID", "STEP", "PARENT", "PATH", "SIZE", "REGISTERED", "TRAIN/LOSS", "METRICS"]
+    first, second = lines[1].split(), lines[2].split()
+    assert first[0].startswith("ck_") and first[1:5] == ["50", "-", "/ck/a.pt", "2.0"]
+    assert first[-2] == "7.5"
+    assert second[0] == "*" and second[2:5] == ["150", "@50", "/ck/b.pt"] and second[-2] == "2.5"  # its parent: 50
+    assert lines[-1] == "* best by train/loss (minimize)"
     plain = daemon.run_ctl("checkpoints", run_id)  # no primary metric set: listed, not ranked
-    assert plain.returncode == 0 and "ranked" not in plain.stdout and "*" not in plain.stdout
+    assert plain.returncode == 0 and "best by" not in plain.stdout and "*" not in plain.stdout
     assert json.loads(daemon.run_ctl("checkpoints", run_id, "--json").stdout)["metric"] is None
     missing = daemon.run_ctl("checkpoints", "run_nope")
     assert missing.returncode == 1 and "no run" in missing.stderr

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
@@ -46,6 +48,15 @@ def test_every_route_is_documented_and_nothing_else():
     assert ("GET", "/api/v1/jobs/{job_id}") in routes  # the conversion itself works
     assert sorted(routes - documented) == [], "routes missing from gpuplaned/http/openapi.py"
     assert sorted(documented - routes) == [], "documented routes the app does not have"
+
+
+def test_the_document_alone_knows_every_route():
+    """``openapi.document()`` imports every routes module itself: a fresh interpreter that never
+    built the app (``gpuplanectl``, a doc build) gets the same paths."""
+    alone = subprocess.run([sys.executable, "-c", "import json; from gpuplaned.http import openapi; "
+                            "print(json.dumps(sorted(openapi.document()['paths'])))"],
+                           capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(alone.stdout) == sorted(openapi.document()["paths"])
 
 
 def _walk(node: Any, where: str = "#"):
@@ -249,3 +260,30 @@ def test_token_replies_match_their_schemas(api_session):
     revoke = "/api/v1/tokens/{id_or_name}/revoke"
     assert check(s.post(f"{url}/{created['token']['id']}/revoke"), "POST", revoke, 200)["token"]["revoked_at"]
     check(s.post(f"{url}/nobody/revoke"), "POST", revoke, 404)
+
+
+def test_import_run_replies_match_their_schemas(api_jobs, api_session, tmp_path):
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    check = Checker(openapi.document()).check
+    url, route = BASE_URL + "/api/v1/runs/import", "/api/v1/runs/import"
+    with SummaryWriter(tmp_path / "tb") as writer:
+        writer.add_scalar("loss", 0.5, 1)
+    torch.save({"w": torch.zeros(2)}, tmp_path / "tb" / "step_1.pt")
+    (tmp_path / "tb" / "stdout.log").write_text("hello\n")
+    first = check(api_session.post(url, json={"dir": str(tmp_path / "tb"), "experiment": "e"}), "POST", route, 201)
+    assert first["created"] and first["imported"]["checkpoints"] == 1 and first["logs"][0]["lines"] == 1
+    again = check(api_session.post(url, json={"dir": str(tmp_path / "tb")}), "POST", route, 201)
+    assert not again["created"] and again["run_id"] == first["run_id"]
+    check(api_session.post(url, json={"dir": str(tmp_path / "nowhere")}), "POST", route, 400)
+    check(api_session.post(url, json={"dir": "relative"}), "POST", route, 400)
+
+    logs, route = f"{BASE_URL}/api/v1/runs/{first['run_id']}/logs", "/api/v1/runs/{run_id}/logs"
+    found = check(api_session.get(logs), "GET", route, 200)
+    assert [line["line"] for line in found["logs"][0]["page"]["lines"]] == ["hello"]
+    (tmp_path / "tb" / "stdout.log").unlink()
+    assert check(api_session.get(logs, params={"tail": 1}), "GET", route, 200)["logs"][0]["state"] == "gone"
+    check(api_session.get(logs, params={"tail": -1}), "GET", route, 400)
+    check(api_session.get(logs, params={"path": "/elsewhere"}), "GET", route, 404)
+    check(api_session.get(f"{BASE_URL}/api/v1/runs/run_nothing/logs"), "GET", route, 404)

@@ -31,7 +31,8 @@ from unixhttp import BASE_URL, unix_session
 
 from gpuplaned.http import openapi
 
-POSITIVE_ONLY = {("POST", "/api/v1/jobs")}  # a body that breaks the schema could name any command
+# A body that breaks the schema could name any command, or any dir for import-run to read.
+POSITIVE_ONLY = {("POST", "/api/v1/jobs"), ("POST", "/api/v1/runs/import")}
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
 
 

@@ -29,6 +29,7 @@ def test_a_resent_batch_is_stored_once(api):
     assert api.get(f"/api/v1/sessions/{sid}")["session"]["points"] == 150
     run = api.get(f"/api/v1/runs/{run_id}")["run"]
     assert (run["source"], run["status"], run["name"]) == ("sdk", "RUNNING", "resend")
+    assert run["metric_sources"] == ["sdk"]
 
 
 def test_ranks_share_a_run_which_ends_with_its_last_session(api):

@@ -221,6 +221,23 @@ def test_read_tail_small_and_edge_files(tmp_path):
     assert read_tail(path, 0) == []
 
 
+def test_read_tail_partial_counts_an_unfinished_last_line(tmp_path):
+    """A finished file's last line without its newline is a line, and pieces of a long one are too."""
+    path = tmp_path / "f"
+    path.write_bytes(b"no newline yet")
+    assert read_tail(path, 5, partial=True) == [(0, "no newline yet")]
+    path.write_bytes(b"a\nb\r\n\nc")
+    assert read_tail(path, 5, partial=True) == [(0, "a"), (2, "b"), (5, ""), (6, "c")]
+    assert read_tail(path, 1, partial=True) == [(6, "c")]
+    assert read_tail(path, 2, partial=True, block=1) == [(5, ""), (6, "c")]
+    path.write_bytes(b"a\nb\n")  # ends in its newline: as without partial
+    assert read_tail(path, 5, partial=True) == read_tail(path, 5) == [(0, "a"), (2, "b")]
+    path.write_bytes(b"x\n" + b"y" * 10)
+    assert read_tail(path, 2, partial=True, max_line=4) == [(6, "yyyy"), (10, "yy")]
+    assert read_tail(path, 9, partial=True, max_line=4) == [(0, "x"), (2, "yyyy"), (6, "yyyy"), (10, "yy")]
+    assert read_tail(path, 9, partial=True, max_line=4) == read_from(path, 0, 9, partial=True, max_line=4)
+
+
 def test_read_tail_reads_only_the_end(tmp_path, monkeypatch):
     path = tmp_path / "big.log"
     path.write_bytes(b"".join(b"%08d\n" % i for i in range(400_000)))  # 3.6 MB

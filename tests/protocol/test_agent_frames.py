@@ -11,6 +11,7 @@ from gpuplaned.protocol.agent import (
     LogChunk, LogFollow, LogLines, LogOffsets, NodeEvent, NodeSnapshot, Ping, Pong, SysMetrics,
 )
 from gpuplaned.protocol.converter import FieldInvalid
+from gpuplaned.protocol.tb_frames import TbCursor, TbCursors, TbFile, TbFileState, TbPoints, TbProblem, TbRewind, TbSeries, TbStored
 
 SPEC = JobSpecWire("job_a", "run_a", 1, "train", ("python", "t.py"), "/w", {"A": "1"}, (0, 1), None, 10.0)
 FRAMES_SEEN = [
@@ -25,6 +26,12 @@ FRAMES_SEEN = [
     LogOffsets((("job_a", 1),), (("job_a", 1, "stdout", 6),)),
     CheckpointsFound("job_a", 1, "run_a", (FoundCheckpoint("/w/checkpoints/step_5.pt", "file", 10, 9, "sha1:" + "0" * 40, 5),
                                            FoundCheckpoint("/w/out/checkpoint-9", "hf", 20, 9, "sha1:" + "a" * 40, 9, 0.5))),
+    TbPoints("job_a", 1, "run_a", (TbFile("/w/runs/events.out.tfevents.1.h", TbCursor(7, 40), TbCursor(7, 90),
+                                          (TbSeries("loss", "AQAAAAAAAAA=", "AQAAAAAAAAA=", "AAAAAAAA+H8="),),
+                                          (("loss", 5),), (TbRewind("loss", "events.out.tfevents.1.h", "/w/runs", 5),),
+                                          (TbProblem(40, "bad data crc"),)),)),
+    TbStored("job_a", 1, ("/w/runs/events.out.tfevents.1.h",)),
+    TbCursors("job_a", 1, (TbFileState("/w/runs/events.out.tfevents.1.h", TbCursor(7, 90)),)),
 ]
 
 

@@ -63,3 +63,28 @@ def test_a_find_for_a_run_that_is_not_the_jobs_registers_nothing(conn):
             store_found(conn, job_id, run_id, [FoundCheckpoint("/w/x.pt", "file", 1, 1, FP1)], 1)
         assert caught.value.code == ErrorCode.NOT_FOUND
     assert checkpoint_rows.list_for_run(conn, "run_a") == []
+
+
+def test_the_script_registering_a_file_the_watcher_found_first_adds_its_word_and_no_second_event(conn):
+    store_found(conn, "job_a", "run_a", [FoundCheckpoint("/w/out/b.pt", "file", 3, 1, FP1)], 500)
+    told = parse_checkpoints({"checkpoints": [{"path": "/w/out/b.pt", "step": 9, "size_bytes": 3,
+                                               "metadata": {"val_loss": 0.5}}]})
+    assert store_records(conn, "run_a", "job_a", [], told, 600) == []
+    (ck,) = checkpoint_rows.list_for_run(conn, "run_a")
+    assert (ck.step, ck.fingerprint, ck.metadata) == (9, FP1, {"source": "watcher", "kind": "file", "val_loss": 0.5})
+    assert [e[0] for e in _events(conn)] == ["CHECKPOINT_CREATED"]
+    # The same path at another step is the file saved anew: news, as before.
+    moved = parse_checkpoints({"checkpoints": [{"path": "/w/out/b.pt", "step": 20}]})
+    assert [r.step for r in store_records(conn, "run_a", "job_a", [], moved, 700)] == [20]
+    assert checkpoint_rows.list_for_run(conn, "run_a")[0].fingerprint is None
+
+
+def test_a_file_another_run_registered_as_it_is_is_not_this_runs(conn):
+    """An evaluation job in the training's folder: its watcher sees the training's checkpoint."""
+    conn.execute("INSERT INTO runs (id, job_id, source, status, created_at) VALUES ('run_b', 'job_b', 'job', 'RUNNING', 1)")
+    training = FoundCheckpoint("/w/checkpoints/step_5.pt", "file", 100, 9, FP1, 5)
+    assert len(store_found(conn, "job_a", "run_a", [training], 1000)) == 1
+    assert store_found(conn, "job_b", "run_b", [training], 2000) == []
+    assert checkpoint_rows.list_for_run(conn, "run_b") == []
+    saved_again = FoundCheckpoint("/w/checkpoints/step_5.pt", "file", 120, 19, FP2, 5)  # the other job wrote it
+    assert [r.run_id for r in store_found(conn, "job_b", "run_b", [saved_again], 3000)] == ["run_b"]

@@ -120,3 +120,12 @@ def test_an_end_reported_twice_is_ignored_the_second_time(db):
     assert (outcome.applied, outcome.reason) == (False, "a SUCCEEDED job cannot failed")
     stale = job_rows.apply_status(conn, node, JobStatus(job_id, 7, "FAILED"), NOW)
     assert (stale.applied, stale.reason) == (False, "stale report for attempt 7")
+
+
+def test_a_nodes_hello_lists_its_active_jobs_with_their_variables_as_submitted(db):
+    conn, node = db
+    spec = JobSpec(name="j", command=("true",), cwd="/", env={"GPUPLANE_CKPT_DIR": "/w/saved"}, gpu=1)
+    job_id = job_rows.insert_job(conn, spec, NOW, job_rows.capacities(conn, {node}))
+    _schedule(conn, node)
+    _, active = job_rows.register_node(conn, Hello("n1", "0", (GpuInfo(0, "Fake", 1024),)), NOW + 1)
+    assert [(a.job_id, a.env) for a in active] == [(job_id, {"GPUPLANE_CKPT_DIR": "/w/saved"})]

@@ -101,3 +101,17 @@ def test_rewinds_as_points_arrive():
     assert cut is None and late.steps.tolist() == [1]
     resumed = Rewinds(rewinds.state)  # the state survives a restart
     assert resumed.take("loss", old, cols(5))[0].steps.tolist() == []
+
+
+def test_two_writers_opened_in_one_second_stay_in_the_order_they_were_opened(tmp_path):
+    """PyTorch names a process's writers ``.<pid>.<n>``: ``.10`` follows ``.9`` (as strings it
+    would not), so a resume written by the 11th writer replaces the 10th's points."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    older, newer = "events.out.tfevents.1800000000.h.77.9", "events.out.tfevents.1800000000.h.77.10"
+    for name in (newer, older):
+        (runs / name).write_bytes(b"")
+    assert names(find_event_files(log_roots(tmp_path, {}), since=0)) == [older, newer]
+    merged = merge([("loss", (older, "runs"), Columns(np.arange(10), np.arange(10), np.full(10, 1.0))),
+                    ("loss", (newer, "runs"), Columns(np.arange(6, 12), np.arange(6, 12), np.full(6, 2.0)))])
+    assert merged["loss"].values.tolist() == [1.0] * 6 + [2.0] * 6

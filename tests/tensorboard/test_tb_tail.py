@@ -1,8 +1,10 @@
 """Following a job's event files pass by pass, and resuming from stored cursors: each point
-stored once, across a restart that lost a pass, with a resumed writer's rewind."""
+stored once, across a restart that lost a pass, with a resumed writer's rewind, and a file
+truncated and written anew."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -64,4 +66,30 @@ def test_exactly_once_across_a_lost_pass_and_a_resumed_writer(tmp_path):
     assert store.points["loss"] == [(s, float(s)) for s in range(25)] + [(s, s + 0.5) for s in range(25, 35)]
     assert store.points["acc_train/acc"] == [(s, float(s)) for s in range(35)]
     assert tail.poll(5.0) == []  # nothing new: no batch
+    tail.close()
+
+
+def test_a_file_truncated_and_written_anew_is_read_again_and_replaces_its_points(tmp_path):
+    start = time.time()
+    tail = JobTail(log_roots(tmp_path), since=start, host=socket.gethostname())
+    store = Store()
+    writer = SummaryWriter(tmp_path / "runs", flush_secs=3600)
+    write(writer, range(0, 20))
+    writer.close()
+    store.commit(tail.poll(0.0))
+    [path] = [f for f in tail.files if os.path.dirname(f) == str(tmp_path / "runs")]
+    other = SummaryWriter(tmp_path / "elsewhere", flush_secs=3600)
+    write(other, range(3, 8), offset=0.5)
+    other.close()
+    [anew] = (p for p in (tmp_path / "elsewhere").iterdir() if p.is_file())
+    with open(path, "r+b") as f:  # the same inode: truncated below the cursor, then written again
+        f.truncate(0)
+        f.write(anew.read_bytes())
+    batches = tail.poll(1.0)
+    assert [p.what for b in batches for p in b.problems] == ["file replaced"]
+    store.commit(batches)
+    # Like a newer file: its points replace what it gave before, per series.
+    assert store.points["loss"] == [(s, s + 0.5) for s in range(3, 8)]
+    assert store.points["acc_train/acc"] == [(s, float(s)) for s in range(20)]  # another file: as it was
+    assert tail.poll(2.0) == []
     tail.close()

@@ -218,3 +218,91 @@ def test_a_job_from_the_submit_dialog_streams_its_log_and_is_cancelled(ui):
     shown = r["log_lines"]["later"]
     lines = ui.jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&tail=1000")["lines"]
     assert [line["line"] for line in lines][:shown] == [f"tick {i}" for i in range(shown)]
+
+
+# A finished run's files, imported with `gpuplanectl import-run`: a TensorBoard loss whose best
+# is at step 8, checkpoints at steps 5 and 10 (torch.save) and an HF checkpoint-12/.
+IMPORTED = """
+import json, os, sys, torch
+from torch.utils.tensorboard import SummaryWriter
+root = sys.argv[1]
+with SummaryWriter(os.path.join(root, "runs")) as writer:
+    for step in range(13):
+        writer.add_scalar("loss", (step - 8) ** 2 / 100 + 0.1, step)
+os.makedirs(os.path.join(root, "checkpoints"))
+model = torch.nn.Linear(4, 4)
+for step in (5, 10):
+    torch.save(model.state_dict(), os.path.join(root, "checkpoints", f"step_{step}.pt"))
+hf = os.path.join(root, "outputs", "checkpoint-12")
+os.makedirs(hf)
+torch.save(model.state_dict(), os.path.join(hf, "pytorch_model.bin"))
+with open(os.path.join(hf, "trainer_state.json"), "w") as f:
+    json.dump({"global_step": 12, "epoch": 2.0}, f)
+"""
+# The evaluation of the best checkpoint: an EVALUATE job on a CPU slot that writes its metrics.
+EVALUATE = "import json, os; json.dump({'acc': 0.75, 'em': 0.5}, open(os.environ['GPUPLANE_EVAL_RESULT'], 'w'))"
+SOURCE_WORDS = {"tensorboard": "TensorBoard", "sdk": "SDK"}
+
+
+def _evaluations_state(ui: UI, experiment_id: str) -> str:
+    """What the experiment's evaluations list is: "missing" (no such endpoint), "none" or a count."""
+    from gpuplaned.protocol.errors import ApiError
+
+    try:
+        found = ui.jobs.client.get(f"/api/v1/experiments/{experiment_id}/evaluations")["evaluations"]
+    except ApiError as exc:
+        if exc.message.startswith("no such endpoint"):
+            return "missing"
+        raise
+    return str(len(found)) if found else "none"
+
+
+def test_the_checkpoints_tab_and_the_experiments_evaluations(ui):
+    root = ui.work / "imported-run"
+    made = subprocess.run([sys.executable, "-c", IMPORTED, str(root)], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    done = ui.daemon.run_ctl("import-run", str(root), "--project", "ui-e2e", "--experiment", "imported", "--json")
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    reply = ui.jobs.client.get(f"/api/v1/runs/{run_id}")
+    best_id = ui.jobs.client.get(f"/api/v1/runs/{run_id}/checkpoints?metric=loss")["best_id"]
+    evaluation = ui.jobs.client.post(f"/api/v1/checkpoints/{best_id}/evaluations", {
+        "command": [sys.executable, "-c", EVALUATE], "cwd": str(ui.work), "gpu": 0, "suite": "mmlu", "dataset": "test"})
+    job_id = evaluation["job"]["id"]
+    assert ui.jobs.wait(job_id, timeout=30)["status"] == "SUCCEEDED"
+    wait_for(lambda: ui.jobs.client.get(f"/api/v1/checkpoints/{best_id}/evaluations")["evaluations"][0]["status"]
+             == "SUCCEEDED", 10, interval=0.05, what="the evaluation's result")
+    api_rows = ui.jobs.client.get(f"/api/v1/runs/{run_id}/checkpoints?metric=loss")
+    evals = _evaluations_state(ui, reply["experiment"]["id"])
+
+    r = run_script(ui, "checkpoints", GPUPLANE_UI_RUN_ID=run_id, GPUPLANE_UI_EXPERIMENT_ID=reply["experiment"]["id"],
+                   GPUPLANE_UI_EVALS=evals)
+
+    tab = r["tab"]
+    assert tab["headers"][:4] == ["Step", "Path", "Size", "Fingerprint"] and "loss" in tab["headers"], tab
+    assert "Ranked by loss" in tab["note"]
+    by_id = {c["id"]: c for c in api_rows["checkpoints"]}
+    assert [by_id[row["id"]]["step"] for row in tab["rows"]] == [12, 10, 5]
+    for row in tab["rows"]:
+        ck = by_id[row["id"]]
+        assert row["cells"][1] == ck["path"] and row["cells"][3] == ck["fingerprint"][:len("sha1:") + 8], row
+    assert [row["id"] for row in tab["rows"] if row["best"]] == [api_rows["best_id"]]
+    assert by_id[api_rows["best_id"]]["step"] == 10  # loss at step 10 (0.14) beats 5 (0.19) and 12 (0.26)
+    sources = reply.get("metric_sources") or reply["run"].get("metric_sources")
+    if sources:  # the daemon says where the points came from: the header says it too
+        assert tab["source"] == "metrics: " + " + ".join(SOURCE_WORDS.get(s, s) for s in
+                                                        [*(x for x in ("tensorboard", "sdk") if x in sources),
+                                                         *(x for x in sources if x not in SOURCE_WORDS)])
+    else:
+        assert tab["source"] is None
+    assert tab["details"]["Source"].startswith("imported"), tab["details"]
+    best_row = next(row for row in tab["rows"] if row["best"])
+    assert best_row["cells"][tab["headers"].index("Evaluations")] == "mmlu / test: acc 0.75 · em 0.5", best_row
+    assert evals == "1"
+    shown = r["evaluations"]
+    assert (shown["state"], shown["experiment"], shown["project"]) == (evals, reply["experiment"]["id"], "ui-e2e")
+    assert shown["headers"] == ["Checkpoint", "Evaluation", "Status", "acc", "em", "Runtime", "Finished"], shown
+    first = shown["first"]
+    assert first[0] == f"step 10{api_rows['checkpoints'][1]['path']}" and first[2:5] == ["succeeded", "0.75", "0.5"], first
+    assert first[1].startswith("mmlu / test · job_"), first  # and a link to the EVALUATE job
+    assert r["problems"] == []

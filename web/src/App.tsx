@@ -9,6 +9,7 @@ import { useTheme, type ThemePreference } from "./lib/theme";
 import { Link, matchPath, navigate, useLocation } from "./router/router";
 import { Compare } from "./pages/Compare";
 import { Dashboard } from "./pages/Dashboard";
+import { Evaluations } from "./pages/Evaluations";
 import { Events } from "./pages/Events";
 import { JobDetail } from "./pages/JobDetail";
 import { Jobs } from "./pages/Jobs";
@@ -26,6 +27,7 @@ const NAV = [
   { to: "/jobs", label: "Jobs", icon: "jobs", match: (p: string) => p.startsWith("/jobs") },
   { to: "/runs", label: "Runs", icon: "runs", match: (p: string) => p.startsWith("/runs") },
   { to: "/compare", label: "Compare", icon: "compare", match: (p: string) => p.startsWith("/compare") },
+  { to: "/evaluations", label: "Evaluations", icon: "evals", match: (p: string) => p.startsWith("/evaluations") },
   { to: "/nodes", label: "Nodes", icon: "nodes", match: (p: string) => p.startsWith("/nodes") },
   { to: "/events", label: "Events", icon: "events", match: (p: string) => p.startsWith("/events") },
 ];
@@ -39,6 +41,7 @@ function Page({ pathname }: { pathname: string }) {
   m = matchPath("/runs/:id", pathname);
   if (m) return <RunDetail id={m.id} />;
   if (pathname === "/compare") return <Compare />;
+  if (pathname === "/evaluations") return <Evaluations />;
   if (pathname === "/nodes") return <Nodes />;
   if (pathname === "/events") return <Events />;
   return <NotFound />;

@@ -6,6 +6,8 @@ import type {
   AuthSession,
   CheckpointList,
   ErrorBody,
+  Evaluation,
+  Experiment,
   GpuEvent,
   Job,
   JobSubmit,
@@ -13,6 +15,7 @@ import type {
   LogStream,
   NodeInfo,
   NodeMetrics,
+  Project,
   Run,
   RunMetrics,
   RunReply,
@@ -150,6 +153,8 @@ export function runFromReply(reply: RunReply): Run {
     project: reply.project?.name ?? reply.run.project ?? null,
     experiment: reply.experiment?.name ?? reply.run.experiment ?? null,
     primary_metric: reply.primary_metric ?? reply.run.primary_metric ?? null,
+    experiment_id: reply.experiment?.id ?? reply.run.experiment_id ?? null,
+    metric_sources: reply.metric_sources ?? reply.run.metric_sources ?? null,
   };
 }
 
@@ -189,6 +194,16 @@ export const api = {
     request<{ runs: RunMetrics[] }>("/runs/metrics:query", { method: "POST", body, signal }).then((r) => r.runs),
   runCheckpoints: (id: string, metric: string | null, signal?: AbortSignal) =>
     request<CheckpointList>(`/runs/${encodeURIComponent(id)}/checkpoints`, { query: { metric }, signal }),
+  listProjects: (signal?: AbortSignal) =>
+    request<{ projects: Project[] }>("/projects", { query: { limit: 200 }, signal }).then((r) => r.projects),
+  listExperiments: (project: string, signal?: AbortSignal) =>
+    request<{ experiments: Experiment[] }>(`/projects/${encodeURIComponent(project)}/experiments`,
+      { query: { limit: 200 }, signal }).then((r) => r.experiments),
+  getExperiment: (id: string, signal?: AbortSignal) =>
+    request<{ experiment: Experiment }>(`/experiments/${encodeURIComponent(id)}`, { signal }).then((r) => r.experiment),
+  experimentEvaluations: (id: string, signal?: AbortSignal) =>
+    request<{ evaluations: Evaluation[] }>(`/experiments/${encodeURIComponent(id)}/evaluations`, { signal })
+      .then((r) => r.evaluations),
 
   listNodes: (signal?: AbortSignal) => request<{ nodes: NodeInfo[] }>("/nodes", { signal }).then((r) => r.nodes),
   nodeMetrics: (key: string, query: { names?: readonly string[]; window?: string; start?: number; end?: number;

@@ -83,6 +83,7 @@ export interface RunReply {
   project?: Ref | null;
   experiment?: Ref | null;
   primary_metric?: RunPrimaryMetric | null;
+  metric_sources?: string[] | null;
 }
 
 export interface Run {
@@ -91,7 +92,7 @@ export interface Run {
   attempt: number | null;
   node_id: string | null;
   name: string | null;
-  source: "job" | "sdk";
+  source: "job" | "sdk" | "import";
   status: RunState;
   created_at: number;
   started_at: number | null;
@@ -107,6 +108,9 @@ export interface Run {
   tags?: string[];
   // GET /runs/{id} only (folded in by runFromReply).
   primary_metric?: RunPrimaryMetric | null;
+  experiment_id?: string | null;
+  /** Where its points came from: "sdk", "tensorboard" or both (absent from older daemons). */
+  metric_sources?: string[] | null;
 }
 
 export interface MetricPointRef {
@@ -273,6 +277,62 @@ export interface Checkpoint {
   /** With a ranking metric: its last value at or before the step, and whether this is the best. */
   metric_value?: number | null;
   best?: boolean;
+  /** sha1 of size, mtime and the first and last MiB (checkpoints the node's watcher or import-run found). */
+  fingerprint?: string | null;
+  full_hash?: string | null;
+  verified_at?: number | null;
+  /** The checkpoint it was trained from: the run's previous one, or for a resumed run's first one its resume point. */
+  parent_id?: string | null;
+  /** The metric values nearest its step, primary first: a list of {name, value, step}, or name -> value. */
+  metrics?: CheckpointMetric[] | Record<string, number | string | null> | null;
+  evaluations?: Evaluation[] | null;
+  /** Set once retention deleted its file. */
+  deleted_at?: number | null;
+}
+
+export interface CheckpointMetric {
+  name: string;
+  value: number | string | null;
+  step?: number | null;
+}
+
+/** A row of the `evaluations` table: one evaluation of a checkpoint. */
+export interface Evaluation {
+  id: string;
+  checkpoint_id: string;
+  job_id?: string | null;
+  run_id?: string | null;
+  suite?: string | null;
+  dataset?: string | null;
+  dataset_version?: string | null;
+  metrics?: Record<string, number | string | null> | null;
+  status: string;
+  runtime_s?: number | null;
+  created_at: number;
+  started_at?: number | null;
+  finished_at?: number | null;
+  name?: string | null;
+  error?: string | null; // why it failed, in words
+  // The checkpoint it evaluates: the run that saved it, its step and path.
+  checkpoint_run_id?: string | null;
+  checkpoint_step?: number | null;
+  checkpoint_path?: string | null;
+}
+
+export interface Project {
+  id: string;
+  name: string;
+  experiments?: number;
+  runs?: number;
+}
+
+export interface Experiment {
+  id: string;
+  project_id: string;
+  project: string;
+  name: string;
+  runs?: number;
+  primary_metric?: string | null;
 }
 
 export interface CheckpointList {

@@ -27,6 +27,7 @@ const PATHS: Record<string, string> = {
   key: "M15 7a4 4 0 11-4 4M11 11l-8 8M7 15l2 2M5 17l2 2",
   wrap: "M4 6h16M4 12h13a3 3 0 010 6h-4M15 16l-2 2 2 2M4 18h5",
   alert: "M12 3l10 18H2L12 3zM12 10v4M12 17h.01",
+  evals: "M9 3h6v3H9zM7 4.5H5V21h14V4.5h-2M8.5 14l2.5 2.5 4.5-5",
 };
 
 export function Icon({ name, size = 16, className }: { name: keyof typeof PATHS | string; size?: number; className?: string }) {

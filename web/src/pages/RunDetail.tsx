@@ -6,7 +6,7 @@
 import { useEffect, useMemo, useState } from "react";
 import { api } from "../api/client";
 import { useEventStream, useNow, useResource } from "../api/hooks";
-import type { Checkpoint, GpuEvent, Job, NodeInfo, Run, RunSummary } from "../api/types";
+import type { GpuEvent, Job, NodeInfo, Run, RunSummary } from "../api/types";
 import { colorOf } from "../charts/colors";
 import { useMetricsLoader } from "../charts/loader";
 import { GridToolbar, MetricsGrid } from "../charts/MetricsGrid";
@@ -15,10 +15,12 @@ import { SeriesStore } from "../charts/series";
 import { SystemCharts } from "../charts/SystemCharts";
 import { Icon } from "../components/Icon";
 import { Ago, CopyId, Empty, ErrorBanner, KeyValues, LiveDot, Loading, PageHeader, SeverityBadge, StatusBadge, Tabs } from "../components/ui";
-import { fmtBytes, fmtDateTime, fmtDuration, fmtInt, fmtTime, fmtValue } from "../lib/format";
+import { fmtDateTime, fmtDuration, fmtInt, fmtTime, fmtValue } from "../lib/format";
+import { metricSourceLabel } from "../lib/checkpoints";
 import { primaryMetric } from "../lib/primary";
 import { flatConfig, runLabel } from "../lib/runs";
 import { Link, useUrlState } from "../router/router";
+import { CheckpointsTab } from "./RunCheckpoints";
 import { bool, num, oneOf, range, str } from "../router/urlState";
 
 const TABS = ["metrics", "system", "events", "checkpoints", "details"] as const;
@@ -86,8 +88,12 @@ export function RunDetail({ id }: { id: string }) {
           <span className="run-swatch big" style={{ background: colorOf(id) }} />{r ? runLabel(r) : <span className="muted">…</span>}</>}
         sub={r && <><StatusBadge status={r.status} /> <CopyId id={r.id} />
           {r.project && <span className="muted"> · {r.project}{r.experiment ? ` / ${r.experiment}` : ""}</span>}
-          {r.failure_reason && <span className="text-bad"> · {r.failure_reason}</span>}</>}>
+          {r.failure_reason && <span className="text-bad"> · {r.failure_reason}</span>}
+          {metricSourceLabel(r.metric_sources) && <span className="badge badge-info metric-source" title="Where this run's metrics came from">
+            metrics: {metricSourceLabel(r.metric_sources)}</span>}</>}>
         {r?.job_id && <Link className="btn" to={`/jobs/${r.job_id}`}><Icon name="jobs" size={14} />Job &amp; logs</Link>}
+        {r?.experiment_id && <Link className="btn" to={`/evaluations?experiment=${encodeURIComponent(r.experiment_id)}`}>
+          <Icon name="evals" size={14} />Evaluations</Link>}
         <Link className="btn" to={`/compare?runs=${id}`}><Icon name="compare" size={14} />Compare</Link>
       </PageHeader>
       <Headline run={r} summary={summary.data} node={node} now={now} />
@@ -117,7 +123,7 @@ export function RunDetail({ id }: { id: string }) {
 }
 
 function findNode(nodes: NodeInfo[] | undefined, run: Run | undefined): NodeInfo | undefined {
-  if (!nodes || !run) return undefined;
+  if (!nodes || !run || run.source === "import") return undefined; // no node of ours ran an imported run
   if (run.node_id) return nodes.find((n) => n.id === run.node_id);
   const host = run.env_snapshot?.host;
   if (typeof host === "string") return nodes.find((n) => n.name === host || n.hardware.hostname === host);
@@ -160,7 +166,8 @@ function Headline({ run, summary, node, now }: { run: Run | undefined; summary: 
 function SystemTab({ run, job, node }: { run: Run; job: Job | undefined; node: NodeInfo | undefined }) {
   if (!node) {
     return <Empty title="The run's node is not known" icon="nodes">
-      {run.source === "sdk" ? "This run was started outside a job, and its host does not match a node's name." : "The node that ran it has left."}
+      {run.source === "import" ? "This run was imported from a finished run's files; no node of this daemon ran it."
+        : run.source === "sdk" ? "This run was started outside a job, and its host does not match a node's name." : "The node that ran it has left."}
     </Empty>;
   }
   const start = run.started_at ?? run.created_at;
@@ -216,60 +223,6 @@ function EventsTab({ events, loading, error, now, live }: { events: GpuEvent[]; 
   );
 }
 
-function CheckpointsTab({ runId, summary }: { runId: string; summary: RunSummary | undefined }) {
-  const primary = primaryMetric(summary);
-  // The daemon ranks by the run's primary metric when one is set; otherwise ask it to rank by
-  // the metric this page would call primary (an eval metric with a direction, else a loss).
-  const asked = primary && !primary.chosen ? primary.name : null;
-  const ckpts = useResource(summary ? (s) => api.runCheckpoints(runId, asked, s) : null, [runId, asked, !!summary],
-    { pollMs: 15_000 });
-  if (ckpts.error) {
-    if (ckpts.error.missingEndpoint) {
-      return <Empty title="Checkpoints are not listed by this daemon" icon="runs">
-        This version of gpuplaned has no <code>GET /api/v1/runs/{"{id}"}/checkpoints</code>, so there is nothing to rank.
-      </Empty>;
-    }
-    return <ErrorBanner error={ckpts.error} onRetry={ckpts.reload} />;
-  }
-  const list = ckpts.data;
-  if (!list) return <Loading rows={4} />;
-  if (!list.checkpoints.length) {
-    return <Empty title="No checkpoints registered for this run" icon="runs">
-      A training script registers each checkpoint it saves with <code>run.log_checkpoint(path, step=step)</code>.
-    </Empty>;
-  }
-  const better = list.direction === "minimize" ? "lower is better" : list.direction === "maximize" ? "higher is better" : "no direction";
-  return (
-    <>
-      <p className="muted small tab-note">
-        {list.metric ? <>Ranked by <b className="mono">{list.metric}</b> ({better}){primary?.chosen ? ", the primary metric" : ""}
-          {!list.best_id && ": no checkpoint has a value yet"}.</> : "No metric to rank by: this run logged none with a direction."}
-      </p>
-      <div className="table-wrap">
-        <table className="table">
-          <thead><tr><th>Step</th><th>Path</th><th className="num">Size</th>
-            {list.metric && <th className="num mono">{list.metric}</th>}
-            <th>Registered</th></tr></thead>
-          <tbody>
-            {[...list.checkpoints].sort((a, b) => (b.step ?? -1) - (a.step ?? -1)).map((c: Checkpoint) => {
-              const best = c.best || c.id === list.best_id;
-              return (
-                <tr key={c.id} className={best ? "best-row" : undefined}>
-                  <td className="mono">{fmtInt(c.step)}{best && <span className="badge badge-ok best">best</span>}</td>
-                  <td className="mono ellipsis" title={c.path}>{c.path}</td>
-                  <td className="num">{fmtBytes(c.size_bytes)}</td>
-                  {list.metric && <td className="num mono">{fmtValue(c.metric_value ?? null)}</td>}
-                  <td>{fmtDateTime(c.created_at)}</td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      </div>
-    </>
-  );
-}
-
 function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunSummary | undefined; job: Job | undefined }) {
   if (!run) return <Loading rows={6} />;
   const env = run.env_snapshot ?? {};
@@ -304,7 +257,9 @@ function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunS
         <header className="card-head"><h2>Run</h2></header>
         <KeyValues items={[
           ["Id", <CopyId id={run.id} full />],
-          ["Source", run.source === "job" ? <>job <Link to={`/jobs/${run.job_id}`}>{job?.name ?? run.job_id}</Link>, attempt {run.attempt}</> : "SDK (started outside a job)"],
+          ["Source", run.source === "job" ? <>job <Link to={`/jobs/${run.job_id}`}>{job?.name ?? run.job_id}</Link>, attempt {run.attempt}</>
+            : run.source === "import" ? <>imported (<code>gpuplanectl import-run</code>)</> : "SDK (started outside a job)"],
+          ["Metrics from", metricSourceLabel(run.metric_sources) ?? "—"],
           ["Created", fmtDateTime(run.created_at)],
           ["Finished", fmtDateTime(run.finished_at)],
           ["Exit code", run.exit_code === null ? "—" : String(run.exit_code)],

@@ -9,6 +9,7 @@ import { RUN_STATES, type Run, type RunSummary } from "../api/types";
 import { colorOf } from "../charts/colors";
 import { Icon } from "../components/Icon";
 import { Ago, Empty, ErrorBanner, Loading, PageHeader, StatusBadge } from "../components/ui";
+import { metricSourceLabel } from "../lib/checkpoints";
 import { fmtDuration, fmtInt, fmtValue } from "../lib/format";
 import { flatConfig, runLabel, sortRuns, varyingConfigKeys } from "../lib/runs";
 import { defaultMetricColumns, useSummaries } from "../lib/summaries";
@@ -184,7 +185,9 @@ function RunRow({ run, summary, now, selected, onToggle, hasProject, hasExperime
       <td>
         <span className="run-swatch" style={{ background: colorOf(run.id) }} />
         <Link to={`/runs/${run.id}`} className="strong">{runLabel(run)}</Link>
-        <div className="sub muted mono">{run.source === "job" && run.job_id ? `job attempt ${run.attempt ?? ""}` : "sdk"}
+        <div className="sub muted mono">{run.source === "job" && run.job_id ? `job attempt ${run.attempt ?? ""}` : run.source === "import" ? "imported" : "sdk"}
+          {metricSourceLabel(run.metric_sources) && !(run.source === "sdk" && metricSourceLabel(run.metric_sources) === "SDK")
+            && <span title="Where its metrics came from"> · {metricSourceLabel(run.metric_sources)}</span>}
           {run.tags?.map((t) => <span key={t} className="tag">{t}</span>)}</div>
       </td>
       {hasProject && <td>{run.project ?? ""}</td>}

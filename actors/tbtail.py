@@ -1,0 +1,316 @@
+"""The tbtail actor: reads the TensorBoard event files running jobs write, as they write them,
+and sends their scalars to the server as the run's points, each exactly once.
+
+Owns: per live job attempt, a ``gpuplaned.tensorboard.JobTail`` over the attempt's log
+folders (``runs/``, ``logs/``, ``outputs/``, ``lightning_logs/`` under its working
+directory, ``$TB_LOG_DIR``, and the folders it declared: ``GPUPLANE_TB_DIR``, ``os.pathsep``
+between them, from ``gpuplanectl submit --tb-dir``; for a job adopted after a restart, read
+from its main process's environment), taking only the files written since the attempt
+started (``runtime.json`` ``started_at``), and, per file, the cursor the server has stored.
+Inputs: the runner's live jobs (``ctx.shared.runner()``, looked at every ``TRACK_S``, so
+that a short job is seen too) and the attempts that ended lately (``recent_ends``: those
+that ended while the daemon was away, found ended on adoption, are read to their end from
+the stored cursors once, after the restart); a pass over every attempt each
+``tensorboard.poll_interval_s``.
+A pass reads only what each file gained (one ``pread`` at its cursor for a file that did not
+grow).
+Outputs, through the node link: ``TbPoints``, one per attempt and pass that read something:
+per file its new points, the rewind rule's cuts and state, the cursor after them and the
+stored cursor they continue from, and the records skipped past their CRC grace.
+Exactly once: the server stores a file's part with its cursor in one transaction, only
+from the cursor it continues from. When the server could not take a pass, or names a file
+stale, the attempt's tail is dropped and made again from the stored cursors on the next
+pass (``TbCursors``), so what was read but not stored is read again, and nothing twice.
+An attempt that has ended is read until a pass finds nothing new, then forgotten (and not
+taken in again from ``recent_ends``). One that ended while the daemon was away has the job's
+variables as submitted (the server's ``ActiveJob.env``): its process can no longer be read.
+Restart: permanent; a restarted tailer (or daemon) starts each attempt from its stored cursors.
+Ready: immediately (nothing to open).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import psutil
+import trio
+
+from gpuplaned.home import attempt_dir
+from gpuplaned.launching.job_files import CorruptRecord, read_runtime
+from gpuplaned.node_context import LiveJobView, NodeContext
+from gpuplaned.protocol.tb_frames import (
+    TbCursor,
+    TbCursors,
+    TbFile,
+    TbFileState,
+    TbPoints,
+    TbProblem,
+    TbRewind,
+    TbSeries,
+)
+from gpuplaned.runtime.context import ActorContext
+from gpuplaned.tensorboard import Cursor, FileBatch, JobTail, log_roots
+from gpuplaned.tensorboard.rewind import order_key
+
+log = logging.getLogger("gpuplaned.tbtail")
+
+DECLARED_DIRS = "GPUPLANE_TB_DIR"  # in the job's environment: more folders to look in
+ENDED_QUIET_PASSES = 2  # an ended attempt is forgotten after this many passes that read nothing
+TRACK_S = 0.05  # s between two looks at the runner's live jobs
+MAX_SERIES = 200  # characters of a series name, as the store takes them (gpuplaned.tsdb.series.MAX_NAME)
+
+
+@attrs.frozen
+class TbtailStats:
+    attempts: int
+    files: int
+    points: int  # points the server took
+    passes: int
+    resets: int  # tails made again from the stored cursors (a refused or stale pass)
+
+
+@attrs.define
+class TbtailHandle:
+    attempts: int = 0
+    files: int = 0
+    points: int = 0
+    passes: int = 0
+    resets: int = 0
+
+    def statistics(self) -> TbtailStats:
+        return TbtailStats(self.attempts, self.files, self.points, self.passes, self.resets)
+
+
+@attrs.define
+class _Attempt:
+    job_id: str
+    attempt: int
+    run_id: str
+    cwd: str
+    env: Mapping[str, str]
+    adopted: bool  # its variables are unknown (a job from before a restart): read from its process
+    tail: JobTail | None = None  # None until runtime.json and the stored cursors are known
+    stored: dict[str, TbCursor] = attrs.Factory(dict)  # path -> the cursor the server has
+    ended_at: float | None = None
+    quiet: int = 0  # passes since it ended that read nothing
+
+
+Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread.run_sync
+
+
+async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[TbtailHandle] = trio.TASK_STATUS_IGNORED,
+              blocking: Blocking = trio.to_thread.run_sync) -> None:
+    """The actor. In virtual-time tests ``blocking`` runs the file reads inline
+    (``gpuplaned.testing.launcher.inline``)."""
+    handle = TbtailHandle()
+    tailer = _Tailer(ctx, handle, blocking)
+    task_status.started(handle)
+    try:
+        await tailer.loop()
+    finally:
+        tailer.close()
+
+
+class _Tailer:
+    def __init__(self, ctx: ActorContext[NodeContext], handle: TbtailHandle, blocking: Blocking) -> None:
+        self.shared = ctx.shared
+        cfg = ctx.shared.config.tensorboard
+        self.interval = cfg.poll_interval_s
+        self.grace = cfg.crc_grace_s
+        self.home: Path = ctx.shared.config.home
+        self.host = socket.gethostname()
+        self.handle = handle
+        self.blocking = blocking
+        self.attempts: dict[tuple[str, int], _Attempt] = {}
+        self.done: set[tuple[str, int]] = set()  # ended attempts read to their end and forgotten
+        self.node_id: str | None = None
+
+    def close(self) -> None:
+        for watched in self.attempts.values():
+            if watched.tail is not None:
+                watched.tail.close()
+
+    async def loop(self) -> None:
+        while True:
+            started = trio.current_time()
+            self._track()
+            for watched in list(self.attempts.values()):
+                await self._pass(watched)
+            self._forget_ended()
+            self.handle.passes += 1
+            self.handle.files = sum(len(a.tail.files) for a in self.attempts.values() if a.tail is not None)
+            # The runner's live jobs are looked at far more often than the files are read: a
+            # job that ends between two passes is still seen, and its files read to the end.
+            while trio.current_time() + TRACK_S < started + self.interval:
+                await trio.sleep(TRACK_S)
+                self._track()
+            await trio.sleep_until(started + self.interval)
+
+    def _track(self) -> None:
+        """Take in the runner's new live attempts; note the time the others ended."""
+        runner = self.shared.runner()
+        if runner is None:
+            return
+        self.node_id = runner.node_id
+        keys = set()
+        for job in list(runner.live.values()):
+            key = (job.job_id, job.attempt)
+            keys.add(key)
+            if key not in self.attempts and job.run_id is not None and job.cwd is not None:
+                self.attempts[key] = self._attempt(job)
+        now = trio.current_time()
+        ends = runner.recent_ends
+        for key, job in list(ends.items()):
+            if key not in self.attempts and key not in self.done and key not in keys and job.run_id is not None \
+                    and job.cwd is not None:
+                self.attempts[key] = attrs.evolve(self._attempt(job), ended_at=now)
+        self.done.intersection_update(ends.keys())  # bounded by the runner's list
+        for key, watched in self.attempts.items():
+            if key not in keys and watched.ended_at is None:
+                watched.ended_at = now
+        self.handle.attempts = len(self.attempts)
+
+    @staticmethod
+    def _attempt(job: LiveJobView) -> _Attempt:
+        assert job.run_id is not None and job.cwd is not None
+        return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=not job.env)
+
+    def _forget_ended(self) -> None:
+        for key, watched in list(self.attempts.items()):
+            if watched.ended_at is not None and watched.quiet >= ENDED_QUIET_PASSES:
+                if watched.tail is not None:
+                    watched.tail.close()
+                del self.attempts[key]
+                self.done.add(key)
+
+    async def _pass(self, watched: _Attempt) -> None:
+        if self.node_id is None:
+            return
+        if watched.tail is None and not await self._open(watched):
+            watched.quiet += watched.ended_at is not None  # an attempt that never started: forgotten too
+            return
+        tail = watched.tail
+        assert tail is not None
+        try:
+            batches = await self.blocking(tail.poll, trio.current_time())
+        except OSError as exc:  # a file it may not read: the others go on, from the stored cursors
+            log.warning("TensorBoard files of job %s attempt %d: %s", watched.job_id, watched.attempt, exc)
+            watched.quiet += watched.ended_at is not None
+            self._reset(watched)
+            return
+        if not batches:
+            watched.quiet += watched.ended_at is not None
+            return
+        watched.quiet = 0
+        files = await self.blocking(_frames, batches, dict(watched.stored))
+        message = TbPoints(watched.job_id, watched.attempt, watched.run_id, tuple(files))
+        try:
+            answer = await self.shared.link.tb_points(self.node_id, message)
+        except Exception as exc:  # noqa: BLE001 - the server could not take it: read again from what it has
+            log.warning("TensorBoard points of job %s attempt %d not stored yet: %s", watched.job_id,
+                        watched.attempt, exc)
+            self._reset(watched)
+            return
+        stale = set(answer.stale)
+        for part in files:
+            if part.path not in stale:
+                watched.stored[part.path] = part.cursor
+        self.handle.points += sum(len(c) for b in batches if b.path not in stale for c in b.points.values())
+        if stale:
+            log.info("TensorBoard files of job %s attempt %d read again from the stored cursors: %s",
+                     watched.job_id, watched.attempt, ", ".join(sorted(stale)))
+            self._reset(watched)
+
+    def _reset(self, watched: _Attempt) -> None:
+        self.handle.resets += 1
+        if watched.tail is not None:
+            watched.tail.close()
+        watched.tail = None
+
+    async def _open(self, watched: _Attempt) -> bool:
+        """Make the attempt's tail from runtime.json and the server's stored cursors."""
+        found = await self.blocking(_start_of, self.home, watched)
+        if found is None:
+            return False  # not started yet (or its record is unreadable): next pass
+        since, env = found
+        try:
+            stored = await self.shared.link.tb_cursors(TbCursors(watched.job_id, watched.attempt))
+        except Exception as exc:  # noqa: BLE001 - asked again next pass
+            log.warning("stored TensorBoard cursors of job %s attempt %d unknown yet: %s", watched.job_id,
+                        watched.attempt, exc)
+            return False
+        watched.env = env
+        watched.adopted = watched.adopted and not env  # read once: the process may be gone by the next reset
+        watched.stored = {f.path: f.cursor for f in stored.files}
+        roots = log_roots(watched.cwd, env, _declared(env))
+        watched.tail = JobTail(roots, since=since, host=self.host,
+                               cursors={f.path: Cursor(f.cursor.inode, f.cursor.offset) for f in stored.files},
+                               rewinds=_merged(stored.files), grace=self.grace)
+        return True
+
+
+def _start_of(home: Path, watched: _Attempt) -> tuple[float, Mapping[str, str]] | None:
+    """Runs on a worker thread: the attempt's start (``runtime.json``) and its environment."""
+    try:
+        runtime = read_runtime(attempt_dir(home, watched.job_id, watched.attempt), (watched.job_id, watched.attempt))
+    except (CorruptRecord, OSError):
+        return None
+    if runtime is None:
+        return None
+    env = watched.env
+    if watched.adopted and watched.ended_at is None:  # an ended one's pid may be another process's now
+        try:
+            env = psutil.Process(runtime.pid).environ()
+        except (psutil.Error, OSError):
+            env = {}
+    return runtime.started_at, env
+
+
+def _declared(env: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(d for d in env.get(DECLARED_DIRS, "").split(os.pathsep) if d)
+
+
+def _merged(files: tuple[TbFileState, ...]) -> dict[str, tuple[tuple[str, str], int]]:
+    """The rewind state over all files: per series, the one of the newest file seen."""
+    state: dict[str, tuple[tuple[str, str], int]] = {}
+    for f in files:
+        for r in f.rewinds:
+            order = (r.file, r.folder)
+            if r.series not in state or order_key(order) > order_key(state[r.series][0]):
+                state[r.series] = (order, r.first_step)
+    return state
+
+
+def _frames(batches: list[FileBatch], stored: dict[str, TbCursor]) -> list[TbFile]:
+    """Runs on a worker thread: the batches as wire frames (base64 columns)."""
+    out = []
+    for b in batches:
+        series = tuple(
+            TbSeries(name, _b64(c.steps, np.int64), _b64(np.rint(c.walls * 1000), np.int64), _b64(c.values, np.float64))
+            for name, c in b.points.items() if _fits(name, b.path))
+        rewinds = tuple(TbRewind(s, order[0], order[1], first) for s, (order, first) in sorted(b.rewinds.items())
+                        if len(s) <= MAX_SERIES)
+        problems = tuple(TbProblem(p.offset, p.what) for p in b.problems)
+        out.append(TbFile(b.path, stored.get(b.path), TbCursor(b.cursor.inode, b.cursor.offset), series,
+                          tuple(sorted(c for c in b.cuts.items() if len(c[0]) <= MAX_SERIES)), rewinds, problems))
+    return out
+
+
+def _fits(name: str, path: str) -> bool:
+    if len(name) <= MAX_SERIES:
+        return True
+    log.warning("TensorBoard series %.80s... of %s left out: its name is over %d characters", name, path, MAX_SERIES)
+    return False
+
+
+def _b64(values: np.ndarray, dtype: type) -> str:
+    """A column as ``gpuplaned.protocol.columns`` reads it: base64 of little-endian 8-byte items."""
+    return base64.b64encode(np.ascontiguousarray(values, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()).decode()

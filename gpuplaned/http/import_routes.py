@@ -1,0 +1,106 @@
+"""The routes of ``import-run``: a finished run's dir made a run (``gpuplaned.service.import_run``),
+and that run's logs read back (``gpuplaned.service.run_logs``).
+
+The import is a write (the ``write`` scope on the HTTP front), reading the logs a read. The
+dir is read on the daemon's host, so the path is one there; ``gpuplanectl import-run`` sends
+the absolute path of its argument.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+from quart import Response
+from quart_trio import QuartTrio
+
+from gpuplaned.http.queries import RunLogsQuery
+from gpuplaned.http.replies import RunLogs
+from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import Param, Reply, Routes
+from gpuplaned.protocol.fields import UNSET, doc
+from gpuplaned.service import import_run, run_logs
+from gpuplaned.service.import_run import RunImport
+from gpuplaned.store.run_rows import Run
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import ServerContext
+
+
+@attrs.frozen(kw_only=True)
+class ImportCounts:
+    points: int = doc("metric points")
+    checkpoints: int
+    logs: int = doc("log files")
+
+
+@attrs.frozen(kw_only=True)
+class ImportedCounts:
+    points: int = doc("metric points, each series' rewinds resolved as TensorBoard does")
+    series: int
+    checkpoints: int
+    logs: int = doc("log files")
+
+
+@attrs.frozen(kw_only=True)
+class ImportedLog:
+    path: str
+    stream: str = doc(enum=("stdout", "stderr"))
+    size_bytes: int
+    lines: int
+
+
+@attrs.frozen(kw_only=True)
+class ImportProblem:
+    path: str = doc("the event file (for a series skipped whole: its name)")
+    offset: int = doc("the byte offset of the record skipped")
+    what: str = doc("bad data crc, bad length crc, ends in a half-written record...")
+
+
+@attrs.frozen(kw_only=True)
+class ImportReply:
+    run: Run
+    run_id: str
+    dir: str | None = doc("the dir's realpath: the import's key")
+    created: bool = doc("false: the dir was imported before, into this run")
+    changed: bool = doc("the dir's files changed since it was imported; the run is as it was imported")
+    added: ImportCounts = doc("what this call stored: nothing for a dir imported before")
+    imported: ImportedCounts = doc("what the run holds from the dir")
+    logs: list[ImportedLog] = doc("the stdout and stderr logs registered, never copied")
+    problems: list[ImportProblem] = doc("records skipped, the rest of their files imported")
+    more_problems: int = doc("problems beyond those listed")
+
+
+api = Routes("runs")
+
+IMPORT = api.post("/api/v1/runs/import", "importRun",
+                  "Import a finished run's dir: TensorBoard event files, checkpoints and stdout logs",
+                  Reply(201, ImportReply, "The imported run; the same run, nothing added, for a dir imported "
+                                          "before."),
+                  errors=(400, 409, 413), body=RunImport,
+                  description="The daemon reads the dir on its own host. It is keyed by its realpath: importing "
+                              "it again adds nothing (an interrupted import is finished by importing again; 409 if "
+                              "the dir changed in between). 400 names the problem: no such dir, not a dir, no event "
+                              "files and no checkpoints, a file that cannot be read.")
+LOGS = api.get("/api/v1/runs/<run_id>/logs", "getRunLogs", "An imported run's stdout and stderr files and their lines",
+               Reply(200, RunLogs, "Every log file of the run with its state, and the lines of those selected."),
+               errors=(400, 404), params=(Param("run_id", "the run's id (run_<ULID>)"),), query=RunLogsQuery,
+               tag="logs",
+               description="The files import-run registered, read on the daemon's host as they are now: each says "
+                           "whether it changed since the import (read as it is now), is gone or unreadable. Without "
+                           "offset: the last tail lines of each file selected (path=, stream=), read from its end. "
+                           "With offset (one file): the lines from that byte offset on (after it, when > 0), up to "
+                           "limit. A run without logs (a job's run: see its job's logs) has an empty list. 404: an "
+                           "unknown run, or a path that is none of its logs.")
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @IMPORT.on(app)
+    async def import_dir(body: RunImport) -> Response:
+        return ok(await import_run.import_run(shared, body), 201)
+
+    @LOGS.on(app)
+    async def run_log_files(run_id: str, query: RunLogsQuery) -> Response:
+        selection = run_logs.Selection(path=query.path or None, stream=query.stream, tail=query.tail,
+                                       offset=None if query.offset is UNSET else query.offset, limit=query.limit)
+        return ok(await run_logs.read_logs(shared, run_id, selection))

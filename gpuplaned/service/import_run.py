@@ -1,0 +1,189 @@
+"""``import-run``: a finished run's dir (TensorBoard event files, checkpoints, stdout logs)
+made a run with source ``import`` (``POST /api/v1/runs/import``, ``gpuplanectl import-run``).
+
+The daemon reads the dir on its own host, as ``ckpt verify`` reads a checkpoint, read-only and
+on a worker thread (``import_scan``), so a large dir never blocks the event loop; then it
+stores what it read in bounded writes: points go through ``tsdb.ingest`` as the run's series,
+``BATCH_POINTS`` at a time, each folded into the run's summary in the same transaction as
+SDK batches are (``sessions.summarize``); checkpoints are registered as the watcher's are,
+with a CHECKPOINT_CREATED event each (``run_records.store_imported``); logs are registered
+as the run's log artifacts (``store.import_rows``).
+
+**Exactly once.** The run's key is the dir's realpath (``runs.import_key``): importing a dir
+imported before adds nothing and answers that run. Each points batch is stored once per
+(source, seq), the source naming the run and the dir's signature, and checkpoints and logs
+once per path, so an import interrupted half-way (the daemon stopped) is finished by
+importing the dir again, and two imports of one dir at once store everything once.
+
+**A dir that changed since.** A finished import is never read again: the reply says
+``changed`` (the dir's files, sizes or mtimes differ from those imported) and the run stays
+as it was imported; import a copy of the dir (another path) to get a second run. An
+interrupted import whose dir changed since is refused (409): its batches would no longer
+line up with those stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+import trio
+
+from gpuplaned import tsdb
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import field
+from gpuplaned.service import access, import_scan
+from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
+from gpuplaned.service.import_scan import ImportRefused, Points, Survey
+from gpuplaned.service.registry import now_ms
+from gpuplaned.service.run_records import store_imported
+from gpuplaned.service.sessions import summarize
+from gpuplaned.store import import_rows, run_rows
+from gpuplaned.store.event_rows import EventRow
+from gpuplaned.store.writer import write
+from gpuplaned.tensorboard.events import Columns
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import ServerContext
+
+BATCH_POINTS = 50_000  # points per write transaction: other writes wait at most one of these
+MAX_PROBLEMS = 100  # told in the reply and kept on the run; the rest are counted
+
+
+def _text(description: str) -> Any:
+    return field(default=None, min_length=1, max_length=200, description=description,
+                 message="a string of 1 to 200 characters")
+
+
+@attrs.frozen(kw_only=True)
+class RunImport:
+    dir: str = field(min_length=2, max_length=4096, pattern="^/[^\\x00]*$",
+                     message="an absolute path on the daemon's host",
+                     description="the finished run's dir, an absolute path on the daemon's host (read there)")
+    project: str | None = _text("the project's name (made on first use)")
+    experiment: str | None = _text("the experiment's name (made on first use; without project=, in \"default\")")
+    name: str | None = _text("the run's name; absent: the dir's name")
+
+
+def _store(shared: ServerContext) -> Any:
+    return access.store_port(shared, "runs")
+
+
+async def import_run(shared: ServerContext, body: RunImport) -> dict[str, Any]:
+    """Import ``body.dir`` (once); the run and what this call added.
+
+    Raises:
+        ApiError: bad_request naming the problem (no such dir, not a dir, nothing to import,
+            an unreadable file), nothing written; conflict for an interrupted import whose
+            dir changed since.
+    """
+    try:
+        found: Survey = await trio.to_thread.run_sync(import_scan.survey, body.dir)
+    except ImportRefused as exc:
+        raise ApiError(ErrorCode.BAD_REQUEST, f"dir: {exc}", {"field": "dir", "path": exc.path}) from None
+    claim = await write(_store(shared), lambda conn: import_rows.claim(
+        conn, found.root, found.signature, name=body.name, project=body.project, experiment=body.experiment,
+        now_ms=now_ms()), small=True)
+    stored_signature = claim.record.get("signature")
+    if claim.finished:
+        return await _reply(shared, claim.run_id, created=False, changed=stored_signature != found.signature,
+                            added=_counts(), record=claim.record)
+    if stored_signature != found.signature:
+        raise ApiError(ErrorCode.CONFLICT, f"dir: {found.root} changed since its import into run {claim.run_id} "
+                                           "was interrupted; import a copy of it under another path",
+                       {"field": "dir", "run_id": claim.run_id})
+    points: Points = await trio.to_thread.run_sync(import_scan.read_points, found.events)
+    added_points = await _store_points(shared, claim.run_id, found.signature, points)
+    now = now_ms()
+    checkpoint_events = await write(_store(shared), lambda conn: store_imported(conn, claim.run_id,
+                                                                                found.checkpoints, now))
+    _publish(shared, checkpoint_events)
+    checkpoints_arrived(shared, checkpoint_events)  # as every registration path does (no job: no policies)
+    logs = [(log.path, {"stream": log.stream, "size_bytes": log.size_bytes, "lines": log.lines})
+            for log in found.logs]
+    added_logs = await write(_store(shared), lambda conn: import_rows.add_logs(conn, claim.run_id, logs, now),
+                             small=True)
+    skipped = found.problems + points.problems
+    problems = [attrs.asdict(p) for p in skipped[:MAX_PROBLEMS]]
+    record = {"dir": found.root, "points": sum(len(c) for c in points.series.values()), "series": len(points.series),
+              "checkpoints": len(found.checkpoints), "logs": len(found.logs), "records": points.records,
+              "problems": problems, "more_problems": max(0, len(skipped) - MAX_PROBLEMS)}
+    started, finished = _span(points, found)
+    await write(_store(shared), lambda conn: import_rows.finish(conn, claim.run_id, record, started_at=started,
+                                                                finished_at=finished, now_ms=now_ms()), small=True)
+    return await _reply(shared, claim.run_id, created=claim.created, changed=False,
+                        added=_counts(added_points, len(checkpoint_events), added_logs), record=record)
+
+
+def _batches(series: dict[str, Columns]) -> Iterator[dict[str, dict[str, list]]]:
+    """The points as ingest batches of at most BATCH_POINTS, cut the same way for the same points
+    (series by name, each in order): a resumed import stores the same (source, seq)s again."""
+    batch: dict[str, dict[str, list]] = {}
+    size = 0
+    for name in sorted(series):
+        cols = series[name]
+        ts = np.rint(cols.walls * 1000.0).astype(np.int64)
+        start = 0
+        while start < len(cols):
+            end = min(len(cols), start + BATCH_POINTS - size)
+            batch[name] = {"step": cols.steps[start:end].tolist(), "ts": ts[start:end].tolist(),
+                           "value": cols.values[start:end].tolist()}
+            size += end - start
+            start = end
+            if size >= BATCH_POINTS:  # full: the rest of this series starts the next one
+                yield batch
+                batch, size = {}, 0
+    if batch:
+        yield batch
+
+
+async def _store_points(shared: ServerContext, run_id: str, signature: str, points: Points) -> int:
+    """Store the points batch by batch, each once; returns how many were new."""
+    source = f"import:{run_id}:{signature.removeprefix('sha1:')[:16]}"
+    added = 0
+    for seq, metrics in enumerate(_batches(points.series)):
+
+        def apply(conn: Any, seq: int = seq, metrics: dict = metrics) -> tuple[int, list[EventRow]]:
+            result = tsdb.ingest(conn, "run", run_id, metrics, source=source, seq=seq)
+            if result.duplicate:
+                return 0, []
+            return result.points, summarize(conn, run_id, metrics, now_ms())
+
+        new, events = await write(_store(shared), apply)
+        added += new
+        _publish(shared, events)
+    return added
+
+
+def _publish(shared: ServerContext, events: list[EventRow]) -> None:
+    for event in events:  # after the commit: followers never see an event that was rolled back
+        shared.event_feed.publish(event)
+
+
+def _span(points: Points, found: Survey) -> tuple[int | None, int | None]:
+    """When the run ran, by its files: its first and last points (else its checkpoints' mtimes)."""
+    walls = [w for cols in points.series.values() if len(cols) for w in (cols.walls.min(), cols.walls.max())]
+    if walls:
+        return int(min(walls) * 1000), int(max(walls) * 1000)
+    mtimes = [ck.mtime_ms for ck in found.checkpoints]
+    return (min(mtimes), max(mtimes)) if mtimes else (None, None)
+
+
+def _counts(points: int = 0, checkpoints: int = 0, logs: int = 0) -> dict[str, int]:
+    return {"points": points, "checkpoints": checkpoints, "logs": logs}
+
+
+async def _reply(shared: ServerContext, run_id: str, *, created: bool, changed: bool, added: dict[str, int],
+                 record: dict[str, Any]) -> dict[str, Any]:
+
+    def read(conn: Any) -> dict[str, Any]:
+        return {"run": run_rows.get_run(conn, run_id), "logs": import_rows.list_logs(conn, run_id)}
+
+    stored = await access.readers(shared, "runs").run(read)
+    imported = {"points": record.get("points", 0), "series": record.get("series", 0),
+                "checkpoints": record.get("checkpoints", 0), "logs": record.get("logs", 0)}
+    return {"run": stored["run"], "run_id": run_id, "dir": record.get("dir"), "created": created, "changed": changed,
+            "added": added, "imported": imported, "logs": stored["logs"], "problems": record.get("problems", []),
+            "more_problems": record.get("more_problems", 0)}

@@ -1,0 +1,224 @@
+"""Retention: delete a run's checkpoints but the best K and the last K, safely
+(``POST /api/v1/runs/{id}/checkpoints/prune``, ``gpuplanectl ckpt prune``, and a job's
+``retention`` policy as its checkpoints arrive: ``service/checkpoint_arrival.py``).
+
+In three steps, so that no file is deleted inside a transaction and no row says deleted
+while its file is still there (Determined lost checkpoints deleting rows first, PR #7967):
+
+1. **Decide**, in one read transaction: the run's checkpoints not yet deleted, each with the
+   ranking metric at its step (the run's primary metric, ``run_records.value_at_step``) and
+   what still uses it (``store/retention_rows.py``: an unfinished evaluation, a resume, a row
+   of the same file), go to the pure rule ``domain/retention.choose``.
+2. **Delete** on a worker thread, off every transaction: only a path GPUPlane registered,
+   and only while it is what was registered. It is refused, and says so, when its
+   fingerprint (the watcher's) or else its registered size differs, when there is neither
+   to check it against, or when it is a symbolic link. A directory (HF ``checkpoint-N/``,
+   DeepSpeed shards) goes whole. A dry run checks the same and deletes nothing.
+3. **Mark**, in one write: each row whose file is gone gets ``deleted_at`` and a
+   ``CHECKPOINT_DELETED`` event (published after the commit), unless it was registered
+   anew meanwhile. A file already gone (a prune cut short after its deletions) is marked
+   then too, its event saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from gpuplaned.checkpoints.files import fingerprint, observe
+from gpuplaned.domain.event_types import CHECKPOINT_DELETED
+from gpuplaned.domain.retention import Candidate, Choice, choose
+from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.job_policies import RetentionPolicy, load_policies
+from gpuplaned.service import access
+from gpuplaned.service.registry import now_ms
+from gpuplaned.service.run_records import value_at_step
+from gpuplaned.store import checkpoint_rows, event_rows, project_rows, retention_rows
+from gpuplaned.store.checkpoint_rows import Checkpoint
+from gpuplaned.store.event_rows import EventRow
+from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import ServerContext
+
+log = logging.getLogger(__name__)
+
+IMPORTED = "imported: GPUPlane only reads an imported run's files"
+
+
+@attrs.frozen(kw_only=True)
+class PruneRequest(RetentionPolicy):
+    """``POST /api/v1/runs/{id}/checkpoints/prune``: keep the best K and the last K."""
+
+    dry_run: bool = field(default=True, description="true (the default): say what would be deleted, delete nothing")
+
+
+@attrs.frozen
+class Plan:
+    """What step 1 decided."""
+
+    run_id: str
+    job_id: str | None
+    metric: str | None
+    direction: str | None
+    rows: dict[str, Checkpoint]  # the run's checkpoints not deleted, oldest step first
+    choice: Choice
+
+
+@attrs.frozen
+class Outcome:
+    """What step 2 did with one checkpoint the rule would delete."""
+
+    checkpoint: Checkpoint
+    gone: bool = False  # its file is gone: deleted now, or it already was
+    already_gone: bool = False
+    refused: str | None = None
+
+
+def not_ours(ck: Checkpoint) -> str | None:
+    """Why ``ck``'s file is not GPUPlane's to delete at all; None when it is."""
+    if ck.metadata.get("source") == "import":
+        return IMPORTED
+    if not os.path.isabs(ck.path):
+        return "not an absolute path"
+    return None
+
+
+def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int) -> Plan:
+    """Step 1, on a reader: one transaction, so every row is read as of one moment.
+
+    Raises:
+        ApiError: not_found for an unknown run.
+    """
+    conn.execute("BEGIN")
+    try:
+        primary, direction, _ = project_rows.run_context(conn, run_id)
+        metric = primary.metric
+        job_id = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        live = [ck for ck in checkpoint_rows.list_for_run(conn, run_id) if ck.deleted_at is None]
+        used = retention_rows.in_use(conn, run_id, live)
+        candidates = [Candidate(ck.id, ck.step, value_at_step(conn, run_id, metric, ck.step) if metric else None,
+                                tuple(used.get(ck.id, ())), not_ours(ck)) for ck in live]
+    finally:
+        conn.execute("COMMIT")
+    return Plan(run_id, job_id, metric, direction, {ck.id: ck for ck in live},
+                choose(candidates, direction, keep_best, keep_last))
+
+
+def why_not_deleted(ck: Checkpoint) -> str | None:
+    """Runs on a worker thread: None when the file is what was registered, else why it stays.
+
+    Raises:
+        FileNotFoundError: it is gone.
+    """
+    if os.path.islink(ck.path):
+        return "a symbolic link: what it points to is not GPUPlane's to delete"
+    try:
+        size = observe(ck.path).size
+        if ck.fingerprint is not None:
+            return None if fingerprint(ck.path) == ck.fingerprint else \
+                "changed since it was registered (its fingerprint differs)"
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or type(exc).__name__}"
+    if ck.size_bytes is None:
+        return "registered without a fingerprint or a size: nothing to tell whether it changed"
+    return None if size == ck.size_bytes else f"changed since it was registered (size {size}, registered " \
+                                              f"{ck.size_bytes})"
+
+
+def remove(ck: Checkpoint, dry_run: bool) -> Outcome:
+    """Step 2 for one checkpoint, on a worker thread."""
+    try:
+        refused = why_not_deleted(ck)
+        if refused is not None:
+            return Outcome(ck, refused=refused)
+        if dry_run:
+            return Outcome(ck)
+        if os.path.isdir(ck.path):
+            shutil.rmtree(ck.path)
+        else:
+            os.unlink(ck.path)
+    except FileNotFoundError:
+        return Outcome(ck, gone=True, already_gone=True)
+    except OSError as exc:
+        return Outcome(ck, refused=f"could not be deleted: {exc.strerror or type(exc).__name__}")
+    return Outcome(ck, gone=True)
+
+
+def remove_all(doomed: Sequence[Checkpoint], dry_run: bool) -> list[Outcome]:
+    return [remove(ck, dry_run) for ck in doomed]
+
+
+def mark(conn: sqlite3.Connection, plan: Plan, gone: Sequence[Outcome], keep: str, now: int) -> list[EventRow]:
+    """Step 3, in the store's transaction: mark each row whose file is gone; returns the events."""
+    rows = []
+    for outcome in gone:
+        ck = outcome.checkpoint
+        if not checkpoint_rows.mark_deleted(conn, ck, now):
+            continue  # already marked, or registered anew since the decision
+        context: dict[str, Any] = {"checkpoint_id": ck.id, "path": ck.path, "retention": keep}
+        if ck.size_bytes is not None:
+            context["size_bytes"] = ck.size_bytes
+        if outcome.already_gone:
+            context["already_gone"] = True
+        rows.append(EventRow(new_id("ev"), now, CHECKPOINT_DELETED, "info", None, plan.job_id, plan.run_id, ck.step,
+                             f"checkpoint {ck.path} deleted" + (" (it was already gone)" if outcome.already_gone
+                                                                else f" by retention ({keep})"), context))
+    event_rows.insert_events(conn, rows)
+    return rows
+
+
+async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: int, dry_run: bool) -> dict[str, Any]:
+    """Decide, delete (unless ``dry_run``), mark; the reply says what was kept and why, what
+    was (or would be) deleted and what was refused and why.
+
+    Raises:
+        ApiError: not_found for an unknown run; store_unavailable (nothing marked: a later
+            prune marks the files already gone).
+    """
+    plan = await access.readers(shared, "runs").run(lambda conn: decide(conn, run_id, keep_best, keep_last))
+    outcomes = await trio.to_thread.run_sync(remove_all, [plan.rows[i] for i in plan.choice.deleted], dry_run)
+    gone = [o for o in outcomes if o.gone]
+    keep = f"keep_best={keep_best}, keep_last={keep_last}"
+    if gone and not dry_run:
+        at = now_ms()
+        events = await write(access.store_port(shared, "runs"), lambda conn: mark(conn, plan, gone, keep, at),
+                             small=True)
+        for event in events:  # after the commit
+            shared.event_feed.publish(event)
+    return reply(plan, outcomes, keep_best, keep_last, dry_run)
+
+
+def reply(plan: Plan, outcomes: Sequence[Outcome], keep_best: int, keep_last: int, dry_run: bool) -> dict[str, Any]:
+    def brief(ck: Checkpoint) -> dict[str, Any]:
+        return {"checkpoint_id": ck.id, "path": ck.path, "step": ck.step, "size_bytes": ck.size_bytes}
+
+    return {"run_id": plan.run_id, "dry_run": dry_run, "keep_best": keep_best, "keep_last": keep_last,
+            "metric": plan.metric, "direction": plan.direction,
+            "kept": [brief(plan.rows[ck_id]) | {"reasons": list(why)} for ck_id, why in plan.choice.kept.items()],
+            "deleted": [brief(o.checkpoint) | {"already_gone": o.already_gone} for o in outcomes if o.refused is None],
+            "refused": [brief(o.checkpoint) | {"reason": o.refused} for o in outcomes if o.refused is not None]}
+
+
+async def apply_policy(shared: ServerContext, job_id: str, run_id: str) -> dict[str, Any] | None:
+    """The job's ``retention`` policy over its run ``run_id``, if it has one; the prune's reply."""
+    stored = await access.readers(shared, "jobs").run(
+        lambda conn: conn.execute("SELECT policies FROM jobs WHERE id = ?", (job_id,)).fetchone())
+    policy = load_policies(stored[0]).retention if stored else None
+    if policy is None:
+        return None
+    done = await prune(shared, run_id, policy.keep_best, policy.keep_last, dry_run=False)
+    if done["deleted"] or done["refused"]:
+        log.info("retention of run %s (job %s): %d deleted, %d refused", run_id, job_id, len(done["deleted"]),
+                 len(done["refused"]))
+    return done

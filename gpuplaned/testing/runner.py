@@ -1,0 +1,30 @@
+"""The runner's handle as the node's readers see it (``node_context.RunningJobs``), held in
+memory: what a test of the monitor, ckptwatch or tbtail sets as the live jobs and the
+attempts that ended lately."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class LiveJob:
+    """One live job (``node_context.LiveJobView``)."""
+
+    job_id: str
+    attempt: int
+    run_id: str | None
+    cwd: str | None
+    env: dict[str, str] = attrs.Factory(dict)
+    pgid: int | None = None
+    gpu_indexes: tuple[int, ...] = ()
+    shim_pid: int = 0
+
+
+@attrs.define
+class MemoryRunner:
+    """The runner's handle (``node_context.RunningJobs``): edit ``live`` and ``recent_ends``."""
+
+    node_id: str = "nd_test"
+    live: dict[str, LiveJob] = attrs.Factory(dict)
+    recent_ends: dict[tuple[str, int], LiveJob] = attrs.Factory(dict)
