@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpuplaned.actors import ckptwatch, control, http, logs, monitor, rollup, runner, scheduler, store, tbtail
+from gpuplaned.actors import (ckptwatch, control, detector, http, logs, monitor, policies, rollup, runner, scheduler,
+                              store, tbtail, webhooks)
 
 from gpuplaned.runtime.spec import ActorSpec
 
@@ -26,6 +27,12 @@ REGISTRY: tuple[ActorSpec, ...] = (
     ActorSpec("ckptwatch", ckptwatch.run, frozenset({"all"}), depends_on=("runner",)),
     # TensorBoard event files jobs write, read as they grow; their scalars become the runs' points.
     ActorSpec("tbtail", tbtail.run, frozenset({"all"}), depends_on=("runner",)),
+    # Notifications from the outbox the events' trigger fills (0013_events_policies.sql).
+    ActorSpec("webhooks", webhooks.run, SERVER, depends_on=("store",)),
+    # The jobs' failure policies, once per trigger (policy_actions, 0013_events_policies.sql).
+    ActorSpec("policies", policies.run, SERVER, depends_on=("store", "scheduler")),
+    # The time-based event rules (RUN_STALLED) over running jobs; the metric rules run at ingest.
+    ActorSpec("detector", detector.run, SERVER, depends_on=("store",)),
     ActorSpec("http", http.run, SERVER, depends_on=("store",), graceful_stop=True, stop_grace=5.0),
 )
 

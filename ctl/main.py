@@ -17,7 +17,9 @@ from gpuplanectl.commands import (
     checkpoints,
     ckpt,
     daemon,
+    diagnosis,
     eval,
+    event_hook,
     events,
     import_run,
     jobs,
@@ -30,6 +32,7 @@ from gpuplanectl.commands import (
     tokens,
     top,
     ui,
+    webhooks,
 )
 
 app = typer.Typer(
@@ -78,7 +81,9 @@ app.add_typer(jobs.app, name="job")
 app.command("logs")(logs.logs)
 app.add_typer(nodes.app, name="node")
 app.add_typer(tokens.app, name="token")
+app.add_typer(webhooks.app, name="webhook")
 app.command("events")(events.events)
+app.command("event-hook", context_settings={"allow_interspersed_args": False})(event_hook.event_hook)
 app.command("runs")(runs.runs)
 app.add_typer(runs.app, name="run")
 app.command("metrics")(runs.metrics)
@@ -87,6 +92,9 @@ app.add_typer(ckpt.app, name="ckpt")
 app.command("eval")(eval.evaluate)
 app.command("evals")(eval.evaluations)
 app.command("import-run")(import_run.import_run)
+app.command("diagnose")(diagnosis.diagnose)
+app.command("compare")(diagnosis.compare)
+app.command("explain")(diagnosis.explain)
 app.command("projects")(projects.projects)
 app.add_typer(projects.app, name="project")
 app.command("sync")(sync.sync)

@@ -31,8 +31,10 @@ INHERITED_ENV = (
 )
 
 FILE_KEYS = ("command", "cwd", "dir", "name", "env", "gpu", "labels", "node", "priority", "retry",
-             "timeout_s", "stop_grace_s", "type", "retention", "evaluate")
+             "timeout_s", "stop_grace_s", "type", "retention", "evaluate", "on_oom", "on_nan", "on_lost",
+             "on_stalled", "on_preempted")
 POLICY_KEYS = ("retention", "evaluate")
+FAILURE_POLICY_KEYS = ("on_oom", "on_nan", "on_lost", "on_stalled", "on_preempted")  # tables, or a word
 
 
 class SubmissionError(ValueError):
@@ -135,6 +137,14 @@ def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
             except FieldInvalid as fault:
                 raise JobFileError(path, f"{key}.{fault.field}" if fault.field else key, fault.message) from None
             body[key] = dict(value)
+        elif key in FAILURE_POLICY_KEYS:  # on_nan = "stop", on_oom = {retry = 2, env = {BATCH = "half"}}
+            from gpuplaned.protocol.converter import FieldInvalid, check
+            from gpuplaned.protocol.job_policies import JobPolicies
+            try:
+                check({key: value}, JobPolicies)
+            except FieldInvalid as fault:
+                raise JobFileError(path, fault.field or key, fault.message) from None  # field: on_oom.env
+            body[key] = dict(value) if isinstance(value, dict) else value
         elif key in ("gpu", "priority", "retry"):
             need(key, isinstance(value, int) and not isinstance(value, bool), "an integer")
             body[key] = value
@@ -197,6 +207,18 @@ def build_body(
             body[key] = flags[key]
     if flags.get("type") is not None:
         body["type"] = flags["type"].upper()
+    for key in ("on_nan", "on_lost"):
+        if flags.get(key) is not None:
+            body[key] = flags[key]
+    if flags.get("on_preempted") is not None:
+        body["on_preempted"] = {"resume_from": flags["on_preempted"]}
+    if flags.get("on_oom_retry") is not None or flags.get("on_oom_half"):
+        oom = dict(body.get("on_oom") or {})
+        if flags.get("on_oom_retry") is not None:
+            oom["retry"] = flags["on_oom_retry"]
+        if flags.get("on_oom_half"):
+            oom["env"] = {**oom.get("env", {}), **{name: "half" for name in flags["on_oom_half"]}}
+        body["on_oom"] = oom
     if flags.get("labels"):
         body["labels"] = list(flags["labels"])
     if flags.get("command"):

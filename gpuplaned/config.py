@@ -315,6 +315,23 @@ class UiConfig:
 
 @_section
 @attrs.frozen
+class DetectorConfig:
+    """The event rules and their thresholds (``[detector]``; ``gpuplaned.domain.rules``,
+    ``actors/detector.py``); every rule is on by default. GPU_UNDERUTILIZED and DISK_LOW are
+    the node's, in ``[monitor]``."""
+
+    loss_nan: bool = _key(_bool, True)  # LOSS_NAN: a loss got NaN or infinity
+    loss_spike: bool = _key(_bool, True)  # LOSS_SPIKE: a loss above its rolling median + 6 x MAD
+    overfitting: bool = _key(_bool, True)  # OVERFITTING_SUSPECTED: an eval loss up from its best while train falls...
+    overfit_rise_percent: float = _key(_number_between(0, 10_000), 10.0)  # ...by more than this...
+    overfit_evals: int = _key(_int_between(1, 1000), 3)  # ...for this many evaluations in a row
+    run_stalled: bool = _key(_bool, True)  # RUN_STALLED: a running job silent (no point, no log line)...
+    stall_after_s: float = _key(_number_between(0.1, 7 * 86_400), 1200.0)  # ...this long
+    interval_s: float = _key(_number_between(0.05, 3600), 10.0)  # how often the detector looks at running jobs
+
+
+@_section
+@attrs.frozen
 class Config:
     role: str = _key(_choice(ROLES), "all")
     home: Path = _key(_path, factory=lambda: Path("~/.local/share/gpuplane").expanduser())
@@ -333,6 +350,7 @@ class Config:
     ui: UiConfig = UiConfig()
     checkpoints: CheckpointsConfig = CheckpointsConfig()
     tensorboard: TensorboardConfig = TensorboardConfig()
+    detector: DetectorConfig = DetectorConfig()
 
     @property
     def db_path(self) -> Path:
@@ -351,7 +369,7 @@ def default_config_path(env: Mapping[str, str]) -> Path:
 
 _FILE_KEYS = ("role", "home", "runtime_dir", "listen", "http", "server", "log_level")  # beside the tables
 _TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
-           "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard"}  # [table] -> its Config field
+           "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard", "detector": "detector"}  # [table] -> its Config field
 # Flags that set a key: flag name -> the Config key (dotted inside a section).
 _FLAGS = {**{key: key for key in _FILE_KEYS}, "gpus": "node.gpus", "node_name": "node.name",
           "max_cpu_jobs": "node.max_cpu_jobs"}

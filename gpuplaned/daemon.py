@@ -37,6 +37,7 @@ from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
 from gpuplaned.service import spool_replay
 from gpuplaned.service.log_feeds import LogFeeds
+from gpuplaned.service.metric_feeds import MetricFeeds
 from gpuplaned.service.nodes import LocalNodeLink
 from gpuplaned.service.registry import NodeRegistry
 from gpuplaned.store.event_rows import EventRow
@@ -62,6 +63,7 @@ class DaemonContext:
     nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # reach each node's runner
     event_feed: Broadcast[EventRow] = attrs.field(factory=Broadcast)  # newly recorded events, for followers
     log_feeds: LogFeeds = attrs.field(factory=LogFeeds)  # running jobs' new output, for live followers
+    metric_feeds: MetricFeeds = attrs.field(factory=MetricFeeds)  # runs' newly committed points, for live charts
     _shutdown: trio.Event = attrs.field(factory=trio.Event)
     _startup_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
 

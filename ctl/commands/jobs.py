@@ -91,6 +91,19 @@ def submit(
         "--tb-dir", metavar="DIR", show_default=False,
         help="Also read TensorBoard event files the job writes here (repeatable), besides runs/, logs/, outputs/, "
              "lightning_logs/ and $TB_LOG_DIR under its working directory.")] = None,
+    on_oom_retry: Annotated[int | None, typer.Option(
+        "--on-oom-retry", metavar="N", min=1, show_default=False,
+        help="After running out of memory, queue it again up to N times.")] = None,
+    on_oom_half: Annotated[list[str] | None, typer.Option(
+        "--on-oom-half", metavar="NAME", show_default=False,
+        help="With each OOM retry, halve the job's integer variable NAME (repeatable).")] = None,
+    on_nan: Annotated[str | None, typer.Option("--on-nan", metavar="stop", show_default=False,
+                                               help="stop: SIGTERM it when its loss turns NaN.")] = None,
+    on_lost: Annotated[str | None, typer.Option("--on-lost", metavar="requeue", show_default=False,
+                                                help="requeue: queue it again when it is lost.")] = None,
+    on_preempted: Annotated[str | None, typer.Option(
+        "--on-preempted", metavar="last|best", show_default=False,
+        help="Killed from outside (SIGTERM, SIGKILL): queue it again resuming from that checkpoint.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -104,7 +117,9 @@ def submit(
     g = globals_of(ctx)
     flags = {"command": command, "name": name, "gpu": gpu, "dir": workdir, "env": env, "labels": label,
              "node": node, "priority": priority, "retry": retry, "timeout_s": timeout,
-             "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir, "tb_dirs": tb_dir}
+             "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir, "tb_dirs": tb_dir,
+             "on_oom_retry": on_oom_retry, "on_oom_half": on_oom_half, "on_nan": on_nan, "on_lost": on_lost,
+             "on_preempted": on_preempted}
     try:
         file_body = load_job_file(file) if file is not None else {}
         body = build_body(file_body, flags, environ=os.environ, cwd=os.getcwd())

@@ -7,7 +7,8 @@ adds it here (tests/domain/test_event_types.py checks that what the rules raise 
 
 from __future__ import annotations
 
-from gpuplaned.domain import evaluations, node_health, run_records
+from gpuplaned.domain import evaluations, failure_policies, node_health, run_records
+from gpuplaned.domain.rules import lifecycle, overfitting, stall
 from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
 
 NODE_EVENTS = (node_health.DISK_LOW, node_health.DISK_OK, node_health.GPU_LOST, node_health.GPU_RECOVERED,
@@ -19,7 +20,12 @@ RUN_EVENTS = ("LOSS_NAN", "LOSS_SPIKE", run_records.USER_EVENT, run_records.CHEC
 TB_RECORD_SKIPPED = "TB_RECORD_SKIPPED"
 TB_FILE_REPLACED = "TB_FILE_REPLACED"
 TB_EVENTS = (TB_RECORD_SKIPPED, TB_FILE_REPLACED)
+# The detector's rules (gpuplaned.domain.rules): overfitting in the summary fold, stalls in actors/detector.py.
+DETECTOR_EVENTS = (overfitting.OVERFITTING_SUSPECTED, stall.RUN_STALLED, lifecycle.RUN_STARTED, lifecycle.RUN_FINISHED)
 # Retention's (service/retention.py): a checkpoint's file deleted, recorded once it is gone.
 CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
-EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, CHECKPOINT_DELETED,
+# The failure policies' (service/failure_policies.py): what a policy did about a trigger, or why it could not.
+POLICY_EVENTS = (failure_policies.POLICY_ACTION, failure_policies.POLICY_SKIPPED)
+EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
+                            CHECKPOINT_DELETED,
                             evaluations.EVALUATION_FINISHED}))  # service/evaluations.py: an evaluation ended

@@ -12,6 +12,8 @@ run is recomputed from the stored points instead (``gpuplaned.store.project_rows
 - LOSS_SPIKE (warning): a loss-like value above the rolling median + 6 x MAD of the last
   ``WINDOW`` finite values (once ``MIN_WINDOW`` are known); at most once per ``SPIKE_GAP``
   steps per metric.
+- OVERFITTING_SUSPECTED (warning): ``gpuplaned.domain.rules.overfitting``, over each eval
+  loss's points, judged against its train loss's trend once the batch is folded in.
 
 Cost: a batch is folded in with C loops (``max``, ``min``, ``sum``, ``count``) over its
 columns; only a loss metric pays a Python step per point, to slide its window: a sorted
@@ -32,6 +34,10 @@ from statistics import median
 from typing import Any
 
 import attrs
+
+from gpuplaned.domain import run_progress
+from gpuplaned.domain.rules import overfitting
+from gpuplaned.domain.rules.overfitting import OverfitPolicy
 
 WINDOW = 64
 MIN_WINDOW = 20
@@ -69,7 +75,8 @@ def is_loss(name: str) -> bool:
 
 
 def update(summary: Mapping[str, Any] | None, points: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[float]]],
-           directions: Mapping[str, str | None]) -> tuple[dict[str, Any], list[SummaryEvent]]:
+           directions: Mapping[str, str | None],
+           overfit: OverfitPolicy = OverfitPolicy()) -> tuple[dict[str, Any], list[SummaryEvent]]:
     """The summary after ``points`` ({name: (steps, ts, values)}), and the events they raised."""
     out: dict[str, Any] = {"metrics": {}, "progress": {"step": None}, "warnings": [], "_state": {}}
     if summary:
@@ -94,14 +101,34 @@ def update(summary: Mapping[str, Any] | None, points: Mapping[str, tuple[Sequenc
         out["metrics"][name] = metric
         if top is not None and (out["progress"].get("step") is None or top > out["progress"]["step"]):
             out["progress"] = {"step": top}
+    events += _overfitting(out, points, overfit)
+    out["_rate"] = run_progress.track(out.get("_rate"), out["metrics"])
     return out, events
+
+
+def _overfitting(out: dict[str, Any], points: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[float]]],
+                 policy: OverfitPolicy) -> list[SummaryEvent]:
+    """OVERFITTING_SUSPECTED over the batch's eval losses, once every metric is folded in (the
+    train loss's trend is the one after this batch)."""
+    events: list[SummaryEvent] = []
+    for name, (steps, _ts, values) in points.items():
+        if not overfitting.is_eval_loss(name):
+            continue
+        train = overfitting.train_loss_for(name, out["metrics"])
+        falling = train is not None and out["metrics"][train].get("trend") == "decreasing"
+        state = dict(out["_state"].get(name) or {"window": [], "nan_reported": False, "last_spike": None})
+        state["overfit"], raised = overfitting.update(state.get("overfit"), name, steps, values, train, falling, policy)
+        out["_state"][name] = state
+        events += [SummaryEvent(overfitting.OVERFITTING_SUSPECTED, "warning", message, step, context)
+                   for step, message, context in raised]
+    return events
 
 
 def public(summary: Mapping[str, Any] | None) -> dict[str, Any]:
     """The summary as the API shows it (without the rules' working state)."""
     if not summary:
         return {"metrics": {}, "progress": {"step": None}, "warnings": []}
-    return {k: v for k, v in summary.items() if k != "_state"}
+    return {k: v for k, v in summary.items() if not k.startswith("_")}
 
 
 def resolve_primary(experiment: str | None, project: str | None,
@@ -340,6 +367,7 @@ def after_rewind(summary: Mapping[str, Any] | None, name: str, count: int, lates
     state = (out.get("_state") or {}).get(name)
     if state is not None:
         state = dict(state)
+        state.pop("overfit", None)  # the eval history from the dropped steps on is gone
         state["window"] = [float(v) for v in window][-WINDOW:]
         if state.get("last_spike") is not None and (latest is None or state["last_spike"] > latest[0]):
             state["last_spike"] = None
@@ -348,4 +376,6 @@ def after_rewind(summary: Mapping[str, Any] | None, name: str, count: int, lates
     out["metrics"][name] = metric
     steps = [m["latest"]["step"] for m in out["metrics"].values() if m.get("latest")]
     out["progress"] = {"step": max(steps) if steps else None}
+    if "_rate" in out:
+        out["_rate"] = run_progress.rewound(out["_rate"], out["progress"]["step"])
     return out

@@ -20,6 +20,7 @@ from gpuplaned.http import (
     auth_routes,
     checkpoints_routes,
     control_routes,
+    diagnosis_routes,
     evaluations_routes,
     idempotency,
     import_routes,
@@ -29,6 +30,8 @@ from gpuplaned.http import (
     projects_routes,
     sessions_routes,
     tokens_routes,
+    webhook_routes,
+    metric_stream_routes,
     ui_routes,
 )
 from gpuplaned.http.responses import error_response
@@ -188,8 +191,11 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
     sessions_routes.register(app, shared)
     projects_routes.register(app, shared)
     checkpoints_routes.register(app, shared)
+    diagnosis_routes.register(app, shared)
     evaluations_routes.register(app, shared)
     import_routes.register(app, shared)
+    webhook_routes.register(app, shared)
+    metric_stream_routes.register(app, shared)
     auth_routes.register(app, shared)
     if tokens:
         ui_routes.register(app, shared)  # the web UI: on the HTTP front only

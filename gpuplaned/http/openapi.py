@@ -29,6 +29,7 @@ from gpuplaned.http import (  # noqa: F401  (imported for their declarations)
     auth_routes,
     checkpoints_routes,
     control_routes,
+    diagnosis_routes,
     evaluations_routes,
     idempotency,
     import_routes,
@@ -37,6 +38,8 @@ from gpuplaned.http import (  # noqa: F401  (imported for their declarations)
     projects_routes,
     sessions_routes,
     tokens_routes,
+    webhook_routes,
+    metric_stream_routes,
 )
 from gpuplaned.http.replies import OpenApiDocument
 from gpuplaned.http.routes import ALL, Reply, Route, Routes, Stream
@@ -325,7 +328,7 @@ def _build() -> dict[str, Any]:
         "info": {"title": "GPUPlane control API", "version": gpuplaned.__version__, "description": _DESCRIPTION,
                  "license": {"name": "MIT", "identifier": "MIT"}},
         "tags": [{"name": name} for name in ("jobs", "runs", "projects", "logs", "nodes", "events", "daemon",
-                                             "tokens", "auth")],
+                                             "tokens", "auth", "webhooks")],
         "security": [{"bearer": []}],
         "paths": paths,
         "components": {

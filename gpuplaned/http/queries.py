@@ -139,3 +139,15 @@ class CheckpointsQuery:
 class BestCheckpointQuery:
     metric: str = _text("rank by this metric; absent: the experiment's primary metric", pattern=METRIC_PATTERN)
     project: str = _text("a project's id or name: then the experiment may be named by its name in it", min_length=1)
+
+
+@attrs.frozen(kw_only=True)
+class CompareRunsQuery:
+    ids: str = _text("2 to 10 run ids, comma-separated; the first is the baseline")
+    align: str = field(default="step", enum=("step", "time"), description="align by step, or by time since each "
+                                                                          "run's first point")
+
+
+@attrs.frozen(kw_only=True)
+class CompareCheckpointsQuery:
+    ids: str = _text("2 to 10 checkpoint ids (ck_...), comma-separated; the first is the baseline")

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.domain.diagnosis.failure import CAUSES
 from gpuplaned.domain.run_summary import PRIMARY_SOURCES
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
@@ -109,7 +110,23 @@ class RunMetricsMany:
 
 @attrs.frozen(kw_only=True)
 class Progress:
-    step: int | None
+    step: int | None = doc("the highest step logged")
+    max_steps: int | None = doc("from SDK init(max_steps=) or the run's config (max_steps, total_steps, num_steps)")
+    percent: float | None
+    epoch: float | None = doc("the latest value of a metric named epoch")
+    steps_per_s: float | None = doc("over the run's recent batches")
+    eta_s: float | None = doc("seconds left at that rate (needs max_steps)")
+    eta_ts: int | None = doc("ms since the epoch")
+
+
+@attrs.frozen(kw_only=True)
+class HealthWarning:
+    type: str = doc("the rule: LOSS_NAN, LOSS_SPIKE, OVERFITTING_SUSPECTED, RUN_STALLED")
+    severity: str
+    message: str
+    metric: str | None = doc(default=None, optional=True)
+    step: int | None = doc(default=None, optional=True)
+    job_id: str | None = doc(default=None, optional=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -119,6 +136,7 @@ class RunSummary:
                                              "{step, value}, trend (losses)}")
     progress: Progress
     warnings: list[str]
+    health: list[HealthWarning] = doc("the rules' open episodes, worst first")
     primary_metric: RunPrimaryMetric | None = doc("null: no primary metric is set for this run's experiment, "
                                                   "project or globally")
 
@@ -510,3 +528,76 @@ class OpenApiDocument:
 
     __schema__ = {"additionalProperties": True}
 
+
+
+# --- diagnosis (gpuplaned.service.diagnosis) -------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Finding:
+    kind: str = doc("convergence, overfitting, instability, stall, throughput, divergence, best, config, cause...")
+    severity: str = doc(enum=["info", "warning", "critical"])
+    claim: str = doc("what was found, in words")
+    evidence: list[dict[str, Any]] = doc("pointers the API resolves: {kind: metric, run_id, name, steps: [a, b], "
+                                         "values} (GET /runs/{id}/series), {kind: log, job_id, attempt, stream, "
+                                         "offsets: [a, b], lines} (GET /jobs/{id}/logs), {kind: gpu, node_id, gpu, "
+                                         "name, ts: [a, b], values}, {kind: event, id}, {kind: checkpoint, id}")
+    facts: dict[str, Any] = doc("the finding's numbers, by kind")
+
+
+@attrs.frozen(kw_only=True)
+class RunDiagnosis:
+    run_id: str
+    summary: str
+    findings: list[Finding] = doc("worst first")
+    next_actions: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class ComparedRun:
+    id: str
+    best_value: float | None = doc("the metric's best bucket average by its direction")
+    best_x: int | None = doc("its step, or ms since the run's first point with align=time")
+    steps_per_s: float | None
+    gpu_util: float | None = doc("the run's GPUs' mean utilisation, %")
+
+
+@attrs.frozen(kw_only=True)
+class RunComparison:
+    summary: str
+    findings: list[Finding]
+    next_actions: list[str]
+    runs: list[ComparedRun] = doc("in the order asked; the first is the baseline")
+    metric: str | None = doc("the metric compared: the first run's primary metric, else a common loss")
+    align: str = doc(enum=["step", "time"])
+
+
+@attrs.frozen(kw_only=True)
+class ComparedCheckpoint:
+    id: str
+    run_id: str
+    step: int | None
+    size_bytes: int | None
+    parent_id: str | None
+    metric_value: float | None
+    deleted_at: int | None
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointComparison:
+    summary: str
+    findings: list[Finding]
+    next_actions: list[str]
+    checkpoints: list[ComparedCheckpoint] = doc("in the order asked; the first is the baseline")
+    metric: str | None
+    direction: str | None = doc(enum=_DIRECTIONS)
+
+
+@attrs.frozen(kw_only=True)
+class FailureExplanation:
+    job_id: str
+    attempt: int = doc("the attempt explained: the latest", minimum=0)
+    cause: str = doc(enum=CAUSES)
+    summary: str
+    findings: list[Finding]
+    next_actions: list[str]

@@ -23,6 +23,7 @@ ADMIN_RULES = (
     "/api/v1/daemon/shutdown",
     "/api/v1/actors/<name>/<verb>",
     "/api/v1/auth/login-links",
+    "/api/v1/webhooks",  # a Slack or Bark URL is itself a credential
 )
 READ_RULES = ("/api/v1/auth/logout", "/api/v1/runs/metrics:query")  # POSTs that change nothing
 UI_RULES = ("/", "/login", "/assets/<path:name>", "/<ui_path:path>")  # gpuplaned.http.ui_routes

@@ -6,7 +6,7 @@ import os
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-PREFIXES = ("job", "run", "nd", "ev", "slot", "tok", "prj", "exp", "ck", "art", "eval")
+PREFIXES = ("job", "run", "nd", "ev", "slot", "tok", "prj", "exp", "ck", "art", "eval", "wh")
 
 
 def ulid(now_ms: int | None = None) -> str:

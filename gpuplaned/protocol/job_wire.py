@@ -14,7 +14,15 @@ import attrs
 
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.fields import UNSET, doc, field
-from gpuplaned.protocol.job_policies import EvaluatePolicy, JobPolicies, RetentionPolicy
+from gpuplaned.protocol.job_policies import (
+    EvaluatePolicy,
+    JobPolicies,
+    OomPolicy,
+    PreemptedPolicy,
+    RetentionPolicy,
+    StalledPolicy,
+    env_refusal,
+)
 
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
 DEFAULT_STOP_GRACE_S = 10.0
@@ -73,6 +81,11 @@ class Job:
     evaluate: EvaluatePolicy | None = doc("queue an evaluation of each new (or each new best) checkpoint")
     resume_from: str | None = doc("the checkpoint its next attempts resume from (job retry --resume-from)",
                                   default=None)
+    on_oom: OomPolicy | None = doc("retry after an out-of-memory failure, halving variables", default=None)
+    on_nan: str | None = doc("stop: SIGTERM the job when its loss turns NaN", default=None)
+    on_lost: str | None = doc("requeue: queue a lost job again", default=None)
+    on_stalled: StalledPolicy | None = doc("what to do when the run stalls", default=None)
+    on_preempted: PreemptedPolicy | None = doc("requeue a job killed from outside, resuming", default=None)
 
 
 def _argv(command: list[str]) -> str | None:
@@ -133,6 +146,13 @@ class JobSubmit:
                                                                         "K checkpoints as new ones arrive")
     evaluate: EvaluatePolicy | None = field(default=None, description="queue an EVALUATE job for each new, or "
                                                                       "each new best, checkpoint")
+    on_oom: OomPolicy | None = field(default=None, description="after an OOM: queue again, changing env")
+    on_nan: str | None = field(default=None, enum=("stop",), description="stop: SIGTERM when the loss is NaN, "
+                                                                         "keeping the last good checkpoint")
+    on_lost: str | None = field(default=None, enum=("requeue",), description="requeue: queue a LOST job again")
+    on_stalled: StalledPolicy | None = field(default=None, description="restart, stop or notify on a stall")
+    on_preempted: PreemptedPolicy | None = field(default=None, description="queue a job killed from outside "
+                                                                            "again, resuming from a checkpoint")
 
     __schema__ = {"anyOf": [{"required": ["cwd"]}, {"required": ["dir"]}]}
 
@@ -142,6 +162,9 @@ class JobSubmit:
             raise FieldInvalid("cwd", "the working directory is required (absolute path)")
         if not os.path.isdir(cwd):
             raise FieldInvalid("cwd", f"directory {cwd} does not exist")
+        why = env_refusal(self.on_oom, self.env)
+        if why is not None:
+            raise FieldInvalid("on_oom", why)
 
 
 def to_spec(job: JobSubmit) -> JobSpec:
@@ -160,5 +183,6 @@ def to_spec(job: JobSubmit) -> JobSpec:
         timeout_s=job.timeout_s,
         stop_grace_s=job.stop_grace_s or DEFAULT_STOP_GRACE_S,
         type=job.type,
-        policies=JobPolicies(retention=job.retention, evaluate=job.evaluate),
+        policies=JobPolicies(retention=job.retention, evaluate=job.evaluate, on_oom=job.on_oom, on_nan=job.on_nan,
+                             on_lost=job.on_lost, on_stalled=job.on_stalled, on_preempted=job.on_preempted),
     )

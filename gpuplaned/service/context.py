@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from gpuplaned.runtime.broadcast import Broadcast
     from gpuplaned.runtime.supervisor import Supervisor
     from gpuplaned.service.log_feeds import LogFeeds
+    from gpuplaned.service.metric_feeds import MetricFeeds
     from gpuplaned.service.registry import NodeRegistry
     from gpuplaned.store.event_rows import EventRow
     from gpuplaned.store.readers import Readers
@@ -60,10 +61,11 @@ class Nodes(Protocol):
 
 
 class Feeds(Protocol):
-    """Live fan-out to followers: newly recorded events, and running jobs' new output."""
+    """Live fan-out to followers: newly recorded events, running jobs' new output, runs' new points."""
 
     event_feed: Broadcast[EventRow]
     log_feeds: LogFeeds
+    metric_feeds: MetricFeeds
 
 
 class Dispatching(Actors, Nodes, Protocol):

@@ -149,7 +149,7 @@ async def _store_points(shared: ServerContext, run_id: str, signature: str, poin
             result = tsdb.ingest(conn, "run", run_id, metrics, source=source, seq=seq)
             if result.duplicate:
                 return 0, []
-            return result.points, summarize(conn, run_id, metrics, now_ms())
+            return result.points, summarize(conn, run_id, metrics, now_ms(), shared.config.detector)
 
         new, events = await write(_store(shared), apply)
         added += new

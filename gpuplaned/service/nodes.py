@@ -168,12 +168,15 @@ class LocalNodeLink:
         loss and skipped-record events are published after the commit. A pass for a run that
         is not the job attempt's is dropped: reading it again would not change that."""
         shared = self._shared
+        ingested: list[dict[str, Any]] = []
         try:
             stored, events = await write(shared.supervisor.ports["store"],
-                                         lambda conn: store_points(conn, points, now_ms()))
+                                         lambda conn: store_points(conn, points, now_ms(), ingested))
         except ApiError as exc:
             log.warning("TensorBoard points from %s dropped: %s", node_id, exc.message)
             return TbStored(points.job_id, points.attempt)
+        for metrics in ingested:  # after the commit, like the SDK's batches
+            shared.metric_feeds.publish(points.run_id, metrics)
         for row in events:
             shared.event_feed.publish(row)
         return stored

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from gpuplaned import tsdb
-from gpuplaned.domain import run_summary
+from gpuplaned.domain import run_progress, run_summary
 from gpuplaned.protocol import columns as columns_codec
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.converter import FieldInvalid, structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET, field
-from gpuplaned.service import access
+from gpuplaned.service import access, detector
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.series_query import MAX_MS, RunMetricsArgs, duration_ms, expand_names, given, json_finite
 from gpuplaned.store import project_rows
@@ -95,8 +95,16 @@ async def get_summary(shared: ServerContext, run_id: str) -> dict[str, Any]:
     """The run's summary: per metric the latest and best point and count (and, for losses, the
     trend), the run's progress, and warnings (seed 000 section 10.2); and its primary metric,
     resolved experiment -> project -> global when asked, with that metric's latest and best."""
-    primary, direction, summary = await _readers(shared).run(lambda conn: project_rows.run_context(conn, run_id))
-    return {"run_id": run_id, **run_summary.public(summary),
+    def read(conn: Any) -> tuple[Any, ...]:
+        primary, direction, summary = project_rows.run_context(conn, run_id)
+        config = conn.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        settings = json.loads(config) if config else {}  # {"config": what init(config=) passed, "tags": [...]}
+        return primary, direction, summary, settings.get("config"), detector.open_stall(conn, run_id)
+
+    primary, direction, summary, config, stalled = await _readers(shared).run(read)
+    health = run_progress.health(summary, run_summary.SPIKE_GAP) + ([stalled] if stalled else [])
+    return {"run_id": run_id, **run_summary.public(summary), "progress": run_progress.progress(summary, config),
+            "health": health,
             "primary_metric": run_summary.primary_view(summary, primary.metric, primary.source, direction)}
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from gpuplaned import tsdb
+from gpuplaned.config import DetectorConfig
 from gpuplaned.domain import run_summary
 from gpuplaned.domain.run_records import MAX_RECORDS, CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
 from gpuplaned.domain.evaluations import MAX_RECORDS as EVAL_RECORDS
@@ -28,7 +29,7 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.sdk_spool import SESSION_ID
-from gpuplaned.service import access, evaluations
+from gpuplaned.service import access, detector, evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_records
@@ -161,9 +162,11 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -
     """Store a batch of run metrics, script events and checkpoints once; answered after the commit."""
     batch = parse_batch(body)
     seq, metrics = batch.seq, batch.metrics
+    run_of: list[str] = []  # the session's run, for the live metric feed
 
     def apply(conn: Any) -> dict[str, Any]:
         session = session_rows.require_open(conn, session_id)
+        run_of[:] = [session.run_id]
         if session.status != "OPEN":
             if session_rows.batch_stored(conn, session_id, seq):
                 return {"seq": seq, "duplicate": True, "points": 0}, []
@@ -179,7 +182,7 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -
             now = now_ms()
             session_rows.record_batch(conn, session_id, seq, result.points)
             if metrics:
-                events = summarize(conn, session.run_id, metrics, now)
+                events = summarize(conn, session.run_id, metrics, now, shared.config.detector)
             if batch.events or batch.checkpoints or batch.evaluations:
                 job = conn.execute("SELECT job_id FROM runs WHERE id = ?", (session.run_id,)).fetchone()
                 events += store_records(conn, session.run_id, job[0] if job else None, batch.events,
@@ -188,14 +191,18 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -
         return {"seq": seq, "duplicate": result.duplicate, "points": result.points}, events
 
     reply, events = await write(_store(shared), apply)
+    if metrics and not reply["duplicate"]:
+        shared.metric_feeds.publish(run_of[0], metrics)  # after the commit, like the events
     for event in events:  # after the commit: followers never see an event that was rolled back
         shared.event_feed.publish(event)
     checkpoints_arrived(shared, events)
     return reply
 
 
-def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int) -> list[EventRow]:
-    """Fold a stored batch into the run's summary and metric definitions; record its events."""
+def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int,
+              rules: DetectorConfig = DetectorConfig()) -> list[EventRow]:
+    """Fold a stored batch into the run's summary and metric definitions; record the events
+    of the rules ``rules`` has on, with their evidence (``gpuplaned.service.detector``)."""
     names = list(metrics)
     conn.executemany("INSERT OR IGNORE INTO metric_definitions (name, direction, created_at) VALUES (?, ?, ?)",
                      [(name, direction_for(name), now) for name in names])
@@ -205,7 +212,8 @@ def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int) -> l
     before = json.loads(stored[0]) if stored and stored[0] else None
     job_id, node_id = (stored[1], stored[2]) if stored else (None, None)  # a job's run: its job and node
     points = {name: (cols["step"], cols["ts"], cols["value"]) for name, cols in metrics.items()}
-    after, raised = run_summary.update(before, points, directions)
+    after, raised = run_summary.update(before, points, directions, detector.overfit_policy(rules))
+    raised = detector.summary_events(raised, metrics, run_id, rules)
     conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(after, separators=(",", ":")), run_id))
     rows = [EventRow(new_id("ev"), now, e.type, e.severity, node_id, job_id, run_id, e.step, e.message, e.context)
             for e in raised]

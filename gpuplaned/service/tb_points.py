@@ -45,9 +45,10 @@ def stored_cursors(conn: sqlite3.Connection, request: TbCursors) -> TbCursors:
                      tuple(tb_cursor_rows.stored(conn, request.job_id, request.attempt)))
 
 
-def store_points(conn: sqlite3.Connection, batch: TbPoints, now: int) -> tuple[TbStored, list[EventRow]]:
+def store_points(conn: sqlite3.Connection, batch: TbPoints, now: int,
+                 stored: list[dict[str, Any]] | None = None) -> tuple[TbStored, list[EventRow]]:
     """Store one tailer pass (a write function); returns the answer and the events to publish
-    after the commit.
+    after the commit. ``stored`` gets each ingested slice's columns (for the live metric feed).
 
     Raises:
         ApiError: the run is not that job attempt's (nothing stored), or a file's columns
@@ -84,6 +85,8 @@ def store_points(conn: sqlite3.Connection, batch: TbPoints, now: int) -> tuple[T
             except ValueError as exc:
                 raise ApiError(ErrorCode.BAD_REQUEST, f"{part.path}: {exc}", {"field": "files"}) from None
             if not result.duplicate:
+                if stored is not None:
+                    stored.append(metrics)
                 events += summarize(conn, batch.run_id, metrics, now)
                 tb_cursor_rows.count_points(conn, batch.run_id, result.points)
         problems += _problems(batch, part, node_id, now)

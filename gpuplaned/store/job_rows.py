@@ -63,6 +63,8 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         created_at=created, started_at=started, finished_at=finished, exit_code=exit_code,
         failure_reason=failure, failure_message=failure_message, cancel_requested=bool(cancel),
         retention=policy.retention, evaluate=policy.evaluate, resume_from=resume_from,
+        on_oom=policy.on_oom, on_nan=policy.on_nan, on_lost=policy.on_lost, on_stalled=policy.on_stalled,
+        on_preempted=policy.on_preempted,
     )
 
 

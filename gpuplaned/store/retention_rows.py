@@ -5,7 +5,8 @@ A checkpoint is in use while an evaluation of it is unfinished (its row is queue
 running, or its job has not ended), while a job that has not ended will resume from it
 (``jobs.resume_from``), while a run that has not finished resumed from it
 (``runs.resumed_from``), and while another row, of this run or another, names the same file
-or one inside it (deleting a folder would take that one too).
+or one inside it (deleting a folder would take that one too). A checkpoint a failure policy
+kept (``policy_actions.checkpoint_id``: the last good one before a NaN stop) is always in use.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def in_use(conn: sqlite3.Connection, run_id: str, checkpoints: Sequence[Checkpoi
             "SELECT r.resumed_from, r.id FROM runs r JOIN checkpoints c ON c.id = r.resumed_from "
             "WHERE c.run_id = ? AND r.finished_at IS NULL", (run_id,)):
         out.setdefault(ck_id, []).append(f"run {other} resumed from it and has not finished")
+    for ck_id, trigger, event_id in conn.execute(
+            "SELECT a.checkpoint_id, a.trigger, a.event_id FROM policy_actions a JOIN checkpoints c "
+            "ON c.id = a.checkpoint_id WHERE c.run_id = ?", (run_id,)):
+        out.setdefault(ck_id, []).append(f"the last good checkpoint before {trigger} ({event_id}), kept by policy")
     for ck in checkpoints:
         for other_id, other_run, other_path in conn.execute(
                 "SELECT id, run_id, path FROM checkpoints WHERE id != :id AND deleted_at IS NULL "

@@ -55,13 +55,17 @@ _lock = threading.Lock()
 
 def init(project: Optional[str] = None, experiment: Optional[str] = None, name: Optional[str] = None,
          config: Optional[Mapping[str, Any]] = None, run_id: Optional[str] = None,
-         tags: Optional[List[str]] = None) -> Run:
+         tags: Optional[List[str]] = None, max_steps: Optional[int] = None) -> Run:
     """Open a session on the daemon and return its ``Run``, which becomes the current run.
 
     Waits at most 2 s for the daemon to open the session (so ``run.id`` is known); returns at
     once when no daemon is published. An earlier run stays open until finished (or exit).
+    ``max_steps``: how many steps the script will run, kept in the run's config as
+    ``max_steps`` (the run's summary shows its progress and an ETA from it).
     """
     global _current
+    if max_steps is not None:
+        config = {**(config or {}), "max_steps": int(max_steps)}
     run = Run(project=project, experiment=experiment, name=name, config=config, run_id=run_id, tags=tags)
     _current = run
     return run

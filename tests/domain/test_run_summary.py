@@ -157,6 +157,11 @@ def _reference_loss_rules(name, state, steps, values, warnings):
 
 
 def _stored(summary):
+    # The overfitting rule's state and the progress marks are left out: they are held to their
+    # own tables in test_rules.py and test_run_progress.py.
+    summary = {**{k: v for k, v in summary.items() if k != "_rate"},
+               "_state": {name: {k: v for k, v in state.items() if k != "overfit"}
+                          for name, state in (summary.get("_state") or {}).items()}}
     return json.dumps(summary, sort_keys=True)  # repr of every float: -0.0 and 2 vs 2.0 count
 
 

@@ -41,7 +41,8 @@ def test_portfile_content_and_modes(daemon):
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", http_url)
     assert info["home"] == str(daemon.home)
     assert [a["name"] for a in daemon.client().get("/api/v1/actors")["actors"]] == [
-        "control", "store", "scheduler", "logs", "runner", "rollup", "monitor", "ckptwatch", "tbtail", "http"]
+        "control", "store", "scheduler", "logs", "runner", "rollup", "monitor", "ckptwatch", "tbtail", "webhooks",
+        "policies", "detector", "http"]
 
 
 def test_runtime_dir_with_loose_mode_is_tightened(daemon_factory, tmp_path):

@@ -238,8 +238,9 @@ def test_event_stream_live_and_resumed(monitored):
     second = claim_gpu(jobs, 1, gpu=1)  # GPU 0 is free again, so this one violates too
     wait_for(lambda: len(jobs.client.get("/api/v1/events?type=GPU_PINNING_VIOLATION")["events"]) == 2,
              what="a second pinning event")
-    with contextlib.closing(jobs.client.events("/api/v1/events/stream", last_event_id=first.id,
-                                               read_timeout=20)) as resumed:
+    # Filtered: the detector's RUN_STARTED/RUN_FINISHED of these jobs may fall in between.
+    with contextlib.closing(jobs.client.events("/api/v1/events/stream?type=GPU_PINNING_VIOLATION",
+                                               last_event_id=first.id, read_timeout=20)) as resumed:
         replayed = json.loads(next(resumed).data)
     assert replayed["job_id"] == second["id"] and replayed["type"] == "GPU_PINNING_VIOLATION"
     jobs.client.post(f"/api/v1/jobs/{second['id']}/cancel")

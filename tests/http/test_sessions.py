@@ -134,7 +134,7 @@ def test_bad_batches_store_nothing(api):
 
 
 def test_the_summary_and_loss_events_follow_the_batches(api):
-    opened = api.post("/api/v1/sessions", {"name": "nan-run"})
+    opened = api.post("/api/v1/sessions", {"name": "nan-run", "config": {"max_steps": 62}})
     sid, run_id = opened["session_id"], opened["run_id"]
     steady = [2.0 + 0.01 * (i % 3) for i in range(30)]
     api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 0, "metrics": {
@@ -145,7 +145,10 @@ def test_the_summary_and_loss_events_follow_the_batches(api):
     api.post(f"/api/v1/sessions/{sid}/batches", {"seq": 1, "metrics": {  # a resend: no second event
         "train/loss": {"step": [30, 31], "ts": [30, 31], "value": [40.0, float("nan")]}}})
     summary = api.get(f"/api/v1/runs/{run_id}/summary")["summary"]
-    assert summary["progress"] == {"step": 31}
+    assert summary["progress"] == {"step": 31, "max_steps": 62, "percent": 50.0, "epoch": None, "steps_per_s": 1000.0,
+                                   "eta_s": 0.031, "eta_ts": 62}  # the ts are in ms: a step a ms
+    assert [(w["type"], w["metric"]) for w in summary["health"]] == [("LOSS_NAN", "train/loss"),
+                                                                     ("LOSS_SPIKE", "train/loss")]
     assert summary["metrics"]["eval/acc"]["best"] == {"step": 20, "value": 0.7}
     loss = summary["metrics"]["train/loss"]
     assert loss["count"] == 32 and loss["latest"]["value"] == "NaN" and loss["direction"] == "minimize"
@@ -153,6 +156,11 @@ def test_the_summary_and_loss_events_follow_the_batches(api):
     events = api.get(f"/api/v1/events?run_id={run_id}")["events"]
     assert sorted((e["type"], e["severity"], e["step"]) for e in events) == [
         ("LOSS_NAN", "critical", 31), ("LOSS_SPIKE", "warning", 30)]
+    evidence = {e["type"]: e["context"]["evidence"] for e in events}  # the points, by step
+    assert evidence == {
+        "LOSS_NAN": [{"kind": "metric", "run_id": run_id, "name": "train/loss", "steps": [31, 31], "values": ["NaN"]}],
+        "LOSS_SPIKE": [{"kind": "metric", "run_id": run_id, "name": "train/loss", "steps": [30, 30],
+                        "values": [40.0]}]}
     with pytest.raises(ApiError) as err:
         api.get("/api/v1/runs/run_nope/summary")
     assert err.value.code == ErrorCode.NOT_FOUND

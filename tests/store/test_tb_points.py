@@ -180,3 +180,14 @@ def test_the_tailers_points_of_a_name_the_sdk_logs_are_skipped_and_its_cuts_too(
     assert steps(conn) == [(s, 1.0 / (s + 1)) for s in range(5)]
     assert tb_points(conn) == 0  # so the run's metric_sources do not say tensorboard
     assert json.loads(conn.execute("SELECT summary FROM runs").fetchone()[0])["metrics"]["train/loss"]["count"] == 5
+
+
+def test_what_was_ingested_is_handed_back_for_the_live_feed_and_a_resend_hands_back_nothing(conn):
+    first = part(A, None, 100, series("train/loss", [0, 1], [3.0, 2.0]))
+    ingested: list = []
+    store_points(conn, TbPoints("job_a", 1, "run_a", (first,)), 5000, ingested)
+    [metrics] = ingested
+    assert list(metrics["train/loss"]["step"]) == [0, 1] and list(metrics["train/loss"]["value"]) == [3.0, 2.0]
+    again: list = []
+    store_points(conn, TbPoints("job_a", 1, "run_a", (first,)), 5000, again)
+    assert again == []

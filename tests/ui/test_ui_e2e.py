@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
+from webhook_receiver import Receiver
 
 pytestmark = pytest.mark.e2e
 
@@ -306,3 +307,20 @@ def test_the_checkpoints_tab_and_the_experiments_evaluations(ui):
     assert first[0] == f"step 10{api_rows['checkpoints'][1]['path']}" and first[2:5] == ["succeeded", "0.75", "0.5"], first
     assert first[1].startswith("mmlu / test · job_"), first  # and a link to the EVALUATE job
     assert r["problems"] == []
+
+
+def test_webhooks_settings_the_rule_filter_and_the_diagnosis_tab(ui):
+    made = ui.daemon.run_ctl("token", "create", "ui-e2e-admin", "--scope", "admin", "--json")
+    assert made.returncode == 0, made.stderr
+    receiver = Receiver().start()
+    try:
+        r = run_script(ui, "notifications", GPUPLANE_UI_ADMIN_TOKEN=json.loads(made.stdout)["secret"],
+                       GPUPLANE_UI_HOOK_URL=receiver.url, GPUPLANE_UI_RUN_ID=ui.live_run["id"])
+    finally:
+        receiver.stop()
+    assert r["row"][1:6] == ["JOB_FAILED, OOM", "info", "slack", "yes", "0"], r["row"]
+    assert r["test"] == "delivered (HTTP 200)"
+    headers, body = receiver.received[0]
+    assert headers["X-GPUPlane-Event"] == "WEBHOOK_TEST" and json.loads(body)["text"]
+    assert "RUN_STALLED" in r["rules"] and "OVERFITTING_SUSPECTED" in r["rules"]
+    assert r["summary"]

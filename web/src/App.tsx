@@ -17,6 +17,7 @@ import { Nodes } from "./pages/Nodes";
 import { RunDetail } from "./pages/RunDetail";
 import { Runs } from "./pages/Runs";
 import { SignIn } from "./pages/SignIn";
+import { Webhooks } from "./pages/Webhooks";
 import { NotFound } from "./pages/NotFound";
 
 // Pages are in the main bundle: a lazy page would pass through a Suspense boundary, which
@@ -30,6 +31,7 @@ const NAV = [
   { to: "/evaluations", label: "Evaluations", icon: "evals", match: (p: string) => p.startsWith("/evaluations") },
   { to: "/nodes", label: "Nodes", icon: "nodes", match: (p: string) => p.startsWith("/nodes") },
   { to: "/events", label: "Events", icon: "events", match: (p: string) => p.startsWith("/events") },
+  { to: "/settings/webhooks", label: "Webhooks", icon: "key", match: (p: string) => p.startsWith("/settings") },
 ];
 
 function Page({ pathname }: { pathname: string }) {
@@ -44,6 +46,7 @@ function Page({ pathname }: { pathname: string }) {
   if (pathname === "/evaluations") return <Evaluations />;
   if (pathname === "/nodes") return <Nodes />;
   if (pathname === "/events") return <Events />;
+  if (pathname === "/settings/webhooks" || pathname === "/settings") return <Webhooks />;
   return <NotFound />;
 }
 

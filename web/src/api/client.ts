@@ -20,6 +20,10 @@ import type {
   RunMetrics,
   RunReply,
   RunSummary,
+  RunDiagnosis,
+  Webhook,
+  WebhookCreate,
+  WebhookTestResult,
 } from "./types";
 
 export const API = "/api/v1";
@@ -213,4 +217,12 @@ export const api = {
   listEvents: (query: { severity?: readonly string[]; type?: readonly string[]; run_id?: string; job_id?: string;
     node_id?: string; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
     request<{ events: GpuEvent[]; next_cursor: string | null }>("/events", { query, signal }),
+  runDiagnosis: (id: string, signal?: AbortSignal) => request<RunDiagnosis>(`/runs/${encodeURIComponent(id)}/diagnosis`, { signal }),
+  // Webhooks: the admin scope (a Slack or Bark URL is a credential); the secret is never shown back.
+  listWebhooks: (signal?: AbortSignal) => request<{ webhooks: Webhook[] }>("/webhooks", { signal }).then((r) => r.webhooks),
+  createWebhook: (body: WebhookCreate) =>
+    request<{ webhook: Webhook }>("/webhooks", { method: "POST", body }).then((r) => r.webhook),
+  deleteWebhook: (id: string) => request<{ deleted: { id: string } }>(`/webhooks/${encodeURIComponent(id)}`, { method: "DELETE" }),
+  testWebhook: (id: string) =>
+    request<{ result: WebhookTestResult }>(`/webhooks/${encodeURIComponent(id)}/test`, { method: "POST" }).then((r) => r.result),
 };

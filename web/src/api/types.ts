@@ -352,3 +352,50 @@ export interface Page<T> {
   items: T[];
   next_cursor: string | null;
 }
+
+export interface DiagnosisFinding {
+  kind: string;
+  severity: Severity;
+  claim: string;
+  evidence: (Record<string, unknown> & { kind: string })[];
+  facts: Record<string, unknown>;
+}
+
+export interface RunDiagnosis {
+  run_id: string;
+  summary: string;
+  findings: DiagnosisFinding[];
+  next_actions: string[];
+}
+
+export const WEBHOOK_FORMATS = ["json", "ntfy", "bark", "slack"] as const;
+export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+
+export interface WebhookCreate {
+  url: string;
+  events: string[];
+  severity: Severity;
+  format: WebhookFormat;
+  secret?: string;
+}
+
+export interface Webhook {
+  id: string;
+  url: string;
+  events: string[];
+  severity: Severity;
+  format: WebhookFormat;
+  signed: boolean;
+  created_at: number;
+  pending: number;
+  delivered: number;
+  gave_up: number;
+  last_delivered_at: number | null;
+  last_error: string | null;
+}
+
+export interface WebhookTestResult {
+  delivered: boolean;
+  status: number | null;
+  error: string | null;
+}

@@ -1,13 +1,14 @@
 // Fetching run metrics into a SeriesStore: the overview (or, when zoomed, the detail of
 // the zoomed range) for every run, then, while a run is live and the view is not zoomed,
-// a tail from its last x every few seconds. The server downsamples; nothing here holds
-// more than a few thousand points per metric.
+// a tail from its last x each time its metric stream announces committed points. The
+// server downsamples; nothing here holds more than a few thousand points per metric.
 
 import { useEffect, useRef, useState } from "react";
 import { api, ApiError } from "../api/client";
 import type { RunMetrics } from "../api/types";
 import { DEFAULT_POINTS, metricsKey } from "../api/metricsKey";
 import { takePrefetched } from "../api/prefetch";
+import { EventStream } from "../api/sse";
 import type { SeriesStore } from "./series";
 
 export interface LoaderOptions {
@@ -15,9 +16,10 @@ export interface LoaderOptions {
   runs: readonly string[];
   x: "step" | "ts";
   zoom: [number, number] | null;
-  /** Runs still producing points (their tails are polled). */
+  /** Runs still producing points (their tails follow the run's metric stream). */
   live: readonly string[];
   points?: number;
+  /** Polling period where the stream is refused. */
   pollMs?: number;
 }
 
@@ -41,6 +43,32 @@ async function fetchRuns(runs: readonly string[], x: "step" | "ts", zoom: [numbe
   }
   if (runs.length === 1) return [await api.runMetrics(runs[0], { x, points, ...range }, signal)];
   return api.queryRunsMetrics({ run_ids: [...runs], x, points, ...range }, signal);
+}
+
+/** Tail fetches of one run: one at a time, and one more after it when points were announced
+ * meanwhile (a burst of announcements is one fetch). `full` (a reset) wins over a tail. */
+export class TailQueue {
+  private busy = false;
+  private pending: boolean | null = null;
+  constructor(private readonly fetchTail: (full: boolean) => Promise<void>) {}
+
+  poke(full: boolean): void {
+    this.pending = (this.pending ?? false) || full;
+    if (!this.busy) void this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    this.busy = true;
+    try {
+      while (this.pending !== null) {
+        const full = this.pending;
+        this.pending = null;
+        await this.fetchTail(full);
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
 }
 
 export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_POINTS, pollMs = 3000 }: LoaderOptions): LoaderState {
@@ -75,31 +103,42 @@ export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_
   useEffect(() => {
     if (zoom || !live.length) return;
     const abort = new AbortController();
-    let timer: ReturnType<typeof setTimeout>;
-    const tick = async () => {
-      if (document.visibilityState !== "hidden") {
-        for (const id of live) {
-          const last = store.lastX(id);
-          try {
-            if (last === null || store.points(id) > points * 3) {
-              // Nothing yet, or the tail grew long: a fresh overview keeps the columns small.
-              const [m] = await fetchRuns([id], x, null, points, abort.signal);
-              store.replace(id, m);
-            } else {
-              const [m] = await fetchRuns([id], x, null, points, abort.signal, last);
-              store.append(id, m, last);
-            }
-          } catch (e) {
-            if ((e as Error).name === "AbortError") return;
-          }
+    const tail = async (id: string, full: boolean) => {
+      const last = store.lastX(id);
+      try {
+        if (full || last === null || store.points(id) > points * 3) {
+          // Nothing yet, a reset, or the tail grew long: a fresh overview keeps the columns small.
+          const [m] = await fetchRuns([id], x, null, points, abort.signal);
+          store.replace(id, m);
+        } else {
+          const [m] = await fetchRuns([id], x, null, points, abort.signal, last);
+          store.append(id, m, last);
         }
+      } catch (e) {
+        if ((e as Error).name === "AbortError") return;
       }
-      timer = setTimeout(tick, pollMs);
     };
-    timer = setTimeout(tick, pollMs);
+    // The run's metric stream says when points were committed; the tail itself is still read
+    // from the metrics endpoint, so it is bucketed like the overview. Polling only where the
+    // stream is refused (a daemon without it).
+    const timers: ReturnType<typeof setInterval>[] = [];
+    const streams = live.map((id) => {
+      const queue = new TailQueue((full) => tail(id, full));
+      return new EventStream({
+        path: `/runs/${encodeURIComponent(id)}/metrics/stream`,
+        onMessage: (m) => {
+          if (m.event === "points" || m.event === "ready") queue.poke(false);
+          else if (m.event === "reset") queue.poke(true);
+        },
+        onState: (state) => {
+          if (state === "failed") timers.push(setInterval(() => document.visibilityState !== "hidden" && queue.poke(false), pollMs));
+        },
+      });
+    });
     return () => {
       abort.abort();
-      clearTimeout(timer);
+      for (const s of streams) s.close();
+      for (const t of timers) clearInterval(t);
     };
   }, [store, liveKey, x, zoomKey, points, pollMs]); // eslint-disable-line react-hooks/exhaustive-deps
 

@@ -5,7 +5,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../api/client";
 import { useResource } from "../api/hooks";
-import type { Run, RunSummary } from "../api/types";
+import type { GpuEvent, Run, RunSummary } from "../api/types";
 import { colorsFor } from "../charts/colors";
 import { useMetricsLoader } from "../charts/loader";
 import { GridToolbar, MetricsGrid } from "../charts/MetricsGrid";
@@ -13,6 +13,7 @@ import { SeriesStore } from "../charts/series";
 import { Icon } from "../components/Icon";
 import { Empty, PageHeader, StatusBadge } from "../components/ui";
 import { fmtInt, fmtValue } from "../lib/format";
+import { compareMarks } from "../lib/marks";
 import { runLabel } from "../lib/runs";
 import { useSummaries } from "../lib/summaries";
 import { Link, useUrlState } from "../router/router";
@@ -42,6 +43,15 @@ export function Compare() {
   const panelRuns = useMemo(() => known.map((id) => ({ id, label: runLabel(runs.data?.get(id), id), color: colors.get(id)! })),
     [known.join(","), runs.data, colors]); // eslint-disable-line react-hooks/exhaustive-deps
   const missing = runs.data ? ids.filter((id) => !runs.data!.has(id)) : [];
+  // Each run's warnings, criticals and checkpoints, marked on the charts in the run's color.
+  const events = useResource(async (signal) => {
+    const out = new Map<string, GpuEvent[]>();
+    await Promise.all(ids.map((id) => api.listEvents({ run_id: id, limit: 200 }, signal).then((p) => out.set(id, p.events),
+      () => undefined)));
+    return out;
+  }, [key], { pollMs: live.length ? 15_000 : undefined });
+  const marks = useMemo(() => compareMarks(events.data ?? new Map(), colors,
+    new Map(panelRuns.map((r) => [r.id, r.label])), view.x), [events.data, colors, panelRuns, view.x]);
 
   const remove = (id: string) => setView({ runs: ids.filter((r) => r !== id) }, { push: true });
   const add = (id: string) => setView({ runs: [...ids, id] }, { push: true });
@@ -73,7 +83,7 @@ export function Compare() {
           <SummaryTable ids={known} runs={runs.data} summaries={summaries} colors={colors} />
           <GridToolbar view={view} setView={setView} names={store.names().length} width={loader.width} />
           <MetricsGrid store={store} runs={panelRuns} view={view} setView={setView} syncKey="compare" loading={loader.loading}
-            error={loader.error} emptyHint="None of these runs has logged metrics." />
+            error={loader.error} marks={marks} emptyHint="None of these runs has logged metrics." />
         </>
       )}
     </div>

@@ -11,8 +11,11 @@ import { fmtDateTime, fmtInt, fmtTime, shortId } from "../lib/format";
 import { Link, useUrlState } from "../router/router";
 import { bool, list, str } from "../router/urlState";
 
-const KNOWN_TYPES = ["LOSS_NAN", "LOSS_SPIKE", "GPU_UNDERUTILIZED", "GPU_LOST", "GPU_RECOVERED", "FOREIGN_GPU_PROCESS",
-  "GPU_PINNING_VIOLATION", "DISK_LOW", "DISK_OK", "CHECKPOINT_CREATED", "USER_EVENT"];
+// The rules' event types, as gpuplaned.domain.event_types lists them (a type outside it is a 400).
+const KNOWN_TYPES = ["CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EVALUATION_FINISHED", "GPU_LOST",
+  "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "LOSS_NAN", "LOSS_SPIKE", "OOM",
+  "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_STALLED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED",
+  "USER_EVENT"];
 const schema = { severity: list(SEVERITIES), type: list(), node_id: str(), job_id: str(), run_id: str(), live: bool(true) };
 const PAGE = 200;
 
@@ -75,8 +78,8 @@ export function Events() {
               onClick={() => setView({ severity: on ? view.severity.filter((x) => x !== s) : [...view.severity, s] })}>{s}</button>;
           })}
         </div>
-        <select aria-label="Add a type filter" value="" onChange={(e) => e.target.value && setView({ type: [...view.type, e.target.value] })}>
-          <option value="">{view.type.length ? "Add type…" : "All types"}</option>
+        <select aria-label="Filter by rule" value="" onChange={(e) => e.target.value && setView({ type: [...view.type, e.target.value] })}>
+          <option value="">{view.type.length ? "Add rule…" : "All rules"}</option>
           {types.filter((t) => !view.type.includes(t)).map((t) => <option key={t} value={t}>{t}</option>)}
         </select>
         {view.type.map((t) => (

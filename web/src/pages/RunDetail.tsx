@@ -21,9 +21,10 @@ import { primaryMetric } from "../lib/primary";
 import { flatConfig, runLabel } from "../lib/runs";
 import { Link, useUrlState } from "../router/router";
 import { CheckpointsTab } from "./RunCheckpoints";
+import { DiagnosisTab } from "./RunDiagnosis";
 import { bool, num, oneOf, range, str } from "../router/urlState";
 
-const TABS = ["metrics", "system", "events", "checkpoints", "details"] as const;
+const TABS = ["metrics", "diagnosis", "system", "events", "checkpoints", "details"] as const;
 const schema = {
   tab: oneOf(TABS, "metrics"), x: oneOf(["step", "ts"] as const, "step"), smooth: num(0.6, 0, 0.99), m: str(),
   xr: range(), logy: bool(false),
@@ -99,7 +100,7 @@ export function RunDetail({ id }: { id: string }) {
       <Headline run={r} summary={summary.data} node={node} now={now} />
       <div className="toolbar tabs-bar">
         <Tabs value={view.tab} onChange={(tab) => setView({ tab }, { push: true })} items={[
-          { id: "metrics", label: "Metrics" }, { id: "system", label: "System" },
+          { id: "metrics", label: "Metrics" }, { id: "diagnosis", label: "Diagnosis" }, { id: "system", label: "System" },
           { id: "events", label: "Events", count: allEvents.length || undefined },
           { id: "checkpoints", label: "Checkpoints" }, { id: "details", label: "Details" },
         ]} />
@@ -107,12 +108,13 @@ export function RunDetail({ id }: { id: string }) {
       {view.tab === "metrics" && (
         <>
           <GridToolbar view={view} setView={setView} names={store.names().length} width={loader.width}
-            extra={isLive && r ? <LiveDot state={view.xr ? "paused" : "open"} title={view.xr ? "Zoomed: new points are not followed" : "New points every 3 s"} /> : undefined} />
+            extra={isLive && r ? <LiveDot state={view.xr ? "paused" : "open"} title={view.xr ? "Zoomed: new points are not followed" : "New points as they are committed"} /> : undefined} />
           <MetricsGrid store={store} runs={panelRuns} view={view} setView={setView} syncKey={`run-${id}`}
             loading={loader.loading} error={loader.error} marks={marks}
             emptyHint={<>This run has logged no metrics. From the training script: <code>run.log({"{"}"train/loss": loss{"}"}, step=step)</code></>} />
         </>
       )}
+      {view.tab === "diagnosis" && <DiagnosisTab runId={id} live={isLive} />}
       {view.tab === "system" && r && <SystemTab run={r} job={job.data} node={node} />}
       {view.tab === "events" && <EventsTab events={allEvents} loading={!events.data} error={events.error} now={now}
         live={r?.status === "RUNNING" ? eventStream.state : null} />}

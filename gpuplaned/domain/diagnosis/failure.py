@@ -1,0 +1,188 @@
+"""``explain_failure``: why a job's attempt failed, classified, with the log lines, GPU samples
+and events that show it.
+
+The causes, tried in this order (the first that has its proof wins): spawn failure, timeout,
+OOM (the failure reason, or an out-of-memory line; the GPU memory peak beside it), disk full
+(an ENOSPC line or a DISK_LOW event), NaN divergence (a LOSS_NAN event or a NaN loss line),
+dataloader hang (a DataLoader worker line that timed out or died), stalled (a RUN_STALLED
+event), killed or preempted (a signal, the job lost, a preemption line), then the plain exit
+code with the last lines of stderr.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuplaned.domain.diagnosis import evidence as ev
+from gpuplaned.domain.failures import OOM_MARKERS, FailureReason
+
+CAUSES = ("spawn_failure", "timeout", "oom", "disk_full", "nan_divergence", "dataloader_hang", "stalled",
+          "killed_or_preempted", "exit_code", "none")
+MAX_LINES = 5
+_DISK = re.compile(r"No space left on device|ENOSPC|Disk quota exceeded", re.I)
+_NAN = re.compile(r"\bloss\b.*\b(nan|inf)\b|\b(nan|inf)\b.*\bloss\b", re.I)
+_LOADER = re.compile(r"DataLoader.*(timed out|exited unexpectedly|killed|hang)|"
+                     r"(timed out|exited unexpectedly).*DataLoader", re.I)
+_PREEMPT = re.compile(r"preempt", re.I)
+_KILL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
+
+Lines = Sequence[tuple[int, str]]
+
+
+def explain_failure(job: Mapping[str, Any], logs: Mapping[str, Lines], *,
+                    gpu: Mapping[int, Mapping[str, Sequence[Any]]] | None = None,
+                    events: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """``job``: the job as the API shows it (``id``, ``status``, ``attempt``, ``exit_code``,
+    ``failure_reason``, ``failure_message``, ``node_id``); ``logs``: the attempt's last lines
+    per stream, ``(byte offset, text)``; ``gpu``: per index ``{"ts", "memory_used_mb",
+    "memory_total_mb", "utilization"}`` over the attempt; ``events``: its events."""
+    reason = job.get("failure_reason") or ""
+    status = job.get("status")
+    if status not in ("FAILED", "LOST") and not reason:
+        return _answer(job, "none", [], [], f"job {job['id']} is {status}: nothing failed")
+    ctx = _Context(job, logs, gpu or {}, events)
+    for cause, test in (("spawn_failure", _spawn), ("timeout", _timeout), ("oom", _oom), ("disk_full", _disk),
+                        ("nan_divergence", _nan), ("dataloader_hang", _loader), ("stalled", _stalled),
+                        ("killed_or_preempted", _killed)):
+        found = test(ctx)
+        if found is not None:
+            return _answer(job, cause, *found)
+    return _answer(job, "exit_code", *_exit_code(ctx))
+
+
+class _Context:
+    def __init__(self, job: Mapping[str, Any], logs: Mapping[str, Lines], gpu: Mapping[int, Any],
+                 events: Sequence[Mapping[str, Any]]) -> None:
+        self.job, self.logs, self.gpu, self.events = job, logs, gpu, events
+        self.reason = job.get("failure_reason") or ""
+        self.attempt = job.get("attempt") or 0
+
+    def lines(self, pattern: Any) -> list[dict[str, Any]]:
+        """A log pointer per stream to the lines matching ``pattern`` (a regex or substrings)."""
+        out = []
+        for stream in ("stderr", "stdout"):
+            hits = [(o, t) for o, t in self.logs.get(stream, ()) if _matches(pattern, t)][-MAX_LINES:]
+            if hits:
+                out.append(ev.log(self.job["id"], self.attempt, stream, hits))
+        return out
+
+    def events_of(self, *types: str) -> list[dict[str, Any]]:
+        return [ev.event(e["id"], e["type"]) for e in self.events if e.get("type") in types]
+
+    def last_lines(self, stream: str = "stderr", count: int = 3) -> list[dict[str, Any]]:
+        tail = [(o, t) for o, t in self.logs.get(stream, ()) if t.strip()][-count:]
+        return [ev.log(self.job["id"], self.attempt, stream, tail)] if tail else []
+
+
+def _matches(pattern: Any, text: str) -> bool:
+    if isinstance(pattern, tuple):
+        return any(p in text for p in pattern)
+    return bool(pattern.search(text))
+
+
+Found = tuple[list[dict[str, Any]], list[str], str] | None
+
+
+def _spawn(c: _Context) -> Found:
+    if c.reason != FailureReason.SPAWN_FAILED:
+        return None
+    return (c.last_lines(), ["check the command exists and is executable on the node, and its cwd"],
+            f"the command could not be started: {c.job.get('failure_message') or 'spawn failed'}")
+
+
+def _timeout(c: _Context) -> Found:
+    if c.reason != FailureReason.TIMEOUT:
+        return None
+    return (c.last_lines("stdout") + c.last_lines(), ["raise timeout_s, or resume from the last checkpoint"],
+            f"it ran past its timeout ({c.job.get('timeout_s')} s) and was stopped")
+
+
+def _oom(c: _Context) -> Found:
+    lines = c.lines(OOM_MARKERS)
+    if c.reason != FailureReason.OOM and not lines:
+        return None
+    proofs = lines + _memory_peak(c)
+    host = "kernel" in (c.job.get("failure_message") or "")
+    what = "host memory (the kernel's OOM killer)" if host else "GPU memory"
+    peak = next((p for p in proofs if p["kind"] == "gpu"), None)
+    detail = f"; GPU {peak['gpu']} peaked at {peak['values'][0]:.0f} of {peak['total_mb']:.0f} MiB" if peak else ""
+    line = f": {lines[0]['lines'][-1].strip()[:200]}" if lines else ""
+    return (proofs, ["halve the batch size (or use gradient accumulation), enable activation checkpointing or "
+                     "mixed precision", "retry with on_oom = {retry = 1, env = {BATCH_SIZE = \"half\"}}"],
+            f"out of {what}{line}{detail}")
+
+
+def _memory_peak(c: _Context) -> list[dict[str, Any]]:
+    out = []
+    for index, s in sorted(c.gpu.items()):
+        used = [(t, v) for t, v in zip(s.get("ts", ()), s.get("memory_used_mb", ())) if v is not None]
+        if not used:
+            continue
+        t, v = max(used, key=lambda p: p[1])
+        totals = [x for x in s.get("memory_total_mb", ()) if x is not None]
+        out.append(ev.gpu(c.job.get("node_id") or "", index, f"gpu{index}.memory_used_mb", [t], [v])
+                   | {"total_mb": max(totals) if totals else float("nan")})
+    return out
+
+
+def _disk(c: _Context) -> Found:
+    proofs = c.lines(_DISK) + c.events_of("DISK_LOW")
+    if not proofs:
+        return None
+    return (proofs, ["free space on the node (old checkpoints: gpuplanectl checkpoints prune), or write elsewhere"],
+            "the disk filled up")
+
+
+def _nan(c: _Context) -> Found:
+    proofs = c.events_of("LOSS_NAN") + c.lines(_NAN)
+    if not proofs:
+        return None
+    return (proofs, ["resume from a checkpoint before the NaN with a lower learning rate or gradient clipping"],
+            "the loss diverged to NaN")
+
+
+def _loader(c: _Context) -> Found:
+    proofs = c.lines(_LOADER)
+    if not proofs:
+        return None
+    return (proofs, ["lower DataLoader num_workers or set a timeout; check shared memory (/dev/shm) on the node"],
+            "a DataLoader worker hung or died")
+
+
+def _stalled(c: _Context) -> Found:
+    proofs = c.events_of("RUN_STALLED")
+    if not proofs:
+        return None
+    return (proofs + c.last_lines("stdout"), ["look at where the log stops; set on_stalled to restart it"],
+            "the run stopped making progress")
+
+
+def _killed(c: _Context) -> Found:
+    signal = c.reason[len("SIGNAL("):-1] if c.reason.startswith("SIGNAL(") else None
+    lines = c.lines(_PREEMPT)
+    lost = c.reason in (FailureReason.LOST, FailureReason.SHIM_DIED) or c.job.get("status") == "LOST"
+    if not (lines or lost or signal in _KILL_SIGNALS):
+        return None
+    proofs = lines + c.events_of("JOB_LOST", "AGENT_DISCONNECTED") + c.last_lines()
+    why = ("preempted" if lines else f"killed by {signal}" if signal else "lost: its node or shim went away")
+    return (proofs, ["retry it, resuming from the last checkpoint (gpuplanectl job retry JOB --resume-from last)"],
+            f"it was {why}")
+
+
+def _exit_code(c: _Context) -> tuple[list[dict[str, Any]], list[str], str]:
+    code = c.job.get("exit_code")
+    signal = c.reason[len("SIGNAL("):-1] if c.reason.startswith("SIGNAL(") else None
+    what = f"killed by {signal}" if signal else f"exit code {code}"
+    return (c.last_lines() or c.last_lines("stdout"), ["read the end of stderr (gpuplanectl logs JOB --stderr)"],
+            f"it ended with {what}")
+
+
+def _answer(job: Mapping[str, Any], cause: str, proofs: list[dict[str, Any]], actions: list[str],
+            claim: str) -> dict[str, Any]:
+    severity = "info" if cause == "none" else "critical"
+    findings = [ev.finding("cause", severity, claim, *proofs, cause=cause)] if cause != "none" else []
+    out = ev.report(findings, f"job {job['id']} attempt {job.get('attempt')}: {claim}", actions)
+    out["cause"] = cause
+    return out

@@ -1,0 +1,75 @@
+"""``GET /api/v1/runs/{id}/metrics/stream?names=``: a run's new points as Server-Sent Events
+(``gpuplaned.service.metric_feeds``), resumable with ``Last-Event-ID``.
+
+A chart opens the stream first, reads the series (``GET /api/v1/runs/{id}/metrics``) once the
+``ready`` event came, and merges what follows (a point may be in both: same step and ts).
+On ``reset`` it reads the series again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from quart import Response, request
+from quart_trio import QuartTrio
+
+from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
+from gpuplaned.http.sse import parse_last_event_id, sse_response
+from gpuplaned.protocol.fields import UNSET, doc, field
+from gpuplaned.service import runs
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import ServerContext
+
+_ID = "^[0-9a-f]{8}-[0-9]+$"
+
+
+@attrs.frozen(kw_only=True)
+class MetricStreamQuery:
+    names: list[str] = field(default=UNSET, min_items=1,
+                             items={"min_length": 1, "pattern": r"^[A-Za-z0-9_.*?\[\]/-]{1,200}$"},
+                             message="not a metric name or pattern: {value!r}",
+                             description="comma-separated names or shell patterns (train/*); absent: every series")
+
+
+@attrs.frozen(kw_only=True)
+class StreamedPoints:
+    seq: int = doc("the daemon's batch sequence (the id's second part)", minimum=1)
+    series: dict[str, Any] = doc("name -> {step: [int], ts: [ms], value: [number | null], nonfinite: "
+                                 "{NaN: [index], Infinity: [index], -Infinity: [index]}}")
+
+
+@attrs.frozen(kw_only=True)
+class StreamReset:
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class StreamReady:
+    pass
+
+
+api = Routes("runs")
+
+STREAM = api.get(
+    "/api/v1/runs/<run_id>/metrics/stream", "streamRunMetrics", "Follow a run's new points (Server-Sent Events)",
+    Reply(200, Stream("RunMetricsStreamEvent", "One event of GET /api/v1/runs/{id}/metrics/stream; ids are "
+                                               "<epoch>-<seq>, to resume from with Last-Event-ID.",
+                      (SseKind(("points",), StreamedPoints, _ID), SseKind(("ready",), StreamReady, _ID),
+                       SseKind(("reset",), StreamReset, _ID))),
+          "`points`: one committed batch's points of the wanted series, each batch once; `ready` (first, without "
+          "Last-Event-ID): read the series now, then merge what follows; `reset`: the resume point is gone (a "
+          "daemon restart, too old, or this follower fell behind): read the series again. A comment every 15 s "
+          "keeps it open."),
+    errors=(400, 404), params=(Param("run_id", "the run's id (run_<ULID>)"), LAST_EVENT_ID),
+    query=MetricStreamQuery)
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @STREAM.on(app)
+    async def stream_run_metrics(run_id: str, query: MetricStreamQuery) -> Response:
+        await runs.get_run(shared, run_id)  # 404 for an unknown run
+        names = () if query.names is UNSET else tuple(query.names)
+        resume = parse_last_event_id(request.headers)
+        return await sse_response(shared.metric_feeds.follow(run_id, names, resume))

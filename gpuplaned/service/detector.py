@@ -1,0 +1,180 @@
+"""The detector's service side: the rules' settings from ``[detector]``, evidence for the
+summary fold's events, and the stall and lifecycle passes (``actors/detector.py``).
+
+The metric rules (LOSS_NAN, LOSS_SPIKE, OVERFITTING_SUSPECTED) run inside the ingest's
+summary fold, in the batch's own transaction, where every point is already in hand; moving
+them to a second pass would read every point again. ``summary_events`` applies the rules'
+switches and gives each event its evidence. RUN_STALLED needs a clock, so the detector actor
+runs ``stall_pass`` every ``interval_s``: per running job, a fingerprint of what it has
+produced (each log stream's last offset, its run's point count), silent for
+``stall_after_s`` -> one event per episode. The episode survives a detector's restart: the
+job's last RUN_STALLED with the same fingerprint means it is still open.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuplaned.config import DetectorConfig
+from gpuplaned.domain.job_states import S
+from gpuplaned.domain.rules import evidence, lifecycle, stall
+from gpuplaned.domain.rules.overfitting import OverfitPolicy
+from gpuplaned.domain.rules.stall import StallPolicy
+from gpuplaned.domain.run_summary import SummaryEvent
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.store import event_rows, log_rows
+from gpuplaned.store.event_rows import EventRow
+
+_SWITCHES = {"LOSS_NAN": "loss_nan", "LOSS_SPIKE": "loss_spike", "OVERFITTING_SUSPECTED": "overfitting"}
+
+
+def overfit_policy(config: DetectorConfig) -> OverfitPolicy:
+    return OverfitPolicy(rise=config.overfit_rise_percent / 100, evals=config.overfit_evals,
+                         enabled=config.overfitting)
+
+
+def stall_policy(config: DetectorConfig) -> StallPolicy:
+    return StallPolicy(after_ms=int(config.stall_after_s * 1000), enabled=config.run_stalled)
+
+
+def summary_events(raised: Sequence[SummaryEvent], metrics: Mapping[str, Any], run_id: str,
+                   config: DetectorConfig) -> list[SummaryEvent]:
+    """The fold's events that their rules' switches let through, each with its evidence: the
+    metric's points at the step (LOSS_NAN, LOSS_SPIKE), bound to ``run_id``."""
+    out = []
+    for event in raised:
+        if not getattr(config, _SWITCHES.get(event.type, ""), True):
+            continue
+        context = dict(event.context)
+        name = context.get("metric")
+        if "evidence" not in context and name in metrics and event.step is not None:
+            cols = metrics[name]
+            at = cols["step"].index(event.step)  # a C scan: the batch may hold a million points
+            context["evidence"] = [evidence.metric(name, [event.step], [cols["value"][at]])]
+        out.append(SummaryEvent(event.type, event.severity, event.message, event.step,
+                                evidence.bind_run(context, run_id)))
+    return out
+
+
+def _running(conn: sqlite3.Connection) -> list[tuple[str, int, str | None, str | None]]:
+    """``(job_id, attempt, node_id, run_id)`` of each running job (its latest run)."""
+    return conn.execute(
+        "SELECT j.id, j.attempt, j.node_id, coalesce(j.run_id, (SELECT r.id FROM runs r WHERE r.job_id = j.id "
+        "ORDER BY r.created_at DESC, r.id DESC LIMIT 1)) FROM jobs j WHERE j.status = ?", (S.RUNNING.value,)).fetchall()
+
+
+def _points(conn: sqlite3.Connection, run_id: str | None) -> int:
+    if run_id is None:
+        return 0
+    return conn.execute("SELECT coalesce(sum(c.n), 0) FROM ts_chunks c JOIN ts_series s ON s.id = c.series_id "
+                        "WHERE s.kind = 'run' AND s.owner = ? AND c.res = 0", (run_id,)).fetchone()[0]
+
+
+def _fingerprint(conn: sqlite3.Connection, job_id: str, attempt: int, run_id: str | None) -> list[Any]:
+    offsets = log_rows.stored_offsets(conn, [(job_id, attempt)])
+    return [[stream, offset] for _j, _a, stream, offset in offsets] + [["points", _points(conn, run_id)]]
+
+
+def _last_stall(conn: sqlite3.Connection, job_id: str, attempt: int) -> list[Any] | None:
+    row = conn.execute("SELECT context FROM events WHERE type = ? AND job_id = ? ORDER BY rowid DESC LIMIT 1",
+                       (stall.RUN_STALLED, job_id)).fetchone()
+    context = json.loads(row[0]) if row and row[0] else {}
+    return context.get("fingerprint") if context.get("attempt") == attempt else None
+
+
+def _stall_evidence(conn: sqlite3.Connection, job_id: str, attempt: int, run_id: str | None,
+                    fingerprint: Sequence[Any]) -> list[dict[str, Any]]:
+    """The last line of each log stream and the run's last point: where the job fell silent."""
+    pointers = [evidence.log(job_id, attempt, stream, [offset]) for stream, offset in fingerprint if stream != "points"]
+    row = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone() if run_id else None
+    metrics = (json.loads(row[0]).get("metrics") or {}) if row and row[0] else {}
+    latest = [(m["latest"]["ts"], name, m["latest"]) for name, m in metrics.items() if m.get("latest")]
+    if latest:
+        _ts, name, point = max(latest)
+        value = point["value"] if not isinstance(point["value"], str) else math.nan
+        pointers.append(evidence.metric(name, [point["step"]], [value], run_id=run_id))
+    return pointers
+
+
+def stall_pass(conn: sqlite3.Connection, states: dict[tuple[str, int], dict[str, Any]], clock_ms: int, now_ms: int,
+               policy: StallPolicy) -> list[EventRow]:
+    """RUN_STALLED for each running job whose episode opens now; ``states`` (per job and
+    attempt, the rule's state) is updated in place and forgets jobs no longer running.
+    ``clock_ms``: the detector's clock (the silence is measured on it); ``now_ms``: the events' time."""
+    running = _running(conn)
+    alive = {(job_id, attempt) for job_id, attempt, _n, _r in running}
+    for gone in set(states) - alive:
+        del states[gone]
+    rows = []
+    for job_id, attempt, node_id, run_id in running:
+        fingerprint = _fingerprint(conn, job_id, attempt, run_id)
+        states[job_id, attempt], silent = stall.update(states.get((job_id, attempt)), clock_ms, fingerprint, policy)
+        if silent is None or _last_stall(conn, job_id, attempt) == fingerprint:
+            continue  # not stalled, or this episode was raised before the detector restarted
+        context = {"attempt": attempt, "silent_ms": silent, "fingerprint": fingerprint,
+                   "evidence": _stall_evidence(conn, job_id, attempt, run_id, fingerprint)}
+        rows.append(EventRow(new_id("ev"), now_ms, stall.RUN_STALLED, "warning", node_id, job_id, run_id, None,
+                             f"job {job_id} attempt {attempt} has written no metric and no log line for "
+                             f"{silent / 60000:.1f} min while its process runs", context))
+    event_rows.insert_events(conn, rows)
+    return rows
+
+
+def open_stall(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    """The run's stall episode still open, as a health warning: its job runs, and its last
+    RUN_STALLED holds the fingerprint the job still has (nothing produced since)."""
+    row = conn.execute("SELECT j.id, j.attempt FROM jobs j JOIN runs r ON r.job_id = j.id WHERE r.id = ? "
+                       "AND j.status = ?", (run_id, S.RUNNING.value)).fetchone()
+    if row is None:
+        return None
+    job_id, attempt = row
+    fingerprint = _last_stall(conn, job_id, attempt)
+    if fingerprint is None or fingerprint != _fingerprint(conn, job_id, attempt, run_id):
+        return None
+    return {"type": stall.RUN_STALLED, "severity": "warning", "job_id": job_id,
+            "message": f"job {job_id} has written no metric and no log line since its RUN_STALLED event"}
+
+
+LIFECYCLE_SLACK_MS = 3_600_000  # a start reported late still counts: look back this far past the last one
+
+
+def lifecycle_pass(conn: sqlite3.Connection, now_ms: int, floor_ms: int) -> list[EventRow]:
+    """RUN_STARTED and RUN_FINISHED, once per run, for the runs that started or ended since
+    the last lifecycle event (less the slack: the events table is the durable watermark, so
+    a run that ended while the daemon was down is announced after the restart), never before
+    the floor: ``floor_ms`` (the detector's start) on a store without a lifecycle event, else
+    the one the first of them kept. History from before the first detector raises nothing."""
+    kinds = (lifecycle.RUN_STARTED, lifecycle.RUN_FINISHED)
+    first = conn.execute("SELECT json_extract(context, '$.floor') FROM events WHERE type IN (?, ?) "
+                         "ORDER BY rowid LIMIT 1", kinds).fetchone()
+    last = conn.execute("SELECT max(ts) FROM events WHERE type IN (?, ?)", kinds).fetchone()[0]
+    floor = floor_ms if first is None or first[0] is None else first[0]
+    since = floor if last is None else max(floor, last - LIFECYCLE_SLACK_MS)
+    rows = []
+    for run_id, name, job_id, node_id, started_at in conn.execute(
+            "SELECT id, name, job_id, node_id, started_at FROM runs r WHERE started_at >= ? AND source != 'import' "
+            "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY started_at",
+            (since, lifecycle.RUN_STARTED)).fetchall():
+        severity, message = lifecycle.started(run_id, name, job_id)
+        rows.append(EventRow(new_id("ev"), now_ms, lifecycle.RUN_STARTED, severity, node_id, job_id, run_id, None,
+                             message, {"started_at": started_at, "floor": floor}))
+    for run_id, name, job_id, node_id, status, started_at, finished_at, reason in conn.execute(
+            "SELECT id, name, job_id, node_id, status, started_at, finished_at, failure_reason FROM runs r "
+            "WHERE finished_at >= ? AND source != 'import' "
+            "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY finished_at",
+            (since, lifecycle.RUN_FINISHED)).fetchall():
+        severity, message, context = lifecycle.finished(run_id, name, status, started_at, finished_at, reason)
+        context["floor"] = floor
+        related = conn.execute("SELECT id FROM events WHERE run_id = ? AND severity != 'info' ORDER BY rowid DESC "
+                               "LIMIT 5", (run_id,)).fetchall()  # what went wrong on the way, newest first
+        context["evidence"] = [evidence.event(event_id) for (event_id,) in related]
+        step = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        rows.append(EventRow(new_id("ev"), now_ms, lifecycle.RUN_FINISHED, severity, node_id, job_id, run_id,
+                             ((json.loads(step).get("progress") or {}).get("step") if step else None), message,
+                             context))
+    event_rows.insert_events(conn, rows)
+    return rows

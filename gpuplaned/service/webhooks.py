@@ -1,0 +1,199 @@
+"""Webhook subscriptions: create, list, delete, test, and ``send`` one notification.
+
+The secret must be recoverable (an HMAC needs the key itself, unlike a token, whose hash
+is enough), so it is sealed with Fernet (AES-128-CBC + HMAC-SHA256, ``cryptography``) under a
+key kept apart from the database, in ``$GPUPLANE_HOME/webhook.key`` (0600). A copy of
+``gpuplane.db`` (a backup, a bug report) then carries no secret; the secret is opened only
+in memory to sign, is never logged, and no reply shows it back: a subscription says only
+``"signed": true``. Slack and Bark URLs are secrets of their own (their path is the key),
+so the routes need the ``admin`` scope (``gpuplaned.http.scopes``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import httpx
+
+from gpuplaned.domain import webhooks as formats
+from gpuplaned.domain.event_types import EVENT_TYPES
+from gpuplaned.home import private_file
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import doc, field
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.service import access
+from gpuplaned.service.events import to_json
+from gpuplaned.service.registry import now_ms
+from gpuplaned.store import webhook_rows
+from gpuplaned.store.event_rows import SEVERITIES, EventRow
+from gpuplaned.store.webhook_rows import WebhookRow
+from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cryptography.fernet import Fernet
+
+    from gpuplaned.service.context import ServerContext
+
+log = logging.getLogger("gpuplaned.webhooks")
+
+KEY_FILE = "webhook.key"
+SEND_TIMEOUT_S = 10.0
+TEST_EVENT = "WEBHOOK_TEST"
+_URL = re.compile(r"https?://[^\s/?#]+[^\s]*")
+
+
+def _event_types_fault(types: list[str]) -> str | None:
+    unknown = [t for t in types if t != "*" and t not in EVENT_TYPES]
+    return f"no event type {', '.join(unknown)} (the types: {', '.join(EVENT_TYPES)}, or * for all)" if unknown else None
+
+
+@attrs.frozen(kw_only=True)
+class WebhookCreate:
+    url: str = field(pattern=f"^{_URL.pattern}$", max_length=2048,
+                     message="must be an http:// or https:// URL; got {value!r}")
+    events: list[str] = field(min_items=1, max_items=64, check=_event_types_fault,
+                              description="event types, or [\"*\"] for every type")
+    severity: str = field(default="info", enum=SEVERITIES, description="the least severity notified")
+    format: str = field(default="json", enum=formats.FORMATS)
+    secret: str | None = field(default=None, min_length=8, max_length=256,
+                               description="signs each body (HMAC-SHA256); never shown back")
+
+
+@attrs.frozen
+class WebhookInfo:
+    """A subscription as the API shows it: never its secret."""
+
+    id: str = doc("wh_<ULID>")
+    url: str
+    events: tuple[str, ...]
+    severity: str = doc(enum=SEVERITIES)
+    format: str = doc(enum=formats.FORMATS)
+    signed: bool = doc("whether a secret signs its bodies")
+    created_at: int = doc("ms since the epoch")
+    pending: int = doc("notifications not yet delivered", minimum=0)
+    delivered: int = doc(minimum=0)
+    gave_up: int = doc("notifications given up after every retry failed", minimum=0)
+    last_delivered_at: int | None = doc("ms since the epoch")
+    last_error: str | None
+
+
+@attrs.frozen
+class WebhookTestResult:
+    delivered: bool
+    status: int | None = doc("the endpoint's HTTP status; null: no answer")
+    error: str | None
+
+
+# --- sealing the secret ----------------------------------------------------------------
+
+
+def _fernet(home: Path) -> Fernet:
+    from cryptography.fernet import Fernet
+
+    path = home / KEY_FILE
+    if not path.exists():
+        # Written whole under a temporary name, then linked into place: a crash never leaves
+        # an empty or partial key (which would make every sealed secret unreadable).
+        tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(Fernet.generate_key())
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    private_file(path, create=False)
+    key = path.read_bytes().strip()
+    return Fernet(key)
+
+
+def seal(home: Path, secret: str) -> str:
+    return _fernet(home).encrypt(secret.encode()).decode()
+
+
+def unseal(home: Path, sealed: str | None) -> str | None:
+    return None if sealed is None else _fernet(home).decrypt(sealed.encode()).decode()
+
+
+# --- the API ---------------------------------------------------------------------------------
+
+
+def _info(row: WebhookRow, counts: dict[str, Any] | None) -> WebhookInfo:
+    counts = counts or {}
+    return WebhookInfo(row.id, row.url, row.event_types, row.severity, row.format, row.sealed_secret is not None,
+                       row.created_at, counts.get("pending") or 0, counts.get("delivered") or 0,
+                       counts.get("gave_up") or 0, counts.get("last_delivered_at"), counts.get("last_error"))
+
+
+async def create_webhook(shared: ServerContext, made: WebhookCreate) -> WebhookInfo:
+    types = ("*",) if "*" in made.events else tuple(dict.fromkeys(t.upper() for t in made.events))
+    sealed = seal(shared.config.home, made.secret) if made.secret else None
+    row = WebhookRow(new_id("wh"), made.url, types, made.severity, made.format, sealed, True, now_ms())
+    await write(access.store_port(shared, "webhooks"), lambda conn: webhook_rows.insert_webhook(conn, row), small=True)
+    log.info("webhook %s added: %s for %s (%s, %s)", row.id, _shown_url(row.url), ",".join(types), row.severity,
+             row.format)
+    return _info(row, None)
+
+
+def _read(conn: Any) -> list[WebhookInfo]:
+    counts = webhook_rows.outbox_counts(conn)
+    return [_info(row, counts.get(row.id)) for row in webhook_rows.list_webhooks(conn)]
+
+
+async def list_webhooks(shared: ServerContext) -> list[WebhookInfo]:
+    return await access.readers(shared, "webhooks").run(_read)
+
+
+async def _get(shared: ServerContext, webhook_id: str) -> WebhookRow:
+    row = await access.readers(shared, "webhooks").run(lambda conn: webhook_rows.get_webhook(conn, webhook_id))
+    if row is None:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no webhook {webhook_id}", {"webhook_id": webhook_id})
+    return row
+
+
+async def delete_webhook(shared: ServerContext, webhook_id: str) -> None:
+    deleted = await write(access.store_port(shared, "webhooks"),
+                          lambda conn: webhook_rows.delete_webhook(conn, webhook_id), small=True)
+    if not deleted:
+        raise ApiError(ErrorCode.NOT_FOUND, f"no webhook {webhook_id}", {"webhook_id": webhook_id})
+
+
+async def test_webhook(shared: ServerContext, webhook_id: str) -> WebhookTestResult:
+    """Send a ``WEBHOOK_TEST`` event now, outside the outbox, and say how the endpoint answered."""
+    row = await _get(shared, webhook_id)
+    event = EventRow(new_id("ev"), now_ms(), TEST_EVENT, "info", None, None, None, None,
+                     f"a test notification from GPUPlane for webhook {row.id}", {})
+    async with httpx.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False) as client:
+        status, error = await send(client, shared.config.home, row, event)
+    return WebhookTestResult(error is None, status, error)
+
+
+# --- sending ---------------------------------------------------------------------------------
+
+
+def _shown_url(url: str) -> str:
+    """The URL without its path, for logs: a Slack or Bark path is a credential."""
+    parts = httpx.URL(url)
+    return f"{parts.scheme}://{parts.netloc.decode()}/..."
+
+
+async def send(client: httpx.AsyncClient, home: Path, webhook: WebhookRow, event: EventRow) -> tuple[int | None, str | None]:
+    """POST one notification: ``(status, None)`` on a 2xx, else ``(status or None, why)``."""
+    out = formats.render(webhook.format, to_json(event), secret=unseal(home, webhook.sealed_secret), now_ms=now_ms())
+    try:
+        response = await client.post(webhook.url, content=out.body, headers=out.headers)
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:300] or type(exc).__name__
+    if 200 <= response.status_code < 300:
+        return response.status_code, None
+    return response.status_code, f"HTTP {response.status_code}"
