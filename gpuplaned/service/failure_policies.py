@@ -99,11 +99,21 @@ def settle(conn: sqlite3.Connection, now: int) -> Settled:
     """Settle every open trigger that is due; one write transaction."""
     out = Settled([], [], False)
     for row in policy_rows.open_actions(conn, now):
+        # Each row in a savepoint: one that fails undoes only its own writes and is settled as
+        # skipped, so it never stops the pass (nor, raised again, every pass after a restart).
+        events, cancels = len(out.events), len(out.cancels)
+        conn.execute("SAVEPOINT policy_row")
         try:
             requeued = _settle_one(conn, row, now, out)
-        except ApiError as exc:  # a job that moved on: refused by the state table
-            policy_rows.settle(conn, row.job_id, row.event_id, "done", now, action="skip", reason=exc.message)
+        except Exception as exc:  # noqa: BLE001 - an ApiError is a job that moved on (the state table refused)
+            conn.execute("ROLLBACK TO policy_row")
+            del out.events[events:], out.cancels[cancels:]
+            if not isinstance(exc, ApiError):
+                log.exception("policy for job %s (event %s) could not be applied", row.job_id, row.event_id)
+            reason = exc.message if isinstance(exc, ApiError) else f"the policy could not be applied: {exc!r}"
+            policy_rows.settle(conn, row.job_id, row.event_id, "done", now, action="skip", reason=reason)
             requeued = False
+        conn.execute("RELEASE policy_row")
         out = attrs.evolve(out, requeued=out.requeued or requeued)
     if out.events:
         insert_events(conn, out.events)
