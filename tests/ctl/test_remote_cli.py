@@ -407,7 +407,7 @@ class Front:
 @pytest.fixture
 def front(daemon_factory, tmp_path) -> Front:
     config = tmp_path / "gpuplaned.toml"
-    config.write_text("[monitor]\nsample_interval_s = 0.2\n")
+    config.write_text("[monitor]\nsample_interval_s = 0.2\n[detector]\ninterval_s = 0.2\n")
     daemon = daemon_factory("--gpus", "fake:1", "--node-name", "box", "--config", str(config)).start()
     daemon.wait_ready()
     url = wait_for(lambda: daemon.client().get("/api/v1/daemon")["endpoints"].get("http"), what="the HTTP front")
@@ -443,6 +443,10 @@ def test_the_same_commands_print_the_same_remotely(front, tmp_path):
     idle = json.loads(front.remote("submit", "--json", "--gpu", "1", "--name", "idle", "--dir", str(tmp_path), "--",
                                    "sleep", "60").stdout)["job"]
     wait_job(front.daemon, idle["id"], lambda j: j["status"] == "RUNNING", what="the job to run")
+    # The detector writes RUN_STARTED and RUN_FINISHED a pass later: wait, so both listings see them.
+    settled = {("RUN_FINISHED", job_id), ("RUN_STARTED", job_id), ("RUN_STARTED", idle["id"])}
+    wait_for(lambda: settled <= {(e["type"], e["job_id"]) for e in front.daemon.client().get("/api/v1/events")["events"]},
+             what="the detector's lifecycle events")
 
     for args in (["status"], ["jobs"], ["jobs", "--json"], ["job", "show", job_id], ["job", "show", "--json", job_id],
                  ["logs", job_id], ["logs", "--json", job_id], ["node", "list"], ["node", "show", "box"],
