@@ -66,14 +66,15 @@ UI_TEST_DEPS := node-check $(WEB_BUILD) $(CHROMIUM)
 endif
 
 # Two pytest workers (pytest-xdist): most tests wait on real daemons and child processes, so
-# one process keeps 2 cores half idle; two ran tests/ctl in 148 s instead of 247 s.
+# one process keeps 2 cores half idle; two ran tests/ctl in 148 s instead of 247 s. A test
+# file stays on one worker (--dist loadfile), so a module's shared daemon starts once.
 TEST_WORKERS ?= 2
 
 test: $(STAMP) $(UI_TEST_DEPS)
 ifneq ($(GPUPLANE_SKIP_UI_TESTS),1)
 	cd web && npm test
 endif
-	GPUPLANE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	GPUPLANE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 node-check:
 	@command -v npm >/dev/null 2>&1 || { echo "error: make test needs Node.js 20.19+ and npm for the web UI's" \

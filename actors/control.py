@@ -4,7 +4,8 @@ Owns: one hypercorn (trio worker) server over a duplicate of the endpoint's list
 socket, which the daemon claimed at start and keeps open, so a restart of this actor never
 unbinds the socket.
 Inputs: HTTP requests from gpuplanectl, the SDK and scripts on this machine.
-Outputs: calls into the service layer; nothing on its inbox.
+Outputs: calls into the service layer; nothing on its inbox. ``/mcp`` is the MCP server, the
+caller trusted (``gpuplaned.mcp.asgi``).
 Restart: permanent. It cannot be stopped through the API it serves.
 Ready: the server accepts connections; ``started()`` passes a ``ControlHandle``.
 Stop: graceful; hypercorn stops accepting and finishes in-flight requests (the shutdown
@@ -18,10 +19,10 @@ import logging
 
 import attrs
 import trio
-from hypercorn.trio import serve
 
 from gpuplaned.http.app import RequestStats, create_app
 from gpuplaned.http.connections import hypercorn_config
+from gpuplaned.mcp import asgi as mcp_asgi
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import ServerContext
 
@@ -49,7 +50,8 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
     app, request_stats = create_app(ctx.shared, secret=endpoint.secret, body_timeout_s=limits.body_timeout_s)
     cfg = hypercorn_config(endpoint.hypercorn_bind(), limits)
     async with trio.open_nursery() as nursery:
-        await nursery.start(functools.partial(serve, app, cfg, shutdown_trigger=ctx.stop_requested.wait))
+        await nursery.start(functools.partial(mcp_asgi.serve, ctx.shared, app, cfg, secret=endpoint.secret,
+                                              shutdown_trigger=ctx.stop_requested.wait))
         where = endpoint.portfile().endpoint
         log.info("control API listening on %s", where)
         task_status.started(ControlHandle(where, request_stats))

@@ -57,7 +57,7 @@ async def run(ctx: ActorContext[ServerContext], *,
     task_status.started(handle)
 
     def one_pass(conn, clock_ms: int, now: int) -> list:  # type: ignore[no-untyped-def]
-        rows = lifecycle_pass(conn, now, floor)
+        rows = lifecycle_pass(conn, now, floor, started=config.run_started, finished=config.run_finished)
         return rows + (stall_pass(conn, states, clock_ms, now, policy) if policy.enabled else [])
 
     while True:

@@ -6,7 +6,7 @@ max_connections`` connections, the excess answered 503 and closed (``gpuplaned.h
 Inputs: HTTP and WebSocket requests; every one needs ``Authorization: Bearer <token>`` with
 the scope its route needs (``gpuplaned.http.scopes``); the Unix socket stays the trusted
 local way in.
-Outputs: calls into the service layer.
+Outputs: calls into the service layer; ``/mcp`` is the MCP server (``gpuplaned.mcp.asgi``).
 Restart: permanent. A port that cannot be bound (in use, no permission) fails this actor
 alone, which backs off and retries and finally shows FATAL in ``gpuplanectl status``; the
 daemon and its local socket go on.
@@ -24,11 +24,11 @@ import socket
 
 import attrs
 import trio
-from hypercorn.trio import serve
 
 from gpuplaned.config import HttpFront
 from gpuplaned.http.app import RequestStats, create_app
 from gpuplaned.http.connections import ConnectionCap, hypercorn_config, limit_connections
+from gpuplaned.mcp import asgi as mcp_asgi
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import ServerContext
 
@@ -85,7 +85,8 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
         cfg = hypercorn_config(f"fd://{os.dup(sock.fileno())}", limits)  # hypercorn closes what it is given
         limit_connections(cfg, handle.cap)  # the TCP front only, never the control socket
         async with trio.open_nursery() as nursery:
-            await nursery.start(functools.partial(serve, app, cfg, shutdown_trigger=ctx.stop_requested.wait))
+            await nursery.start(functools.partial(mcp_asgi.serve, ctx.shared, app, cfg, tokens=True,
+                                                  shutdown_trigger=ctx.stop_requested.wait))
             handle.url = f"http://{where}"
             log.info("HTTP front listening on %s (bearer tokens required)", handle.url)
             if not front.loopback:

@@ -6,6 +6,9 @@ queued by a trigger in each event's own transaction.
 Inputs: newly recorded events on ``shared.event_feed`` (a wake-up: their triggers are queued
 already), and a tick for stalls that come due, restarts whose attempt ended, and events
 written without a publish (a daemon killed between the two).
+Also, every ``[tokens] budget_interval_s``, the budget pass (``gpuplaned.service.budget_pass``:
+the jobs of a token whose GPU-hour budget is spent are cancelled, each with a ``BUDGET_EXHAUSTED``
+event) and, hourly, the audit log's retention (``gpuplaned.service.audit.prune``).
 Outputs: per pass one store write (``gpuplaned.service.failure_policies.settle``: requeues,
 env changes, cancels' marks, ``POLICY_ACTION`` events), then the cancels sent to the nodes and
 the scheduler woken.
@@ -25,12 +28,15 @@ from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import ServerContext
 from gpuplaned.domain.failure_policies import TRIGGERS
 from gpuplaned.runtime.broadcast import Lagged
+from gpuplaned.protocol.errors import ApiError
+from gpuplaned.service import audit, budget_pass
 from gpuplaned.service.failure_policies import run_pass
 from gpuplaned.service.registry import now_ms
 
 log = logging.getLogger("gpuplaned.policies")
 
 TICK = 2.0
+AUDIT_PRUNE_EVERY_S = 3600.0
 
 
 @attrs.frozen
@@ -54,6 +60,7 @@ async def run(ctx: ActorContext[ServerContext], *,
     handle = PoliciesHandle()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_wake_on_events, ctx.shared, handle)
+        nursery.start_soon(_budgets, ctx.shared)
         task_status.started(handle)
         while True:
             handle.wake = trio.Event()
@@ -63,6 +70,23 @@ async def run(ctx: ActorContext[ServerContext], *,
             wait = TICK if due is None else min(TICK, max(0.0, (due - now_ms()) / 1000))
             with trio.move_on_after(wait):
                 await handle.wake.wait()
+
+
+async def _budgets(shared: ServerContext) -> None:
+    """Every ``[tokens] budget_interval_s``: stop the jobs of tokens whose GPU-hour budget is
+    spent, and (once an hour) drop audit rows past ``[tokens] audit_keep_days``."""
+    next_prune = trio.current_time()
+    while True:
+        await trio.sleep(shared.config.tokens.budget_interval_s)
+        try:
+            await budget_pass.enforce(shared)
+            if trio.current_time() >= next_prune:
+                dropped = await audit.prune(shared)
+                if dropped:
+                    log.info("dropped %d audit rows past their keep time", dropped)
+                next_prune = trio.current_time() + AUDIT_PRUNE_EVERY_S
+        except ApiError as error:  # the store restarting: the next tick tries again
+            log.warning("budget pass: %s", error)
 
 
 async def _wake_on_events(shared: ServerContext, handle: PoliciesHandle) -> None:

@@ -16,14 +16,17 @@ targets are printed beside the figures with PASS or FAIL.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpuplanectl.client import DaemonClient  # noqa: E402
+from jobs_bench import JobDaemons  # noqa: E402
 
 TAGS = ("train/loss", "train/lr", "eval/acc", "grad/norm", "throughput")
 
@@ -49,38 +52,22 @@ def write_dir(root: Path, points: int) -> float:
     return time.perf_counter() - started
 
 
-def start_daemon(root: Path):
-    from gpuplanectl.client import DaemonClient
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
-    env.update(GPUPLANE_HOME=str(root / "home"), GPUPLANE_RUNTIME_DIR=str(root / "run"),
-               XDG_CONFIG_HOME=str(root / "config"), PYTHONUNBUFFERED="1")
-    with open(root / "gpuplaned.log", "wb") as log:
-        daemon = subprocess.Popen([sys.executable, "-m", "gpuplaned", "--gpus", "fake:1"], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client = DaemonClient.discover(root / "run", timeout=600)
-            if client.get("/api/v1/daemon")["state"] == "READY":
-                return daemon, client, lambda: DaemonClient.discover(root / "run", timeout=30)
-        except Exception:  # noqa: BLE001 - not up yet
-            if time.monotonic() > deadline or daemon.poll() is not None:
-                raise SystemExit(f"gpuplaned did not start:\n{(root / 'gpuplaned.log').read_text()}") from None
-            time.sleep(0.05)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--points", type=int, default=500_000)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="import-bench-"))
-    daemon = None
+    dm = JobDaemons(sys.executable, root, None)
     try:
         wrote = write_dir(root / "data", args.points)
         size = sum(p.stat().st_size for p in (root / "data").rglob("*") if p.is_file())
         print(f"wrote {args.points} scalars ({size / 2**20:.1f} MiB) with SummaryWriter in {wrote:.1f} s")
-        daemon, client, another = start_daemon(root)
+        d = dm.start("--gpus", "fake:1")
+        client = DaemonClient.discover(d.runtime_dir, timeout=600)  # the import is one long request
+
+        def another() -> DaemonClient:
+            return DaemonClient.discover(d.runtime_dir, timeout=30)
+
         reads: list[float] = []
         writes: list[float] = []
         done = threading.Event()
@@ -116,12 +103,7 @@ def main() -> None:
         assert again["run_id"] == first["run_id"] and not any(again["added"].values()), again
         report("importing the same dir again (nothing added)", time.perf_counter() - t0, "s", 1.0)
     finally:
-        if daemon is not None:
-            daemon.terminate()
-            try:
-                daemon.wait(15)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
+        dm.stop_all()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -28,10 +28,8 @@ its target with PASS or FAIL.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -39,8 +37,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpuplaned.tensorboard import EventFileReader  # noqa: E402
+from jobs_bench import JobDaemons  # noqa: E402
 
 
 def report(label: str, value: float, unit: str, target: float, higher_is_better: bool, note: str = "") -> None:
@@ -100,34 +100,16 @@ TRIAL_JOB = textwrap.dedent("""
 
 def latency(trials: int, points: int = 100) -> None:
     """File closed by the job -> all its points answered by GET /runs/{id}/series, on a real daemon."""
-    from gpuplanectl.client import DaemonClient
-
     from gpuplaned.protocol.errors import ApiError
 
     root = Path(tempfile.mkdtemp(prefix="tb-latency-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
-    env.update(GPUPLANE_HOME=str(root / "home"), GPUPLANE_RUNTIME_DIR=str(root / "run"),
-               XDG_CONFIG_HOME=str(root / "config"), GPUPLANE_HTTP="127.0.0.1:0", PYTHONUNBUFFERED="1")
-    work = root / "work"
-    work.mkdir()
-    (work / "trials.py").write_text(TRIAL_JOB)
-    with open(root / "gpuplaned.log", "wb") as log:
-        daemon = subprocess.Popen([sys.executable, "-m", "gpuplaned", "--gpus", "fake:1"], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    dm = JobDaemons(sys.executable, root, None)
     client = job = None
     try:
-        deadline = time.monotonic() + 30
-        while client is None:
-            try:
-                c = DaemonClient.discover(root / "run", timeout=5)
-                if c.get("/api/v1/daemon")["state"] == "READY" and c.get("/api/v1/nodes")["nodes"]:
-                    client = c
-            except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline or daemon.poll() is not None:
-                    raise SystemExit(f"gpuplaned did not start:\n{(root / 'gpuplaned.log').read_text()}") from None
-                time.sleep(0.05)
-        job = client.post("/api/v1/jobs", {"command": [sys.executable, "trials.py", str(trials), str(points)],
-                                           "cwd": str(work), "gpu": 0})["job"]
+        d = dm.start("--gpus", "fake:1")
+        client, work = d.client, d.work
+        (work / "trials.py").write_text(TRIAL_JOB)
+        job = d.submit([sys.executable, "trials.py", str(trials), str(points)])
         while (found := client.get(f"/api/v1/jobs/{job['id']}")["job"])["status"] != "RUNNING":
             time.sleep(0.02)
         run_id = found["run_id"]
@@ -159,11 +141,7 @@ def latency(trials: int, points: int = 100) -> None:
                 client.post(f"/api/v1/jobs/{job['id']}/cancel")
             except Exception:  # noqa: BLE001 - it ended already
                 pass
-        daemon.terminate()
-        try:
-            daemon.wait(15)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        dm.stop_all()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -141,7 +141,7 @@ class DaemonClient:
                 secret = None
         return cls(portfile, secret=secret, timeout=timeout)
 
-    def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
+    def new_connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
         """A new, unconnected connection to the endpoint."""
         timeout = self.timeout if timeout is None else timeout
         if self.server is not None:
@@ -169,7 +169,7 @@ class DaemonClient:
             return DaemonUnreachable(f"lost the connection to {self.endpoint}: {self._redact(_reason(exc))}")
         return DaemonUnreachable(f"gpuplaned at {self.endpoint} does not answer: {exc}")
 
-    def _headers(self, accept: str) -> dict[str, str]:
+    def request_headers(self, accept: str) -> dict[str, str]:
         headers = {"Accept": accept}
         if self.secret:
             headers["Authorization"] = f"Bearer {self.secret}"
@@ -182,7 +182,7 @@ class DaemonClient:
             ApiError: the daemon answered with an error body.
             DaemonUnreachable: nothing answered at the endpoint.
         """
-        headers = self._headers("application/json")
+        headers = self.request_headers("application/json")
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()
@@ -190,7 +190,7 @@ class DaemonClient:
         if self.server is not None:
             status, raw = self._exchange_kept(method, path, payload, headers)
         else:
-            conn = self._connection()
+            conn = self.new_connection()
             try:
                 conn.request(method, path, body=payload, headers=headers)
                 response = conn.getresponse()
@@ -219,7 +219,7 @@ class DaemonClient:
                 conn.close()  # the server closed it while we were idle
             reused = conn is not None and conn.sock is not None
             if conn is None:
-                conn = self._kept = self._connection()
+                conn = self._kept = self.new_connection()
             if conn.sock is None:
                 self._open(conn)
             try:
@@ -283,10 +283,10 @@ class DaemonClient:
             DaemonUnreachable: the connection failed; from the generator, it broke or went
                 silent (resume with the last event's ``id``).
         """
-        headers = self._headers("text/event-stream")
+        headers = self.request_headers("text/event-stream")
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
-        conn = self._connection(read_timeout)
+        conn = self.new_connection(read_timeout)
         target = path
         if self.server is not None:
             self._open(conn)

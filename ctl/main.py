@@ -14,6 +14,7 @@ from gpuplanectl.client import runtime_dir_from
 from gpuplanectl.commands import (
     Globals,
     actors,
+    audit,
     checkpoints,
     ckpt,
     daemon,
@@ -24,6 +25,7 @@ from gpuplanectl.commands import (
     import_run,
     jobs,
     logs,
+    mcp_stdio,
     nodes,
     projects,
     runs,
@@ -102,6 +104,8 @@ app.command("top")(top.top)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)
 app.command("ui")(ui.ui)
+app.command("mcp-stdio")(mcp_stdio.mcp_stdio)
+app.command("audit")(audit.audit)
 
 
 def main() -> None:

@@ -321,13 +321,28 @@ class DetectorConfig:
     the node's, in ``[monitor]``."""
 
     loss_nan: bool = _key(_bool, True)  # LOSS_NAN: a loss got NaN or infinity
-    loss_spike: bool = _key(_bool, True)  # LOSS_SPIKE: a loss above its rolling median + 6 x MAD
+    loss_spike: bool = _key(_bool, True)  # LOSS_SPIKE: a loss above its rolling median + spike_mads x MAD...
+    spike_window: int = _key(_int_between(20, 10_000), 64)  # ...of this many finite values before it (20: its least)
+    spike_mads: float = _key(_number_between(0.5, 1000), 6.0)  # ...times the window's MAD
     overfitting: bool = _key(_bool, True)  # OVERFITTING_SUSPECTED: an eval loss up from its best while train falls...
     overfit_rise_percent: float = _key(_number_between(0, 10_000), 10.0)  # ...by more than this...
     overfit_evals: int = _key(_int_between(1, 1000), 3)  # ...for this many evaluations in a row
     run_stalled: bool = _key(_bool, True)  # RUN_STALLED: a running job silent (no point, no log line)...
     stall_after_s: float = _key(_number_between(0.1, 7 * 86_400), 1200.0)  # ...this long
     interval_s: float = _key(_number_between(0.05, 3600), 10.0)  # how often the detector looks at running jobs
+    run_started: bool = _key(_bool, True)  # RUN_STARTED: a run began
+    run_finished: bool = _key(_bool, True)  # RUN_FINISHED: a run ended, whatever its status
+    stall_restarts: int = _key(_int_between(0, 1000), 3)  # on_stalled = restart: at most this many per job, then gives up
+
+
+@_section
+@attrs.frozen
+class TokensConfig:
+    """Capability tokens' budgets and the audit log (``[tokens]``; ``gpuplaned.service.budgets``,
+    ``gpuplaned.service.audit``, run by ``actors/policies.py``)."""
+
+    budget_interval_s: float = _key(_number_between(0.1, 3600), 30.0)  # how often running jobs are charged against budgets
+    audit_keep_days: float = _key(_number_between(1, 36_600), 90.0)  # audit rows older than this are dropped
 
 
 @_section
@@ -351,6 +366,7 @@ class Config:
     checkpoints: CheckpointsConfig = CheckpointsConfig()
     tensorboard: TensorboardConfig = TensorboardConfig()
     detector: DetectorConfig = DetectorConfig()
+    tokens: TokensConfig = TokensConfig()
 
     @property
     def db_path(self) -> Path:
@@ -369,7 +385,8 @@ def default_config_path(env: Mapping[str, str]) -> Path:
 
 _FILE_KEYS = ("role", "home", "runtime_dir", "listen", "http", "server", "log_level")  # beside the tables
 _TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
-           "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard", "detector": "detector"}  # [table] -> its Config field
+           "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard", "detector": "detector",
+           "tokens": "tokens"}  # [table] -> its Config field
 # Flags that set a key: flag name -> the Config key (dotted inside a section).
 _FLAGS = {**{key: key for key in _FILE_KEYS}, "gpus": "node.gpus", "node_name": "node.name",
           "max_cpu_jobs": "node.max_cpu_jobs"}

@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 # (role agent): the coming tbtail, ckptwatch and uplink are listed before they exist.
 NODE_ACTORS = ("runner", "logs", "monitor", "tbtail", "ckptwatch", "uplink")
 SERVER_LAYERS = ("gpuplaned.service", "gpuplaned.http", "gpuplaned.store")
+FRONT_LAYERS = ("gpuplaned.http", "gpuplaned.mcp", "gpuplaned.actors")  # above the service layer
+MCP_LIBRARIES = ("mcp", "mcp_types")  # about 2 s to import: the daemon's alone, never the CLI's
 PURE_LAYERS = ("gpuplaned.domain", "gpuplaned.protocol")
 IO_LIBRARIES = ("trio", "trio_websocket", "sqlite3", "quart", "quart_trio")
 
@@ -235,7 +237,7 @@ def _service_imports_daemon(imp: Import) -> str | None:
 def _service_imports_front(imp: Import) -> str | None:
     """The service layer is below the HTTP app: REST, the CLI and MCP all call it, so
     nothing in it may be of one front (SSE framing lives in ``protocol.sse_frames``)."""
-    if _within(imp.source, "gpuplaned.service") and _within(imp.target, "gpuplaned.http", "gpuplaned.actors"):
+    if _within(imp.source, "gpuplaned.service") and _within(imp.target, *FRONT_LAYERS):
         return _layer(imp.target)
     return None
 
@@ -259,6 +261,13 @@ def _ctl_imports_daemon(imp: Import) -> str | None:
     return None
 
 
+def _ctl_imports_mcp(imp: Import) -> str | None:
+    """``gpuplanectl mcp-stdio`` is a byte pipe to the daemon's /mcp: the CLI stays light."""
+    if _within(imp.source, "gpuplanectl") and not imp.internal and imp.target.split(".")[0] in MCP_LIBRARIES:
+        return imp.target.split(".")[0]
+    return None
+
+
 def _sdk_imports_non_stdlib(imp: Import) -> str | None:
     if not _within(imp.source, "gpuplane") or _within(imp.target, "gpuplane"):
         return None
@@ -272,6 +281,7 @@ EDGE_RULES = {
     "actor-imports-actor": _actor_imports_actor,
     "node-actor-imports-server": _node_actor_imports_server,
     "ctl-imports-daemon": _ctl_imports_daemon,
+    "ctl-imports-mcp": _ctl_imports_mcp,
     "sdk-imports-non-stdlib": _sdk_imports_non_stdlib,
 }
 RULES = ("cycle", "pure-layer-reaches-io", *EDGE_RULES)

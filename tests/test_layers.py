@@ -8,12 +8,14 @@ function-local ones included; nothing of the daemon is imported here):
   sqlite3 nor quart (nor trio_websocket, quart_trio), directly or through the repo's modules
   they import;
 - service-imports-daemon: ``gpuplaned.service`` does not import ``gpuplaned.daemon``;
-- service-imports-front: ``gpuplaned.service`` imports nothing of ``gpuplaned.http`` or
-  ``gpuplaned.actors`` (the layers above it);
+- service-imports-front: ``gpuplaned.service`` imports nothing of ``gpuplaned.http``,
+  ``gpuplaned.mcp`` or ``gpuplaned.actors`` (the layers above it);
 - actor-imports-actor: an actor does not import another actor;
 - node-actor-imports-server: a node-side actor (runner, logs, monitor, tbtail, ckptwatch,
   uplink) imports nothing of ``gpuplaned.service``, ``gpuplaned.http`` or ``gpuplaned.store``;
-- ctl-imports-daemon: ``gpuplanectl`` imports nothing of the daemon but ``gpuplaned.protocol``;
+- ctl-imports-daemon: ``gpuplanectl`` imports nothing of the daemon but ``gpuplaned.protocol``
+  (so neither ``gpuplaned.mcp``);
+- ctl-imports-mcp: ``gpuplanectl`` imports neither ``mcp`` nor ``mcp_types`` (seconds to import);
 - sdk-imports-non-stdlib: the SDK (``gpuplane``) imports the standard library only.
 
 KNOWN is a ratchet: the violations still there, each with the reason and the change that
@@ -144,6 +146,12 @@ def test_planted_node_actor_importing_the_store(tmp_path):
                  {("service-imports-daemon", "gpuplaned.service.jobs -> gpuplaned.daemon")}, id="service-imports-daemon"),
     pytest.param({"gpuplaned/http/sse.py": "", "gpuplaned/service/logs.py": "from gpuplaned.http.sse import fmt\n"},
                  {("service-imports-front", "gpuplaned.service.logs -> gpuplaned.http")}, id="service-imports-http"),
+    pytest.param({"gpuplaned/mcp/server.py": "", "gpuplaned/service/jobs.py": "from gpuplaned.mcp import server\n"},
+                 {("service-imports-front", "gpuplaned.service.jobs -> gpuplaned.mcp")}, id="service-imports-mcp"),
+    pytest.param({"gpuplaned/mcp/asgi.py": "", "ctl/bridge.py": "def pipe():\n    import mcp.client\n"
+                                                              "    from gpuplaned.mcp import asgi\n"},
+                 {("ctl-imports-daemon", "gpuplanectl.bridge -> gpuplaned.mcp"),
+                  ("ctl-imports-mcp", "gpuplanectl.bridge -> mcp")}, id="ctl-imports-mcp"),
     pytest.param({"actors/scheduler.py": "from gpuplaned.actors.store import StorePort\n", "actors/store.py": ""},
                  {("actor-imports-actor", "gpuplaned.actors.scheduler -> gpuplaned.actors.store")},
                  id="actor-imports-actor"),

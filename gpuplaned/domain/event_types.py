@@ -7,7 +7,7 @@ adds it here (tests/domain/test_event_types.py checks that what the rules raise 
 
 from __future__ import annotations
 
-from gpuplaned.domain import evaluations, failure_policies, node_health, run_records
+from gpuplaned.domain import evaluations, failure_policies, gpu_budget, node_health, run_records
 from gpuplaned.domain.rules import lifecycle, overfitting, stall
 from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
 
@@ -28,4 +28,5 @@ CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
 POLICY_EVENTS = (failure_policies.POLICY_ACTION, failure_policies.POLICY_SKIPPED)
 EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
                             CHECKPOINT_DELETED,
+                            gpu_budget.BUDGET_EXHAUSTED,  # service/budget_pass.py: a token's budget is spent
                             evaluations.EVALUATION_FINISHED}))  # service/evaluations.py: an evaluation ended

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from gpuplaned.domain.diagnosis import evidence
+
 DISK_LOW = "DISK_LOW"
 DISK_OK = "DISK_OK"
 GPU_LOST = "GPU_LOST"
@@ -204,7 +206,8 @@ class NodeHealth:
                 f"job {job.job_id} has used its GPU(s) {','.join(map(str, job.gpu_indexes))} under "
                 f"{self.policy.idle_util_pct:g}% and {self.policy.idle_memory_fraction * 100:g}% memory "
                 f"for {minutes:.0f} min", job_id=job.job_id,
-                context={"gpu_indexes": list(job.gpu_indexes), "idle_since": since}))
+                context={"gpu_indexes": list(job.gpu_indexes), "idle_since": since,
+                         "evidence": _idle_evidence(gpus, since, reading.ts_ms)}))
         return events
 
     def _idle(self, gpu: GpuReading) -> bool:
@@ -215,3 +218,16 @@ class NodeHealth:
         if gpu.memory_used_mb is None or not gpu.memory_total_mb:
             return False
         return gpu.memory_used_mb / gpu.memory_total_mb < self.policy.idle_memory_fraction
+
+
+def _idle_evidence(gpus: Sequence[GpuReading | None], since: int, now: int) -> list[dict[str, object]]:
+    """Each idle GPU's utilization and memory series over the idle stretch, with the readings
+    that closed it. The node does not know its own id: the server fills ``node_id`` in
+    (``gpuplaned.service.events.record_node_events``)."""
+    out: list[dict[str, object]] = []
+    for gpu in gpus:
+        if gpu is None:
+            continue
+        out.append(evidence.gpu(None, gpu.index, f"gpu{gpu.index}.utilization", [since, now], [gpu.utilization_pct]))
+        out.append(evidence.gpu(None, gpu.index, f"gpu{gpu.index}.memory_used_mb", [since, now], [gpu.memory_used_mb]))
+    return out

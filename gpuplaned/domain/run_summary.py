@@ -9,14 +9,16 @@ run is recomputed from the stored points instead (``gpuplaned.store.project_rows
 
 - LOSS_NAN (critical): a loss-like metric (its name holds "loss") got NaN or infinity; once
   per metric.
-- LOSS_SPIKE (warning): a loss-like value above the rolling median + 6 x MAD of the last
-  ``WINDOW`` finite values (once ``MIN_WINDOW`` are known); at most once per ``SPIKE_GAP``
-  steps per metric.
+- LOSS_SPIKE (warning): a loss-like value above the rolling median + ``SpikePolicy.mads``
+  (6) x MAD of the last ``SpikePolicy.window`` (64) finite values (once ``MIN_WINDOW`` are
+  known); at most once per ``SPIKE_GAP`` steps per metric.
 - OVERFITTING_SUSPECTED (warning): ``gpuplaned.domain.rules.overfitting``, over each eval
   loss's points, judged against its train loss's trend once the batch is folded in.
 
 Cost: a batch is folded in with C loops (``max``, ``min``, ``sum``, ``count``) over its
-columns; only a loss metric pays a Python step per point, to slide its window: a sorted
+columns. A loss metric's big batch goes through numpy (``loss_spike.candidates`` leaves
+about one point in thousands to judge exactly); a small one pays a Python step per point
+to slide its window: a sorted
 copy of the window gives the median at once, and the MAD (a sort of 64 deviations) is
 computed only for a point that could be a spike, which two bisections rule out for nearly
 every point (``_could_spike``). The events are the same as computing both medians for
@@ -36,12 +38,13 @@ from typing import Any
 import attrs
 
 from gpuplaned.domain import run_progress
-from gpuplaned.domain.rules import overfitting
+from gpuplaned.domain.rules import loss_spike, overfitting
+from gpuplaned.domain.rules.loss_spike import SpikePolicy
 from gpuplaned.domain.rules.overfitting import OverfitPolicy
 
-WINDOW = 64
-MIN_WINDOW = 20
-SPIKE_MADS = 6.0
+WINDOW = loss_spike.WINDOW  # [detector] spike_window's default
+MIN_WINDOW = loss_spike.MIN_WINDOW
+SPIKE_MADS = loss_spike.MADS  # [detector] spike_mads's default
 SPIKE_GAP = 100
 TREND_MIN = 8
 DIRECTIONS = ("minimize", "maximize")
@@ -76,8 +79,10 @@ def is_loss(name: str) -> bool:
 
 def update(summary: Mapping[str, Any] | None, points: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[float]]],
            directions: Mapping[str, str | None],
-           overfit: OverfitPolicy = OverfitPolicy()) -> tuple[dict[str, Any], list[SummaryEvent]]:
-    """The summary after ``points`` ({name: (steps, ts, values)}), and the events they raised."""
+           overfit: OverfitPolicy = OverfitPolicy(),
+           spike: SpikePolicy = SpikePolicy()) -> tuple[dict[str, Any], list[SummaryEvent]]:
+    """The summary after ``points`` ({name: (steps, ts, values)}), and the events they raised;
+    ``spike``: LOSS_SPIKE's window and MAD multiple (``[detector]``)."""
     out: dict[str, Any] = {"metrics": {}, "progress": {"step": None}, "warnings": [], "_state": {}}
     if summary:
         out.update({k: v for k, v in summary.items()})
@@ -95,7 +100,7 @@ def update(summary: Mapping[str, Any] | None, points: Mapping[str, tuple[Sequenc
         _best(metric, steps, values, directions.get(name), finite)
         if is_loss(name):
             state = dict(out["_state"].get(name) or {"window": [], "nan_reported": False, "last_spike": None})
-            events += _loss_rules(name, state, steps, values, out["warnings"], finite)
+            events += _loss_rules(name, state, steps, values, out["warnings"], finite, spike)
             metric["trend"] = _trend(state["window"])
             out["_state"][name] = state
         out["metrics"][name] = metric
@@ -227,19 +232,21 @@ def _best(metric: dict[str, Any], steps: Sequence[int], values: Sequence[float],
 
 
 def _loss_rules(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequence[float],
-                warnings: list[str], finite: bool | None = None) -> list[SummaryEvent]:
+                warnings: list[str], finite: bool | None = None,
+                spike: SpikePolicy = SpikePolicy()) -> list[SummaryEvent]:
     """LOSS_NAN and LOSS_SPIKE over the batch's points in step order (equal steps keep their
     order); the window slides over the finite values only. ``finite``: whether every value
     is known to be finite (None: find out)."""
-    if not all(map(le, steps[:-1], steps[1:])):
+    # In step order already? For a list, a C sort (linear on sorted steps) and compare.
+    if sorted(steps) != steps if isinstance(steps, list) else not all(map(le, steps[:-1], steps[1:])):
         order = sorted(range(len(steps)), key=steps.__getitem__)
         steps, values = [steps[k] for k in order], [values[k] for k in order]
     if finite is None:
         finite = _all_finite(values)
     if finite:
-        return [event for _k, event in _spikes(name, state, steps, values)]
+        return [event for _k, event in _spikes(name, state, steps, values, spike)]
     keep = [k for k, v in enumerate(values) if _finite(v)]
-    spikes = _spikes(name, state, [steps[k] for k in keep], [values[k] for k in keep])
+    spikes = _spikes(name, state, [steps[k] for k in keep], [values[k] for k in keep], spike)
     events = [event for _k, event in spikes]
     first = next((k for k, v in enumerate(values) if not _finite(v)), None)  # None: the sum overflowed
     if first is not None and not state["nan_reported"]:
@@ -252,19 +259,22 @@ def _loss_rules(name: str, state: dict[str, Any], steps: Sequence[int], values: 
     return events
 
 
-def _spikes(name: str, state: dict[str, Any], steps: Sequence[int],
-            values: Sequence[float]) -> list[tuple[int, SummaryEvent]]:
+def _spikes(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+            spike: SpikePolicy = SpikePolicy()) -> list[tuple[int, SummaryEvent]]:
     """LOSS_SPIKE over finite values in step order, as ``(index in values, event)``; slides
-    ``state["window"]`` over them.
+    ``state["window"]`` (``spike.window`` values) over them.
 
     ``seen`` is the window before the batch, then the batch's values: the window at a point
     is the ``len(ordered)`` values before it, and ``ordered`` holds those sorted, equal values
     oldest first (``insort`` adds after its equals, the oldest is the first of its equals):
     element for element what ``sorted()`` makes of the window, so its median is the
     straightforward rule's. The MAD is computed, as the rule says, only for a point that
-    ``value > median`` and the bisections of ``_could_spike`` leave in doubt.
+    ``value > median`` and the bisections of ``_could_spike`` leave in doubt. A batch with
+    many points past a full window skips the per-point loop: ``loss_spike.candidates``
+    finds the few points that could be spikes, in numpy, and only those are judged.
     """
     found: list[tuple[int, SummaryEvent]] = []
+    size, mads = spike.window, spike.mads
     window = state["window"]
     base = len(window)
     seen = list(window)
@@ -272,60 +282,75 @@ def _spikes(name: str, state: dict[str, Any], steps: Sequence[int],
     ordered = sorted(window)
     last = state["last_spike"]
 
-    def check(p: int, mid: float) -> None:
+    def raise_spike(p: int, mid: float, mad: float) -> None:
         nonlocal last
+        step, value = steps[p - base], seen[p]
+        last = state["last_spike"] = step
+        found.append((p - base, SummaryEvent(
+            "LOSS_SPIKE", "warning",
+            f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g})",
+            step, {"metric": name, "value": value, "median": mid, "mad": mad})))
+
+    def check(p: int, mid: float) -> None:
         step, value = steps[p - base], seen[p]
         if last is not None and step - last < SPIKE_GAP:
             return
         mad = median(abs(v - mid) for v in seen[p - len(ordered):p])
-        if mad > 0 and value > mid + SPIKE_MADS * mad:
-            last = state["last_spike"] = step
-            found.append((p - base, SummaryEvent(
-                "LOSS_SPIKE", "warning",
-                f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g})",
-                step, {"metric": name, "value": value, "median": mid, "mad": mad})))
+        if mad > 0 and value > mid + mads * mad:
+            raise_spike(p, mid, mad)
 
     p, end = base, len(seen)
-    # A window still filling up (or, from an older summary, longer than WINDOW): in and out
-    # one value at a time.
-    while p < end and (len(ordered) != WINDOW or WINDOW % 2):
+    # A window still filling up (or, from an older summary, longer than the window): in and
+    # out one value at a time.
+    while p < end and len(ordered) != size:
         n = len(ordered)
         value = seen[p]
         if n >= MIN_WINDOW:
             h = n // 2
             mid = ordered[h] if n & 1 else (ordered[h - 1] + ordered[h]) / 2
-            if value > mid and _could_spike(ordered, mid, value):
+            if value > mid and _could_spike(ordered, mid, value, mads):
                 check(p, mid)
         insort(ordered, value)
-        while len(ordered) > WINDOW:
+        while len(ordered) > size:
             del ordered[bisect_left(ordered, seen[p + 1 - len(ordered)])]
         p += 1
-    # The full window (WINDOW values, an even count): one value in and one out per point.
-    # _could_spike inlined: this loop runs once per loss point.
-    h, half = WINDOW // 2, (WINDOW - 1) // 2
+    maybe = loss_spike.candidates(seen, p, size, mads) if end - p >= loss_spike.VECTOR_MIN else None
+    if maybe is not None:
+        for at in maybe:
+            step = steps[at - base]
+            if last is not None and step - last < SPIKE_GAP:
+                continue
+            judged = loss_spike.judge(seen[at - size:at], seen[at], mads)
+            if judged is not None:
+                raise_spike(at, *judged)
+        state["window"] = seen[len(seen) - size:]
+        return found
+    # The full window: one value in and one out per point. _could_spike inlined: this loop
+    # runs once per loss point.
+    h, half, odd = size // 2, (size - 1) // 2, size & 1
     for at in range(p, end):
         value = seen[at]
-        mid = (ordered[h - 1] + ordered[h]) / 2
+        mid = ordered[h] if odd else (ordered[h - 1] + ordered[h]) / 2
         if value > mid:
-            d = (value - mid) / SPIKE_MADS * (1 + 1e-9) + 1e-12 * (abs(mid) + abs(value))
+            d = (value - mid) / mads * (1 + 1e-9) + 1e-12 * (abs(mid) + abs(value))
             if bisect_left(ordered, mid + d) - bisect_right(ordered, mid - d) > half:
                 check(at, mid)
         insort(ordered, value)
-        del ordered[bisect_left(ordered, seen[at - WINDOW])]
+        del ordered[bisect_left(ordered, seen[at - size])]
     state["window"] = seen[len(seen) - len(ordered):]
     return found
 
 
-def _could_spike(ordered: list[float], mid: float, value: float) -> bool:
-    """False when ``value`` is certainly not above ``mid`` + SPIKE_MADS x MAD of the sorted
+def _could_spike(ordered: list[float], mid: float, value: float, mads: float = SPIKE_MADS) -> bool:
+    """False when ``value`` is certainly not above ``mid`` + ``mads`` x MAD of the sorted
     window ``ordered``; True means: compute the MAD and see.
 
     MAD >= d when fewer than half the window lies strictly within d of the median (the
     middle deviations are then at least d), and that count is two bisections. d is
-    (value - mid) / SPIKE_MADS widened by far more than float rounding could move a
+    (value - mid) / mads widened by far more than float rounding could move a
     deviation or the sum, so "certainly not" holds in floats too.
     """
-    d = (value - mid) / SPIKE_MADS * (1 + 1e-9) + 1e-12 * (abs(mid) + abs(value))
+    d = (value - mid) / mads * (1 + 1e-9) + 1e-12 * (abs(mid) + abs(value))
     near = bisect_left(ordered, mid + d) - bisect_right(ordered, mid - d)
     return near > (len(ordered) - 1) // 2
 

@@ -3,7 +3,7 @@
 The first request with a key reserves it (in a store write, so two racing requests cannot
 both win) and its response, unless a 5xx, is kept for ``KEEP_MS``. A repeat with the same
 body gets that response again, marked ``Idempotent-Replayed: true``; the same key with a
-different body is 409, as is a repeat while the first is still being answered. Keys are
+different body (or query) is 409, as is a repeat while the first is still being answered. Keys are
 scoped to the caller (its token, or the local socket) and to the method and path.
 
 A reply that carries a secret (a new token, a login link: ``secret_reply``) is never kept:
@@ -57,7 +57,9 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
             raise ApiError(ErrorCode.BAD_REQUEST, f"{HEADER}: 1 to {MAX_KEY} printable characters",
                            {"field": HEADER})
         scope = f"{getattr(g, 'token_id', None) or 'local'} POST {request.path}"
-        body_hash = hashlib.sha256(body).hexdigest()
+        # The query is part of the request: a dry run (?dry_run=true) and the real submit are two
+        # requests, so one key for both is a 409, never the plan replayed as if it were the job.
+        body_hash = hashlib.sha256(request.query_string + b"\n" + body).hexdigest()
         stored = await write(access.store_port(shared, "Idempotency-Key records"),
                              lambda conn: _reserve(conn, scope, key, body_hash, now_ms()))
         if stored is None:
@@ -110,7 +112,7 @@ def _reserve(conn: sqlite3.Connection, scope: str, key: str, body_hash: str, now
                      (scope, key, body_hash, now))
         return None
     if row[0] != body_hash:
-        raise ApiError(ErrorCode.CONFLICT, f"{HEADER} {key!r} was used with a different request body",
+        raise ApiError(ErrorCode.CONFLICT, f"{HEADER} {key!r} was used with a different request (body or query)",
                        {"field": HEADER})
     if row[1] is None:
         raise ApiError(ErrorCode.CONFLICT, f"the first request with {HEADER} {key!r} is still being answered; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
@@ -18,12 +19,13 @@ from gpuplaned.http.replies import (
     RunReply,
     RunSeries,
     RunSummaryReply,
+    SubmitPlanReply,
 )
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
 from gpuplaned.protocol.evaluation_wire import RetryBody
-from gpuplaned.protocol.fields import UNSET
+from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.service import jobs, logs, runs
 from gpuplaned.service.jobs import STREAMS
@@ -36,13 +38,24 @@ if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
 
 
+@attrs.frozen(kw_only=True)
+class SubmitQuery:
+    dry_run: str = field(default=UNSET, enum=("true", "false"),
+                         description="true: say what the submit would do (200, SubmitPlan) and write nothing")
+
+
 api = Routes("jobs")
 _JOB = Param("job_id", "the job's id (job_<ULID>)")
 _RUN = Param("run_id", "the run's id")
 
 SUBMIT = api.post("/api/v1/jobs", "submitJob", "Queue a job", Reply(201, JobReply, "The job, queued or already "
                                                                                   "dispatched."),
-                  errors=(400, 413), body=JobSubmit)
+                  errors=(400, 403, 413), body=JobSubmit, query=SubmitQuery,
+                  also=(Reply(200, SubmitPlanReply, "dry_run=true: what the submit would do; nothing was written."),),
+                  description="A token with limits (GPUs per job, nodes, directories, queued jobs, a GPU-hour "
+                              "budget) is refused past them with 403, details.limit naming the limit and, for the "
+                              "budget, details.remaining_gpu_hours. dry_run=true answers 200 with the plan: would "
+                              "(dispatch, queue or refuse), node, GPUs, queue position, budget after.")
 LIST = api.get("/api/v1/jobs", "listJobs", "Jobs, newest first", Reply(200, JobList, "The jobs."), errors=(400,),
                query=JobsQuery)
 RUNS = api.get("/api/v1/runs", "listRuns", "Runs (each attempt of a job), newest first",
@@ -102,8 +115,11 @@ def one_job(job: Job) -> dict[str, Job]:
 
 def register(app: QuartTrio, shared: ServerContext) -> None:
     @SUBMIT.on(app)
-    async def submit_job(body: JobSubmit) -> Response:
-        return ok(one_job(await jobs.submit(shared, body)), 201)
+    async def submit_job(body: JobSubmit, query: SubmitQuery) -> Response:
+        caller = getattr(g, "caller", None)
+        if query.dry_run == "true":
+            return ok({"plan": await jobs.plan(shared, body, caller=caller)})
+        return ok(one_job(await jobs.submit(shared, body, caller=caller)), 201)
 
     @LIST.on(app)
     async def list_jobs(query: JobsQuery) -> Response:
@@ -145,11 +161,11 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @CANCEL.on(app)
     async def cancel_job(job_id: str) -> Response:
-        return ok(one_job(await jobs.cancel(shared, job_id)))
+        return ok(one_job(await jobs.cancel(shared, job_id, caller=getattr(g, "caller", None))))
 
     @RETRY.on(app)
     async def retry_job(job_id: str, body: RetryBody) -> Response:
-        return ok(one_job(await jobs.retry(shared, job_id, body)))
+        return ok(one_job(await jobs.retry(shared, job_id, body, caller=getattr(g, "caller", None))))
 
     @LOGS.on(app)
     async def job_logs(job_id: str, query: LogsQuery) -> Response:

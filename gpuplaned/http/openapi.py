@@ -26,6 +26,7 @@ import attrs
 import gpuplaned
 from gpuplaned.config import ROLES
 from gpuplaned.http import (  # noqa: F401  (imported for their declarations)
+    audit_routes,
     auth_routes,
     checkpoints_routes,
     control_routes,
@@ -86,7 +87,7 @@ DOCUMENT = Routes("daemon").get(PATH, "getOpenApi", "This document", Reply(200, 
 # --- schemas from the attrs classes ---------------------------------------------------------
 
 
-class _Schemas:
+class SchemaSet:
     """The components, filled as classes are referenced (a request class: its defaults are optional)."""
 
     def __init__(self) -> None:
@@ -224,7 +225,7 @@ def _error_responses() -> dict[str, Any]:
     return out
 
 
-def _query_parameters(cls: type, schemas: _Schemas) -> list[dict[str, Any]]:
+def _query_parameters(cls: type, schemas: SchemaSet) -> list[dict[str, Any]]:
     hints = typing.get_type_hints(cls)
     out = []
     for attribute in attrs.fields(cls):
@@ -241,7 +242,7 @@ def _query_parameters(cls: type, schemas: _Schemas) -> list[dict[str, Any]]:
     return out
 
 
-def _operation(route: Route, schemas: _Schemas) -> dict[str, Any]:
+def _operation(route: Route, schemas: SchemaSet) -> dict[str, Any]:
     parameters = []
     for name in _RULE_PARAM.findall(route.rule):
         declared = next((p for p in route.params if p.name == name), None)
@@ -260,6 +261,9 @@ def _operation(route: Route, schemas: _Schemas) -> dict[str, Any]:
         content = {"application/json": {"schema": schemas.ref(reply.type)}}
     responses: dict[str, Any] = {str(reply.status): {"description": reply.description,
                                                      "headers": {**_HEADERS, **reply.headers}, "content": content}}
+    for other in route.also:
+        responses[str(other.status)] = {"description": other.description, "headers": {**_HEADERS, **other.headers},
+                                        "content": {"application/json": {"schema": schemas.ref(other.type)}}}
     errors = {*route.errors, *_ON_EVERY_ROUTE, *((408,) if route.body else ()),
               *((400,) if any(p["in"] == "query" for p in parameters) else ())}
     if route.method == "POST":  # every POST takes an Idempotency-Key (gpuplaned.http.idempotency)
@@ -291,7 +295,7 @@ def _security_note(route: Route, op: dict[str, Any]) -> str:
     return f"{route.description or ''} HTTP front: a token with the `{scope}` scope.".strip()
 
 
-def _paths(schemas: _Schemas) -> dict[str, dict[str, Any]]:
+def _paths(schemas: SchemaSet) -> dict[str, dict[str, Any]]:
     paths: dict[str, dict[str, Any]] = {}
     for route in ALL:
         path = _RULE_PARAM.sub(r"{\1}", route.rule)
@@ -320,7 +324,7 @@ Not described here: the agents' WebSocket, `/api/v1/agent/ws`.
 
 @functools.cache
 def _build() -> dict[str, Any]:
-    schemas = _Schemas()
+    schemas = SchemaSet()
     schemas.components["Error"] = _error_schema()
     paths = _paths(schemas)
     return {

@@ -18,6 +18,7 @@ from gpuplaned.domain.diagnosis.failure import CAUSES
 from gpuplaned.domain.run_summary import PRIMARY_SOURCES
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
+from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service.checkpoint_details import MAX_METRICS as MAX_CHECKPOINT_METRICS
 from gpuplaned.service.jobs import JOB_STATES
 from gpuplaned.service.nodes_view import NodeInfo
@@ -25,6 +26,7 @@ from gpuplaned.service.run_logs import RunLogFile
 from gpuplaned.service.runs import SERIES_ENCODINGS
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import UiSession
+from gpuplaned.store.audit_rows import AuditRow
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
 from gpuplaned.store.run_rows import Run
@@ -601,3 +603,17 @@ class FailureExplanation:
     summary: str
     findings: list[Finding]
     next_actions: list[str]
+
+
+# --- capability tokens: the dry run and the audit log (issue 17) ---------------------------
+
+
+@attrs.frozen(kw_only=True)
+class SubmitPlanReply:
+    plan: SubmitPlan
+
+
+@attrs.frozen(kw_only=True)
+class AuditList:
+    entries: list[AuditRow] = doc("newest first")
+    next_cursor: str | None = doc("pass as cursor for the next page; null: no more")

@@ -78,6 +78,7 @@ class Route:
     query: type | None = None
     params: tuple[Param, ...] = ()
     description: str | None = None
+    also: tuple[Reply, ...] = ()  # other success replies (a dry run's 200 beside a submit's 201)
 
     def on(self, app: QuartTrio) -> Callable[[Callable[..., Awaitable[Response]]], Callable[..., Any]]:
         """Mount ``handler`` on ``app``; it gets the path's values, and ``body``/``query`` when declared."""

@@ -1,7 +1,7 @@
 """Which token scope each route needs on the HTTP front (the Unix socket needs none).
 
 One rule for every route, so a new route cannot go unguarded: reading needs ``read``,
-anything else ``write``; tokens, daemon shutdown and actor commands need ``admin``; the
+anything else ``write``; tokens, daemon shutdown, actor commands and the audit log need ``admin``; the
 agent WebSocket needs ``agent``; SDK sessions need ``sdk``. ``admin`` grants everything and ``write`` grants ``read``
 (``gpuplaned.service.tokens.grants``).
 
@@ -24,6 +24,7 @@ ADMIN_RULES = (
     "/api/v1/actors/<name>/<verb>",
     "/api/v1/auth/login-links",
     "/api/v1/webhooks",  # a Slack or Bark URL is itself a credential
+    "/api/v1/audit",  # every caller's calls and arguments
 )
 READ_RULES = ("/api/v1/auth/logout", "/api/v1/runs/metrics:query")  # POSTs that change nothing
 UI_RULES = ("/", "/login", "/assets/<path:name>", "/<ui_path:path>")  # gpuplaned.http.ui_routes

@@ -9,7 +9,9 @@
   and revoking a revoked token answers it unchanged.
 
 A TokenInfo is ``{"id", "name", "scopes", "created_at", "expires_at", "last_used_at",
-"revoked_at"}``, times in wall-clock ms (null: never / not yet).
+"revoked_at", "limits", "used_gpu_hours", "remaining_gpu_hours"}``, times in wall-clock ms
+(null: never / not yet). ``limits`` (``TokenLimits``, optional in the create body) bound what an
+agent's token may submit; a budgeted token's list entry shows its used and remaining GPU-hours.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @CREATE.on(app)
     async def create_token(body: TokenCreate) -> Response:
         name, scopes, expires_in_ms = tokens.parse_create(body)
-        info, secret = await tokens.create_token(shared, name, scopes, expires_in_ms)
+        info, secret = await tokens.create_token(shared, name, scopes, expires_in_ms, limits=body.limits)
         return secret_reply(ok({"token": info, "secret": secret}, 201), f"token {info.id} ({info.name!r})",
                             f"If that reply was lost, revoke the token (`gpuplanectl token revoke {info.id}`). ",
                             token_id=info.id)

@@ -1,7 +1,7 @@
 """The best checkpoint of an experiment, over all its runs, with its file verified present
 (``GET /api/v1/experiments/{id}/best-checkpoint?metric=``).
 
-Each checkpoint is ranked by the metric at its step (``run_records.value_at_step``: the run's
+Each checkpoint is ranked by the metric at its step (``run_records.values_at_steps``: the run's
 last point at or before it) in the metric definition's direction; the default metric is the
 experiment's primary metric (experiment -> project -> global). A NaN or infinite value never
 ranks. The candidates are then tried best first on a worker thread, and the first whose file
@@ -27,7 +27,7 @@ from gpuplaned.checkpoints.files import fingerprint, observe
 from gpuplaned.domain.run_records import rank_checkpoints
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
-from gpuplaned.service.run_records import value_at_step
+from gpuplaned.service.run_records import values_at_steps
 from gpuplaned.store import checkpoint_rows, project_rows
 from gpuplaned.store.checkpoint_rows import Checkpoint
 
@@ -70,8 +70,8 @@ def ranked(conn: sqlite3.Connection, experiment_key: str, project_key: str | Non
                                        (experiment.id,))]
     found = []
     for run_id in runs:
-        for ck in checkpoint_rows.list_for_run(conn, run_id):
-            value = value_at_step(conn, run_id, metric, ck.step)
+        listed = checkpoint_rows.list_for_run(conn, run_id)
+        for ck, value in zip(listed, values_at_steps(conn, run_id, metric, [ck.step for ck in listed])):
             if value is not None and math.isfinite(value):
                 found.append((ck, value))
     by_id = {ck.id: (ck, value) for ck, value in found}

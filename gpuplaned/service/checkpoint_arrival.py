@@ -22,6 +22,7 @@ import trio
 
 from gpuplaned.domain.run_records import CHECKPOINT_CREATED
 from gpuplaned.service import evaluations, retention
+from gpuplaned.service.context_state import PerContext
 from gpuplaned.store.event_rows import EventRow
 
 if TYPE_CHECKING:
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Run id -> the new checkpoints its next pass handles (a run is in here while it has a pass).
-_pending: dict[str, list[str]] = {}
+# Per daemon: run id -> the new checkpoints its next pass handles (a run is in here while it has a pass).
+_pending_of: PerContext[dict[str, list[str]]] = PerContext(dict)
 
 
 def checkpoints_arrived(shared: ServerContext, committed: Sequence[EventRow]) -> None:
@@ -40,21 +41,23 @@ def checkpoints_arrived(shared: ServerContext, committed: Sequence[EventRow]) ->
         if e.type == CHECKPOINT_CREATED and e.job_id and e.run_id:
             checkpoint_id = e.context.get("checkpoint_id")
             by_run.setdefault((e.job_id, e.run_id), []).extend([checkpoint_id] if isinstance(checkpoint_id, str) else [])
+    pending = _pending_of.of(shared)
     for (job_id, run_id), new in sorted(by_run.items()):
-        if run_id in _pending:
-            _pending[run_id] += new
+        if run_id in pending:
+            pending[run_id] += new
             continue
-        _pending[run_id] = new
+        pending[run_id] = new
         # A system task: it outlives the request (or the watcher's pass) that brought the checkpoint,
         # and is cancelled with the daemon.
         trio.lowlevel.spawn_system_task(_passes, shared, job_id, run_id, name=f"checkpoint policies of {run_id}")
 
 
 async def _passes(shared: ServerContext, job_id: str, run_id: str) -> None:
+    pending = _pending_of.of(shared)
     try:
-        while run_id in _pending:
-            new = _pending[run_id]
-            _pending[run_id] = []
+        while run_id in pending:
+            new = pending[run_id]
+            pending[run_id] = []
             if new:
                 try:
                     await evaluations.apply_policy(shared, job_id, new)
@@ -64,7 +67,7 @@ async def _passes(shared: ServerContext, job_id: str, run_id: str) -> None:
                 await retention.apply_policy(shared, job_id, run_id)
             except Exception:  # a system task must not raise; the next arrival tries again
                 log.exception("retention of run %s (job %s) failed", run_id, job_id)
-            if not _pending[run_id]:
+            if not pending[run_id]:
                 return
     finally:
-        _pending.pop(run_id, None)
+        pending.pop(run_id, None)

@@ -22,6 +22,7 @@ from typing import Any
 from gpuplaned.config import DetectorConfig
 from gpuplaned.domain.job_states import S
 from gpuplaned.domain.rules import evidence, lifecycle, stall
+from gpuplaned.domain.rules.loss_spike import SpikePolicy
 from gpuplaned.domain.rules.overfitting import OverfitPolicy
 from gpuplaned.domain.rules.stall import StallPolicy
 from gpuplaned.domain.run_summary import SummaryEvent
@@ -35,6 +36,10 @@ _SWITCHES = {"LOSS_NAN": "loss_nan", "LOSS_SPIKE": "loss_spike", "OVERFITTING_SU
 def overfit_policy(config: DetectorConfig) -> OverfitPolicy:
     return OverfitPolicy(rise=config.overfit_rise_percent / 100, evals=config.overfit_evals,
                          enabled=config.overfitting)
+
+
+def spike_policy(config: DetectorConfig) -> SpikePolicy:
+    return SpikePolicy(window=config.spike_window, mads=config.spike_mads)
 
 
 def stall_policy(config: DetectorConfig) -> StallPolicy:
@@ -52,9 +57,12 @@ def summary_events(raised: Sequence[SummaryEvent], metrics: Mapping[str, Any], r
         context = dict(event.context)
         name = context.get("metric")
         if "evidence" not in context and name in metrics and event.step is not None:
-            cols = metrics[name]
-            at = cols["step"].index(event.step)  # a C scan: the batch may hold a million points
-            context["evidence"] = [evidence.metric(name, [event.step], [cols["value"][at]])]
+            if "value" in context:  # LOSS_SPIKE names the value that spiked
+                value = context["value"]
+            else:  # a C scan (the batch may hold a million points), once per metric for LOSS_NAN
+                cols = metrics[name]
+                value = cols["value"][cols["step"].index(event.step)]
+            context["evidence"] = [evidence.metric(name, [event.step], [value])]
         out.append(SummaryEvent(event.type, event.severity, event.message, event.step,
                                 evidence.bind_run(context, run_id)))
     return out
@@ -74,7 +82,10 @@ def _points(conn: sqlite3.Connection, run_id: str | None) -> int:
                         "WHERE s.kind = 'run' AND s.owner = ? AND c.res = 0", (run_id,)).fetchone()[0]
 
 
-def _fingerprint(conn: sqlite3.Connection, job_id: str, attempt: int, run_id: str | None) -> list[Any]:
+def fingerprint(conn: sqlite3.Connection, job_id: str, attempt: int, run_id: str | None) -> list[Any]:
+    """What the attempt has produced so far: each log stream's last stored offset and its
+    run's point count (an unchanged one means silence; also the failure policies' check that
+    a stalled job is still silent)."""
     offsets = log_rows.stored_offsets(conn, [(job_id, attempt)])
     return [[stream, offset] for _j, _a, stream, offset in offsets] + [["points", _points(conn, run_id)]]
 
@@ -111,12 +122,12 @@ def stall_pass(conn: sqlite3.Connection, states: dict[tuple[str, int], dict[str,
         del states[gone]
     rows = []
     for job_id, attempt, node_id, run_id in running:
-        fingerprint = _fingerprint(conn, job_id, attempt, run_id)
-        states[job_id, attempt], silent = stall.update(states.get((job_id, attempt)), clock_ms, fingerprint, policy)
-        if silent is None or _last_stall(conn, job_id, attempt) == fingerprint:
+        produced = fingerprint(conn, job_id, attempt, run_id)
+        states[job_id, attempt], silent = stall.update(states.get((job_id, attempt)), clock_ms, produced, policy)
+        if silent is None or _last_stall(conn, job_id, attempt) == produced:
             continue  # not stalled, or this episode was raised before the detector restarted
-        context = {"attempt": attempt, "silent_ms": silent, "fingerprint": fingerprint,
-                   "evidence": _stall_evidence(conn, job_id, attempt, run_id, fingerprint)}
+        context = {"attempt": attempt, "silent_ms": silent, "fingerprint": produced,
+                   "evidence": _stall_evidence(conn, job_id, attempt, run_id, produced)}
         rows.append(EventRow(new_id("ev"), now_ms, stall.RUN_STALLED, "warning", node_id, job_id, run_id, None,
                              f"job {job_id} attempt {attempt} has written no metric and no log line for "
                              f"{silent / 60000:.1f} min while its process runs", context))
@@ -132,8 +143,8 @@ def open_stall(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
     if row is None:
         return None
     job_id, attempt = row
-    fingerprint = _last_stall(conn, job_id, attempt)
-    if fingerprint is None or fingerprint != _fingerprint(conn, job_id, attempt, run_id):
+    kept = _last_stall(conn, job_id, attempt)
+    if kept is None or kept != fingerprint(conn, job_id, attempt, run_id):
         return None
     return {"type": stall.RUN_STALLED, "severity": "warning", "job_id": job_id,
             "message": f"job {job_id} has written no metric and no log line since its RUN_STALLED event"}
@@ -142,12 +153,15 @@ def open_stall(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
 LIFECYCLE_SLACK_MS = 3_600_000  # a start reported late still counts: look back this far past the last one
 
 
-def lifecycle_pass(conn: sqlite3.Connection, now_ms: int, floor_ms: int) -> list[EventRow]:
+def lifecycle_pass(conn: sqlite3.Connection, now_ms: int, floor_ms: int, *, started: bool = True,
+                   finished: bool = True) -> list[EventRow]:
     """RUN_STARTED and RUN_FINISHED, once per run, for the runs that started or ended since
     the last lifecycle event (less the slack: the events table is the durable watermark, so
     a run that ended while the daemon was down is announced after the restart), never before
     the floor: ``floor_ms`` (the detector's start) on a store without a lifecycle event, else
-    the one the first of them kept. History from before the first detector raises nothing."""
+    the one the first of them kept. History from before the first detector raises nothing.
+    ``started``, ``finished``: ``[detector] run_started``, ``run_finished`` (off: that event
+    is not raised)."""
     kinds = (lifecycle.RUN_STARTED, lifecycle.RUN_FINISHED)
     first = conn.execute("SELECT json_extract(context, '$.floor') FROM events WHERE type IN (?, ?) "
                          "ORDER BY rowid LIMIT 1", kinds).fetchone()
@@ -158,7 +172,7 @@ def lifecycle_pass(conn: sqlite3.Connection, now_ms: int, floor_ms: int) -> list
     for run_id, name, job_id, node_id, started_at in conn.execute(
             "SELECT id, name, job_id, node_id, started_at FROM runs r WHERE started_at >= ? AND source != 'import' "
             "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY started_at",
-            (since, lifecycle.RUN_STARTED)).fetchall():
+            (since, lifecycle.RUN_STARTED)).fetchall() if started else []:
         severity, message = lifecycle.started(run_id, name, job_id)
         rows.append(EventRow(new_id("ev"), now_ms, lifecycle.RUN_STARTED, severity, node_id, job_id, run_id, None,
                              message, {"started_at": started_at, "floor": floor}))
@@ -166,7 +180,7 @@ def lifecycle_pass(conn: sqlite3.Connection, now_ms: int, floor_ms: int) -> list
             "SELECT id, name, job_id, node_id, status, started_at, finished_at, failure_reason FROM runs r "
             "WHERE finished_at >= ? AND source != 'import' "
             "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY finished_at",
-            (since, lifecycle.RUN_FINISHED)).fetchall():
+            (since, lifecycle.RUN_FINISHED)).fetchall() if finished else []:
         severity, message, context = lifecycle.finished(run_id, name, status, started_at, finished_at, reason)
         context["floor"] = floor
         related = conn.execute("SELECT id FROM events WHERE run_id = ? AND severity != 'info' ORDER BY rowid DESC "

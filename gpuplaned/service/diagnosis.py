@@ -93,7 +93,7 @@ def _span(conn: sqlite3.Connection, run_id: str, name: str) -> dict[str, int] | 
     return extent(conn, "run", run_id, name)  # from the chunks' summary columns: no point decoded
 
 
-def _gpu(conn: sqlite3.Connection, node_id: str | None, indexes: Sequence[int], start: int | None, end: int | None,
+def gpu_samples(conn: sqlite3.Connection, node_id: str | None, indexes: Sequence[int], start: int | None, end: int | None,
          fields: Sequence[str]) -> dict[int, dict[str, list[Any]]]:
     """Per GPU index, the node's ``fields`` (``utilization``...) bucket averages over [start, end]."""
     if node_id is None or start is None or not indexes:
@@ -131,7 +131,7 @@ def diagnosis_data(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     marks = time_marks(conn, "run", run_id, loss) if loss else []
     by_time = Curve(marks, [], [], [], [], []) if marks else None  # only its x matter: the gaps
     span = _span(conn, run_id, loss) if loss else None
-    gpu = _gpu(conn, run.node_id, _job_gpus(conn, run.job_id), run.started_at, run.finished_at, ("utilization",))
+    gpu = gpu_samples(conn, run.node_id, _job_gpus(conn, run.job_id), run.started_at, run.finished_at, ("utilization",))
     facts = {"id": run.id, "status": run.status, "node_id": run.node_id, "job_id": run.job_id}
     return diagnose_run(facts, by_step, by_time=by_time, raw=raw, gpu=gpu, span=span)
 
@@ -166,7 +166,7 @@ def _compare_data(conn: sqlite3.Connection, ids: list[str], align: str) -> dict[
         rate = None
         if span and span["last_ts"] > span["first_ts"]:
             rate = (span["last_step"] - span["first_step"]) * 1000 / (span["last_ts"] - span["first_ts"])
-        gpu = _gpu(conn, run.node_id, _job_gpus(conn, run.job_id), run.started_at, run.finished_at, ("utilization",))
+        gpu = gpu_samples(conn, run.node_id, _job_gpus(conn, run.job_id), run.started_at, run.finished_at, ("utilization",))
         rows.append({"id": run.id, "config": run.config or {}, "curve": curve,
                      "t0": span["first_ts"] if span else None, "steps_per_s": rate,
                      "gpu_util": _mean_util(gpu)})
@@ -224,7 +224,7 @@ async def explain(shared: ServerContext, job_id: str) -> dict[str, Any]:
         tails[stream] = [(line.offset, line.line) for line in page.lines]
 
     def read(conn: sqlite3.Connection) -> tuple[dict[int, Any], list[dict[str, Any]]]:
-        gpu = _gpu(conn, job.node_id, job.gpu_indexes, job.started_at, job.finished_at,
+        gpu = gpu_samples(conn, job.node_id, job.gpu_indexes, job.started_at, job.finished_at,
                    ("memory_used_mb", "memory_total_mb", "utilization"))
         seen: dict[str, dict[str, Any]] = {}
         for where in (EventFilter(job_id=job_id),) + ((EventFilter(run_id=job.run_id),) if job.run_id else ()):

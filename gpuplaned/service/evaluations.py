@@ -36,7 +36,7 @@ from gpuplaned.protocol.job_wire import Job, JobSpec
 from gpuplaned.service import access
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import now_ms
-from gpuplaned.service.run_records import checkpoint_table
+from gpuplaned.service.run_records import ranked_checkpoints
 from gpuplaned.store import evaluation_rows, event_rows, job_rows, project_rows
 from gpuplaned.store.evaluation_rows import ENDED, Evaluation
 from gpuplaned.store.event_rows import EventRow
@@ -147,10 +147,10 @@ async def apply_policy(shared: ServerContext, job_id: str, new: list[str]) -> No
 
 def _new_bests(conn: sqlite3.Connection, new: Sequence[str]) -> list[str]:
     """Those of ``new`` that are their run's best checkpoint now, by the run's primary metric
-    at each one's step (``run_records.checkpoint_table``, which never ranks NaN)."""
+    at each one's step (``run_records.ranked_checkpoints``, which never ranks NaN)."""
     runs = {row[0] for row in conn.execute(
         f"SELECT DISTINCT run_id FROM checkpoints WHERE id IN ({','.join('?' * len(new))})", list(new))}
-    bests = {checkpoint_table(conn, run_id, None)["best_id"] for run_id in runs}
+    bests = {ranked_checkpoints(conn, run_id, None).best_id for run_id in runs}
     return [ck for ck in new if ck in bests]
 
 

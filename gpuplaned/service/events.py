@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from gpuplaned.domain.diagnosis import evidence
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.domain.job_states import failure_event
 from gpuplaned.protocol.sse_frames import format_event
@@ -58,7 +59,7 @@ def to_json(event: EventRow) -> dict[str, Any]:
 async def record_node_events(shared: ServerContext, node_id: str, events: Sequence[NodeEvent]) -> list[EventRow]:
     """Store what a node reported, then publish it to live followers."""
     rows = [EventRow(new_id("ev"), e.ts, e.type, e.severity, node_id, e.job_id, None, None, e.message,
-                     dict(e.context)) for e in events]
+                     evidence.bind_node(e.context, node_id)) for e in events]
     if rows:
         await write(shared.supervisor.ports["store"], lambda conn: event_rows.insert_events(conn, rows))
         for row in rows:
@@ -66,9 +67,11 @@ async def record_node_events(shared: ServerContext, node_id: str, events: Sequen
     return rows
 
 
-def job_failure_row(node_id: str, status: JobStatus, run_id: str | None, retrying: bool, now: int) -> EventRow:
+def job_failure_row(node_id: str, status: JobStatus, run_id: str | None, retrying: bool, now: int,
+                    proofs: Sequence[Mapping[str, Any]] = ()) -> EventRow:
     """The event of a failed attempt: JOB_FAILED, JOB_TIMEOUT or OOM (see ``failure_event``),
-    with the exit code and the line of output that tells why."""
+    with the exit code, the line of output that tells why and ``proofs`` as its evidence (an
+    OOM's GPU memory curve)."""
     kind, severity = failure_event(status.failure_reason)
     what = {"OOM": "ran out of memory", "JOB_TIMEOUT": "timed out"}.get(kind, "failed")
     message = f"job {status.job_id} attempt {status.attempt} {what}: {status.message or status.failure_reason}"
@@ -76,6 +79,8 @@ def job_failure_row(node_id: str, status: JobStatus, run_id: str | None, retryin
         message += f" ({status.log_line})"
     context = {"attempt": status.attempt, "failure_reason": status.failure_reason, "exit_code": status.exit_code,
                "signal": status.signal, "log_line": status.log_line, "retrying": retrying}
+    if proofs:
+        context["evidence"] = [dict(p) for p in proofs]
     return EventRow(new_id("ev"), status.at_ms or now, kind, severity, node_id, status.job_id, run_id, None,
                     message, context)
 

@@ -11,6 +11,9 @@ next hello, as for any cancel.
 
 A restart is two steps: the cancel, then (state ``restarting``) the requeue once the attempt
 ended. A stall waits (state ``waiting``, ``due_at``) until it lasted the policy's ``after``.
+A job is restarted for stalls at most ``[detector] stall_restarts`` times (``STALL_RESTARTS``,
+3, by default): a script that hangs at the same place every time is not restarted for ever;
+past that the policy gives up, a ``POLICY_SKIPPED`` event (action ``give_up``) saying why.
 The decisions are ``gpuplaned.domain.failure_policies``'.
 """
 
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuplaned.policies")
 
 _ENDED = frozenset(s.value for s in TERMINAL)
+STALL_RESTARTS = 3  # [detector] stall_restarts's default
 
 
 @attrs.frozen
@@ -66,8 +70,10 @@ async def run_pass(shared: ServerContext, store: Any) -> tuple[int, int | None]:
     """Settle what is due, then carry out what goes beyond the store: the events published,
     the cancels sent, the scheduler woken. Returns the actions taken and the next due time."""
 
+    limit = shared.config.detector.stall_restarts
+
     def apply(conn: sqlite3.Connection) -> tuple[Settled, int | None]:
-        return settle(conn, now_ms()), policy_rows.next_due(conn)
+        return settle(conn, now_ms(), stall_restarts=limit), policy_rows.next_due(conn)
 
     def idle(conn: sqlite3.Connection) -> int | None | bool:
         return False if policy_rows.open_actions(conn, now_ms(), limit=1) else policy_rows.next_due(conn)
@@ -95,8 +101,9 @@ def _policies(job: Job) -> JobPolicies:
                        on_preempted=job.on_preempted)
 
 
-def settle(conn: sqlite3.Connection, now: int) -> Settled:
-    """Settle every open trigger that is due; one write transaction."""
+def settle(conn: sqlite3.Connection, now: int, *, stall_restarts: int = STALL_RESTARTS) -> Settled:
+    """Settle every open trigger that is due; one write transaction. ``stall_restarts``: the
+    most times ``on_stalled = restart`` restarts one job."""
     out = Settled([], [], False)
     for row in policy_rows.open_actions(conn, now):
         # Each row in a savepoint: one that fails undoes only its own writes and is settled as
@@ -104,7 +111,7 @@ def settle(conn: sqlite3.Connection, now: int) -> Settled:
         events, cancels = len(out.events), len(out.cancels)
         conn.execute("SAVEPOINT policy_row")
         try:
-            requeued = _settle_one(conn, row, now, out)
+            requeued = _settle_one(conn, row, now, out, stall_restarts=stall_restarts)
         except Exception as exc:  # noqa: BLE001 - an ApiError is a job that moved on (the state table refused)
             conn.execute("ROLLBACK TO policy_row")
             del out.events[events:], out.cancels[cancels:]
@@ -120,7 +127,8 @@ def settle(conn: sqlite3.Connection, now: int) -> Settled:
     return out
 
 
-def _settle_one(conn: sqlite3.Connection, row: policy_rows.OpenAction, now: int, out: Settled) -> bool:
+def _settle_one(conn: sqlite3.Connection, row: policy_rows.OpenAction, now: int, out: Settled, *,
+                stall_restarts: int = STALL_RESTARTS) -> bool:
     job = job_rows.get_job(conn, row.job_id)
     event = policy_rows.event(conn, row.event_id)
     if job is None or event is None:
@@ -147,7 +155,22 @@ def _settle_one(conn: sqlite3.Connection, row: policy_rows.OpenAction, now: int,
             policy_rows.settle(conn, row.job_id, row.event_id, "waiting", now, action="wait",
                                reason=decision.reason, due_at=decision.due_at)
         return False
+    if decision.action == "restart" and policy == "on_stalled":
+        done = _stall_restarts(conn, job.id)
+        if done >= stall_restarts:
+            reason = (f"{decision.reason}, but it was restarted for a stall {done} time{'s' * (done != 1)} already "
+                      f"(at most {stall_restarts}): gave up, the job keeps running")
+            policy_rows.settle(conn, job.id, event.id, "done", now, action="give_up", reason=reason)
+            out.events.append(_event(job, event, "give_up", reason, now, policy=policy, kind=POLICY_SKIPPED,
+                                     restarts=done, limit=stall_restarts))
+            return False
     return _act(conn, job, event, policy, decision, now, out)
+
+
+def _stall_restarts(conn: sqlite3.Connection, job_id: str) -> int:
+    """How many times ``on_stalled`` restarted the job (or began to: the row in ``restarting``)."""
+    return int(conn.execute("SELECT COUNT(*) FROM policy_actions WHERE job_id = ? AND trigger = 'RUN_STALLED' "
+                            "AND action = 'restart'", (job_id,)).fetchone()[0])
 
 
 def _act(conn: sqlite3.Connection, job: Job, event: EventRow, policy: str, decision: Decision, now: int,
@@ -191,7 +214,7 @@ def _still_stalled(conn: sqlite3.Connection, job: Job, event: EventRow) -> bool:
     if event.type != "RUN_STALLED" or "fingerprint" not in event.context:
         return True
     attempt = int(event.context.get("attempt") or job.attempt)
-    now = detector._fingerprint(conn, job.id, attempt, event.run_id)  # noqa: SLF001  the one definition of it
+    now = detector.fingerprint(conn, job.id, attempt, event.run_id)
     return json.loads(json.dumps(now)) == event.context["fingerprint"]
 
 

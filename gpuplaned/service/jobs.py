@@ -1,4 +1,9 @@
-"""Jobs for the API: submit, list, show, cancel, retry, and where their log files are.
+"""Jobs for the API: submit (and its dry run, ``plan``), list, show, cancel, retry, and where
+their log files are.
+
+``caller`` (``gpuplaned.service.ui_sessions.Caller``; None for the trusted local socket): a
+token with limits (``TokenLimits``) is checked on submit, dry run and retry
+(``gpuplaned.service.budgets``), and may cancel or retry only the jobs it submitted.
 
 What a caller sees of a job's env (``env_view``): names only in lists and for read-only
 callers; the values with write access to the one job, except for names that look secret
@@ -7,6 +12,7 @@ callers; the values with write access to the one job, except for names that look
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,14 +20,18 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from gpuplaned.domain import gpu_budget
+from gpuplaned.domain.gpu_budget import SubmitFacts
 from gpuplaned.domain.job_states import JobState
+from gpuplaned.domain.scheduling import QueuedJob, assign
 from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.job_wire import Job, JobSubmit, to_spec
-from gpuplaned.service import access, evaluations, resume
+from gpuplaned.protocol.submit_plan import SubmitPlan
+from gpuplaned.service import access, budgets, evaluations, resume
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
 from gpuplaned.store import job_rows, resume_rows
@@ -29,6 +39,7 @@ from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.service.ui_sessions import Caller
 
 JOB_STATES = tuple(state.value for state in JobState)
 STREAMS = ("stdout", "stderr")
@@ -43,12 +54,24 @@ def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "jobs")
 
 
-async def submit(shared: ServerContext, body: JobSubmit) -> Job:
-    spec = to_spec(body)
+async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | None = None) -> Job:
+    """Queue a job. ``caller``: who asks (None: the trusted local socket); a token with limits
+    is checked against them in the insert's own transaction (``gpuplaned.service.budgets``) and
+    the job records the token.
+
+    Raises:
+        ApiError: ``forbidden`` naming the limit (and the budget's ``remaining_gpu_hours``), or
+            ``bad_request`` for a job no node could run; nothing is written then.
+    """
+    limits = caller.limits if budgets.limited(caller) else None
+    spec = budgets.as_limited(to_spec(body), limits)
+    facts = budgets.facts(spec)
+    token_id = caller.token_id if caller is not None else None
 
     def insert(conn: Any) -> Job:
+        budgets.check(conn, caller, facts)
         nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
-        job_id = job_rows.insert_job(conn, spec, now_ms(), nodes)
+        job_id = job_rows.insert_job(conn, spec, now_ms(), nodes, token_id)
         job = job_rows.get_job(conn, job_id)
         assert job is not None
         return job
@@ -59,6 +82,43 @@ async def submit(shared: ServerContext, body: JobSubmit) -> Job:
     # once when a slot is free.
     wake_scheduler(shared)
     return await write(port, insert, small=True)
+
+
+async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None = None) -> SubmitPlan:
+    """What ``submit`` would do, without doing it: the same checks, the scheduler's own placement
+    (``gpuplaned.domain.scheduling.assign`` over the queue with this job in its place), and the
+    budget left after it. Nothing is written."""
+    limits = caller.limits if budgets.limited(caller) else None
+    spec = budgets.as_limited(to_spec(body), limits)
+    facts = budgets.facts(spec)
+
+    def look(conn: Any) -> SubmitPlan:
+        reasons: list[str] = []
+        after = None
+        if caller is not None and limits is not None:
+            refusals, used = budgets.refusals(conn, caller, facts)
+            reasons += [r.message for r in refusals]
+            after = gpu_budget.budget_after(limits, facts, used)
+        nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
+        try:
+            job_rows.check_placeable(spec, nodes)
+        except ApiError as error:
+            reasons.append(error.message)
+        if reasons:
+            return SubmitPlan("refuse", None, [], None, after, reasons)
+        queue, position = job_rows.queue_with(conn, QueuedJob(_PLANNED, spec.gpu, spec.labels, spec.node),
+                                              spec.priority)
+        placed = next((a for a in assign(queue, nodes) if a.job_id == _PLANNED), None)
+        if placed is not None:
+            return SubmitPlan("dispatch", placed.node_id, list(placed.gpu_indexes), None, after, [])
+        why = "no matching node has enough free GPUs now" if spec.gpu else "no matching node has a free CPU slot now"
+        return SubmitPlan("queue", None, [], position, after, [why])
+
+    return await _readers(shared).run(look)
+
+
+_PLANNED = "planned"  # the job a dry run places: no real job has this id
+RETRYABLE = frozenset({*gpu_budget.ENDED, JobState.LOST.value})  # what retry_job takes
 
 
 def parse_statuses(raw: str | None) -> list[str]:
@@ -88,8 +148,10 @@ async def get_job(shared: ServerContext, job_id: str) -> Job:
     return job
 
 
-async def cancel(shared: ServerContext, job_id: str) -> Job:
+async def cancel(shared: ServerContext, job_id: str, *, caller: Caller | None = None) -> Job:
+    """Cancel a queued or running job. A token with limits may cancel only the jobs it submitted."""
     def apply(conn: Any) -> tuple[job_rows.CancelOutcome, list[Any]]:
+        budgets.check_owner(conn, caller, job_id, "cancel")
         now = now_ms()
         outcome = job_rows.cancel_job(conn, job_id, now)
         return outcome, evaluations.after_cancel(conn, outcome.job, now)  # a queued evaluation's job
@@ -108,14 +170,22 @@ async def cancel(shared: ServerContext, job_id: str) -> Job:
     return outcome.job
 
 
-async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = None) -> Job:
+async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = None, *,
+                caller: Caller | None = None) -> Job:
     """Queue an ended job again; with ``resume_from`` (best, last or a checkpoint id of its
     lineage: ``gpuplaned.service.resume``) its next attempts resume from that checkpoint,
-    without it they start afresh."""
+    without it they start afresh. A token with limits may retry only its own jobs, and the
+    job is checked against its limits and budget as a new submit is."""
     which = body.resume_from if body is not None else None
     point = await resume.choose(shared, job_id, which) if which else None
 
     def apply(conn: Any) -> Job:
+        budgets.check_owner(conn, caller, job_id, "retry")
+        if budgets.limited(caller):
+            ended = job_rows.get_job(conn, job_id)
+            if ended is not None and ended.status in RETRYABLE:  # else retry_job says why not
+                budgets.check(conn, caller, SubmitFacts(ended.gpu, ended.node, os.path.realpath(ended.cwd),
+                                                        ended.timeout_s))
         if point is not None:
             current = resume_rows.resume_point(conn, point.checkpoint_id)
             if current is None or current.deleted_at is not None:  # deleted since it was chosen

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gpuplaned import tsdb
-from gpuplaned.domain.job_states import JobState, NodeReport
+from gpuplaned.domain.diagnosis.failure import memory_curve
+from gpuplaned.domain.job_states import JobState, NodeReport, failure_event
 from gpuplaned.protocol.agent import (
     Cancel,
     CheckpointsFound,
@@ -36,6 +37,7 @@ from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
 from gpuplaned.service import evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
+from gpuplaned.service.diagnosis import gpu_samples
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.events import job_failure_row, record_node_events
 from gpuplaned.service.log_feeds import Key, batches_of
@@ -53,6 +55,18 @@ log = logging.getLogger("gpuplaned.nodes")
 # A pass's lines for live followers up to this many get their SSE frames on the event loop;
 # more go to a worker thread, so that a job printing fast never stalls the API.
 FRAMES_INLINE = 200
+
+
+def oom_memory_curve(conn: Any, node_id: str, status: JobStatus, now: int) -> list[dict[str, Any]]:
+    """An OOM's evidence: the attempt's GPUs' memory over its run (none for any other failure)."""
+    if failure_event(status.failure_reason)[0] != "OOM":
+        return []
+    job = job_rows.get_job(conn, status.job_id)
+    if job is None or job.started_at is None:
+        return []
+    gpu = gpu_samples(conn, node_id, job.gpu_indexes, job.started_at, status.at_ms or now,
+                      ("memory_used_mb", "memory_total_mb"))
+    return memory_curve(node_id, gpu)
 
 
 class LocalNodeLink:
@@ -79,7 +93,8 @@ class LocalNodeLink:
             events = []
             if outcome.applied and status.status == NodeReport.FAILED and outcome.run_status == NodeReport.FAILED:
                 retried = outcome.status == JobState.QUEUED.value
-                events.append(job_failure_row(node_id, status, outcome.run_id, retried, now))
+                events.append(job_failure_row(node_id, status, outcome.run_id, retried, now,
+                                              oom_memory_curve(conn, node_id, status, now)))
                 event_rows.insert_events(conn, events)
             events += evaluations.after_report(conn, status, outcome, now)  # an EVALUATE job's evaluation
             return outcome, events
@@ -171,7 +186,8 @@ class LocalNodeLink:
         ingested: list[dict[str, Any]] = []
         try:
             stored, events = await write(shared.supervisor.ports["store"],
-                                         lambda conn: store_points(conn, points, now_ms(), ingested))
+                                         lambda conn: store_points(conn, points, now_ms(), ingested,
+                                                                   shared.config.detector))
         except ApiError as exc:
             log.warning("TensorBoard points from %s dropped: %s", node_id, exc.message)
             return TbStored(points.job_id, points.attempt)

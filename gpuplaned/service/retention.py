@@ -6,7 +6,7 @@ In three steps, so that no file is deleted inside a transaction and no row says 
 while its file is still there (Determined lost checkpoints deleting rows first, PR #7967):
 
 1. **Decide**, in one read transaction: the run's checkpoints not yet deleted, each with the
-   ranking metric at its step (the run's primary metric, ``run_records.value_at_step``) and
+   ranking metric at its step (the run's primary metric, ``run_records.values_at_steps``) and
    what still uses it (``store/retention_rows.py``: an unfinished evaluation, a resume, a row
    of the same file), go to the pure rule ``domain/retention.choose``.
 2. **Delete** on a worker thread, off every transaction: only a path GPUPlane registered,
@@ -40,7 +40,7 @@ from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import RetentionPolicy, load_policies
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
-from gpuplaned.service.run_records import value_at_step
+from gpuplaned.service.run_records import values_at_steps
 from gpuplaned.store import checkpoint_rows, event_rows, project_rows, retention_rows
 from gpuplaned.store.checkpoint_rows import Checkpoint
 from gpuplaned.store.event_rows import EventRow
@@ -105,8 +105,9 @@ def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int
         job_id = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
         live = [ck for ck in checkpoint_rows.list_for_run(conn, run_id) if ck.deleted_at is None]
         used = retention_rows.in_use(conn, run_id, live)
-        candidates = [Candidate(ck.id, ck.step, value_at_step(conn, run_id, metric, ck.step) if metric else None,
-                                tuple(used.get(ck.id, ())), not_ours(ck)) for ck in live]
+        values = values_at_steps(conn, run_id, metric, [ck.step for ck in live]) if metric else [None] * len(live)
+        candidates = [Candidate(ck.id, ck.step, value, tuple(used.get(ck.id, ())), not_ours(ck))
+                      for ck, value in zip(live, values)]
     finally:
         conn.execute("COMMIT")
     return Plan(run_id, job_id, metric, direction, {ck.id: ck for ck in live},

@@ -31,7 +31,9 @@ from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoint_rows
 from gpuplaned.store import event_rows
 from gpuplaned.store import project_rows
+from gpuplaned.store.checkpoint_rows import Checkpoint
 from gpuplaned.store.event_rows import EventRow
+from gpuplaned.tsdb.nearest import points_at_or_before
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -97,35 +99,61 @@ def _readers(shared: ServerContext) -> Any:
 
 def value_at_step(conn: sqlite3.Connection, run_id: str, name: str, step: int | None) -> float | None:
     """The run's last ``name`` point at or before ``step``; None if there is none."""
-    if step is None:
-        return None
+    return values_at_steps(conn, run_id, name, [step])[0]
+
+
+def values_at_steps(conn: sqlite3.Connection, run_id: str, name: str,
+                    steps: Sequence[int | None]) -> list[float | None]:
+    """``value_at_step`` of each step (None: None), decoding each chunk around them once."""
+    known = [s for s in steps if s is not None]
     try:
-        found = tsdb.query_series(conn, "run", run_id, [name], start=0, end=step, points=1, x="step")
-    except ValueError:
-        return None
-    last = found["series"].get(name, {}).get("last") or [None]
-    return last[-1]
+        found = iter(points_at_or_before(conn, run_id, name, known) if known else ())
+    except ValueError:  # a name no series can have
+        return [None] * len(steps)
+    out = []
+    for step in steps:
+        point = next(found) if step is not None else None
+        out.append(point[1] if point is not None else None)
+    return out
 
 
-def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) -> dict[str, Any]:
-    """The run's checkpoints with ``metric`` (default: the run's primary metric, resolved
-    experiment -> project -> global) at each one's step and the best marked (never a deleted
-    one); each with its parent, the run's metrics nearest its step (``metric`` first) and its
-    evaluations (``service/checkpoint_details.py``)."""
+@attrs.frozen
+class RankedCheckpoints:
+    """A run's checkpoints ranked by ``metric`` at each one's step."""
+
+    metric: str | None
+    direction: str | None
+    checkpoints: list[Checkpoint]
+    values: dict[str, float | None]  # by checkpoint id; empty without a metric
+    best_id: str | None  # never a deleted one, never NaN
+
+
+def ranked_checkpoints(conn: sqlite3.Connection, run_id: str, metric: str | None) -> RankedCheckpoints:
+    """The run's checkpoints, ``metric`` (default: the run's primary metric, resolved
+    experiment -> project -> global) at each one's step, and the best."""
     primary, _, _ = project_rows.run_context(conn, run_id)  # not_found for an unknown run
     metric = metric or primary.metric
     found = checkpoint_rows.list_for_run(conn, run_id)
-    values = {ck.id: value_at_step(conn, run_id, metric, ck.step) for ck in found} if metric else {}
+    values = dict(zip((ck.id for ck in found), values_at_steps(conn, run_id, metric, [ck.step for ck in found]))) \
+        if metric else {}
     definition = project_rows.get_definition(conn, metric) if metric else None
     direction = definition.direction if definition else None
     best = best_checkpoint({ck.id: values[ck.id] for ck in found if ck.deleted_at is None} if metric else {},
                            direction or "")
-    nearest = checkpoint_details.nearest_metrics(conn, run_id, metric, found)
+    return RankedCheckpoints(metric, direction, found, values, best)
+
+
+def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) -> dict[str, Any]:
+    """The run's checkpoints ranked (``ranked_checkpoints``), each with its parent, the run's
+    metrics nearest its step (``metric`` first) and its evaluations
+    (``service/checkpoint_details.py``)."""
+    ranked = ranked_checkpoints(conn, run_id, metric)
+    nearest = checkpoint_details.nearest_metrics(conn, run_id, ranked.metric, ranked.checkpoints)
     evaluations = checkpoint_details.evaluations(conn, run_id)
-    rows = [attrs.asdict(ck) | {"metric_value": json_finite(values.get(ck.id)), "best": ck.id == best,
+    rows = [attrs.asdict(ck) | {"metric_value": json_finite(ranked.values.get(ck.id)), "best": ck.id == ranked.best_id,
                                 "metrics": nearest[ck.id], "evaluations": evaluations.get(ck.id, [])}
-            for ck in found]
-    return {"checkpoints": rows, "metric": metric, "direction": direction, "best_id": best}
+            for ck in ranked.checkpoints]
+    return {"checkpoints": rows, "metric": ranked.metric, "direction": ranked.direction, "best_id": ranked.best_id}
 
 
 async def list_checkpoints(shared: ServerContext, run_id: str, metric: str | None) -> dict[str, Any]:

@@ -212,7 +212,8 @@ def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int,
     before = json.loads(stored[0]) if stored and stored[0] else None
     job_id, node_id = (stored[1], stored[2]) if stored else (None, None)  # a job's run: its job and node
     points = {name: (cols["step"], cols["ts"], cols["value"]) for name, cols in metrics.items()}
-    after, raised = run_summary.update(before, points, directions, detector.overfit_policy(rules))
+    after, raised = run_summary.update(before, points, directions, detector.overfit_policy(rules),
+                                       detector.spike_policy(rules))
     raised = detector.summary_events(raised, metrics, run_id, rules)
     conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(after, separators=(",", ":")), run_id))
     rows = [EventRow(new_id("ev"), now, e.type, e.severity, node_id, job_id, run_id, e.step, e.message, e.context)

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuplaned import tsdb
+from gpuplaned.config import DetectorConfig
 from gpuplaned.domain.event_types import TB_FILE_REPLACED, TB_RECORD_SKIPPED
 from gpuplaned.protocol import columns
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -46,9 +47,11 @@ def stored_cursors(conn: sqlite3.Connection, request: TbCursors) -> TbCursors:
 
 
 def store_points(conn: sqlite3.Connection, batch: TbPoints, now: int,
-                 stored: list[dict[str, Any]] | None = None) -> tuple[TbStored, list[EventRow]]:
+                 stored: list[dict[str, Any]] | None = None,
+                 rules: DetectorConfig = DetectorConfig()) -> tuple[TbStored, list[EventRow]]:
     """Store one tailer pass (a write function); returns the answer and the events to publish
-    after the commit. ``stored`` gets each ingested slice's columns (for the live metric feed).
+    after the commit. ``stored`` gets each ingested slice's columns (for the live metric feed);
+    ``rules``: the daemon's ``[detector]``, as for the SDK's points.
 
     Raises:
         ApiError: the run is not that job attempt's (nothing stored), or a file's columns
@@ -87,7 +90,7 @@ def store_points(conn: sqlite3.Connection, batch: TbPoints, now: int,
             if not result.duplicate:
                 if stored is not None:
                     stored.append(metrics)
-                events += summarize(conn, batch.run_id, metrics, now)
+                events += summarize(conn, batch.run_id, metrics, now, rules)
                 tb_cursor_rows.count_points(conn, batch.run_id, result.points)
         problems += _problems(batch, part, node_id, now)
     event_rows.insert_events(conn, problems)

@@ -8,6 +8,10 @@ only in ``create_token``'s return value: it is never stored, logged, or put in a
 Scopes are ``read, write, agent, sdk, admin``; ``grants`` is the one place that says what a
 set of scopes allows (``admin`` everything, ``write`` also ``read``).
 
+An agent's token may carry ``TokenLimits`` (``gpuplaned.protocol.token_limits``): stored on its
+row, carried by its cached row onto the ``Caller``, enforced on submit (``gpuplaned.service.budgets``);
+listing a budgeted token shows its used and remaining GPU-hours.
+
 Verified rows are cached in memory for ``CACHE_TTL_S`` so a burst of requests does not hit
 SQLite each time; ``revoke_token`` drops them at once. The cache lives in a module-level
 table weakly keyed by the daemon context, so it goes with its daemon (and a test's context)
@@ -22,21 +26,23 @@ import hmac
 import logging
 import re
 import secrets
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from gpuplaned.domain import gpu_budget
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc, field, say
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.runtime.call import Reply
 from gpuplaned.service import access
+from gpuplaned.service.context_state import PerContext
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import token_rows
+from gpuplaned.store import budget_rows, token_rows
 from gpuplaned.store.token_rows import TokenRow
 from gpuplaned.store.writer import Write, write
 
@@ -71,10 +77,15 @@ class TokenInfo:
     expires_at: int | None = doc("ms since the epoch")
     last_used_at: int | None = doc("ms since the epoch")
     revoked_at: int | None = doc("ms since the epoch")
+    limits: TokenLimits | None = doc("an agent token's limits; null: only its scopes limit it", default=None)
+    used_gpu_hours: float | None = doc("GPU-hours its jobs have used (listed tokens with a budget)", default=None)
+    remaining_gpu_hours: float | None = doc("its budget less what its jobs used and may still use (listed tokens "
+                                            "with a budget)", default=None)
 
 
 def _info(row: TokenRow) -> TokenInfo:
-    return TokenInfo(row.id, row.name, row.scopes, row.created_at, row.expires_at, row.last_used_at, row.revoked_at)
+    return TokenInfo(row.id, row.name, row.scopes, row.created_at, row.expires_at, row.last_used_at, row.revoked_at,
+                     row.limits)
 
 
 # --- scopes and validation ---------------------------------------------------------
@@ -139,10 +150,13 @@ class TokenCreate:
                                      description="seconds from now; absent or null: never expires",
                                      message=f"must be a whole number of seconds from 1 to {MAX_EXPIRES_IN_S}, "
                                              "or null for a token that never expires; got {value!r}")
+    limits: TokenLimits | None = field(default=None, description="an agent token's limits (GPUs, nodes, directories, "
+                                                                 "queued jobs, GPU-hour budget); absent: none")
 
 
 def parse_create(made: TokenCreate) -> tuple[str, tuple[str, ...], int | None]:
-    """A ``POST /api/v1/tokens`` body as ``(name, scopes in SCOPES order, expires_in_ms)``."""
+    """A ``POST /api/v1/tokens`` body as ``(name, scopes in SCOPES order, expires_in_ms)``; its
+    ``limits`` are already checked by their class."""
     expires = made.expires_in_s
     return made.name, check_scopes(made.scopes), None if expires is None else expires * 1000
 
@@ -178,25 +192,12 @@ class TokenCache:
         self.generation += 1
 
 
-# By id(): the context compares by value (attrs), so it cannot key a WeakKeyDictionary. The
-# weak reference checks the id still means that context, and drops the entry with it.
-_caches: dict[int, tuple[weakref.ref[Any], TokenCache]] = {}
+_caches: PerContext[TokenCache] = PerContext(TokenCache)
 
 
 def cache_of(shared: ServerContext) -> TokenCache:
     """The token cache of this daemon context (made on first use, gone with the context)."""
-    key = id(shared)
-    found = _caches.get(key)
-    if found is not None and found[0]() is shared:
-        return found[1]
-
-    def drop(ref: weakref.ref[Any]) -> None:
-        if _caches.get(key, (None,))[0] is ref:
-            del _caches[key]
-
-    cache = TokenCache()
-    _caches[key] = (weakref.ref(shared, drop), cache)
-    return cache
+    return _caches.of(shared)
 
 
 # --- the store ------------------------------------------------------------------
@@ -216,13 +217,15 @@ def hash_secret(secret: str) -> str:
 
 
 async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
-                       expires_in_ms: int | None = None) -> tuple[TokenInfo, str]:
+                       expires_in_ms: int | None = None, *,
+                       limits: TokenLimits | None = None) -> tuple[TokenInfo, str]:
     """Create a token.
 
     Args:
         name: 1-63 characters, unique among tokens not revoked.
         scopes: a non-empty subset of ``SCOPES``.
         expires_in_ms: how long from now until it stops working; None: never.
+        limits: what its jobs may do beyond its scopes (``TokenLimits``); None: nothing more.
 
     Returns:
         The token, and its plaintext ``gpp_<ULID>_<secret>``: the only time it is seen.
@@ -238,8 +241,10 @@ async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
     token_id = new_id("tok")
     secret = secrets.token_urlsafe(32)
     created = now_ms()
+    if limits is not None and limits == TokenLimits():
+        limits = None  # every limit absent: none, so the token reads as unlimited everywhere
     row = TokenRow(token_id, name, hash_secret(secret), scopes, created,
-                   None if expires_in_ms is None else created + expires_in_ms, None, None)
+                   None if expires_in_ms is None else created + expires_in_ms, None, None, limits)
     await write(_store(shared), lambda conn: token_rows.insert_token(conn, row))
     log.info("created API token %s (%s) with scopes %s", token_id, name, ",".join(scopes))
     return _info(row), f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}"
@@ -252,7 +257,20 @@ async def list_tokens(shared: ServerContext, limit: int = 100,
     rows = await _readers(shared).run(
         lambda conn: token_rows.list_tokens(conn, limit + 1, before[0] if before else None))
     page, next_cursor = cursors.split_page("tokens", rows, limit, key=lambda r: (r.id,))
-    return [_info(r) for r in page], next_cursor
+    infos = [_info(r) for r in page]
+    budgeted = [i for i in infos if i.limits is not None and i.limits.gpu_hours is not None]
+    if budgeted:
+        now = now_ms()
+        usages = await _readers(shared).run(
+            lambda conn: {i.id: gpu_budget.usage(budget_rows.token_jobs(conn, i.id), i.limits, now) for i in budgeted})
+        infos = [_with_usage(i, usages[i.id]) if i.id in usages else i for i in infos]
+    return infos, next_cursor
+
+
+def _with_usage(info: TokenInfo, used: gpu_budget.Usage) -> TokenInfo:
+    assert info.limits is not None and info.limits.gpu_hours is not None
+    return attrs.evolve(info, used_gpu_hours=round(used.used_gpu_hours, 6),
+                        remaining_gpu_hours=round(max(0.0, info.limits.gpu_hours - used.committed_gpu_hours), 6))
 
 
 async def revoke_token(shared: ServerContext, id_or_name: str) -> TokenInfo:

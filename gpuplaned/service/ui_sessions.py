@@ -39,7 +39,6 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -49,7 +48,9 @@ import trio
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc, field, say
+from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.service import access, tokens
+from gpuplaned.service.context_state import PerContext
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import ui_session_rows
 from gpuplaned.store.ui_session_rows import UiSessionRow
@@ -88,6 +89,8 @@ class Caller:
     key: str  # who, for per-caller state such as Idempotency-Key scopes
     name: str  # for messages: "token 'ci'", "this browser session"
     session_hash: str | None = None
+    token_id: str | None = None  # the api_tokens id of a token caller, else None
+    limits: TokenLimits | None = None  # a token's limits (gpuplaned.protocol.token_limits); None: none
 
 
 @attrs.frozen
@@ -148,23 +151,11 @@ class _UiState:
         self.generation += 1
 
 
-# As in gpuplaned.service.tokens: by id(), checked and dropped through a weak reference.
-_states: dict[int, tuple[weakref.ref[Any], _UiState]] = {}
+_states: PerContext[_UiState] = PerContext(_UiState)
 
 
 def _state_of(shared: ServerContext) -> _UiState:
-    key = id(shared)
-    found = _states.get(key)
-    if found is not None and found[0]() is shared:
-        return found[1]
-
-    def drop(ref: weakref.ref[Any]) -> None:
-        if _states.get(key, (None,))[0] is ref:
-            del _states[key]
-
-    state = _UiState()
-    _states[key] = (weakref.ref(shared, drop), state)
-    return state
+    return _states.of(shared)
 
 
 def _unauthorized(message: str) -> ApiError:
@@ -196,7 +187,8 @@ async def authenticate(shared: ServerContext, *, authorization: str | None, cook
     """
     if authorization is not None or not cookie:
         token = await tokens.authenticate(shared, authorization)
-        return Caller("token", token.scopes, token.expires_at, token.id, f"token {token.name!r}")
+        return Caller("token", token.scopes, token.expires_at, token.id, f"token {token.name!r}",
+                      token_id=token.id, limits=token.limits)
     row = await _session_row(shared, cookie)
     if websocket:
         if origin is not None and (host is None or urlsplit(origin).netloc.lower() != host.lower()):
@@ -302,13 +294,16 @@ async def login_with_token(shared: ServerContext, token_text: str) -> tuple[UiSe
 
     Raises:
         ApiError: ``unauthorized`` for a malformed, unknown, revoked or expired token;
-            ``forbidden`` when it lacks ``read``.
+            ``forbidden`` when it lacks ``read``, or has limits (``TokenLimits``).
     """
     token = await tokens.authenticate(shared, f"Bearer {token_text}")
     if not tokens.grants(token.scopes, "read"):
         raise ApiError(ErrorCode.FORBIDDEN, f"token {token.name!r} cannot sign in to the web UI: it needs the "
                                             "'read' scope (or write, or admin)",
                        {"needed": "read", "scopes": list(token.scopes)})
+    if token.limits is not None:  # a session would carry its scopes but not its limits
+        raise ApiError(ErrorCode.FORBIDDEN, f"token {token.name!r} has limits (an agent's capability token): it "
+                                            "cannot sign in to the web UI", {"reason": "limited_token"})
     return await _new_session(shared, "token", token.id, token.scopes, token.expires_at)
 
 

@@ -117,11 +117,33 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
 # --- writes ----------------------------------------------------------------
 
 
-def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list[NodeCapacity]) -> str:
+def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list[NodeCapacity],
+               token_id: str | None = None) -> str:
     """Queue a validated job; refuses one that no known node could ever run.
 
     Args:
         nodes: every node's capacity (``capacities``); whether a node is online does not matter here.
+        token_id: the API token that submitted it (its limits and budget count it); None: none.
+
+    Raises:
+        ApiError: bad_request naming why it can never fit.
+    """
+    check_placeable(spec, nodes)
+    job_id = new_id("job")
+    conn.execute(
+        "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
+        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies, token_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (job_id, spec.name, spec.type, next_state(JobState.CREATED, JobEvent.SUBMIT).value, spec.priority, spec.cwd, json.dumps(list(spec.command)),
+         json.dumps(spec.env), json.dumps({"gpu": spec.gpu}),
+         json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
+         spec.timeout_s, spec.stop_grace_s, now_ms, dump_policies(spec.policies), token_id),
+    )
+    return job_id
+
+
+def check_placeable(spec: JobSpec, nodes: list[NodeCapacity]) -> None:
+    """Refuse a job no known node could ever run (``insert_job`` and the dry run both ask).
 
     Raises:
         ApiError: bad_request naming why it can never fit.
@@ -138,17 +160,6 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
             if spec.gpu else "no matching node runs CPU jobs",
             {"field": "gpu", "requested": spec.gpu, "largest_matching_node": biggest},
         )
-    job_id = new_id("job")
-    conn.execute(
-        "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
-        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (job_id, spec.name, spec.type, next_state(JobState.CREATED, JobEvent.SUBMIT).value, spec.priority, spec.cwd, json.dumps(list(spec.command)),
-         json.dumps(spec.env), json.dumps({"gpu": spec.gpu}),
-         json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
-         spec.timeout_s, spec.stop_grace_s, now_ms, dump_policies(spec.policies)),
-    )
-    return job_id
 
 
 @attrs.frozen
@@ -326,6 +337,24 @@ def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str, queued: JobStat
         "cancel_requested = 0 WHERE id = ?",
         (queued.value, job_id),
     )
+
+
+def job_token(conn: sqlite3.Connection, job_id: str) -> str | None:
+    """The id of the API token that submitted the job (None: none, or no such job)."""
+    row = conn.execute("SELECT token_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def queue_with(conn: sqlite3.Connection, job: QueuedJob, priority: int) -> tuple[list[QueuedJob], int]:
+    """The queue in ``schedule``'s order with ``job`` (submitted now, at ``priority``) in its
+    place (behind every queued job of its priority or higher), and that place (1: first)."""
+    rows = conn.execute(
+        "SELECT id, resources, node_selector, priority FROM jobs WHERE status = ? "
+        "ORDER BY priority DESC, created_at, id LIMIT ?", (JobState.QUEUED.value, QUEUE_SCAN_LIMIT)).fetchall()
+    ahead = sum(1 for row in rows if row[3] >= priority)
+    queue = [_queued(row[:3]) for row in rows]
+    queue.insert(ahead, job)
+    return queue, ahead + 1
 
 
 def _require(conn: sqlite3.Connection, job_id: str) -> Job:

@@ -1,5 +1,7 @@
 """Rows of the ``api_tokens`` table: insert, fetch by id, list, revoke, and mark as used.
 
+``limits`` (0014) holds an agent token's ``TokenLimits`` as JSON, NULL for none.
+
 A row holds the hex SHA-256 of a token's secret, never the secret. Names are unique among
 tokens not revoked (a partial unique index), so a revoked name can be reused.
 """
@@ -14,6 +16,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.token_limits import TokenLimits, dump_limits, load_limits
 
 
 @attrs.frozen
@@ -26,14 +29,15 @@ class TokenRow:
     expires_at: int | None
     last_used_at: int | None
     revoked_at: int | None
+    limits: TokenLimits | None = None
 
 
-_COLUMNS = "id, name, secret_hash, scopes, created_at, expires_at, last_used_at, revoked_at"
+_COLUMNS = "id, name, secret_hash, scopes, created_at, expires_at, last_used_at, revoked_at, limits"
 
 
 def _row(row: Sequence[Any]) -> TokenRow:
-    id_, name, secret_hash, scopes, *times = row
-    return TokenRow(id_, name, secret_hash, tuple(json.loads(scopes)), *times)
+    id_, name, secret_hash, scopes, *times, limits = row
+    return TokenRow(id_, name, secret_hash, tuple(json.loads(scopes)), *times, load_limits(limits))
 
 
 def insert_token(conn: sqlite3.Connection, row: TokenRow) -> None:
@@ -46,9 +50,9 @@ def insert_token(conn: sqlite3.Connection, row: TokenRow) -> None:
                                            "revoke it first or pick another name",
                        {"field": "name", "token_id": taken[0]})
     conn.execute(
-        f"INSERT INTO api_tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO api_tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (row.id, row.name, row.secret_hash, json.dumps(list(row.scopes)), row.created_at, row.expires_at,
-         row.last_used_at, row.revoked_at),
+         row.last_used_at, row.revoked_at, dump_limits(row.limits)),
     )
 
 
@@ -91,3 +95,14 @@ def revoke_token(conn: sqlite3.Connection, id_or_name: str, now_ms: int) -> Toke
 def touch_token(conn: sqlite3.Connection, token_id: str, now_ms: int) -> None:
     conn.execute("UPDATE api_tokens SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?",
                  (now_ms, token_id))
+
+
+def budgeted_tokens(conn: sqlite3.Connection) -> list[TokenRow]:
+    """Tokens with a GPU-hour budget and a job not ended (the budget pass walks these; a revoked
+    or expired token's jobs still run, so they still count)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM api_tokens t WHERE limits IS NOT NULL "
+        "AND json_extract(limits, '$.gpu_hours') IS NOT NULL "
+        "AND EXISTS (SELECT 1 FROM jobs j WHERE j.token_id = t.id "
+        "AND j.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) ORDER BY id")
+    return [_row(r) for r in rows]

@@ -17,6 +17,8 @@ from array import array
 from itertools import accumulate
 from operator import sub
 
+import numpy
+
 PLAIN = 0
 PACKED = 1
 DEFLATED = 2  # deflated without byte planes: small blobs read often, where un-planing costs more than it saves
@@ -80,18 +82,27 @@ def decode(blob: bytes, layout: Layout, what: str) -> list[array]:
         if _SWAP:
             a.byteswap()
         if fmt != PLAIN and delta:
-            a = array(code, accumulate(a))
+            a = _undelta(a)
         out.append(a)
     return out
 
 
-def _planes(raw: bytes) -> bytes:
-    return b"".join([raw[i::8] for i in range(8)])
-
-
-def _unplanes(raw: memoryview) -> bytearray:
-    n = len(raw) // 8
-    out = bytearray(len(raw))
-    for i in range(8):
-        out[i::8] = raw[i * n: (i + 1) * n]
+def _undelta(deltas: array) -> array:
+    """The running sum of an int64 column: numpy's, ~50x faster than ``accumulate`` into an
+    array (a packed chunk of 8000 points took 13 ms to read, most of it here). Exact: the
+    deltas were taken from int64 values, so every prefix sum is one of those values."""
+    if deltas.typecode != "q":
+        return array(deltas.typecode, accumulate(deltas))
+    out = array("q")
+    out.frombytes(numpy.cumsum(numpy.frombuffer(deltas, dtype=numpy.int64)).tobytes())
     return out
+
+
+def _planes(raw: bytes) -> bytes:
+    """Byte i of every value together, for i in 0..7 (a transpose of the n x 8 bytes)."""
+    return numpy.frombuffer(raw, dtype=numpy.uint8).reshape(len(raw) // 8, 8).T.tobytes()
+
+
+def _unplanes(raw: memoryview) -> bytes:
+    """The byte planes put back in place: plane i holds byte i of every value (a transpose)."""
+    return numpy.frombuffer(raw, dtype=numpy.uint8).reshape(8, len(raw) // 8).T.tobytes()

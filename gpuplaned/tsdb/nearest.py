@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from gpuplaned.tsdb import chunks, series
 from gpuplaned.tsdb.series import RAW
 
-__all__ = ["nearest_points"]
+__all__ = ["nearest_points", "points_at_or_before"]
 
 _Point = tuple[int, int, float]  # step, ts, value
 _Columns = tuple[Sequence[int], Sequence[int], Sequence[float]]  # steps, ts, values, by (step, ts)
@@ -30,6 +30,34 @@ def nearest_points(conn: sqlite3.Connection, owner: str, name: str,
     Raises:
         ValueError: a bad owner or name.
     """
+    def nearest(step: int, found: list[chunks.Chunk], points: _Decode) -> _Point | None:
+        before = _before(step, [c for c in found if c.step_min <= step], points)
+        after = _after(step, [c for c in found if c.step_max > step], points)
+        if before is None or (after is not None and after[0] - step < step - before[0]):
+            return after
+        return before
+
+    return _each_step(conn, owner, name, steps, nearest)
+
+
+def points_at_or_before(conn: sqlite3.Connection, owner: str, name: str,
+                        steps: Sequence[int]) -> list[tuple[int, float] | None]:
+    """``(step, value)`` of run series ``name``'s last point at or before each of ``steps`` (by
+    step, then ts): what a checkpoint is ranked by. None where there is none.
+
+    Raises:
+        ValueError: a bad owner or name.
+    """
+    return _each_step(conn, owner, name, steps,
+                      lambda step, found, points: _before(step, [c for c in found if c.step_min <= step], points))
+
+
+_Decode = Callable[[chunks.Chunk], _Columns]
+
+
+def _each_step(conn: sqlite3.Connection, owner: str, name: str, steps: Sequence[int],
+               pick: Callable[[int, list[chunks.Chunk], _Decode], _Point | None]) -> list[tuple[int, float] | None]:
+    """``pick``'s point for each step, over the series' raw chunks, each decoded at most once."""
     sid = series.lookup(conn, "run", series.check_owner(owner), [series.check_name(name)]).get(name)
     if sid is None:
         return [None] * len(steps)
@@ -49,15 +77,12 @@ def nearest_points(conn: sqlite3.Connection, owner: str, name: str,
 
     out: list[tuple[int, float] | None] = []
     for step in steps:
-        before = _before(step, [c for c in found if c.step_min <= step], points)
-        after = _after(step, [c for c in found if c.step_max > step], points)
-        if before is None or (after is not None and after[0] - step < step - before[0]):
-            before = after
-        out.append(None if before is None else (before[0], before[2]))
+        found_point = pick(step, found, points)
+        out.append(None if found_point is None else (found_point[0], found_point[2]))
     return out
 
 
-def _before(step: int, below: list[chunks.Chunk], points: Callable[[chunks.Chunk], _Columns]) -> _Point | None:
+def _before(step: int, below: list[chunks.Chunk], points: _Decode) -> _Point | None:
     whole = max((c.step_max for c in below if c.step_max <= step), default=None)
     best: _Point | None = None
     for c in below:
@@ -69,7 +94,7 @@ def _before(step: int, below: list[chunks.Chunk], points: Callable[[chunks.Chunk
     return best
 
 
-def _after(step: int, above: list[chunks.Chunk], points: Callable[[chunks.Chunk], _Columns]) -> _Point | None:
+def _after(step: int, above: list[chunks.Chunk], points: _Decode) -> _Point | None:
     whole = min((c.step_min for c in above if c.step_min > step), default=None)
     best: _Point | None = None
     for c in above:

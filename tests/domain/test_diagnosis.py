@@ -12,6 +12,8 @@ import pytest
 from gpuplaned.domain.diagnosis import compare_checkpoints, compare_runs, diagnose_run, explain_failure
 from gpuplaned.domain.diagnosis.compare import config_diff
 from gpuplaned.domain.diagnosis.curves import Curve, relative_slope, train_loss
+from gpuplaned.domain.diagnosis.evidence import bind_node, gpu, log
+from gpuplaned.domain.diagnosis.failure import CURVE_POINTS, memory_curve
 from gpuplaned.domain.diagnosis.run import nan_window
 
 RUN = {"id": "run_A", "status": "RUNNING", "node_id": "nd_1", "job_id": "job_1"}
@@ -233,3 +235,27 @@ def test_oom_points_at_the_line_and_the_memory_peak():
                    "lines": [OOM_LOG["stderr"][1][1]]}
     assert peak["kind"] == "gpu" and peak["ts"] == [2000, 2000] and peak["values"] == [79000.0]
     assert "79000 of 81920 MiB" in found["summary"]
+
+
+def test_an_oom_memory_curve_keeps_the_peak_and_the_last_sample_within_its_budget():
+    ts = list(range(0, 1000 * 500, 1000))  # 500 samples; the peak at sample 333, between the picks
+    used = [1000.0 + k for k in range(500)]
+    used[333] = 79_000.0
+    gpu = {1: {"ts": ts, "memory_used_mb": used, "memory_total_mb": [81_559.0] * 500},
+           0: {"ts": ts, "memory_used_mb": [None] * 500, "memory_total_mb": [None] * 500}}  # never read: left out
+    [curve] = memory_curve("node_a", gpu)
+    assert (curve["node_id"], curve["gpu"], curve["name"], curve["ts"]) == ("node_a", 1, "gpu1.memory_used_mb",
+                                                                             [0, 499_000])
+    assert len(curve["values"]) <= CURVE_POINTS + 2 and curve["peak_mb"] == 79_000.0 == max(curve["values"])
+    assert curve["samples_ts"][-1] == 499_000 and 333_000 in curve["samples_ts"]
+    assert curve["values"][curve["samples_ts"].index(333_000)] == 79_000.0 and curve["total_mb"] == 81_559.0
+    assert memory_curve("node_a", {}) == []
+
+
+def test_a_nodes_gpu_pointers_get_its_id_and_others_are_left_alone():
+    own = gpu(None, 0, "gpu0.utilization", [1, 2], [3.0])
+    named = gpu("node_b", 1, "gpu1.utilization", [1, 2], [3.0])
+    lines = log("job_a", 1, "stderr", [(0, "x")])
+    bound = bind_node({"evidence": [own, named, lines], "other": 1}, "node_a")
+    assert bound == {"evidence": [own | {"node_id": "node_a"}, named, lines], "other": 1}
+    assert bind_node({"gpu_index": 0}, "node_a") == {"gpu_index": 0}

@@ -102,6 +102,14 @@ def test_underutilized_after_ten_idle_minutes_once_and_rearmed_by_use():
         assert rules.update(reading(minute * MINUTE, jobs=job))[0] == []
     events, _ = rules.update(reading(10 * MINUTE, jobs=job))
     assert types(events) == ["GPU_UNDERUTILIZED"] and events[0].job_id == "job_idle"
+    idle = next(g for g in reading(0).gpus if g.index == 1)
+    # The evidence: GPU 1's utilization and memory series over the idle stretch (the server
+    # names the node: gpuplaned.service.events.record_node_events).
+    assert events[0].context["evidence"] == [
+        {"kind": "gpu", "node_id": None, "gpu": 1, "name": "gpu1.utilization", "ts": [0, 10 * MINUTE],
+         "values": [idle.utilization_pct]},
+        {"kind": "gpu", "node_id": None, "gpu": 1, "name": "gpu1.memory_used_mb", "ts": [0, 10 * MINUTE],
+         "values": [idle.memory_used_mb]}]
     assert rules.update(reading(11 * MINUTE, jobs=job))[0] == []
     busy = [GpuReading(0, 90, 40_000, 80_000), GpuReading(1, 95, 50_000, 80_000)]
     assert rules.update(reading(12 * MINUTE, jobs=job, gpus=busy))[0] == []

@@ -108,3 +108,26 @@ def test_loss_nan_of_a_jobs_run_names_the_job(jobs):
     assert done["status"] == "SUCCEEDED", done
     [event] = events_of(jobs, job["id"], "LOSS_NAN")
     assert (event["run_id"], event["node_id"], event["step"]) == (done["run_id"], done["node_id"], 3)
+
+
+def test_an_oom_event_carries_the_gpu_memory_curve(daemon_factory, tmp_path):
+    config = tmp_path / "gpuplaned.toml"  # samples stored fast enough to be there when the job dies
+    config.write_text("[monitor]\nsample_interval_s = 0.1\nbatch_interval_s = 0.2\n")
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1", "--config", str(config))
+    job = jobs.sh("""
+        sleep 1.5
+        echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2
+        exit 1
+    """, gpu=1)
+    done = jobs.wait(job["id"])
+    [event] = events_of(jobs, job["id"], "OOM")
+    [curve] = [p for p in event["context"]["evidence"] if p["kind"] == "gpu"]
+    assert (curve["node_id"], curve["gpu"], curve["name"]) == (done["node_id"], 0, "gpu0.memory_used_mb")
+    assert len(curve["values"]) >= 3 and curve["peak_mb"] == max(curve["values"]) and curve["total_mb"] > 0
+    first, last = curve["ts"]
+    assert done["started_at"] <= first <= last <= done["finished_at"]
+    assert curve["samples_ts"] == sorted(curve["samples_ts"]) and len(curve["samples_ts"]) == len(curve["values"])
+    # The pointer resolves: the node's series over that stretch holds the peak.
+    series = jobs.client.get(f"/api/v1/nodes/{done['node_id']}/metrics?names=gpu0.memory_used_mb&start={first}"
+                             f"&end={last}&points=1000")
+    assert series["series"]["gpu0.memory_used_mb"]

@@ -96,10 +96,15 @@ def test_idempotency_key_gives_one_job_and_refuses_another_body(jobs):
 
     other = json.dumps({"command": ["false"], "cwd": str(jobs.workdir), "gpu": 0}).encode()
     status, _, reply = raw_post(jobs, "/api/v1/jobs", other, {"Idempotency-Key": "sweep-42"})
-    assert status == 409 and reply["error"]["code"] == "conflict" and "different request body" in reply["error"]["message"]
+    assert status == 409 and reply["error"]["code"] == "conflict" and "different request (body or query)" in reply["error"]["message"]
     # The key belongs to its path: the same key elsewhere is a different request.
     status, _, _ = raw_post(jobs, f"/api/v1/jobs/{first[2]['job']['id']}/cancel", b"{}", {"Idempotency-Key": "sweep-42"})
     assert status == 200
+    # A dry run is a request of its own: its key never replays the plan as if it were the job.
+    plan = raw_post(jobs, "/api/v1/jobs?dry_run=true", body, {"Idempotency-Key": "plan-7"})
+    assert plan[0] == 200 and plan[2]["plan"]["would"] in ("dispatch", "queue")
+    status, _, reply = raw_post(jobs, "/api/v1/jobs", body, {"Idempotency-Key": "plan-7"})
+    assert status == 409 and reply["error"]["code"] == "conflict"
     status, _, reply = raw_post(jobs, "/api/v1/jobs", body, {"Idempotency-Key": "x" * 300})
     assert status == 400 and reply["error"]["details"]["field"] == "Idempotency-Key"
     assert len(jobs.client.get("/api/v1/jobs")["jobs"]) == 1

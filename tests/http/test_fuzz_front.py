@@ -106,9 +106,9 @@ def test_schemathesis_every_phase_with_a_token_stateful_included(front, tmp_path
         [str(Path(sys.executable).with_name("schemathesis")), "--no-color",
          "--config-file", str(tmp_path / "schemathesis.toml"), "run", str(tmp_path / "doc.json"),
          "--url", front.url, "--header", f"Authorization: Bearer {secret}",
-         "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", "30", "--generation-deterministic",
+         "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", "15", "--generation-deterministic",
          "--workers", "1", "--request-timeout", "10", "--checks", "all", "--exclude-checks", "positive_data_acceptance"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+        capture_output=True, text=True, timeout=480, cwd=tmp_path, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-5000:]
     assert re.search(r"Stateful \(in [0-9.]+s\)", run.stdout), run.stdout[-5000:]
 

@@ -307,7 +307,9 @@ async def test_routes(shared):
     body = await response.get_json()
     assert set(body) == {"token", "secret"}
     token = body["token"]
-    assert set(token) == {"id", "name", "scopes", "created_at", "expires_at", "last_used_at", "revoked_at"}
+    assert set(token) == {"id", "name", "scopes", "created_at", "expires_at", "last_used_at", "revoked_at",
+                          "limits", "used_gpu_hours", "remaining_gpu_hours"}
+    assert token["limits"] is None and token["used_gpu_hours"] is None  # no limits: none shown
     assert token["scopes"] == ["read", "write"] and token["expires_at"] == token["created_at"] + 3_600_000
     assert (await authenticate(shared, bearer(body["secret"]))).id == token["id"]
 
@@ -358,4 +360,4 @@ def test_the_cache_goes_with_its_context():
     key = id(ctx)
     del ctx
     gc.collect()
-    assert key not in tokens._caches
+    assert key not in tokens._caches._entries

@@ -15,6 +15,13 @@ from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.store.event_rows import EventRow
 
 
+class _Daemon:
+    """Stands for the daemon context: the policies are replaced, so nothing of it is used."""
+
+
+SHARED = _Daemon()
+
+
 @pytest.fixture(autouse=True)
 def evaluated(monkeypatch):
     """What the evaluate policy was given, in order (its own effect: tests/e2e/test_e2e_evaluations.py)."""
@@ -40,11 +47,11 @@ async def test_arrivals_during_a_pass_ask_for_one_more(monkeypatch, evaluated):
         await gate.wait()
 
     monkeypatch.setattr(checkpoint_arrival.retention, "apply_policy", apply_policy)
-    checkpoints_arrived(None, [_created("run_a", checkpoint_id="ck_0")])  # type: ignore[arg-type]
+    checkpoints_arrived(SHARED, [_created("run_a", checkpoint_id="ck_0")])
     await trio.testing.wait_all_tasks_blocked()  # its pass has started
     for n in (1, 2):
-        checkpoints_arrived(None, [_created("run_a", checkpoint_id=f"ck_{n}")])  # type: ignore[arg-type]
-    checkpoints_arrived(None, [_created("run_b"), _created("run_c", job_id=None), _created("run_d", kind="USER_EVENT")])
+        checkpoints_arrived(SHARED, [_created("run_a", checkpoint_id=f"ck_{n}")])
+    checkpoints_arrived(SHARED, [_created("run_b"), _created("run_c", job_id=None), _created("run_d", kind="USER_EVENT")])
     await trio.testing.wait_all_tasks_blocked()
     assert sorted(passes) == [("job_a", "run_a"), ("job_a", "run_b")]  # one pass each so far
     gate.set()
@@ -52,7 +59,7 @@ async def test_arrivals_during_a_pass_ask_for_one_more(monkeypatch, evaluated):
     assert sorted(passes) == [("job_a", "run_a"), ("job_a", "run_a"), ("job_a", "run_b")]  # run_a: one more
     # Each checkpoint is offered to the evaluate policy once, before the retention pass that sees it.
     assert sorted(evaluated) == [("job_a", ["ck_0"]), ("job_a", ["ck_1"]), ("job_a", ["ck_1", "ck_2"])]
-    assert checkpoint_arrival._pending == {}
+    assert checkpoint_arrival._pending_of.of(SHARED) == {}
 
 
 async def test_the_evaluate_policy_runs_before_retention(monkeypatch, evaluated):
@@ -62,7 +69,7 @@ async def test_the_evaluate_policy_runs_before_retention(monkeypatch, evaluated)
         order.append(("retention", list(evaluated)))
 
     monkeypatch.setattr(checkpoint_arrival.retention, "apply_policy", retain)
-    checkpoints_arrived(None, [_created("run_a", checkpoint_id="ck_9")])  # type: ignore[arg-type]
+    checkpoints_arrived(SHARED, [_created("run_a", checkpoint_id="ck_9")])
     await trio.testing.wait_all_tasks_blocked()
     assert order == [("retention", [("job_a", ["ck_9"])])]
 
@@ -75,9 +82,9 @@ async def test_a_failed_pass_is_logged_and_the_next_arrival_runs_again(monkeypat
         raise RuntimeError("store gone")
 
     monkeypatch.setattr(checkpoint_arrival.retention, "apply_policy", apply_policy)
-    checkpoints_arrived(None, [_created("run_a")])  # type: ignore[arg-type]
+    checkpoints_arrived(SHARED, [_created("run_a")])
     await trio.testing.wait_all_tasks_blocked()
-    checkpoints_arrived(None, [_created("run_a")])  # type: ignore[arg-type]
+    checkpoints_arrived(SHARED, [_created("run_a")])
     await trio.testing.wait_all_tasks_blocked()
     assert passes == ["run_a", "run_a"]
     assert "retention of run run_a (job job_a) failed" in caplog.text

@@ -28,7 +28,7 @@ def conn(tmp_path):
 
 
 def test_a_row_that_fails_is_skipped_with_its_reason_and_the_pass_goes_on(conn, monkeypatch):
-    def settle_one(conn, row, now, out):
+    def settle_one(conn, row, now, out, **_limits):
         conn.execute("UPDATE jobs SET priority = 99 WHERE id = ?", (row.job_id,))
         if row.job_id == "job_a":
             out.events.append(EventRow("ev_half", now, "POLICY_ACTION", "info", None, "job_a", None, None, "half", {}))

@@ -5,7 +5,7 @@ and a series or steps with nothing near."""
 from __future__ import annotations
 
 from gpuplaned import tsdb
-from gpuplaned.tsdb.nearest import nearest_points
+from gpuplaned.tsdb.nearest import nearest_points, points_at_or_before
 
 T0 = 1_700_000_000_000
 
@@ -33,3 +33,11 @@ def test_nothing_to_find(db):
     put(db, [5], [1.0], 1)
     assert nearest_points(db.reader, "r1", "loss", []) == []
     assert nearest_points(db.reader, "r1", "loss", [1_000_000]) == [(5, 1.0)]
+
+
+def test_the_last_point_at_or_before_each_step(db):
+    put(db, [0, 10, 20], [0.5, 1.0, 2.0], 1)
+    put(db, [20, 30], [2.5, 3.0], 2)  # step 20 again, later, in another chunk: the later one counts
+    got = points_at_or_before(db.reader, "r1", "loss", [0, 9, 10, 25, 99, -1])
+    assert got == [(0, 0.5), (0, 0.5), (10, 1.0), (20, 2.5), (30, 3.0), None]
+    assert points_at_or_before(db.reader, "r1", "nope", [5]) == [None]

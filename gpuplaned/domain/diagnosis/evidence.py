@@ -12,7 +12,7 @@ A pointer names what the API serves, so a client (the UI, an agent) can fetch it
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SEVERITIES = ("info", "warning", "critical")
@@ -42,9 +42,20 @@ def log(job_id: str, attempt: int, stream: str, lines: Sequence[tuple[int, str]]
             "offsets": [min(offsets), max(offsets)], "lines": [text for _, text in lines]}
 
 
-def gpu(node_id: str, index: int, name: str, ts: Sequence[int], values: Sequence[float]) -> dict[str, Any]:
+def gpu(node_id: str | None, index: int, name: str, ts: Sequence[int], values: Sequence[float | None]) -> dict[str, Any]:
     return {"kind": "gpu", "node_id": node_id, "gpu": index, "name": name, "ts": [min(ts), max(ts)],
             "values": [number(v) for v in values]}
+
+
+def bind_node(context: Mapping[str, Any], node_id: str) -> dict[str, Any]:
+    """``context`` with ``node_id`` set in each gpu pointer that has none (a node's own rules
+    do not know the id the server gave it)."""
+    pointers = context.get("evidence")
+    if not pointers:
+        return dict(context)
+    bound = [{**p, "node_id": node_id} if p.get("kind") == "gpu" and p.get("node_id") is None else p
+             for p in pointers]
+    return {**context, "evidence": bound}
 
 
 def event(event_id: str, type_: str) -> dict[str, Any]:

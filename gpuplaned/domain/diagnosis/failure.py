@@ -127,6 +127,28 @@ def _memory_peak(c: _Context) -> list[dict[str, Any]]:
     return out
 
 
+CURVE_POINTS = 60  # an event's memory curve: enough to see the climb, small enough to store with it
+
+
+def memory_curve(node_id: str, gpu: Mapping[int, Mapping[str, Sequence[Any]]]) -> list[dict[str, Any]]:
+    """Each GPU's memory in use over the attempt (``gpu`` as ``explain_failure`` takes it), at most
+    ``CURVE_POINTS`` values evenly picked, the peak always among them: an OOM event's evidence."""
+    out = []
+    for index, s in sorted(gpu.items()):
+        used = [(t, v) for t, v in zip(s.get("ts", ()), s.get("memory_used_mb", ())) if v is not None]
+        if not used:
+            continue
+        stride = max(1, -(-len(used) // CURVE_POINTS))
+        peak = max(range(len(used)), key=lambda k: used[k][1])
+        picked = sorted(set(range(0, len(used), stride)) | {peak, len(used) - 1})
+        totals = [x for x in s.get("memory_total_mb", ()) if x is not None]
+        out.append(ev.gpu(node_id, index, f"gpu{index}.memory_used_mb", [used[0][0], used[-1][0]],
+                          [used[k][1] for k in picked])
+                   | {"samples_ts": [used[k][0] for k in picked], "peak_mb": used[peak][1],
+                      "total_mb": max(totals) if totals else None})
+    return out
+
+
 def _disk(c: _Context) -> Found:
     proofs = c.lines(_DISK) + c.events_of("DISK_LOW")
     if not proofs:

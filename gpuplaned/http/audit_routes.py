@@ -1,0 +1,129 @@
+"""The audit log's route, and the hook that records every REST write (issue 17).
+
+- ``GET /api/v1/audit?token=NAME&limit=&cursor=`` (``admin`` on the HTTP front) ->
+  ``{"entries": [AuditRow, ...], "next_cursor"}``, newest first. ``token`` filters by the token's
+  name (``local`` for the control socket); it is a name, never a token's text (the app still
+  refuses an API token's text in any URL).
+
+``record_write`` runs after every answered request that is not a GET/HEAD/OPTIONS to a route
+under ``/api/`` on either front (``/mcp`` is audited per tool call by the MCP server). It
+records the route as ``METHOD /rule``, the path parameters, the query and the JSON body
+(redacted by ``gpuplaned.service.audit``), and ``ok`` or the error code. A request refused
+before anyone was authenticated (401) is not recorded: it did nothing, and a flood of them
+must not fill the table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+from quart import Response, g, request
+from quart_trio import QuartTrio
+
+from gpuplaned.http.replies import AuditList
+from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import Reply, Routes
+from gpuplaned.http.scopes import is_public
+from gpuplaned.protocol.fields import UNSET, field
+from gpuplaned.service import audit
+from gpuplaned.service.ui_sessions import Caller
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import ServerContext
+
+log = logging.getLogger("gpuplaned.audit")
+api = Routes("audit")
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+AUDIT_RULE = "/api/v1/audit"
+BODY_WAIT_S = 1.0
+MAX_BODY_BYTES = 64 * 1024  # larger bodies are recorded by their size, not parsed
+
+
+@attrs.frozen(kw_only=True)
+class AuditQuery:
+    token: str = field(default=UNSET, min_length=1, max_length=200, pattern="^(?!gpp_)",
+                       description="only this token's calls, by name (local: the control socket's)",
+                       message="must be a token's name (never its secret)")
+    limit: int = field(default=100, minimum=1, maximum=1000, description="at most this many, newest first")
+    cursor: str = field(default=UNSET, description="next_cursor of the previous page (opaque)")
+
+
+LIST = api.get(AUDIT_RULE, "listAudit", "The audit log: every REST write and MCP tool call, newest first",
+               Reply(200, AuditList, "A page of entries (arguments with secrets redacted)."), errors=(400,),
+               query=AuditQuery)
+
+
+def register(app: QuartTrio, shared: ServerContext) -> None:
+    @LIST.on(app)
+    async def list_audit(query: AuditQuery) -> Response:
+        entries, next_cursor = await audit.list_audit(shared, token_name=query.token or None, limit=query.limit,
+                                                      cursor=query.cursor or None)
+        return ok({"entries": entries, "next_cursor": next_cursor})
+
+
+# Who a request on the HTTP front to a public route (signing in) is: nobody yet.
+PUBLIC_CALLER = Caller("public", (), None, "public", "no credentials")
+
+
+async def record_write(shared: ServerContext, response: Response, *, http_front: bool) -> None:
+    """Audit the request just answered with ``response`` when it is a REST write.
+
+    ``http_front``: on the HTTP front a request without a caller was either to a public route
+    (recorded as ``public``) or refused unauthenticated (not recorded); on the control socket
+    the caller is the trusted local user (None).
+    """
+    try:
+        await _record(shared, response, http_front)
+    except Exception:  # noqa: BLE001 - the reply goes out whatever the audit does
+        log.exception("audit log: could not record %s %s", request.method, request.path)
+
+
+async def _record(shared: ServerContext, response: Response, http_front: bool) -> None:
+    rule = request.url_rule.rule if request.url_rule is not None else None
+    if request.method in READ_METHODS or rule is None or not rule.startswith("/api/"):
+        return
+    caller = getattr(g, "caller", None)
+    if http_front and caller is None:
+        if not is_public(rule):
+            return
+        caller = PUBLIC_CALLER
+    outcome, detail = "ok", None
+    if response.status_code >= 400:
+        outcome, detail = await _error_of(response)
+    arguments: dict[str, Any] = {"path": dict(request.view_args or {}), "query": request.args.to_dict(flat=True)}
+    body = await _json_body()
+    if body is not None:
+        # A sign-in's body is kept only as the object it must be (its token key is redacted).
+        arguments["body"] = body if isinstance(body, dict) or not is_public(rule) else "[omitted]"
+    await audit.record(shared, caller=caller, via="rest", action=f"{request.method} {rule}", arguments=arguments,
+                       outcome=outcome, detail=detail)
+
+
+async def _json_body() -> Any:
+    raw: bytes | str = b""
+    try:
+        with trio.move_on_after(BODY_WAIT_S):  # read already, unless the request was refused before its body
+            raw = await request.get_data(cache=True)
+    except Exception:  # noqa: BLE001 - too large, or cut off: the refusal is recorded without it
+        return "[body not read]"
+    if not raw:
+        return None
+    if len(raw) > MAX_BODY_BYTES:  # a metric batch or an import: its size says enough
+        return f"[{len(raw)} bytes omitted]"
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return f"[{len(raw)} bytes, not JSON]"
+
+
+async def _error_of(response: Response) -> tuple[str, str | None]:
+    try:
+        error = json.loads(await response.get_data())["error"]
+        return str(error["code"]), str(error.get("message") or "") or None
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return f"http_{response.status_code}", None

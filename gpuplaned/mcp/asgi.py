@@ -1,0 +1,148 @@
+"""The ``/mcp`` mount: a pass-through ASGI dispatcher in front of the Quart app.
+
+``POST /mcp`` (exactly that path: no prefix mount, so no 307 to ``/mcp/``) goes to the MCP
+SDK's streamable-HTTP handler, stateless (every request stands alone; all state lives in the
+daemon); everything else, lifespan included, goes to the Quart app unchanged.
+
+Who calls: on the HTTP front, ``Authorization: Bearer <token>`` (a session cookie alone is
+refused: a browser must not drive an agent's tools), and a 401 carries our error body and no
+``WWW-Authenticate`` (some clients read that as an OAuth challenge and stop); on the control
+socket the caller is the trusted local user (None), behind the loopback secret when there is
+one. Before READY and while stopping, 503 as REST answers.
+
+``mcp`` takes about 2 s to import, so the SDK is loaded (in a thread) and its session
+manager started (in this server's nursery) on the first ``/mcp`` request, never at daemon
+start and never by gpuplanectl.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from gpuplaned.lifecycle import DaemonState
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service import ui_sessions
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import ServerContext
+
+log = logging.getLogger("gpuplaned.mcp")
+
+PATH = "/mcp"
+MAX_DRAIN = 1 << 20  # a refused request's body is read (up to this) so its connection stays usable
+
+Asgi = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
+                Awaitable[None]]
+
+
+async def _drain(receive: Any) -> None:
+    read = 0
+    while read <= MAX_DRAIN:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body"):
+            return
+
+
+async def _refuse(error: ApiError, receive: Any, send: Any) -> None:
+    await _drain(receive)
+    body = json.dumps(error.body()).encode()
+    await send({"type": "http.response.start", "status": error.code.http_status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+class McpMount:
+    """The ASGI app a front serves: ``/mcp`` to MCP, the rest to ``app``."""
+
+    def __init__(self, shared: ServerContext, app: Asgi, nursery: trio.Nursery, *, tokens: bool = False,
+                 secret: str | None = None) -> None:
+        self.shared, self.app, self.nursery = shared, app, nursery
+        self.tokens = tokens
+        self.expected = f"Bearer {secret}".encode() if secret else None
+        self._handler: Asgi | None = None
+        self._starting = trio.Lock()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") != PATH:
+            return await self.app(scope, receive, send)
+        try:
+            caller = await self._caller(scope)
+        except ApiError as error:
+            return await _refuse(error, receive, send)
+        handler = await self._mcp()
+        await handler({**scope, "gpuplane.caller": caller}, receive, send)
+
+    async def _caller(self, scope: dict[str, Any]) -> Any:
+        query = scope.get("query_string", b"").decode("latin-1")
+        if any(part.split("=", 1)[0] in ("token", "access_token") for part in query.split("&")):
+            raise ApiError(ErrorCode.BAD_REQUEST, "API tokens go in the Authorization header, never in the URL")
+        caller = None
+        if self.expected is not None:
+            given = (_header(scope, b"authorization") or "").encode()
+            if not hmac.compare_digest(given, self.expected):
+                raise ApiError(ErrorCode.UNAUTHORIZED, "missing or wrong bearer token for the control endpoint")
+        if self.tokens:
+            caller = await ui_sessions.authenticate(self.shared, authorization=_header(scope, b"authorization"),
+                                                    cookie=None, method="POST")
+        state = self.shared.lifecycle.state
+        if state is DaemonState.NOT_READY:
+            raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})
+        if state is not DaemonState.READY:
+            raise ApiError(ErrorCode.STOPPING, "gpuplaned is shutting down", {"state": state.value})
+        return caller
+
+    async def _mcp(self) -> Asgi:
+        if self._handler is None:
+            async with self._starting:
+                if self._handler is None:
+                    self._handler = await self.nursery.start(self._run_manager)
+        return self._handler
+
+    async def _run_manager(self, *, task_status: trio.TaskStatus[Asgi] = trio.TASK_STATUS_IGNORED) -> None:
+        server_module = await trio.to_thread.run_sync(importlib.import_module, "gpuplaned.mcp.server")
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        manager = StreamableHTTPSessionManager(
+            app=server_module.build_server(self.shared), stateless=True, json_response=False,
+            # The SDK's DNS-rebinding guard would refuse every Host but loopback (421), so remote
+            # agents could not connect. Rebinding attacks ride a browser's ambient credentials;
+            # /mcp takes none (a bearer header only, never the cookie), so the guard buys nothing.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        async with manager.run():
+            log.info("MCP served at %s", PATH)
+            task_status.started(StreamableHTTPASGIApp(manager))
+            await trio.sleep_forever()
+
+
+async def serve(shared: ServerContext, app: Asgi, cfg: Any, *, shutdown_trigger: Callable[[], Awaitable[None]],
+                tokens: bool = False, secret: str | None = None,
+                task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+    """Hypercorn's ``serve`` of ``app`` with ``/mcp`` mounted; the MCP manager stops with it."""
+    from hypercorn.trio import serve as hypercorn_serve
+
+    async with trio.open_nursery() as nursery:
+        mount = McpMount(shared, app, nursery, tokens=tokens, secret=secret)
+
+        async def serve_then_stop(task_status: trio.TaskStatus[Any]) -> None:
+            await hypercorn_serve(mount, cfg, shutdown_trigger=shutdown_trigger, task_status=task_status)
+            nursery.cancel_scope.cancel()  # the MCP manager, if it was started, goes with the server
+
+        task_status.started(await nursery.start(serve_then_stop))

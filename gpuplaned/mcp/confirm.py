@@ -1,0 +1,74 @@
+"""Confirmation of a destructive tool (cancel_job) by the person behind the agent.
+
+2026-07-28 clients are asked statelessly: the tool answers ``InputRequiredResult`` with an
+elicitation, and the client calls again carrying the answer (``input_responses``) and our
+``request_state``. 2025-11-25 clients are asked through the session's elicitation when the
+transport can carry a request to the client. A token marked ``unattended`` is not asked. A
+client that cannot be asked is refused, with the ways out named.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+
+KEY = "confirm"
+_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean", "title": "Go ahead?"}},
+           "required": ["confirm"]}
+_CAN_ASK = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
+
+def unattended(caller: Any) -> bool:
+    limits = getattr(caller, "limits", None)
+    return bool(limits is not None and limits.unattended)
+
+
+def _declined(what: str) -> ApiError:
+    return ApiError(ErrorCode.FORBIDDEN, f"not done: the user did not confirm {what}",
+                    {"reason": "declined"})
+
+
+def _cannot_ask(what: str, why: str) -> ApiError:
+    return ApiError(ErrorCode.FORBIDDEN, f"{what} needs the user's confirmation and this client cannot ask for it "
+                                         f"({why}); use a token created with unattended use allowed, or run it "
+                                         f"yourself: gpuplanectl job cancel JOB",
+                    {"reason": "confirmation_required", "ways_out": ["unattended token", "gpuplanectl job cancel"]})
+
+
+def _accepted(answer: Any, what: str) -> None:
+    if not isinstance(answer, types.ElicitResult) or answer.action != "accept" or not (answer.content or {}).get(KEY):
+        raise _declined(what)
+
+
+async def confirm(ctx: Any, caller: Any, params: types.CallToolRequestParams, what: str,
+                  state: str) -> types.InputRequiredResult | None:
+    """None: go ahead. An ``InputRequiredResult``: ask first (return it as the tool's answer).
+
+    Raises:
+        ApiError: forbidden when the user declined, or cannot be asked.
+    """
+    if unattended(caller):
+        return None
+    responses = params.input_responses or {}
+    if KEY in responses:
+        if params.request_state != state:
+            raise ApiError(ErrorCode.BAD_REQUEST, "a confirmation for another call", {"reason": "request_state"})
+        _accepted(responses[KEY], what)
+        return None
+    can_ask = ctx.session.check_client_capability(_CAN_ASK)
+    message = f"An agent asks to {what}. Go ahead?"
+    if ctx.protocol_version >= "2026-07-28":
+        if not can_ask:
+            raise _cannot_ask(what, "it declared no elicitation")
+        request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA))
+        return types.InputRequiredResult(input_requests={KEY: request}, request_state=state)
+    if not (can_ask and ctx.session.can_send_request):
+        # Stateless 2025-11-25: what the client declared at initialize is not this request's,
+        # and its answer would come on a request of its own that nothing here could match to
+        # this call. 2026-07-28 clients are asked statelessly (above).
+        raise _cannot_ask(what, "a 2025-11-25 client of this stateless server; 2026-07-28 clients are asked")
+    _accepted(await ctx.session.elicit_form(message, _SCHEMA, related_request_id=ctx.request_id), what)
+    return None

@@ -1,0 +1,111 @@
+"""The Tasks extension's methods (``tasks/get``, ``tasks/list``, ``tasks/cancel``,
+``tasks/result``) over jobs: a task is its job (the task id is the job id), every state is
+the daemon's, so any connection, stateless as they are here, can ask about any task.
+
+Status: QUEUED/DISPATCHING/RUNNING -> working, SUCCEEDED -> completed, FAILED/LOST ->
+failed, CANCELLED -> cancelled; the status message has the run's step, loss and ETA.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+
+from gpuplaned.mcp import tasks
+from gpuplaned.mcp.table import Call
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.service import jobs, ui_sessions
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+
+    from gpuplaned.service.context import ServerContext
+
+IDENTIFIER = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"  # _meta on a result that started a task
+LIST_LIMIT = 50
+
+
+def _iso(ms: int | None) -> str:
+    return datetime.datetime.fromtimestamp((ms or 0) / 1000, datetime.timezone.utc).isoformat()
+
+
+async def task_of(shared: ServerContext, job: Any) -> types.Task:
+    handle = await tasks.handle_for(shared, job)
+    updated = job.finished_at or job.started_at or job.created_at
+    return types.Task(task_id=job.id, status=handle.task_status, status_message=handle.status_message,
+                      created_at=_iso(job.created_at), last_updated_at=_iso(updated), ttl=None,
+                      poll_interval=handle.poll_interval_ms)
+
+
+def register(server: Server[Any], shared: ServerContext, caller_of: Any, result_of: Any) -> None:
+    """Serve the methods on ``server``; ``result_of(call, job_id)`` is a finished task's tools/call result."""
+
+    def reader(ctx: Any) -> Any:
+        caller = caller_of(ctx)
+        if caller is not None:
+            ui_sessions.require_scope(caller, "read")
+        return caller
+
+    async def get(ctx: Any, params: types.GetTaskRequestParams) -> types.GetTaskResult:
+        reader(ctx)
+        task = await task_of(shared, await jobs.get_job(shared, params.task_id))
+        return types.GetTaskResult(**task.model_dump())
+
+    async def list_(ctx: Any, params: types.PaginatedRequestParams) -> types.ListTasksResult:
+        reader(ctx)
+        page, next_cursor = await jobs.list_jobs(shared, [], LIST_LIMIT, params.cursor)
+        return types.ListTasksResult(tasks=[await task_of(shared, job) for job in page], next_cursor=next_cursor)
+
+    async def cancel(ctx: Any, params: types.CancelTaskRequestParams) -> types.CancelTaskResult:
+        caller = caller_of(ctx)
+        if caller is not None:
+            ui_sessions.require_scope(caller, "write")
+        # The client's own protocol action (its user asked for it), so no second question.
+        job = await jobs.cancel(shared, params.task_id, caller=caller)
+        task = await task_of(shared, job)
+        return types.CancelTaskResult(**task.model_dump())
+
+    async def result(ctx: Any, params: types.GetTaskPayloadRequestParams) -> Any:
+        caller = reader(ctx)
+        job = await jobs.get_job(shared, params.task_id)
+        if tasks.TASK_STATUS.get(job.status) == "working":
+            raise ApiError(ErrorCode.CONFLICT, f"task {job.id} is still {job.status}: poll tasks/get (every "
+                                               f"{tasks.QUICK_MS // 1000} s or more) or wait_for_events",
+                           {"status": job.status})
+        return await result_of(Call(shared, caller, ctx), job.id)
+
+    for method, params_type, handler in (("tasks/get", types.GetTaskRequestParams, get),
+                                         ("tasks/list", types.PaginatedRequestParams, list_),
+                                         ("tasks/cancel", types.CancelTaskRequestParams, cancel),
+                                         ("tasks/result", types.GetTaskPayloadRequestParams, result)):
+        server.add_request_handler(method, params_type, api_errors(handler))
+    server.extensions[IDENTIFIER] = {}  # 2026-07-28 clients read capabilities.extensions
+    declared = server.get_capabilities
+
+    def with_tasks(*args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        # 2025-11-25 clients read capabilities.tasks. No requests.tools.call: a task-augmented
+        # tools/call cannot get its CreateTaskResult from this SDK (server.py says why).
+        capabilities = declared(*args, **kwargs)
+        capabilities.tasks = types.ServerTasksCapability(list=types.TasksListCapability(),
+                                                         cancel=types.TasksCancelCapability())
+        return capabilities
+
+    server.get_capabilities = with_tasks  # type: ignore[method-assign]
+
+
+def api_errors(handler: Any) -> Any:
+    """An ApiError leaves as the JSON-RPC error the SDK sends, with our body as its data."""
+    from mcp.shared.exceptions import MCPError
+
+    async def wrapped(ctx: Any, params: Any) -> Any:
+        try:
+            return await handler(ctx, params)
+        except ApiError as error:
+            code = types.INVALID_PARAMS if error.code in (ErrorCode.BAD_REQUEST, ErrorCode.NOT_FOUND) else \
+                types.INTERNAL_ERROR if error.code is ErrorCode.INTERNAL else -32001
+            raise MCPError(code=code, message=error.message, data=error.body()["error"]) from None
+    return wrapped
+
