@@ -47,15 +47,19 @@ def gpu(node_id: str | None, index: int, name: str, ts: Sequence[int], values: S
             "values": [number(v) for v in values]}
 
 
-def bind_node(context: Mapping[str, Any], node_id: str) -> dict[str, Any]:
-    """``context`` with ``node_id`` set in each gpu pointer that has none (a node's own rules
-    do not know the id the server gave it)."""
+def bind(context: Mapping[str, Any], kind: str, key: str, value: str) -> dict[str, Any]:
+    """``context`` with ``key`` set to ``value`` in each ``kind`` pointer of its evidence that has
+    none: a pure rule does not know which run it judges, nor a node's rule the id the server
+    gave the node."""
     pointers = context.get("evidence")
     if not pointers:
         return dict(context)
-    bound = [{**p, "node_id": node_id} if p.get("kind") == "gpu" and p.get("node_id") is None else p
-             for p in pointers]
+    bound = [{**p, key: value} if p.get("kind") == kind and p.get(key) is None else p for p in pointers]
     return {**context, "evidence": bound}
+
+
+def bind_node(context: Mapping[str, Any], node_id: str) -> dict[str, Any]:
+    return bind(context, "gpu", "node_id", node_id)
 
 
 def event(event_id: str, type_: str) -> dict[str, Any]:

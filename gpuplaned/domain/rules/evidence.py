@@ -41,9 +41,4 @@ def event(event_id: str) -> dict[str, Any]:
 
 def bind_run(context: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """``context`` with ``run_id`` set in each metric pointer that has none."""
-    pointers = context.get("evidence")
-    if not pointers:
-        return dict(context)
-    bound = [{**p, "run_id": run_id} if p.get("kind") == "metric" and p.get("run_id") is None else p
-             for p in pointers]
-    return {**context, "evidence": bound}
+    return shapes.bind(context, "metric", "run_id", run_id)
