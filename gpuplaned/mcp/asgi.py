@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuplaned.mcp")
 
 PATH = "/mcp"
+MAX_BODY = 1 << 20  # as gpuplaned.http.app's MAX_CONTENT_LENGTH
 MAX_DRAIN = 1 << 20  # a refused request's body is read (up to this) so its connection stays usable
 
 Asgi = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
@@ -122,6 +123,7 @@ class McpMount:
 
         manager = StreamableHTTPSessionManager(
             app=server_module.build_server(self.shared), stateless=True, json_response=False,
+            max_request_body_size=MAX_BODY,  # the REST API's limit, not the SDK's 4 MiB
             # The SDK's DNS-rebinding guard would refuse every Host but loopback (421), so remote
             # agents could not connect. Rebinding attacks ride a browser's ambient credentials;
             # /mcp takes none (a bearer header only, never the cookie), so the guard buys nothing.

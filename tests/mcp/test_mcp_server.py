@@ -476,3 +476,37 @@ def test_the_tasks_extension_follows_a_job(front):
     assert refused["data"]["code"] == "forbidden"
     missing = rpc(front, "tasks/get", {"taskId": "job_nope"})["error"]
     assert missing["data"]["code"] == "not_found"
+
+
+HOSTILE_BODIES = {
+    "not json": b"{not json",
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    "huge": b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_job","arguments":{"job_id":"'
+            + b"x" * (2 << 20) + b'"}}}',
+    "not an object": b"42",
+    "control characters": json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "tail_logs", "arguments": {"job_id": "job_\x00\x1b[31m", "grep": "\x00"}}}).encode(),
+    "unknown method": b'{"jsonrpc":"2.0","id":1,"method":"rm -rf","params":{}}',
+    "wrong types": b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":["get_job"],"arguments":7}}',
+}
+
+
+@pytest.mark.parametrize("what", sorted(HOSTILE_BODIES))
+def test_hostile_bodies_get_a_clear_refusal_and_change_nothing(front, what):
+    """Every port is hostile: /mcp answers bad input with an error naming it (HTTP 4xx, or a
+    JSON-RPC error / a tool error), never a 5xx, and the daemon goes on serving."""
+    jobs_before = len(front.daemon.client().get("/api/v1/jobs?limit=100")["jobs"])
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": "2025-11-25", "Authorization": f"Bearer {front.tokens['rw']}"}
+    reply = httpx.post(front.url + "/mcp", content=HOSTILE_BODIES[what], headers=headers, timeout=30)
+    assert reply.status_code < 500, (reply.status_code, reply.text[:500])
+    if what == "huge":
+        assert reply.status_code == 413, reply.text[:500]  # over 1 MiB, as on the REST API
+    if reply.status_code == 200:
+        text = reply.text
+        messages = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")] \
+            if reply.headers["content-type"].startswith("text/event-stream") else [reply.json()]
+        last = messages[-1]
+        assert "error" in last or last["result"].get("isError") is True, last
+    assert len(front.daemon.client().get("/api/v1/jobs?limit=100")["jobs"]) == jobs_before
+    assert httpx.get(front.url + "/api/v1/daemon", headers=headers, timeout=10).status_code == 200
