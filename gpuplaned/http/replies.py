@@ -26,6 +26,7 @@ from gpuplaned.service.run_logs import RunLogFile
 from gpuplaned.service.runs import SERIES_ENCODINGS
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import UiSession
+from gpuplaned.service.webhooks import WebhookInfo, WebhookTestResult
 from gpuplaned.store.audit_rows import AuditRow
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
@@ -603,6 +604,29 @@ class FailureExplanation:
     summary: str
     findings: list[Finding]
     next_actions: list[str]
+
+
+# --- webhooks (issue 16) -------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class WebhookReply:
+    webhook: WebhookInfo
+
+
+@attrs.frozen(kw_only=True)
+class WebhookList:
+    webhooks: list[WebhookInfo]
+
+
+@attrs.frozen(kw_only=True)
+class WebhookDeleted:
+    deleted: Ref
+
+
+@attrs.frozen(kw_only=True)
+class WebhookTested:
+    result: WebhookTestResult
 
 
 # --- capability tokens: the dry run and the audit log (issue 17) ---------------------------

@@ -13,42 +13,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
 from quart import Response
 from quart_trio import QuartTrio
 
+from gpuplaned.http.replies import WebhookDeleted, WebhookList, WebhookReply, WebhookTested
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.service import webhooks
-from gpuplaned.service.webhooks import WebhookCreate, WebhookInfo, WebhookTestResult
+from gpuplaned.service.webhooks import WebhookCreate
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
-
-
-@attrs.frozen(kw_only=True)
-class WebhookReply:
-    webhook: WebhookInfo
-
-
-@attrs.frozen(kw_only=True)
-class WebhookList:
-    webhooks: list[WebhookInfo]
-
-
-@attrs.frozen(kw_only=True)
-class WebhookRef:
-    id: str
-
-
-@attrs.frozen(kw_only=True)
-class WebhookDeleted:
-    deleted: WebhookRef
-
-
-@attrs.frozen(kw_only=True)
-class WebhookTested:
-    result: WebhookTestResult
 
 
 api = Routes("webhooks")

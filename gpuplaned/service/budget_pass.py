@@ -21,9 +21,8 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.service import access, jobs
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import budget_rows, event_rows, token_rows
+from gpuplaned.store import budget_rows, token_rows
 from gpuplaned.store.event_rows import EventRow
-from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     import sqlite3
@@ -61,22 +60,19 @@ async def enforce(shared: ServerContext) -> int:
     for spent in found:
         for job_id in spent.job_ids:
             try:
-                await jobs.cancel(shared, job_id)
+                await jobs.cancel(shared, job_id, because=_event(spent, job_id))  # published by cancel
             except ApiError as error:
                 if error.code is not ErrorCode.CONFLICT:  # ended meanwhile: nothing to stop
                     log.warning("could not stop job %s of token %s: %s", job_id, spent.name, error)
                 continue
             stopped += 1
-            await _record(shared, spent, job_id)
+            log.info("stopped job %s: token %s spent its budget (%.4g of %g GPU-hours)", job_id, spent.name,
+                     spent.used, spent.budget)
     return stopped
 
 
-async def _record(shared: ServerContext, spent: Spent, job_id: str) -> None:
-    event = EventRow(new_id("ev"), now_ms(), BUDGET_EXHAUSTED, "warning", None, job_id, None, None,
+def _event(spent: Spent, job_id: str) -> EventRow:
+    return EventRow(new_id("ev"), now_ms(), BUDGET_EXHAUSTED, "warning", None, job_id, None, None,
                      f"token {spent.name!r} used {spent.used:.4g} of its {spent.budget:g} GPU-hour budget: "
                      "job stopped", {"token_id": spent.token_id, "token": spent.name, "budget_gpu_hours": spent.budget,
                                      "used_gpu_hours": round(spent.used, 6)})
-    await write(access.store_port(shared, "budgets"), lambda conn: event_rows.insert_events(conn, [event]), small=True)
-    shared.event_feed.publish(event)
-    log.info("stopped job %s: token %s spent its budget (%.4g of %g GPU-hours)", job_id, spent.name, spent.used,
-             spent.budget)

@@ -34,7 +34,8 @@ from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service import access, budgets, evaluations, resume
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
-from gpuplaned.store import job_rows, resume_rows
+from gpuplaned.store import event_rows, job_rows, resume_rows
+from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -148,13 +149,18 @@ async def get_job(shared: ServerContext, job_id: str) -> Job:
     return job
 
 
-async def cancel(shared: ServerContext, job_id: str, *, caller: Caller | None = None) -> Job:
-    """Cancel a queued or running job. A token with limits may cancel only the jobs it submitted."""
+async def cancel(shared: ServerContext, job_id: str, *, caller: Caller | None = None,
+                 because: EventRow | None = None) -> Job:
+    """Cancel a queued or running job. A token with limits may cancel only the jobs it submitted.
+    ``because``: the event that says why (a spent budget), stored in the cancel's own
+    transaction, so a kill -9 can leave neither without the other."""
     def apply(conn: Any) -> tuple[job_rows.CancelOutcome, list[Any]]:
         budgets.check_owner(conn, caller, job_id, "cancel")
         now = now_ms()
         outcome = job_rows.cancel_job(conn, job_id, now)
-        return outcome, evaluations.after_cancel(conn, outcome.job, now)  # a queued evaluation's job
+        reasons = [because] if because is not None else []
+        event_rows.insert_events(conn, reasons)
+        return outcome, reasons + evaluations.after_cancel(conn, outcome.job, now)  # a queued evaluation's job
 
     outcome, events = await write(_store(shared), apply, small=True)
     for row in events:  # after the commit
