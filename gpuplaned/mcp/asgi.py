@@ -1,8 +1,13 @@
 """The ``/mcp`` mount: a pass-through ASGI dispatcher in front of the Quart app.
 
-``POST /mcp`` (exactly that path: no prefix mount, so no 307 to ``/mcp/``) goes to the MCP
-SDK's streamable-HTTP handler, stateless (every request stands alone; all state lives in the
-daemon); everything else, lifespan included, goes to the Quart app unchanged.
+``/mcp`` (exactly that path: no prefix mount, so no 307 to ``/mcp/``) goes to the MCP SDK's
+streamable-HTTP handler; everything else, lifespan included, goes to the Quart app unchanged.
+2026-07-28 requests stand alone. A 2025-11-25 client gets a session (``Mcp-Session-Id``), so
+that the server can ask it something (a confirmation) in the middle of a call and match its
+answer to that call; nothing else lives in a session (jobs, tasks and events are the
+daemon's), so one lost with a restart costs the client a new ``initialize`` only. A session
+belongs to the caller that opened it: another token naming it gets 404, as for a session
+that does not exist.
 
 Who calls: on the HTTP front, ``Authorization: Bearer <token>`` (a session cookie alone is
 refused: a browser must not drive an agent's tools), and a 401 carries our error body and no
@@ -21,6 +26,7 @@ import hmac
 import importlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +44,9 @@ log = logging.getLogger("gpuplaned.mcp")
 PATH = "/mcp"
 MAX_BODY = 1 << 20  # as gpuplaned.http.app's MAX_CONTENT_LENGTH
 MAX_DRAIN = 1 << 20  # a refused request's body is read (up to this) so its connection stays usable
+MAX_SESSIONS = 1000  # 2025-11-25 sessions open at once; one more is refused (503) until one ends
+SESSION_IDLE_S = 600  # a session with no request in flight this long is closed
+SESSION_HEADER = b"mcp-session-id"
 
 Asgi = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
                 Awaitable[None]]
@@ -79,6 +88,7 @@ class McpMount:
         self.expected = f"Bearer {secret}".encode() if secret else None
         self._handler: Asgi | None = None
         self._starting = trio.Lock()
+        self._session_owner: OrderedDict[str, str] = OrderedDict()  # session id -> who opened it
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path") != PATH:
@@ -87,8 +97,25 @@ class McpMount:
             caller = await self._caller(scope)
         except ApiError as error:
             return await _refuse(error, receive, send)
+        who = "local" if caller is None else caller.key
+        session = _header(scope, SESSION_HEADER)
+        if session is not None and self._session_owner.get(session, who) != who:
+            return await _refuse(ApiError(ErrorCode.NOT_FOUND, "no such MCP session: initialize a new one"),
+                                 receive, send)
         handler = await self._mcp()
-        await handler({**scope, "gpuplane.caller": caller}, receive, send)
+        await handler({**scope, "gpuplane.caller": caller}, receive, self._noting_sessions(send, who))
+
+    def _noting_sessions(self, send: Any, who: str) -> Any:
+        """``send``, remembering who a session the answer opens belongs to."""
+        async def noting(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for key, value in message.get("headers", ()):
+                    if key.lower() == SESSION_HEADER:
+                        self._session_owner[value.decode("latin-1")] = who
+                        while len(self._session_owner) > 2 * MAX_SESSIONS:  # ended ones go first
+                            self._session_owner.popitem(last=False)
+            await send(message)
+        return noting
 
     async def _caller(self, scope: dict[str, Any]) -> Any:
         query = scope.get("query_string", b"").decode("latin-1")
@@ -122,7 +149,8 @@ class McpMount:
         from mcp.server.transport_security import TransportSecuritySettings
 
         manager = StreamableHTTPSessionManager(
-            app=server_module.build_server(self.shared), stateless=True, json_response=False,
+            app=server_module.build_server(self.shared), stateless=False, json_response=False,
+            max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_S,
             max_request_body_size=MAX_BODY,  # the REST API's limit, not the SDK's 4 MiB
             # The SDK's DNS-rebinding guard would refuse every Host but loopback (421), so remote
             # agents could not connect. Rebinding attacks ride a browser's ambient credentials;

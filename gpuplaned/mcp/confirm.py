@@ -2,8 +2,8 @@
 
 2026-07-28 clients are asked statelessly: the tool answers ``InputRequiredResult`` with an
 elicitation, and the client calls again carrying the answer (``input_responses``) and our
-``request_state``. 2025-11-25 clients are asked through the session's elicitation when the
-transport can carry a request to the client. A token marked ``unattended`` is not asked. A
+``request_state``. 2025-11-25 clients are asked in their session (``asgi``): an elicitation
+request in the middle of the call, whose answer the session matches to it. A token marked ``unattended`` is not asked. A
 client that cannot be asked is refused, with the ways out named.
 """
 
@@ -65,10 +65,9 @@ async def confirm(ctx: Any, caller: Any, params: types.CallToolRequestParams, wh
             raise _cannot_ask(what, "it declared no elicitation")
         request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA))
         return types.InputRequiredResult(input_requests={KEY: request}, request_state=state)
-    if not (can_ask and ctx.session.can_send_request):
-        # Stateless 2025-11-25: what the client declared at initialize is not this request's,
-        # and its answer would come on a request of its own that nothing here could match to
-        # this call. 2026-07-28 clients are asked statelessly (above).
-        raise _cannot_ask(what, "a 2025-11-25 client of this stateless server; 2026-07-28 clients are asked")
+    if not can_ask:
+        raise _cannot_ask(what, "it declared no elicitation")
+    if not ctx.session.can_send_request:  # no session to carry the question and its answer
+        raise _cannot_ask(what, "a 2025-11-25 request outside a session: send initialize first")
     _accepted(await ctx.session.elicit_form(message, _SCHEMA, related_request_id=ctx.request_id), what)
     return None

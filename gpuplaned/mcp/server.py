@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.server import Server
 
 import gpuplaned
-from gpuplaned.mcp import confirm, content, schemas, task_methods
+from gpuplaned.mcp import confirm, content, schemas, task_calls, task_methods, write_tools
 from gpuplaned.mcp.policy import POLICY
 from gpuplaned.mcp.table import Call, Result, Tool
 from gpuplaned.mcp.tools import BY_NAME, RAW_ARGS, TOOLS, check
@@ -52,7 +52,8 @@ def tool_declaration(tool: Tool) -> types.Tool:
         output_schema=schemas.output_schema(tool.reply),
         annotations=types.ToolAnnotations(title=tool.title, read_only_hint=policy.read_only,
                                           destructive_hint=policy.destructive, idempotent_hint=policy.idempotent,
-                                          open_world_hint=False))
+                                          open_world_hint=False),
+        execution=task_calls.execution(tool))
 
 
 def _error_result(error: ApiError) -> types.CallToolResult:
@@ -96,17 +97,15 @@ async def _run(shared: ServerContext, ctx: Any, params: types.CallToolRequestPar
     answer = _result(result)
     task = getattr(result.data, "task", None)
     if task is not None:
-        # The job is the task that tasks/get follows. A task-augmented call would rather get a
-        # CreateTaskResult, but this SDK (2.3.0) validates every tools/call result as a
-        # CallToolResult and drops anything else; the spec's related-task _meta says it instead.
+        # The job is the task that tasks/get follows; task_calls turns the answer into the task
+        # itself where the client asked for one (2025-11-25) or declared the extension (2026-07-28).
         answer.meta = {**(answer.meta or {}), task_methods.RELATED_TASK: {"taskId": task.task_id}}
     return answer
 
 
 async def _finished(call: Call, job_id: str) -> types.CallToolResult:
-    """``tasks/result``: what get_job answers about the ended job."""
-    tool = BY_NAME["get_job"]
-    return _result(await tool.handler(call, structure({"job_id": job_id}, tool.args)))
+    """A task's final result: what the write tool that made it answers about the ended job."""
+    return _result(await write_tools.task_result(call, job_id))
 
 
 def build_server(shared: ServerContext) -> Server[Any]:
@@ -170,4 +169,5 @@ def build_server(shared: ServerContext) -> Server[Any]:
         on_list_resources=list_resources, on_read_resource=task_methods.api_errors(read_resource),
         on_list_prompts=list_prompts, on_get_prompt=task_methods.api_errors(get_prompt))
     task_methods.register(server, shared, caller_of, _finished)
+    server.middleware.append(task_calls.middleware(shared))  # inside the SDK's OpenTelemetry span
     return server

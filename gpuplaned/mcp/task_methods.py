@@ -4,6 +4,11 @@ the daemon's, so any connection, stateless as they are here, can ask about any t
 
 Status: QUEUED/DISPATCHING/RUNNING -> working, SUCCEEDED -> completed, FAILED/LOST ->
 failed, CANCELLED -> cancelled; the status message has the run's step, loss and ETA.
+
+``tasks/result`` (2025-11-25) waits for the task's end, as the spec says, woken by the
+job's events and looking again every ``RECHECK_S``; the client chose to wait, and the wait
+holds nothing but its own request. At 2026-07-28 there is no ``tasks/result``: ``tasks/get``
+carries the final ``result`` once the task has ended (SEP-2663).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+import trio
 
 from gpuplaned.mcp import tasks
 from gpuplaned.mcp.table import Call
@@ -26,6 +32,8 @@ if TYPE_CHECKING:
 IDENTIFIER = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"  # _meta on a result that started a task
 LIST_LIMIT = 50
+RECHECK_S = 2.0  # tasks/result looks at its job this often even when no event of it came
+MODERN = "2026-07-28"
 
 
 def _iso(ms: int | None) -> str:
@@ -49,10 +57,14 @@ def register(server: Server[Any], shared: ServerContext, caller_of: Any, result_
             ui_sessions.require_scope(caller, "read")
         return caller
 
-    async def get(ctx: Any, params: types.GetTaskRequestParams) -> types.GetTaskResult:
-        reader(ctx)
+    async def get(ctx: Any, params: types.GetTaskRequestParams) -> Any:
+        caller = reader(ctx)
         task = await task_of(shared, await jobs.get_job(shared, params.task_id))
-        return types.GetTaskResult(**task.model_dump())
+        if ctx.protocol_version < MODERN or task.status == "working":
+            return types.GetTaskResult(**task.model_dump())
+        ended = (await result_of(Call(shared, caller, ctx), params.task_id)).model_dump(
+            by_alias=True, mode="json", exclude_none=True)
+        return {**task.model_dump(by_alias=True, mode="json"), "result": ended}
 
     async def list_(ctx: Any, params: types.PaginatedRequestParams) -> types.ListTasksResult:
         reader(ctx)
@@ -70,11 +82,7 @@ def register(server: Server[Any], shared: ServerContext, caller_of: Any, result_
 
     async def result(ctx: Any, params: types.GetTaskPayloadRequestParams) -> Any:
         caller = reader(ctx)
-        job = await jobs.get_job(shared, params.task_id)
-        if tasks.TASK_STATUS.get(job.status) == "working":
-            raise ApiError(ErrorCode.CONFLICT, f"task {job.id} is still {job.status}: poll tasks/get (every "
-                                               f"{tasks.QUICK_MS // 1000} s or more) or wait_for_events",
-                           {"status": job.status})
+        job = await _ended(shared, params.task_id)
         return await result_of(Call(shared, caller, ctx), job.id)
 
     for method, params_type, handler in (("tasks/get", types.GetTaskRequestParams, get),
@@ -86,14 +94,27 @@ def register(server: Server[Any], shared: ServerContext, caller_of: Any, result_
     declared = server.get_capabilities
 
     def with_tasks(*args: Any, **kwargs: Any) -> types.ServerCapabilities:
-        # 2025-11-25 clients read capabilities.tasks. No requests.tools.call: a task-augmented
-        # tools/call cannot get its CreateTaskResult from this SDK (server.py says why).
+        # 2025-11-25 clients read capabilities.tasks; task_calls answers a task-augmented tools/call.
         capabilities = declared(*args, **kwargs)
+        calls = types.ServerTasksRequestsCapability(tools=types.TasksToolsCapability(call=types.TasksCallCapability()))
         capabilities.tasks = types.ServerTasksCapability(list=types.TasksListCapability(),
-                                                         cancel=types.TasksCancelCapability())
+                                                         cancel=types.TasksCancelCapability(), requests=calls)
         return capabilities
 
     server.get_capabilities = with_tasks  # type: ignore[method-assign]
+
+
+async def _ended(shared: ServerContext, job_id: str) -> Any:
+    """The job once it has ended: woken by its events, looked at again every ``RECHECK_S``."""
+    async with shared.event_feed.subscribe(maxlen=16) as live:
+        while True:
+            job = await jobs.get_job(shared, job_id)
+            if tasks.TASK_STATUS.get(job.status) != "working":
+                return job
+            with trio.move_on_after(RECHECK_S):
+                async for event in live:
+                    if getattr(event, "job_id", None) == job_id:
+                        break
 
 
 def api_errors(handler: Any) -> Any:

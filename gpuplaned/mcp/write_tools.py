@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.mcp import args as a
-from gpuplaned.mcp.table import DRY_RUN, Call, Result, TaskHandle, Tool
+from gpuplaned.mcp.table import DRY_RUN, Call, Result, TaskHandle, Tool, next_action
 from gpuplaned.mcp.tasks import handle_for
 from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -42,6 +42,18 @@ async def _done(call: Call, job: Job, words: str, evaluation: Any = None) -> Res
     return Result(f"{words} Poll every {task.poll_interval_ms // 1000} s: {task.status_message}",
                   WriteOutcome(dry_run=False, job=_view(job), task=task, plan=None, evaluation=evaluation, would=None),
                   task.poll)
+
+
+async def task_result(call: Call, job_id: str) -> Result:
+    """A task's final result (``tasks/result``; ``tasks/get`` at 2026-07-28): the write tools'
+    own answer, for the job as it ended, so it fits the output schema of whichever made it."""
+    job = await jobs.get_job(call.shared, job_id)
+    task = await handle_for(call.shared, job)
+    more = [next_action("diagnose_run", "how the run went", run_id=job.run_id)] if job.run_id else []
+    if job.status in ("FAILED", "LOST"):
+        more.insert(0, next_action("explain_failure", "why it failed", job_id=job.id))
+    return Result(f"Job {job.id} ({job.name}) ended {job.status}. {task.status_message}",
+                  WriteOutcome(dry_run=False, job=_view(job), task=task, plan=None, evaluation=None, would=None), more)
 
 
 def _would(words: str, job: Job | None = None, plan: Any = None) -> Result:

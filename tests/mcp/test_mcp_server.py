@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import httpx2
@@ -20,6 +21,7 @@ import pytest
 import trio
 from helpers import DaemonProcess, kill_processes_with_env, wait_for
 from mcp import Client
+from mcp.client.extension import ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 
 # The SDK's client leaves the byte stream of an SSE answer that carried notifications (progress,
@@ -324,8 +326,8 @@ def test_no_token_is_a_401_without_a_challenge(front):
     cookie = httpx.post(front.url + "/mcp", json=call, headers=headers, cookies={"gpuplane_session": "x" * 43})
     assert cookie.status_code == 401
     # POST /mcp answers there, no redirect, whatever Host a remote agent names; /mcp/ is not it.
-    authed = httpx.post(front.url + "/mcp", json=call, headers={**headers, "Host": "gpubox.lan:8443",
-                                                                "Authorization": f"Bearer {front.tokens['ro']}"})
+    authed = httpx.post(front.url + "/mcp", json=INITIALIZE, headers={**headers, "Host": "gpubox.lan:8443",
+                                                                      "Authorization": f"Bearer {front.tokens['ro']}"})
     assert authed.status_code == 200, authed.text
     assert httpx.post(front.url + "/mcp/", json=call, headers=headers).status_code in (401, 404)
 
@@ -381,9 +383,17 @@ async def test_cancel_asks_for_confirmation(front):
         assert "unattended" in refused["message"] and "gpuplanectl job cancel" in refused["message"]
         assert ok(await client.call_tool("get_job", {"job_id": mine}))["job"]["status"] == "RUNNING"
     front.daemon.client().post(f"/api/v1/jobs/{mine}/cancel", {})
+    # 2025-11-25: asked in the client's session, in the middle of the call.
+    async with front.client(mode="legacy", elicitation_callback=answer("decline", False)) as client:
+        assert error_of(await client.call_tool("cancel_job", {"job_id": other}))["details"]["reason"] == "declined"
+    legacy = await _running_job(front, "legacy-confirm")
     async with front.client(mode="legacy", elicitation_callback=answer("accept", True)) as client:
-        refused = error_of(await client.call_tool("cancel_job", {"job_id": other}))  # stateless: no way to ask
-        assert refused["details"]["reason"] == "confirmation_required" and "2025-11-25" in refused["message"]
+        assert ok(await client.call_tool("cancel_job", {"job_id": legacy}))["task"]["job_id"] == legacy
+        await poll_job(client, legacy, "CANCELLED")
+    async with front.client(mode="legacy") as client:  # declared no elicitation
+        refused = error_of(await client.call_tool("cancel_job", {"job_id": other}))
+        assert refused["details"]["reason"] == "confirmation_required" and "no elicitation" in refused["message"]
+    assert len(asked) == 4 and legacy in asked[3]
     async with front.client("unattended") as client:
         ok(await client.call_tool("cancel_job", {"job_id": other}))
         await poll_job(client, other, "CANCELLED")
@@ -412,6 +422,9 @@ def test_the_control_socket_serves_mcp_to_the_trusted_user(front):
                "MCP-Protocol-Version": "2025-11-25"}
     transport = httpx.HTTPTransport(uds=str(front.daemon.socket_path))
     with httpx.Client(transport=transport, base_url="http://gpuplaned") as local:
+        opened = local.post("/mcp", json=INITIALIZE, headers=headers)  # no token: the socket's user is trusted
+        assert opened.status_code == 200, opened.text
+        headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
         reply = local.post("/mcp", json=call, headers=headers)
     assert reply.status_code == 200, reply.text
     data = next(json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith("data:")) \
@@ -433,49 +446,156 @@ async def test_every_tool_call_is_audited(front):
     assert any(e["outcome"] == "forbidden" for e in mcp)
 
 
-def rpc(front: Front, method: str, params: dict, token: str = "rw") -> dict:
-    """One JSON-RPC request to /mcp as a 2025-11-25 client sends it (stateless: no session)."""
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-               "MCP-Protocol-Version": "2025-11-25", "Authorization": f"Bearer {front.tokens[token]}"}
-    reply = httpx.post(front.url + "/mcp", json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params},
-                       headers=headers, timeout=30)
-    assert reply.status_code == 200, reply.text
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe",
+                                                                                            "version": "1"}}}
+
+
+def _answer(reply: httpx.Response) -> dict:
     if reply.headers["content-type"].startswith("text/event-stream"):
         return [json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith("data:")][-1]
     return reply.json()
 
 
-def test_the_tasks_extension_follows_a_job(front):
-    hello = rpc(front, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                      "clientInfo": {"name": "probe", "version": "1"}})["result"]
-    assert set(hello["capabilities"]["tasks"]) == {"list", "cancel"}
+def legacy_headers(front: Front, token: str = "rw", *, session: bool = True) -> dict[str, str]:
+    """What a 2025-11-25 client sends: its token and, after its initialize, its session."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": "2025-11-25", "Authorization": f"Bearer {front.tokens[token]}"}
+    if not session:
+        return headers
+    opened = httpx.post(front.url + "/mcp", json=INITIALIZE, headers=headers, timeout=30)
+    assert opened.status_code == 200, opened.text
+    headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+    done = httpx.post(front.url + "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                      headers=headers, timeout=30)
+    assert done.status_code == 202, done.text
+    return headers
+
+
+def rpc(front: Front, method: str, params: dict, token: str = "rw") -> dict:
+    """One JSON-RPC request to /mcp as a 2025-11-25 client sends it, in a session of its own."""
+    reply = httpx.post(front.url + "/mcp", json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params},
+                       headers=legacy_headers(front, token), timeout=30)
+    assert reply.status_code == 200, reply.text
+    return _answer(reply)
+
+
+def test_a_session_belongs_to_the_caller_that_opened_it(front):
+    mine = legacy_headers(front, "rw")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    assert httpx.post(front.url + "/mcp", json=call, headers=mine, timeout=30).status_code == 200
+    theirs = {**mine, "Authorization": f"Bearer {front.tokens['ro']}"}
+    stolen = httpx.post(front.url + "/mcp", json=call, headers=theirs, timeout=30)
+    assert stolen.status_code == 404 and "no such MCP session" in stolen.json()["error"]["message"]
+    outside = httpx.post(front.url + "/mcp", json=call, headers=legacy_headers(front, session=False), timeout=30)
+    assert outside.status_code == 400 and "session" in outside.text.lower()
+
+
+def test_a_task_augmented_call_answers_with_the_task(front):
+    """2025-11-25: tools/call with params.task answers CreateTaskResult; tasks/get follows the
+    job, tasks/list lists it, tasks/result waits for its end and answers what get_job says."""
+    opened = httpx.post(front.url + "/mcp", json=INITIALIZE, headers=legacy_headers(front, session=False), timeout=30)
+    hello = _answer(opened)["result"]
+    assert hello["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    declared = {t["name"]: t.get("execution") for t in rpc(front, "tools/list", {})["result"]["tools"]}
+    assert declared["submit_job"] == {"taskSupport": "optional"} and declared["get_job"] is None
+
     call = {"name": "submit_job", "arguments": {"command": ["sh", "-c", "sleep 1"], "cwd": str(front.work),
                                                 "gpu": 0, "name": "as-task"}, "task": {"ttl": 60000}}
-    answer = rpc(front, "tools/call", call)["result"]
-    job_id = answer["structuredContent"]["task"]["task_id"]
-    assert answer["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": job_id}
-    created = rpc(front, "tasks/get", {"taskId": job_id})["result"]
-    assert created["taskId"] == job_id and created["status"] in ("working", "completed")
-    assert 5000 <= created["pollInterval"] <= 30000
+    created = rpc(front, "tools/call", call)["result"]
+    assert set(created) == {"task", "_meta"}, created  # CreateTaskResult: no content, no structuredContent
+    task = created["task"]
+    job_id = task["taskId"]
+    assert job_id.startswith("job_") and task["status"] == "working" and task["ttl"] is None
+    assert 5000 <= task["pollInterval"] <= 30000 and task["createdAt"].endswith("+00:00")
+    assert created["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": job_id}
+    assert rpc(front, "tasks/get", {"taskId": job_id}, token="ro")["result"]["taskId"] == job_id
+    assert job_id in [t["taskId"] for t in rpc(front, "tasks/list", {})["result"]["tasks"]]
 
-    listed = rpc(front, "tasks/list", {})["result"]["tasks"]
-    assert job_id in [t["taskId"] for t in listed]
-    early = rpc(front, "tasks/result", {"taskId": job_id})
-    assert "still" in early["error"]["message"] or early.get("result")  # ended already on a fast box
-
-    def completed() -> dict | None:
-        task = rpc(front, "tasks/get", {"taskId": job_id}, token="ro")["result"]
-        return task if task["status"] == "completed" else None
-
-    task = wait_for(completed, 30, interval=0.2, what="the task to complete")
-    assert task["statusMessage"] == "Succeeded."
-    payload = rpc(front, "tasks/result", {"taskId": job_id})["result"]
+    payload = rpc(front, "tasks/result", {"taskId": job_id})["result"]  # waits for the end (the job sleeps 1 s)
     assert payload["structuredContent"]["job"]["id"] == job_id
+    assert payload["structuredContent"]["job"]["status"] == "SUCCEEDED"
+    assert rpc(front, "tasks/get", {"taskId": job_id})["result"]["statusMessage"] == "Succeeded."
 
     refused = rpc(front, "tasks/cancel", {"taskId": job_id}, token="ro")["error"]
     assert refused["data"]["code"] == "forbidden"
     missing = rpc(front, "tasks/get", {"taskId": "job_nope"})["error"]
     assert missing["data"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("call, words", [
+    ({"name": "get_job", "arguments": {"job_id": "job_x"}}, "does not run as a task"),
+    ({"name": "submit_job", "arguments": {"command": ["true"], "cwd": "/", "dry_run": True}}, "makes no task"),
+    ({"name": "submit_job", "arguments": {"command": [], "cwd": "/"}}, "failed before any task"),
+])
+def test_a_task_augmented_call_that_makes_no_task_is_refused(front, call, words):
+    jobs_before = len(front.daemon.client().get("/api/v1/jobs?limit=100")["jobs"])
+    error = rpc(front, "tools/call", {**call, "task": {}})["error"]
+    assert words in error["message"], error
+    assert len(front.daemon.client().get("/api/v1/jobs?limit=100")["jobs"]) == jobs_before
+
+
+class TaskCreated(types.Result):
+    """The Tasks extension's answer to tools/call (SEP-2663): the task itself, flattened."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+    status_message: str | None = None
+    poll_interval: int | None = None
+
+
+class DetailedTask(types.Result):
+    task_id: str
+    status: str
+    result: dict | None = None
+
+
+class TasksExtension(ClientExtension):
+    """A client's side of io.modelcontextprotocol/tasks: take the task, poll tasks/get at the
+    interval the server asks, hand back the final result."""
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+    def __init__(self) -> None:
+        self.created: list[TaskCreated] = []
+        self.polls = 0
+
+    def claims(self):
+        return [ResultClaim(result_type="task", model=TaskCreated, resolve=self.resolve)]
+
+    async def resolve(self, created: TaskCreated, ctx) -> types.CallToolResult:
+        self.created.append(created)
+        while True:
+            self.polls += 1
+            task = await ctx.session.send_request(
+                types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=created.task_id)), DetailedTask)
+            if task.status != "working":
+                assert task.result is not None, task
+                return types.CallToolResult.model_validate(task.result)
+            await trio.sleep(0.2)  # a test's poll; the server asks for created.poll_interval
+
+
+async def test_a_modern_client_with_the_tasks_extension_gets_the_task(front):
+    """2026-07-28: a client that declares the extension gets the task from submit_job (the
+    server decides), follows it with tasks/get, and reads the final result there; one that
+    does not gets the plain result."""
+    tasks = TasksExtension()
+    async with front.client(extensions=[tasks]) as client:
+        assert client.protocol_version == "2026-07-28"
+        ended = await client.call_tool("submit_job", {"command": ["sh", "-c", "sleep 1"], "cwd": str(front.work),
+                                                      "gpu": 0, "name": "modern-task"})
+        body = ok(ended)
+        assert body["job"]["status"] == "SUCCEEDED", body
+        created = tasks.created[0]
+        assert created.task_id == body["job"]["id"] and created.status == "working"
+        assert 5000 <= created.poll_interval <= 30000 and tasks.polls >= 2
+        # Reads make no task, whatever the client declared.
+        assert ok(await client.call_tool("get_job", {"job_id": created.task_id}))["job"]["id"] == created.task_id
+        assert len(tasks.created) == 1
+    async with front.client() as plain:
+        answer = ok(await plain.call_tool("submit_job", {"command": ["true"], "cwd": str(front.work), "gpu": 0}))
+        assert answer["task"]["task_id"] == answer["job"]["id"]
 
 
 HOSTILE_BODIES = {
@@ -496,8 +616,7 @@ def test_hostile_bodies_get_a_clear_refusal_and_change_nothing(front, what):
     """Every port is hostile: /mcp answers bad input with an error naming it (HTTP 4xx, or a
     JSON-RPC error / a tool error), never a 5xx, and the daemon goes on serving."""
     jobs_before = len(front.daemon.client().get("/api/v1/jobs?limit=100")["jobs"])
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-               "MCP-Protocol-Version": "2025-11-25", "Authorization": f"Bearer {front.tokens['rw']}"}
+    headers = legacy_headers(front)
     reply = httpx.post(front.url + "/mcp", content=HOSTILE_BODIES[what], headers=headers, timeout=30)
     assert reply.status_code < 500, (reply.status_code, reply.text[:500])
     if what == "huge":
