@@ -16,7 +16,8 @@ message: a 2026-07-28 request names its protocol version in ``params._meta``, wh
 ``MCP-Protocol-Version`` with ``Mcp-Method`` (and ``Mcp-Name`` for tools/call, prompts/get and
 resources/read), as the SDK's HTTP client sends them; a 2025-era client's version comes from
 the ``initialize`` result and goes on every later message. ``Mcp-Session-Id`` and
-``MCP-Protocol-Version`` set by the server are echoed. At 2026-07-28 a client cancels a
+``MCP-Protocol-Version`` set by the server are echoed; a 2025-11-25 ``initialize`` is answered
+before the next line is read, so that what follows carries the session it opens. At 2026-07-28 a client cancels a
 request by ``notifications/cancelled``; over HTTP that is closing the request's POST, which
 the bridge does instead of posting the notification.
 
@@ -203,6 +204,11 @@ class Bridge:
             if message["method"] == "initialize":  # a fresh handshake: forget the old one's settings
                 self._session_id = self._protocol_version = None
             record = self._in_flight[message["id"]] = _InFlight(modern)
+        if message["method"] == "initialize":
+            # Answered before the next line is read: what follows goes in the session it opens
+            # (a 2025-11-25 client may write its next messages without waiting).
+            self._forward_request(message, record)
+            return
         self._spawn(self._forward_request, message, record)
 
     def _spawn(self, target: Callable[..., None], *args: Any) -> None:

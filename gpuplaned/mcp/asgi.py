@@ -5,9 +5,10 @@ streamable-HTTP handler; everything else, lifespan included, goes to the Quart a
 2026-07-28 requests stand alone. A 2025-11-25 client gets a session (``Mcp-Session-Id``), so
 that the server can ask it something (a confirmation) in the middle of a call and match its
 answer to that call; nothing else lives in a session (jobs, tasks and events are the
-daemon's), so one lost with a restart costs the client a new ``initialize`` only. A session
-belongs to the caller that opened it: another token naming it gets 404, as for a session
-that does not exist.
+daemon's). A request naming a session this daemon never opened (one opened before a restart)
+is served as a stateless one, so the client goes on unaware; only a confirmation cannot be
+asked there, and is refused with the ways out. A session belongs to the caller that opened
+it: another token naming it gets 404.
 
 Who calls: on the HTTP front, ``Authorization: Bearer <token>`` (a session cookie alone is
 refused: a browser must not drive an agent's tools), and a 401 carries our error body and no
@@ -86,7 +87,7 @@ class McpMount:
         self.shared, self.app, self.nursery = shared, app, nursery
         self.tokens = tokens
         self.expected = f"Bearer {secret}".encode() if secret else None
-        self._handler: Asgi | None = None
+        self._handlers: tuple[Asgi, Asgi] | None = None  # (with sessions, stateless)
         self._starting = trio.Lock()
         self._session_owner: OrderedDict[str, str] = OrderedDict()  # session id -> who opened it
 
@@ -99,11 +100,16 @@ class McpMount:
             return await _refuse(error, receive, send)
         who = "local" if caller is None else caller.key
         session = _header(scope, SESSION_HEADER)
-        if session is not None and self._session_owner.get(session, who) != who:
+        owner = self._session_owner.get(session) if session is not None else who
+        if owner is not None and owner != who:
             return await _refuse(ApiError(ErrorCode.NOT_FOUND, "no such MCP session: initialize a new one"),
                                  receive, send)
-        handler = await self._mcp()
-        await handler({**scope, "gpuplane.caller": caller}, receive, self._noting_sessions(send, who))
+        with_sessions, stateless = await self._mcp()
+        scope = {**scope, "gpuplane.caller": caller}
+        if owner is None:  # a session from before a restart: nothing was in it, so go on without
+            scope["headers"] = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != SESSION_HEADER]
+            return await stateless(scope, receive, send)
+        await with_sessions(scope, receive, self._noting_sessions(send, who))
 
     def _noting_sessions(self, send: Any, who: str) -> Any:
         """``send``, remembering who a session the answer opens belongs to."""
@@ -136,29 +142,32 @@ class McpMount:
             raise ApiError(ErrorCode.STOPPING, "gpuplaned is shutting down", {"state": state.value})
         return caller
 
-    async def _mcp(self) -> Asgi:
-        if self._handler is None:
+    async def _mcp(self) -> tuple[Asgi, Asgi]:
+        if self._handlers is None:
             async with self._starting:
-                if self._handler is None:
-                    self._handler = await self.nursery.start(self._run_manager)
-        return self._handler
+                if self._handlers is None:
+                    self._handlers = await self.nursery.start(self._run_managers)
+        return self._handlers
 
-    async def _run_manager(self, *, task_status: trio.TaskStatus[Asgi] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _run_managers(self, *, task_status: trio.TaskStatus[tuple[Asgi, Asgi]] = trio.TASK_STATUS_IGNORED
+                            ) -> None:
         server_module = await trio.to_thread.run_sync(importlib.import_module, "gpuplaned.mcp.server")
         from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
 
-        manager = StreamableHTTPSessionManager(
-            app=server_module.build_server(self.shared), stateless=False, json_response=False,
-            max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_S,
-            max_request_body_size=MAX_BODY,  # the REST API's limit, not the SDK's 4 MiB
+        server = server_module.build_server(self.shared)
+        common = dict(
+            json_response=False, max_request_body_size=MAX_BODY,  # the REST API's limit, not the SDK's 4 MiB
             # The SDK's DNS-rebinding guard would refuse every Host but loopback (421), so remote
             # agents could not connect. Rebinding attacks ride a browser's ambient credentials;
             # /mcp takes none (a bearer header only, never the cookie), so the guard buys nothing.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-        async with manager.run():
+        with_sessions = StreamableHTTPSessionManager(app=server, stateless=False, max_sessions=MAX_SESSIONS,
+                                                     session_idle_timeout=SESSION_IDLE_S, **common)
+        stateless = StreamableHTTPSessionManager(app=server, stateless=True, **common)
+        async with with_sessions.run(), stateless.run():
             log.info("MCP served at %s", PATH)
-            task_status.started(StreamableHTTPASGIApp(manager))
+            task_status.started((StreamableHTTPASGIApp(with_sessions), StreamableHTTPASGIApp(stateless)))
             await trio.sleep_forever()
 
 

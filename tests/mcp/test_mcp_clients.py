@@ -24,8 +24,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def http_client(url: str, http: httpx2.AsyncClient) -> Client:
-    return Client(streamable_http_client(url + "/mcp", http_client=http))
+def http_client(url: str, http: httpx2.AsyncClient, mode: str = "auto") -> Client:
+    return Client(streamable_http_client(url + "/mcp", http_client=http), mode=mode)
 
 
 def bearer(token: str) -> httpx2.AsyncClient:
@@ -87,18 +87,26 @@ class BehindAProxy(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-async def test_daemon_restarting_under_a_connected_client(daemon_factory, tmp_path):
+# The SDK's legacy client leaves the byte stream of an SSE answer to the garbage collector: a
+# client-side ResourceWarning (as in test_mcp_server.py), not an error of the server's.
+LEGACY_SSE_LEAK = pytest.mark.filterwarnings(
+    r"ignore:Exception ignored in. <async_generator object (PoolByteStream|Response\.aiter_|EventSource)"
+    r":pytest.PytestUnraisableExceptionWarning")
+
+
+@pytest.mark.parametrize("mode", ["auto", pytest.param("legacy", marks=LEGACY_SSE_LEAK)])
+async def test_daemon_restarting_under_a_connected_client(daemon_factory, tmp_path, mode):
     port = free_port()
     jobs, url = start_front(daemon_factory, tmp_path, port)
     job = jobs.wait(jobs.submit(["true"], name="before")["id"], "SUCCEEDED")
     token = new_token(jobs, "agent", ["read"])  # kept in the database: the restarted daemon knows it
     proxied = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30, transport=BehindAProxy())
-    async with proxied, http_client(url, proxied) as survivor:
+    async with proxied, http_client(url, proxied, mode) as survivor:
         assert not (await survivor.call_tool("get_job", {"job_id": job["id"]})).is_error
 
         # A plain SDK client connected before the outage: its call fails promptly, and cleanly.
         with trio.fail_after(30), pytest.RaisesGroup(pytest.RaisesExc(httpx2.TransportError), flatten_subgroups=True):
-            async with bearer(token) as http, http_client(url, http) as plain:
+            async with bearer(token) as http, http_client(url, http, mode) as plain:
                 assert not (await plain.call_tool("list_jobs", {})).is_error
                 jobs.daemon.kill()
                 await plain.call_tool("get_job", {"job_id": job["id"]})
@@ -108,11 +116,12 @@ async def test_daemon_restarting_under_a_connected_client(daemon_factory, tmp_pa
 
         await trio.to_thread.run_sync(lambda: jobs.restart(daemon_factory, "--gpus", "fake:1",
                                                            "--http", f"127.0.0.1:{port}"))
-        # The same session goes on (stateless: nothing to re-establish), and a new client works too.
+        # The same client goes on (nothing to re-establish: a 2025-11-25 session this daemon never
+        # opened is served statelessly), and a new client works too.
         with trio.fail_after(30):
             back = await survivor.call_tool("get_job", {"job_id": job["id"]})
             assert not back.is_error, back.content
-            async with bearer(token) as http, http_client(url, http) as fresh:
+            async with bearer(token) as http, http_client(url, http, mode) as fresh:
                 again = await fresh.call_tool("get_job", {"job_id": job["id"]})
         assert job["id"] in str(back.structured_content)
         assert again.structured_content == back.structured_content
