@@ -2,31 +2,39 @@
 
 from __future__ import annotations
 
+import attrs
+
 from gpuplaned.actors import (ckptwatch, control, detector, http, logs, monitor, policies, rollup, runner, scheduler,
-                              store, tbtail, webhooks)
+                              store, tbtail, uplink, webhooks)
 
 from gpuplaned.runtime.spec import ActorSpec
 
 SERVER = frozenset({"all", "server"})
 EVERY_ROLE = frozenset({"all", "server", "agent"})
+# The node actors: a workstation's, a remote agent's, and a server's with --also-node.
+NODE = frozenset({"all", "agent"})
 
 REGISTRY: tuple[ActorSpec, ...] = (
     # control first: it answers 503 not_ready while the rest start, and stops last.
     ActorSpec("control", control.run, EVERY_ROLE, graceful_stop=True, stop_grace=5.0, stoppable=False),
+    # A remote agent's link to its server: up before the runner, whose hello it carries, and
+    # down after it, so that the runner's goodbye still goes out.
+    ActorSpec("uplink", uplink.run, frozenset({"agent"}), graceful_stop=True, stop_grace=3.0),
     ActorSpec("store", store.run, SERVER, depends_on=(), graceful_stop=True, stop_grace=10.0,
               inbox_size=1024),
     ActorSpec("scheduler", scheduler.run, SERVER, depends_on=("store",)),
-    # The runner talks to the server through a node link; role agent gets one with the
-    # uplink, so for now the runner runs where the server does.
-    ActorSpec("logs", logs.run, frozenset({"all"}), depends_on=("store",), inbox_size=1024),
-    ActorSpec("runner", runner.run, frozenset({"all"}), depends_on=("store", "scheduler", "logs"), inbox_size=256),
+    # The node actors talk to the server through a node link: in memory where the server is
+    # (role all, or server --also-node), the uplink's WebSocket in role agent. A dependency
+    # on an actor the role does not run (the store, in role agent) is dropped.
+    ActorSpec("logs", logs.run, NODE, depends_on=("store",), inbox_size=1024),
+    ActorSpec("runner", runner.run, NODE, depends_on=("store", "scheduler", "logs", "uplink"), inbox_size=256),
     ActorSpec("rollup", rollup.run, SERVER, depends_on=("store",)),
     # Node telemetry reaches the server through the same node link as the runner's reports.
-    ActorSpec("monitor", monitor.run, frozenset({"all"}), depends_on=("runner",)),
+    ActorSpec("monitor", monitor.run, NODE, depends_on=("runner",)),
     # Checkpoints jobs save on their own, found in their folders and registered through the link.
-    ActorSpec("ckptwatch", ckptwatch.run, frozenset({"all"}), depends_on=("runner",)),
+    ActorSpec("ckptwatch", ckptwatch.run, NODE, depends_on=("runner",)),
     # TensorBoard event files jobs write, read as they grow; their scalars become the runs' points.
-    ActorSpec("tbtail", tbtail.run, frozenset({"all"}), depends_on=("runner",)),
+    ActorSpec("tbtail", tbtail.run, NODE, depends_on=("runner",)),
     # Notifications from the outbox the events' trigger fills (0013_events_policies.sql).
     ActorSpec("webhooks", webhooks.run, SERVER, depends_on=("store",)),
     # The jobs' failure policies, once per trigger (policy_actions, 0013_events_policies.sql).
@@ -37,6 +45,21 @@ REGISTRY: tuple[ActorSpec, ...] = (
 )
 
 
-def specs_for_role(role: str, *, http: bool = True) -> list[ActorSpec]:
-    """The actors a daemon of ``role`` runs (``http``: False when the HTTP front is off)."""
-    return [spec for spec in REGISTRY if role in spec.roles and (http or spec.name != "http")]
+def specs_for_role(role: str, *, http: bool = True, also_node: bool = False) -> list[ActorSpec]:
+    """The actors a daemon of ``role`` runs (``http``: False when the HTTP front is off;
+    ``also_node``: a server that runs the node actors too, as role all does), each without
+    the dependencies on actors that it does not run.
+
+    Raises:
+        ValueError: a dependency names no actor at all.
+    """
+    known = {spec.name for spec in REGISTRY}
+    chosen = [spec for spec in REGISTRY
+              if (role in spec.roles or (also_node and role == "server" and spec.roles == NODE))
+              and (http or spec.name != "http")]
+    names = {spec.name for spec in chosen}
+    for spec in chosen:
+        for dep in spec.depends_on:
+            if dep not in known:
+                raise ValueError(f"actor {spec.name!r} depends on unknown actor {dep!r}")
+    return [attrs.evolve(spec, depends_on=tuple(dep for dep in spec.depends_on if dep in names)) for spec in chosen]

@@ -5,7 +5,9 @@ socket, which the daemon claimed at start and keeps open, so a restart of this a
 unbinds the socket.
 Inputs: HTTP requests from gpuplanectl, the SDK and scripts on this machine.
 Outputs: calls into the service layer; nothing on its inbox. ``/mcp`` is the MCP server, the
-caller trusted (``gpuplaned.mcp.asgi``).
+caller trusted (``gpuplaned.mcp.asgi``). In role agent there is no service layer: it serves
+the agent's small app instead (``gpuplaned.uplink.agent_app``: the daemon, its actors, and
+the SDK's calls forwarded to the server over the uplink).
 Restart: permanent. It cannot be stopped through the API it serves.
 Ready: the server accepts connections; ``started()`` passes a ``ControlHandle``.
 Stop: graceful; hypercorn stops accepting and finishes in-flight requests (the shutdown
@@ -25,6 +27,7 @@ from gpuplaned.http.connections import hypercorn_config
 from gpuplaned.mcp import asgi as mcp_asgi
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import ServerContext
+from gpuplaned.uplink import agent_app
 
 log = logging.getLogger("gpuplaned.control")
 
@@ -47,11 +50,19 @@ class ControlHandle:
 async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[ControlHandle] = trio.TASK_STATUS_IGNORED) -> None:
     endpoint = ctx.shared.endpoint
     limits = ctx.shared.config.http_limits
-    app, request_stats = create_app(ctx.shared, secret=endpoint.secret, body_timeout_s=limits.body_timeout_s)
     cfg = hypercorn_config(endpoint.hypercorn_bind(), limits)
     async with trio.open_nursery() as nursery:
-        await nursery.start(functools.partial(mcp_asgi.serve, ctx.shared, app, cfg, secret=endpoint.secret,
-                                              shutdown_trigger=ctx.stop_requested.wait))
+        if ctx.shared.config.role == "agent":
+            from hypercorn.trio import serve as hypercorn_serve
+
+            agent, request_stats = agent_app.create_agent_app(ctx.shared, secret=endpoint.secret,
+                                                              body_timeout_s=limits.body_timeout_s)
+            await nursery.start(functools.partial(hypercorn_serve, agent, cfg,
+                                                  shutdown_trigger=ctx.stop_requested.wait))
+        else:
+            app, request_stats = create_app(ctx.shared, secret=endpoint.secret, body_timeout_s=limits.body_timeout_s)
+            await nursery.start(functools.partial(mcp_asgi.serve, ctx.shared, app, cfg, secret=endpoint.secret,
+                                                  shutdown_trigger=ctx.stop_requested.wait))
         where = endpoint.portfile().endpoint
         log.info("control API listening on %s", where)
         task_status.started(ControlHandle(where, request_stats))

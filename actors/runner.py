@@ -3,7 +3,8 @@
 Owns: the launcher process (which forks one shim per job) and a task per attempt on this node.
 Inputs: ``Dispatch`` and ``Cancel`` on its inbox, which its hello hands to the server's node
 registry: a dispatch from any scheduling pass (``gpuplaned.service.dispatch``), a cancel from
-a cancel request (``gpuplaned.service.jobs.cancel``).
+a cancel request (``gpuplaned.service.jobs.cancel``); ``Reconcile`` from the node link when a
+remote agent's link is back after an outage (``gpuplaned.node_link.Reconcile``).
 Outputs: ``JobStatus`` reports to the server through the node link (RUNNING, then how it ended);
 on its handle, the live jobs and the attempts that ended lately (``recent_ends``, those found
 ended on adoption too), for the node actors that follow the jobs' files.
@@ -63,6 +64,7 @@ from gpuplaned.launching.job_files import (
 )
 from gpuplaned.launching.processes import job_processes, signal_shim, wait_process_exit
 from gpuplaned.node_context import FollowLogs, LogsEnded, NodeContext
+from gpuplaned.node_link import Reconcile
 from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire, JobStatus
 from gpuplaned.protocol.evaluation_wire import EVAL_RESULT_VAR
 from gpuplaned.runtime.context import ActorContext
@@ -172,6 +174,8 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
                         nursery.start_soon(runner.start_job, message.job)
                     elif isinstance(message, Cancel):
                         runner.cancel(message)
+                    elif isinstance(message, Reconcile):
+                        runner.reconcile(message)
                     else:
                         log.warning("runner ignores unexpected message %r", message)
         finally:
@@ -187,6 +191,7 @@ class _Run:
     gpu_indexes: tuple[int, ...]
     oom_kills_at_start: int | None  # the cgroup's OOM-kill counter when we started watching
     pgid: int | None = None
+    pid: int | None = None  # the job's main process, once it is live (a reconcile reports it again)
     run_id: str | None = None
     cwd: str | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
@@ -255,6 +260,22 @@ class _Runner:
         for effect in self._feed(run, a.CancelAsked()):
             self.nursery.start_soon(self._perform, run, effect)  # cancel effects only: nothing to feed back
 
+    def reconcile(self, message: Reconcile) -> None:
+        """The link is back after an outage (role agent): the server's view of this node's jobs
+        meets ours. A job still running here is reported RUNNING again (the server marked it
+        LOST meanwhile); one this runner does not track is adopted as at start (which reports
+        how it ended, or hands it back); a cancel the server holds for a job is carried out."""
+        for active in message.active:
+            run = self.runs.get((active.job_id, active.attempt))
+            if run is None:
+                self.nursery.start_soon(self.adopt, active)
+                continue
+            if run.machine.live:
+                status = JobStatus(active.job_id, active.attempt, NodeReport.RUNNING, pid=run.pid)
+                self.nursery.start_soon(self.shared.link.report, self.handle.node_id, status)
+            if active.cancel_requested and run.machine.cancels == 0:  # a second cancel would escalate
+                self.cancel(Cancel(active.job_id, active.attempt))
+
     # -- the machine ----------------------------------------------------------------------
 
     async def _drive(self, run: _Run, first: a.Input) -> None:
@@ -293,9 +314,11 @@ class _Runner:
         if isinstance(event, a.Spawned):
             self.handle.started += 1
             run.pgid = event.spawned.pgid
+            run.pid = event.spawned.pid
         elif isinstance(event, a.Adopt) and event.runtime is not None:
             self.handle.adopted += 1
             run.pgid = event.runtime.pgid
+            run.pid = event.runtime.pid
             run.cwd = event.runtime.cwd
         self.handle.live[machine.job_id] = LiveJob(machine.job_id, machine.attempt, machine.shim[0], machine.shim[1],
                                                    run.oom_kills_at_start, run.pgid, run.gpu_indexes,

@@ -10,6 +10,10 @@ job, a retry), and the tick. A wake is answered by a pass at once, so a submit t
 slot starts without waiting for the tick; a burst of wakes is one pass.
 Outputs: ``Dispatch`` messages to nodes through the node registry
 (``gpuplaned.service.dispatch.deliver``, which requeues a job whose node is not connected).
+Liveness (DESIGN: the scheduler owns LOST detection): on its own cadence (the tick, or
+``[uplink] heartbeat_s`` when shorter) ``gpuplaned.service.agent_link.sweep`` judges remote
+agents' links: a node silent for 3 heartbeats and not attached goes OFFLINE with its jobs LOST,
+and a dispatch an attached agent has not started in ``[uplink] dispatch_ack_s`` is requeued.
 Restart: permanent. Stopping it pauses dispatching (so does a scheduler gone FATAL; one
 backing off after a crash does not, for long): queued jobs wait, running jobs are not
 touched, node reports are still recorded (they do not go through this actor), and
@@ -24,6 +28,7 @@ import attrs
 import trio
 
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service import agent_link
 from gpuplaned.service.context import Dispatching
 from gpuplaned.service.dispatch import deliver, run_pass
 from gpuplaned.store.writer import write
@@ -53,17 +58,35 @@ class SchedulerHandle:
 async def run(ctx: ActorContext[Dispatching], *, task_status: trio.TaskStatus[SchedulerHandle] = trio.TASK_STATUS_IGNORED) -> None:
     handle = SchedulerHandle()
     task_status.started(handle)
+    uplink = getattr(ctx.shared, "config", None)
+    sweep_every = min(TICK, uplink.uplink.heartbeat_s) if uplink is not None else TICK
+    next_sweep = trio.current_time()
     while True:
         await _pass(ctx, handle)
         # The next tick counts from this pass: a wake-up's pass must not push it further off
         # (it did, TICK per wake-up, so a burst of them left the queue without a pass for long).
-        with trio.move_on_after(TICK):
-            await ctx.inbox.receive()  # a wake-up: drain the others, they ask for the same pass
-            while True:
-                try:
-                    ctx.inbox.receive_nowait()
-                except trio.WouldBlock:
-                    break
+        tick = trio.current_time() + TICK
+        while True:
+            if trio.current_time() >= next_sweep:
+                await _sweep(ctx)
+                next_sweep = trio.current_time() + sweep_every
+            with trio.move_on_at(min(tick, next_sweep)) as waiting:
+                await ctx.inbox.receive()  # a wake-up: drain the others, they ask for the same pass
+                while True:
+                    try:
+                        ctx.inbox.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+            if not waiting.cancelled_caught or trio.current_time() >= tick:
+                break
+
+
+async def _sweep(ctx: ActorContext[Dispatching]) -> None:
+    try:
+        await agent_link.sweep(ctx.shared)  # type: ignore[arg-type]  # it reads the config and readers too
+    except Exception:
+        # A sweep that failed (the store briefly down) is tried again next time; dispatching goes on.
+        log.exception("liveness sweep of remote agents failed")
 
 
 async def _pass(ctx: ActorContext[Dispatching], handle: SchedulerHandle) -> None:

@@ -32,7 +32,10 @@ INHERITED_ENV = (
 
 FILE_KEYS = ("command", "cwd", "dir", "name", "env", "gpu", "labels", "node", "priority", "retry",
              "timeout_s", "stop_grace_s", "type", "retention", "evaluate", "on_oom", "on_nan", "on_lost",
-             "on_stalled", "on_preempted")
+             "on_stalled", "on_preempted", "gpu_model", "min_gpu_memory", "placement")
+PLACEMENTS = ("pack", "spread")
+_MEMORY_UNITS = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024, "t": 1 << 20, "tb": 1 << 20,
+                 "tib": 1 << 20}  # MiB each; MB and GB are read as MiB and GiB, as nvidia-smi writes them
 POLICY_KEYS = ("retention", "evaluate")
 FAILURE_POLICY_KEYS = ("on_oom", "on_nan", "on_lost", "on_stalled", "on_preempted")  # tables, or a word
 
@@ -59,6 +62,25 @@ class JobFileError(SubmissionError):
 
     def details(self) -> dict[str, str]:
         return {**super().details(), "file": str(self.path)}
+
+
+def parse_memory_mb(text: str) -> int:
+    """``40000``, ``40000MB``, ``40GiB``, ``40 GB``, ``1.5T`` -> MiB (a bare number is MiB).
+
+    Raises:
+        SubmissionError: not a positive amount with a known unit.
+    """
+    cleaned = text.strip().replace(" ", "").lower()
+    number = cleaned.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = cleaned[len(number):]
+    try:
+        value = float(number) * _MEMORY_UNITS[unit]
+    except (ValueError, KeyError):
+        raise SubmissionError(f"--min-gpu-memory {text!r}: expected an amount like 40GiB, 24G or 16000 (MiB)",
+                              "min_gpu_memory_mb") from None
+    if not math.isfinite(value) or value < 1:
+        raise SubmissionError(f"--min-gpu-memory {text!r}: must be at least 1 MiB", "min_gpu_memory_mb")
+    return math.ceil(value)
 
 
 def _type_name(value: Any) -> str:
@@ -115,9 +137,18 @@ def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         elif key in ("cwd", "dir"):
             need(key, isinstance(value, str), "a string")
             body["cwd"] = os.path.normpath(path.absolute().parent / Path(value).expanduser())
-        elif key in ("name", "node", "type"):
+        elif key in ("name", "node", "type", "gpu_model"):
             need(key, isinstance(value, str), "a string")
             body[key] = value.upper() if key == "type" else value
+        elif key == "placement":
+            need(key, isinstance(value, str) and value in PLACEMENTS, "pack or spread")
+            body[key] = value
+        elif key == "min_gpu_memory":  # 40960 (MiB) or "40GiB"
+            need(key, isinstance(value, (int, str)) and not isinstance(value, bool), "an amount like \"40GiB\"")
+            try:
+                body["min_gpu_memory_mb"] = parse_memory_mb(str(value))
+            except SubmissionError as exc:
+                raise JobFileError(path, key, str(exc).partition(": ")[2]) from None
         elif key == "env":
             need(key, isinstance(value, dict), "a table of strings")
             for name, item in value.items():
@@ -202,11 +233,13 @@ def build_body(
         SubmissionError: no command, or a bad ``--env``.
     """
     body = dict(file_body)
-    for key in ("name", "gpu", "node", "priority", "retry", "timeout_s", "stop_grace_s"):
+    for key in ("name", "gpu", "node", "priority", "retry", "timeout_s", "stop_grace_s", "gpu_model", "placement"):
         if flags.get(key) is not None:
             body[key] = flags[key]
     if flags.get("type") is not None:
         body["type"] = flags["type"].upper()
+    if flags.get("min_gpu_memory") is not None:
+        body["min_gpu_memory_mb"] = parse_memory_mb(flags["min_gpu_memory"])
     for key in ("on_nan", "on_lost"):
         if flags.get(key) is not None:
             body[key] = flags[key]

@@ -33,7 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpuplaned {__version__}")
     parser.add_argument("--role", choices=ROLES, help="all (default): a workstation; server; agent")
-    parser.add_argument("--server", metavar="URL", help="the server an agent dials out to (role agent)")
+    parser.add_argument("--server", metavar="URL",
+                        help="the server an agent dials out to (role agent; its agent token in GPUPLANE_TOKEN "
+                             "or [uplink] token_file)")
+    parser.add_argument("--also-node", action="store_true",
+                        help="role server: run this machine's node actors too (its GPUs take jobs), as role all does")
     parser.add_argument("--config", metavar="FILE", help="TOML config (default ~/.config/gpuplane/gpuplaned.toml)")
     parser.add_argument("--home", metavar="DIR", help="data dir (env GPUPLANE_HOME; default ~/.local/share/gpuplane)")
     parser.add_argument("--runtime-dir", metavar="DIR",
@@ -84,6 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.owner_pid is not None and not pid_alive(cfg.owner_pid):
         print(f"gpuplaned: --owner-pid {cfg.owner_pid} is not a running process", file=sys.stderr)
         return EXIT_USAGE
+    if args.also_node and cfg.role != "server":
+        print(f"gpuplaned: --also-node is for --role server (role {cfg.role} "
+              f"{'runs the node actors already' if cfg.role == 'all' else 'is a node'})", file=sys.stderr)
+        return EXIT_USAGE
+    if cfg.role == "agent":
+        from gpuplaned.uplink.link import TokenError, agent_token
+
+        try:
+            agent_token(cfg, os.environ)  # read again by the uplink; here only to refuse early and clearly
+        except TokenError as exc:
+            print(f"gpuplaned: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     _setup_logging(cfg.log_level)
 
     from gpuplaned.actors import specs_for_role
@@ -91,15 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     from gpuplaned.testing.actors import testing_specs
 
     try:
-        specs = specs_for_role(cfg.role, http=cfg.http is not None) + testing_specs(os.environ)
+        specs = specs_for_role(cfg.role, http=cfg.http is not None, also_node=args.also_node) + testing_specs(os.environ)
     except ValueError as exc:
         print(f"gpuplaned: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        trio.run(serve, cfg, specs)
+        status: int = trio.run(serve, cfg, specs)  # non-zero when an actor asked for it (a refused agent token)
     except BaseException as raised:  # noqa: BLE001 - mapped to an exit code below
         return _exit_code(unwrap_error(raised))
-    return EXIT_OK
+    return status
 
 
 def _exit_code(error: BaseException) -> int:

@@ -347,6 +347,31 @@ class TokensConfig:
 
 @_section
 @attrs.frozen
+class UplinkConfig:
+    """A remote agent's link to its server (``[uplink]``; ``actors/uplink.py``, ``gpuplaned.uplink``) and
+    how the server judges it (``gpuplaned.service.agent_link``)."""
+
+    token_file: Path | None = _key(_path, None)  # the agent token (else GPUPLANE_TOKEN); never logged
+    heartbeat_s: float = _key(_number_between(0.05, 3600), 25.0)  # a heartbeat this often; 3 missed: OFFLINE, jobs LOST
+    dispatch_ack_s: float = _key(_number_between(0.1, 86_400), 60.0)  # a dispatch not RUNNING by then is requeued (3 times)
+    fsync: str = _key(_choice(("always", "interval", "never")), "interval")  # when spooled records reach the disk
+    fsync_interval_s: float = _key(_number_between(0.001, 60), 0.2)  # fsync = "interval": at most this long unsynced
+    spool_max_bytes: int = _key(_positive_int, 100 * 1000 * 1000)  # the spool's bound; oldest records dropped first
+    spool_max_age_s: float = _key(_number_between(1, 366 * 86_400), 86_400.0)  # records older than this are dropped
+    replay_records_per_s: int = _key(_positive_int, 20_000)  # a backlog is replayed at most this fast
+
+
+@_section
+@attrs.frozen
+class SchedulerConfig:
+    """How queued jobs are placed (``[scheduler]``; ``gpuplaned.domain.scheduling``)."""
+
+    # pack: the node with the fewest free GPUs that fit; spread: the most. A job's own placement wins.
+    placement: str = _key(_choice(("pack", "spread")), "pack")
+
+
+@_section
+@attrs.frozen
 class Config:
     role: str = _key(_choice(ROLES), "all")
     home: Path = _key(_path, factory=lambda: Path("~/.local/share/gpuplane").expanduser())
@@ -367,6 +392,8 @@ class Config:
     tensorboard: TensorboardConfig = TensorboardConfig()
     detector: DetectorConfig = DetectorConfig()
     tokens: TokensConfig = TokensConfig()
+    uplink: UplinkConfig = UplinkConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
 
     @property
     def db_path(self) -> Path:
@@ -386,7 +413,7 @@ def default_config_path(env: Mapping[str, str]) -> Path:
 _FILE_KEYS = ("role", "home", "runtime_dir", "listen", "http", "server", "log_level")  # beside the tables
 _TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
            "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard", "detector": "detector",
-           "tokens": "tokens"}  # [table] -> its Config field
+           "tokens": "tokens", "uplink": "uplink", "scheduler": "scheduler"}  # [table] -> its Config field
 # Flags that set a key: flag name -> the Config key (dotted inside a section).
 _FLAGS = {**{key: key for key in _FILE_KEYS}, "gpus": "node.gpus", "node_name": "node.name",
           "max_cpu_jobs": "node.max_cpu_jobs"}

@@ -8,8 +8,13 @@ ours, lock released) runs shielded in ``finally``. A second signal skips the gra
 
 The daemon builds what the actors get as ``ctx.shared``: the server side's capabilities
 (``DaemonContext``, typed by its users as ``gpuplaned.service.context.ServerContext`` and
-its parts) and the node side's ``NodeContext``, whose node link is in memory in role
-``all`` (``LocalNodeLink``).
+its parts) and the node side's ``NodeContext``, whose node link is in memory where the
+server runs (role ``all``, role ``server --also-node``: ``LocalNodeLink``) and the uplink in
+role ``agent`` (``UplinkNodeLink``, over the spool in ``<home>/uplink/``, which the daemon
+holds open for its whole life so that an uplink restart loses nothing).
+
+A permanent failure an actor cannot get past (a remote agent's refused token) asks for an
+exit with a status of its own (``DaemonContext.fail``): ``serve`` returns it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import attrs
 import trio
@@ -42,6 +48,8 @@ from gpuplaned.service.nodes import LocalNodeLink
 from gpuplaned.service.registry import NodeRegistry
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.readers import Readers
+from gpuplaned.uplink.link import UplinkContext, UplinkNodeLink
+from gpuplaned.uplink.spool import Spool
 
 log = logging.getLogger("gpuplaned")
 
@@ -64,6 +72,9 @@ class DaemonContext:
     event_feed: Broadcast[EventRow] = attrs.field(factory=Broadcast)  # newly recorded events, for followers
     log_feeds: LogFeeds = attrs.field(factory=LogFeeds)  # running jobs' new output, for live followers
     metric_feeds: MetricFeeds = attrs.field(factory=MetricFeeds)  # runs' newly committed points, for live charts
+    uplink: UplinkNodeLink | None = None  # role agent: the link to the server (the agent's control app shows it)
+    exit_status: int = 0  # what ``serve`` returns: non-zero after ``fail``
+    exit_message: str | None = None
     _shutdown: trio.Event = attrs.field(factory=trio.Event)
     _startup_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
 
@@ -74,9 +85,16 @@ class DaemonContext:
             self._startup_scope.cancel()
             self._shutdown.set()
 
+    def fail(self, reason: str, status: int) -> None:
+        """Shut down, and exit with ``status`` (``reason`` is printed by the CLI)."""
+        if self.exit_message is None:
+            self.exit_status, self.exit_message = status, reason
+        self.request_shutdown(reason)
 
-async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskStatus[DaemonContext] = trio.TASK_STATUS_IGNORED) -> None:
-    """Run the daemon until it is told to stop.
+
+async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskStatus[DaemonContext] = trio.TASK_STATUS_IGNORED) -> int:
+    """Run the daemon until it is told to stop; returns the exit status (0, or the one
+    ``DaemonContext.fail`` asked for).
 
     Raises:
         EndpointBusy: another daemon owns the endpoint (nothing was touched).
@@ -96,6 +114,8 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
                                           "tbtail": node})
         try:
             prepare_home(cfg.home)  # once the endpoint is ours: a second daemon touches nothing
+            if any(spec.name == "uplink" for spec in specs):
+                _agent_context(cfg, endpoint, shared, supervisor)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_watch_signals, signals, shared, nursery.cancel_scope)
                 if cfg.owner_pid is not None:
@@ -127,8 +147,13 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
             endpoint.release()
             if shared.readers is not None:
                 shared.readers.close()
+            if shared.uplink is not None:
+                shared.uplink.close()
             shared.lifecycle.closed()
             log.info("gpuplaned stopped (%s)", shared.lifecycle.stop_reason or "done")
+    if shared.exit_message is not None:
+        log.error("exiting with status %d: %s", shared.exit_status, shared.exit_message)
+    return shared.exit_status
 
 
 def _node_context(cfg: Config, endpoint: ClaimedEndpoint, link: NodeLink, supervisor: Supervisor) -> NodeContext:
@@ -138,6 +163,19 @@ def _node_context(cfg: Config, endpoint: ClaimedEndpoint, link: NodeLink, superv
         return supervisor.handle("runner") if "runner" in supervisor.ports else None
 
     return NodeContext(cfg, endpoint, link, LogsPort(supervisor.ports.get("logs")), runner)
+
+
+def _agent_context(cfg: Config, endpoint: ClaimedEndpoint, shared: DaemonContext, supervisor: Supervisor) -> None:
+    """Role agent: the node actors reach the server through the uplink, over the spool."""
+    up = cfg.uplink
+    spool = Spool(cfg.home / "uplink", max_bytes=up.spool_max_bytes, max_age_s=up.spool_max_age_s, fsync=up.fsync,
+                  fsync_interval_s=up.fsync_interval_s)
+    assert cfg.server is not None  # load_config refuses role agent without one
+    link = shared.uplink = UplinkNodeLink(spool, cfg.server)
+    node = _node_context(cfg, endpoint, link, supervisor)
+    shared_for: dict[str, Any] = {name: node for name in ("runner", "logs", "monitor", "ckptwatch", "tbtail")}
+    shared_for["uplink"] = UplinkContext(cfg, link, shared.fail)
+    supervisor.shared_for.update(shared_for)
 
 
 def _publish_when_control(shared: DaemonContext) -> Callable[[str], None]:

@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import attrs
 import trio
 
 from gpuplaned.protocol.agent import (
+    ActiveJob,
     Cancel,
     CheckpointsFound,
     Dispatch,
@@ -37,7 +39,18 @@ from gpuplaned.protocol.agent import (
 )
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
 
-__all__ = ["NodeLink"]
+__all__ = ["NodeLink", "Reconcile"]
+
+
+@attrs.frozen
+class Reconcile:
+    """Link to runner (node-internal, never on the wire): the link is back after an outage,
+    and these are the jobs the server believes are on this node (``HelloOk.active``). The
+    runner reports those still running as RUNNING again, adopts those it does not track
+    (which reports how they ended while the link was down, or LOST), and cancels those
+    with ``cancel_requested``."""
+
+    active: tuple[ActiveJob, ...]
 
 
 class NodeLink(Protocol):

@@ -50,7 +50,8 @@ SUBMIT_EPILOG = (
     "address).\n\n"
     "Job file (--file, TOML): the API's keys: command (array, or a string split like a "
     "shell would), cwd (or dir; relative to the file), name, env (table), gpu, labels, node, "
-    "priority, retry, timeout_s, stop_grace_s, type. Flags override the file."
+    "priority, retry, timeout_s, stop_grace_s, type, gpu_model, min_gpu_memory (\"40GiB\", or MiB), "
+    "placement. Flags override the file."
 )
 
 
@@ -71,6 +72,15 @@ def submit(
                                                     help="Run only on nodes with this label (repeatable).")] = None,
     node: Annotated[str | None, typer.Option("--node", metavar="NAME", show_default=False,
                                              help="Run only on this node.")] = None,
+    gpu_model: Annotated[str | None, typer.Option(
+        "--gpu-model", metavar="TEXT", show_default=False,
+        help="Only GPUs whose model contains TEXT, any case (A100, 4090); every GPU the job gets.")] = None,
+    min_gpu_memory: Annotated[str | None, typer.Option(
+        "--min-gpu-memory", metavar="SIZE", show_default=False,
+        help="Only GPUs with at least this much memory each: 40GiB, 24G, 16000 (MiB).")] = None,
+    placement: Annotated[str | None, typer.Option(
+        "--placement", metavar="pack|spread", show_default=False,
+        help="pack: the node with the fewest free GPUs that fit; spread: the most [default: the daemon's].")] = None,
     priority: Annotated[int | None, typer.Option("--priority", "-p", metavar="P", show_default=False,
                                                  help="Higher runs first [default: 0].")] = None,
     retry: Annotated[int | None, typer.Option("--retry", metavar="N", show_default=False,
@@ -119,7 +129,8 @@ def submit(
              "node": node, "priority": priority, "retry": retry, "timeout_s": timeout,
              "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir, "tb_dirs": tb_dir,
              "on_oom_retry": on_oom_retry, "on_oom_half": on_oom_half, "on_nan": on_nan, "on_lost": on_lost,
-             "on_preempted": on_preempted}
+             "on_preempted": on_preempted, "gpu_model": gpu_model, "min_gpu_memory": min_gpu_memory,
+             "placement": placement}
     try:
         file_body = load_job_file(file) if file is not None else {}
         body = build_body(file_body, flags, environ=os.environ, cwd=os.getcwd())
@@ -131,6 +142,8 @@ def submit(
         render.print_json({"job": job})
     elif quiet:
         print(job["id"])
+    elif job.get("queue_reason"):
+        print(f"{job['id']} {job['status']}: waits, {render.printable(job['queue_reason'])}")
     else:
         print(f"{job['id']} {job['status']}")
 

@@ -1,4 +1,5 @@
-"""Nodes: ``gpuplanectl node list``, ``gpuplanectl node show NODE`` and ``gpuplanectl node forget NODE``.
+"""Nodes: ``gpuplanectl node list``, ``gpuplanectl node show NODE``, ``gpuplanectl node drain|undrain NODE``
+and ``gpuplanectl node forget NODE``.
 
 ``list`` is one row per node (``GET /api/v1/nodes``); ``show`` is one node in full
 (``GET /api/v1/nodes/{id-or-name}``): its hardware and labels, each GPU's latest readings and
@@ -6,8 +7,10 @@ processes (with the job each belongs to, or ``foreign``), and the host's CPU, me
 disks; then the last hour in a few numbers (``/metrics``: average and peak utilization,
 peak memory). ``forget`` removes an offline node for good (``DELETE /api/v1/nodes/{key}``): one
 renamed or retired, which would stay OFFLINE in the list forever; an online one, or one with a
-job dispatched or running, is refused (exit 1). ``--json`` prints the API's body
-(``{"nodes": [...]}``, ``{"node": {...}}`` or ``{"forgotten": {"id", "name"}}``). An unknown node exits 1.
+job dispatched or running, is refused (exit 1). ``drain`` stops new jobs going to a node while its
+running ones go on (``POST /api/v1/nodes/{node}/drain``), until ``undrain``; a drained node shows the
+condition DRAINED. ``--json`` prints the API's body (``{"nodes": [...]}``, ``{"node": {...}}`` or
+``{"forgotten": {"id", "name"}}``). An unknown node exits 1.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from gpuplaned.protocol.errors import ApiError
 
 app = typer.Typer(
     name="node",
-    help="List the nodes, show one with its GPUs' readings, or forget one that is gone.",
+    help="List the nodes, show one with its GPUs' readings, drain or undrain one, or forget one that is gone.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -82,6 +85,38 @@ def _history(client: DaemonClient, node_id: str) -> str | None:
     except ApiError:
         return None  # an optional section: the node itself was shown
     return render_nodes.history_text(metrics) if isinstance(metrics, dict) else None
+
+
+NodeArgument = Annotated[str, typer.Argument(metavar="NODE", help="A node's name or id, as `gpuplanectl node list` "
+                                                                "shows it.", show_default=False)]
+
+
+@app.command("drain")
+def drain(ctx: typer.Context, node: NodeArgument, json_output: JsonOption = False) -> None:
+    """Drain a node: it gets no new jobs; its running jobs go on.
+
+    Kept across restarts until `node undrain`. Jobs that only this node could run
+    stay queued, saying why (`job show`).
+    """
+    _set_drained(ctx, node, "drain", json_output)
+
+
+@app.command("undrain")
+def undrain(ctx: typer.Context, node: NodeArgument, json_output: JsonOption = False) -> None:
+    """Undrain a node: it takes new jobs again."""
+    _set_drained(ctx, node, "undrain", json_output)
+
+
+def _set_drained(ctx: typer.Context, node: str, verb: str, json_output: bool) -> None:
+    g = globals_of(ctx)
+    with reporting(g, json_output):
+        found = connect(g).post(f"/api/v1/nodes/{quote(node, safe='')}/{verb}")
+    if json_output:
+        render.print_json(found)
+        return
+    shown = found["node"]
+    what = "drained: it gets no new jobs, its running jobs go on" if verb == "drain" else "undrained: it takes new jobs"
+    print(f"node {render.printable(shown['name'])} ({shown['id']}) {what}")
 
 
 @app.command("forget")

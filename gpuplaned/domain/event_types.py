@@ -26,7 +26,12 @@ DETECTOR_EVENTS = (overfitting.OVERFITTING_SUSPECTED, stall.RUN_STALLED, lifecyc
 CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
 # The failure policies' (service/failure_policies.py): what a policy did about a trigger, or why it could not.
 POLICY_EVENTS = (failure_policies.POLICY_ACTION, failure_policies.POLICY_SKIPPED)
-EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
+# A remote agent's link (service/agent_link.py): silent for 3 heartbeats (its node OFFLINE, its
+# jobs LOST, their ids in the context), and back again with a hello.
+AGENT_DISCONNECTED = "AGENT_DISCONNECTED"
+AGENT_RECONNECTED = "AGENT_RECONNECTED"
+AGENT_EVENTS = (AGENT_DISCONNECTED, AGENT_RECONNECTED)
+EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *AGENT_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
                             CHECKPOINT_DELETED,
                             gpu_budget.BUDGET_EXHAUSTED,  # service/budget_pass.py: a token's budget is spent
                             evaluations.EVALUATION_FINISHED}))  # service/evaluations.py: an evaluation ended

@@ -22,12 +22,23 @@ if TYPE_CHECKING:
 
 api = Routes("nodes")
 _NODE = Param("key", "the node's id or name")
+# Named "node", not "key": the audit log redacts values of parameters named like secrets (key).
+_NODE_AUDITED = Param("node", "the node's id or name")
 _READINGS = "Columns downsampled to at most `points` buckets (min, max, avg, last)."
 
 NODES = api.get("/api/v1/nodes", "listNodes", "Every node with its GPUs and latest readings",
                 Reply(200, NodeList, "The nodes, by name."))
 NODE = api.get("/api/v1/nodes/<key>", "getNode", "One node", Reply(200, NodeReply, "The node."), errors=(404,),
                params=(_NODE,))
+DRAIN = api.post("/api/v1/nodes/<node>/drain", "drainNode", "Drain a node: no new jobs, its running ones go on",
+                  Reply(200, NodeReply, "The node, drained (condition DRAINED, not accepting)."), errors=(404,),
+                  params=(_NODE_AUDITED,),
+                  description="Kept across restarts and the node's reconnects until undrain. Jobs that only this "
+                              "node could run stay QUEUED, their queue_reason saying so. Draining a drained node "
+                              "changes nothing.")
+UNDRAIN = api.post("/api/v1/nodes/<node>/undrain", "undrainNode", "Undrain a node: it takes new jobs again",
+                   Reply(200, NodeReply, "The node, taking new jobs again."), errors=(404,),
+                   params=(_NODE_AUDITED,))
 FORGET = api.delete("/api/v1/nodes/<key>", "forgetNode", "Forget an offline node that is gone for good",
                     Reply(200, ForgottenNode, "It is forgotten: its record, GPU slots and metrics."), errors=(404, 409),
                     params=(_NODE,),
@@ -63,6 +74,14 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @NODE.on(app)
     async def get_node(key: str) -> Response:
         return ok({"node": await nodes_view.get_node(shared, key)})
+
+    @DRAIN.on(app)
+    async def drain_node(node: str) -> Response:
+        return ok({"node": await nodes_view.set_drained(shared, node, True)})
+
+    @UNDRAIN.on(app)
+    async def undrain_node(node: str) -> Response:
+        return ok({"node": await nodes_view.set_drained(shared, node, False)})
 
     @FORGET.on(app)
     async def forget_node(key: str) -> Response:

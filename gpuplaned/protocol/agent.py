@@ -17,6 +17,19 @@ from gpuplaned.protocol.converter import TaggedUnion, converter
 from gpuplaned.protocol.evaluation_wire import EvalResult
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
+from gpuplaned.protocol.uplink_frames import (
+    Ack,
+    Goodbye,
+    Heartbeat,
+    HeartbeatOk,
+    LogData,
+    LogRead,
+    Record,
+    Reply,
+    Request,
+    SessionCall,
+    SessionReply,
+)
 
 
 @attrs.frozen
@@ -38,6 +51,10 @@ class Hello:
     max_cpu_jobs: int = 2
     gpu_backend: str = "none"
     host: dict[str, Any] = attrs.field(factory=dict)  # cpu_count, memory_mb, hostname, gpu_backend_note...
+    # A remote agent's own id (kept in its state file): a hello with the name of a node whose
+    # link still looks connected is that agent coming back only if the id matches.
+    agent_id: str | None = None
+    ts_ms: int | None = None  # the agent's wall clock when it said hello (the server's skew estimate)
 
 
 @attrs.frozen
@@ -58,6 +75,11 @@ class HelloOk:
     # Jobs the server believes are dispatched to or running on this node: the node
     # re-adopts them, reports how they ended, or reports them lost.
     active: tuple[ActiveJob, ...] = ()
+    # Remote agents: where each record stream's stored part ends (stream -> highest seq
+    # committed), so that a restarted agent resumes after it; and the server's clock.
+    acked: dict[str, int] = attrs.field(factory=dict)
+    ts_ms: int | None = None
+    heartbeat_s: float | None = None  # how often the server expects a heartbeat
 
 
 @attrs.frozen
@@ -192,6 +214,13 @@ class LogFollow:
     live: bool
 
 
+@attrs.frozen
+class NodeEvents:
+    """A record body: what the node's health rules noticed in one pass (``NodeLink.events``)."""
+
+    events: tuple[NodeEvent, ...]
+
+
 CHECKPOINT_KINDS = ("file", "hf", "lightning", "deepspeed")  # as gpuplaned.checkpoints.recognize tells them
 
 
@@ -265,4 +294,19 @@ FRAMES = TaggedUnion({
     "job_status": JobStatus, "node_snapshot": NodeSnapshot, "sys_metrics": SysMetrics, "event": NodeEvent,
     "log_lines": LogLines, "log_offsets": LogOffsets, "checkpoints_found": CheckpointsFound,
     "tb_points": TbPoints, "tb_stored": TbStored, "tb_cursors": TbCursors,  # protocol/tb_frames.py
+    # protocol/uplink_frames.py: a remote agent's link
+    "record": Record, "ack": Ack, "request": Request, "reply": Reply, "heartbeat": Heartbeat,
+    "heartbeat_ok": HeartbeatOk, "goodbye": Goodbye,
 })
+
+# What the uplink's envelopes carry (``Record.body``, ``Request.body``, ``Reply.body``), tagged
+# by ``type`` as the frames are.
+RECORD_BODIES = TaggedUnion({"job_status": JobStatus, "sys_metrics": SysMetrics, "node_events": NodeEvents,
+                             "log_lines": LogLines, "checkpoints_found": CheckpointsFound})
+REQUEST_BODIES = TaggedUnion({"log_offsets": LogOffsets, "tb_points": TbPoints, "tb_cursors": TbCursors,
+                              "session_call": SessionCall, "log_read": LogRead})
+REPLY_BODIES = TaggedUnion({"log_offsets": LogOffsets, "tb_stored": TbStored, "tb_cursors": TbCursors,
+                            "session_reply": SessionReply, "log_data": LogData})
+# The stream each record body travels on (uplink_frames.STREAMS).
+STREAM_OF = {JobStatus: "status", SysMetrics: "metrics", NodeEvents: "events", LogLines: "logs",
+             CheckpointsFound: "checkpoints"}

@@ -27,6 +27,7 @@ from gpuplaned.protocol.job_policies import (
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
 DEFAULT_STOP_GRACE_S = 10.0
 MAX_PRIORITY = 1_000_000
+PLACEMENTS = ("pack", "spread")  # gpuplaned.domain.scheduling says what each does
 
 
 @attrs.frozen
@@ -44,6 +45,9 @@ class JobSpec:
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     type: str = "TRAIN"
     policies: JobPolicies = JobPolicies()
+    gpu_model: str | None = None
+    min_gpu_memory_mb: int | None = None
+    placement: str | None = None
 
 
 _MS = "ms since the epoch"
@@ -86,6 +90,13 @@ class Job:
     on_lost: str | None = doc("requeue: queue a lost job again", default=None)
     on_stalled: StalledPolicy | None = doc("what to do when the run stalls", default=None)
     on_preempted: PreemptedPolicy | None = doc("requeue a job killed from outside, resuming", default=None)
+    gpu_model: str | None = doc("every GPU it gets has a model containing this (any case)", default=None)
+    min_gpu_memory_mb: int | None = doc("every GPU it gets has at least this much memory (MiB)", default=None)
+    placement: str | None = doc("pack or spread; null: the daemon's [scheduler] placement", enum=PLACEMENTS,
+                                default=None)
+    queue_reason: str | None = doc("while QUEUED: why no node can take it whatever frees up (the selector or "
+                                   "constraint no node meets, every node that could run it drained); null: it "
+                                   "waits for a free slot, or is not queued", default=None)
 
 
 def _argv(command: list[str]) -> str | None:
@@ -154,6 +165,16 @@ class JobSubmit:
     on_preempted: PreemptedPolicy | None = field(default=None, description="queue a job killed from outside "
                                                                             "again, resuming from a checkpoint")
 
+    gpu_model: str | None = field(default=None, min_length=1, max_length=200, pattern=_NO_NUL,
+                                  description="run only on GPUs whose model contains this, any case (A100, "
+                                              "RTX 4090); every GPU the job gets must match",
+                                  message="must be a non-empty part of a GPU model name")
+    min_gpu_memory_mb: int | None = field(default=None, minimum=1, maximum=1 << 30,
+                                          description="run only on GPUs with at least this much memory (MiB) each")
+    placement: str | None = field(default=None, enum=PLACEMENTS,
+                                  description="pack: the node with the fewest free GPUs that fit; spread: the most; "
+                                              "default: the daemon's [scheduler] placement")
+
     __schema__ = {"anyOf": [{"required": ["cwd"]}, {"required": ["dir"]}]}
 
     def __attrs_post_init__(self) -> None:
@@ -162,6 +183,10 @@ class JobSubmit:
             raise FieldInvalid("cwd", "the working directory is required (absolute path)")
         if not os.path.isdir(cwd):
             raise FieldInvalid("cwd", f"directory {cwd} does not exist")
+        gpu = self.gpus if self.gpus is not UNSET else self.gpu
+        for name in ("gpu_model", "min_gpu_memory_mb"):
+            if getattr(self, name) is not None and gpu == 0:
+                raise FieldInvalid(name, "a CPU job (gpu 0) gets no GPU to hold to it; ask for gpu >= 1")
         why = env_refusal(self.on_oom, self.env)
         if why is not None:
             raise FieldInvalid("on_oom", why)
@@ -185,4 +210,7 @@ def to_spec(job: JobSubmit) -> JobSpec:
         type=job.type,
         policies=JobPolicies(retention=job.retention, evaluate=job.evaluate, on_oom=job.on_oom, on_nan=job.on_nan,
                              on_lost=job.on_lost, on_stalled=job.on_stalled, on_preempted=job.on_preempted),
+        gpu_model=job.gpu_model,
+        min_gpu_memory_mb=job.min_gpu_memory_mb,
+        placement=job.placement,
     )

@@ -11,6 +11,11 @@ arrived in time because the logs actor is stopped or the job runs elsewhere) it 
 files from where it is, at its own pace. So a slow or stalled follower never slows the
 job, the daemon or other followers, and it never misses a line either.
 
+A job that ran on a remote agent's node has its files there: a tail comes from the store's copy,
+and a page read from an offset (``logs --full``) is read through the agent
+(``read_remote_lines``, in ``log_read`` requests) while it is attached; while it is not, the
+answer is a 503 naming the node and how many stored lines there are.
+
 Resume ids: each event's id lists, per followed stream (stdout, then stderr), the byte
 offset of the last line sent, ``-1`` for none. ``Last-Event-ID`` resumes after them.
 """
@@ -27,12 +32,15 @@ import trio
 
 from gpuplaned.domain.job_states import TERMINAL, JobState
 from gpuplaned.protocol.sse_frames import format_event
-from gpuplaned.logtail import FileTail, read_from, read_tail
+from gpuplaned.logtail import FileTail, LineSplitter, read_from, read_tail
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.uplink_frames import LogData, LogRead
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
+from gpuplaned.service.registry import NodeUnavailable
+from gpuplaned.store import uplink_rows
 from gpuplaned.service.log_feeds import LogBatch
 
 if TYPE_CHECKING:
@@ -72,6 +80,13 @@ async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt
     number = job.attempt if attempt is None else attempt
     ended = JobState(job.status) in TERMINAL or number < job.attempt
     if not await trio.to_thread.run_sync(path.exists):
+        remote = await _remote_node(shared, job)
+        if remote is not None and offset is not None:
+            stored = await shared.readers.run(lambda conn: _stored_count(conn, job_id, number, stream))
+            found = await read_remote_lines(shared, remote, job_id, number, stream, offset, limit,
+                                            after=offset > 0, stored_lines=stored)
+            lines = [LogLine(o, text) for o, text in found]
+            return LogPage(job_id, number, stream, lines, lines[-1].offset if lines else None)
         return await _stored_tail(shared, job_id, number, stream, tail if tail is not None else limit, offset)
     if offset is not None:
         found = await trio.to_thread.run_sync(
@@ -80,6 +95,22 @@ async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt
         found = await trio.to_thread.run_sync(read_tail, path, tail if tail is not None else limit)
     lines = [LogLine(o, text) for o, text in found]
     return LogPage(job_id, number, stream, lines, lines[-1].offset if lines else None)
+
+
+async def _remote_node(shared: ServerContext, job: Job) -> str | None:
+    """The job's node when it is a remote agent's (its files are there), else None."""
+    node_id = job.node_id
+    if node_id is None:
+        return None
+    if shared.nodes.session(node_id) is not None:
+        return node_id
+    found = await shared.readers.run(lambda conn: uplink_rows.by_id(conn, node_id))
+    return node_id if found is not None and found[1] else None
+
+
+def _stored_count(conn: Any, job_id: str, attempt: int, stream: str) -> int:
+    return conn.execute("SELECT count(*) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
+                        (job_id, attempt, stream)).fetchone()[0]
 
 
 async def _stored_tail(shared: ServerContext, job_id: str, attempt: int, stream: str, count: int,
@@ -95,6 +126,55 @@ async def _stored_tail(shared: ServerContext, job_id: str, attempt: int, stream:
 
     lines = [LogLine(o, text) for o, text in await shared.readers.run(query)]
     return LogPage(job_id, attempt, stream, lines, lines[-1].offset if lines else None)
+
+
+# --- logs --full: a remote job's log file, read through its agent --------------------------------
+
+LOG_READ_BYTES = 1 << 20  # what one log_read asks the agent for
+LOG_READ_TIMEOUT_S = 30.0
+
+
+async def read_remote_lines(shared: ServerContext, node_id: str, job_id: str, attempt: int, stream: str,
+                            offset: int, limit: int, *, after: bool, stored_lines: int) -> list[tuple[int, str]]:
+    """Up to ``limit`` lines of the attempt's log from ``offset``, as ``logtail.read_from`` reads a
+    local file, in ``log_read`` requests of ``LOG_READ_BYTES`` to the node's agent.
+
+    Raises:
+        ApiError: ``unavailable`` naming the node when no agent of it is attached (only the
+            ``stored_lines`` lines of the stored tail can be read then), or the agent's error.
+    """
+    registry = shared.nodes
+    if registry.session(node_id) is None:
+        name = await shared.readers.run(lambda conn: uplink_rows.by_id(conn, node_id))
+        label = name[0] if name else node_id
+        raise ApiError(ErrorCode.UNAVAILABLE,
+                       f"the log of job {job_id} is on node {label!r}, whose agent is not connected: only its "
+                       f"stored tail ({stored_lines} lines) is available; read it without offset=, or retry "
+                       "when the agent is back", {"node": label, "node_id": node_id, "stored_lines": stored_lines})
+    lines: list[tuple[int, str]] = []
+    splitter = LineSplitter(offset=offset)
+    position = offset
+    want = limit + 1 if after else limit
+    while len(lines) < want:
+        try:
+            data = await registry.request(node_id, LogRead(job_id, attempt, stream, position, LOG_READ_BYTES),
+                                          LOG_READ_TIMEOUT_S)
+        except NodeUnavailable as exc:
+            raise ApiError(ErrorCode.UNAVAILABLE, f"the log of job {job_id}: {exc}", {"node_id": node_id}) from None
+        if not isinstance(data, LogData):
+            raise ApiError(ErrorCode.INTERNAL, f"node {node_id} answered log_read with {type(data).__name__}")
+        chunk = data.data.encode()
+        if not chunk:
+            if data.ended:
+                lines.extend(splitter.flush_lines())
+            break
+        lines.extend(splitter.feed_lines(chunk))
+        position += len(chunk)
+        if position >= data.size and not data.ended:
+            break  # the end of what is written so far; an unfinished last line waits
+    if after and lines and lines[0][0] == offset:
+        del lines[0]
+    return lines[:limit]
 
 
 def parse_resume(raw: str | None, count: int) -> list[int]:

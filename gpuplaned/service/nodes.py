@@ -6,6 +6,11 @@ in the caller's task: the store writes, the live feeds, waking the scheduler.
 ``NodeRegistry`` is how the scheduler reaches a node's runner. A remote agent will get an
 uplink with the same calls and the server a WebSocket-backed entry in the registry; the
 messages are the same wire types.
+
+Exactly once: a remote agent's records (``gpuplaned.service.agent_link``) come with ``once``, the
+record's ``(node, stream, seq)``. Its effect then runs in ONE transaction that first claims the seq
+(``store.uplink_rows.claim``): a seq claimed before changes nothing and publishes nothing. What is
+published to live followers goes out only after that commit, and only when applied.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from gpuplaned import tsdb
+from gpuplaned.domain.diagnosis import evidence
 from gpuplaned.domain.diagnosis.failure import memory_curve
 from gpuplaned.domain.job_states import JobState, NodeReport, failure_event
 from gpuplaned.protocol.agent import (
@@ -34,17 +41,19 @@ from gpuplaned.protocol.agent import (
     SysMetrics,
 )
 from gpuplaned.protocol.errors import ApiError
+from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
 from gpuplaned.service import evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.diagnosis import gpu_samples
 from gpuplaned.service.dispatch import wake_scheduler
-from gpuplaned.service.events import job_failure_row, record_node_events
+from gpuplaned.service.events import job_failure_row
 from gpuplaned.service.log_feeds import Key, batches_of
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_found
 from gpuplaned.service.tb_points import store_points, stored_cursors
-from gpuplaned.store import event_rows, job_rows, log_rows, node_rows
+from gpuplaned.store import event_rows, job_rows, log_rows, node_rows, uplink_rows
+from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -55,6 +64,20 @@ log = logging.getLogger("gpuplaned.nodes")
 # A pass's lines for live followers up to this many get their SSE frames on the event loop;
 # more go to a worker thread, so that a job printing fast never stalls the API.
 FRAMES_INLINE = 200
+
+
+@attrs.frozen
+class Once:
+    """A remote record's identity: applied only in the transaction that claims ``seq`` on ``stream``."""
+
+    node_id: str
+    stream: str
+    seq: int
+
+
+def claimed(conn: Any, once: Once | None) -> bool:
+    """True when the effect is to run: no ``once`` (the in-memory link), or a seq not applied before."""
+    return once is None or uplink_rows.claim(conn, once.node_id, once.stream, once.seq)
 
 
 def oom_memory_curve(conn: Any, node_id: str, status: JobStatus, now: int) -> list[dict[str, Any]]:
@@ -77,16 +100,22 @@ class LocalNodeLink:
         self._logs_inbox: trio.MemorySendChannel[LogFollow] | None = None
 
     async def hello(self, hello: Hello, inbox: trio.MemorySendChannel[Dispatch | Cancel]) -> HelloOk:
-        node_id, active = await write(self._shared.supervisor.ports["store"],
-                                      lambda conn: job_rows.register_node(conn, hello, now_ms()))
+        def register(conn: Any) -> tuple[str, list[Any]]:
+            node_id, active = job_rows.register_node(conn, hello, now_ms())
+            uplink_rows.set_link(conn, node_id, None, uplink=False)  # this daemon's own node
+            return node_id, active
+
+        node_id, active = await write(self._shared.supervisor.ports["store"], register)
         self._shared.nodes.attach(node_id, inbox)
         wake_scheduler(self._shared)
         return HelloOk(node_id, tuple(active))
 
-    async def report(self, node_id: str, status: JobStatus) -> None:
+    async def report(self, node_id: str, status: JobStatus, *, once: Once | None = None) -> None:
         shared = self._shared
 
         def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[Any]]:
+            if not claimed(conn, once):
+                return job_rows.StatusOutcome(False, reason="a record applied before"), []
             now = now_ms()
             outcome = job_rows.apply_status(conn, node_id, status, now)
             # In the same transaction as the end it tells of: never one without the other.
@@ -119,7 +148,7 @@ class LocalNodeLink:
         if self._shared.nodes.update_snapshot(node_id, snapshot):
             wake_scheduler(self._shared)
 
-    async def metrics(self, node_id: str, batch: SysMetrics) -> None:
+    async def metrics(self, node_id: str, batch: SysMetrics, *, once: Once | None = None) -> None:
         """Store a batch of node metric points; a batch seen before (same seq) is stored once."""
         columns: dict[str, dict[str, list[Any]]] = {}
         for name, ts, value in batch.points:
@@ -132,17 +161,47 @@ class LocalNodeLink:
         def store(conn: Any) -> Any:
             # A batch every few seconds is the node's heartbeat: written with it, at no extra commit.
             node_rows.heard_from(conn, node_id, now_ms())
+            if not claimed(conn, once):
+                return None
             return tsdb.ingest(conn, "node", node_id, columns, source=node_id, seq=batch.seq)
 
         await write(self._shared.supervisor.ports["store"], store)
 
-    async def events(self, node_id: str, events: Sequence[NodeEvent]) -> None:
-        for row in await record_node_events(self._shared, node_id, events):
+    async def events(self, node_id: str, events: Sequence[NodeEvent], *, once: Once | None = None) -> None:
+        """Store what the node's health rules noticed, then publish it to live followers."""
+        rows = [EventRow(new_id("ev"), e.ts, e.type, e.severity, node_id, e.job_id, None, None, e.message,
+                         evidence.bind_node(e.context, node_id)) for e in events]
+
+        def store(conn: Any) -> bool:
+            if not claimed(conn, once):
+                return False
+            event_rows.insert_events(conn, rows)
+            return True
+
+        if (rows or once is not None) and not await write(self._shared.supervisor.ports["store"], store):
+            return
+        for row in rows:
+            self._shared.event_feed.publish(row)
             level = logging.WARNING if row.severity != "info" else logging.INFO
             log.log(level, "event %s on %s: %s", row.type, node_id, row.message)
 
-    async def log_lines(self, lines: LogLines) -> None:
-        """Feed the attempts' live followers first (they wait on it), then keep the tails."""
+    async def log_lines(self, lines: LogLines, *, once: Once | None = None) -> None:
+        """Feed the attempts' live followers first (they wait on it), then keep the tails.
+
+        A remote record (``once``): its tails are kept first, and the followers fed only when
+        it had not been applied before (a resend must not show them its lines twice)."""
+        tails = [c for c in lines.chunks if c.lines]
+        if once is not None:
+            def keep(conn: Any) -> bool:
+                if not claimed(conn, once):
+                    return False
+                if tails:
+                    log_rows.keep_tails(conn, tails, lines.tail_lines)
+                return True  # nothing to keep (no tails) is still a record applied
+
+            if not await write(self._shared.supervisor.ports["store"], keep):
+                return
+            tails = []
         feeds = self._shared.log_feeds
         followed = [c for c in lines.chunks if c.complete and feeds.wanted((c.job_id, c.attempt))]
         if sum(len(c.lines) for c in followed) > FRAMES_INLINE:
@@ -151,7 +210,6 @@ class LocalNodeLink:
             batches = batches_of(followed)
         for key in lines.served:
             feeds.publish(key, batches.get(key, []))
-        tails = [c for c in lines.chunks if c.lines]
         if tails:
             await write(self._shared.supervisor.ports["store"],
                         lambda conn: log_rows.keep_tails(conn, tails, lines.tail_lines))
@@ -162,13 +220,14 @@ class LocalNodeLink:
         found = await readers.run(lambda conn: log_rows.stored_offsets(conn, request.attempts))
         return LogOffsets(request.attempts, tuple(found))
 
-    async def checkpoints(self, node_id: str, found: CheckpointsFound) -> None:
+    async def checkpoints(self, node_id: str, found: CheckpointsFound, *, once: Once | None = None) -> None:
         """Register what the node's watcher found; each new one's CHECKPOINT_CREATED is
         published after the commit. A find for a run that is not the job's is dropped."""
         shared = self._shared
         try:
             rows = await write(shared.supervisor.ports["store"],
-                               lambda conn: store_found(conn, found.job_id, found.run_id, found.checkpoints, now_ms()),
+                               lambda conn: store_found(conn, found.job_id, found.run_id, found.checkpoints, now_ms())
+                               if claimed(conn, once) else [],
                                small=True)
         except ApiError as exc:
             log.warning("checkpoints from %s dropped: %s", node_id, exc.message)

@@ -1,4 +1,5 @@
-"""Nodes as the API shows them: hardware, slots with their owning jobs, whether connected."""
+"""Nodes as the API shows them (hardware, slots with their owning jobs, whether connected,
+whether drained), and the writes on a node's record: drain, undrain, forget."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
+from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.store import node_rows
 from gpuplaned.store.writer import write
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuplaned.nodes")
 
 UNHEALTHY_CONDITIONS = frozenset({"GPU_LOST", "DISK_LOW"})
+DRAINED = "DRAINED"  # the condition a drained node shows (it is the server's, not the node's)
 
 
 @attrs.frozen
@@ -52,11 +55,12 @@ class NodeInfo:
     accepting: bool = True  # False while the node takes no new work (a disk is low)
     conditions: list[str] = attrs.field(factory=list)
     snapshot: dict[str, Any] | None = None  # latest readings, None until the first sample
+    drained: bool = False  # `node drain`: no new jobs (its running ones go on) until `node undrain`
 
 
 def _query(conn: Any) -> list[tuple[Any, ...]]:
     nodes = conn.execute(
-        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at FROM nodes ORDER BY name"
+        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at, drained FROM nodes ORDER BY name"
     ).fetchall()
     out = []
     for node in nodes:
@@ -78,9 +82,10 @@ async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
     rows = await shared.readers.run(_query)
     connected = shared.nodes.connected()
     result = []
-    for (node_id, name, _status, labels, hardware, max_cpu, heartbeat), slots, cpu_jobs in rows:
+    for (node_id, name, _status, labels, hardware, max_cpu, heartbeat, drained), slots, cpu_jobs in rows:
         hw = json.loads(hardware or "{}")
         snapshot = shared.nodes.snapshot(node_id)
+        conditions = list(snapshot.conditions) if snapshot else []
         result.append(NodeInfo(
             id=node_id, name=name, status=node_status(node_id in connected, snapshot),
             connected=node_id in connected, labels=json.loads(labels or "[]"),
@@ -88,9 +93,10 @@ async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
             gpus=[SlotInfo(*s) for s in slots], last_heartbeat_at=heartbeat,
             gpu_backend_note=hw.get("host", {}).get("gpu_backend_note") or None,
             hardware=hw.get("host", {}),
-            accepting=snapshot.accepting if snapshot else True,
-            conditions=list(snapshot.conditions) if snapshot else [],
+            accepting=(snapshot.accepting if snapshot else True) and not drained,
+            conditions=[*conditions, DRAINED] if drained else conditions,
             snapshot=_snapshot_json(snapshot) if snapshot else None,
+            drained=bool(drained),
         ))
     return result
 
@@ -138,6 +144,31 @@ async def get_node(shared: ServerContext, key: str) -> NodeInfo:
         if key in (node.id, node.name):
             return node
     raise ApiError(ErrorCode.NOT_FOUND, f"no node {key!r}", {"node": key})
+
+
+async def set_drained(shared: ServerContext, key: str, drained: bool) -> NodeInfo:
+    """Drain (``drained``) or undrain the node whose id or name is ``key``; kept across
+    restarts and hellos. A drained node gets no new jobs, and its running ones go on; jobs
+    that only it could run wait with a reason saying so. Draining a drained node (or
+    undraining one that is not) changes nothing and is no error.
+
+    Raises:
+        ApiError: ``not_found``.
+    """
+    def apply(conn: Any) -> tuple[str, str, bool]:
+        found = node_rows.find_node(conn, key)
+        if found is None:
+            raise ApiError(ErrorCode.NOT_FOUND, f"no node {key!r}", {"node": key})
+        node_id, name = found
+        changed = conn.execute("UPDATE nodes SET drained = ? WHERE id = ? AND drained != ?",
+                               (int(drained), node_id, int(drained))).rowcount
+        return node_id, name, bool(changed)
+
+    node_id, name, changed = await write(access.store_port(shared, "node registry"), apply, small=True)
+    if changed:
+        log.info("%s node %s (%s)", "drained" if drained else "undrained", name, node_id)
+        wake_scheduler(shared)  # after the commit: a pass places what waited for it, or says why jobs wait
+    return await get_node(shared, node_id)
 
 
 async def forget_node(shared: ServerContext, key: str) -> dict[str, str]:

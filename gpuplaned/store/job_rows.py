@@ -27,7 +27,17 @@ from gpuplaned.domain.job_states import (
     on_report,
     run_state,
 )
-from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit, matches
+from gpuplaned.domain.scheduling import (
+    DEFAULT_PLACEMENT,
+    Assignment,
+    GpuFacts,
+    NodeCapacity,
+    QueuedJob,
+    can_ever_fit,
+    matches,
+    place,
+    waiting_reason,
+)
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
@@ -43,20 +53,21 @@ _ON_NODE = tuple(sorted(s.value for s in ON_NODE))
 _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
-    "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from"
+    "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from, queue_reason"
 )
 
 
 def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
-     failure, failure_message, cancel, policies, resume_from) = row
+     failure, failure_message, cancel, policies, resume_from, queue_reason) = row
     sel = json.loads(selector) if selector else {}
+    wants = json.loads(resources)
     policy = load_policies(policies)
     return Job(
         id=id_, name=name, type=type_, status=status, priority=priority,
         command=json.loads(command), cwd=cwd, env=json.loads(env) if env else {},
-        gpu=int(json.loads(resources).get("gpu", 1)), labels=list(sel.get("labels") or []),
+        gpu=int(wants.get("gpu", 1)), labels=list(sel.get("labels") or []),
         node=sel.get("node"), node_id=node_id, attempt=attempt, max_attempts=max_attempts,
         timeout_s=timeout_s, stop_grace_s=grace, run_id=run_id,
         gpu_indexes=json.loads(gpu_indexes) if gpu_indexes else [],
@@ -64,7 +75,9 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         failure_reason=failure, failure_message=failure_message, cancel_requested=bool(cancel),
         retention=policy.retention, evaluate=policy.evaluate, resume_from=resume_from,
         on_oom=policy.on_oom, on_nan=policy.on_nan, on_lost=policy.on_lost, on_stalled=policy.on_stalled,
-        on_preempted=policy.on_preempted,
+        on_preempted=policy.on_preempted, gpu_model=wants.get("gpu_model"),
+        min_gpu_memory_mb=wants.get("min_gpu_memory_mb"), placement=wants.get("placement"),
+        queue_reason=queue_reason if status == JobState.QUEUED.value else None,
     )
 
 
@@ -92,11 +105,13 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
     ``health`` (node id -> its latest snapshot) withholds what a node says must not get new
     work: the whole node while a disk is low, single GPUs that are lost or used by others.
     """
-    nodes = conn.execute("SELECT id, name, status, labels, max_cpu_jobs FROM nodes ORDER BY name").fetchall()
+    nodes = conn.execute(
+        "SELECT id, name, status, labels, max_cpu_jobs, drained FROM nodes ORDER BY name").fetchall()
     out = []
-    for node_id, name, status, labels, max_cpu in nodes:
+    for node_id, name, status, labels, max_cpu, drained in nodes:
         slot_rows = conn.execute(
-            "SELECT gpu_index, owner_job_id FROM gpu_slots WHERE node_id = ? ORDER BY gpu_index", (node_id,)
+            "SELECT gpu_index, owner_job_id, model, vram_mb FROM gpu_slots WHERE node_id = ? ORDER BY gpu_index",
+            (node_id,),
         ).fetchall()
         cpu_jobs = conn.execute(
             f"SELECT count(*) FROM jobs WHERE node_id = ? AND {one_of('status', _ACTIVE)} "
@@ -106,10 +121,11 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
         blocked = set(snapshot.blocked_gpus) if snapshot else set()
         out.append(NodeCapacity(
             node_id=node_id, name=name, labels=tuple(json.loads(labels or "[]")),
-            free_gpus=tuple(i for i, owner in slot_rows if owner is None and i not in blocked),
+            free_gpus=tuple(i for i, owner, _, _ in slot_rows if owner is None and i not in blocked),
             total_gpus=len(slot_rows), cpu_jobs=cpu_jobs, max_cpu_jobs=max_cpu,
             online=node_id in connected if connected is not None else status == "ONLINE",
-            accepting=snapshot.accepting if snapshot else True,
+            accepting=snapshot.accepting if snapshot else True, drained=bool(drained),
+            gpus=tuple(GpuFacts(i, model, vram) for i, _, model, vram in slot_rows),
         ))
     return out
 
@@ -125,6 +141,9 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
         nodes: every node's capacity (``capacities``); whether a node is online does not matter here.
         token_id: the API token that submitted it (its limits and budget count it); None: none.
 
+    A job whose GPU constraints (model, memory) no node meets is queued, not refused: a node
+    that meets them may say hello later. It waits with a ``queue_reason`` naming them.
+
     Raises:
         ApiError: bad_request naming why it can never fit.
     """
@@ -132,14 +151,30 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
     job_id = new_id("job")
     conn.execute(
         "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
-        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies, token_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies, token_id, queue_reason) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (job_id, spec.name, spec.type, next_state(JobState.CREATED, JobEvent.SUBMIT).value, spec.priority, spec.cwd, json.dumps(list(spec.command)),
-         json.dumps(spec.env), json.dumps({"gpu": spec.gpu}),
+         json.dumps(spec.env), json.dumps(_resources(spec)),
          json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
-         spec.timeout_s, spec.stop_grace_s, now_ms, dump_policies(spec.policies), token_id),
+         spec.timeout_s, spec.stop_grace_s, now_ms, dump_policies(spec.policies), token_id,
+         waiting_reason(queued_of(spec, job_id), nodes)),
     )
     return job_id
+
+
+def _resources(spec: JobSpec) -> dict[str, Any]:
+    """The resources JSON: the GPU count, and the constraints and placement a job names."""
+    wants: dict[str, Any] = {"gpu": spec.gpu}
+    for key in ("gpu_model", "min_gpu_memory_mb", "placement"):
+        if getattr(spec, key) is not None:
+            wants[key] = getattr(spec, key)
+    return wants
+
+
+def queued_of(spec: JobSpec, job_id: str) -> QueuedJob:
+    """The job as the scheduler sees it (the dry run places one under a made-up id)."""
+    return QueuedJob(job_id, spec.gpu, spec.labels, spec.node, spec.gpu_model, spec.min_gpu_memory_mb,
+                     spec.placement)
 
 
 def check_placeable(spec: JobSpec, nodes: list[NodeCapacity]) -> None:
@@ -148,6 +183,7 @@ def check_placeable(spec: JobSpec, nodes: list[NodeCapacity]) -> None:
     Raises:
         ApiError: bad_request naming why it can never fit.
     """
+    # Selectors and the GPU count only: GPU constraints queue the job with a reason instead.
     wanted = QueuedJob("new", spec.gpu, spec.labels, spec.node)
     if spec.node is not None and not any(n.name == spec.node for n in nodes):
         raise ApiError(ErrorCode.BAD_REQUEST, f"node: no node named {spec.node!r}",
@@ -170,22 +206,39 @@ class Dispatched:
 
 def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str],
              nodes: list[NodeCapacity] | None = None,
-             health: Mapping[str, NodeSnapshot] | None = None) -> list[Dispatched]:
+             health: Mapping[str, NodeSnapshot] | None = None, *,
+             placement: str = DEFAULT_PLACEMENT) -> list[Dispatched]:
     """Assign free slots on connected nodes to queued jobs; mark them DISPATCHING (a new Run each).
 
     Runs on every submit and every job end, so it reads the queue lazily (a cursor over the
-    queue index, three columns) and stops as soon as no capacity is left.
+    queue index, four columns) and stops as soon as no capacity is left. Each job it looked
+    at and left queued gets its ``queue_reason`` (written only when it changed).
+
+    Args:
+        placement: ``[scheduler] placement``, for jobs that name none.
     """
     if nodes is None:
         nodes = capacities(conn, connected, health)
     rows = conn.execute(
-        "SELECT id, resources, node_selector FROM jobs WHERE status = ? "
+        "SELECT id, resources, node_selector, queue_reason FROM jobs WHERE status = ? "
         "ORDER BY priority DESC, created_at, id LIMIT ?", (JobState.QUEUED.value, QUEUE_SCAN_LIMIT),
     )
-    decisions = assign((_queued(row) for row in rows), nodes)
+    reasons: dict[str, str | None] = {}  # the stored reason of each job read
+
+    def queue() -> Iterable[QueuedJob]:
+        for row in rows:
+            reasons[row[0]] = row[3]
+            yield _queued(row[:3])
+
+    outcome = place(queue(), nodes, placement)
     rows.close()
+    for job_id, reason in outcome.waiting.items():
+        if reasons[job_id] != reason:
+            conn.execute("UPDATE jobs SET queue_reason = ? WHERE id = ?", (reason, job_id))
     dispatched = []
-    for decision in decisions:
+    for decision in outcome.assignments:
+        if reasons[decision.job_id] is not None:
+            conn.execute("UPDATE jobs SET queue_reason = NULL WHERE id = ?", (decision.job_id,))
         job = get_job(conn, decision.job_id)
         assert job is not None
         dispatched.append(_dispatch(conn, job, decision, now_ms))
@@ -195,7 +248,9 @@ def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str],
 def _queued(row: tuple[str, str, str | None]) -> QueuedJob:
     job_id, resources, selector = row
     sel = json.loads(selector) if selector else {}
-    return QueuedJob(job_id, int(json.loads(resources).get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"))
+    wants = json.loads(resources)
+    return QueuedJob(job_id, int(wants.get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"),
+                     wants.get("gpu_model"), wants.get("min_gpu_memory_mb"), wants.get("placement"))
 
 
 def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: int) -> Dispatched:
@@ -402,3 +457,40 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
     return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel), tuple(json.loads(gpus or "[]")),
                                json.loads(env) if env else {})
                      for job_id, attempt, run_id, cancel, gpus, env in active]
+
+
+# --- remote nodes: LOST and unacknowledged dispatches (gpuplaned.service.agent_link) ----------
+
+DISPATCH_TIMEOUT = "DISPATCH_TIMEOUT"  # a run's failure_reason: its node never said it started
+
+
+def active_on_node(conn: sqlite3.Connection, node_id: str) -> list[tuple[str, int]]:
+    """``(job id, attempt)`` of the node's DISPATCHING and RUNNING jobs."""
+    return conn.execute(f"SELECT id, attempt FROM jobs WHERE node_id = ? AND {one_of('status', _ACTIVE)} "
+                        "ORDER BY created_at, id", (node_id, *_ACTIVE)).fetchall()
+
+
+def unacked_dispatches(conn: sqlite3.Connection, node_id: str, before_ms: int) -> list[tuple[str, int, int]]:
+    """``(job id, attempt, earlier dispatch timeouts)`` of the node's jobs still DISPATCHING whose
+    dispatch (its run's creation) is older than ``before_ms``."""
+    return conn.execute(
+        "SELECT j.id, j.attempt, (SELECT count(*) FROM runs p WHERE p.job_id = j.id AND p.failure_reason = ?) "
+        "FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.node_id = ? AND j.status = ? AND r.created_at < ? "
+        "ORDER BY j.created_at, j.id",
+        (DISPATCH_TIMEOUT, node_id, JobState.DISPATCHING.value, before_ms)).fetchall()
+
+
+def fail_dispatch(conn: sqlite3.Connection, job_id: str, attempt: int, message: str, now_ms: int) -> str | None:
+    """End a DISPATCHING attempt as FAILED for good (no automatic retry: its dispatches were never
+    acknowledged); returns its run id, or None when the job has moved on meanwhile."""
+    row = conn.execute("SELECT run_id FROM jobs WHERE id = ? AND attempt = ? AND status = ?",
+                       (job_id, attempt, JobState.DISPATCHING.value)).fetchone()
+    if row is None:
+        return None
+    new = next_state(JobState.DISPATCHING, JobEvent.FAILED)
+    conn.execute("UPDATE jobs SET status = ?, finished_at = ?, failure_reason = ?, failure_message = ? WHERE id = ?",
+                 (new.value, now_ms, DISPATCH_TIMEOUT, message, job_id))
+    conn.execute("UPDATE runs SET status = ?, finished_at = ?, failure_reason = ? WHERE id = ?",
+                 (new.value, now_ms, DISPATCH_TIMEOUT, row[0]))
+    conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
+    return row[0]

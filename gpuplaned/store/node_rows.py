@@ -16,6 +16,13 @@ def heard_from(conn: sqlite3.Connection, node_id: str, now_ms: int) -> None:
                  (now_ms, node_id))
 
 
+def mark_offline(conn: sqlite3.Connection, node_id: str, heard_before_ms: int) -> bool:
+    """A remote node silent since before ``heard_before_ms``: OFFLINE. False when it is OFFLINE
+    already or was heard from since (its hello came in meanwhile): then nothing changed."""
+    return conn.execute("UPDATE nodes SET status = 'OFFLINE' WHERE id = ? AND status = 'ONLINE' AND "
+                        "coalesce(last_heartbeat_at, 0) < ?", (node_id, heard_before_ms)).rowcount == 1
+
+
 def find_node(conn: sqlite3.Connection, key: str) -> tuple[str, str] | None:
     """``(id, name)`` of the node whose id or name is ``key``; None when none is."""
     row = conn.execute("SELECT id, name FROM nodes WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1",
@@ -41,4 +48,5 @@ def forget_node(conn: sqlite3.Connection, node_id: str, name: str) -> None:
     conn.execute("UPDATE jobs SET node_id = NULL WHERE node_id = ?", (node_id,))
     conn.execute("DELETE FROM gpu_slots WHERE node_id = ?", (node_id,))
     conn.execute("DELETE FROM ts_series WHERE kind = 'node' AND owner = ?", (node_id,))  # chunks go with them
+    conn.execute("DELETE FROM uplink_streams WHERE node_id = ?", (node_id,))  # its agent starts afresh
     conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,))

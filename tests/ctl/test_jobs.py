@@ -14,6 +14,7 @@ import shlex
 import pytest
 from gpuplanectl.submission import INHERITED_ENV, JobFileError, SubmissionError, build_body, load_job_file
 from jobhelpers import ctl, ctl_in_process, submit, wait_job
+from helpers import wait_for
 
 JOBS_HEADER = ["ID", "NAME", "STATUS", "GPUS", "ATTEMPT", "AGE", "RUNTIME", "EXIT/REASON"]
 
@@ -231,7 +232,12 @@ def test_retry_runs_attempt_2(gpu_daemon, tmp_path):
 
 
 def test_status_leaves_out_jobs_on_a_daemon_without_a_job_store(daemon_factory):
-    agent = daemon_factory("--role", "agent", "--server", "ws://127.0.0.1:9").start()
+    server = daemon_factory("--role", "server", "--http", "127.0.0.1:0", name="server").start()
+    server.wait_ready()
+    url = wait_for(lambda: server.client().get("/api/v1/daemon")["endpoints"].get("http"), what="the front")
+    token = server.client().post("/api/v1/tokens", {"name": "agent", "scopes": ["agent"]})["secret"]
+    agent = daemon_factory("--role", "agent", "--server", url, "--gpus", "fake:1", name="agent",
+                           env={"GPUPLANE_TOKEN": token}).start()
     agent.wait_ready()
     result = ctl(agent, "status", "--json")
     assert result.returncode == 0, result.stderr
@@ -240,7 +246,7 @@ def test_status_leaves_out_jobs_on_a_daemon_without_a_job_store(daemon_factory):
     assert result.returncode == 0, result.stderr
     assert "NODE" not in result.stdout and "queue" not in result.stdout
     result = ctl(agent, "jobs")
-    assert (result.returncode, result.stderr) == (1, "error: this daemon's role keeps no jobs\n")
+    assert result.returncode == 1 and "this daemon is a GPUPlane agent, and the server at " + url in result.stderr
 
 
 # --- without a daemon ----------------------------------------------------------

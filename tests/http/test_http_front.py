@@ -197,15 +197,17 @@ async def test_agent_websocket_needs_an_agent_token_and_answers_hello(front, tok
                                           "gpus": [{"index": 0, "model": "H100", "memory_mb": 81559}]}))
         ok = json.loads(await ws.get_message())
         assert ok["type"] == "hello_ok" and ok["node_id"].startswith("nd_")
-        await ws.send_message(json.dumps({"type": "hello", "node_name": 5}))
-        assert json.loads(await ws.get_message())["type"] == "hello_err"
-        local = front.daemon.client().get("/api/v1/nodes")["nodes"]
+        await ws.send_message(json.dumps({"type": "hello", "node_name": 5}))  # one hello a connection
+        assert json.loads(await ws.get_message())["type"] == "error"
+        await ws.send_message("not json")
+        assert json.loads(await ws.get_message())["type"] == "error"
+    local = front.daemon.client().get("/api/v1/nodes")["nodes"]
+    async with open_websocket_url(url, extra_headers=headers) as ws:  # a live node's name is not an agent's
         await ws.send_message(json.dumps({"type": "hello", "node_name": [n["name"] for n in local
                                                                          if n["connected"]][0],
                                           "agent_version": "x", "gpus": []}))
-        assert "connected node" in json.loads(await ws.get_message())["message"]
-        await ws.send_message("not json")
-        assert json.loads(await ws.get_message())["type"] == "error"
+        refused = json.loads(await ws.get_message())
+        assert refused["type"] == "hello_err" and "connected node" in refused["message"], refused
     with trio.fail_after(5):
         nodes = front.daemon.client().get("/api/v1/nodes")["nodes"]
     remote = [n for n in nodes if n["name"] == "remote-1"][0]

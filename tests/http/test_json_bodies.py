@@ -10,10 +10,9 @@ import json
 from urllib.parse import urlsplit
 
 import pytest
-import trio
 from unixhttp import BASE_URL
 
-from gpuplaned.http import agent_routes
+from gpuplaned.service import agent_link
 from gpuplaned.protocol import agent
 from gpuplaned.http.bodies import _may_hold_surrogates
 from gpuplaned.protocol import bounded_json
@@ -147,5 +146,5 @@ def test_deep_json_on_the_tcp_front_is_a_400_with_or_without_a_token(api_jobs):
 
 
 def test_a_deep_agent_frame_is_answered_as_bad_json():
-    reply = agent.FRAMES.unstructure(trio.run(agent_routes._answer, None, DEEP))  # as it goes on the wire
+    reply = agent.FRAMES.unstructure(agent_link.read_frame(DEEP))  # as it goes on the wire
     assert reply == {"type": "error", "message": "not a JSON frame: nested deeper than 64 levels"}

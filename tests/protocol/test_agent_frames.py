@@ -12,6 +12,10 @@ from gpuplaned.protocol.agent import (
 )
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.tb_frames import TbCursor, TbCursors, TbFile, TbFileState, TbPoints, TbProblem, TbRewind, TbSeries, TbStored
+from gpuplaned.protocol.agent import NodeEvents, RECORD_BODIES, REPLY_BODIES, REQUEST_BODIES
+from gpuplaned.protocol.uplink_frames import (
+    Ack, FrameFault, Goodbye, Heartbeat, HeartbeatOk, LogData, LogRead, Record, Reply, Request, SessionCall, SessionReply,
+)
 
 SPEC = JobSpecWire("job_a", "run_a", 1, "train", ("python", "t.py"), "/w", {"A": "1"}, (0, 1), None, 10.0)
 FRAMES_SEEN = [
@@ -32,7 +36,22 @@ FRAMES_SEEN = [
                                           (TbProblem(40, "bad data crc"),)),)),
     TbStored("job_a", 1, ("/w/runs/events.out.tfevents.1.h",)),
     TbCursors("job_a", 1, (TbFileState("/w/runs/events.out.tfevents.1.h", TbCursor(7, 90)),)),
+    Record("status", 4, RECORD_BODIES.unstructure(JobStatus("job_a", 1, "RUNNING", pid=5))),
+    Ack("logs", 12), Request(3, REQUEST_BODIES.unstructure(LogRead("job_a", 1, "stdout", 0, 65536))),
+    Reply(3, REPLY_BODIES.unstructure(LogData("job_a", 1, "stdout", 0, "hello\n", 6, False))),
+    Reply(4, error=FrameFault("not_found", "no job job_b")), Heartbeat(1000, 5, 900, 990), HeartbeatOk(1001), Goodbye(),
+    HelloOk("nd_1", (), {"status": 4, "logs": 12}, 1001, 25.0),
+    Hello("n2", "0.1.0", (), agent_id="ag_1", ts_ms=1000),
 ]
+BODIES = [(RECORD_BODIES, NodeEvents((NodeEvent("DISK_LOW", "critical", "4% free", 7),))),
+          (REQUEST_BODIES, SessionCall("POST", "/api/v1/sessions/s1/batches", {"seq": 1})),
+          (REPLY_BODIES, SessionReply(200, {"stored": 3}))]
+
+
+@pytest.mark.parametrize("union, body", BODIES, ids=lambda b: type(b).__name__)
+def test_every_envelope_body_survives_json_with_its_tag(union, body):
+    wire = json.loads(json.dumps(union.unstructure(body)))
+    assert union.structure(wire) == body
 
 
 @pytest.mark.parametrize("frame", FRAMES_SEEN, ids=lambda f: type(f).__name__)

@@ -1,0 +1,144 @@
+"""The uplink's own frames (agent <-> server over ``/api/v1/agent/ws``), members of ``agent.FRAMES``.
+
+A remote agent carries the node link's messages (``gpuplaned.node_link.NodeLink``) over one
+WebSocket, as JSON text frames tagged by ``type``:
+
+- **Records** (agent -> server): what the node learns and the server must store exactly once
+  (a job's state change, node metric batches, node events, log tails, checkpoints found). Each
+  is first appended to the agent's spool with the next ``seq`` of its ``stream`` and sent as
+  ``Record(stream, seq, body)``; the server applies it in one transaction with its stored
+  high-water mark for ``(node, stream)`` (a ``seq`` at or below the mark changes nothing) and,
+  after the commit, answers ``Ack(stream, seq)``: every record of the stream up to ``seq`` is
+  stored and may be trimmed from the spool. ``body`` is one of ``agent.RECORD_BODIES``.
+- **Requests** (either way): a question whose answer the asker waits for, matched by ``id``
+  (the asker's own counter): the agent asks for stored log offsets and tailer cursors, stores a
+  tailer pass (its compare-and-set on cursors makes a resend harmless, so it is not spooled),
+  forwards an SDK call; the server asks for a part of a job's log file (``logs --full``).
+  ``Reply(id, body)`` or ``Reply(id, error=...)``; ``body`` is one of ``agent.REQUEST_BODIES`` /
+  ``agent.REPLY_BODIES``. A request asked while the link is down fails at once on the asker's side.
+- **Unsequenced** (agent -> server): ``node_snapshot`` (only the latest matters), ``heartbeat``
+  (every ``[uplink] heartbeat_s``; the server answers ``heartbeat_ok`` with its clock, and marks
+  the node OFFLINE and its running jobs LOST after 3 missed) and ``goodbye`` (the runner stops).
+- **Server -> agent**: ``dispatch``, ``cancel``, ``log_follow`` (``agent.ServerToNode``),
+  ``ack``, ``reply``, ``request``, ``heartbeat_ok``, ``ping``.
+
+Stream names: ``STREAMS``. ``seq`` starts at 1 on each stream and never repeats for a node:
+the agent keeps its counters in its state file, and the server's ``HelloOk.acked`` tells a
+restarted agent where each stream's stored part ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from gpuplaned.protocol.fields import field
+
+__all__ = ["Ack", "FrameFault", "Goodbye", "Heartbeat", "HeartbeatOk", "LogData", "LogRead", "Record", "Reply",
+           "Request", "STREAMS", "SessionCall", "SessionReply"]
+
+# One stream per kind of record; each has its own seq, so a burst of log tails never holds
+# up a job's state change on the server's side of a replay.
+STREAMS = ("status", "metrics", "events", "logs", "checkpoints")
+_SEQ = {"minimum": 1, "maximum": (1 << 63) - 1}
+_ID = {"minimum": 0, "maximum": (1 << 53) - 1}
+
+
+@attrs.frozen
+class Record:
+    """Agent -> server: one spooled node message (``body``: one of ``agent.RECORD_BODIES``, tagged)."""
+
+    stream: str = field(enum=STREAMS)
+    seq: int = field(**_SEQ)
+    body: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Ack:
+    """Server -> agent: every record of ``stream`` up to ``seq`` is committed."""
+
+    stream: str = field(enum=STREAMS)
+    seq: int = field(minimum=0, maximum=(1 << 63) - 1)
+
+
+@attrs.frozen
+class Request:
+    """Either way: a question, answered by the ``Reply`` with the same ``id``."""
+
+    id: int = field(**_ID)
+    body: dict[str, Any] = attrs.field(factory=dict)  # one of agent.REQUEST_BODIES, tagged
+
+
+@attrs.frozen
+class FrameFault:
+    """Why a request could not be answered: an API error code and words naming the problem."""
+
+    code: str
+    message: str
+
+
+@attrs.frozen
+class Reply:
+    id: int = field(**_ID)
+    body: dict[str, Any] | None = None  # one of agent.REPLY_BODIES, tagged
+    error: FrameFault | None = None
+
+
+@attrs.frozen
+class Heartbeat:
+    """Agent -> server, every ``[uplink] heartbeat_s``: alive, and how far behind its spool is."""
+
+    ts_ms: int = field(minimum=0)  # the agent's wall clock: the server computes the skew
+    backlog_records: int = field(minimum=0)  # spooled and not yet acknowledged
+    backlog_bytes: int = field(minimum=0)
+    oldest_ms: int | None = field(default=None, minimum=0)  # when the oldest of them was spooled
+
+
+@attrs.frozen
+class HeartbeatOk:
+    ts_ms: int = field(minimum=0)  # the server's wall clock
+
+
+@attrs.frozen
+class Goodbye:
+    """Agent -> server: the node's runner is going away (no dispatches until its next hello)."""
+
+
+@attrs.frozen
+class SessionCall:
+    """Request body: an SDK call the agent's local socket took (``/api/v1/sessions...``)."""
+
+    method: str = field(enum=("GET", "POST"))
+    path: str = field(min_length=1, max_length=300, pattern="^/api/v1/(sessions|runs/[A-Za-z0-9_-]+/summary)")
+    body: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SessionReply:
+    status: int = field(minimum=100, maximum=599)
+    body: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class LogRead:
+    """Request body, server -> agent: up to ``limit`` bytes of a job attempt's log from ``offset``."""
+
+    job_id: str = field(min_length=1, max_length=64)
+    attempt: int = field(minimum=1)
+    stream: str = field(enum=("stdout", "stderr"))
+    offset: int = field(minimum=0)
+    limit: int = field(minimum=1, maximum=1 << 20)
+
+
+@attrs.frozen
+class LogData:
+    """Reply body: the bytes read (UTF-8, undecodable bytes replaced), and the file's size now."""
+
+    job_id: str
+    attempt: int
+    stream: str
+    offset: int
+    data: str
+    size: int
+    ended: bool  # the attempt has ended: the file will not grow

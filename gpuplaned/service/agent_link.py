@@ -1,0 +1,607 @@
+"""The server's side of a remote agent's uplink (``/api/v1/agent/ws``; the contract is
+``gpuplaned.protocol.uplink_frames``), and the scheduler's liveness sweep over such links.
+
+``AgentSession`` owns one WebSocket connection, given as a ``Transport`` (the HTTP layer adapts
+Quart's; no Quart here):
+
+1. Handshake: the first frame must be a good ``hello`` (``ping`` is answered before it). A name
+   whose node is still attached is taken over only by the same ``agent_id`` (the old connection is
+   closed); anything else is ``hello_err`` and the connection closes. ``hello_ok`` carries the jobs
+   the server believes are on the node (LOST ones and missed cancels too), the stored high-water
+   mark of every record stream, the server's clock and the heartbeat period.
+2. The node is attached in the ``NodeRegistry`` with a channel: dispatches, cancels (and whatever
+   the session sends itself: acks, replies) go out through one writer task, in order.
+3. The receive loop applies records in order, each in one transaction with its seq
+   (``LocalNodeLink`` with ``once``), and acks after the commit; it waits for each write, so a
+   replay is held to the store's pace. It answers requests, heartbeats, snapshots, goodbye, ping.
+   Nothing heard for 3 heartbeats closes the connection (a stalled one looks like this).
+4. Hostile frames (over ``MAX_FRAME``, not JSON, too deep, unknown types, bad fields) get an
+   ``error`` frame naming the problem and change nothing; an oversized one also closes.
+
+Closing detaches the node; its jobs are not touched then. The sweep (``sweep``, run on the
+scheduler's tick: the scheduler owns LOST detection) marks a remote node silent for 3 heartbeats
+and not attached OFFLINE and its DISPATCHING/RUNNING jobs LOST with one AGENT_DISCONNECTED event,
+and requeues a dispatch an attached agent has not started within ``[uplink] dispatch_ack_s`` (at
+most 3 times; the next time the job fails).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+import gpuplaned
+from gpuplaned.domain.event_types import AGENT_DISCONNECTED, AGENT_RECONNECTED
+from gpuplaned.domain.job_states import NodeReport
+from gpuplaned.protocol import bounded_json
+from gpuplaned.protocol.agent import (
+    FRAMES,
+    RECORD_BODIES,
+    REPLY_BODIES,
+    REQUEST_BODIES,
+    STREAM_OF,
+    Cancel,
+    CheckpointsFound,
+    FrameError,
+    Hello,
+    HelloErr,
+    HelloOk,
+    JobStatus,
+    LogLines,
+    LogOffsets,
+    NodeEvents,
+    NodeSnapshot,
+    Ping,
+    Pong,
+    SysMetrics,
+)
+from gpuplaned.protocol.converter import FieldInvalid, structure, unstructure
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.tb_frames import TbCursors, TbPoints
+from gpuplaned.protocol.uplink_frames import (
+    Ack,
+    FrameFault,
+    Goodbye,
+    Heartbeat,
+    HeartbeatOk,
+    Record,
+    Reply,
+    Request,
+    SessionCall,
+    SessionReply,
+)
+from gpuplaned.service import runs, sessions
+from gpuplaned.service.dispatch import wake_scheduler
+from gpuplaned.service.events import job_failure_row
+from gpuplaned.service.nodes import LocalNodeLink, Once
+from gpuplaned.service.registry import NodeUnavailable, now_ms
+from gpuplaned.store import event_rows, job_rows, node_rows, uplink_rows
+from gpuplaned.store.event_rows import EventRow
+from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import ServerContext
+
+log = logging.getLogger("gpuplaned.agent_link")
+
+MAX_FRAME = 4 << 20  # bytes of one frame (a tailer pass of tb_points can be big)
+OUTBOX = 256  # frames queued for the writer; a full one holds up the receive loop and dispatches
+MISSED_BEATS = 3  # silent this many heartbeats: the connection is closed, the node judged lost
+MAX_DISPATCH_REQUEUES = 3  # a job whose dispatch is not started goes back to the queue this often, then fails
+DRAIN_S = 2.0  # how long the frames queued when the session ends may take to go out
+CLOSE_POLICY = 1008  # WebSocket close codes: policy violation (a bad hello)
+CLOSE_TOO_BIG = 1009
+CLOSE_NORMAL = 1000
+
+
+class Transport(Protocol):
+    """One WebSocket connection, accepted already."""
+
+    async def receive(self) -> str | bytes: ...
+
+    async def send(self, text: str) -> None: ...
+
+    async def close(self, code: int, reason: str) -> None: ...
+
+
+class Refused(Exception):
+    """The hello is refused: ``hello_err`` with this message, then close."""
+
+
+def frame_size(raw: str | bytes) -> int:
+    if isinstance(raw, bytes):
+        return len(raw)
+    return len(raw) if len(raw) * 4 <= MAX_FRAME else len(raw.encode("utf-8", "surrogatepass"))
+
+
+def read_frame(raw: str | bytes) -> Any:
+    """A frame from the wire, or the ``FrameError`` naming why it is none."""
+    if frame_size(raw) > MAX_FRAME:
+        return FrameError(f"frame over {MAX_FRAME} bytes")
+    try:
+        data = bounded_json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError and bounded_json.TooDeep too
+        return FrameError(f"not a JSON frame: {exc}")
+    kind = data.get("type") if isinstance(data, dict) else None
+    try:
+        return FRAMES.structure(data)
+    except FieldInvalid as fault:
+        where = f"{fault.field}: " if fault.field else ""
+        if kind in FRAMES.tags:
+            return FrameError(f"bad {kind}: {where}{fault.message}")
+        return FrameError(f"not a frame this server reads: {where}{fault.message}")
+
+
+def _fault_text(fault: FieldInvalid) -> str:
+    return f"{fault.field}: {fault.message}" if fault.field else fault.message
+
+
+class AgentSession:
+    """One remote agent's connection (see the module's docstring)."""
+
+    def __init__(self, shared: ServerContext, transport: Transport) -> None:
+        self._shared = shared
+        self._transport = transport
+        self._link = LocalNodeLink(shared)
+        self._out_send, self._out_receive = trio.open_memory_channel[Any](OUTBOX)
+        self._scope = trio.CancelScope()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, tuple[trio.Event, list[Reply]]] = {}
+        self._acked: dict[str, int] = {}  # committed marks: a resend at or below is acked at once
+        self._closing: tuple[int, str] | None = None
+        self.node_id: str | None = None
+        self.heartbeat_s = shared.config.uplink.heartbeat_s
+
+    # --- what others call ------------------------------------------------------------------
+
+    async def request(self, body: Any, timeout: float) -> Any:
+        """Ask the agent (``log_read``) and wait up to ``timeout`` s for its reply's body.
+
+        Raises:
+            NodeUnavailable: the connection closed before the reply came.
+            ApiError: the agent answered with an error, or ``unavailable`` on a timeout.
+        """
+        request_id = next(self._ids)
+        got = trio.Event()
+        slot: list[Reply] = []
+        self._pending[request_id] = (got, slot)
+        try:
+            try:
+                await self._out_send.send(Request(request_id, REQUEST_BODIES.unstructure(body)))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise NodeUnavailable(f"node {self.node_id}: its agent's connection closed") from None
+            with trio.move_on_after(timeout):
+                await got.wait()
+        finally:
+            self._pending.pop(request_id, None)
+        if not slot:
+            if got.is_set():
+                raise NodeUnavailable(f"node {self.node_id}: its agent's connection closed")
+            raise ApiError(ErrorCode.UNAVAILABLE, f"node {self.node_id}: its agent did not answer within {timeout:g} s",
+                           {"node_id": self.node_id})
+        reply = slot[0]
+        if reply.error is not None:
+            try:
+                code = ErrorCode(reply.error.code)
+            except ValueError:
+                code = ErrorCode.INTERNAL
+            raise ApiError(code, f"node {self.node_id}: {reply.error.message}", {"node_id": self.node_id})
+        try:
+            return REPLY_BODIES.structure(reply.body)
+        except FieldInvalid as fault:
+            raise ApiError(ErrorCode.INTERNAL, f"node {self.node_id}: a bad reply from its agent: "
+                           f"{_fault_text(fault)}") from None
+
+    def replace(self) -> None:
+        """The same agent connected again: this connection is the stale one."""
+        log.info("agent of node %s connected again; closing its older connection", self.node_id)
+        self._closing = (CLOSE_NORMAL, "replaced by a newer connection of this agent")
+        self._scope.cancel()
+
+    # --- the connection --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until it closes (the peer's close arrives as a cancel or an error
+        from ``receive``, which the caller handles)."""
+        hello = await self._handshake()
+        if hello is None:
+            return
+        node_id = self.node_id
+        assert node_id is not None
+        registry = self._shared.nodes
+        registry.attach(node_id, self._out_send, self)
+        wake_scheduler(self._shared)
+        try:
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._writer)
+                    await self._receive_loop()
+                    # What is queued (the error frame that closes it, acks) still goes out, briefly.
+                    registry.detach(node_id, self._out_send)
+                    self._out_send.close()
+                    nursery.cancel_scope.deadline = trio.current_time() + DRAIN_S
+        finally:
+            registry.detach(node_id, self._out_send)
+            self._out_send.close()
+            for got, _slot in self._pending.values():
+                got.set()  # with no reply: the asker learns the connection closed
+            with trio.move_on_after(2, shield=True):
+                await self._flush_heard(node_id)
+                if self._closing is not None:
+                    try:
+                        await self._transport.close(*self._closing)
+                    except Exception:  # the peer is gone already
+                        pass
+            log.info("agent of node %s disconnected", node_id)
+
+    async def _flush_heard(self, node_id: str) -> None:
+        heard = self._shared.nodes.last_heard(node_id)
+        if heard is not None:
+            await write(self._shared.supervisor.ports["store"],
+                        lambda conn: node_rows.heard_from(conn, node_id, heard), small=True)
+
+    async def _send_now(self, frame: Any) -> None:
+        await self._transport.send(json.dumps(FRAMES.unstructure(frame)))
+
+    async def _handshake(self) -> Hello | None:
+        while True:
+            raw = await self._transport.receive()
+            frame = read_frame(raw)
+            if isinstance(frame, Ping):
+                await self._send_now(Pong(gpuplaned.__version__))
+                continue
+            if isinstance(frame, FrameError) and frame_size(raw) > MAX_FRAME:
+                await self._refuse(frame, CLOSE_TOO_BIG)
+                return None
+            if isinstance(frame, FrameError):
+                text = frame.message
+                await self._refuse(HelloErr(text) if text.startswith("bad hello") else frame, CLOSE_POLICY)
+                return None
+            if not isinstance(frame, Hello):
+                await self._refuse(FrameError(f"say hello first: a {FRAMES.tag_of(frame)} frame before it"),
+                                   CLOSE_POLICY)
+                return None
+            try:
+                ok = await self._hello(frame)
+            except Refused as refused:
+                log.warning("agent hello for node %r refused: %s", frame.node_name, refused)
+                await self._refuse(HelloErr(str(refused)), CLOSE_POLICY)
+                return None
+            await self._send_now(ok)
+            return frame
+
+    async def _refuse(self, frame: Any, code: int) -> None:
+        await self._send_now(frame)
+        await self._transport.close(code, getattr(frame, "message", "")[:100])
+
+    async def _hello(self, hello: Hello) -> HelloOk:
+        shared = self._shared
+        registry = shared.nodes
+        now = now_ms()
+
+        def register(conn: Any) -> tuple[str, list[Any], dict[str, int], EventRow | None]:
+            known = uplink_rows.by_name(conn, hello.node_name)
+            if known is not None and known.node_id in registry.connected():
+                if not known.uplink or known.agent_id is None or known.agent_id != hello.agent_id:
+                    raise Refused(f"node name {hello.node_name!r} belongs to a connected node"
+                                  + (" (another agent: its agent_id differs)" if known.uplink else ""))
+            was_offline = known is not None and known.uplink and conn.execute(
+                "SELECT status FROM nodes WHERE id = ?", (known.node_id,)).fetchone()[0] == "OFFLINE"
+            node_id, active = job_rows.register_node(conn, hello, now)
+            uplink_rows.set_link(conn, node_id, hello.agent_id, uplink=True)
+            event = None
+            if was_offline:
+                event = EventRow(new_id("ev"), now, AGENT_RECONNECTED, "info", node_id, None, None, None,
+                                 f"the agent of node {hello.node_name} is connected again", {})
+                event_rows.insert_events(conn, [event])
+            return node_id, active, uplink_rows.acked(conn, node_id), event
+
+        node_id, active, acked, event = await write(shared.supervisor.ports["store"], register, small=True)
+        self.node_id = node_id
+        self._acked = dict(acked)
+        registry.heard(node_id, now)
+        if hello.ts_ms is not None:
+            registry.set_skew(node_id, hello.ts_ms - now)
+        if event is not None:
+            shared.event_feed.publish(event)
+        log.info("agent hello from %s (%s, agent %s): node %s, %d active job(s)", hello.node_name,
+                 hello.agent_version, hello.agent_id, node_id, len(active))
+        return HelloOk(node_id, tuple(active), acked, now_ms(), self.heartbeat_s)
+
+    async def _writer(self) -> None:
+        async with self._out_receive:
+            async for frame in self._out_receive:
+                await self._send_now(frame)
+
+    async def _receive_loop(self) -> None:
+        node_id = self.node_id
+        assert node_id is not None
+        registry = self._shared.nodes
+        silence = MISSED_BEATS * self.heartbeat_s
+        while True:
+            raw: str | bytes | None = None
+            with trio.move_on_after(silence):
+                raw = await self._transport.receive()
+            if raw is None:
+                log.warning("agent of node %s silent for %g s; closing its connection", node_id, silence)
+                self._closing = (CLOSE_NORMAL, "no heartbeat")
+                return
+            registry.heard(node_id, now_ms())
+            frame = read_frame(raw)
+            if isinstance(frame, FrameError):
+                await self._out_send.send(frame)
+                if frame_size(raw) > MAX_FRAME:
+                    self._closing = (CLOSE_TOO_BIG, "frame too big")
+                    return
+                continue
+            if not await self._handle(node_id, frame):
+                return
+
+    async def _handle(self, node_id: str, frame: Any) -> bool:
+        """Act on one frame; False: close the connection."""
+        out = self._out_send
+        match frame:
+            case Record():
+                return await self._record(node_id, frame)
+            case Request():
+                await out.send(await self._answer(node_id, frame))
+            case Reply():
+                waiting = self._pending.get(frame.id)
+                if waiting is None:
+                    log.warning("agent of node %s replied to request %d, which nobody awaits", node_id, frame.id)
+                else:
+                    waiting[1].append(frame)
+                    waiting[0].set()
+            case Heartbeat():
+                now = now_ms()
+                self._shared.nodes.heartbeat(node_id, frame, now)
+                await out.send(HeartbeatOk(now))
+            case NodeSnapshot():
+                await self._link.snapshot(node_id, frame)
+            case Goodbye():
+                log.info("agent of node %s says goodbye: no more dispatches to it", node_id)
+                self._shared.nodes.detach(node_id, out)
+            case Ping():
+                await out.send(Pong(gpuplaned.__version__))
+            case Pong() | Ack():
+                pass
+            case Hello():
+                await out.send(FrameError("hello: this connection said hello already"))
+            case _:
+                await out.send(FrameError(f"a {FRAMES.tag_of(frame)} frame is not read by the server "
+                                          "(the agent sends record, request, reply, heartbeat, node_snapshot, "
+                                          "goodbye, ping)"))
+        return True
+
+    async def _record(self, node_id: str, record: Record) -> bool:
+        """Apply one record in order; ack it after its commit. False: it failed and must be
+        resent (not acked; the connection closes so that no later seq passes it)."""
+        if record.seq <= self._acked.get(record.stream, 0):
+            await self._out_send.send(Ack(record.stream, record.seq))  # stored before: a resend
+            return True
+        try:
+            body = RECORD_BODIES.structure(record.body)
+        except FieldInvalid as fault:
+            return await self._ack_invalid(node_id, record, f"bad body: {_fault_text(fault)}")
+        if STREAM_OF[type(body)] != record.stream:
+            return await self._ack_invalid(node_id, record, f"a {RECORD_BODIES.tag_of(body)} record belongs "
+                                                            f"on stream {STREAM_OF[type(body)]!r}")
+        once = Once(node_id, record.stream, record.seq)
+        link = self._link
+        try:
+            match body:
+                case JobStatus():
+                    await link.report(node_id, body, once=once)
+                case SysMetrics():
+                    await link.metrics(node_id, body, once=once)
+                case NodeEvents():
+                    await link.events(node_id, body.events, once=once)
+                case LogLines():
+                    await link.log_lines(body, once=once)
+                case CheckpointsFound():
+                    await link.checkpoints(node_id, body, once=once)
+        except (ValueError, ApiError) as exc:  # a body the store refuses: it never will take it
+            return await self._ack_invalid(node_id, record, str(getattr(exc, "message", exc)))
+        except Exception:
+            log.exception("record %s/%d of node %s not applied; the agent will resend it", record.stream,
+                          record.seq, node_id)
+            self._closing = (1011, "a record could not be stored; reconnect and resend")
+            return False
+        self._acked[record.stream] = max(self._acked.get(record.stream, 0), record.seq)
+        await self._out_send.send(Ack(record.stream, record.seq))
+        return True
+
+    async def _ack_invalid(self, node_id: str, record: Record, reason: str) -> bool:
+        log.warning("record %s/%d of node %s can never be applied, acked and dropped: %s", record.stream,
+                    record.seq, node_id, reason)
+        await self._out_send.send(FrameError(f"record {record.stream}/{record.seq}: {reason}"))
+        await self._out_send.send(Ack(record.stream, record.seq))
+        return True
+
+    async def _answer(self, node_id: str, request: Request) -> Reply:
+        try:
+            body = REQUEST_BODIES.structure(request.body)
+        except FieldInvalid as fault:
+            return Reply(request.id, error=FrameFault(ErrorCode.BAD_REQUEST.value, f"bad request body: "
+                                                                                  f"{_fault_text(fault)}"))
+        link = self._link
+        try:
+            match body:
+                case LogOffsets():
+                    answer: Any = await link.log_offsets(body)
+                case TbPoints():
+                    answer = await link.tb_points(node_id, body)
+                case TbCursors():
+                    answer = await link.tb_cursors(body)
+                case SessionCall():
+                    answer = await session_call(self._shared, body)
+                case _:
+                    return Reply(request.id, error=FrameFault(
+                        ErrorCode.BAD_REQUEST.value, f"a {REQUEST_BODIES.tag_of(body)} request is the server's to "
+                                                     "ask, not to answer"))
+        except ApiError as exc:
+            return Reply(request.id, error=FrameFault(exc.code.value, exc.message))
+        return Reply(request.id, REPLY_BODIES.unstructure(answer))
+
+
+# --- SDK calls forwarded by an agent (the same functions as gpuplaned/http/sessions_routes.py) ---
+
+_ID = "([A-Za-z0-9_-]+)"
+Handler = Callable[["ServerContext", tuple[str, ...], Any], Awaitable[tuple[int, Any]]]
+
+
+async def _open(shared: ServerContext, _: tuple[str, ...], body: Any) -> tuple[int, Any]:
+    session = await sessions.open_session(shared, structure(body or {}, sessions.SessionCreate))
+    return 201, {"session_id": session.id, "run_id": session.run_id, "session": session}
+
+
+async def _run_sessions(shared: ServerContext, path: tuple[str, ...], _: Any) -> tuple[int, Any]:
+    return 200, {"sessions": await sessions.list_run_sessions(shared, path[0])}
+
+
+async def _get(shared: ServerContext, path: tuple[str, ...], _: Any) -> tuple[int, Any]:
+    return 200, {"session": await sessions.get_session(shared, path[0])}
+
+
+async def _batch(shared: ServerContext, path: tuple[str, ...], body: Any) -> tuple[int, Any]:
+    return 200, await sessions.add_batch(shared, path[0], structure(body or {}, sessions.BatchCreate))
+
+
+async def _env(shared: ServerContext, path: tuple[str, ...], body: Any) -> tuple[int, Any]:
+    return 200, await sessions.add_env(shared, path[0], body or {})
+
+
+async def _finish(shared: ServerContext, path: tuple[str, ...], body: Any) -> tuple[int, Any]:
+    return 200, {"session": await sessions.finish_session(shared, path[0],
+                                                         structure(body or {}, sessions.SessionFinish))}
+
+
+async def _summary(shared: ServerContext, path: tuple[str, ...], _: Any) -> tuple[int, Any]:
+    return 200, {"summary": await runs.get_summary(shared, path[0])}
+
+
+SESSION_CALLS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
+    ("POST", re.compile("/api/v1/sessions"), _open),
+    ("GET", re.compile(f"/api/v1/runs/{_ID}/sessions"), _run_sessions),
+    ("GET", re.compile(f"/api/v1/sessions/{_ID}"), _get),
+    ("POST", re.compile(f"/api/v1/sessions/{_ID}/batches"), _batch),
+    ("POST", re.compile(f"/api/v1/sessions/{_ID}/env"), _env),
+    ("POST", re.compile(f"/api/v1/sessions/{_ID}/finish"), _finish),
+    ("GET", re.compile(f"/api/v1/runs/{_ID}/summary"), _summary),
+)
+
+
+async def session_call(shared: ServerContext, call: SessionCall) -> SessionReply:
+    """Answer an SDK call an agent's local socket took, as the HTTP route would (errors included)."""
+    try:
+        for method, pattern, handler in SESSION_CALLS:
+            match = pattern.fullmatch(call.path)
+            if match is not None and method == call.method:
+                status, value = await handler(shared, match.groups(), call.body)
+                return SessionReply(status, unstructure(value))
+        raise ApiError(ErrorCode.NOT_FOUND, f"no such endpoint: {call.method} {call.path}")
+    except ApiError as exc:
+        return SessionReply(exc.code.http_status, exc.body())
+
+
+# --- the liveness sweep (the scheduler's tick) -------------------------------------------------------
+
+async def sweep(shared: ServerContext) -> None:
+    """Judge every remote node's link: LOST after silence, requeue unacknowledged dispatches."""
+    if shared.readers is None:
+        return
+    cfg = shared.config.uplink
+    registry = shared.nodes
+    nodes = await shared.readers.run(uplink_rows.remote_nodes)
+    now = now_ms()
+    # Wall clock on purpose: "last heard" outlives this process (the column), and the agent's
+    # silence is judged against it after a server restart too.
+    silent_before = now - int(MISSED_BEATS * cfg.heartbeat_s * 1000)
+    connected = registry.connected()
+    for node in nodes:
+        if node.node_id in connected:
+            await _requeue_unacked(shared, node.node_id, node.name, now - int(cfg.dispatch_ack_s * 1000),
+                                   cfg.dispatch_ack_s)
+            continue
+        heard = max(node.last_heartbeat_at or 0, registry.last_heard(node.node_id) or 0)
+        if node.status == "ONLINE" and heard < silent_before:
+            await _lose(shared, node.node_id, node.name, heard, silent_before)
+
+
+async def _lose(shared: ServerContext, node_id: str, name: str, heard: int, silent_before: int) -> None:
+    registry = shared.nodes
+
+    def apply(conn: Any) -> EventRow | None:
+        if node_id in registry.connected():  # its hello came in meanwhile
+            return None
+        if heard:
+            node_rows.heard_from(conn, node_id, heard)
+        if not node_rows.mark_offline(conn, node_id, silent_before):
+            return None
+        now = now_ms()
+        lost = []
+        for job_id, attempt in job_rows.active_on_node(conn, node_id):
+            report = JobStatus(job_id, attempt, NodeReport.LOST.value, failure_reason="LOST",
+                               message=f"node {name}'s agent stopped answering", at_ms=now)
+            if job_rows.apply_status(conn, node_id, report, now).applied:
+                lost.append(job_id)
+        silent_s = (now - heard) / 1000 if heard else math.inf
+        event = EventRow(new_id("ev"), now, AGENT_DISCONNECTED, "warning", node_id, None, None, None,
+                         f"the agent of node {name} is silent ({silent_s:.0f} s): node OFFLINE, "
+                         f"{len(lost)} job(s) LOST; they keep running there and are reconciled when it is back",
+                         {"jobs": lost, "last_heard_ms": heard or None})
+        event_rows.insert_events(conn, [event])
+        return event
+
+    event = await write(shared.supervisor.ports["store"], apply, small=True)
+    if event is not None:
+        log.warning("%s", event.message)
+        shared.event_feed.publish(event)
+
+
+async def _requeue_unacked(shared: ServerContext, node_id: str, name: str, before_ms: int, ack_s: float) -> None:
+    readers = shared.readers
+    assert readers is not None
+    stale = await readers.run(lambda conn: job_rows.unacked_dispatches(conn, node_id, before_ms))
+    for job_id, attempt, tries in stale:
+        message = f"node {name} did not start the dispatch within {ack_s:g} s"
+        if tries < MAX_DISPATCH_REQUEUES:
+            status = JobStatus(job_id, attempt, NodeReport.REQUEUE.value, failure_reason=job_rows.DISPATCH_TIMEOUT,
+                               message=message)
+            outcome = await write(shared.supervisor.ports["store"],
+                                  lambda conn, s=status: job_rows.apply_status(conn, node_id, s, now_ms()), small=True)
+            if outcome.applied:
+                log.warning("%s: job %s attempt %d back to the queue (%d of %d)", message, job_id, attempt,
+                            tries + 1, MAX_DISPATCH_REQUEUES)
+        else:
+            final = f"{message}, after {MAX_DISPATCH_REQUEUES} times back in the queue: given up"
+            def fail(conn: Any, job_id: str = job_id, attempt: int = attempt, final: str = final) -> EventRow | None:
+                now = now_ms()
+                run_id = job_rows.fail_dispatch(conn, job_id, attempt, final, now)
+                if run_id is None:
+                    return None
+                status = JobStatus(job_id, attempt, NodeReport.FAILED.value, failure_reason=job_rows.DISPATCH_TIMEOUT,
+                                   message=final, at_ms=now)
+                event = job_failure_row(node_id, status, run_id, False, now)
+                event_rows.insert_events(conn, [event])
+                return event
+
+            event = await write(shared.supervisor.ports["store"], fail, small=True)
+            if event is None:
+                continue
+            log.warning("job %s: %s", job_id, final)
+            shared.event_feed.publish(event)
+        try:  # should the dispatch arrive late after all, the agent must not run that attempt
+            await shared.nodes.send(node_id, Cancel(job_id, attempt))
+        except NodeUnavailable:
+            pass
+    if stale:
+        wake_scheduler(shared)

@@ -1,0 +1,70 @@
+"""Uplink rows: each remote node's record high-water marks (``uplink_streams``) and its link columns
+on ``nodes`` (``uplink``, ``agent_id``). Migration ``0015_uplink.sql``.
+
+``claim`` is the exactly-once guard: a record's effect runs in the transaction that claims its
+seq, so a record is stored once however often the agent resends it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import attrs
+
+
+def claim(conn: sqlite3.Connection, node_id: str, stream: str, seq: int) -> bool:
+    """Raise ``(node_id, stream)``'s mark to ``seq``; False (and nothing changed) when ``seq`` is at
+    or below it: the record was applied before. A gap (the agent's spool dropped records) is fine."""
+    row = conn.execute("SELECT seq FROM uplink_streams WHERE node_id = ? AND stream = ?",
+                       (node_id, stream)).fetchone()
+    if row is not None and seq <= row[0]:
+        return False
+    conn.execute("INSERT INTO uplink_streams (node_id, stream, seq) VALUES (?, ?, ?) "
+                 "ON CONFLICT (node_id, stream) DO UPDATE SET seq = excluded.seq", (node_id, stream, seq))
+    return True
+
+
+def acked(conn: sqlite3.Connection, node_id: str) -> dict[str, int]:
+    """stream -> the highest seq committed (streams never heard from are absent)."""
+    return dict(conn.execute("SELECT stream, seq FROM uplink_streams WHERE node_id = ?", (node_id,)).fetchall())
+
+
+@attrs.frozen
+class NodeLinkRow:
+    node_id: str
+    uplink: bool
+    agent_id: str | None
+
+
+def by_name(conn: sqlite3.Connection, name: str) -> NodeLinkRow | None:
+    row = conn.execute("SELECT id, uplink, agent_id FROM nodes WHERE name = ?", (name,)).fetchone()
+    return NodeLinkRow(row[0], bool(row[1]), row[2]) if row else None
+
+
+def by_id(conn: sqlite3.Connection, node_id: str) -> tuple[str, bool] | None:
+    """``(name, uplink)`` of the node; None when there is none."""
+    row = conn.execute("SELECT name, uplink FROM nodes WHERE id = ?", (node_id,)).fetchone()
+    return (row[0], bool(row[1])) if row else None
+
+
+def set_link(conn: sqlite3.Connection, node_id: str, agent_id: str | None, *, uplink: bool) -> None:
+    """Record how the node reaches the server: over the uplink (with its agent's id) or in memory."""
+    conn.execute("UPDATE nodes SET uplink = ?, agent_id = ? WHERE id = ?", (int(uplink), agent_id, node_id))
+
+
+@attrs.frozen
+class RemoteNode:
+    node_id: str
+    name: str
+    status: str
+    last_heartbeat_at: int | None
+
+
+def remote_nodes(conn: sqlite3.Connection) -> list[RemoteNode]:
+    """Every node that said hello over the uplink."""
+    rows = conn.execute("SELECT id, name, status, last_heartbeat_at FROM nodes WHERE uplink = 1 ORDER BY name")
+    return [RemoteNode(*row) for row in rows]
+
+
+def forget(conn: sqlite3.Connection, node_id: str) -> None:
+    conn.execute("DELETE FROM uplink_streams WHERE node_id = ?", (node_id,))
