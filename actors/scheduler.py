@@ -30,7 +30,7 @@ import trio
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service import agent_link
 from gpuplaned.service.context import Dispatching
-from gpuplaned.service.dispatch import deliver, run_pass
+from gpuplaned.service.dispatch import deliver, placement_of, run_pass
 from gpuplaned.store.writer import write
 
 log = logging.getLogger("gpuplaned.scheduler")
@@ -93,7 +93,8 @@ async def _pass(ctx: ActorContext[Dispatching], handle: SchedulerHandle) -> None
     shared = ctx.shared
     nodes = shared.nodes
     # Small: committed on the event loop's thread, so a woken pass costs no thread hand-off.
-    dispatched = await write(ctx.ports["store"], lambda conn: run_pass(nodes, conn), small=True)
+    placement = placement_of(shared)
+    dispatched = await write(ctx.ports["store"], lambda conn: run_pass(nodes, conn, placement), small=True)
     handle.passes += 1
     delivered = await deliver(shared, dispatched)
     handle.dispatched += delivered

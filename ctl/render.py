@@ -254,10 +254,12 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("name", job.get("name") or NONE),
         ("type", job.get("type") or NONE),
         ("status", job["status"] + (" (cancel requested)" if job.get("cancel_requested") and job["status"] not in ENDED else "")),
+        *((("waits", job["queue_reason"]),) if job.get("queue_reason") else ()),
         ("attempt", attempt_detail(job)),
         ("command", shlex.join(job.get("command") or [])),
         ("cwd", job.get("cwd") or NONE),
         ("gpus", _gpus_detail(job)),
+        *((("gpu wants", _gpu_wants(job)),) if _gpu_wants(job) else ()),
         ("node", where),
         ("labels", ", ".join(job.get("labels") or []) or NONE),
         ("priority", str(job.get("priority", 0))),
@@ -274,6 +276,36 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("env", " ".join(sorted(job.get("env") or {})) or NONE),
     ]
     return "\n".join(kv_lines(fields))
+
+
+def submit_plan(plan: Mapping[str, Any]) -> str:
+    """``submit --dry-run``: what would happen, then why (one line per reason)."""
+    would = plan["would"]
+    if would == "dispatch":
+        gpus = ",".join(str(i) for i in plan.get("gpus") or []) or "no GPU"
+        head = f"would run now on node {plan['node_id']} (GPU {gpus})" if plan.get("gpus") else \
+            f"would run now on node {plan['node_id']} (CPU only)"
+    elif would == "queue":
+        head = f"would wait in the queue at position {plan.get('queue_position')}"
+    else:
+        head = "would be refused"
+    lines = [head, *(f"  {reason}" for reason in plan.get("reasons") or [])]
+    if plan.get("budget_after_gpu_hours") is not None:
+        lines.append(f"GPU-hours left after it: {plan['budget_after_gpu_hours']:g}")
+    lines.append("dry run: nothing was queued")
+    return "\n".join(printable(line) for line in lines)
+
+
+def _gpu_wants(job: Mapping[str, Any]) -> str:
+    """``model ~ 'A100', >= 40960 MiB, spread``: the job's GPU constraints and placement ('' if none)."""
+    parts = []
+    if job.get("gpu_model"):
+        parts.append(f"model ~ {job['gpu_model']!r}")
+    if job.get("min_gpu_memory_mb"):
+        parts.append(f">= {job['min_gpu_memory_mb']} MiB")
+    if job.get("placement"):
+        parts.append(job["placement"])
+    return ", ".join(parts)
 
 
 def kv_lines(fields: Sequence[tuple[str, str]]) -> list[str]:

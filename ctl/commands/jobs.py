@@ -114,6 +114,8 @@ def submit(
     on_preempted: Annotated[str | None, typer.Option(
         "--on-preempted", metavar="last|best", show_default=False,
         help="Killed from outside (SIGTERM, SIGKILL): queue it again resuming from that checkpoint.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say where it would run, or why it would wait or be refused, and queue nothing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -136,6 +138,14 @@ def submit(
         body = build_body(file_body, flags, environ=os.environ, cwd=os.getcwd())
     except SubmissionError as exc:
         fail(json_output, ErrorCode.BAD_REQUEST, str(exc), exc.details(), exit_code=EXIT_USAGE)
+    if dry_run:
+        with reporting(g, json_output):
+            plan = connect(g).post("/api/v1/jobs?dry_run=true", body)["plan"]
+        if json_output:
+            render.print_json({"plan": plan})
+        else:
+            print(render.submit_plan(plan))
+        raise typer.Exit(EXIT_FAILURE if plan["would"] == "refuse" else 0)
     with reporting(g, json_output):
         job = connect(g).post("/api/v1/jobs", body)["job"]
     if json_output:

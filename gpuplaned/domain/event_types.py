@@ -30,7 +30,9 @@ POLICY_EVENTS = (failure_policies.POLICY_ACTION, failure_policies.POLICY_SKIPPED
 # jobs LOST, their ids in the context), and back again with a hello.
 AGENT_DISCONNECTED = "AGENT_DISCONNECTED"
 AGENT_RECONNECTED = "AGENT_RECONNECTED"
-AGENT_EVENTS = (AGENT_DISCONNECTED, AGENT_RECONNECTED)
+# An agent's spool (gpuplaned.uplink.spool) full or too old: the records it trimmed unsent, by stream.
+SPOOL_DROPPED = "SPOOL_DROPPED"
+AGENT_EVENTS = (AGENT_DISCONNECTED, AGENT_RECONNECTED, SPOOL_DROPPED)
 EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *AGENT_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
                             CHECKPOINT_DELETED,
                             gpu_budget.BUDGET_EXHAUSTED,  # service/budget_pass.py: a token's budget is spent

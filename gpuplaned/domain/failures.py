@@ -42,6 +42,7 @@ class FailureReason(enum.StrEnum):
     SHIM_DIED = "SHIM_DIED"  # its shim died first and the job's own exit code is unknown
     LOST = "LOST"  # nothing tells how it ended (no exit record, or a corrupt one)
     REQUEUED = "REQUEUED"  # on a run only: the dispatch never started and went back to the queue
+    DISPATCH_TIMEOUT = "DISPATCH_TIMEOUT"  # a remote node never said it started it, dispatch after dispatch
 
 
 def signal_failure(name: str) -> str:

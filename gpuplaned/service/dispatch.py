@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from gpuplaned.domain.job_states import NodeReport
+from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT
 from gpuplaned.protocol.agent import Dispatch, JobStatus
 from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.store import job_rows
@@ -49,10 +50,21 @@ def wake_scheduler(shared: Actors) -> None:
         pass
 
 
-def run_pass(nodes: NodeRegistry, conn: sqlite3.Connection) -> list[job_rows.Dispatched]:
+def run_pass(nodes: NodeRegistry, conn: sqlite3.Connection, placement: str = DEFAULT_PLACEMENT,
+             ) -> list[job_rows.Dispatched]:
     """A scheduling pass inside the caller's (the scheduler's) store transaction: queued jobs
-    to free slots of connected nodes, within what each node's latest readings allow."""
-    return job_rows.schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots())
+    to free slots of connected nodes, within what each node's latest readings allow.
+
+    Args:
+        placement: ``[scheduler] placement`` (``placement_of``), for jobs that name none.
+    """
+    return job_rows.schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement)
+
+
+def placement_of(shared: object) -> str:
+    """The daemon's ``[scheduler] placement`` (a context without a config: the default)."""
+    config = getattr(shared, "config", None)
+    return config.scheduler.placement if config is not None else DEFAULT_PLACEMENT
 
 
 async def deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:

@@ -23,7 +23,7 @@ import trio
 from gpuplaned.domain import gpu_budget
 from gpuplaned.domain.gpu_budget import SubmitFacts
 from gpuplaned.domain.job_states import JobState
-from gpuplaned.domain.scheduling import QueuedJob, assign
+from gpuplaned.domain.scheduling import assign, waiting_reason
 from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
@@ -32,7 +32,7 @@ from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.job_wire import Job, JobSubmit, to_spec
 from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service import access, budgets, evaluations, resume
-from gpuplaned.service.dispatch import wake_scheduler
+from gpuplaned.service.dispatch import placement_of, wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
 from gpuplaned.store import event_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
@@ -87,7 +87,8 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
 
 async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None = None) -> SubmitPlan:
     """What ``submit`` would do, without doing it: the same checks, the scheduler's own placement
-    (``gpuplaned.domain.scheduling.assign`` over the queue with this job in its place), and the
+    (``gpuplaned.domain.scheduling.assign`` over the queue with this job in its place, under
+    ``[scheduler] placement``), and the
     budget left after it. Nothing is written."""
     limits = caller.limits if budgets.limited(caller) else None
     spec = budgets.as_limited(to_spec(body), limits)
@@ -107,12 +108,15 @@ async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None 
             reasons.append(error.message)
         if reasons:
             return SubmitPlan("refuse", None, [], None, after, reasons)
-        queue, position = job_rows.queue_with(conn, QueuedJob(_PLANNED, spec.gpu, spec.labels, spec.node),
-                                              spec.priority)
-        placed = next((a for a in assign(queue, nodes) if a.job_id == _PLANNED), None)
+        planned = job_rows.queued_of(spec, _PLANNED)
+        queue, position = job_rows.queue_with(conn, planned, spec.priority)
+        placed = next((a for a in assign(queue, nodes, placement_of(shared)) if a.job_id == _PLANNED), None)
         if placed is not None:
             return SubmitPlan("dispatch", placed.node_id, list(placed.gpu_indexes), None, after, [])
-        why = "no matching node has enough free GPUs now" if spec.gpu else "no matching node has a free CPU slot now"
+        # The scheduler's own reason when no node could take it whatever frees up (a GPU model or
+        # memory no node has, a drained node); else it waits its turn for capacity.
+        why = waiting_reason(planned, nodes) or (
+            "no matching node has enough free GPUs now" if spec.gpu else "no matching node has a free CPU slot now")
         return SubmitPlan("queue", None, [], position, after, [why])
 
     return await _readers(shared).run(look)

@@ -461,7 +461,7 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
 
 # --- remote nodes: LOST and unacknowledged dispatches (gpuplaned.service.agent_link) ----------
 
-DISPATCH_TIMEOUT = "DISPATCH_TIMEOUT"  # a run's failure_reason: its node never said it started
+DISPATCH_TIMEOUT = FailureReason.DISPATCH_TIMEOUT.value  # a run's failure_reason: its node never said it started
 
 
 def active_on_node(conn: sqlite3.Connection, node_id: str) -> list[tuple[str, int]]:

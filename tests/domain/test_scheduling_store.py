@@ -4,10 +4,16 @@ queue reason written, refreshed and cleared."""
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
+import pytest
+import trio
+
+from gpuplaned.config import load_config
 from gpuplaned.protocol.agent import GpuInfo, Hello
 from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.service.dispatch import placement_of, run_pass
+from gpuplaned.service.registry import NodeRegistry
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
 
@@ -98,3 +104,20 @@ def test_cpu_jobs_honour_max_cpu_jobs(conn):
     assert len(placed) == 1 and set(placed) < both and list(placed.values()) == [(node_id, ())]
     assert _placed(conn, {node_id}) == {}
     assert job_rows.get_job(conn, (both - set(placed)).pop()).status == "QUEUED"
+
+
+@pytest.mark.parametrize(("configured", "expected"), [("pack", "one"), ("spread", "two"), (None, "one")])
+def test_the_scheduler_pass_places_by_the_configured_default(conn, tmp_path, configured, expected):
+    one = _node(conn, "one", 4)
+    two = _node(conn, "two", 4)
+    registry = NodeRegistry()
+    for node_id in (one, two):
+        registry.attach(node_id, trio.open_memory_channel(1)[0])
+    _submit(conn, {one, two}, gpu=2)
+    assert _placed(conn, {one, two}) != {}  # "one" has 2 free now, "two" 4
+    path = tmp_path / "gpuplaned.toml"
+    path.write_text(f'[scheduler]\nplacement = "{configured}"\n' if configured else "")
+    daemon = SimpleNamespace(config=load_config({"config": str(path)}, env={}))
+    job_id = _submit(conn, {one, two})
+    placed = {d.job.job_id: d.node_id for d in run_pass(registry, conn, placement_of(daemon))}
+    assert placed == {job_id: {"one": one, "two": two}[expected]}

@@ -119,6 +119,11 @@ def test_dry_run_says_what_would_happen_and_changes_nothing(env):
     assert refused["would"] == "refuse" and any("at most 1 h" in r for r in refused["reasons"])
     local = jobs.client.post("/api/v1/jobs?dry_run=true", {"command": ["true"], "cwd": str(root / "work"), "gpu": 9})
     assert local["plan"]["would"] == "refuse"
+    # A constraint no node meets: it would wait, and the plan says for what, as the job would.
+    waits = jobs.client.post("/api/v1/jobs?dry_run=true", {"command": ["true"], "cwd": str(root / "work"),
+                                                            "gpu": 1, "gpu_model": "H100"})["plan"]
+    assert waits["would"] == "queue" and waits["node_id"] is None
+    assert waits["reasons"] == ["no node has 1 GPU(s) whose model contains 'H100' (the most on one matching node: 0)"]
     assert (count(jobs, "jobs"), count(jobs, "events")) == (jobs_before, events_before)
 
 

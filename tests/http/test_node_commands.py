@@ -120,6 +120,20 @@ def test_unknown_node_and_forgetting_a_live_one_are_refused(box):
 
 def test_a_constraint_no_node_meets_waits_queued_saying_which(box):
     daemon, work = box
+    before = len(daemon.client().get("/api/v1/jobs")["jobs"])
+    planned = ctl(daemon, "submit", "--dry-run", "--gpu-model", "a100", "--dir", str(work), "--", "true")
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines()[1:] == [
+        "  no node has 1 GPU(s) whose model contains 'a100' (the most on one matching node: 0)",
+        "dry run: nothing was queued"]
+    assert planned.stdout.startswith("would wait in the queue at position ")
+    placed = ctl(daemon, "submit", "--dry-run", "--gpu", "1", "--dir", str(work), "--", "true")
+    assert placed.returncode == 0 and placed.stdout.startswith("would run now on node "), placed.stdout
+    refused = ctl(daemon, "submit", "--dry-run", "--gpu", "64", "--dir", str(work), "--", "true")
+    assert refused.returncode == 1 and refused.stdout.startswith("would be refused\n"), refused.stdout
+    assert json.loads(ctl(daemon, "submit", "--dry-run", "--json", "--gpu", "64", "--dir", str(work), "--", "true"
+                          ).stdout)["plan"]["would"] == "refuse"
+    assert len(daemon.client().get("/api/v1/jobs")["jobs"]) == before
     model = ctl(daemon, "submit", "--gpu-model", "a100", "--dir", str(work), "--", "true")
     assert model.returncode == 0, model.stderr
     job_id, _, rest = model.stdout.partition(" ")
@@ -134,12 +148,15 @@ def test_a_constraint_no_node_meets_waits_queued_saying_which(box):
                   "--dir", str(work), "--", "true")
     assert (fits["gpu_model"], fits["min_gpu_memory_mb"], fits["placement"]) == ("FAKE", 81920, "spread")
     assert wait_job(daemon, fits["id"])["status"] == "SUCCEEDED"
+    assert "gpu wants:  model ~ 'FAKE', >= 81920 MiB, spread\n" in ctl(daemon, "job", "show", fits["id"]).stdout
     _after_two_passes(daemon)
     for waiting in (job_id, memory["id"]):
         job = daemon.client().get(f"/api/v1/jobs/{waiting}")["job"]
         assert job["status"] == "QUEUED" and job["queue_reason"].startswith("no node has ")
         shown = ctl(daemon, "job", "show", "--json", waiting)
         assert json.loads(shown.stdout)["job"]["queue_reason"] == job["queue_reason"]
+        text = ctl(daemon, "job", "show", waiting).stdout
+        assert "waits:" in text and job["queue_reason"] in text
         daemon.client().post(f"/api/v1/jobs/{waiting}/cancel")
 
 

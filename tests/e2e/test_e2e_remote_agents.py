@@ -1,0 +1,251 @@
+"""Remote agents end to end (issue 18): one ``--role server`` daemon and two ``--role agent``
+daemons, each agent with its own home, runtime dir, fake GPU and node name, dialing the server
+through its own TCP proxy (``tests/netproxy.py``), with ``[uplink] heartbeat_s = 0.3``.
+
+- Jobs land on the node their selector names.
+- The link cut (RST) for 60 s while a job prints 100k lines and logs 100k SDK points: the node goes
+  OFFLINE, the job LOST with an AGENT_DISCONNECTED event; after the restore the job is RUNNING
+  again, then SUCCEEDED, and every point is stored once (the run's series holds each step once),
+  the stored log tail is the file's last lines, and the full log read through the server is the
+  file, byte for byte (sha256).
+- The same with the link stalled (open, nothing moving) for longer than 3 heartbeats.
+- kill -9 of the agent mid-run and a restart: the job is re-adopted and ends once, same counts.
+- kill -9 of the server mid-run and a restart on the same home: the agent reconnects, same counts.
+- A bad token and a revoked token: refused, the agent exits 2 naming the token, no node is made.
+
+The server and the two agents are shared by the module (each test uses its own job and its own
+agent's link); the server-restart test runs last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+from remote_cluster import Agent, Cluster
+
+pytestmark = pytest.mark.e2e
+
+SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
+# 3 heartbeats, then the scheduler's next tick (2 s) marks the node OFFLINE: allow a margin.
+LOST_WITHIN = 15.0
+CUT_S = 60.0  # the issue's cut: the agent runs its job and spools everything for a minute
+TAIL_LINES = 2000  # [node] log_tail_lines' default: what the server's store keeps
+
+# A job in three steps, with gates the test opens (marker files in its cwd): write the first half,
+# wait for "go" (the test breaks the link before), write the second half while the link is down,
+# finish the SDK session (every batch acknowledged), wait for "end", exit 0.
+JOB = textwrap.dedent("""
+    import os, sys, time
+    import gpuplane
+
+    lines, points = int(sys.argv[1]), int(sys.argv[2])
+    run = gpuplane.init()
+
+    def write(part):
+        for i in range(part * lines // 2, (part + 1) * lines // 2):
+            sys.stdout.write(f"line {i:07d} {'x' * (i % 50)}\\n")
+        sys.stdout.flush()
+        for step in range(part * points // 2, (part + 1) * points // 2):
+            run.log({"loss": 1.0 / (step + 1)}, step=step)
+
+    def gate(mark, wait):
+        open(mark, "w").close()
+        while not os.path.exists(wait):
+            time.sleep(0.02)
+
+    write(0)
+    gate("half", "go")
+    write(1)
+    open("written", "w").close()
+    run.finish(timeout=120)
+    print("stats", run.stats(), file=sys.stderr, flush=True)
+    gate("finished", "end")
+""")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = Cluster(tmp_path_factory.mktemp("remote"))
+    try:
+        token = cluster.token("agents", ["agent"])
+        cluster.agent("a1", token)
+        cluster.agent("a2", token)
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def agent_named(cluster: Cluster, name: str) -> Agent:
+    return next(a for a in cluster.agents if a.name == name)
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def stored_steps(cluster: Cluster, run_id: str) -> list[int]:
+    series = cluster.api.get(f"/api/v1/runs/{run_id}/series?name=loss&columns=step&limit=1000000")
+    assert series["next_cursor"] is None
+    return series["step"]
+
+
+def full_log(cluster: Cluster, job: dict, stream: str = "stdout") -> bytes:
+    """The whole file, read through the server page by page (for a remote job: from the agent)."""
+    out: list[str] = []
+    offset = 0
+    while True:
+        page = cluster.api.get(f"/api/v1/jobs/{job['id']}/logs?stream={stream}&offset={offset}&limit=100000")
+        if not page["lines"]:
+            return "".join(f"{line}\n" for line in out).encode()
+        out.extend(line["line"] for line in page["lines"])
+        offset = page["next_offset"]
+
+
+def stored_tail(cluster: Cluster, job: dict) -> list[tuple[int, str]]:
+    """The server's copy of the job's last stdout lines, read from its database (read-only)."""
+    db = sqlite3.connect(f"file:{cluster.server.home / 'gpuplane.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return db.execute("SELECT offset, line FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = 'stdout' "
+                          "ORDER BY offset", (job["id"], job["attempt"])).fetchall()
+    finally:
+        db.close()
+
+
+def file_lines(path: Path) -> list[tuple[int, str]]:
+    found, offset = [], 0
+    for raw in path.read_bytes().splitlines(keepends=True):
+        found.append((offset, raw.rstrip(b"\n").decode()))
+        offset += len(raw)
+    return found
+
+
+def assert_exactly_once(cluster: Cluster, agent: Agent, job: dict, lines: int, points: int) -> None:
+    assert job["status"] == "SUCCEEDED" and job["exit_code"] == 0 and job["attempt"] == 1, job
+    assert stored_steps(cluster, job["run_id"]) == list(range(points))
+    path = agent.log_file(job)
+    on_disk = file_lines(path)
+    assert len(on_disk) == lines
+    # The tail the logs actor reports over the uplink: the file's last lines, each once.
+    assert stored_tail(cluster, job) == on_disk[-TAIL_LINES:]
+    tail = cluster.api.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&tail=100")["lines"]
+    assert [(line["offset"], line["line"]) for line in tail] == on_disk[-100:]
+    assert hashlib.sha256(full_log(cluster, job)).hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def disconnect_events(cluster: Cluster, job_id: str) -> list[dict]:
+    events = cluster.api.get("/api/v1/events?type=AGENT_DISCONNECTED&limit=100")["events"]
+    return [e for e in events if job_id in str(e["context"])]
+
+
+def run_through_outage(cluster: Cluster, agent: Agent, work: Path, *, lines: int, points: int,
+                       down: Callable[[], None], up: Callable[[], None], expect_lost: bool = True,
+                       hold_s: float = 0.0) -> dict:
+    """A JOB on ``agent`` whose second half is written while ``down()`` holds (for at least
+    ``hold_s``); then ``up()``."""
+    work.mkdir(parents=True, exist_ok=True)
+    job = cluster.api.post("/api/v1/jobs", {
+        "command": [sys.executable, "-c", JOB, str(lines), str(points)], "cwd": str(work), "gpu": 0,
+        "node": agent.name, "env": {"PYTHONPATH": str(SDK_DIR)}})["job"]
+    cluster.wait_job(job["id"], "RUNNING")
+    wait_for((work / "half").exists, 60, what="the job's first half")
+
+    down()
+    went_down = time.monotonic()
+    (work / "go").touch()
+    wait_for((work / "written").exists, 60, what="the job's second half, written while the link is down")
+    if expect_lost:
+        cluster.wait_job(job["id"], "LOST", timeout=LOST_WITHIN)
+        assert agent.node()["status"] == "OFFLINE"
+        assert len(disconnect_events(cluster, job["id"])) == 1
+    time.sleep(max(0.0, hold_s - (time.monotonic() - went_down)))  # the outage itself, not a timer under test
+
+    up()
+    wait_for(lambda: (agent.node() or {}).get("status") == "ONLINE", 30, what=f"{agent.name} ONLINE again")
+    cluster.wait_job(job["id"], "RUNNING", timeout=30)  # reconciled: LOST -> RUNNING
+    wait_for((work / "finished").exists, 90, interval=0.05, what="the SDK to have every batch acknowledged")
+    (work / "end").touch()
+    done = cluster.wait_job(job["id"], "SUCCEEDED", "FAILED", "CANCELLED", timeout=30)
+    assert_exactly_once(cluster, agent, done, lines, points)
+    if expect_lost:
+        assert len(disconnect_events(cluster, job["id"])) == 1  # one per disconnection, not per sweep
+    return done
+
+
+# -- the tests ----------------------------------------------------------------------------
+
+
+def test_jobs_land_on_the_node_their_selector_names(cluster, tmp_path):
+    by_name = {n["name"]: n for n in cluster.nodes()}
+    assert {"a1", "a2"} <= set(by_name)
+    jobs = {}
+    for name in ("a1", "a2", "a2", "a1"):
+        job = cluster.api.post("/api/v1/jobs", {"command": ["sh", "-c", 'echo "home=$GPUPLANE_HOME"'],
+                                                "cwd": str(tmp_path), "gpu": 0, "node": name})["job"]
+        jobs[job["id"]] = name
+    for job_id, name in jobs.items():
+        job = cluster.wait_job(job_id, "SUCCEEDED", "FAILED", "CANCELLED")
+        assert job["status"] == "SUCCEEDED", job
+        assert job["node_id"] == by_name[name]["id"]
+        home = agent_named(cluster, name).daemon.home
+        out = cluster.api.get(f"/api/v1/jobs/{job_id}/logs?stream=stdout")["lines"]
+        assert [line["line"] for line in out] == [f"home={home}"]
+
+
+def test_a_cut_link_loses_and_repeats_nothing(cluster, tmp_path):
+    agent = agent_named(cluster, "a1")
+    run_through_outage(cluster, agent, tmp_path / "work", lines=100_000, points=100_000,
+                       down=agent.proxy.cut, up=agent.proxy.restore, hold_s=CUT_S)
+
+
+def test_a_stalled_link_is_dropped_after_three_heartbeats_and_loses_nothing(cluster, tmp_path):
+    agent = agent_named(cluster, "a2")
+    run_through_outage(cluster, agent, tmp_path / "work", lines=5_000, points=20_000,
+                       down=agent.proxy.stall, up=agent.proxy.restore)
+
+
+def test_kill_9_of_the_agent_mid_run_then_a_restart_adopts_the_job(cluster, tmp_path):
+    agent = agent_named(cluster, "a1")
+    run_through_outage(cluster, agent, tmp_path / "work", lines=5_000, points=20_000,
+                       down=agent.daemon.kill, up=agent.restart)
+
+
+@pytest.mark.parametrize("kind", ["bad", "revoked"])
+def test_a_bad_or_revoked_token_is_refused_and_the_agent_exits_2(cluster, kind):
+    name = f"{kind}-agent"
+    if kind == "bad":
+        token = "gpp_" + "0" * 26 + "_" + "x" * 43  # well formed, never issued
+    else:
+        token = cluster.token(f"{kind}-token", ["agent"])
+        cluster.api.post(f"/api/v1/tokens/{kind}-token/revoke", {})
+    agent = Agent(cluster, name, token, proxied=False)
+    agent.daemon.start()
+    started = time.monotonic()
+    assert agent.daemon.wait_exit(20) == 2, agent.daemon.log()
+    assert time.monotonic() - started < 20
+    assert "token" in agent.daemon.log().lower()
+    assert token not in agent.daemon.log()  # never logged
+    assert cluster.node(name) is None
+
+
+def test_kill_9_of_the_server_mid_run_then_a_restart_loses_nothing(cluster, tmp_path):
+    agent = agent_named(cluster, "a2")
+
+    def down() -> None:
+        cluster.server.kill()
+        refused = agent.proxy.refused
+        # The agent's redials meet nothing for a while (its backoff runs) before the server is back.
+        wait_for(lambda: agent.proxy.refused > refused, 15, what="the agent to redial the dead server")
+
+    def up() -> None:
+        cluster.restart_server()
+
+    # The restarted server may see the node away (LOST) or the agent back first: either way, the end.
+    run_through_outage(cluster, agent, tmp_path / "work", lines=5_000, points=20_000,
+                       down=down, up=up, expect_lost=False)
