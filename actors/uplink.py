@@ -10,15 +10,18 @@ server's frames: ``ack`` (the spool trims), ``reply`` (a node actor's request is
 ``request`` (``log_read``: a part of a job's log file, answered ``log_data``), ``dispatch`` and
 ``cancel`` (to the runner), ``log_follow`` (to the logs actor), ``heartbeat_ok``, ``ping``.
 Outputs: ``hello`` (with this agent's id from ``<home>/uplink/agent-id`` and its clock); the
-spooled records in seq order per stream, first the replay of what is unacknowledged (at
-most ``[uplink] replay_records_per_s``) then each as it is appended; the link's requests and
-snapshots; a ``heartbeat`` every ``[uplink] heartbeat_s`` (or the server's, if shorter) with
-the spool's backlog. After a reconnection the runner gets ``Reconcile(hello_ok.active)``.
-Restart: permanent. Network trouble never crashes it: it redials with exponential backoff
-(0.5 s .. 30 s, full jitter); a connection on which the server has said nothing for
-3 x the heartbeat interval is closed and redialled. A refused agent token (HTTP 401/403 at
-the handshake, or a ``hello_err`` about the token) is permanent: the daemon exits with
-status 2 and a message naming the token problem. The token is sent only in the
+spooled records in seq order per stream, in ``records`` batches (consecutive records of one
+stream, up to ``MAX_BATCH_RECORDS`` / ``MAX_BATCH_BYTES``), first the replay of what is
+unacknowledged then what is appended meanwhile, all at most ``[uplink] replay_records_per_s``
+and ``replay_bytes_per_s`` (the replay's bodies go as the spool holds them, unparsed); the
+link's requests and snapshots; a ``heartbeat`` every ``[uplink] heartbeat_s`` (or the
+server's, if shorter) with the spool's backlog. After a reconnection the runner gets
+``Reconcile(hello_ok.active)``.
+Restart: permanent. Network trouble never crashes it: it redials with exponential backoff (0.5 s
+.. ``[uplink] reconnect_max_s``, 30 s by default, full jitter); a connection on which the server
+has said nothing for 3 x the heartbeat interval is closed and redialled. A refused agent token
+(HTTP 401/403 at the handshake, or a ``hello_err`` about the token) is permanent: the daemon
+exits with status 2 and a message naming the token problem. The token is sent only in the
 ``Authorization`` header, never logged.
 Ready: at once (the spool is open, the connection comes when it can); ``started()`` passes
 an ``UplinkHandle``.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -42,6 +46,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError, WebSocketConnection, open_websocket_url
 
+from gpuplaned.checkpoints import on_disk
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching.job_files import EXIT_FILE
 from gpuplaned.protocol import bounded_json
@@ -59,9 +64,12 @@ from gpuplaned.protocol.agent import (
     Ping,
     Pong,
 )
+from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointRemove
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.errors import EXIT_USAGE
 from gpuplaned.protocol.uplink_frames import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_RECORDS,
     Ack,
     FrameFault,
     Heartbeat,
@@ -134,19 +142,33 @@ def backoff_delay(failures: int, *, low: float = BACKOFF_MIN_S, high: float = BA
 
 
 class Pacer:
-    """At most ``rate`` records a second, with at most a second's burst banked while idle.
-    ``delay(now, n)``: how long to wait after sending ``n`` more."""
+    """At most ``rate`` records and ``byte_rate`` bytes a second, with at most a second's burst
+    banked while idle. ``delay(now, n, size)``: how long to wait after sending ``n`` more
+    records of ``size`` bytes."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, byte_rate: float = math.inf) -> None:
         self.rate = rate
+        self.byte_rate = byte_rate
         self.start: float | None = None
         self.count = 0
+        self.bytes = 0
 
-    def delay(self, now: float, n: int = 1) -> float:
-        if self.start is None or now - (self.start + self.count / self.rate) > 1.0:
-            self.start, self.count = now, 0
+    def _due(self) -> float:
+        assert self.start is not None
+        return self.start + max(self.count / self.rate, self.bytes / self.byte_rate)
+
+    def delay(self, now: float, n: int = 1, size: int = 0) -> float:
+        if self.start is None or now - self._due() > 1.0:
+            self.start, self.count, self.bytes = now, 0, 0
         self.count += n
-        return max(0.0, self.start + self.count / self.rate - now)
+        self.bytes += size
+        return max(0.0, self._due() - now)
+
+
+def records_frame(stream: str, seqs: list[int], bodies: list[bytes]) -> str:
+    """A ``records`` frame's text around bodies that are JSON text already (the spool's)."""
+    return (f'{{"type":"records","stream":"{stream}","seqs":[{",".join(map(str, seqs))}],"bodies":['
+            + b",".join(bodies).decode("ascii") + "]}")
 
 
 class _Permanent(Exception):
@@ -265,7 +287,7 @@ async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:
 async def _dial_forever(ctx: ActorContext[UplinkContext], link: UplinkNodeLink, url: str, token: str,
                         agent_id: str, handle: UplinkHandle) -> None:
     cfg = ctx.shared.config.uplink
-    ceiling = float(getattr(cfg, "reconnect_max_s", BACKOFF_MAX_S))
+    ceiling = cfg.reconnect_max_s
     failures = 0
     while True:
         await link.hello_known.wait()
@@ -352,7 +374,7 @@ async def _session(ctx: ActorContext[UplinkContext], link: UplinkNodeLink, url: 
         link.spool.set_floor(dict(ok.acked))
         interval = min(cfg.uplink.heartbeat_s, ok.heartbeat_s or cfg.uplink.heartbeat_s)
         session = _Session(ws, link, interval)
-        outbox_send, outbox_receive = trio.open_memory_channel[dict[str, Any]](256)
+        outbox_send, outbox_receive = trio.open_memory_channel[dict[str, Any] | str](256)
         tail = link.open_tail()
         try:
             with trio.CancelScope() as session.scope:
@@ -363,7 +385,7 @@ async def _session(ctx: ActorContext[UplinkContext], link: UplinkNodeLink, url: 
                     nursery.start_soon(_guard, session, _read_frames, session, link, ctx.shared, nursery, handle)
                     nursery.start_soon(_guard, session, _pump_outbox, session, outbox_receive)
                     nursery.start_soon(_guard, session, _pump_records, session, link, tail,
-                                       cfg.uplink.replay_records_per_s, handle)
+                                       Pacer(cfg.uplink.replay_records_per_s, cfg.uplink.replay_bytes_per_s), handle)
                     nursery.start_soon(_guard, session, _heartbeats, session, link)
                     nursery.start_soon(_watch_stall, session)
                     await link.redial.wait()
@@ -378,14 +400,14 @@ async def _session(ctx: ActorContext[UplinkContext], link: UplinkNodeLink, url: 
             raise _Retry(session.ended or "the session ended")
 
 
-async def _flush(ws: WebSocketConnection, outbox: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+async def _flush(ws: WebSocketConnection, outbox: trio.MemoryReceiveChannel[dict[str, Any] | str]) -> None:
     while True:
         try:
             frame = outbox.receive_nowait()
         except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
             return
         try:
-            await ws.send_message(_dumps(frame))
+            await ws.send_message(frame if isinstance(frame, str) else _dumps(frame))
         except (ConnectionClosed, trio.BrokenResourceError, OSError):
             return
 
@@ -473,7 +495,7 @@ async def _read_frames(session: _Session, link: UplinkNodeLink, shared: UplinkCo
 
 
 async def _answer(session: _Session, shared: UplinkContext, request: Request) -> None:
-    """The server's request (``log_read``), answered with the same id."""
+    """The server's request (``log_read``, ``ckpt_read``, ``ckpt_remove``), answered with the same id."""
     reply: Reply
     try:
         body = REQUEST_BODIES.structure(request.body)
@@ -482,6 +504,10 @@ async def _answer(session: _Session, shared: UplinkContext, request: Request) ->
     else:
         if isinstance(body, LogRead):
             reply = await _read_log_reply(shared, request.id, body)
+        elif isinstance(body, CheckpointRead):  # gpuplanectl ckpt verify of one of this node's checkpoints
+            reply = Reply(request.id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.read, body.path)))
+        elif isinstance(body, CheckpointRemove):  # retention: one of this node's registered checkpoints
+            reply = Reply(request.id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.remove, body)))
         else:
             reply = Reply(request.id, error=FrameFault("bad_request",
                                                        f"an agent does not answer {REQUEST_BODIES.tag_of(body)}"))
@@ -505,38 +531,60 @@ async def _read_log_reply(shared: UplinkContext, request_id: int, body: LogRead)
     return frame
 
 
-async def _pump_outbox(session: _Session, outbox: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+async def _pump_outbox(session: _Session, outbox: trio.MemoryReceiveChannel[dict[str, Any] | str]) -> None:
     async for frame in outbox:
-        await session.send(frame)
+        await session.ws.send_message(frame if isinstance(frame, str) else _dumps(frame))
 
 
-async def _pump_records(session: _Session, link: UplinkNodeLink, tail: LiveTail, rate: int,
+async def _pump_records(session: _Session, link: UplinkNodeLink, tail: LiveTail, pacer: Pacer,
                         handle: UplinkHandle) -> None:
-    """Every unacked record, in order per stream: the spool's replay, then the live tail (and
-    the spool again if the tail overflowed)."""
+    """Every unacked record, in order per stream, in batches: the spool's replay, then the
+    live tail (and the spool again if the tail overflowed). A batch ends where the stream
+    changes, so the records keep their append order across streams too."""
     cursor = link.spool.acked()
-    pacer = Pacer(rate)
 
-    async def send(stream: str, seq: int, body: dict[str, Any]) -> None:
-        await session.send({"type": "record", "stream": stream, "seq": seq, "body": body})
-        cursor[stream] = seq
-        handle.records_sent += 1
-        wait = pacer.delay(trio.current_time())
+    async def send(stream: str, seqs: list[int], bodies: list[bytes]) -> None:
+        await session.ws.send_message(records_frame(stream, seqs, bodies))
+        cursor[stream] = seqs[-1]
+        handle.records_sent += len(seqs)
+        wait = pacer.delay(trio.current_time(), len(seqs), sum(map(len, bodies)))
         if wait > 0.005:
             await trio.sleep(wait)
 
     while True:
         tail.overflowed = False
-        for record in link.spool.unacked(after=cursor):
-            await send(record.stream, record.seq, record.body)
+        for stream, seqs, bodies in link.spool.unacked_batches(cursor, MAX_BATCH_RECORDS, MAX_BATCH_BYTES):
+            await send(stream, seqs, bodies)
         while not tail.overflowed:
             tail.wake = trio.Event()
             while tail.records and not tail.overflowed:
-                stream, seq, body = tail.records.popleft()
-                if seq > cursor.get(stream, 0):
-                    await send(stream, seq, body)
+                stream, seqs, bodies = _tail_batch(tail, cursor)
+                if seqs:
+                    await send(stream, seqs, bodies)
             if not tail.overflowed:
                 await tail.wake.wait()
+
+
+def _tail_batch(tail: LiveTail, cursor: dict[str, int]) -> tuple[str, list[int], list[bytes]]:
+    """The next batch off the live tail (records of one stream above ``cursor``, bodies encoded);
+    empty when what the tail held was sent already."""
+    stream = tail.records[0][0]
+    seqs: list[int] = []
+    bodies: list[bytes] = []
+    size = 0
+    mark = cursor.get(stream, 0)
+    while tail.records and tail.records[0][0] == stream and len(seqs) < MAX_BATCH_RECORDS:
+        _, seq, data = tail.records[0]
+        body = json.dumps(data, separators=(",", ":")).encode("ascii")
+        if seqs and size + len(body) > MAX_BATCH_BYTES:
+            break
+        tail.records.popleft()
+        if seq > mark:
+            seqs.append(seq)
+            bodies.append(body)
+            size += len(body)
+            mark = seq
+    return stream, seqs, bodies
 
 
 async def _heartbeats(session: _Session, link: UplinkNodeLink) -> None:

@@ -15,6 +15,7 @@ from gpuplanectl.commands import (
     Globals,
     actors,
     audit,
+    backup,
     checkpoints,
     ckpt,
     daemon,
@@ -106,6 +107,8 @@ app.command("shutdown")(daemon.shutdown)
 app.command("ui")(ui.ui)
 app.command("mcp-stdio")(mcp_stdio.mcp_stdio)
 app.command("audit")(audit.audit)
+app.command("backup")(backup.backup)
+app.command("restore")(backup.restore)
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
-"""Output for nodes: GPU and host readings (a node's ``snapshot``), the node list and
-detail, and a node's last hour (``GET /api/v1/nodes/{id}/metrics``). Pure formatting, as
+"""Output for nodes: GPU and host readings (a node's ``snapshot``), a remote node's link, the node
+list and detail, and a node's last hour (``GET /api/v1/nodes/{id}/metrics``). Pure formatting, as
 ``gpuplanectl.render``, whose tables and key-value lines it uses.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplaned.protocol.printable import printable
-from gpuplanectl.render import NONE, format_bytes, format_memory, kv_lines, table, when_text
+from gpuplanectl.render import NONE, format_bytes, format_memory, format_uptime, kv_lines, table, when_text
 
 
 # --- GPU and host readings (a node's ``snapshot``) ---------------------------
@@ -130,14 +130,106 @@ def node_conditions_text(node: Mapping[str, Any]) -> str:
     return text or NONE
 
 
-def node_list_table(nodes: Sequence[Mapping[str, Any]]) -> str:
+# --- a remote node's link (its ``remote`` and ``link``) ------------------------
+
+
+LINK_HEADERS = ("LINK", "HEARTBEAT", "BACKLOG", "SKEW")
+
+
+def has_links(nodes: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any node is a remote agent's: only then does the list show link columns."""
+    return any(node.get("remote") or node.get("link") for node in nodes)
+
+
+def link_state_text(node: Mapping[str, Any]) -> str:
+    """``attached`` or ``detached`` for a remote agent's node; ``local`` for the server's own.
+
+    A remote node this server has not heard from since it started has no ``link``: detached.
+    """
+    link = node.get("link")
+    if link:
+        return str(link.get("state") or NONE)
+    return "detached" if node.get("remote") else "local"
+
+
+def age_text(ms: int | None, now: float) -> str:
+    """``3s ago``, ``2m05s ago``; ``-`` for never. A time a little ahead of this machine's clock
+    (the server's clock is not this one's) reads ``0s ago``."""
+    if ms is None:
+        return NONE
+    return f"{format_uptime(max(0.0, now - ms / 1000))} ago"
+
+
+def count_text(count: int) -> str:
+    """``950``, ``12.3k``, ``4.5M``."""
+    if count < 10_000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def backlog_text(link: Mapping[str, Any] | None) -> str:
+    """The agent's spool not yet acknowledged: ``0``, ``1234 / 96.4 KiB``; ``-`` before its first heartbeat."""
+    if not link or link.get("backlog_records") is None:
+        return NONE
+    records, size = link["backlog_records"], link.get("backlog_bytes")
+    if not records and not size:
+        return "0"
+    return f"{count_text(records)} / {format_bytes(size)}"
+
+
+def skew_text(skew_ms: int | None) -> str:
+    """The agent's clock minus the server's: ``+12 ms``, ``-3 ms``, ``+42 s``; ``-`` when not known."""
+    if skew_ms is None:
+        return NONE
+    return f"{skew_ms:+d} ms" if abs(skew_ms) < 10_000 else f"{round(skew_ms / 1000):+d} s"
+
+
+def link_cells(node: Mapping[str, Any], now: float) -> list[str]:
+    """LINK, HEARTBEAT (an age), BACKLOG and SKEW of one node; ``local`` and dashes for the server's own."""
+    if not node.get("remote") and not node.get("link"):
+        return ["local", NONE, NONE, NONE]
+    link = node.get("link") or {}
+    beat = link.get("last_heartbeat_at") or node.get("last_heartbeat_at")
+    return [link_state_text(node), age_text(beat, now), backlog_text(link), skew_text(link.get("skew_ms"))]
+
+
+def link_lines(node: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
+    """``node show``'s lines on the link: its state and when the agent was last heard from, the
+    backlog of its spool, its clock's skew."""
+    if not node.get("remote") and not node.get("link"):
+        return [("link", "local")]
+    link = node.get("link")
+    if not link:
+        return [("link", "detached (not heard from since the server started)")]
+    state = link_state_text(node)
+    heard = link.get("last_heard_at")
+    records = link.get("backlog_records")
+    if records is None:
+        backlog = "not known yet (no heartbeat)"
+    else:
+        backlog = "0 records" if not records else \
+            f"{count_text(records)} records, {format_bytes(link.get('backlog_bytes'))}"
+        backlog += " at its last heartbeat" if state == "detached" else " not yet acknowledged"
+    return [("link", f"{state}, last heard {age_text(heard, now)}" if heard is not None else state),
+            ("backlog", backlog), ("clock skew", skew_text(link.get("skew_ms")))]
+
+
+def node_list_table(nodes: Sequence[Mapping[str, Any]], now: float | None = None) -> str:
+    """``node list`` and ``status``: one row per node. LINK, HEARTBEAT, BACKLOG and SKEW only when
+    a node is a remote agent's (the server's own node shows ``local`` there)."""
+    now = time.time() if now is None else now
+    links = has_links(nodes)
     rows = [
         [node["name"], node.get("status") or NONE, node.get("gpu_backend") or NONE,
          str(len(node_gpus(node))), str(free_gpus(node)),
-         f"{node.get('cpu_jobs') or 0}/{node.get('max_cpu_jobs') or 0}", node_conditions_text(node)]
+         f"{node.get('cpu_jobs') or 0}/{node.get('max_cpu_jobs') or 0}",
+         *(link_cells(node, now) if links else ()), node_conditions_text(node)]
         for node in nodes
     ]
-    return table(["NODE", "STATUS", "BACKEND", "GPUS", "FREE", "CPU JOBS", "CONDITIONS"], rows)
+    return table(["NODE", "STATUS", "BACKEND", "GPUS", "FREE", "CPU JOBS", *(LINK_HEADERS if links else ()),
+                  "CONDITIONS"], rows)
 
 
 def gpu_status_table(nodes: Sequence[Mapping[str, Any]]) -> str:
@@ -169,6 +261,7 @@ def node_detail(node: Mapping[str, Any], now: float | None = None) -> str:
         ("cpu jobs", f"{node.get('cpu_jobs') or 0} of {node.get('max_cpu_jobs') or 0}"),
         ("heartbeat", when_text(node.get("last_heartbeat_at"), now)),
         ("sampled", when_text(snapshot.get("ts"), now) if snapshot else "not yet"),
+        *link_lines(node, now),
     ])
     gpus = node_gpus(node)
     lines.append("")

@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", metavar="DIR", help="data dir (env GPUPLANE_HOME; default ~/.local/share/gpuplane)")
     parser.add_argument("--runtime-dir", metavar="DIR",
                         help="socket and port-file dir (env GPUPLANE_RUNTIME_DIR; default $XDG_RUNTIME_DIR/gpuplane or /tmp/gpuplane-UID)")
+    parser.add_argument("--group-access", action="store_const", const=True,
+                        help="members of the runtime dir's group may use the local socket (dir 0750, socket 0660)")
     parser.add_argument("--listen", metavar="URL",
                         help="explicit control endpoint: unix:///abs/path or tcp://127.0.0.1:PORT; fails instead of falling back")
     parser.add_argument("--http", metavar="HOST:PORT",

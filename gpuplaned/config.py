@@ -358,7 +358,11 @@ class UplinkConfig:
     fsync_interval_s: float = _key(_number_between(0.001, 60), 0.2)  # fsync = "interval": at most this long unsynced
     spool_max_bytes: int = _key(_positive_int, 100 * 1000 * 1000)  # the spool's bound; oldest records dropped first
     spool_max_age_s: float = _key(_number_between(1, 366 * 86_400), 86_400.0)  # records older than this are dropped
-    replay_records_per_s: int = _key(_positive_int, 20_000)  # a backlog is replayed at most this fast
+    # A backlog is replayed in batches (a server transaction each) at most this fast, in records
+    # and in body bytes: 1M small records in ~2 s, while the server's other writes go between batches.
+    replay_records_per_s: int = _key(_positive_int, 500_000)
+    replay_bytes_per_s: int = _key(_positive_int, 64 * 1000 * 1000)
+    reconnect_max_s: float = _key(_number_between(0.5, 3600), 30.0)  # the longest wait between two dials (backoff)
 
 
 @_section
@@ -376,6 +380,7 @@ class Config:
     role: str = _key(_choice(ROLES), "all")
     home: Path = _key(_path, factory=lambda: Path("~/.local/share/gpuplane").expanduser())
     runtime_dir: Path = _key(_path, factory=default_runtime_dir)
+    group_access: bool = _key(_bool, False)  # the runtime dir's group may use the socket (gpuplaned.endpoint)
     listen: Listen | None = _key(_parsed(parse_listen), None)
     http: HttpFront | None = _key(_parsed(parse_http), DEFAULT_HTTP)  # None: no HTTP front
     http_limits: HttpLimits = HttpLimits()  # the file's [http] table (beside its listen, which is ``http``)
@@ -410,7 +415,7 @@ def default_config_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "gpuplane" / "gpuplaned.toml"
 
 
-_FILE_KEYS = ("role", "home", "runtime_dir", "listen", "http", "server", "log_level")  # beside the tables
+_FILE_KEYS = ("role", "home", "runtime_dir", "group_access", "listen", "http", "server", "log_level")  # beside the tables
 _TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
            "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard", "detector": "detector",
            "tokens": "tokens", "uplink": "uplink", "scheduler": "scheduler"}  # [table] -> its Config field

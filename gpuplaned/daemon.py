@@ -103,7 +103,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
         ActorStartError: an actor failed before it first became ready.
     """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        endpoint = claim_endpoint(cfg.runtime_dir, cfg.listen)
+        endpoint = claim_endpoint(cfg.runtime_dir, cfg.listen, group_access=cfg.group_access)
         shared = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
         supervisor = shared.supervisor = Supervisor(specs, shared, on_started=_publish_when_control(shared))
         if any(spec.name == "store" for spec in specs):

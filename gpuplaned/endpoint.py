@@ -3,6 +3,8 @@
 Decisions (seed 003), in order:
 
 1. The runtime dir is created 0700; one owned by another user, or a symlink, is refused.
+   With ``group_access`` (the packaged system unit) it is 0750, the socket 0660 and the
+   port-file 0640, so members of the dir's group can use the daemon; others still cannot.
 2. ``gpuplaned.lock`` (flock) is held for the daemon's lifetime: a second daemon for the
    same runtime dir exits 3 and touches nothing.
 3. At the socket path: nothing -> bind. A socket a live daemon answers on -> exit 3. A
@@ -62,6 +64,7 @@ class ClaimedEndpoint:
     lock_fd: int
     secret: str | None  # bearer secret required on the TCP fallback
     _inode: int | None = None
+    group_access: bool = False  # the port-file is readable by the runtime dir's group
 
     def portfile(self) -> PortFile:
         return PortFile(pid=os.getpid(), unix=self.unix_path, tcp_port=self.tcp_port)
@@ -89,14 +92,16 @@ class ClaimedEndpoint:
             self.lock_fd = -1
 
 
-def prepare_runtime_dir(path: Path) -> None:
-    """Create ``path`` 0700 (parents too) or check an existing one is ours and private.
+def prepare_runtime_dir(path: Path, *, group_access: bool = False) -> None:
+    """Create ``path`` 0700 (0750 with ``group_access``; parents too) or check an existing one
+    is ours and private.
 
     Raises:
         EndpointError: a symlink, not a directory, or owned by another user.
     """
+    mode = 0o750 if group_access else 0o700
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.mkdir(mode=mode, parents=True, exist_ok=True)
     except OSError as exc:
         raise EndpointError(f"cannot create runtime dir {path}: {exc.strerror}") from None
     st = os.lstat(path)
@@ -104,19 +109,19 @@ def prepare_runtime_dir(path: Path) -> None:
         raise EndpointError(f"runtime dir {path} is not a directory (or is a symlink)")
     if st.st_uid != os.getuid():
         raise EndpointError(f"runtime dir {path} belongs to uid {st.st_uid}, not to us ({os.getuid()})")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        log.warning("runtime dir %s was mode %o; tightening to 0700", path, stat.S_IMODE(st.st_mode))
-        os.chmod(path, 0o700)
+    if stat.S_IMODE(st.st_mode) & ~mode & 0o777:
+        log.warning("runtime dir %s was mode %o; tightening to %04o", path, stat.S_IMODE(st.st_mode), mode)
+        os.chmod(path, mode)
 
 
-def claim_endpoint(runtime_dir: Path, listen: Listen | None) -> ClaimedEndpoint:
+def claim_endpoint(runtime_dir: Path, listen: Listen | None, *, group_access: bool = False) -> ClaimedEndpoint:
     """Lock the runtime dir and bind the control socket (see the module docstring).
 
     Raises:
         EndpointBusy: another daemon holds the runtime dir or answers on the socket.
         EndpointError: anything else that stops us from listening.
     """
-    prepare_runtime_dir(runtime_dir)
+    prepare_runtime_dir(runtime_dir, group_access=group_access)
     lock_fd = _lock(runtime_dir)
     try:
         if listen is not None and listen.unix is None:
@@ -124,10 +129,10 @@ def claim_endpoint(runtime_dir: Path, listen: Listen | None) -> ClaimedEndpoint:
             return _tcp_endpoint(runtime_dir, sock, lock_fd)
         path = listen.unix if listen is not None else str(runtime_dir / SOCKET_NAME)
         explicit = listen is not None
-        sock = _claim_unix(path, explicit=explicit)
+        sock = _claim_unix(path, explicit=explicit, group_access=group_access)
         if sock is None:
             return _tcp_endpoint(runtime_dir, _bind_tcp("127.0.0.1", 0, explicit=False), lock_fd)
-        return ClaimedEndpoint(runtime_dir, sock, path, None, lock_fd, None, os.stat(path).st_ino)
+        return ClaimedEndpoint(runtime_dir, sock, path, None, lock_fd, None, os.stat(path).st_ino, group_access)
     except BaseException:
         os.close(lock_fd)
         raise
@@ -153,7 +158,7 @@ def _portfile_pid(runtime_dir: Path) -> int | None:
         return None
 
 
-def _claim_unix(path: str, *, explicit: bool) -> socket.socket | None:
+def _claim_unix(path: str, *, explicit: bool, group_access: bool = False) -> socket.socket | None:
     """Bind ``path``; None means "fall back to TCP" (never for an explicit path)."""
     if len(os.fsencode(path)) > MAX_UNIX_PATH:
         message = f"socket path is {len(os.fsencode(path))} bytes, over the {MAX_UNIX_PATH}-byte limit: {path}"
@@ -177,7 +182,7 @@ def _claim_unix(path: str, *, explicit: bool) -> socket.socket | None:
         log.info("reclaiming stale socket %s (its daemon is gone)", path)
         os.unlink(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # the socket file is born 0600
+    old_umask = os.umask(0o117 if group_access else 0o177)  # the socket file is born 0660 or 0600
     try:
         sock.bind(path)
     except OSError as exc:
@@ -228,12 +233,12 @@ def _tcp_endpoint(runtime_dir: Path, sock: socket.socket, lock_fd: int) -> Claim
     return ClaimedEndpoint(runtime_dir, sock, None, sock.getsockname()[1], lock_fd, secret)
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` atomically with mode 0600: temp file in the same dir, fsync, rename."""
+def _write_private(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write ``text`` atomically with ``mode``: temp file in the same dir, fsync, rename."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, mode)
         os.write(fd, text.encode())
         os.fsync(fd)
     finally:
@@ -250,7 +255,7 @@ def _unlink_quietly(path: Path) -> None:
 
 def publish_portfile(endpoint: ClaimedEndpoint) -> Path:
     path = endpoint.runtime_dir / PORTFILE_NAME
-    _write_private(path, endpoint.portfile().render())
+    _write_private(path, endpoint.portfile().render(), 0o640 if endpoint.group_access else 0o600)
     return path
 
 

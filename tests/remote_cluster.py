@@ -14,7 +14,7 @@ from netproxy import TcpProxy
 from gpuplaned.home import attempt_dir
 
 HEARTBEAT_S = 0.3
-CONFIG = f"[uplink]\nheartbeat_s = {HEARTBEAT_S}\n"
+CONFIG = f"[uplink]\nheartbeat_s = {HEARTBEAT_S}\n[checkpoints]\nstable_s = 0.3\nrescan_interval_s = 0.1\n"
 
 
 class Agent:

@@ -34,7 +34,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts
 
 
 # Commands that act on this machine, not through a daemon's API: refused with a remote server.
-LOCAL_ONLY = {"daemon": "starts gpuplaned on this machine"}
+LOCAL_ONLY = {"daemon": "starts gpuplaned on this machine", "backup": "copies the daemon's files on this machine",
+              "restore": "writes into a data dir on this machine"}
 
 
 class Globals:

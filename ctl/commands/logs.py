@@ -1,5 +1,5 @@
-"""``gpuplanectl logs JOB [-f]``: a job's output, as a tail or followed live; ``logs RUN``: an
-imported run's log files.
+"""``gpuplanectl logs JOB [-f | --full]``: a job's output, as a tail, followed live, or whole;
+``logs RUN``: an imported run's log files.
 
 Without ``-f``: the last ``--tail`` lines of each stream (``GET /api/v1/jobs/{id}/logs``).
 With ``-f``: those lines, then everything the job prints, from the Server-Sent Events
@@ -7,20 +7,29 @@ stream ``/api/v1/jobs/{id}/logs/stream``. Each event's id is where to resume, so
 connection (or a restarted daemon) is picked up again with ``Last-Event-ID`` and no line is
 lost or repeated. When an attempt that is retried ends, following moves on to the next
 attempt; when the job ends, a last line like ``[job job_... SUCCEEDED, exit code 0]`` goes
-to stderr and the command exits with the job's exit code (``exit_codes.for_job_end``).
+to stderr and the command exits with the job's exit code (``exit_codes.for_job_end``). A job
+on a remote agent's node is followed the same way: the server relays its lines.
+
+With ``--full``: the whole file of each stream of the attempt, as written so far, paged with
+``GET /api/v1/jobs/{id}/logs?offset=..&limit=..`` (``FULL_PAGE`` lines a page). A remote
+agent's job is read through its agent, so its node must be online: while its agent is not
+connected the server answers ``unavailable`` (with ``node`` and ``stored_lines``), and the
+command prints the server's stored tail instead, says on stderr that only those last lines
+are shown and why, and exits 1. ``--full`` with ``-f`` or ``--tail`` is a usage error.
 
 Where lines go: with both streams shown, stdout lines to stdout and stderr lines to stderr,
 so redirections keep them apart; with ``--stream`` the one stream goes to stdout. ``--json``
-prints the API's pages (``{"stdout": page, "stderr": page}``), or with ``-f`` one JSON object
-per line: ``{"stream", "line"}``, and at the end ``{"end": {...}}``.
+prints the API's pages (``{"stdout": page, "stderr": page}``); with ``--full`` each page as
+it comes, one JSON object a line (the stored tail's page too, then the ``{"error": ...}``
+when the agent is offline); with ``-f`` one JSON object per line: ``{"stream", "line"}``,
+and at the end ``{"end": {...}}``.
 
 A run id (``run_...``): the stdout and stderr files ``import-run`` registered for it, the last
 ``--tail`` lines of each (``GET /api/v1/runs/{id}/logs``), with a ``==> path <==`` line before
 each when there are several; a file gone or changed since the import is said on stderr (a
 file that cannot be read: exit 1). The files come from any dir, so control characters are
-printed as escapes. They are finished: ``-f`` and ``--attempt`` are usage errors.
+printed as escapes. They are finished: ``-f``, ``--full`` and ``--attempt`` are usage errors.
 """
-
 from __future__ import annotations
 
 import enum
@@ -42,6 +51,7 @@ from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, for_
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 STREAMS = ("stdout", "stderr")
+MAX_TAIL = 100_000  # the most lines a page of the API gives
 RUN_PREFIX = "run_"
 # How long -f keeps trying to get the stream back before it gives up.
 RECONNECT_FOR = 30.0
@@ -49,6 +59,8 @@ RECONNECT_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0)
 # Answers that mean "the daemon is coming back", worth waiting out like a dropped connection.
 TRANSIENT = frozenset({ErrorCode.NOT_READY, ErrorCode.STOPPING, ErrorCode.UNAVAILABLE})
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `... | head`
+DEFAULT_TAIL = 100
+FULL_PAGE = 20_000  # lines a page of --full asks for (the API allows up to 100,000)
 
 
 class Stream(str, enum.Enum):
@@ -64,27 +76,37 @@ def logs(
                                          "exit with its exit code.")] = False,
     stream: Annotated[Stream | None, typer.Option("--stream", show_default=False,
                                                   help="Only this stream [default: both].")] = None,
-    tail: Annotated[int, typer.Option("--tail", "-n", metavar="N", min=0,
-                                      help="The last N lines of each stream (a run's: of each file; with "
-                                           "-f: to start from).")] = 100,
+    tail: Annotated[int | None, typer.Option("--tail", "-n", metavar="N", min=0, show_default=False,
+                                             help="The last N lines of each stream (a run's: of each file; with "
+                                                  f"-f: to start from) [default: {DEFAULT_TAIL}].")] = None,
+    full: Annotated[bool, typer.Option("--full", help="The whole file of each stream of the attempt (a remote "
+                                       "job's: read through its agent, which must be online).")] = False,
     attempt: Annotated[int | None, typer.Option("--attempt", metavar="K", min=1, show_default=False,
                                                 help="An earlier attempt's output [default: the latest]; with -f, follow only that attempt.")] = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Print a job's output; -f follows it live. With a run id: an imported run's log files.
+    """Print a job's output; -f follows it live, --full prints it whole. With a run id: an
+    imported run's log files.
 
     With both streams, the job's stderr lines go to stderr. With -f, the exit code is the
     job's: 0 when it SUCCEEDED, its own exit code when it FAILED, 128+N when signal N
     killed it, 1 otherwise (cancelled, timed out, lost); 130 when Ctrl-C stops following.
+    With --full, a remote job's node must be online: while its agent is not, only the
+    server's stored tail is printed, and the exit code is 1.
     """
     g = globals_of(ctx)
     names = (stream.value,) if stream is not None else STREAMS
     out = _Output(json_output, split=len(names) > 1)
     if target.startswith(RUN_PREFIX):
-        _refuse_for_run(target, follow, attempt, json_output)
+        _refuse_for_run(target, follow, full, attempt, json_output)
+    if full:
+        _refuse_with_full(follow, tail, json_output)
+    tail = DEFAULT_TAIL if tail is None else tail
     try:
         if target.startswith(RUN_PREFIX):
             code = _print_run_logs(g, target, stream.value if stream is not None else None, tail, out)
+        elif full:
+            code = _print_full(g, target, names, attempt, out)
         elif follow:
             code = _follow(g, target, names, tail, attempt, out)
         else:
@@ -149,15 +171,87 @@ def _print_tail(g: Globals, job_id: str, names: Sequence[str], tail: int, attemp
     return EXIT_OK
 
 
-def _refuse_for_run(run_id: str, follow: bool, attempt: int | None, json_output: bool) -> None:
+def _refuse_for_run(run_id: str, follow: bool, full: bool, attempt: int | None, json_output: bool) -> None:
     """A run's logs are finished files: nothing to follow, no attempts to choose from."""
     if follow:
         fail(json_output, ErrorCode.BAD_REQUEST,
              f"--follow: {run_id} is a run, whose logs are the finished files import-run registered: there is "
              "nothing to follow", {"field": "follow"}, hint=f"Drop -f: `gpuplanectl logs {run_id}` prints them.")
+    if full:
+        fail(json_output, ErrorCode.BAD_REQUEST, f"--full: {run_id} is a run; --full reads a job's log files",
+             {"field": "full"}, hint=f"`gpuplanectl logs {run_id} --tail N` prints the last N lines of its files.")
     if attempt is not None:
         fail(json_output, ErrorCode.BAD_REQUEST, f"--attempt: {run_id} is a run; only a job has attempts",
              {"field": "attempt"})
+
+
+def _refuse_with_full(follow: bool, tail: int | None, json_output: bool) -> None:
+    """--full prints the whole file once: it neither follows nor starts at a tail."""
+    if follow:
+        fail(json_output, ErrorCode.BAD_REQUEST, "--full and --follow do not go together: --full prints the "
+             "whole file as it is now, -f its last lines and then what comes", {"field": "full"},
+             hint="Use one of them: `logs JOB --full`, or `logs JOB -f --tail N`.")
+    if tail is not None:
+        fail(json_output, ErrorCode.BAD_REQUEST, "--full and --tail do not go together: --full prints every line",
+             {"field": "full"}, hint="Drop --tail for the whole file, or --full for the last N lines.")
+
+
+def _print_full(g: Globals, job_id: str, names: Sequence[str], attempt: int | None, out: _Output) -> int:
+    """Each stream's whole file, page by page; EXIT_FAILURE when only a stored tail could be shown."""
+    code = EXIT_OK
+    with reporting(g, out.json):
+        client = connect(g)
+        for name in names:
+            code = max(code, _print_full_stream(client, job_id, name, attempt, out))
+    return code
+
+
+def _print_full_stream(client: DaemonClient, job_id: str, stream: str, attempt: int | None, out: _Output) -> int:
+    last = -1  # the offset of the last line printed: a page from offset 0 can repeat the first line
+    query: dict[str, Any] = {"stream": stream, "offset": 0, "limit": FULL_PAGE}
+    if attempt is not None:
+        query["attempt"] = attempt
+    while True:
+        try:
+            page = client.get(f"{_path(job_id)}/logs?{urlencode(query)}")
+        except ApiError as exc:
+            if exc.code is ErrorCode.UNAVAILABLE and "stored_lines" in exc.details:
+                return _print_stored_instead(client, job_id, stream, attempt, last, exc, out)
+            raise
+        lines = page["lines"]
+        fresh = [line for line in lines if line["offset"] > last]
+        if fresh:
+            _print_page(page, fresh, stream, out)
+            last = fresh[-1]["offset"]
+        if not fresh or len(lines) < FULL_PAGE or page.get("next_offset") is None:
+            return EXIT_OK  # the end of what is written now: a running job's file goes on growing
+        query["offset"] = page["next_offset"]
+
+
+def _print_stored_instead(client: DaemonClient, job_id: str, stream: str, attempt: int | None, last: int,
+                          refusal: ApiError, out: _Output) -> int:
+    """The node's agent is offline: the stored tail (what follows the lines printed), and why only that."""
+    stored = max(0, int(refusal.details.get("stored_lines") or 0))
+    node = refusal.details.get("node") or refusal.details.get("node_id") or "?"
+    page = _page(client, job_id, stream, min(stored, MAX_TAIL), attempt)
+    fresh = [line for line in page["lines"] if line["offset"] > last]
+    _print_page(page, fresh, stream, out)
+    message = (f"only the last {stored} stored lines of {stream} are shown: node {node}'s agent is offline, and "
+               "the whole file is on that node; try again when it is back")
+    if out.json:
+        print(json.dumps(ApiError(ErrorCode.UNAVAILABLE, message, {**refusal.details, "stream": stream}).body()),
+              flush=True)
+    else:
+        out.note(f"[{message}]")
+    return EXIT_FAILURE
+
+
+def _print_page(page: dict[str, Any], lines: list[dict[str, Any]], stream: str, out: _Output) -> None:
+    if out.json:
+        print(json.dumps({**page, "lines": lines}), flush=True)
+        return
+    for line in lines:
+        out.line(stream, line["line"])
 
 
 def _print_run_logs(g: Globals, run_id: str, stream: str | None, tail: int, out: _Output) -> int:

@@ -1,8 +1,9 @@
 """Nodes: ``gpuplanectl node list``, ``gpuplanectl node show NODE``, ``gpuplanectl node drain|undrain NODE``
 and ``gpuplanectl node forget NODE``.
 
-``list`` is one row per node (``GET /api/v1/nodes``); ``show`` is one node in full
-(``GET /api/v1/nodes/{id-or-name}``): its hardware and labels, each GPU's latest readings and
+``list`` is one row per node (``GET /api/v1/nodes``), with a remote agent's link (state, last
+heartbeat, spool backlog, clock skew) when there are remote nodes; ``show`` is one node in full
+(``GET /api/v1/nodes/{id-or-name}``): its hardware and labels, its link, each GPU's latest readings and
 processes (with the job each belongs to, or ``foreign``), and the host's CPU, memory and
 disks; then the last hour in a few numbers (``/metrics``: average and peak utilization,
 peak memory). ``forget`` removes an offline node for good (``DELETE /api/v1/nodes/{key}``): one
@@ -37,6 +38,9 @@ app = typer.Typer(
 def list_nodes(ctx: typer.Context, json_output: JsonOption = False) -> None:
     """List the nodes: status, GPU backend, GPUs and how many are free, CPU jobs, conditions.
 
+    With remote agents' nodes, also each one's LINK (attached or detached; "local" for
+    the server's own node), its last HEARTBEAT, the BACKLOG of its agent's spool not yet
+    acknowledged (records / bytes) and its clock's SKEW (the agent's minus the server's).
     CONDITIONS: what the node reports wrong (DISK_LOW), and "not accepting jobs" while
     it takes no new ones.
     """
@@ -58,7 +62,7 @@ def show(
                                         show_default=False)],
     json_output: JsonOption = False,
 ) -> None:
-    """Show a node: hardware, labels, each GPU's readings and processes, the host.
+    """Show a node: hardware, labels, its link, each GPU's readings and processes, the host.
 
     Readings are the node's latest sample ("-" before the first one). A GPU process
     belongs to a job, or is "foreign": started outside gpuplane.

@@ -30,7 +30,8 @@ def status(
     """Show the daemon, its actors, nodes and GPUs, and the job queue.
 
     One line for the daemon; per actor: state, uptime, restarts, last error; per node:
-    status, free GPUs, CPU jobs and conditions (DISK_LOW); per GPU: its latest utilization,
+    status, free GPUs, CPU jobs, conditions (DISK_LOW) and, for a remote agent's node, its
+    link, last heartbeat, spool backlog and clock skew; per GPU: its latest utilization,
     memory used/total, temperature, power draw/limit and the job holding it ("-" before the
     node's first sample); then the first queued jobs in the order they will run (priority,
     then age). --json has every queued job.

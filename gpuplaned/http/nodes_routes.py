@@ -21,39 +21,41 @@ if TYPE_CHECKING:
 
 
 api = Routes("nodes")
-_NODE = Param("key", "the node's id or name")
 # Named "node", not "key": the audit log redacts values of parameters named like secrets (key).
-_NODE_AUDITED = Param("node", "the node's id or name")
+_NODE = Param("node", "the node's id or name")
 _READINGS = "Columns downsampled to at most `points` buckets (min, max, avg, last)."
 
 NODES = api.get("/api/v1/nodes", "listNodes", "Every node with its GPUs and latest readings",
-                Reply(200, NodeList, "The nodes, by name."))
-NODE = api.get("/api/v1/nodes/<key>", "getNode", "One node", Reply(200, NodeReply, "The node."), errors=(404,),
+                Reply(200, NodeList, "The nodes, by name."),
+                description="A remote agent's node (`remote`) has its `link`: attached or detached, when its agent "
+                            "was last heard from and its last heartbeat, the backlog of its spool and its clock's "
+                            "skew. The server's own node has no link.")
+NODE = api.get("/api/v1/nodes/<node>", "getNode", "One node", Reply(200, NodeReply, "The node."), errors=(404,),
                params=(_NODE,))
 DRAIN = api.post("/api/v1/nodes/<node>/drain", "drainNode", "Drain a node: no new jobs, its running ones go on",
                   Reply(200, NodeReply, "The node, drained (condition DRAINED, not accepting)."), errors=(404,),
-                  params=(_NODE_AUDITED,),
+                  params=(_NODE,),
                   description="Kept across restarts and the node's reconnects until undrain. Jobs that only this "
                               "node could run stay QUEUED, their queue_reason saying so. Draining a drained node "
                               "changes nothing.")
 UNDRAIN = api.post("/api/v1/nodes/<node>/undrain", "undrainNode", "Undrain a node: it takes new jobs again",
                    Reply(200, NodeReply, "The node, taking new jobs again."), errors=(404,),
-                   params=(_NODE_AUDITED,))
-FORGET = api.delete("/api/v1/nodes/<key>", "forgetNode", "Forget an offline node that is gone for good",
+                   params=(_NODE,))
+FORGET = api.delete("/api/v1/nodes/<node>", "forgetNode", "Forget an offline node that is gone for good",
                     Reply(200, ForgottenNode, "It is forgotten: its record, GPU slots and metrics."), errors=(404, 409),
                     params=(_NODE,),
                     description="For a node renamed or retired, which would otherwise stay OFFLINE in the list "
                                 "forever. Its jobs and runs keep their history; if it says hello again, it is a new "
                                 "node. 409 while it is online or a job is dispatched to or running on it.")
 NODE_STREAM = api.get(
-    "/api/v1/nodes/<key>/stream", "streamNode", "Follow a node's readings (Server-Sent Events)",
-    Reply(200, Stream("NodeStreamEvent", "One event of GET /api/v1/nodes/{key}/stream: the node's whole current "
+    "/api/v1/nodes/<node>/stream", "streamNode", "Follow a node's readings (Server-Sent Events)",
+    Reply(200, Stream("NodeStreamEvent", "One event of GET /api/v1/nodes/{node}/stream: the node's whole current "
                                          "readings; the id is their time (ms).",
                       (SseKind(("snapshot",), NodeSnapshot, "^[0-9]+$"),)),
           "`snapshot` events: the latest readings at once (when there are any), then each new sample (about every "
           "2 s). A follower that falls behind gets the next one. A comment every 15 s keeps it open."),
     errors=(404,), params=(_NODE,))
-NODE_METRICS = api.get("/api/v1/nodes/<key>/metrics", "getNodeMetrics", "A node's metric series for charts",
+NODE_METRICS = api.get("/api/v1/nodes/<node>/metrics", "getNodeMetrics", "A node's metric series for charts",
                        Reply(200, NodeMetrics, _READINGS), errors=(400, 404), params=(_NODE,), query=NodeMetricsArgs)
 EVENTS = api.get("/api/v1/events", "listEvents", "Events, newest first", Reply(200, EventList, "The events."),
                  errors=(400,), query=EventsQuery, tag="events")
@@ -72,8 +74,8 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
         return ok({"nodes": await nodes_view.list_nodes(shared)})
 
     @NODE.on(app)
-    async def get_node(key: str) -> Response:
-        return ok({"node": await nodes_view.get_node(shared, key)})
+    async def get_node(node: str) -> Response:
+        return ok({"node": await nodes_view.get_node(shared, node)})
 
     @DRAIN.on(app)
     async def drain_node(node: str) -> Response:
@@ -84,18 +86,18 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
         return ok({"node": await nodes_view.set_drained(shared, node, False)})
 
     @FORGET.on(app)
-    async def forget_node(key: str) -> Response:
-        return ok({"forgotten": await nodes_view.forget_node(shared, key)})
+    async def forget_node(node: str) -> Response:
+        return ok({"forgotten": await nodes_view.forget_node(shared, node)})
 
     @NODE_STREAM.on(app)
-    async def node_snapshot_stream(key: str) -> Response:
-        node = await nodes_view.get_node(shared, key)
-        return await sse_response(nodes_view.follow_snapshots(shared, node.id))
+    async def node_snapshot_stream(node: str) -> Response:
+        found = await nodes_view.get_node(shared, node)
+        return await sse_response(nodes_view.follow_snapshots(shared, found.id))
 
     @NODE_METRICS.on(app)
-    async def node_metrics_query(key: str, query: NodeMetricsArgs) -> Response:
-        node = await nodes_view.get_node(shared, key)
-        return ok(await node_metrics.query(shared, node.id, query))
+    async def node_metrics_query(node: str, query: NodeMetricsArgs) -> Response:
+        found = await nodes_view.get_node(shared, node)
+        return ok(await node_metrics.query(shared, found.id, query))
 
     @EVENTS.on(app)
     async def list_events(query: EventsQuery) -> Response:

@@ -21,7 +21,7 @@ from gpuplaned.protocol.job_wire import Job
 from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service.checkpoint_details import MAX_METRICS as MAX_CHECKPOINT_METRICS
 from gpuplaned.service.jobs import JOB_STATES
-from gpuplaned.service.nodes_view import NodeInfo
+from gpuplaned.service.nodes_view import LinkView, NodeInfo
 from gpuplaned.service.run_logs import RunLogFile
 from gpuplaned.service.runs import SERIES_ENCODINGS
 from gpuplaned.service.tokens import TokenInfo
@@ -402,6 +402,10 @@ class Node(NodeInfo):
     accepting: bool = doc("false while the node takes no new work (a disk is low)", default=True)
     snapshot: NodeSnapshot | None = doc("null until the first sample, and while the node is not connected",
                                         default=None)
+    remote: bool = doc("a remote agent's node (`--role agent`), whose link the server judges by its heartbeats; "
+                       "false: the server's own node", default=False)
+    link: LinkView | None = doc("the remote node's link as this server saw it; null for the server's own node, and "
+                                "for a remote node this server has not heard from since it started", default=None)
 
 
 @attrs.frozen(kw_only=True)

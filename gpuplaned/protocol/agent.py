@@ -17,6 +17,7 @@ from gpuplaned.protocol.converter import TaggedUnion, converter
 from gpuplaned.protocol.evaluation_wire import EvalResult
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
+from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointReading, CheckpointRemoval, CheckpointRemove
 from gpuplaned.protocol.uplink_frames import (
     Ack,
     Goodbye,
@@ -25,6 +26,7 @@ from gpuplaned.protocol.uplink_frames import (
     LogData,
     LogRead,
     Record,
+    Records,
     Reply,
     Request,
     SessionCall,
@@ -295,7 +297,7 @@ FRAMES = TaggedUnion({
     "log_lines": LogLines, "log_offsets": LogOffsets, "checkpoints_found": CheckpointsFound,
     "tb_points": TbPoints, "tb_stored": TbStored, "tb_cursors": TbCursors,  # protocol/tb_frames.py
     # protocol/uplink_frames.py: a remote agent's link
-    "record": Record, "ack": Ack, "request": Request, "reply": Reply, "heartbeat": Heartbeat,
+    "record": Record, "records": Records, "ack": Ack, "request": Request, "reply": Reply, "heartbeat": Heartbeat,
     "heartbeat_ok": HeartbeatOk, "goodbye": Goodbye,
 })
 
@@ -304,9 +306,11 @@ FRAMES = TaggedUnion({
 RECORD_BODIES = TaggedUnion({"job_status": JobStatus, "sys_metrics": SysMetrics, "node_events": NodeEvents,
                              "log_lines": LogLines, "checkpoints_found": CheckpointsFound})
 REQUEST_BODIES = TaggedUnion({"log_offsets": LogOffsets, "tb_points": TbPoints, "tb_cursors": TbCursors,
-                              "session_call": SessionCall, "log_read": LogRead})
+                              "session_call": SessionCall, "log_read": LogRead,
+                              "ckpt_read": CheckpointRead, "ckpt_remove": CheckpointRemove})
 REPLY_BODIES = TaggedUnion({"log_offsets": LogOffsets, "tb_stored": TbStored, "tb_cursors": TbCursors,
-                            "session_reply": SessionReply, "log_data": LogData})
+                            "session_reply": SessionReply, "log_data": LogData,
+                            "ckpt_reading": CheckpointReading, "ckpt_removal": CheckpointRemoval})
 # The stream each record body travels on (uplink_frames.STREAMS).
 STREAM_OF = {JobStatus: "status", SysMetrics: "metrics", NodeEvents: "events", LogLines: "logs",
              CheckpointsFound: "checkpoints"}

@@ -5,11 +5,16 @@ WebSocket, as JSON text frames tagged by ``type``:
 
 - **Records** (agent -> server): what the node learns and the server must store exactly once
   (a job's state change, node metric batches, node events, log tails, checkpoints found). Each
-  is first appended to the agent's spool with the next ``seq`` of its ``stream`` and sent as
-  ``Record(stream, seq, body)``; the server applies it in one transaction with its stored
-  high-water mark for ``(node, stream)`` (a ``seq`` at or below the mark changes nothing) and,
-  after the commit, answers ``Ack(stream, seq)``: every record of the stream up to ``seq`` is
-  stored and may be trimmed from the spool. ``body`` is one of ``agent.RECORD_BODIES``.
+  is first appended to the agent's spool with the next ``seq`` of its ``stream``, and sent in a
+  ``Records(stream, seqs, bodies)`` batch: consecutive spooled records of one stream, seqs
+  increasing (gaps are records the spool dropped), at most ``MAX_BATCH_RECORDS`` of them and
+  about ``MAX_BATCH_BYTES`` of bodies. The server applies a batch in order against its stored
+  high-water mark for ``(node, stream)`` (a ``seq`` at or below the mark changes nothing): node
+  metrics in one transaction, each other kind one transaction a record. After the last commit
+  it answers ``Ack(stream, seq)`` with the batch's last seq: every record of the stream up to
+  ``seq`` is stored and may be trimmed from the spool. ``body`` is one of
+  ``agent.RECORD_BODIES``. ``Record(stream, seq, body)``, one record a frame, is still read by
+  the server (an older agent's), and acked the same way.
 - **Requests** (either way): a question whose answer the asker waits for, matched by ``id``
   (the asker's own counter): the agent asks for stored log offsets and tailer cursors, stores a
   tailer pass (its compare-and-set on cursors makes a resend harmless, so it is not spooled),
@@ -29,20 +34,25 @@ restarted agent where each stream's stored part ends.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import attrs
 
+from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.fields import field
 
-__all__ = ["Ack", "FrameFault", "Goodbye", "Heartbeat", "HeartbeatOk", "LogData", "LogRead", "Record", "Reply",
-           "Request", "STREAMS", "SessionCall", "SessionReply"]
+__all__ = ["Ack", "FrameFault", "Goodbye", "Heartbeat", "HeartbeatOk", "LogData", "LogRead", "MAX_BATCH_BYTES",
+           "MAX_BATCH_RECORDS", "Record", "Records", "Reply", "Request", "STREAMS", "SessionCall", "SessionReply"]
 
 # One stream per kind of record; each has its own seq, so a burst of log tails never holds
 # up a job's state change on the server's side of a replay.
 STREAMS = ("status", "metrics", "events", "logs", "checkpoints")
 _SEQ = {"minimum": 1, "maximum": (1 << 63) - 1}
 _ID = {"minimum": 0, "maximum": (1 << 53) - 1}
+# A batch's bounds: one server transaction's worth, and well under a frame (4 MiB) once framed.
+MAX_BATCH_RECORDS = 10_000
+MAX_BATCH_BYTES = 1 << 20
 
 
 @attrs.frozen
@@ -52,6 +62,30 @@ class Record:
     stream: str = field(enum=STREAMS)
     seq: int = field(**_SEQ)
     body: dict[str, Any] = attrs.field(factory=dict)
+
+
+def _increasing(seqs: tuple[Any, ...]) -> str | None:
+    # Checked a whole tuple at a time (in C): a batch holds up to 10,000 of them.
+    if set(map(type, seqs)) != {int} or seqs[0] < 1 or seqs[-1] >= 1 << 63:
+        return "each seq must be an integer from 1 to 2**63-1"
+    if not all(map(operator.lt, seqs, seqs[1:])):
+        return "seqs must increase"
+    return None
+
+
+@attrs.frozen
+class Records:
+    """Agent -> server: spooled records of one stream, in seq order (see the module docstring);
+    ``bodies[i]`` (one of ``agent.RECORD_BODIES``, tagged) has ``seqs[i]``."""
+
+    stream: str = field(enum=STREAMS)
+    seqs: tuple[Any, ...] = field(min_items=1, max_items=MAX_BATCH_RECORDS, check=_increasing,
+                                  documented_as=tuple[int, ...])  # integers, checked as a whole
+    bodies: tuple[Any, ...] = field(min_items=1, max_items=MAX_BATCH_RECORDS)  # JSON objects, read by kind
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.seqs) != len(self.bodies):
+            raise FieldInvalid("bodies", f"{len(self.bodies)} bodies for {len(self.seqs)} seqs")
 
 
 @attrs.frozen

@@ -1,14 +1,14 @@
 """Verify a checkpoint on demand: is its file still there, and is it what was registered?
 
-``verify`` reads the checkpoint's file (a directory: every file in it) read-only on a worker
-thread and takes its fingerprint and its full hash (``gpuplaned.checkpoints.files``). It is
-**changed** when the fingerprint differs from the one it was registered with (the node's
+``verify`` reads the checkpoint's file (a directory: every file in it) read-only and takes
+its fingerprint and its full hash (``gpuplaned.checkpoints.files``). It is **changed** when the fingerprint differs from the one it was registered with (the node's
 watcher took it), or the full hash from the one an earlier verify kept; ``changed`` is None
 when there is nothing to compare with (a checkpoint the script registered, never verified).
 The first verify that finds it unchanged keeps its full hash, so a later one also sees a
 change in the middle of the file, which the fingerprint (first and last MiB) cannot.
 
-The file is read where the daemon runs: in role ``all`` that is the node the job ran on.
+The file is read where it lies (``checkpoint_files``): on this host for a run of the server's
+own node, through the agent for a run of a remote one (``unavailable`` while it is away).
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
-from gpuplaned.checkpoints.files import fingerprint, full_hash, observe
+from gpuplaned.protocol.checkpoint_ops import CheckpointReading
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import access
+from gpuplaned.service import access, checkpoint_files
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import checkpoint_rows
 from gpuplaned.store.writer import write
@@ -29,29 +28,7 @@ if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
 
 
-@attrs.frozen
-class Reading:
-    """What the file is now; all None when it is gone."""
-
-    present: bool
-    size_bytes: int | None = None
-    fingerprint: str | None = None
-    full_hash: str | None = None
-    error: str | None = None
-
-
-def read(path: str) -> Reading:
-    """Runs on a worker thread: the fingerprint and full hash of ``path`` as it is now."""
-    try:
-        size = observe(path).size
-        return Reading(True, size, fingerprint(path), full_hash(path))
-    except FileNotFoundError:
-        return Reading(False)
-    except OSError as exc:
-        return Reading(False, error=f"{type(exc).__name__}: {exc.strerror or exc}")
-
-
-def changed(ck: checkpoint_rows.Checkpoint, now: Reading) -> bool | None:
+def changed(ck: checkpoint_rows.Checkpoint, now: CheckpointReading) -> bool | None:
     """Whether the file is not what was registered (gone counts as changed); None: nothing to compare."""
     if not now.present:
         return True
@@ -69,7 +46,7 @@ async def verify(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
     ck = await access.readers(shared, "runs").run(lambda conn: checkpoint_rows.get(conn, checkpoint_id))
     if ck is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
-    now = await trio.to_thread.run_sync(read, ck.path)
+    now = await checkpoint_files.read(shared, ck, await checkpoint_files.remote_node_of_run(shared, ck.run_id))
     verdict = changed(ck, now)
     if now.full_hash is not None and ck.full_hash is None and verdict is not True:
         at = now_ms()

@@ -6,16 +6,19 @@ tells the node link of both, which tells the node (``LogFollow``). The node's lo
 already reads every new line of every running job; while an attempt has followers it
 sends everything it reads there through the node link (``LogLines``), and the link's
 server half publishes it here (``batches_of``) as ``LogBatch`` items, one per stream per
-pass, with each line's SSE frame encoded once for all single-stream followers.
+pass, with each line's SSE frame encoded once for all single-stream followers. A remote
+agent's records are published the same way, after their commit, whether they come live or
+replayed after a link outage; a pass that held only its last lines (the agent was not told
+of the followers) is published as a batch of just those lines, so it starts where they do.
 
 The feed is an accelerator, not a source of truth: the files are. A batch says which byte
 range of the file it covers (``start`` to ``end``), so a follower that sees a batch start
 past where it has read (a pass that published nothing, a logs actor that was restarted)
 knows it missed something and reads the files instead; so does one that lagged. A
 follower that receives nothing (the logs actor is stopped, or the job runs elsewhere)
-keeps reading the files at its own pace (see ``gpuplaned.service.logs``).
+keeps reading the files at its own pace (see ``gpuplaned.service.logs``); a remote job's
+follower reads through its agent instead (``gpuplaned.service.remote_logs``).
 """
-
 from __future__ import annotations
 
 import os
@@ -87,12 +90,15 @@ class LogFeeds:
         """The attempts followed now."""
         return list(self._feeds)
 
-    def publish(self, key: Key, batches: list[LogBatch]) -> None:
-        """One logs-actor pass over ``key``: its batches (maybe none). Never blocks."""
+    def publish(self, key: Key, batches: list[LogBatch], *, served: bool = True) -> None:
+        """One logs-actor pass over ``key``: its batches (maybe none). Never blocks.
+
+        ``served``: the pass was one for followers (``LogLines.served``), which they may wait for."""
         feed = self._feeds.get(key)
         if feed is None:
             return
-        feed.served_at = trio.current_time()
+        if served:
+            feed.served_at = trio.current_time()
         for batch in batches:
             feed.broadcast.publish(batch)
 
@@ -120,13 +126,15 @@ class LogFeeds:
 
 
 def batches_of(chunks: Sequence[LogChunk]) -> dict[Key, list[LogBatch]]:
-    """The feed batches of the chunks that hold every line they cover (``complete``), with
-    their SSE frames; per attempt. Pure (runs on a worker thread for a large pass)."""
+    """The feed batches of the chunks, with their SSE frames; per attempt. A chunk that holds only
+    the last lines of what was read (not ``complete``) covers only those: its batch starts at its
+    first line. Pure (runs on a worker thread for a large pass)."""
     out: dict[Key, list[LogBatch]] = {}
     for chunk in chunks:
-        if not chunk.complete or not chunk.lines:
+        if not chunk.lines:
             continue
+        start = chunk.start if chunk.complete else chunk.lines[0][0]
         frames = [format_event(text, id=str(offset), event=chunk.stream) for offset, text in chunk.lines]
         out.setdefault((chunk.job_id, chunk.attempt), []).append(
-            LogBatch(chunk.stream, chunk.start, chunk.end, chunk.lines, frames))
+            LogBatch(chunk.stream, start, chunk.end, chunk.lines, frames))
     return out

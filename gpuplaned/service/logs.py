@@ -11,10 +11,14 @@ arrived in time because the logs actor is stopped or the job runs elsewhere) it 
 files from where it is, at its own pace. So a slow or stalled follower never slows the
 job, the daemon or other followers, and it never misses a line either.
 
-A job that ran on a remote agent's node has its files there: a tail comes from the store's copy,
-and a page read from an offset (``logs --full``) is read through the agent
-(``read_remote_lines``, in ``log_read`` requests) while it is attached; while it is not, the
-answer is a 503 naming the node and how many stored lines there are.
+A job that runs on a remote agent's node has its files there (``gpuplaned.service.remote_logs``):
+a tail comes from the store's copy, and a page read from an offset (``logs --full``) is read
+through the agent (``read_remote_lines``, in ``log_read`` requests) while it is attached; while
+it is not, the answer is a 503 naming the node and how many stored lines there are. A live
+follower of such a job takes the same feed, which the server fills with the agent's log
+records after their commit, live or replayed after a link outage; where a local follower reads
+the files, it reads through the agent instead (or, while the agent is away, the stored tail
+where that joins up with what it has sent: ``RemoteReader``).
 
 Resume ids: each event's id lists, per followed stream (stdout, then stderr), the byte
 offset of the last line sent, ``-1`` for none. ``Last-Event-ID`` resumes after them.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import AsyncGenerator, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -32,16 +37,15 @@ import trio
 
 from gpuplaned.domain.job_states import TERMINAL, JobState
 from gpuplaned.protocol.sse_frames import format_event
-from gpuplaned.logtail import FileTail, LineSplitter, read_from, read_tail
+from gpuplaned.logtail import FileTail, read_from, read_tail
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
-from gpuplaned.protocol.uplink_frames import LogData, LogRead
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
-from gpuplaned.service.registry import NodeUnavailable
 from gpuplaned.store import uplink_rows
-from gpuplaned.service.log_feeds import LogBatch
+from gpuplaned.service.log_feeds import Key, LogBatch, LogFeeds
+from gpuplaned.service.remote_logs import RemoteReader, read_remote_lines, stored_count
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -82,7 +86,7 @@ async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt
     if not await trio.to_thread.run_sync(path.exists):
         remote = await _remote_node(shared, job)
         if remote is not None and offset is not None:
-            stored = await shared.readers.run(lambda conn: _stored_count(conn, job_id, number, stream))
+            stored = await shared.readers.run(lambda conn: stored_count(conn, job_id, number, stream))
             found = await read_remote_lines(shared, remote, job_id, number, stream, offset, limit,
                                             after=offset > 0, stored_lines=stored)
             lines = [LogLine(o, text) for o, text in found]
@@ -108,11 +112,6 @@ async def _remote_node(shared: ServerContext, job: Job) -> str | None:
     return node_id if found is not None and found[1] else None
 
 
-def _stored_count(conn: Any, job_id: str, attempt: int, stream: str) -> int:
-    return conn.execute("SELECT count(*) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
-                        (job_id, attempt, stream)).fetchone()[0]
-
-
 async def _stored_tail(shared: ServerContext, job_id: str, attempt: int, stream: str, count: int,
                        after: int | None) -> LogPage:
     """The store's copy of the last lines, for when the files are gone (cleaned up, another node)."""
@@ -126,55 +125,6 @@ async def _stored_tail(shared: ServerContext, job_id: str, attempt: int, stream:
 
     lines = [LogLine(o, text) for o, text in await shared.readers.run(query)]
     return LogPage(job_id, attempt, stream, lines, lines[-1].offset if lines else None)
-
-
-# --- logs --full: a remote job's log file, read through its agent --------------------------------
-
-LOG_READ_BYTES = 1 << 20  # what one log_read asks the agent for
-LOG_READ_TIMEOUT_S = 30.0
-
-
-async def read_remote_lines(shared: ServerContext, node_id: str, job_id: str, attempt: int, stream: str,
-                            offset: int, limit: int, *, after: bool, stored_lines: int) -> list[tuple[int, str]]:
-    """Up to ``limit`` lines of the attempt's log from ``offset``, as ``logtail.read_from`` reads a
-    local file, in ``log_read`` requests of ``LOG_READ_BYTES`` to the node's agent.
-
-    Raises:
-        ApiError: ``unavailable`` naming the node when no agent of it is attached (only the
-            ``stored_lines`` lines of the stored tail can be read then), or the agent's error.
-    """
-    registry = shared.nodes
-    if registry.session(node_id) is None:
-        name = await shared.readers.run(lambda conn: uplink_rows.by_id(conn, node_id))
-        label = name[0] if name else node_id
-        raise ApiError(ErrorCode.UNAVAILABLE,
-                       f"the log of job {job_id} is on node {label!r}, whose agent is not connected: only its "
-                       f"stored tail ({stored_lines} lines) is available; read it without offset=, or retry "
-                       "when the agent is back", {"node": label, "node_id": node_id, "stored_lines": stored_lines})
-    lines: list[tuple[int, str]] = []
-    splitter = LineSplitter(offset=offset)
-    position = offset
-    want = limit + 1 if after else limit
-    while len(lines) < want:
-        try:
-            data = await registry.request(node_id, LogRead(job_id, attempt, stream, position, LOG_READ_BYTES),
-                                          LOG_READ_TIMEOUT_S)
-        except NodeUnavailable as exc:
-            raise ApiError(ErrorCode.UNAVAILABLE, f"the log of job {job_id}: {exc}", {"node_id": node_id}) from None
-        if not isinstance(data, LogData):
-            raise ApiError(ErrorCode.INTERNAL, f"node {node_id} answered log_read with {type(data).__name__}")
-        chunk = data.data.encode()
-        if not chunk:
-            if data.ended:
-                lines.extend(splitter.flush_lines())
-            break
-        lines.extend(splitter.feed_lines(chunk))
-        position += len(chunk)
-        if position >= data.size and not data.ended:
-            break  # the end of what is written so far; an unfinished last line waits
-    if after and lines and lines[0][0] == offset:
-        del lines[0]
-    return lines[:limit]
 
 
 def parse_resume(raw: str | None, count: int) -> list[int]:
@@ -228,24 +178,16 @@ async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], posit
     number = job.attempt if attempt is None else attempt
     key = (job.id, number)
     feeds = shared.log_feeds
-    paths = [jobs.log_path(shared, job, name, number) for name in names]
     index = {name: i for i, name in enumerate(names)}
-    tails = [FileTail(path, max(position, 0)) for path, position in zip(paths, positions)]
     # Per stream, where the next line not yet sent starts, as far as known: the files or the
     # feed have been read up to there. Lines at or before ``positions`` were sent already.
     after = [max(position, 0) for position in positions]
-
-    def read(final: bool) -> tuple[list[tuple[int, int, str]], bool]:
-        """At most one chunk per stream, so memory stays bounded on a huge log."""
-        out = []
-        for i, tail in enumerate(tails):
-            if after[i] > tail.offset:  # the feed took this stream further than the file was read
-                tail = tails[i] = FileTail(paths[i], after[i])
-            out.extend((i, offset, text) for offset, text in tail.read_new(READ_CHUNK) if offset > positions[i])
-            if final and not tail.backlog:
-                out.extend((i, offset, text) for offset, text in tail.flush() if offset > positions[i])
-            after[i] = tail.offset
-        return out, any(tail.backlog for tail in tails)
+    node_id = await _remote_node(shared, job)
+    reader: _FileReader | RemoteReader
+    if node_id is None:
+        reader = _FileReader([jobs.log_path(shared, job, name, number) for name in names], positions, after)
+    else:  # the files are on the agent's node: the feed has what reaches the server, the agent the rest
+        reader = RemoteReader(shared, node_id, key, names, positions, after)
 
     def frame(lines: list[tuple[int, int, str]]) -> bytes:
         # One chunk per read, not per line: each chunk is a trip through the HTTP
@@ -276,7 +218,7 @@ async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], posit
 
     async with feeds.subscribe(*key) as feed:
         next_status = trio.current_time() + STATUS_EVERY
-        heard = trio.current_time()  # the last feed item or file read
+        heard = trio.current_time()  # the last feed item or read
         files = True  # catch up from the files first, since the feed only has what comes next
         while True:
             ended = JobState(job.status) in TERMINAL or job.attempt != number
@@ -288,7 +230,7 @@ async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], posit
                 if chunks:
                     yield b"".join(chunks)
             if files or ended:
-                lines, backlog = await trio.to_thread.run_sync(read, ended)
+                lines, backlog = await reader.read(ended)
                 if lines:
                     yield frame(lines)
                 if backlog:
@@ -303,9 +245,7 @@ async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], posit
                 job = await jobs.get_job(shared, job.id)
                 next_status = now + STATUS_EVERY
                 continue
-            # While the logs actor passes over this attempt, wait for its next batch; else
-            # (stopped, restarting, the job runs elsewhere) read the files every POLL.
-            read_at = heard + (FEED_WAIT if feeds.served_within(key, FEED_WAIT) else POLL)
+            read_at = heard + reader.quiet_for(feeds, key)
             chunks = []
             with trio.move_on_at(min(read_at, next_status)):
                 item = await feed.__anext__()
@@ -315,6 +255,40 @@ async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], posit
                 yield b"".join(chunks)
             elif not files and trio.current_time() >= read_at:
                 files = True
+
+
+class _FileReader:
+    """A live follower's reads of the local files: the catch-up, and whatever the feed missed.
+
+    Shares the follower's ``positions`` and ``after`` and moves both on."""
+
+    def __init__(self, paths: list[Path], positions: list[int], after: list[int]) -> None:
+        self._paths = paths
+        self._positions = positions
+        self._after = after
+        self._tails = [FileTail(path, max(position, 0)) for path, position in zip(paths, positions)]
+
+    @staticmethod
+    def quiet_for(feeds: LogFeeds, key: Key) -> float:
+        # While the logs actor passes over this attempt, wait for its next batch; else
+        # (stopped, restarting, the job runs elsewhere) read the files every POLL.
+        return FEED_WAIT if feeds.served_within(key, FEED_WAIT) else POLL
+
+    async def read(self, final: bool) -> tuple[list[tuple[int, int, str]], bool]:
+        return await trio.to_thread.run_sync(self._read, final)
+
+    def _read(self, final: bool) -> tuple[list[tuple[int, int, str]], bool]:
+        """At most one chunk per stream, so memory stays bounded on a huge log."""
+        tails, positions, after = self._tails, self._positions, self._after
+        out = []
+        for i, tail in enumerate(tails):
+            if after[i] > tail.offset:  # the feed took this stream further than the file was read
+                tail = tails[i] = FileTail(self._paths[i], after[i])
+            out.extend((i, offset, text) for offset, text in tail.read_new(READ_CHUNK) if offset > positions[i])
+            if final and not tail.backlog:
+                out.extend((i, offset, text) for offset, text in tail.flush() if offset > positions[i])
+            after[i] = tail.offset
+        return out, any(tail.backlog for tail in tails)
 
 
 async def _feed_chunks(feed: Subscription[LogBatch], take: Callable[[LogBatch], bytes | None],

@@ -189,7 +189,9 @@ class LocalNodeLink:
         """Feed the attempts' live followers first (they wait on it), then keep the tails.
 
         A remote record (``once``): its tails are kept first, and the followers fed only when
-        it had not been applied before (a resend must not show them its lines twice)."""
+        it had not been applied before (a resend must not show them its lines twice). Every
+        chunk with lines of a followed attempt is fed, the tails-only ones too (a remote agent
+        that was not told of the followers sends only those): its batch covers only its lines."""
         tails = [c for c in lines.chunks if c.lines]
         if once is not None:
             def keep(conn: Any) -> bool:
@@ -203,13 +205,15 @@ class LocalNodeLink:
                 return
             tails = []
         feeds = self._shared.log_feeds
-        followed = [c for c in lines.chunks if c.complete and feeds.wanted((c.job_id, c.attempt))]
+        followed = [c for c in lines.chunks if c.lines and feeds.wanted((c.job_id, c.attempt))]
         if sum(len(c.lines) for c in followed) > FRAMES_INLINE:
             batches = await trio.to_thread.run_sync(batches_of, followed)
         else:
             batches = batches_of(followed)
         for key in lines.served:
-            feeds.publish(key, batches.get(key, []))
+            feeds.publish(key, batches.pop(key, []))
+        for key, unasked in batches.items():  # a pass not meant for followers (a remote agent's) has lines too
+            feeds.publish(key, unasked, served=False)
         if tails:
             await write(self._shared.supervisor.ports["store"],
                         lambda conn: log_rows.keep_tails(conn, tails, lines.tail_lines))

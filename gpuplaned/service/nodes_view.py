@@ -1,5 +1,5 @@
 """Nodes as the API shows them (hardware, slots with their owning jobs, whether connected,
-whether drained), and the writes on a node's record: drain, undrain, forget."""
+whether drained, a remote node's link), and the writes on a node's record: drain, undrain, forget."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import attrs
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.fields import doc
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
 from gpuplaned.service.dispatch import wake_scheduler
@@ -21,6 +22,7 @@ from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.service.registry import LinkInfo
 
 
 log = logging.getLogger("gpuplaned.nodes")
@@ -36,6 +38,27 @@ class SlotInfo:
     memory_mb: int | None
     owner_job_id: str | None
     owner_job_name: str | None
+
+
+@attrs.frozen(kw_only=True)
+class LinkView:
+    """A remote node's link to this server, as this server saw it since it started."""
+
+    state: str = doc("attached: its agent's connection is up; detached: it dropped (the node is OFFLINE)",
+                     enum=("attached", "detached"))
+    last_heard_at: int | None = doc("ms since the epoch: the last frame of any kind from its agent")
+    last_heartbeat_at: int | None = doc("ms since the epoch: its agent's last heartbeat; null: none yet")
+    backlog_records: int | None = doc("records in the agent's spool not yet acknowledged, as its last heartbeat "
+                                      "said; null: no heartbeat yet", minimum=0)
+    backlog_bytes: int | None = doc("those records' size in bytes", minimum=0)
+    skew_ms: int | None = doc("the agent's clock minus this server's, in ms (from its hello and heartbeats)")
+
+
+def link_view(info: LinkInfo | None) -> LinkView | None:
+    if info is None:
+        return None
+    return LinkView(state=info.state, last_heard_at=info.last_heard_ms, last_heartbeat_at=info.last_heartbeat_ms,
+                    backlog_records=info.backlog_records, backlog_bytes=info.backlog_bytes, skew_ms=info.skew_ms)
 
 
 @attrs.frozen
@@ -56,11 +79,14 @@ class NodeInfo:
     conditions: list[str] = attrs.field(factory=list)
     snapshot: dict[str, Any] | None = None  # latest readings, None until the first sample
     drained: bool = False  # `node drain`: no new jobs (its running ones go on) until `node undrain`
+    remote: bool = False  # a remote agent's node (it said hello over the agent WebSocket), not the server's own
+    link: LinkView | None = None  # None: no remote link since this server started (its own node, or not back yet)
 
 
 def _query(conn: Any) -> list[tuple[Any, ...]]:
     nodes = conn.execute(
-        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at, drained FROM nodes ORDER BY name"
+        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at, drained, uplink FROM nodes "
+        "ORDER BY name"
     ).fetchall()
     out = []
     for node in nodes:
@@ -82,7 +108,7 @@ async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
     rows = await shared.readers.run(_query)
     connected = shared.nodes.connected()
     result = []
-    for (node_id, name, _status, labels, hardware, max_cpu, heartbeat, drained), slots, cpu_jobs in rows:
+    for (node_id, name, _status, labels, hardware, max_cpu, heartbeat, drained, uplink), slots, cpu_jobs in rows:
         hw = json.loads(hardware or "{}")
         snapshot = shared.nodes.snapshot(node_id)
         conditions = list(snapshot.conditions) if snapshot else []
@@ -97,6 +123,7 @@ async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
             conditions=[*conditions, DRAINED] if drained else conditions,
             snapshot=_snapshot_json(snapshot) if snapshot else None,
             drained=bool(drained),
+            remote=bool(uplink), link=link_view(shared.nodes.link_info(node_id)),
         ))
     return result
 

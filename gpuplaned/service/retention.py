@@ -9,7 +9,8 @@ while its file is still there (Determined lost checkpoints deleting rows first, 
    ranking metric at its step (the run's primary metric, ``run_records.values_at_steps``) and
    what still uses it (``store/retention_rows.py``: an unfinished evaluation, a resume, a row
    of the same file), go to the pure rule ``domain/retention.choose``.
-2. **Delete** on a worker thread, off every transaction: only a path GPUPlane registered,
+2. **Delete** off every transaction, where the file lies (``checkpoint_files``: on this host
+   on a worker thread, or through the run's remote agent): only a path GPUPlane registered,
    and only while it is what was registered. It is refused, and says so, when its
    fingerprint (the watcher's) or else its registered size differs, when there is neither
    to check it against, or when it is a symbolic link. A directory (HF ``checkpoint-N/``,
@@ -24,21 +25,18 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
-from gpuplaned.checkpoints.files import fingerprint, observe
 from gpuplaned.domain.event_types import CHECKPOINT_DELETED
 from gpuplaned.domain.retention import Candidate, Choice, choose
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import RetentionPolicy, load_policies
-from gpuplaned.service import access
+from gpuplaned.service import access, checkpoint_files
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import values_at_steps
 from gpuplaned.store import checkpoint_rows, event_rows, project_rows, retention_rows
@@ -114,50 +112,16 @@ def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int
                 choose(candidates, direction, keep_best, keep_last))
 
 
-def why_not_deleted(ck: Checkpoint) -> str | None:
-    """Runs on a worker thread: None when the file is what was registered, else why it stays.
-
-    Raises:
-        FileNotFoundError: it is gone.
-    """
-    if os.path.islink(ck.path):
-        return "a symbolic link: what it points to is not GPUPlane's to delete"
-    try:
-        size = observe(ck.path).size
-        if ck.fingerprint is not None:
-            return None if fingerprint(ck.path) == ck.fingerprint else \
-                "changed since it was registered (its fingerprint differs)"
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or type(exc).__name__}"
-    if ck.size_bytes is None:
-        return "registered without a fingerprint or a size: nothing to tell whether it changed"
-    return None if size == ck.size_bytes else f"changed since it was registered (size {size}, registered " \
-                                              f"{ck.size_bytes})"
-
-
-def remove(ck: Checkpoint, dry_run: bool) -> Outcome:
-    """Step 2 for one checkpoint, on a worker thread."""
-    try:
-        refused = why_not_deleted(ck)
-        if refused is not None:
-            return Outcome(ck, refused=refused)
-        if dry_run:
-            return Outcome(ck)
-        if os.path.isdir(ck.path):
-            shutil.rmtree(ck.path)
-        else:
-            os.unlink(ck.path)
-    except FileNotFoundError:
-        return Outcome(ck, gone=True, already_gone=True)
-    except OSError as exc:
-        return Outcome(ck, refused=f"could not be deleted: {exc.strerror or type(exc).__name__}")
-    return Outcome(ck, gone=True)
-
-
-def remove_all(doomed: Sequence[Checkpoint], dry_run: bool) -> list[Outcome]:
-    return [remove(ck, dry_run) for ck in doomed]
+async def remove_all(shared: ServerContext, doomed: Sequence[Checkpoint], dry_run: bool) -> list[Outcome]:
+    """Step 2, where the files lie (``checkpoint_files``: here, or through the run's agent)."""
+    outcomes = []
+    nodes: dict[str, checkpoint_files.RemoteNode | None] = {}
+    for ck in doomed:
+        if ck.run_id not in nodes:
+            nodes[ck.run_id] = await checkpoint_files.remote_node_of_run(shared, ck.run_id)
+        removal = await checkpoint_files.remove(shared, ck, nodes[ck.run_id], dry_run)
+        outcomes.append(Outcome(ck, removal.gone, removal.already_gone, removal.refused))
+    return outcomes
 
 
 def mark(conn: sqlite3.Connection, plan: Plan, gone: Sequence[Outcome], keep: str, now: int) -> list[EventRow]:
@@ -188,7 +152,7 @@ async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: i
             prune marks the files already gone).
     """
     plan = await access.readers(shared, "runs").run(lambda conn: decide(conn, run_id, keep_best, keep_last))
-    outcomes = await trio.to_thread.run_sync(remove_all, [plan.rows[i] for i in plan.choice.deleted], dry_run)
+    outcomes = await remove_all(shared, [plan.rows[i] for i in plan.choice.deleted], dry_run)
     gone = [o for o in outcomes if o.gone]
     keep = f"keep_best={keep_best}, keep_last={keep_last}"
     if gone and not dry_run:

@@ -67,7 +67,7 @@ def _points() -> Any:
 
 @attrs.frozen(kw_only=True)
 class NodeMetricsArgs:
-    """``GET /nodes/{key}/metrics``: ``start``/``end`` in ms, or ``window`` back from ``end``."""
+    """``GET /nodes/{node}/metrics``: ``start``/``end`` in ms, or ``window`` back from ``end``."""
 
     names: list[str] = _names("gpu0.*")
     window: str = _window("a duration back from end: 90s, 15m, 6h, 7d (1s to 400d); default 1h; not with start")

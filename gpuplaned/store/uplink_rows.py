@@ -1,13 +1,16 @@
 """Uplink rows: each remote node's record high-water marks (``uplink_streams``) and its link columns
 on ``nodes`` (``uplink``, ``agent_id``). Migration ``0015_uplink.sql``.
 
-``claim`` is the exactly-once guard: a record's effect runs in the transaction that claims its
-seq, so a record is stored once however often the agent resends it.
+``claim`` (``claim_batch`` for a batch of one stream) is the exactly-once guard: a record's effect
+runs in the transaction that claims its seq, so a record is stored once however often the agent
+resends it.
 """
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
+from collections.abc import Sequence
 
 import attrs
 
@@ -22,6 +25,19 @@ def claim(conn: sqlite3.Connection, node_id: str, stream: str, seq: int) -> bool
     conn.execute("INSERT INTO uplink_streams (node_id, stream, seq) VALUES (?, ?, ?) "
                  "ON CONFLICT (node_id, stream) DO UPDATE SET seq = excluded.seq", (node_id, stream, seq))
     return True
+
+
+def claim_batch(conn: sqlite3.Connection, node_id: str, stream: str, seqs: Sequence[int]) -> int:
+    """``claim`` for a batch (``seqs`` increasing): raise the mark to ``seqs[-1]`` and return the
+    index of the first seq above the old mark (``len(seqs)``, nothing changed: all applied before)."""
+    row = conn.execute("SELECT seq FROM uplink_streams WHERE node_id = ? AND stream = ?",
+                       (node_id, stream)).fetchone()
+    mark = row[0] if row is not None else 0
+    first = bisect.bisect_right(seqs, mark)
+    if first < len(seqs):
+        conn.execute("INSERT INTO uplink_streams (node_id, stream, seq) VALUES (?, ?, ?) "
+                     "ON CONFLICT (node_id, stream) DO UPDATE SET seq = excluded.seq", (node_id, stream, seqs[-1]))
+    return first
 
 
 def acked(conn: sqlite3.Connection, node_id: str) -> dict[str, int]:

@@ -185,7 +185,7 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
         except FieldInvalid as fault:
             raise ApiError(ErrorCode.BAD_REQUEST, f"{fault.field or 'request'}: {fault.message}") from None
         try:
-            reply = await link.session_call(call)
+            reply = await link.session_call(call, raw if body is not None else None)
         except LinkDown:
             raise ApiError(ErrorCode.NOT_READY, f"this agent's link to its server {link.server} is down "
                                                 f"({link.last_error or link.state}); retry later",

@@ -28,6 +28,7 @@ The uplink actor (``actors/uplink.py``) owns the connection and tells this objec
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -60,7 +61,7 @@ from gpuplaned.protocol.agent import (
 )
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
-from gpuplaned.protocol.uplink_frames import Goodbye, Reply, Request, SessionCall, SessionReply
+from gpuplaned.protocol.uplink_frames import Goodbye, Reply, SessionCall, SessionReply
 
 __all__ = ["LinkDown", "LinkRefused", "LiveTail", "TokenError", "UplinkContext", "UplinkNodeLink", "agent_token"]
 
@@ -194,7 +195,8 @@ class UplinkNodeLink:
         self._runner_inbox: trio.MemorySendChannel[Any] | None = None
         self._logs_inbox: trio.MemorySendChannel[LogFollow] | None = None
         self._hello_waiter: _Waiter | None = None
-        self._outbox: trio.MemorySendChannel[dict[str, Any]] | None = None  # the live connection's
+        # The live connection's frames: unstructured, or (a str) JSON text already.
+        self._outbox: trio.MemorySendChannel[dict[str, Any] | str] | None = None
         self._connected = trio.Event()
         self._pending: dict[int, _Waiter] = {}
         self._next_id = 1
@@ -313,12 +315,26 @@ class UplinkNodeLink:
     async def tb_cursors(self, request: TbCursors) -> TbCursors:
         return self._expect(await self.ask(request), TbCursors)
 
-    async def session_call(self, call: SessionCall) -> SessionReply:
-        """An SDK call forwarded to the server; ``LinkDown`` at once while the link is down."""
-        return self._expect(await self.ask(call, wait_s=0.0), SessionReply)
+    async def session_call(self, call: SessionCall, raw: bytes | None = None) -> SessionReply:
+        """An SDK call forwarded to the server; ``LinkDown`` at once while the link is down.
+        Its body goes out as it came: ``raw``, its JSON text (parsed once, to check it), spliced
+        in, else the parsed body as it is (the converter's walk over a batch of 10,000 points
+        would cost three times its decoding, its encoding once more)."""
+        wire: dict[str, Any] | str = {"type": REQUEST_BODIES.tag_of(call), "method": call.method, "path": call.path,
+                                      "body": call.body}
+        if raw is not None and call.body is not None:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:  # JSON in another encoding: sent re-encoded
+                pass
+            else:
+                head = json.dumps({**wire, "body": None}, separators=(",", ":"))
+                wire = head[:-len("null}")] + text + "}"
+        return self._expect(await self.ask(call, wait_s=0.0, wire=wire), SessionReply)
 
-    async def ask(self, body: Any, *, wait_s: float = REQUEST_WAIT_S) -> Any:
-        """Send ``body`` (one of ``REQUEST_BODIES``) as a request and return the reply's body.
+    async def ask(self, body: Any, *, wait_s: float = REQUEST_WAIT_S, wire: dict[str, Any] | str | None = None) -> Any:
+        """Send ``body`` (one of ``REQUEST_BODIES``; ``wire``: it unstructured already, or its
+        JSON text) as a request and return the reply's body.
 
         Raises:
             LinkDown: no connection within ``wait_s``, or it ended before the reply.
@@ -328,7 +344,13 @@ class UplinkNodeLink:
         request_id = self._next_id
         self._next_id += 1
         waiter = self._pending[request_id] = _Waiter()
-        frame = FRAMES.unstructure(Request(request_id, REQUEST_BODIES.unstructure(body)))
+        # The frame as FRAMES.unstructure(Request(...)) makes it, without a second walk of the body.
+        frame: dict[str, Any] | str
+        if isinstance(wire, str):
+            frame = f'{{"type":"request","id":{request_id},"body":{wire}}}'
+        else:
+            frame = {"type": "request", "id": request_id,
+                     "body": wire if wire is not None else REQUEST_BODIES.unstructure(body)}
         try:
             try:
                 await outbox.send(frame)
@@ -350,7 +372,7 @@ class UplinkNodeLink:
             raise LinkRefused("bad_reply", f"expected a {kind.__name__} reply, got a {type(answer).__name__}")
         return answer
 
-    async def _wait_connected(self, wait_s: float) -> trio.MemorySendChannel[dict[str, Any]]:
+    async def _wait_connected(self, wait_s: float) -> trio.MemorySendChannel[dict[str, Any] | str]:
         if self._outbox is None and wait_s > 0:
             with trio.move_on_after(wait_s):
                 await self._connected.wait()
@@ -364,7 +386,7 @@ class UplinkNodeLink:
     def connected(self) -> bool:
         return self._outbox is not None
 
-    def attach(self, outbox: trio.MemorySendChannel[dict[str, Any]], ok: HelloOk) -> None:
+    def attach(self, outbox: trio.MemorySendChannel[dict[str, Any] | str], ok: HelloOk) -> None:
         """A session is up: requests and unsequenced frames go to ``outbox``; the runner's
         pending hello is answered with ``ok``, else (a reconnection) the runner reconciles."""
         self.node_id = ok.node_id

@@ -21,6 +21,10 @@ Theory of operation:
   half made of dropped records is rewritten with only its live lines (the drop path only),
   so the disk stays under about ``2 * max_bytes + segment_bytes`` too. A record that would
   only fit by dropping more important ones is itself dropped (its seq spent, and reported).
+- ``unacked`` parses each live line; ``unacked_batches`` (the uplink's replay) reads a
+  segment whole and splits its lines by ``_LINE``'s pattern, the bodies left as text: every
+  line was checked once already, by the append that wrote it or by the open that read it
+  (the lines the open found damaged are skipped by their number).
 - Open recovers: next seq per stream = 1 + the highest of the state file's counters and marks
   and every seq on disk; the live records' index (seq, at_ms, size, segment per record, in
   compact arrays: ~32 bytes a record, so ``backlog`` is O(1)). A corrupt line (garbage in the
@@ -51,11 +55,14 @@ it holds ``flock`` on ``lock`` (the kernel drops it when the process dies, kill 
 
 from __future__ import annotations
 
+import bisect
 import fcntl
+import io
 import json
 import json.encoder
 import logging
 import os
+import re
 import time
 from array import array
 from collections.abc import Callable, Iterator
@@ -92,6 +99,11 @@ def _not_json(o: object) -> Any:
 _encode_chunks = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
     {}, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
 _LINE = '{"stream":"%s","seq":%d,"at_ms":%d,"body":%s}\n'
+# One _LINE, split: the line, stream, seq, at_ms, body (anchored at a line's start; ``.``
+# never crosses a line).
+_STREAM_OF = {name.encode(): name for name in STREAMS}
+_INDEX_LINE = re.compile(
+    rb'^(\{"stream":"([a-z]+)","seq":([0-9]{1,19}),"at_ms":([0-9]{1,19}),"body":(\{.*\})\}\n)', re.MULTILINE)
 assert set(DROP_ORDER) == set(STREAMS)
 
 
@@ -148,8 +160,8 @@ class _Index:
         self.sizes.append(size)
         self.segs.append(seg)
 
-    def advance(self) -> None:
-        self.head += 1
+    def advance(self, n: int = 1) -> None:
+        self.head += n
         # Compact now and then: amortized O(1), and memory follows the backlog down.
         if self.head >= 4096 and self.head * 2 >= len(self.seqs):
             for arr in (self.seqs, self.ats, self.sizes, self.segs):
@@ -194,6 +206,22 @@ def _parse(raw: bytes) -> tuple[str, int, int, dict[str, Any]] | None:
             or not isinstance(body, dict)):
         return None
     return stream, seq, at_ms, body
+
+
+def _split_segment(data: bytes) -> list[tuple[str, int, int, int] | None] | None:
+    """``(stream, seq, at_ms, line size)`` of every line of a segment, when each is a whole
+    ``_LINE`` whose body is JSON (checked in one parse of them all); else None. An open reads
+    the whole spool: this is its fast way (one parse a segment, not one a line)."""
+    found = _INDEX_LINE.findall(data)
+    if len(found) != data.count(b"\n") or (data and not data.endswith(b"\n")):
+        return None
+    try:
+        bodies = json.loads(b"[" + b",".join([body for _, _, _, _, body in found]) + b"]")
+        if len(bodies) != len(found) or set(map(type, bodies)) - {dict}:
+            return None
+        return [(_STREAM_OF[name], int(seq), int(at), len(line)) for line, name, seq, at, _ in found]
+    except (ValueError, KeyError):  # a body not JSON (or a comma in it); a stream not ours
+        return None
 
 
 def _boot_id() -> str | None:
@@ -242,6 +270,7 @@ class Spool:
         self._closed = False
         #: (file, line number) of every line open could not read; each was also logged.
         self.corrupt_lines: list[tuple[str, int]] = []
+        self._bad_lines: dict[int, set[int]] = {}  # segment -> its corrupt_lines' numbers (skipped on reads)
         self._open_dir()
         try:
             self._recover()
@@ -315,32 +344,99 @@ class Spool:
         """Live records in append order (across streams), only those with seq > ``after[stream]``
         when given. Streams through the segments a line at a time; marks moved while iterating
         (an ack, a drop) are honoured for the lines not yet read."""
-        after = after or {}
+        for stream, seq, at_ms, body in self._live_lines(after or {}):
+            yield SpooledRecord(stream, seq, at_ms, body)
+
+    def unacked_batches(self, after: dict[str, int], max_records: int, max_bytes: int
+                        ) -> Iterator[tuple[str, list[int], list[bytes]]]:
+        """As ``unacked`` (``after`` is read as it is when each segment is), but in batches of
+        consecutive records of one stream, at most ``max_records`` and about ``max_bytes`` of
+        bodies (a bigger body goes alone): ``(stream, seqs, bodies)``, each body the JSON text
+        spooled (ASCII bytes), not parsed again: what a replay puts in its frames as it is.
+        Every line was parsed once, by the open that found it (the ones that were no record
+        are skipped by their place) or by the append that wrote it. Seqs increase per stream
+        across batches (a repeated line is skipped)."""
+        stream: str | None = None
+        seqs: list[int] = []
+        bodies: list[bytes] = []
+        size = 0
+        sent = dict(after)
+        for seg in self._live_segments():
+            for name, seq, body in self._segment_records(seg):
+                mark = sent.get(name, 0)
+                if seq <= mark or seq <= self._acked[name] or seq <= self._dropped[name]:
+                    continue
+                if seqs and (name != stream or len(seqs) >= max_records or size + len(body) > max_bytes):
+                    yield stream, seqs, bodies  # type: ignore[misc]
+                    seqs, bodies, size = [], [], 0
+                stream = name
+                seqs.append(seq)
+                bodies.append(body)
+                size += len(body)
+                sent[name] = seq
+        if seqs:
+            assert stream is not None
+            yield stream, seqs, bodies
+
+    def _live_segments(self) -> Iterator[int]:
+        """Segments with live records, oldest first, each looked up afresh after the one before
+        (appends may have started new ones, acks may have deleted some)."""
         seg = 0
         while True:
-            # The next segment after the one just read, looked up afresh: appends may have
-            # started new ones, acks may have deleted some.
             seg = min((s for s in self._segs if s > seg), default=None)
             if seg is None:
                 return
-            if seg not in self._segs or not self._segs[seg].live:
+            if seg in self._segs and self._segs[seg].live:
+                yield seg
+
+    def _segment_records(self, seg: int) -> list[tuple[str, int, bytes]]:
+        """``(stream, seq, body text)`` of every record line of a segment (read whole: at most
+        about ``segment_bytes``), split by ``_LINE``'s pattern; a segment with a line of
+        another shape is read the slow way, each line parsed."""
+        path = self._seg_path(seg)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:  # acked and deleted meanwhile
+            return []
+        except OSError as exc:
+            raise SpoolError(f"cannot read {path}: {exc.strerror}") from exc
+        bad = self._bad_lines.get(seg)
+        found = _INDEX_LINE.findall(data)
+        if not bad and len(found) == data.count(b"\n"):
+            try:
+                return [(_STREAM_OF[name], int(seq), body) for _, name, seq, _, body in found]
+            except KeyError:  # a stream this spool does not know: the slow way says which line
+                pass
+        records = []
+        for lineno, raw in enumerate(data.split(b"\n")[:-1], 1):  # a torn last part has no newline
+            if bad and lineno in bad:
                 continue
+            rec = _parse(raw + b"\n")
+            if rec is not None:
+                records.append((rec[0], rec[1], "".join(_encode_chunks(rec[3], 0)).encode()))
+        return records
+
+    def _live_lines(self, after: dict[str, int]) -> Iterator[tuple[str, int, int, dict[str, Any]]]:
+        """The live records above ``after``, parsed: ``(stream, seq, at_ms, body)``."""
+        for seg in self._live_segments():
             try:
                 f = open(self._seg_path(seg), "rb")
             except FileNotFoundError:  # acked and deleted while we were reading the one before
                 continue
             except OSError as exc:
                 raise SpoolError(f"cannot read {self._seg_path(seg)}: {exc.strerror}") from exc
+            bad = self._bad_lines.get(seg, ())
             with f:
-                for raw in f:
+                for lineno, raw in enumerate(f, 1):
                     if not raw.endswith(b"\n"):
                         break
-                    rec = _parse(raw)
+                    rec = None if lineno in bad else _parse(raw)
                     if rec is None:
                         continue
-                    stream, seq, at_ms, body = rec
+                    stream, seq = rec[0], rec[1]
                     if seq > self._acked[stream] and seq > self._dropped[stream] and seq > after.get(stream, 0):
-                        yield SpooledRecord(stream, seq, at_ms, body)
+                        yield rec
 
     def ack(self, stream: str, seq: int) -> None:
         """The server stored every record of ``stream`` up to ``seq``."""
@@ -487,36 +583,47 @@ class Spool:
     def _recover_segment(self, seg: int, seen: dict[str, int]) -> None:
         path = self._seg_path(seg)
         info = self._segs[seg] = _Segment()
-        offset = 0
         try:
             with open(path, "rb") as f:
-                for lineno, raw in enumerate(f, 1):
-                    if not raw.endswith(b"\n"):
-                        log.warning("spool %s: torn last line %d (a crash mid-write) removed", path, lineno)
-                        os.truncate(path, offset)
-                        break
-                    offset += len(raw)
-                    rec = _parse(raw)
-                    if rec is None:
-                        log.warning("spool %s: line %d is not a record; skipped", path, lineno)
-                        self.corrupt_lines.append((str(path), lineno))
-                        continue
-                    stream, seq, at_ms, _ = rec
-                    if seq <= seen[stream]:
-                        log.warning("spool %s: line %d repeats %s seq %d; skipped", path, lineno, stream, seq)
-                        self.corrupt_lines.append((str(path), lineno))
-                        continue
-                    seen[stream] = seq
-                    if seq > self._acked[stream] and seq > self._dropped[stream]:
-                        self._index[stream].add(seq, at_ms, len(raw), seg)
-                        info.live += 1
-                        info.live_bytes += len(raw)
-                        self._bytes += len(raw)
-                        self._records += 1
-                        self._oldest_ms = at_ms if self._oldest_ms is None else min(self._oldest_ms, at_ms)
+                data = f.read()
         except OSError as exc:
             raise SpoolError(f"cannot read {path}: {exc.strerror}") from exc
-        info.size = offset
+        records = _split_segment(data)
+        if records is None:  # not all whole lines of ours, or a body that is not JSON: line by line
+            records = []
+            for lineno, raw in enumerate(io.BytesIO(data), 1):  # lines as a file gives them (on b"\n" only)
+                if not raw.endswith(b"\n"):
+                    log.warning("spool %s: torn last line %d (a crash mid-write) removed", path, lineno)
+                    try:
+                        os.truncate(path, len(data) - len(raw))
+                    except OSError as exc:
+                        raise SpoolError(f"cannot truncate {path}: {exc.strerror}") from exc
+                    data = data[:-len(raw)]
+                    break
+                rec = _parse(raw)
+                records.append((rec[0], rec[1], rec[2], len(raw)) if rec is not None else None)
+        index, acked, dropped = self._index, self._acked, self._dropped
+        for lineno, rec in enumerate(records, 1):
+            if rec is None:
+                log.warning("spool %s: line %d is not a record; skipped", path, lineno)
+                self.corrupt_lines.append((str(path), lineno))
+                self._bad_lines.setdefault(seg, set()).add(lineno)
+                continue
+            stream, seq, at_ms, size = rec
+            if seq <= seen[stream]:
+                log.warning("spool %s: line %d repeats %s seq %d; skipped", path, lineno, stream, seq)
+                self.corrupt_lines.append((str(path), lineno))
+                self._bad_lines.setdefault(seg, set()).add(lineno)
+                continue
+            seen[stream] = seq
+            if seq > acked[stream] and seq > dropped[stream]:
+                index[stream].add(seq, at_ms, size, seg)
+                info.live += 1
+                info.live_bytes += size
+                self._bytes += size
+                self._records += 1
+                self._oldest_ms = at_ms if self._oldest_ms is None else min(self._oldest_ms, at_ms)
+        info.size = len(data)
         if info.live == 0:
             self._dead.add(seg)
 
@@ -555,9 +662,29 @@ class Spool:
             self._dead.add(seg)
 
     def _forget_through(self, stream: str, seq: int) -> None:
+        # In bulk (an ack may cover 10,000 records): the index's seqs increase and its
+        # segments never decrease, so both are cut by bisection.
         ix = self._index[stream]
-        while len(ix) and ix.seqs[ix.head] <= seq:
-            self._forget_head(stream)
+        head = ix.head
+        end = bisect.bisect_right(ix.seqs, seq, head)
+        if end > head:
+            segs, sizes = ix.segs, ix.sizes
+            total = 0
+            start = head
+            while start < end:
+                seg = segs[start]
+                stop = min(end, bisect.bisect_right(segs, seg, start))
+                size = sum(sizes[start:stop])
+                total += size
+                info = self._segs[seg]
+                info.live_bytes -= size
+                info.live -= stop - start
+                if info.live == 0:
+                    self._dead.add(seg)
+                start = stop
+            self._bytes -= total
+            self._records -= end - head
+            ix.advance(end - head)
         self._refresh_oldest()
 
     def _refresh_oldest(self) -> None:
@@ -617,6 +744,7 @@ class Spool:
                     os.fsync(dst.fileno())
             os.chmod(tmp, 0o600)
             os.replace(tmp, path)
+            self._bad_lines.pop(seg, None)  # the rewrite kept only whole records
         except OSError as exc:  # only disk space is lost: the dropped lines stay and are skipped
             log.warning("spool %s: cannot rewrite without its dropped records: %s", path, exc)
             tmp.unlink(missing_ok=True)

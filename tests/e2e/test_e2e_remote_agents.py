@@ -12,6 +12,10 @@ through its own TCP proxy (``tests/netproxy.py``), with ``[uplink] heartbeat_s =
 - kill -9 of the agent mid-run and a restart: the job is re-adopted and ends once, same counts.
 - kill -9 of the server mid-run and a restart on the same home: the agent reconnects, same counts.
 - A bad token and a revoked token: refused, the agent exits 2 naming the token, no node is made.
+- A job that ends while the link is down is reconciled to how it ended (exit code 3: FAILED).
+- A cancel made while the node is away reaches the job when the link is back.
+- A remote node's checkpoints are verified and pruned through its agent; while it is away, verify
+  is unavailable and prune refuses, naming the node.
 
 The server and the two agents are shared by the module (each test uses its own job and its own
 agent's link); the server-restart test runs last.
@@ -30,6 +34,8 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 from remote_cluster import Agent, Cluster
+
+from gpuplaned.protocol.errors import ApiError
 
 pytestmark = pytest.mark.e2e
 
@@ -194,7 +200,9 @@ def test_jobs_land_on_the_node_their_selector_names(cluster, tmp_path):
         assert job["status"] == "SUCCEEDED", job
         assert job["node_id"] == by_name[name]["id"]
         home = agent_named(cluster, name).daemon.home
-        out = cluster.api.get(f"/api/v1/jobs/{job_id}/logs?stream=stdout")["lines"]
+        # The log record may reach the server after the status record (they are separate streams).
+        out = wait_for(lambda: cluster.api.get(f"/api/v1/jobs/{job_id}/logs?stream=stdout")["lines"] or None, 15,
+                       what="the job's stored log line")
         assert [line["line"] for line in out] == [f"home={home}"]
 
 
@@ -234,6 +242,109 @@ def test_a_bad_or_revoked_token_is_refused_and_the_agent_exits_2(cluster, kind):
     assert cluster.node(name) is None
 
 
+def _outage_job(cluster: Cluster, agent: Agent, work: Path, script: str) -> dict:
+    """A job on ``agent`` that writes ``started`` and then does ``script`` (a shell line)."""
+    work.mkdir(parents=True, exist_ok=True)
+    job = cluster.api.post("/api/v1/jobs", {"command": ["sh", "-c", f"touch started; {script}"], "cwd": str(work),
+                                            "gpu": 0, "node": agent.name})["job"]
+    running = cluster.wait_job(job["id"], "RUNNING")
+    wait_for((work / "started").exists, 30, what="the job to start")
+    return running
+
+
+def _cut_until_lost(cluster: Cluster, agent: Agent, job: dict) -> None:
+    agent.proxy.cut()
+    cluster.wait_job(job["id"], "LOST", timeout=LOST_WITHIN)
+
+
+def test_a_job_that_ends_while_the_link_is_down_is_reconciled_to_how_it_ended(cluster, tmp_path):
+    agent = agent_named(cluster, "a1")
+    work = tmp_path / "work"
+    job = _outage_job(cluster, agent, work, "while [ ! -e go ]; do sleep 0.02; done; echo done; exit 3")
+    _cut_until_lost(cluster, agent, job)
+    (work / "go").touch()
+    wait_for(lambda: agent.log_file(job).read_text() == "done\n", 30, what="the job to end while the link is down")
+    agent.proxy.restore()
+    done = cluster.wait_job(job["id"], "SUCCEEDED", "FAILED", "CANCELLED", timeout=30)
+    assert (done["status"], done["exit_code"], done["failure_reason"]) == ("FAILED", 3, "EXIT_CODE"), done
+    lines = cluster.api.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout")["lines"]
+    assert [line["line"] for line in lines] == ["done"]
+
+
+def test_a_cancel_made_while_the_node_is_away_reaches_it_when_it_is_back(cluster, tmp_path):
+    agent = agent_named(cluster, "a1")
+    work = tmp_path / "work"
+    job = _outage_job(cluster, agent, work, "trap 'touch stopped; exit 143' TERM; while :; do sleep 0.05; done")
+    _cut_until_lost(cluster, agent, job)
+    cancelled = cluster.api.post(f"/api/v1/jobs/{job['id']}/cancel", {})["job"]
+    assert cancelled["cancel_requested"] is True
+    time.sleep(1.0)  # the outage itself: nothing can reach the job now
+    assert not (work / "stopped").exists()
+    agent.proxy.restore()
+    done = cluster.wait_job(job["id"], "SUCCEEDED", "FAILED", "CANCELLED", timeout=30)
+    assert done["status"] == "CANCELLED", done
+    assert (work / "stopped").exists()  # SIGTERM reached the job on the agent
+
+
+SAVES = textwrap.dedent("""
+    import os, time
+    import torch
+    import gpuplane
+
+    run = gpuplane.init()
+    os.makedirs("checkpoints", exist_ok=True)
+    for step, loss in ((10, 0.5), (20, 0.1), (30, 0.3), (40, 0.4)):
+        torch.save({"step": step, "w": torch.zeros(64)}, f"checkpoints/step_{step}.pt")
+        run.log({"val/loss": loss}, step=step)
+    run.finish(timeout=60)
+    open("saved", "w").close()
+    while not os.path.exists("end"):
+        time.sleep(0.05)
+""")
+
+
+def test_checkpoints_of_a_remote_node_are_verified_and_pruned_there(cluster, tmp_path):
+    """verify and prune go through the agent (whose checkpoints they are); while it is away,
+    verify is unavailable and prune refuses, both naming the node, and nothing is marked."""
+    agent = agent_named(cluster, "a2")
+    work = tmp_path / "work"
+    work.mkdir()
+    cluster.api.request("PUT", "/api/v1/primary-metric", {"metric": "val/loss"})
+    job = cluster.api.post("/api/v1/jobs", {"command": [sys.executable, "-c", SAVES], "cwd": str(work), "gpu": 0,
+                                            "node": agent.name, "env": {"PYTHONPATH": str(SDK_DIR)}})["job"]
+    wait_for((work / "saved").exists, 90, what="the job's checkpoints")
+    run_id = cluster.wait_job(job["id"], "RUNNING")["run_id"]
+
+    def listed() -> list[dict] | None:
+        found = cluster.api.get(f"/api/v1/runs/{run_id}/checkpoints")["checkpoints"]
+        return found if len(found) == 4 and all(c.get("fingerprint") for c in found) else None
+
+    by_step = {c["step"]: c for c in wait_for(listed, 30, what="the agent's watcher to register 4 checkpoints")}
+    best, first = by_step[20], by_step[10]
+    verified = cluster.api.post(f"/api/v1/checkpoints/{best['id']}/verify", {})
+    assert (verified["present"], verified["changed"]) == (True, False) and verified["full_hash"]
+
+    _cut_until_lost(cluster, agent, job)
+    with pytest.raises(ApiError) as away:
+        cluster.api.post(f"/api/v1/checkpoints/{best['id']}/verify", {})
+    assert away.value.code.value == "unavailable" and "node 'a2'" in away.value.message
+    held = cluster.api.post(f"/api/v1/runs/{run_id}/checkpoints/prune",
+                            {"keep_best": 1, "keep_last": 1, "dry_run": False})
+    assert held["deleted"] == [] and {r["step"] for r in held["refused"]} == {10, 30}
+    assert all("node 'a2', whose agent is not connected" in r["reason"] for r in held["refused"])
+    assert Path(first["path"]).exists()
+
+    agent.proxy.restore()
+    cluster.wait_job(job["id"], "RUNNING", timeout=30)
+    done = cluster.api.post(f"/api/v1/runs/{run_id}/checkpoints/prune",
+                            {"keep_best": 1, "keep_last": 1, "dry_run": False})
+    assert sorted(d["step"] for d in done["deleted"]) == [10, 30] and done["refused"] == []
+    assert not Path(first["path"]).exists() and Path(best["path"]).exists() and Path(by_step[40]["path"]).exists()
+    (work / "end").touch()
+    cluster.wait_job(job["id"], "SUCCEEDED", timeout=30)
+
+
+# Last: it restarts the module's server.
 def test_kill_9_of_the_server_mid_run_then_a_restart_loses_nothing(cluster, tmp_path):
     agent = agent_named(cluster, "a2")
 

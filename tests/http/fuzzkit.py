@@ -23,7 +23,7 @@ EXCLUDED = {
     ("POST", "/api/v1/daemon/shutdown"): "stops the daemon under test",
     ("POST", "/api/v1/actors/{name}/{verb}"): "stops or restarts the actors the fuzz needs",
     ("GET", "/api/v1/events/stream"): "a valid filter streams until the client leaves",
-    ("GET", "/api/v1/nodes/{key}/stream"): "a known node streams until the client leaves",
+    ("GET", "/api/v1/nodes/{node}/stream"): "a known node streams until the client leaves",
     ("GET", "/api/v1/runs/{run_id}/metrics/stream"): "a known run streams until the client leaves",
 }
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,

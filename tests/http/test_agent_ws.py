@@ -246,6 +246,54 @@ async def test_a_metrics_record_sent_twice_is_stored_once(server):
     assert server.query("SELECT count(*) FROM ts_batches WHERE source = ?", node_id) == [(1,)]
 
 
+async def test_a_records_batch_is_stored_once_and_acked_by_its_last_seq(server):
+    name = node_name()
+    async with agent(server, name) as me:
+        now = int(time.time() * 1000)
+        bodies = [{"type": "sys_metrics", "seq": now + i, "points": [["batch.m", now + i, float(i)]]}
+                  for i in range(8)]
+        # Gaps are records the agent's spool dropped; the ack is the batch's last seq.
+        await me.send({"type": "records", "stream": "metrics", "seqs": [1, 2, 3, 5, 6], "bodies": bodies[:5]})
+        assert await me.next("ack", stream="metrics") == {"type": "ack", "stream": "metrics", "seq": 6}
+        # A resend that overlaps what is stored: only seqs 7 and 8 are new.
+        await me.send({"type": "records", "stream": "metrics", "seqs": [5, 6, 7, 8], "bodies": bodies[3:7]})
+        await me.next("ack", stream="metrics", seq=8)
+        # One body that is not plainly sys_metrics: the batch goes record by record, that one dropped.
+        await me.send({"type": "records", "stream": "metrics", "seqs": [9, 10],
+                       "bodies": [bodies[7], {"type": "sys_metrics", "seq": 1, "points": [["batch.m", "x", 1]]}]})
+        await me.next("ack", stream="metrics", seq=10)
+        assert "metrics/10" in (await me.next("error"))["message"]
+        # Seqs that do not increase: refused whole, nothing acked, nothing stored.
+        await me.send({"type": "records", "stream": "metrics", "seqs": [12, 11], "bodies": bodies[:2]})
+        assert "seqs must increase" in (await me.next("error"))["message"]
+        # Other kinds are applied one by one, acked once.
+        events = [{"type": "node_events", "events": [{"event_type": "DISK_LOW", "severity": "warning",
+                                                      "message": f"disk {i}", "ts": now}]} for i in range(3)]
+        await me.send({"type": "records", "stream": "events", "seqs": [1, 2, 3], "bodies": events})
+        await me.next("ack", stream="events", seq=3)
+        await me.send({"type": "records", "stream": "events", "seqs": [2, 3], "bodies": events[1:]})
+        await me.next("ack", stream="events", seq=3)
+        # A body nested past the JSON depth bound is refused (its own error), the batch acked.
+        deep: Any = "x"
+        for _ in range(100):
+            deep = [deep]
+        nested = {"type": "node_events", "events": [{"event_type": "DISK_LOW", "severity": "warning",
+                                                     "message": "deep", "ts": now, "context": {"d": deep}}]}
+        frame = {"type": "records", "stream": "events", "seqs": [4], "bodies": [nested]}
+        await me.ws.send_message(json.dumps(frame, separators=(",", ":")))  # as the agent writes it
+        await me.next("ack", stream="events", seq=4)
+        assert "events/4: nested too deeply" in (await me.next("error"))["message"]
+        assert not [f for f in me.inbox if f["type"] == "ack"]
+        node_id = me.hello_ok["node_id"]
+
+    rows = server.query("SELECT coalesce(sum(c.n), 0) FROM ts_chunks c JOIN ts_series s ON s.id = c.series_id "
+                        "WHERE s.kind = 'node' AND s.owner = ? AND s.name = 'batch.m' AND c.res = 0", node_id)
+    assert rows == [(8,)]
+    assert server.query("SELECT stream, seq FROM uplink_streams WHERE node_id = ? ORDER BY stream", node_id) == [
+        ("events", 3), ("metrics", 9)]  # an invalid record is acked, not claimed
+    assert len(server.events(node_id=node_id, type="DISK_LOW")) == 3
+
+
 async def test_a_silent_agent_loses_its_jobs_and_gets_them_back(server):
     name, agent_id = node_name(), str(uuid.uuid4())
     async with agent(server, name, agent_id) as me:

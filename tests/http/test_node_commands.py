@@ -116,6 +116,10 @@ def test_unknown_node_and_forgetting_a_live_one_are_refused(box):
     refused = ctl(daemon, "node", "forget", "box")
     assert refused.returncode == 1 and "only an offline node can be forgotten" in refused.stderr
     assert _node(daemon)["id"] == node_id
+    # The audit names the node it was asked to forget (a parameter named like a secret would be redacted).
+    entries = daemon.client().get("/api/v1/audit?limit=50")["entries"]
+    forgets = [e["arguments"]["path"] for e in entries if e["action"] == "DELETE /api/v1/nodes/<node>"]
+    assert {"node": "box"} in forgets and {"node": node_id} in forgets
 
 
 def test_a_constraint_no_node_meets_waits_queued_saying_which(box):

@@ -234,13 +234,13 @@ def test_real_replies_match_their_schemas(api_jobs, api_session):
     nodes = wait_for(lambda: [n for n in s.get(f"{url}/nodes").json()["nodes"] if n["snapshot"]],
                      what="a node snapshot")
     check(s.get(f"{url}/nodes"), "GET", "/api/v1/nodes", 200)
-    check(s.get(f"{url}/nodes/{nodes[0]['name']}"), "GET", "/api/v1/nodes/{key}", 200)
-    check(s.get(f"{url}/nodes/nowhere"), "GET", "/api/v1/nodes/{key}", 404)
+    check(s.get(f"{url}/nodes/{nodes[0]['name']}"), "GET", "/api/v1/nodes/{node}", 200)
+    check(s.get(f"{url}/nodes/nowhere"), "GET", "/api/v1/nodes/{node}", 404)
     with s.get(f"{url}/nodes/{nodes[0]['id']}/stream", stream=True) as reply:
-        snapshot = check(reply, "GET", "/api/v1/nodes/{key}/stream", 200, count=1)[0]
+        snapshot = check(reply, "GET", "/api/v1/nodes/{node}/stream", 200, count=1)[0]
     assert snapshot.event == "snapshot" and json.loads(snapshot.data)["gpus"]
-    check(s.get(f"{url}/nodes/nowhere/stream"), "GET", "/api/v1/nodes/{key}/stream", 404)
-    metrics = "/api/v1/nodes/{key}/metrics"
+    check(s.get(f"{url}/nodes/nowhere/stream"), "GET", "/api/v1/nodes/{node}/stream", 404)
+    metrics = "/api/v1/nodes/{node}/metrics"
     check(s.get(f"{url}/nodes/{nodes[0]['id']}/metrics", params={"window": "5m", "points": 10}), "GET", metrics, 200)
     check(s.get(f"{url}/nodes/{nodes[0]['id']}/metrics", params={"names": "gpu0.*,nothing.here"}), "GET", metrics,
           200)

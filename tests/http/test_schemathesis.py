@@ -6,7 +6,7 @@ content type, with a body and headers that fit the document. One daemon serves t
 
 Kept away from the fuzzer, because they would stop or wedge the daemon under test:
 ``POST /daemon/shutdown``, ``POST /actors/{name}/{verb}`` (stopping the store or the control
-actor), ``GET /events/stream`` and ``GET /nodes/{key}/stream`` (they stream until the client
+actor), ``GET /events/stream`` and ``GET /nodes/{node}/stream`` (they stream until the client
 leaves). Their replies are checked in ``test_openapi.py``. ``POST /jobs`` is fuzzed with
 schema-valid bodies only, with ``command`` pinned to ``["true"]``, ``cwd`` to a scratch dir
 and ``env`` names to a ``GPUPLANE_FUZZ_`` prefix, so nothing the fuzzer makes up can run.

@@ -14,7 +14,7 @@ from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.tb_frames import TbCursor, TbCursors, TbFile, TbFileState, TbPoints, TbProblem, TbRewind, TbSeries, TbStored
 from gpuplaned.protocol.agent import NodeEvents, RECORD_BODIES, REPLY_BODIES, REQUEST_BODIES
 from gpuplaned.protocol.uplink_frames import (
-    Ack, FrameFault, Goodbye, Heartbeat, HeartbeatOk, LogData, LogRead, Record, Reply, Request, SessionCall, SessionReply,
+    Ack, FrameFault, Goodbye, Heartbeat, HeartbeatOk, LogData, LogRead, Record, Records, Reply, Request, SessionCall, SessionReply,
 )
 
 SPEC = JobSpecWire("job_a", "run_a", 1, "train", ("python", "t.py"), "/w", {"A": "1"}, (0, 1), None, 10.0)
@@ -37,6 +37,8 @@ FRAMES_SEEN = [
     TbStored("job_a", 1, ("/w/runs/events.out.tfevents.1.h",)),
     TbCursors("job_a", 1, (TbFileState("/w/runs/events.out.tfevents.1.h", TbCursor(7, 90)),)),
     Record("status", 4, RECORD_BODIES.unstructure(JobStatus("job_a", 1, "RUNNING", pid=5))),
+    Records("metrics", (5, 7), ({"type": "sys_metrics", "seq": 1, "points": [["cpu/util_pct", 1, 2.0]]},
+                                {"type": "sys_metrics", "seq": 2, "points": []})),
     Ack("logs", 12), Request(3, REQUEST_BODIES.unstructure(LogRead("job_a", 1, "stdout", 0, 65536))),
     Reply(3, REPLY_BODIES.unstructure(LogData("job_a", 1, "stdout", 0, "hello\n", 6, False))),
     Reply(4, error=FrameFault("not_found", "no job job_b")), Heartbeat(1000, 5, 900, 990), HeartbeatOk(1001), Goodbye(),

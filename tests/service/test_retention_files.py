@@ -13,9 +13,11 @@ import pytest
 import torch
 
 from gpuplaned import tsdb
+from gpuplaned.checkpoints import on_disk
 from gpuplaned.checkpoints.files import fingerprint, observe
 from gpuplaned.domain.run_records import parse_checkpoints
 from gpuplaned.protocol.agent import FoundCheckpoint
+from gpuplaned.protocol.checkpoint_ops import CheckpointRemove
 from gpuplaned.service import retention
 from gpuplaned.service.run_records import store_found, store_records
 from gpuplaned.store import checkpoint_rows
@@ -62,9 +64,15 @@ def _save_run(conn, root, losses):
     return {ck.step: ck for ck in checkpoint_rows.list_for_run(conn, "run_a")}
 
 
+def _remove_here(ck, dry_run):
+    """Step 2 as the server runs it for a checkpoint of its own node (``checkpoint_files.remove``)."""
+    removal = on_disk.remove(CheckpointRemove(ck.path, ck.fingerprint, ck.size_bytes, dry_run))
+    return retention.Outcome(ck, removal.gone, removal.already_gone, removal.refused)
+
+
 def _prune(conn, reader, keep_best, keep_last, dry_run):
     plan = retention.decide(reader, "run_a", keep_best, keep_last)
-    outcomes = retention.remove_all([plan.rows[i] for i in plan.choice.deleted], dry_run)
+    outcomes = [_remove_here(plan.rows[i], dry_run) for i in plan.choice.deleted]
     gone = [o for o in outcomes if o.gone]
     events = [] if dry_run else retention.mark(conn, plan, gone, "k", 20)
     return retention.reply(plan, outcomes, keep_best, keep_last, dry_run), events

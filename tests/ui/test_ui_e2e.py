@@ -1,6 +1,7 @@
 """The web UI in a real browser: headless Debian chromium driven by web/e2e/*.mjs (node and
 playwright-core) against a real gpuplaned with two fake GPUs and a job that logs metrics
-with the SDK.
+with the SDK; and, in a test of its own, a ``--role server`` daemon with one remote agent
+(``tests/remote_cluster.py``) whose link the Nodes and job pages show.
 
 One daemon serves the whole module: a finished SDK run, a job still logging (``loss`` and
 ``acc`` every 50 ms) and an API token with read and write. Each test runs one node script
@@ -87,6 +88,15 @@ def _missing() -> str | None:
     return None
 
 
+def _require_browser() -> None:
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: the browser tests are skipped on purpose")
+    missing = _missing()
+    if missing:
+        pytest.fail(f"the web UI's browser tests cannot run: {missing} (or set {SKIP_ENV}=1 to skip them)",
+                    pytrace=False)
+
+
 @dataclass
 class UI:
     daemon: DaemonProcess
@@ -101,12 +111,7 @@ class UI:
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory: pytest.TempPathFactory):
-    if os.environ.get(SKIP_ENV) == "1":
-        pytest.skip(f"{SKIP_ENV}=1: the browser tests are skipped on purpose")
-    missing = _missing()
-    if missing:
-        pytest.fail(f"the web UI's browser tests cannot run: {missing} (or set {SKIP_ENV}=1 to skip them)",
-                    pytrace=False)
+    _require_browser()
     root = tmp_path_factory.mktemp("ui")
     daemon = DaemonProcess(root / "d", "--gpus", "fake:2")
     try:
@@ -145,8 +150,13 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
 
 def run_script(ui: UI, name: str, **env: str) -> dict:
     """``node web/e2e/NAME.mjs`` against the module's daemon; its JSON line, once it passed."""
+    return run_script_on(ui.daemon, ui.url, ui.token, name, **env)
+
+
+def run_script_on(daemon: DaemonProcess, url: str, token: str, name: str, **env: str) -> dict:
+    """``node web/e2e/NAME.mjs`` against the daemon whose HTTP front is ``url``; its JSON line, once it passed."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
-    full.update(GPUPLANE_UI_URL=ui.url, GPUPLANE_UI_TOKEN=ui.token, GPUPLANE_UI_SHOTS=str(SHOTS),
+    full.update(GPUPLANE_UI_URL=url, GPUPLANE_UI_TOKEN=token, GPUPLANE_UI_SHOTS=str(SHOTS),
                 GPUPLANE_CHROMIUM=CHROMIUM, **env)
     (SHOTS / f"failure-{name}.png").unlink(missing_ok=True)  # a failure's screenshot, from an earlier run
     # Its own process group: on a timeout the browser goes with it.
@@ -163,7 +173,7 @@ def run_script(ui: UI, name: str, **env: str) -> dict:
     result = json.loads(lines[-1])
     assert proc.returncode == 0 and result["ok"], (
         f"{name}.mjs failed (exit {proc.returncode}):\n" + "\n".join(f"- {f}" for f in result["failures"])
-        + f"\nstderr: {err[-2000:]}\ndaemon log:\n{ui.daemon.log()[-3000:]}")
+        + f"\nstderr: {err[-2000:]}\ndaemon log:\n{daemon.log()[-3000:]}")
     return result
 
 
@@ -202,6 +212,7 @@ def test_every_page_loads_clean_in_light_and_dark_and_the_run_chart_follows_the_
         assert later["points"] > first["points"] > 0, (first, later)
     for name in METRICS:
         assert set(r["compare"][name]) == {ui.live_run["name"], ui.done_run["name"]}, r["compare"]
+    assert r["nodes"]["link"] == "local" and "Link" not in r["nodes"]["heads"], r["nodes"]
     # The job was logging all along.
     assert ui.jobs.get(ui.live_job["id"])["status"] == "RUNNING"
 
@@ -216,6 +227,7 @@ def test_a_job_from_the_submit_dialog_streams_its_log_and_is_cancelled(ui):
     assert job["status"] == "CANCELLED", job
     assert r["page_status"] == r["list_status"] == "cancelled"
     assert r["log_lines"]["later"] > r["log_lines"]["first"] >= 2
+    assert r["log_source"] == "live"
     shown = r["log_lines"]["later"]
     lines = ui.jobs.client.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&tail=1000")["lines"]
     assert [line["line"] for line in lines][:shown] == [f"tick {i}" for i in range(shown)]
@@ -324,3 +336,40 @@ def test_webhooks_settings_the_rule_filter_and_the_diagnosis_tab(ui):
     assert headers["X-GPUPlane-Event"] == "WEBHOOK_TEST" and json.loads(body)["text"]
     assert "RUN_STALLED" in r["rules"] and "OVERFITTING_SUSPECTED" in r["rules"]
     assert r["summary"]
+
+
+def test_a_remote_nodes_link_on_the_nodes_page_and_its_jobs_log_source(tmp_path):
+    """A ``--role server`` daemon's UI and one agent (``tests/remote_cluster.py``): the Nodes page shows
+    the agent's link attached, and its job's page says the log is live; after a kill -9 of the agent
+    the link is detached and the job's page says it has only the tail, still showing it."""
+    _require_browser()
+    from remote_cluster import Cluster
+
+    cluster = Cluster(tmp_path / "remote")
+    try:
+        agent = cluster.agent("gpu-a", cluster.token("agents", ["agent"]))
+        token = cluster.token("ui-remote", ["read"])
+        script = 'i=0; while true; do echo "tick $i"; i=$((i+1)); sleep 0.2; done'
+        job = cluster.api.post("/api/v1/jobs", {"command": ["sh", "-c", script], "cwd": str(tmp_path), "gpu": 0,
+                                                "node": agent.name, "name": "remote-ticker"})["job"]
+        job = cluster.wait_job(job["id"], "RUNNING")
+        wait_for(lambda: ((agent.node() or {}).get("link") or {}).get("last_heartbeat_at"), 15, what="a heartbeat")
+        wait_for(lambda: cluster.api.get(f"/api/v1/jobs/{job['id']}/logs?stream=stdout&tail=10")["lines"], 15,
+                 what="the job's first lines on the server")
+        phase = dict(GPUPLANE_UI_NODE_NAME=agent.name, GPUPLANE_UI_JOB_ID=job["id"], GPUPLANE_UI_JOB_NAME=job["name"])
+
+        up = run_script_on(cluster.server, cluster.http_url, token, "remote", GPUPLANE_UI_PHASE="attached", **phase)
+        assert up["nodes_row"]["Link"] == "attached" and up["nodes_row"]["Status"] == "online", up["nodes_row"]
+        assert up["detail_link"] == "attached"
+        assert up["job_node"] == {"text": "gpu-a", "href": "/nodes?node=gpu-a"}
+        assert up["log_source"] == "live" and up["problems"] == []
+
+        agent.daemon.kill()
+        wait_for(lambda: agent.node()["status"] == "OFFLINE", 15, what="gpu-a OFFLINE")
+        down = run_script_on(cluster.server, cluster.http_url, token, "remote", GPUPLANE_UI_PHASE="detached", **phase)
+        assert down["nodes_row"]["Link"] == "detached" and down["nodes_row"]["Status"] == "offline", down["nodes_row"]
+        assert down["log_source"] == "tail only: node gpu-a is offline"
+        assert len(down["log_lines"]) >= len(up["log_lines"]) > 0  # the tail the server kept
+        assert down["problems"] == []
+    finally:
+        cluster.close()

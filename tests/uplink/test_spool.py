@@ -344,3 +344,48 @@ def test_one_spool_per_directory_and_unusable_directories(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(SpoolError, match=str(tmp_path / "file")):
         open_spool(tmp_path / "file")
+
+
+def test_unacked_batches_keep_append_order_and_bounds_and_bodies_as_spooled(tmp_path):
+    with open_spool(tmp_path, segment_bytes=4096) as sp:
+        for n in range(300):
+            sp.append("metrics", {"n": n, "pad": "x" * 20})
+        sp.append("status", {"n": "end"})
+        sp.append("metrics", {"n": 300, "text": "caf\u00e9 \ud800"})  # non-ASCII and a lone surrogate
+        sp.ack("metrics", 5)
+        batches = list(sp.unacked_batches({"metrics": 10}, 100, 2000))
+    # One stream a batch, in append order; at most 100 records and about 2,000 body bytes each.
+    assert [(stream, len(s)) for stream, s, _ in batches][-2:] == [("status", 1), ("metrics", 1)]
+    assert all(len(s) <= 100 and sum(map(len, b)) <= 2000 for _, s, b in batches)
+    sent = [seq for stream, s, _ in batches if stream == "metrics" for seq in s]
+    assert sent == list(range(11, 302))  # above both the ack and ``after``
+    bodies = [json.loads(body) for _, _, b in batches for body in b]
+    assert bodies[0] == {"n": 10, "pad": "x" * 20} and bodies[-1] == {"n": 300, "text": "caf\u00e9 \ud800"}
+    assert all(body.isascii() for _, _, b in batches for body in b)
+
+
+def test_unacked_batches_skip_damaged_lines_found_at_open(tmp_path):
+    with open_spool(tmp_path) as sp:
+        for n in range(4):
+            sp.append("events", {"n": n})
+    seg = tmp_path / segments(tmp_path)[0]
+    lines = seg.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'{"n":1}', b'{"n":1')  # the head intact, the body broken
+    seg.write_bytes(b"".join(lines))
+    with open_spool(tmp_path) as sp:
+        assert [(s, [json.loads(b) for b in bodies]) for _, s, bodies in sp.unacked_batches({}, 100, 1 << 20)] == [
+            ([1, 3, 4], [{"n": 0}, {"n": 2}, {"n": 3}])]
+
+
+def test_an_ack_over_many_records_and_segments_keeps_the_backlog_exact(tmp_path):
+    with open_spool(tmp_path, segment_bytes=2048) as sp:
+        for n in range(500):
+            sp.append("metrics" if n % 3 else "logs", {"n": n})
+        sp.ack("metrics", 200)
+        sp.ack("logs", 40)
+        kept = sp.backlog()
+        left = seqs(sp)
+    with open_spool(tmp_path) as again:  # the open counts from the files alone
+        assert again.backlog().records == kept.records == len(left)
+        assert again.backlog().bytes == kept.bytes
+        assert seqs(again) == left

@@ -1,5 +1,5 @@
 // A job from the submit dialog: it is queued and the page moves to it, its output streams
-// into the log view while it runs, Cancel asks first (Keep it changes nothing), then the job
+// into the log view while it runs (live, from the daemon's own node), Cancel asks first (Keep it changes nothing), then the job
 // ends CANCELLED, on its page and in the jobs list.
 // Env: GPUPLANE_UI_URL, GPUPLANE_UI_TOKEN, GPUPLANE_UI_SHOTS, GPUPLANE_UI_CWD (the job's
 // working directory), GPUPLANE_UI_SUBMIT_NAME (a name no other job has).
@@ -45,6 +45,9 @@ await main("jobs", 60_000, async (result) => {
   check(result, later.every((l, i) => l === `tick ${i}`), `the log view shows ${JSON.stringify(later.slice(0, 8))}…`);
   result.live = (await page.locator(".log-toolbar .live").textContent())?.trim();
   check(result, result.live === "live", `the log's stream state is ${JSON.stringify(result.live)}`);
+  // The daemon's own node: the log comes live from it (a remote node's offline link would say "tail only").
+  result.log_source = (await page.locator(".log-toolbar [data-log-source]").textContent())?.trim();
+  check(result, result.log_source === "live", `the log's source reads ${JSON.stringify(result.log_source)}`);
   await screenshot(page, "job-running-light");
 
   // Cancel asks first; "Keep it" leaves the job running.

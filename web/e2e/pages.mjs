@@ -1,6 +1,7 @@
 // Every page, light and dark: each loads (a deep link, signed in) with no console error and
 // no failed request, and shows what it is for; a screenshot of each. On the live run's page
-// the charts show the logged series and follow the run (the chart's points grow).
+// the charts show the logged series and follow the run (the chart's points grow); on the
+// Nodes page the daemon's own node is "local", with no link columns.
 // Env: GPUPLANE_UI_URL, GPUPLANE_UI_TOKEN, GPUPLANE_UI_SHOTS, and
 //   GPUPLANE_UI_RUN_ID    a run whose job is still logging (GPUPLANE_UI_METRICS: its metrics, "loss,acc")
 //   GPUPLANE_UI_RUN_NAME  its name
@@ -97,6 +98,7 @@ await main("pages", 80_000, async (result) => {
         const perRun = requests.filter((r) => /^GET \/api\/v1\/runs\/[^/]+$/.test(r));
         check(result, perRun.length === 0, `the runs list asked for runs one by one: ${perRun.join(", ")}`);
       }
+      if (p.name === "nodes" && theme === "light") result.nodes = await localLink(page, result);
       if (p.name === "run" && theme === "light") result.chart = await liveChart(page, metrics, result);
       if (p.name === "compare" && theme === "light") result.compare = await compareReadout(page, metrics, [runName, run2Name], result);
     }
@@ -140,6 +142,15 @@ async function liveChart(page, metrics, result) {
       `run page: the readout of ${name} did not move on: ${first[name].x} -> ${later[name].x}`);
   }
   return { first, later, grew_after_ms: Math.round(performance.now() - t0) };
+}
+
+/** The daemon's own node: no link columns in the list (no node is remote), "local" in its details. */
+async function localLink(page, result) {
+  const heads = await page.locator(".table thead th").allTextContents();
+  const link = (await page.locator(".kv-row", { hasText: "Link" }).first().locator("dd").textContent())?.trim();
+  check(result, !heads.includes("Link"), `nodes: a link column with no remote node: ${heads}`);
+  check(result, link === "local", `nodes: the node's link reads ${JSON.stringify(link)}`);
+  return { heads, link };
 }
 
 /** Compare: one chart per metric, its readout naming each run. */

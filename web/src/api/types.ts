@@ -237,6 +237,21 @@ export interface NodeInfo {
   accepting: boolean;
   conditions: string[];
   snapshot: NodeSnapshot | null;
+  drained?: boolean;
+  // A remote agent's node (--role agent); false: the server's own.
+  remote?: boolean;
+  // The remote node's link as the server saw it since it started; null for the server's own
+  // node, and for a remote node not heard from since the server started.
+  link?: NodeLink | null;
+}
+
+export interface NodeLink {
+  state: "attached" | "detached";
+  last_heard_at: number | null;
+  last_heartbeat_at: number | null;
+  backlog_records: number | null;  // the agent's spool not yet acknowledged, at its last heartbeat
+  backlog_bytes: number | null;
+  skew_ms: number | null;  // the agent's clock minus the server's
 }
 
 export interface GpuEvent {

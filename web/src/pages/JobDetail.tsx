@@ -1,19 +1,21 @@
-// One job: what it runs and where, its state and actions, and its output: the last lines,
-// then live over SSE (resuming where it left off after a drop), in a virtual-scrolling
-// view with a stdout/stderr switch, an attempt picker and a filter.
+// One job: what it runs and on which node, its state and actions, and its output: the last
+// lines, then live over SSE (resuming where it left off after a drop), in a virtual-scrolling
+// view with a stdout/stderr switch, an attempt picker and a filter. Whether the output is live
+// or only the tail the server keeps (the job's remote node is offline) is said above it.
 
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../api/client";
 import { useEventStream, useNow, useResource } from "../api/hooks";
-import type { Job, LogStream } from "../api/types";
+import type { Job, LogStream, NodeInfo } from "../api/types";
 import { FrameBatcher } from "../charts/batch";
 import { Icon } from "../components/Icon";
 import { JobActions } from "../components/JobActions";
 import { LogView } from "../components/LogView";
 import { jobToRequest, SubmitJobDialog } from "../components/SubmitJobDialog";
 import { CopyId, Empty, ErrorBanner, KeyValues, LiveDot, Loading, PageHeader, Segmented, StatusBadge } from "../components/ui";
-import { cleanLogLine, fmtDateTime, fmtDuration } from "../lib/format";
+import { cleanLogLine, fmtDateTime, fmtDuration, shortId } from "../lib/format";
 import { joinCommand } from "../lib/jobForm";
+import { logSource, type LogSource } from "../lib/nodeLink";
 import { Link, navigate, useUrlState } from "../router/router";
 import { int, oneOf, str } from "../router/urlState";
 
@@ -25,7 +27,7 @@ export function JobDetail({ id }: { id: string }) {
   const [view, setView] = useUrlState(schema);
   const now = useNow(1000);
   const job = useResource((s) => api.getJob(id, s), [id], { pollMs: 3000, keepPrevious: false });
-  const nodes = useResource((s) => api.listNodes(s), []);
+  const nodes = useResource((s) => api.listNodes(s), [], { pollMs: 5000 }); // a remote node's link comes and goes
   const [copy, setCopy] = useState(false);
   const j = job.data;
 
@@ -39,7 +41,6 @@ export function JobDetail({ id }: { id: string }) {
     );
   }
   if (!j) return <div className="page"><Loading rows={8} /></div>;
-  const node = nodes.data?.find((n) => n.id === j.node_id);
   const attempt = view.attempt || j.attempt;
 
   return (
@@ -59,7 +60,7 @@ export function JobDetail({ id }: { id: string }) {
           <pre className="cmd-block mono" title="Command (argv, no shell)">{joinCommand(j.command)}</pre>
           <KeyValues items={[
             ["Working dir", <span className="mono">{j.cwd ?? "—"}</span>],
-            ["Node", node ? <Link to={`/nodes?node=${encodeURIComponent(node.name)}`}>{node.name}</Link> : j.node ?? "any"],
+            ["Node", <JobNode job={j} nodes={nodes.data} />],
             ["GPUs", j.gpu_indexes.length ? <>{j.gpu_indexes.length} <span className="muted">(GPU <span className="mono">{j.gpu_indexes.join(", ")}</span>)</span></>
               : j.gpu ? `${j.gpu} requested` : "none (CPU slot)"],
             ["Type", j.type.toLowerCase()],
@@ -75,7 +76,7 @@ export function JobDetail({ id }: { id: string }) {
           ]} />
         </section>
         <LogPanel job={j} stream={view.stream} attempt={attempt} latest={!view.attempt} filter={view.q}
-          setView={setView} onEnd={job.reload} />
+          source={logSource(j, nodes.data)} setView={setView} onEnd={job.reload} />
       </div>
       {copy && <SubmitJobDialog nodes={nodes.data} initial={jobToRequest(j)} onClose={() => setCopy(false)}
         onSubmitted={(nj) => { setCopy(false); navigate(`/jobs/${nj.id}`); }} />}
@@ -83,8 +84,25 @@ export function JobDetail({ id }: { id: string }) {
   );
 }
 
-function LogPanel({ job, stream, attempt, latest, filter, setView, onEnd }: {
-  job: Job; stream: LogStream; attempt: number; latest: boolean; filter: string;
+/** The node the job runs or ran on, by name with a link to it; the one it asked for before it is placed. */
+export function JobNode({ job, nodes }: { job: Pick<Job, "node" | "node_id">; nodes: NodeInfo[] | undefined }) {
+  const node = job.node_id ? nodes?.find((n) => n.id === job.node_id) : undefined;
+  if (node) return <Link to={`/nodes?node=${encodeURIComponent(node.name)}`}>{node.name}</Link>;
+  if (job.node_id) {
+    return <span className="mono" title={job.node_id}>{shortId(job.node_id)}{nodes && <span className="muted"> (forgotten)</span>}</span>;
+  }
+  return <>{job.node ? <>{job.node} <span className="muted">(asked for)</span></> : "any"}</>;
+}
+
+/** Live output, or only the stored tail because the job's remote node is offline. */
+export function LogSourceBadge({ source }: { source: LogSource }) {
+  return <span className={source.live ? "badge badge-ok" : "badge badge-warn"} data-log-source={source.live ? "live" : "tail"}
+    title={source.live ? "From the node: the whole file, as it grows" : "Only the last lines the server keeps; the rest is on the node"}>
+    {source.text}</span>;
+}
+
+function LogPanel({ job, stream, attempt, latest, filter, source, setView, onEnd }: {
+  job: Job; stream: LogStream; attempt: number; latest: boolean; filter: string; source: LogSource | null;
   setView: (p: Partial<{ stream: LogStream; attempt: number; q: string }>) => void; onEnd: () => void }) {
   const lines = useRef<string[]>([]);
   const first = useRef(1);
@@ -169,6 +187,7 @@ function LogPanel({ job, stream, attempt, latest, filter, setView, onEnd }: {
           <input value={filter} onChange={(e) => setView({ q: e.target.value })} placeholder="Filter lines" aria-label="Filter lines" />
         </div>
         <span className="muted small">{filter ? `${shown.length} of ${lines.current.length}` : `${lines.current.length}`} lines</span>
+        {source && <LogSourceBadge source={source} />}
         {ended ? <span className="live live-closed"><i />ended</span> :
           <LiveDot state={position === undefined ? "connecting" : sse.state} />}
         <button className={follow ? "btn btn-sm on" : "btn btn-sm"} onClick={() => setFollow(!follow)} aria-pressed={follow}

@@ -1,5 +1,6 @@
-// Nodes: every node with its state and heartbeat; the chosen one in detail: hardware,
-// GPU slots with their owners and readings, host resources, and its metric history.
+// Nodes: every node with its state and heartbeat (and, for a remote agent's node, its link:
+// attached or detached, last heartbeat, spool backlog, clock skew); the chosen one in detail:
+// hardware, GPU slots with their owners and readings, host resources, and its metric history.
 
 import { api } from "../api/client";
 import { useNow, useResource } from "../api/hooks";
@@ -7,6 +8,7 @@ import type { GpuReading, NodeInfo } from "../api/types";
 import { SystemCharts } from "../charts/SystemCharts";
 import { Ago, Empty, ErrorBanner, KeyValues, Loading, Meter, PageHeader, Segmented, StatusBadge } from "../components/ui";
 import { fmtBytes, fmtMiB, fmtPct, fmtValue, lastSeen } from "../lib/format";
+import { fmtBacklog, fmtSkew, hasRemote, linkState } from "../lib/nodeLink";
 import { Link, useUrlState } from "../router/router";
 import { oneOf, str } from "../router/urlState";
 
@@ -27,36 +29,74 @@ export function Nodes() {
       <ErrorBanner error={nodes.error} onRetry={nodes.reload} />
       {!nodes.data && !nodes.error && <Loading rows={4} />}
       {nodes.data && list.length === 0 && <Empty title="No nodes" icon="nodes">A node joins when a daemon with a node role connects.</Empty>}
-      {list.length > 0 && (
-        <div className="table-wrap">
-          <table className="table">
-            <thead><tr><th>Node</th><th>Status</th><th className="num">GPUs busy</th><th className="num">CPU jobs</th>
-              <th>CPU</th><th>Memory</th><th>Last seen</th><th>Backend</th><th>Labels</th></tr></thead>
-            <tbody>
-              {list.map((n) => {
-                const host = n.snapshot?.host;
-                return (
-                  <tr key={n.id} className={n === selected ? "selected clickable" : "clickable"} onClick={() => setView({ node: n.name })}>
-                    <td><Link to={`/nodes?node=${encodeURIComponent(n.name)}`} className="strong">{n.name}</Link></td>
-                    <td><StatusBadge status={n.status} />{!n.accepting && <span className="badge badge-warn">not accepting</span>}</td>
-                    <td className="num">{n.gpus.filter((g) => g.owner_job_id).length} / {n.gpus.length}</td>
-                    <td className="num">{n.cpu_jobs} / {n.max_cpu_jobs}</td>
-                    <td className="meter-cell"><Meter value={host?.cpu_percent} /><span>{fmtPct(host?.cpu_percent)}</span></td>
-                    <td className="meter-cell"><Meter value={host?.memory_used_mb} max={host?.memory_total_mb ?? 0} />
-                      <span>{fmtMiB(host?.memory_used_mb)} / {fmtMiB(host?.memory_total_mb)}</span></td>
-                    <td><Ago ts={lastSeen(n)} now={now} /></td>
-                    <td>{n.gpu_backend}</td>
-                    <td>{n.labels.map((l) => <span key={l} className="tag">{l}</span>)}</td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
-      )}
+      {list.length > 0 && <NodesTable nodes={list} selected={selected} now={now} onSelect={(n) => setView({ node: n.name })} />}
       {selected && <NodeDetail node={selected} range={view.range} setRange={(range) => setView({ range })} now={now} />}
     </div>
   );
+}
+
+/** Link state as a badge: attached (ok), detached (bad), local (muted). */
+export function LinkBadge({ node }: { node: NodeInfo }) {
+  const state = linkState(node);
+  if (state === "local") return <span className="muted" title="The server's own node">local</span>;
+  return <span className={`badge ${state === "attached" ? "badge-ok" : "badge-bad"}`} data-link={state}
+    title={state === "attached" ? "Its agent is connected" : "Its agent is not connected: the node is offline"}>
+    <i className="dot" />{state}</span>;
+}
+
+/** The nodes, one row each; Link, Heartbeat, Backlog and Skew only when a node is a remote agent's. */
+export function NodesTable({ nodes, selected, now, onSelect }: { nodes: NodeInfo[]; selected?: NodeInfo; now: number;
+  onSelect: (n: NodeInfo) => void }) {
+  const links = hasRemote(nodes);
+  return (
+    <div className="table-wrap">
+      <table className="table">
+        <thead><tr><th>Node</th><th>Status</th>
+          {links && <><th>Link</th><th>Heartbeat</th><th className="num" title="The agent's spool not yet acknowledged">Backlog</th>
+            <th className="num" title="The agent's clock minus the server's">Skew</th></>}
+          <th className="num">GPUs busy</th><th className="num">CPU jobs</th>
+          <th>CPU</th><th>Memory</th><th>Last seen</th><th>Backend</th><th>Labels</th></tr></thead>
+        <tbody>
+          {nodes.map((n) => {
+            const host = n.snapshot?.host;
+            const remote = linkState(n) !== "local";
+            return (
+              <tr key={n.id} data-node={n.name} className={n === selected ? "selected clickable" : "clickable"} onClick={() => onSelect(n)}>
+                <td className="nowrap"><Link to={`/nodes?node=${encodeURIComponent(n.name)}`} className="strong">{n.name}</Link></td>
+                <td><StatusBadge status={n.status} />{!n.accepting && <span className="badge badge-warn">not accepting</span>}</td>
+                {links && <>
+                  <td><LinkBadge node={n} /></td>
+                  <td className="nowrap">{remote ? <Ago ts={n.link?.last_heartbeat_at ?? n.last_heartbeat_at} now={now} /> : "—"}</td>
+                  <td className="num nowrap">{remote ? fmtBacklog(n.link) : "—"}</td>
+                  <td className="num nowrap">{remote ? fmtSkew(n.link?.skew_ms) : "—"}</td>
+                </>}
+                <td className="num">{n.gpus.filter((g) => g.owner_job_id).length} / {n.gpus.length}</td>
+                <td className="num">{n.cpu_jobs} / {n.max_cpu_jobs}</td>
+                <td className="meter-cell"><Meter value={host?.cpu_percent} /><span>{fmtPct(host?.cpu_percent)}</span></td>
+                <td className="meter-cell"><Meter value={host?.memory_used_mb} max={host?.memory_total_mb ?? 0} />
+                  <span>{fmtMiB(host?.memory_used_mb)} / {fmtMiB(host?.memory_total_mb)}</span></td>
+                <td><Ago ts={lastSeen(n)} now={now} /></td>
+                <td>{n.gpu_backend}</td>
+                <td>{n.labels.map((l) => <span key={l} className="tag">{l}</span>)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** The link's rows of a node's details: local, or the state, last heartbeat, backlog and skew. */
+export function linkItems(node: NodeInfo, now: number): [string, React.ReactNode][] {
+  if (linkState(node) === "local") return [["Link", <LinkBadge node={node} />]];
+  const link = node.link;
+  return [
+    ["Link", <><LinkBadge node={node} />{!link && <span className="muted small"> not heard from since the server started</span>}</>],
+    ["Last heartbeat", <Ago ts={link?.last_heartbeat_at ?? node.last_heartbeat_at} now={now} />],
+    ["Backlog", <span title="The agent's spool not yet acknowledged, at its last heartbeat">{fmtBacklog(link)}</span>],
+    ["Clock skew", <span title="The agent's clock minus the server's">{fmtSkew(link?.skew_ms)}</span>],
+  ];
 }
 
 function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Range; setRange: (r: Range) => void; now: number }) {
@@ -78,6 +118,7 @@ function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Ran
             ["GPU backend", `${node.gpu_backend}${node.gpu_backend_note ? ` (${node.gpu_backend_note})` : ""}`],
             ["Last seen", <Ago ts={lastSeen(node)} now={now} />],
             ["Connected", node.connected ? "yes" : "no"],
+            ...linkItems(node, now),
             ...(node.conditions.length ? [["Conditions", <span className="text-warn">{node.conditions.join(", ")}</span>] as [string, React.ReactNode]] : []),
           ]} />
         </section>
