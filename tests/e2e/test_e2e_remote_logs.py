@@ -148,6 +148,8 @@ def test_logs_f_follows_a_remote_job_live_through_the_server(cluster, agent, tmp
     finally:
         follower.kill()
         follower.wait()
+        follower.stdout.close()
+        follower.stderr.close()
     assert follower.returncode == 3, err
     assert out.splitlines() == expected(5, 400, 3000)[6:]  # after the lines read above
     assert err == f"bye\n[job {job['id']} FAILED, exit code 3]\n"
