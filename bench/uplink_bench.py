@@ -91,6 +91,7 @@ from daemon_bench import (  # noqa: E402
     wait_ready,
 )
 from netproxy import TcpProxy  # noqa: E402
+from jobs_bench import wait_until  # noqa: E402
 from sdk_bench import NAMES, Api, stored_counts  # noqa: E402
 
 TARGET_POINTS_PER_S = 500_000
@@ -185,17 +186,6 @@ class Cluster(Daemons):
         for proxy in self.proxies:
             proxy.close()
         super().stop_all()
-
-
-def wait_until(predicate: Any, timeout: float, interval: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def server_node(server: Node, name: str) -> dict[str, Any] | None:
