@@ -113,6 +113,9 @@ class RunnerHandle:
     # and those found ended (exit.json) on adoption, which were never live for this runner.
     # The TensorBoard tailer and the checkpoint watcher read each one's files a last time.
     recent_ends: dict[tuple[str, int], LiveJob] = attrs.field(factory=dict)
+    # Set (and replaced) on each change of the two above: tbtail and ckptwatch wait on it
+    # while no job runs, instead of looking every few milliseconds (the agent's idle CPU).
+    changed: trio.Event = attrs.field(factory=trio.Event)
     started: int = 0
     ended: int = 0
     adopted: int = 0
@@ -122,6 +125,21 @@ class RunnerHandle:
         self.recent_ends[(job.job_id, job.attempt)] = job
         while len(self.recent_ends) > ENDS_KEPT:
             del self.recent_ends[next(iter(self.recent_ends))]
+        self.touch()
+
+    def list_live(self, job: LiveJob) -> None:
+        self.live[job.job_id] = job
+        self.touch()
+
+    def unlist_live(self, job_id: str, attempt: int) -> None:
+        live = self.live.get(job_id)
+        if live is not None and live.attempt == attempt:
+            del self.live[job_id]
+            self.touch()
+
+    def touch(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
 
     def statistics(self) -> RunnerStats:
         return RunnerStats(self.node_id, self.gpu_backend, self.gpus, len(self.live), self.started,
@@ -320,14 +338,12 @@ class _Runner:
             run.pgid = event.runtime.pgid
             run.pid = event.runtime.pid
             run.cwd = event.runtime.cwd
-        self.handle.live[machine.job_id] = LiveJob(machine.job_id, machine.attempt, machine.shim[0], machine.shim[1],
-                                                   run.oom_kills_at_start, run.pgid, run.gpu_indexes,
-                                                   machine.spawn_id, run.run_id, run.cwd, run.env)
+        self.handle.list_live(LiveJob(machine.job_id, machine.attempt, machine.shim[0], machine.shim[1],
+                                      run.oom_kills_at_start, run.pgid, run.gpu_indexes,
+                                      machine.spawn_id, run.run_id, run.cwd, run.env))
 
     def _unlist(self, run: _Run) -> None:
-        live = self.handle.live.get(run.machine.job_id)
-        if live is not None and live.attempt == run.machine.attempt:
-            del self.handle.live[run.machine.job_id]
+        self.handle.unlist_live(run.machine.job_id, run.machine.attempt)
 
     async def _perform(self, run: _Run, effect: a.Effect) -> a.Input | None:
         """Carry out one effect; returns what it found, for the machine, if anything."""

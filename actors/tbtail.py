@@ -8,7 +8,7 @@ between them, from ``gpuplanectl submit --tb-dir``; for a job adopted after a re
 from its main process's environment), taking only the files written since the attempt
 started (``runtime.json`` ``started_at``), and, per file, the cursor the server has stored.
 Inputs: the runner's live jobs (``ctx.shared.runner()``, looked at every ``TRACK_S``, so
-that a short job is seen too) and the attempts that ended lately (``recent_ends``: those
+that a short job is seen too; while there are none, on the runner's ``changed`` event) and the attempts that ended lately (``recent_ends``: those
 that ended while the daemon was away, found ended on adoption, are read to their end from
 the stored cursors once, after the restart); a pass over every attempt each
 ``tensorboard.poll_interval_s``.
@@ -64,7 +64,9 @@ log = logging.getLogger("gpuplaned.tbtail")
 
 DECLARED_DIRS = "GPUPLANE_TB_DIR"  # in the job's environment: more folders to look in
 ENDED_QUIET_PASSES = 2  # an ended attempt is forgotten after this many passes that read nothing
-TRACK_S = 0.05  # s between two looks at the runner's live jobs
+TRACK_S = 0.05  # s between two looks at the runner's live jobs while some are read
+# With none, the runner's change event wakes the tailer; this is the look it takes anyway.
+IDLE_TRACK_S = 5.0
 MAX_SERIES = 200  # characters of a series name, as the store takes them (gpuplaned.tsdb.series.MAX_NAME)
 
 
@@ -146,13 +148,28 @@ class _Tailer:
                 await self._pass(watched)
             self._forget_ended()
             self.handle.passes += 1
+            self.handle.attempts = len(self.attempts)
             self.handle.files = sum(len(a.tail.files) for a in self.attempts.values() if a.tail is not None)
+            if not self.attempts:  # nothing to read: wait for the runner's next job
+                await self._wait_for_jobs()
+                continue
             # The runner's live jobs are looked at far more often than the files are read: a
             # job that ends between two passes is still seen, and its files read to the end.
             while trio.current_time() + TRACK_S < started + self.interval:
                 await trio.sleep(TRACK_S)
                 self._track()
             await trio.sleep_until(started + self.interval)
+
+    async def _wait_for_jobs(self) -> None:
+        runner = self.shared.runner()
+        with trio.move_on_after(IDLE_TRACK_S):
+            while not self.attempts:
+                if runner is None:
+                    await trio.sleep(TRACK_S)
+                    runner = self.shared.runner()
+                else:
+                    await runner.changed.wait()
+                self._track()
 
     def _track(self) -> None:
         """Take in the runner's new live attempts; note the time the others ended."""

@@ -98,6 +98,11 @@ class RunningJobs(Protocol):
     @property
     def recent_ends(self) -> Mapping[tuple[str, int], LiveJobView]: ...
 
+    @property
+    def changed(self) -> trio.Event:
+        """Set when ``live`` or ``recent_ends`` next changes (then replaced by a new one): a
+        reader with nothing to watch waits on it instead of looking again and again."""
+
 
 def _no_runner() -> RunningJobs | None:
     return None

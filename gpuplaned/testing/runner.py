@@ -5,6 +5,7 @@ attempts that ended lately."""
 from __future__ import annotations
 
 import attrs
+import trio
 
 
 @attrs.frozen
@@ -23,8 +24,15 @@ class LiveJob:
 
 @attrs.define
 class MemoryRunner:
-    """The runner's handle (``node_context.RunningJobs``): edit ``live`` and ``recent_ends``."""
+    """The runner's handle (``node_context.RunningJobs``): edit ``live`` and ``recent_ends``,
+    then call ``touch()`` as the runner does (a reader that missed it looks again within
+    its fallback interval)."""
 
     node_id: str = "nd_test"
     live: dict[str, LiveJob] = attrs.Factory(dict)
     recent_ends: dict[tuple[str, int], LiveJob] = attrs.Factory(dict)
+    changed: trio.Event = attrs.Factory(trio.Event)
+
+    def touch(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()

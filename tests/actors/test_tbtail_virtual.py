@@ -170,6 +170,7 @@ async def test_older_runs_files_are_left_alone_and_an_ended_attempt_is_read_to_i
     writer.add_scalar("loss", 2.0, 7)
     writer.close()
     runner.live.clear()  # the job ended as it closed its file
+    runner.touch()
     await trio.sleep(4 * POLL)
     assert sent(link) == {"loss": [(7, 2.0)]}
     assert handle.statistics().attempts == 0  # read to its end, then forgotten
@@ -209,11 +210,13 @@ async def test_a_job_that_lives_less_than_a_pass_is_still_read(nursery, tmp_path
     link, handle, _ = await start(nursery, tmp_path, runner)
     await trio.sleep(POLL / 4)  # just after a pass
     runner.live["job_1"] = live
+    runner.touch()  # as the runner's handle does on each change
     writer = SummaryWriter(os.path.join(live.cwd, "runs"))
     writer.add_scalar("loss", 1.0, 3)
     writer.close()
     await trio.sleep(POLL / 4)
     runner.live.clear()  # gone before the next pass
+    runner.touch()
     await trio.sleep(4 * POLL)
     assert sent(link) == {"loss": [(3, 1.0)]}
     assert handle.statistics().attempts == 0
