@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from gpuplaned.http.app import RequestStats, create_app
 from gpuplaned.http.connections import hypercorn_config
-from gpuplaned.mcp import asgi as mcp_asgi
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.service.context import ServerContext
-from gpuplaned.uplink import agent_app
+
+if TYPE_CHECKING:
+    from gpuplaned.http.app import RequestStats
+    from gpuplaned.service.context import ServerContext
+    from gpuplaned.uplink.agent_app import AgentRequestStats
 
 log = logging.getLogger("gpuplaned.control")
 
@@ -41,7 +43,7 @@ class ControlStats:
 @attrs.define
 class ControlHandle:
     endpoint: str
-    request_stats: RequestStats
+    request_stats: RequestStats | AgentRequestStats
 
     def statistics(self) -> ControlStats:
         return ControlStats(self.endpoint, self.request_stats.requests, self.request_stats.errors)
@@ -52,14 +54,20 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
     limits = ctx.shared.config.http_limits
     cfg = hypercorn_config(endpoint.hypercorn_bind(), limits)
     async with trio.open_nursery() as nursery:
+        # Each role imports only its own app: an agent has no use for the server's (~30 MB).
         if ctx.shared.config.role == "agent":
             from hypercorn.trio import serve as hypercorn_serve
+
+            from gpuplaned.uplink import agent_app
 
             agent, request_stats = agent_app.create_agent_app(ctx.shared, secret=endpoint.secret,
                                                               body_timeout_s=limits.body_timeout_s)
             await nursery.start(functools.partial(hypercorn_serve, agent, cfg,
                                                   shutdown_trigger=ctx.stop_requested.wait))
         else:
+            from gpuplaned.http.app import create_app
+            from gpuplaned.mcp import asgi as mcp_asgi
+
             app, request_stats = create_app(ctx.shared, secret=endpoint.secret, body_timeout_s=limits.body_timeout_s)
             await nursery.start(functools.partial(mcp_asgi.serve, ctx.shared, app, cfg, secret=endpoint.secret,
                                                   shutdown_trigger=ctx.stop_requested.wait))

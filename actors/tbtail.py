@@ -36,10 +36,9 @@ import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
 import psutil
 import trio
 
@@ -57,8 +56,11 @@ from gpuplaned.protocol.tb_frames import (
     TbSeries,
 )
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.tensorboard import Cursor, FileBatch, JobTail, log_roots
-from gpuplaned.tensorboard.rewind import order_key
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gpuplaned.tensorboard import FileBatch, JobTail
 
 log = logging.getLogger("gpuplaned.tbtail")
 
@@ -267,6 +269,11 @@ class _Tailer:
         watched.env = env
         watched.adopted = watched.adopted and not env  # read once: the process may be gone by the next reset
         watched.stored = {f.path: f.cursor for f in stored.files}
+        # The reader (and numpy under it) is imported once a job is watched, on a worker
+        # thread: an agent that runs no job does not carry it (~12 MB).
+        await self.blocking(_import_tensorboard)
+        from gpuplaned.tensorboard import Cursor, JobTail, log_roots
+
         roots = log_roots(watched.cwd, env, _declared(env))
         watched.tail = JobTail(roots, since=since, host=self.host,
                                cursors={f.path: Cursor(f.cursor.inode, f.cursor.offset) for f in stored.files},
@@ -291,12 +298,18 @@ def _start_of(home: Path, watched: _Attempt) -> tuple[float, Mapping[str, str]] 
     return runtime.started_at, env
 
 
+def _import_tensorboard() -> None:
+    import gpuplaned.tensorboard  # noqa: F401
+
+
 def _declared(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(d for d in env.get(DECLARED_DIRS, "").split(os.pathsep) if d)
 
 
 def _merged(files: tuple[TbFileState, ...]) -> dict[str, tuple[tuple[str, str], int]]:
     """The rewind state over all files: per series, the one of the newest file seen."""
+    from gpuplaned.tensorboard.rewind import order_key
+
     state: dict[str, tuple[tuple[str, str], int]] = {}
     for f in files:
         for r in f.rewinds:
@@ -308,6 +321,8 @@ def _merged(files: tuple[TbFileState, ...]) -> dict[str, tuple[tuple[str, str], 
 
 def _frames(batches: list[FileBatch], stored: dict[str, TbCursor]) -> list[TbFile]:
     """Runs on a worker thread: the batches as wire frames (base64 columns)."""
+    import numpy as np
+
     out = []
     for b in batches:
         series = tuple(
@@ -330,4 +345,6 @@ def _fits(name: str, path: str) -> bool:
 
 def _b64(values: np.ndarray, dtype: type) -> str:
     """A column as ``gpuplaned.protocol.columns`` reads it: base64 of little-endian 8-byte items."""
+    import numpy as np
+
     return base64.b64encode(np.ascontiguousarray(values, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()).decode()

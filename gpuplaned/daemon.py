@@ -41,10 +41,8 @@ from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
-from gpuplaned.service import spool_replay
 from gpuplaned.service.log_feeds import LogFeeds
 from gpuplaned.service.metric_feeds import MetricFeeds
-from gpuplaned.service.nodes import LocalNodeLink
 from gpuplaned.service.registry import NodeRegistry
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.readers import Readers
@@ -106,7 +104,11 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
         endpoint = claim_endpoint(cfg.runtime_dir, cfg.listen, group_access=cfg.group_access)
         shared = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
         supervisor = shared.supervisor = Supervisor(specs, shared, on_started=_publish_when_control(shared))
-        if any(spec.name == "store" for spec in specs):
+        serves = any(spec.name == "store" for spec in specs)
+        if serves:
+            # Imported by the roles that serve only: an agent has no use for the service layer.
+            from gpuplaned.service.nodes import LocalNodeLink
+
             shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
             # Role all: the node side reaches this server through the in-memory link.
             node = _node_context(cfg, endpoint, LocalNodeLink(shared), supervisor)
@@ -127,7 +129,10 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
                     # daemon: out of the collector's sight, so that a full collection no
                     # longer walks ~120k objects (tens of ms with the event loop stopped).
                     gc.freeze()
-                    nursery.start_soon(spool_replay.replay_at_start, shared)  # SDK spools left by ended processes
+                    if serves:
+                        from gpuplaned.service import spool_replay
+
+                        nursery.start_soon(spool_replay.replay_at_start, shared)  # SDK spools left by ended processes
                     log.info("gpuplaned %s ready (pid %d, role %s, %s)", __version__, os.getpid(),
                              cfg.role, endpoint.portfile().endpoint)
                     task_status.started(shared)
