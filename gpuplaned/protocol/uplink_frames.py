@@ -167,7 +167,12 @@ class LogRead:
 
 @attrs.frozen
 class LogData:
-    """Reply body: the bytes read (UTF-8, undecodable bytes replaced), and the file's size now."""
+    """Reply body: the bytes read, and the file's size now.
+
+    ``data`` is base64 of the bytes exactly as the file holds them: the server's offsets
+    count the file's bytes, and text decoded with its undecodable bytes replaced would be
+    longer than what was read (and not what the job wrote).
+    """
 
     job_id: str
     attempt: int

@@ -21,6 +21,7 @@ for while it is attached (``log_read`` requests, answered from the files).
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +78,10 @@ class RemoteTail:
         data = await self._shared.nodes.request(node_id, asked, LOG_READ_TIMEOUT_S)
         if not isinstance(data, LogData):
             raise ApiError(ErrorCode.INTERNAL, f"node {node_id} answered log_read with {type(data).__name__}")
-        chunk = data.data.encode()
+        try:
+            chunk = base64.b64decode(data.data, validate=True)
+        except ValueError:
+            raise ApiError(ErrorCode.INTERNAL, f"node {node_id} answered log_read with data that is not base64") from None
         # Nothing read is the end, whatever the size says: a caller draining the backlog stops.
         self.size = data.size if chunk else self._splitter.position
         self.ended = data.ended

@@ -8,6 +8,7 @@ daemon and one ``--role agent`` daemon dialing it through a TCP proxy (``tests/r
   stored tail gets the rest of it at once, one from before it nothing until the agent is back
   (the stored tail would skip lines).
 - ``logs --full`` of a remote job prints the files byte for byte (sha256), read through the agent.
+  Bytes that are not UTF-8 cross as they are: every line keeps its offset in the file.
 - ``logs --full`` with the agent killed prints the stored tail, says on stderr that only those
   lines are shown because the node's agent is offline, and exits 1.
 
@@ -227,6 +228,37 @@ def test_logs_full_of_a_remote_job_is_its_file(cluster, agent, tmp_path):
              cluster.server.run_ctl("logs", job["id"], "--full", "--json", "--stream", "stdout").stdout.splitlines()]
     assert [len(page["lines"]) for page in pages] == [20_000, 12_005]
     assert [line["line"] for page in pages for line in page["lines"]] == result.stdout.splitlines()
+
+
+BAD_BYTES_JOB = textwrap.dedent("""
+    import os
+    line = b"\\xff\\xfe not UTF-8 \\xc3 " + b"y" * 100 + b"\\n"
+    with os.fdopen(1, "wb") as out:
+        for i in range(12_000):  # 1.4 MB: the reads of 1 MiB through the agent end inside a line
+            out.write(b"%d " % i + line)
+        out.write("end \\u00e9\\n".encode())
+""")
+
+
+def test_logs_full_of_bytes_that_are_not_utf8_keeps_every_offset(cluster, agent, tmp_path):
+    """The agent sends the file's bytes as they are: a line's offset is where it is in the file,
+    its text what a local read gives (bad bytes replaced), and no line is lost or repeated."""
+    work = tmp_path / "work"
+    work.mkdir()
+    job = cluster.api.post("/api/v1/jobs", {"command": [sys.executable, "-c", BAD_BYTES_JOB], "cwd": str(work),
+                                            "gpu": 0, "node": NODE})["job"]
+    done = cluster.wait_job(job["id"], "SUCCEEDED", "FAILED", timeout=60)
+    assert done["status"] == "SUCCEEDED", done
+    raw = agent.log_file(done).read_bytes()
+    wanted, offset = [], 0
+    for piece in raw.splitlines(keepends=True):
+        wanted.append((offset, piece.rstrip(b"\n").decode("utf-8", "replace")))
+        offset += len(piece)
+    pages = [json.loads(line) for line in
+             cluster.server.run_ctl("logs", done["id"], "--full", "--json", "--stream", "stdout",
+                                    timeout=60).stdout.splitlines()]
+    got = [(line["offset"], line["line"]) for page in pages for line in page["lines"]]
+    assert len(got) == 12_001 and got == wanted
 
 
 def test_logs_full_with_the_agent_offline_prints_the_stored_tail_and_exits_1(cluster, agent, tmp_path):

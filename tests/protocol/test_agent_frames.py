@@ -40,7 +40,7 @@ FRAMES_SEEN = [
     Records("metrics", (5, 7), ({"type": "sys_metrics", "seq": 1, "points": [["cpu/util_pct", 1, 2.0]]},
                                 {"type": "sys_metrics", "seq": 2, "points": []})),
     Ack("logs", 12), Request(3, REQUEST_BODIES.unstructure(LogRead("job_a", 1, "stdout", 0, 65536))),
-    Reply(3, REPLY_BODIES.unstructure(LogData("job_a", 1, "stdout", 0, "hello\n", 6, False))),
+    Reply(3, REPLY_BODIES.unstructure(LogData("job_a", 1, "stdout", 0, "aGVsbG8K", 6, False))),
     Reply(4, error=FrameFault("not_found", "no job job_b")), Heartbeat(1000, 5, 900, 990), HeartbeatOk(1001), Goodbye(),
     HelloOk("nd_1", (), {"status": 4, "logs": 12}, 1001, 25.0),
     Hello("n2", "0.1.0", (), agent_id="ag_1", ts_ms=1000),
