@@ -486,16 +486,22 @@ async def _answer(session: _Session, shared: UplinkContext, request: Request) ->
     except FieldInvalid as fault:
         reply = Reply(request.id, error=FrameFault("bad_request", f"{fault.field or 'body'}: {fault.message}"))
     else:
-        if isinstance(body, LogRead):
-            reply = await _read_log_reply(shared, request.id, body)
-        elif isinstance(body, CheckpointRead):  # gpuplanectl ckpt verify of one of this node's checkpoints
-            reply = Reply(request.id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.read, body.path)))
-        elif isinstance(body, CheckpointRemove):  # retention: one of this node's registered checkpoints
-            reply = Reply(request.id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.remove, body)))
-        else:
-            reply = Reply(request.id, error=FrameFault("bad_request",
-                                                       f"an agent does not answer {REQUEST_BODIES.tag_of(body)}"))
+        try:
+            reply = await _reply_to(shared, request.id, body)
+        except Exception as exc:  # noqa: BLE001 - one request gone wrong must not cut the link (or crash the actor)
+            log.exception("uplink: the server's %s request failed", REQUEST_BODIES.tag_of(body))
+            reply = Reply(request.id, error=FrameFault("internal", f"the agent failed: {type(exc).__name__}"))
     await session.send(FRAMES.unstructure(reply))
+
+
+async def _reply_to(shared: UplinkContext, request_id: int, body: Any) -> Reply:
+    if isinstance(body, LogRead):
+        return await _read_log_reply(shared, request_id, body)
+    if isinstance(body, CheckpointRead):  # gpuplanectl ckpt verify of one of this node's checkpoints
+        return Reply(request_id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.read, body.path)))
+    if isinstance(body, CheckpointRemove):  # retention: one of this node's registered checkpoints
+        return Reply(request_id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.remove, body)))
+    return Reply(request_id, error=FrameFault("bad_request", f"an agent does not answer {REQUEST_BODIES.tag_of(body)}"))
 
 
 async def _read_log_reply(shared: UplinkContext, request_id: int, body: LogRead) -> Reply:

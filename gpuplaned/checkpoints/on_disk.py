@@ -19,6 +19,8 @@ __all__ = ["read", "remove", "why_not_deleted"]
 
 def read(path: str) -> CheckpointReading:
     """The fingerprint and full hash of ``path`` as it is now."""
+    if (bad := _not_a_path(path)) is not None:
+        return CheckpointReading(False, error=bad)
     try:
         size = observe(path).size
         return CheckpointReading(True, size, fingerprint(path), full_hash(path))
@@ -53,6 +55,8 @@ def why_not_deleted(path: str, registered_fingerprint: str | None, registered_si
 
 def remove(ask: CheckpointRemove) -> CheckpointRemoval:
     """Delete the file (a directory whole) unless ``why_not_deleted``; a dry run only checks."""
+    if (bad := _not_a_path(ask.path)) is not None:
+        return CheckpointRemoval(refused=bad)
     try:
         refused = why_not_deleted(ask.path, ask.fingerprint, ask.size_bytes)
         if refused is not None:
@@ -68,3 +72,11 @@ def remove(ask: CheckpointRemove) -> CheckpointRemoval:
     except OSError as exc:
         return CheckpointRemoval(refused=f"could not be deleted: {exc.strerror or type(exc).__name__}")
     return CheckpointRemoval(gone=not ask.dry_run)
+
+
+def _not_a_path(path: str) -> str | None:
+    # A registered path comes from a script or a client: one the OS refuses (NUL) would raise
+    # ValueError, and a relative one would mean wherever this process happens to run.
+    if "\0" in path or not os.path.isabs(path):
+        return f"not an absolute path on this node: {path[:200]!r}"
+    return None

@@ -158,7 +158,7 @@ class SessionReply:
 class LogRead:
     """Request body, server -> agent: up to ``limit`` bytes of a job attempt's log from ``offset``."""
 
-    job_id: str = field(min_length=1, max_length=64)
+    job_id: str = field(min_length=1, max_length=64, pattern="^[A-Za-z0-9_-]+$")  # a folder name: no "..", no "/"
     attempt: int = field(minimum=1)
     stream: str = field(enum=("stdout", "stderr"))
     offset: int = field(minimum=0)

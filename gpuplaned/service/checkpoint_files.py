@@ -45,8 +45,8 @@ async def remote_node_of_run(shared: ServerContext, run_id: str) -> RemoteNode |
         row = conn.execute("SELECT node_id FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None or row[0] is None:
             return None
-        found = uplink_rows.by_id(conn, row[0])
-        return RemoteNode(row[0], found[0]) if found is not None and found[1] else None
+        name = uplink_rows.agent_node_name(conn, row[0])
+        return RemoteNode(row[0], name) if name is not None else None
 
     return await access.readers(shared, "runs").run(query)
 

@@ -108,8 +108,8 @@ async def _remote_node(shared: ServerContext, job: Job) -> str | None:
         return None
     if shared.nodes.session(node_id) is not None:
         return node_id
-    found = await shared.readers.run(lambda conn: uplink_rows.by_id(conn, node_id))
-    return node_id if found is not None and found[1] else None
+    name = await shared.readers.run(lambda conn: uplink_rows.agent_node_name(conn, node_id))
+    return node_id if name is not None else None
 
 
 async def _stored_tail(shared: ServerContext, job_id: str, attempt: int, stream: str, count: int,

@@ -63,6 +63,12 @@ def by_id(conn: sqlite3.Connection, node_id: str) -> tuple[str, bool] | None:
     return (row[0], bool(row[1])) if row else None
 
 
+def agent_node_name(conn: sqlite3.Connection, node_id: str) -> str | None:
+    """The node's name when it is a remote agent's (its files are there), else None."""
+    found = by_id(conn, node_id)
+    return found[0] if found is not None and found[1] else None
+
+
 def set_link(conn: sqlite3.Connection, node_id: str, agent_id: str | None, *, uplink: bool) -> None:
     """Record how the node reaches the server: over the uplink (with its agent's id) or in memory."""
     conn.execute("UPDATE nodes SET uplink = ?, agent_id = ? WHERE id = ?", (int(uplink), agent_id, node_id))

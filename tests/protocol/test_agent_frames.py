@@ -91,3 +91,15 @@ def test_a_bad_frame_names_the_field_at_fault(data, field, words):
     with pytest.raises(FieldInvalid) as caught:
         FRAMES.structure(data)
     assert caught.value.field.startswith(field) and words in caught.value.message
+
+
+def test_a_log_read_names_a_job_folder_not_a_path():
+    """The agent reads ``<home>/jobs/<job_id>/...``: a job id that climbs out is refused."""
+    for job_id in ("../../etc", "job/x", ".."):
+        with pytest.raises(FieldInvalid) as caught:
+            REQUEST_BODIES.structure({"type": "log_read", "job_id": job_id, "attempt": 1, "stream": "stdout",
+                                      "offset": 0, "limit": 10})
+        assert caught.value.field == "job_id" and "must match" in caught.value.message
+    ok = REQUEST_BODIES.structure({"type": "log_read", "job_id": "job_01JD0000000000000000000000", "attempt": 1,
+                                   "stream": "stdout", "offset": 0, "limit": 10})
+    assert isinstance(ok, LogRead)
