@@ -1,5 +1,13 @@
+import signal
+
 import pytest
 from helpers import DaemonProcess, kill_processes_with_env
+
+# A suite started in the background of a shell (`make test &`) inherits SIGINT ignored, and so
+# would every process a test starts: the tests that press Ctrl-C on a follower would wait in
+# vain. What a test sends must reach its process as it would from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

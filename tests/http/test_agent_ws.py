@@ -7,6 +7,7 @@ test uses its own node name (and agent id), so the tests do not see each other's
 
 from __future__ import annotations
 
+import base64
 import http.client
 import itertools
 import json
@@ -441,7 +442,7 @@ async def test_logs_full_reads_through_the_agent_and_says_when_it_cannot(server)
                 data = text.encode()[body["offset"]:body["offset"] + 1000] if body["stream"] == "stdout" else b""
                 await me.send({"type": "reply", "id": request["id"], "body": {
                     "type": "log_data", "job_id": body["job_id"], "attempt": body["attempt"],
-                    "stream": body["stream"], "offset": body["offset"], "data": data.decode(),
+                    "stream": body["stream"], "offset": body["offset"], "data": base64.b64encode(data).decode(),
                     "size": len(text) if body["stream"] == "stdout" else 0, "ended": False}})
 
         async with trio.open_nursery() as nursery:
