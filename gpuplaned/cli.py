@@ -22,6 +22,7 @@ from gpuplaned.protocol.discovery import pid_alive
 from gpuplaned.protocol.errors import EXIT_ENDPOINT_BUSY, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from gpuplaned.protocol.printable import printable, printable_lines
 from gpuplaned.runtime.supervisor import ActorStartError, unwrap_error
+from gpuplaned.store.database import SchemaTooNew
 
 log = logging.getLogger("gpuplaned")
 
@@ -124,6 +125,11 @@ def _exit_code(error: BaseException) -> int:
     if isinstance(error, EndpointBusy):
         print(f"gpuplaned: {error}; not starting a second daemon", file=sys.stderr)
         return EXIT_ENDPOINT_BUSY
+    if isinstance(error, ActorStartError) and isinstance(unwrap_error(error.error), SchemaTooNew):
+        # A data dir from a newer version: exit 2, which systemd does not restart
+        # (RestartPreventExitStatus=2 3), instead of failing again until its start limit.
+        log.error("%s", error)
+        return EXIT_USAGE
     if isinstance(error, (EndpointError, HomeError, ActorStartError)):
         log.error("%s", error)
         return EXIT_FAILURE

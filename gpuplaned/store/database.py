@@ -26,6 +26,10 @@ class StoreError(Exception):
     """The database cannot be used; the message names the file and the problem."""
 
 
+class SchemaTooNew(StoreError):
+    """The database was written by a newer gpuplaned: no retry of this binary will open it."""
+
+
 @attrs.frozen
 class Migration:
     version: int
@@ -130,7 +134,7 @@ def open_writer(path: Path, migrations: list[Migration] | None = None) -> sqlite
             raise StoreError(_damaged(path, str(exc))) from None
         latest = len(migrations)
         if version > latest:
-            raise StoreError(
+            raise SchemaTooNew(
                 f"database {path} has schema version {version}, newer than this gpuplaned "
                 f"knows ({latest}); upgrade gpuplaned or point --home elsewhere"
             )

@@ -6,10 +6,12 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
 import time
+from contextlib import closing
 
 import pytest
 from gpuplanectl.client import DaemonClient
@@ -234,6 +236,23 @@ def test_corrupt_database_is_a_clear_error_and_left_alone(daemon_factory):
     assert d.wait_exit() == 1
     assert "is not a SQLite database" in d.log()
     assert (d.home / "gpuplane.db").read_bytes() == b"\x00garbage" * 1000
+    assert not d.portfile.exists() and not d.socket_path.exists()
+
+
+def test_a_database_from_a_newer_version_exits_2_and_is_left_alone(daemon_factory):
+    """Exit 2, which the unit does not restart (RestartPreventExitStatus=2 3): no retry of this
+    binary will open it."""
+    d = daemon_factory().start()
+    d.wait_ready()
+    d.signal(signal.SIGTERM)
+    assert d.wait_exit() == 0
+    db = d.home / "gpuplane.db"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA user_version = 999")
+    before = db.read_bytes()
+    assert d.start().wait_exit() == 2
+    assert "schema version 999, newer than this gpuplaned" in d.log()
+    assert db.read_bytes() == before
     assert not d.portfile.exists() and not d.socket_path.exists()
 
 
