@@ -91,23 +91,19 @@ def not_ours(ck: Checkpoint) -> str | None:
 
 
 def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int) -> Plan:
-    """Step 1, on a reader: one transaction, so every row is read as of one moment.
+    """Step 1, on a reader (whose one transaction reads every row as of one moment).
 
     Raises:
         ApiError: not_found for an unknown run.
     """
-    conn.execute("BEGIN")
-    try:
-        primary, direction, _ = project_rows.run_context(conn, run_id)
-        metric = primary.metric
-        job_id = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
-        live = [ck for ck in checkpoint_rows.list_for_run(conn, run_id) if ck.deleted_at is None]
-        used = retention_rows.in_use(conn, run_id, live)
-        values = values_at_steps(conn, run_id, metric, [ck.step for ck in live]) if metric else [None] * len(live)
-        candidates = [Candidate(ck.id, ck.step, value, tuple(used.get(ck.id, ())), not_ours(ck))
-                      for ck, value in zip(live, values)]
-    finally:
-        conn.execute("COMMIT")
+    primary, direction, _ = project_rows.run_context(conn, run_id)
+    metric = primary.metric
+    job_id = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+    live = [ck for ck in checkpoint_rows.list_for_run(conn, run_id) if ck.deleted_at is None]
+    used = retention_rows.in_use(conn, run_id, live)
+    values = values_at_steps(conn, run_id, metric, [ck.step for ck in live]) if metric else [None] * len(live)
+    candidates = [Candidate(ck.id, ck.step, value, tuple(used.get(ck.id, ())), not_ours(ck))
+                  for ck, value in zip(live, values)]
     return Plan(run_id, job_id, metric, direction, {ck.id: ck for ck in live},
                 choose(candidates, direction, keep_best, keep_last))
 

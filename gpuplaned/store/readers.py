@@ -15,7 +15,12 @@ T = TypeVar("T")
 
 
 class Readers:
-    """A small pool of read-only connections; ``await readers.run(fn)`` runs ``fn(conn)`` in a thread."""
+    """A small pool of read-only connections; ``await readers.run(fn)`` runs ``fn(conn)`` in a thread.
+
+    ``fn`` runs in one read transaction: all its statements see the database as of one
+    commit. Each statement on its own would see the latest, so a read of the names of a
+    node's series, then of their points, could find points of a series it did not list.
+    """
 
     def __init__(self, path: Path, size: int = 4) -> None:
         self._path = path
@@ -35,7 +40,12 @@ class Readers:
                 except BaseException as exc:
                     return None, None, exc
                 try:
-                    return c, fn(c), None
+                    c.execute("BEGIN")  # the snapshot is taken at the first read
+                    try:
+                        return c, fn(c), None
+                    finally:
+                        if c.in_transaction:
+                            c.execute("COMMIT")
                 except BaseException as exc:  # a failed query leaves the connection usable
                     return c, None, exc
 

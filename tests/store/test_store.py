@@ -269,3 +269,21 @@ async def test_readers_keep_working_after_a_failed_query(tmp_path):
     with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only|attempt to write"):
         await readers.run(lambda c: c.execute("INSERT INTO projects VALUES ('x','x',NULL,0)"))
     readers.close()
+
+
+async def test_a_read_sees_one_commit_whatever_commits_meanwhile(tmp_path):
+    """All of a read's statements see the same commit: a write committed between two of them
+    is in neither (each statement alone would see it in the second)."""
+    writer = open_writer(tmp_path / "g.db")
+    readers = Readers(tmp_path / "g.db", size=1)
+
+    def read_write_read(conn):
+        before = conn.execute("SELECT count(*) FROM projects").fetchone()[0]
+        writer.execute("INSERT INTO projects (id, name, created_at) VALUES ('p', 'p', 0)")  # autocommit
+        return before, conn.execute("SELECT count(*) FROM projects").fetchone()[0]
+
+    assert await readers.run(read_write_read) == (0, 0)
+    assert await readers.run(lambda c: c.execute("SELECT count(*) FROM projects").fetchone()[0]) == 1
+    readers.close()
+    writer.close()
+
