@@ -74,8 +74,9 @@ def test_readings_reach_the_api_and_the_store(monitored):
     seen: list[dict] = []
 
     def stored():
-        # Every series wanted, each with three points. CI once saw host.cpu_percent stored
-        # without gpu0.* and the cause was not found: a repeat must leave its evidence.
+        # Every series wanted, each with three points. CI once saw host.cpu_percent without
+        # gpu0.*: the read's statements saw different commits (one transaction since, in
+        # store.readers); should anything else do it, the failure must leave its evidence.
         m = jobs.client.get(f"/api/v1/nodes/{node_id}/metrics?names=gpu0.*,host.cpu_percent&window=10m&points=500")
         seen[:] = [m]
         counts = {name: sum(c or 0 for c in m["series"][name]["count"]) if name in m["series"] else 0
