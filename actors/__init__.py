@@ -12,7 +12,7 @@ from gpuplaned.runtime.spec import ActorSpec
 
 
 def _run_of(name: str) -> Any:
-    """Actor ``name``'s ``run``, its module imported when the actor first starts: a daemon
+    """Actor ``name``'s ``run``, from its module (which ``specs_for_role`` imports): a daemon
     imports only what its role runs (a remote agent would otherwise carry the server's
     store, service layer and HTTP app, ~240 modules and ~30 MB it never uses)."""
 
@@ -76,6 +76,6 @@ def specs_for_role(role: str, *, http: bool = True, also_node: bool = False) -> 
         for dep in spec.depends_on:
             if dep not in known:
                 raise ValueError(f"actor {spec.name!r} depends on unknown actor {dep!r}")
-    # Imported here, before the daemon starts: a broken module fails the start, not an actor.
-    return [attrs.evolve(spec, run=importlib.import_module(f"gpuplaned.actors.{spec.name}").run,
-                         depends_on=tuple(dep for dep in spec.depends_on if dep in names)) for spec in chosen]
+    for spec in chosen:  # imported now, before the event loop runs: a run then only looks its module up
+        importlib.import_module(f"gpuplaned.actors.{spec.name}")
+    return [attrs.evolve(spec, depends_on=tuple(dep for dep in spec.depends_on if dep in names)) for spec in chosen]

@@ -8,10 +8,10 @@ between them, from ``gpuplanectl submit --tb-dir``; for a job adopted after a re
 from its main process's environment), taking only the files written since the attempt
 started (``runtime.json`` ``started_at``), and, per file, the cursor the server has stored.
 Inputs: the runner's live jobs (``ctx.shared.runner()``, looked at every ``TRACK_S``, so
-that a short job is seen too; while there are none, on the runner's ``changed`` event) and the attempts that ended lately (``recent_ends``: those
-that ended while the daemon was away, found ended on adoption, are read to their end from
-the stored cursors once, after the restart); a pass over every attempt each
-``tensorboard.poll_interval_s``.
+that a short job is seen too; while there are none, on the runner's ``changed`` event) and
+the attempts that ended lately (``recent_ends``: those that ended while the daemon was
+away, found ended on adoption, are read to their end from the stored cursors once, after
+the restart); a pass over every attempt each ``tensorboard.poll_interval_s``.
 A pass reads only what each file gained (one ``pread`` at its cursor for a file that did not
 grow).
 Outputs, through the node link: ``TbPoints``, one per attempt and pass that read something:
