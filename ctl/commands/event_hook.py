@@ -19,6 +19,11 @@ hook that retried a failing CMD forever would stop every later event.
 
 A daemon away (killed, restarting) is retried with backoff (at most 5 s apart) for as long
 as it takes. ``--max-events N`` exits 0 after N events handled.
+
+``--json``: stdout is the hook's own, one JSON object a line per event handled,
+``{"event": {...}, "exit_code": N}`` (``null`` when CMD could not be started), written after
+CMD finished; CMD's stdout goes to stderr then, so it cannot break the lines. An error is the
+API's error body on stdout, as with every command.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from urllib.parse import urlencode
 
 import typer
 from gpuplanectl.client import DaemonUnreachable, NoDaemon
-from gpuplanectl.commands import Globals, connect, fail, globals_of, reporting
+from gpuplanectl.commands import Globals, JsonOption, connect, fail, globals_of, reporting
 from gpuplanectl.commands.logs import TRANSIENT
 
 from gpuplaned.protocol.errors import ApiError
@@ -61,14 +66,18 @@ def event_hook(
     cursor_file: Annotated[Path | None, typer.Option("--cursor-file", metavar="PATH", show_default=False,
                                                      help="Where the cursor is kept (default: under the "
                                                           "user's state dir, named by the filter).")] = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Run CMD once per matching event (event JSON on stdin, GPUPLANE_EVENT_* in its
-    environment), resuming from a durable cursor after a restart of the hook or the daemon."""
+    environment), resuming from a durable cursor after a restart of the hook or the daemon.
+
+    --json: one line per event handled, {"event": ..., "exit_code": N}; CMD's stdout goes to stderr.
+    """
     g = globals_of(ctx)
     query = {k: v for k, v in (("type", (types or "").upper()), ("severity", (severity or "").lower()),
                                ("job_id", job or "")) if v}
     path = cursor_file or default_cursor_file(query)
-    with reporting(g, False):
+    with reporting(g, json_output):
         client = connect(g)
         # Refuses a bad filter (unknown type, severity) before anything is written.
         newest = client.get(f"/api/v1/events?{urlencode({**query, 'limit': 1})}")["events"]
@@ -89,9 +98,11 @@ def event_hook(
                     if sse.event != "event" or sse.id is None:
                         continue
                     event = json.loads(sse.data)
-                    run_command(command, event)
+                    exit_code = run_command(command, event, stdout=sys.stderr if json_output else None)
                     cursor = sse.id
                     write_cursor(path, cursor)
+                    if json_output:
+                        _print_line({"event": event, "exit_code": exit_code})
                     handled += 1
                     if max_events is not None and handled >= max_events:
                         raise typer.Exit(0)
@@ -99,7 +110,7 @@ def event_hook(
             pass
         except ApiError as exc:
             if exc.code not in TRANSIENT:
-                fail(False, exc.code, exc.message, exc.details)
+                fail(json_output, exc.code, exc.message, exc.details)
         time.sleep(next(delays, BACKOFF[-1]))
         client = _reconnect(g, client)
 
@@ -111,20 +122,27 @@ def _reconnect(g: Globals, old: Any) -> Any:
         return old  # its next try fails fast; we keep trying
 
 
-def run_command(command: list[str], event: dict[str, Any]) -> None:
-    """Run CMD for ``event``; a failure is reported on stderr, never raised."""
+def run_command(command: list[str], event: dict[str, Any], stdout: Any = None) -> int | None:
+    """Run CMD for ``event`` (its stdout to ``stdout``, default ours); its exit code, None if it
+    could not be started. A failure is reported on stderr, never raised."""
     env = dict(os.environ)
     for name in ENV_FIELDS:
         value = event.get(name)
         env[f"GPUPLANE_EVENT_{name.upper()}"] = "" if value is None else str(value)
     try:
-        done = subprocess.run(command, input=json.dumps(event).encode(), env=env, check=False)
+        done = subprocess.run(command, input=json.dumps(event).encode(), env=env, stdout=stdout, check=False)
     except OSError as exc:
         _note(f"event-hook: {command[0]} could not be started for {event.get('id')}: {exc}")
-        return
+        return None
     if done.returncode != 0:
         _note(f"event-hook: {command[0]} exited {done.returncode} for {event.get('id')} "
               f"({event.get('type')}); going on")
+    return done.returncode
+
+
+def _print_line(value: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()  # a reader waits on each line as it comes
 
 
 def default_cursor_file(query: dict[str, str], env: dict[str, str] | None = None) -> Path:
