@@ -7,16 +7,17 @@ Inputs: HTTP and WebSocket requests; every one needs ``Authorization: Bearer <to
 the scope its route needs (``gpuplaned.http.scopes``); the Unix socket stays the trusted
 local way in.
 Outputs: calls into the service layer; ``/mcp`` is the MCP server (``gpuplaned.mcp.asgi``).
-Restart: permanent. A port that cannot be bound (in use, no permission) fails this actor
-alone, which backs off and retries and finally shows FATAL in ``gpuplanectl status``; the
-daemon and its local socket go on.
-Ready: listening (or, when the port cannot be had, at once and then failing);
-``started()`` passes an ``HttpHandle`` whose ``url`` is set while listening.
+Restart: permanent. A front that cannot be bound when the daemon starts (the port in use, no
+permission) fails the start (``FrontUnavailable``: gpuplaned exits 1 before READY), so a
+daemon never reports READY without the UI and API it was configured to serve; a later restart
+of this actor that cannot bind backs off and retries like any crash.
+Ready: listening; ``started()`` passes an ``HttpHandle`` whose ``url`` is set while listening.
 Stop: graceful; in-flight requests get ``connections.GRACE`` seconds.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -55,8 +56,29 @@ class HttpHandle:
                          self.cap.refused)
 
 
+# What to do about the usual reasons a front cannot be had, said to the person starting it.
+_WAY_OUT = "set another address with --http HOST:PORT (or [http] listen in the config), or --no-http"
+_HINTS = {
+    errno.EADDRINUSE: "another program holds it",
+    errno.EACCES: "ports below 1024 need privileges",
+    errno.EADDRNOTAVAIL: "no interface of this machine has that address",
+}
+
+
+class FrontUnavailable(OSError):
+    """The HTTP front's address cannot be had; ``str()`` is the whole sentence for the user."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def bind(front: HttpFront) -> socket.socket:
-    """A listening TCP socket for ``front``; OSError names the address when it cannot be had."""
+    """A listening TCP socket for ``front``.
+
+    Raises:
+        FrontUnavailable: the address cannot be had; the message names it, the reason and the
+            flags that choose another.
+    """
     family = socket.AF_INET6 if ":" in front.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -65,7 +87,9 @@ def bind(front: HttpFront) -> socket.socket:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {front}: {exc.strerror}") from None
+        reason = (exc.strerror or str(exc)).lower()
+        hint = "; ".join(part for part in (_HINTS.get(exc.errno or 0), _WAY_OUT) if part)
+        raise FrontUnavailable(exc.errno, f"cannot listen on {front}: {reason} ({hint})") from None
     return sock
 
 
@@ -74,11 +98,7 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
     limits = ctx.shared.config.http_limits
     app, request_stats = create_app(ctx.shared, tokens=True, body_timeout_s=limits.body_timeout_s)
     handle = HttpHandle(request_stats, ConnectionCap(limits.max_connections))
-    try:
-        sock = bind(front)
-    except OSError:
-        task_status.started(handle)  # a busy port fails this actor after start, never the daemon's start
-        raise
+    sock = bind(front)  # before started(): at the daemon's start, a front it cannot have fails the start
     try:
         host, port = sock.getsockname()[:2]
         where = f"{'[' + host + ']' if ':' in host else host}:{port}"

@@ -130,6 +130,10 @@ def _exit_code(error: BaseException) -> int:
         # (RestartPreventExitStatus=2 3), instead of failing again until its start limit.
         log.error("%s", error)
         return EXIT_USAGE
+    if isinstance(error, ActorStartError) and _front_unavailable(error.error):
+        # The configured HTTP front cannot be had: said in the user's words, before READY.
+        print(f"gpuplaned: {unwrap_error(error.error)}", file=sys.stderr)
+        return EXIT_FAILURE
     if isinstance(error, (EndpointError, HomeError, ActorStartError)):
         log.error("%s", error)
         return EXIT_FAILURE
@@ -139,6 +143,12 @@ def _exit_code(error: BaseException) -> int:
         return error.code if isinstance(error.code, int) else EXIT_FAILURE
     log.error("gpuplaned failed", exc_info=error)
     return EXIT_FAILURE
+
+
+def _front_unavailable(error: BaseException) -> bool:
+    from gpuplaned.actors.http import FrontUnavailable  # loaded already where a role has the front
+
+    return isinstance(unwrap_error(error), FrontUnavailable)
 
 
 if __name__ == "__main__":

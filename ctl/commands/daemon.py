@@ -3,7 +3,8 @@
 ``daemon`` launches ``python -m gpuplaned`` with this interpreter, detached (its own session,
 stdin from /dev/null, stdout and stderr appended to ``<home>/logs/gpuplaned.log``), then waits
 until the port-file names the new process and ``GET /api/v1/daemon`` says READY. If the
-process exits first, it reports the exit code and the tail of what it logged. When a daemon
+process exits first, it reports the exit code, the reason gpuplaned gave (a configuration
+error, an HTTP port another program holds) and the tail of what it logged. When a daemon
 already answers in the runtime dir, ``daemon`` says so and exits 0.
 
 ``shutdown`` asks the daemon to stop, then waits until its process has exited and its
@@ -118,8 +119,11 @@ def daemon(
         text = f"gpuplaned was killed by signal {-exit_code} before it was ready"
     else:
         text = f"gpuplaned exited with code {exit_code} before it was ready"
+    reason = _reason(tail)
+    if reason:
+        text = f"{text}: {reason}"
     shown = "\n".join(f"  {line}" for line in tail) or "  (it logged nothing)"
-    fail(json_output, code, text, {"exit_code": exit_code, "log": str(log_path), "log_tail": tail},
+    fail(json_output, code, text, {"exit_code": exit_code, "reason": reason, "log": str(log_path), "log_tail": tail},
          text=f"{text}; the end of {log_path}:\n{shown}",
          exit_code=exit_code if exit_code in (EXIT_USAGE, EXIT_ENDPOINT_BUSY) else EXIT_FAILURE)
 
@@ -316,6 +320,15 @@ def _portfile_names(runtime_dir: Path, pid: int) -> bool:
         return read_portfile(runtime_dir).pid == pid
     except (OSError, PortFileError):
         return False
+
+
+def _reason(tail: list[str]) -> str | None:
+    """Why gpuplaned would not start, as it said so itself (its last ``gpuplaned: ...`` line:
+    a configuration error, a busy HTTP port), or None when it said nothing of the kind."""
+    for line in reversed(tail):
+        if line.startswith("gpuplaned: "):
+            return line.removeprefix("gpuplaned: ")
+    return None
 
 
 def _log_tail(log_path: Path, start: int) -> list[str]:

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 
 import pytest
 from helpers import DaemonProcess
@@ -75,8 +76,30 @@ def test_daemon_that_fails_to_start_shows_its_log(detached):
     result = detached.run_ctl("daemon", "--listen", "bogus")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.startswith("error: gpuplaned exited with code 2 before it was ready; the end of ")
-    assert "configuration error: --listen" in result.stderr
+    assert result.stderr.startswith("error: gpuplaned exited with code 2 before it was ready: configuration error: "
+                                    "--listen")
+    assert "; the end of " in result.stderr
+    assert not detached.portfile.exists()
+
+
+def test_daemon_whose_http_port_is_taken_fails_and_says_why(detached):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = detached.run_ctl("daemon", "--", "--http", f"127.0.0.1:{port}")
+        as_json = detached.run_ctl("daemon", "--json", "--", "--http", f"127.0.0.1:{port}")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout == ""
+    first = result.stderr.splitlines()[0]
+    assert first == (f"error: gpuplaned exited with code 1 before it was ready: cannot listen on 127.0.0.1:{port}: "
+                     "address already in use (another program holds it; set another address with --http HOST:PORT "
+                     "(or [http] listen in the config), or --no-http); the end of "
+                     f"{detached.home / 'logs' / 'gpuplaned.log'}:")
+    assert as_json.returncode == 1
+    error = json.loads(as_json.stdout)["error"]
+    assert error["details"]["exit_code"] == 1
+    assert error["details"]["reason"].startswith(f"cannot listen on 127.0.0.1:{port}: address already in use")
     assert not detached.portfile.exists()
 
 

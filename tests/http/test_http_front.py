@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
 import time
 from urllib.parse import urlsplit
 
@@ -159,18 +160,20 @@ def test_no_http_front_when_turned_off(daemon_factory):
     assert "http" not in [a["name"] for a in daemon.client().get("/api/v1/actors")["actors"]]
 
 
-def test_a_busy_port_fails_the_http_actor_not_the_daemon(daemon_factory, front):
-    second = daemon_factory(f"--http=127.0.0.1:{front.port}", name="second").start()
-    info = second.wait_ready()
-    assert info["endpoints"]["http"] is None
-
-    def failed():
-        actor = second.client().get("/api/v1/actors/http")["actor"]
-        return actor if actor["last_error"] else None
-
-    actor = wait_for(failed, what="the http actor to report the busy port")
-    assert f"cannot listen on 127.0.0.1:{front.port}" in actor["last_error"]
-    assert second.client().get("/api/v1/nodes")["nodes"]  # the daemon works on its socket
+def test_a_busy_port_fails_the_start_before_ready(daemon_factory):
+    """Another program holds the port: gpuplaned exits 1 and says so, and never claims READY
+    without the front it was told to serve."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        daemon = daemon_factory(f"--http=127.0.0.1:{port}").start()
+        assert daemon.wait_exit() == 1
+    log = daemon.log()
+    assert (f"gpuplaned: cannot listen on 127.0.0.1:{port}: address already in use (another program holds it; "
+            "set another address with --http HOST:PORT (or [http] listen in the config), or --no-http)") in log
+    assert " ready (pid" not in log
+    assert not daemon.portfile.exists()
 
 
 async def test_agent_websocket_needs_an_agent_token_and_answers_hello(front, tokens):
