@@ -5,8 +5,12 @@ Owns: per live job attempt, a ``gpuplaned.tensorboard.JobTail`` over the attempt
 folders (``runs/``, ``logs/``, ``outputs/``, ``lightning_logs/`` under its working
 directory, ``$TB_LOG_DIR``, and the folders it declared: ``GPUPLANE_TB_DIR``, ``os.pathsep``
 between them, from ``gpuplanectl submit --tb-dir``; for a job adopted after a restart, read
-from its main process's environment), taking only the files written since the attempt
-started (``runtime.json`` ``started_at``), and, per file, the cursor the server has stored.
+from its main process's environment), taking the files named since the attempt started
+(``runtime.json`` ``started_at``) that a process of the job wrote (the pid in the file's name,
+or an open descriptor for a name with none: ``gpuplaned.job_processes``, which remembers
+every process seen in each attempt, looked at once a pass while jobs run), and, per file,
+the cursor the server has stored. A file no attempt of the node wrote is reported once
+(``UNATTRIBUTED_FILE``, info) and not read.
 Inputs: the runner's live jobs (``ctx.shared.runner()``, looked at every ``TRACK_S``, so
 that a short job is seen too; while there are none, on the runner's ``changed`` event) and
 the attempts that ended lately (``recent_ends``: those that ended while the daemon was
@@ -34,6 +38,7 @@ import base64
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,9 +47,12 @@ import attrs
 import psutil
 import trio
 
+from gpuplaned.domain.event_types import UNATTRIBUTED_FILE
 from gpuplaned.home import attempt_dir
-from gpuplaned.launching.job_files import CorruptRecord, read_runtime
+from gpuplaned.job_processes import JobProcesses
+from gpuplaned.launching.job_files import CorruptRecord, Runtime, read_runtime
 from gpuplaned.node_context import LiveJobView, NodeContext
+from gpuplaned.protocol.agent import NodeEvent
 from gpuplaned.protocol.tb_frames import (
     TbCursor,
     TbCursors,
@@ -70,6 +78,7 @@ TRACK_S = 0.05  # s between two looks at the runner's live jobs while some are r
 # With none, the runner's change event wakes the tailer; this is the look it takes anyway.
 IDLE_TRACK_S = 5.0
 MAX_SERIES = 200  # characters of a series name, as the store takes them (gpuplaned.tsdb.series.MAX_NAME)
+MAX_REPORTED = 10_000  # unattributed files remembered as reported; past it the memory starts again
 
 
 @attrs.frozen
@@ -136,6 +145,9 @@ class _Tailer:
         self.attempts: dict[tuple[str, int], _Attempt] = {}
         self.done: set[tuple[str, int]] = set()  # ended attempts read to their end and forgotten
         self.node_id: str | None = None
+        self.processes = JobProcesses()  # who wrote what: the evidence a file is an attempt's
+        self.reported: set[str] = set()  # unattributed files already reported
+        self.unclaimed: list[NodeEvent] = []  # found by a pass's claims (a worker thread), to send
 
     def close(self) -> None:
         for watched in self.attempts.values():
@@ -146,8 +158,11 @@ class _Tailer:
         while True:
             started = trio.current_time()
             self._track()
+            if any(a.ended_at is None for a in self.attempts.values()):
+                await self.blocking(self.processes.scan)
             for watched in list(self.attempts.values()):
                 await self._pass(watched)
+            await self._report_unclaimed()
             self._forget_ended()
             self.handle.passes += 1
             self.handle.attempts = len(self.attempts)
@@ -183,6 +198,8 @@ class _Tailer:
         for job in list(runner.live.values()):
             key = (job.job_id, job.attempt)
             keys.add(key)
+            # Every live job, read or not: a file of one it does not read is not unattributed.
+            self.processes.track(key, pgid=job.pgid, session=job.shim_pid or None)
             if key not in self.attempts and job.run_id is not None and job.cwd is not None:
                 self.attempts[key] = self._attempt(job)
         now = trio.current_time()
@@ -192,6 +209,7 @@ class _Tailer:
                     and job.cwd is not None:
                 self.attempts[key] = attrs.evolve(self._attempt(job), ended_at=now)
         self.done.intersection_update(ends.keys())  # bounded by the runner's list
+        self.processes.live_only(keys, time.time())  # wall clock: compared with the files' names
         for key, watched in self.attempts.items():
             if key not in keys and watched.ended_at is None:
                 watched.ended_at = now
@@ -209,6 +227,11 @@ class _Tailer:
                     watched.tail.close()
                 del self.attempts[key]
                 self.done.add(key)
+        runner = self.shared.runner()
+        kept: set[tuple[str, int]] = set(self.attempts)
+        if runner is not None:
+            kept |= set(runner.recent_ends) | {(j.job_id, j.attempt) for j in list(runner.live.values())}
+        self.processes.keep(kept)  # an ended attempt's pids stay evidence while the runner lists it
 
     async def _pass(self, watched: _Attempt) -> None:
         if self.node_id is None:
@@ -259,7 +282,8 @@ class _Tailer:
         found = await self.blocking(_start_of, self.home, watched)
         if found is None:
             return False  # not started yet (or its record is unreadable): next pass
-        since, env = found
+        runtime, env = found
+        since = runtime.started_at
         try:
             stored = await self.shared.link.tb_cursors(TbCursors(watched.job_id, watched.attempt))
         except Exception as exc:  # noqa: BLE001 - asked again next pass
@@ -268,6 +292,8 @@ class _Tailer:
             return False
         watched.env = env
         watched.adopted = watched.adopted and not env  # read once: the process may be gone by the next reset
+        self.processes.track((watched.job_id, watched.attempt), pgid=runtime.pgid, session=runtime.shim_pid,
+                             main_pid=runtime.pid, started_at=runtime.started_at)
         watched.stored = {f.path: f.cursor for f in stored.files}
         # The reader (and numpy under it) is imported once a job is watched, on a worker
         # thread: an agent that runs no job does not carry it (~12 MB).
@@ -277,12 +303,46 @@ class _Tailer:
         roots = log_roots(watched.cwd, env, _declared(env))
         watched.tail = JobTail(roots, since=since, host=self.host,
                                cursors={f.path: Cursor(f.cursor.inode, f.cursor.offset) for f in stored.files},
-                               rewinds=_merged(stored.files), grace=self.grace)
+                               rewinds=_merged(stored.files), grace=self.grace, claim=self._claim(watched))
         return True
 
+    def _claim(self, watched: _Attempt) -> Callable[[Path, int, int | None], bool]:
+        """The attempt's test for a file it found (run by ``JobTail.poll``, on a worker thread)."""
+        key = (watched.job_id, watched.attempt)
 
-def _start_of(home: Path, watched: _Attempt) -> tuple[float, Mapping[str, str]] | None:
-    """Runs on a worker thread: the attempt's start (``runtime.json``) and its environment."""
+        def claim(path: Path, named_at: int, pid: int | None) -> bool:
+            owner = self.processes.wrote(pid, named_at) if pid is not None else self.processes.holding(os.fspath(path))
+            if owner is None:
+                self._unclaimed(os.fspath(path), pid)
+            return owner == key
+
+        return claim
+
+    def _unclaimed(self, path: str, pid: int | None) -> None:
+        if path in self.reported:
+            return
+        if len(self.reported) >= MAX_REPORTED:
+            self.reported.clear()
+        self.reported.add(path)
+        by = f"process {pid}, which was no job's" if pid is not None else "a process of no job (its name has no pid)"
+        self.unclaimed.append(NodeEvent(
+            UNATTRIBUTED_FILE, "info", f"TensorBoard file {path} not read: written by {by} on this node",
+            int(time.time() * 1000), context={"path": path, "pid": pid, "kind": "tensorboard"}))
+
+    async def _report_unclaimed(self) -> None:
+        """Send the passes' unattributed files (once each: one the server could not take is dropped)."""
+        if not self.unclaimed or self.node_id is None:
+            return
+        events, self.unclaimed = self.unclaimed, []
+        try:
+            await self.shared.link.events(self.node_id, events)
+        except Exception as exc:  # noqa: BLE001 - an info event: logged here instead
+            log.info("unattributed TensorBoard files not reported (%s): %s", exc, ", ".join(e.context["path"]
+                                                                                           for e in events))
+
+
+def _start_of(home: Path, watched: _Attempt) -> tuple[Runtime, Mapping[str, str]] | None:
+    """Runs on a worker thread: the attempt's ``runtime.json`` (its start, its processes) and its environment."""
     try:
         runtime = read_runtime(attempt_dir(home, watched.job_id, watched.attempt), (watched.job_id, watched.attempt))
     except (CorruptRecord, OSError):
@@ -295,7 +355,7 @@ def _start_of(home: Path, watched: _Attempt) -> tuple[float, Mapping[str, str]] 
             env = psutil.Process(runtime.pid).environ()
         except (psutil.Error, OSError):
             env = {}
-    return runtime.started_at, env
+    return runtime, env
 
 
 def _import_tensorboard() -> None:

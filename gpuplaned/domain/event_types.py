@@ -20,6 +20,9 @@ RUN_EVENTS = ("LOSS_NAN", "LOSS_SPIKE", run_records.USER_EVENT, run_records.CHEC
 TB_RECORD_SKIPPED = "TB_RECORD_SKIPPED"
 TB_FILE_REPLACED = "TB_FILE_REPLACED"
 TB_EVENTS = (TB_RECORD_SKIPPED, TB_FILE_REPLACED)
+# The node's readers' (actors/tbtail.py, actors/ckptwatch.py): a file in a job's folders that no
+# process of any job of the node wrote, reported once and not taken (context: path, pid, kind).
+UNATTRIBUTED_FILE = "UNATTRIBUTED_FILE"
 # The detector's rules (gpuplaned.domain.rules): overfitting in the summary fold, stalls in actors/detector.py.
 DETECTOR_EVENTS = (overfitting.OVERFITTING_SUSPECTED, stall.RUN_STALLED, lifecycle.RUN_STARTED, lifecycle.RUN_FINISHED)
 # Retention's (service/retention.py): a checkpoint's file deleted, recorded once it is gone.
@@ -34,6 +37,6 @@ AGENT_RECONNECTED = "AGENT_RECONNECTED"
 SPOOL_DROPPED = "SPOOL_DROPPED"
 AGENT_EVENTS = (AGENT_DISCONNECTED, AGENT_RECONNECTED, SPOOL_DROPPED)
 EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *AGENT_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
-                            CHECKPOINT_DELETED,
+                            CHECKPOINT_DELETED, UNATTRIBUTED_FILE,
                             gpu_budget.BUDGET_EXHAUSTED,  # service/budget_pass.py: a token's budget is spent
                             evaluations.EVALUATION_FINISHED}))  # service/evaluations.py: an evaluation ended

@@ -64,12 +64,15 @@ class SummaryEvent:
 
 
 def direction_for(name: str) -> str | None:
-    """minimize or maximize by the metric's last name part (``eval/top1_acc`` -> maximize)."""
-    words = re.split(r"[^a-z0-9]+", name.lower().split("/")[-1])  # ndcg@10, top1_acc, val-loss
-    if any(w in _MINIMIZE for w in words):
-        return "minimize"
-    if any(w in _MAXIMIZE for w in words):
-        return "maximize"
+    """minimize or maximize by the metric's last name part (``eval/top1_acc`` -> maximize); when
+    it tells nothing, by the part before it (``acc/train``: the line ``train`` of TensorBoard's
+    ``add_scalars("acc", ...)`` chart, as the tailer names it)."""
+    for part in reversed(name.lower().split("/")[-2:]):
+        words = re.split(r"[^a-z0-9]+", part)  # ndcg@10, top1_acc, val-loss
+        if any(w in _MINIMIZE for w in words):
+            return "minimize"
+        if any(w in _MAXIMIZE for w in words):
+            return "maximize"
     return None
 
 

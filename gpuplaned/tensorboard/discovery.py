@@ -5,11 +5,13 @@ Where: under the job's working directory, ``runs/`` (PyTorch's and Hugging Face'
 declares, with their subfolders (``add_scalars`` writes one folder per tag; Lightning one
 per version), at most ``MAX_DEPTH`` levels down.
 
-Which: ``events.out.tfevents.<time>.<host>[...]`` files (PyTorch and tensorboardX append
-``.<pid>.<n>``) whose ``<time>`` (the writer's clock, whole seconds) is no earlier than the
-attempt's start less ``SLACK`` seconds, so the files of earlier attempts and runs in the same
-dirs are left alone; when a host name is given, written by that host. ``.profile-empty``
-(the profiler's marker) and ``.sagemaker-uploaded`` files are no event files.
+Which: ``events.out.tfevents.<time>.<host>[...]`` files (TensorBoard's writer, PyTorch and
+tensorboardX append ``.<pid>.<n>``) whose ``<time>`` (the writer's clock, whole seconds) is no
+earlier than the attempt's start less ``SLACK`` seconds, so the files of earlier attempts and
+runs in the same dirs are not even looked at; when a host name is given, written by that host.
+That only narrows the search: a file is the job's only when ``claim`` says so, on evidence
+(the ``<pid>``, ``EventFile.pid``, was one of the job's processes: ``gpuplaned.job_processes``).
+``.profile-empty`` (the profiler's marker) and ``.sagemaker-uploaded`` files are no event files.
 
 Order: TensorBoard reads a run's files in file-name order (``<time>`` first, so in the
 order they were opened); ``EventFile.order`` is that key, compared by ``rewind.order_key``
@@ -18,23 +20,26 @@ order they were opened); ``EventFile.order`` is that key, compared by ``rewind.o
 Series names follow TensorBoard's run/tag naming, relative to the job's *base run*: the
 shallowest folder under a root that holds event files is the base, and its tags keep their
 names (``train/loss``); a file in a folder below it is another TensorBoard run, and its tags
-are named ``<folder relative to the base>/<tag>`` (``add_scalars("loss", {"train": ...})``
-from a writer on ``runs/exp`` writes ``runs/exp/loss_train/``: its series is
-``loss_train/loss``). Several shallowest folders (two Lightning versions) are all bases.
+are named ``<folder relative to the base>/<tag>``. Several shallowest folders (two Lightning
+versions) are all bases. ``add_scalars("val", {"loss": ...})`` from a writer on ``runs/exp``
+writes tag ``val`` into ``runs/exp/val_loss/`` (the main tag, its ``/`` as ``_``, ``_``, the
+key); TensorBoard shows it on the ``val`` chart as the line ``loss``, and its series is
+``val/loss`` (so a loss-like key or tag gets its direction as any other name does).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import attrs
 
 from gpuplaned.tensorboard.rewind import order_key
 
-__all__ = ["LOG_DIRS", "MAX_DEPTH", "SLACK", "EventFile", "find_event_files", "log_roots", "parse_name"]
+__all__ = ["LOG_DIRS", "MAX_DEPTH", "SLACK", "Claim", "EventFile", "find_event_files", "log_roots", "parse_name",
+           "writer_pid"]
 
 LOG_DIRS = ("runs", "logs", "outputs", "lightning_logs")
 MAX_DEPTH = 5
@@ -51,7 +56,16 @@ class EventFile:
     order: tuple[str, str]  # (file name, folder): TensorBoard's order within a run
 
     def series(self, tag: str) -> str:
-        return f"{self.run}/{tag}" if self.run else tag
+        if not self.run:
+            return tag
+        parent, _, folder = self.run.rpartition("/")
+        grouped = tag.replace("/", "_") + "_"
+        if folder.startswith(grouped) and len(folder) > len(grouped):  # add_scalars: the chart, then the line
+            return f"{parent}/{tag}/{folder[len(grouped):]}" if parent else f"{tag}/{folder[len(grouped):]}"
+        return f"{self.run}/{tag}"
+
+
+Claim = Callable[[Path, int, "int | None"], bool]  # (file, its name's time, its writer's pid) -> the job's?
 
 
 def parse_name(name: str) -> tuple[int, str] | None:
@@ -85,15 +99,27 @@ def _from_host(rest: str, host: str | None) -> bool:
     return host is None or rest == host or rest.startswith(host + ".")
 
 
-def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = None) -> list[EventFile]:
+def writer_pid(rest: str, host: str) -> int | None:
+    """The pid after ``<host>.`` in the rest of an event file's name (None: the name has none,
+    as TensorFlow 1's writer names them)."""
+    if not rest.startswith(host + "."):
+        return None
+    first = rest[len(host) + 1:].split(".", 1)[0]
+    return int(first) if first.isdigit() else None
+
+
+def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = None,
+                     claim: Claim | None = None) -> list[EventFile]:
     """The event files under ``roots`` written since ``since`` (seconds since the epoch),
-    in TensorBoard's order. Roots that do not exist are skipped; roots nested in one
-    another give each file once."""
+    in TensorBoard's order; with ``claim`` (and ``host``), only those it takes. Roots that do
+    not exist are skipped; roots nested in one another give each file once."""
     found: dict[str, tuple[Path, Path]] = {}  # realpath -> (file, the root it was found under)
     for root in roots:
         for path in _walk(Path(root)):
             parsed = parse_name(path.name)
             if parsed is None or parsed[0] < since - SLACK or not _from_host(parsed[1], host):
+                continue
+            if claim is not None and not claim(path, parsed[0], writer_pid(parsed[1], host) if host else None):
                 continue
             found.setdefault(os.path.realpath(path), (path, Path(root)))
     by_root: dict[Path, list[Path]] = {}

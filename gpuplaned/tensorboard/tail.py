@@ -18,7 +18,7 @@ from pathlib import Path
 
 import attrs
 
-from gpuplaned.tensorboard.discovery import EventFile, find_event_files
+from gpuplaned.tensorboard.discovery import Claim, EventFile, find_event_files
 from gpuplaned.tensorboard.events import Columns
 from gpuplaned.tensorboard.reader import Cursor, EventFileReader, Problem
 from gpuplaned.tensorboard.rewind import Order, Rewinds, order_key
@@ -49,15 +49,21 @@ class JobTail:
         cursors: path -> cursor stored with the points of an earlier tail of this attempt.
         rewinds: the rewind state stored with them.
         grace: see ``EventFileReader``.
+        claim: whether a file (its path, its name's time, its writer's pid) is the job's, on
+            evidence (``discovery.Claim``); asked once a file, and never for a file with a
+            stored cursor (it was taken before). None: every file found is.
     """
 
     def __init__(self, roots: Iterable[Path], *, since: float, host: str | None = None,
                  cursors: Mapping[str, Cursor] | None = None,
-                 rewinds: Mapping[str, tuple[Order, int]] | None = None, grace: float = 30.0) -> None:
+                 rewinds: Mapping[str, tuple[Order, int]] | None = None, grace: float = 30.0,
+                 claim: Claim | None = None) -> None:
         self.roots = list(roots)
         self.since = since
         self.host = host
         self.grace = grace
+        self._claim = claim
+        self._decided: dict[str, bool] = {}  # path -> claim's answer
         self._cursors = dict(cursors or {})
         self._rewinds = Rewinds(dict(rewinds or {}))
         self._files: dict[str, tuple[EventFile, EventFileReader]] = {}
@@ -74,7 +80,8 @@ class JobTail:
     def poll(self, now: float) -> list[FileBatch]:
         """Look for new files, read every file's new records (in TensorBoard's file order),
         and return a batch per file that moved."""
-        for found in find_event_files(self.roots, since=self.since, host=self.host):
+        claim = None if self._claim is None else self._claims
+        for found in find_event_files(self.roots, since=self.since, host=self.host, claim=claim):
             key = os.fspath(found.path)
             if key not in self._files:
                 reader = EventFileReader(found.path, self._cursors.get(key), grace=self.grace)
@@ -101,3 +108,12 @@ class JobTail:
             state = {s: self._rewinds.state[s] for s in touched if s in self._rewinds.state}
             batches.append(FileBatch(key, result.cursor, points, cuts, state, result.problems, result.records))
         return batches
+
+    def _claims(self, path: Path, named_at: int, pid: int | None) -> bool:
+        key = os.fspath(path)
+        if key in self._cursors or key in self._files:
+            return True
+        if key not in self._decided:
+            assert self._claim is not None
+            self._decided[key] = self._claim(path, named_at, pid)
+        return self._decided[key]

@@ -53,7 +53,7 @@ def job(tmp_path, home, env: dict[str, str] | None = None, started_at: float | N
     folder = attempt_dir(home, live.job_id, live.attempt)
     folder.mkdir(parents=True)
     (folder / "runtime.json").write_text(json.dumps({
-        "id": "job_1/1", "shim_pid": 1 << 22, "shim_start_time": 1, "pid": (1 << 22) + 1, "pgid": (1 << 22) + 1,
+        "id": "job_1/1", "shim_pid": 1 << 22, "shim_start_time": 1, "pid": os.getpid(), "pgid": (1 << 22) + 1,
         "start_time": 1, "argv": ["x"], "cwd": str(cwd), "env_keys": [], "job_id": "job_1", "attempt": 1,
         "started_at": time.time() if started_at is None else started_at, "timeout_s": None, "grace_s": 1.0}))
     return live
@@ -100,9 +100,9 @@ async def test_both_scalar_forms_and_add_scalars_folders_are_sent_once_as_they_g
     link, handle, _ = await start(nursery, tmp_path, Runner(live={"job_1": live}))
     await trio.sleep(3 * POLL)
     got = sent(link)
-    assert sorted(got) == ["acc_train/acc", "acc_val/acc", "train/loss", "train/lr"]
+    assert sorted(got) == ["acc/train", "acc/val", "train/loss", "train/lr"]
     assert got["train/loss"] == [(s, np.float32(1.0 / (s + 1)).item()) for s in range(5)]
-    assert got["acc_val/acc"] == [(s, np.float32(s / 20).item()) for s in range(5)]
+    assert got["acc/val"] == [(s, np.float32(s / 20).item()) for s in range(5)]
     assert [s for s, _ in got["train/lr"]] == list(range(5))
     passes = len(link.tb_passes)
     await trio.sleep(4 * POLL)

@@ -75,8 +75,8 @@ def test_import_a_dir_twice_is_one_run_and_nothing_added(daemon, tmp_path):
     assert series(client, run_id, "train/loss") == [(s, 10.0 - s) for s in range(6)] + [
         (s, 100.0 + s) for s in range(6, 12)]
     assert series(client, run_id, "lr") == [(s, 0.5) for s in range(10)]
-    assert series(client, run_id, "acc_train/acc") == [(s, f32(s / 10)) for s in range(10)]
-    assert series(client, run_id, "acc_val/acc") == [(s, f32(s / 20)) for s in range(10)]
+    assert series(client, run_id, "acc/train") == [(s, f32(s / 10)) for s in range(10)]
+    assert series(client, run_id, "acc/val") == [(s, f32(s / 20)) for s in range(10)]
     assert first["imported"] == {"points": 12 + 10 + 10 + 10, "series": 4, "checkpoints": 3, "logs": 2}
     assert first["added"] == {"points": 42, "checkpoints": 3, "logs": 2}
     summary = client.get(f"/api/v1/runs/{run_id}/summary")["summary"]

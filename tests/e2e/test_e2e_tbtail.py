@@ -78,7 +78,7 @@ ENDS_AWAY = textwrap.dedent("""
     torch.save({"step": 60}, "saved/step_60.pt")  # and the job ends before it is back
 """)
 
-SERIES = ("acc_train/acc", "acc_val/acc", "train/loss", "train/lr")
+SERIES = ("acc/train", "acc/val", "train/loss", "train/lr")
 
 
 def _quick_tailer(tmp_path) -> None:
@@ -122,7 +122,7 @@ def test_a_summary_writer_jobs_points_are_stored_exactly_once_across_a_kill_9(da
 
     for name in SERIES:
         assert [s for s, _ in _series(jobs, run_id, name)] == list(range(120)), name  # each once
-    assert _series(jobs, run_id, "acc_val/acc")[10] == (10, pytest.approx(0.05))
+    assert _series(jobs, run_id, "acc/val")[10] == (10, pytest.approx(0.05))
     assert {v for _, v in _series(jobs, run_id, "train/lr")} == {0.5}
     run = jobs.client.get(f"/api/v1/runs/{run_id}")["run"]
     assert run["metric_sources"] == ["tensorboard"]

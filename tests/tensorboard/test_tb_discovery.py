@@ -9,8 +9,9 @@ import numpy as np
 from tbfiles import points, read_all
 from torch.utils.tensorboard import SummaryWriter
 
+from gpuplaned.domain.run_summary import direction_for
 from gpuplaned.tensorboard import Rewinds, find_event_files, log_roots, merge
-from gpuplaned.tensorboard.discovery import parse_name
+from gpuplaned.tensorboard.discovery import parse_name, writer_pid
 from gpuplaned.tensorboard.events import Columns
 from gpuplaned.tensorboard.rewind import order_key
 
@@ -63,8 +64,8 @@ def test_add_scalars_subfolders_are_series_of_their_own(tmp_path):
         for tag, columns in read_all(f.path).scalars.items():
             series[f.series(tag)] = points(columns)
     assert series["loss"] == [(s, float(s)) for s in range(5)]
-    assert series["acc_train/acc"] == [(s, float(np.float32(s / 10))) for s in range(5)]
-    assert series["acc_val/acc"] == [(s, float(np.float32(s / 20))) for s in range(5)]
+    assert series["acc/train"] == [(s, float(np.float32(s / 10))) for s in range(5)]
+    assert series["acc/val"] == [(s, float(np.float32(s / 20))) for s in range(5)]
 
 
 def test_a_resumed_writer_replaces_the_steps_from_its_first_on(tmp_path):
@@ -117,3 +118,26 @@ def test_two_writers_opened_in_one_second_stay_in_the_order_they_were_opened(tmp
     merged = merge([("loss", (older, "runs"), Columns(np.arange(10), np.arange(10), np.full(10, 1.0))),
                     ("loss", (newer, "runs"), Columns(np.arange(6, 12), np.arange(6, 12), np.full(6, 2.0)))])
     assert merged["loss"].values.tolist() == [1.0] * 6 + [2.0] * 6
+
+
+def test_add_scalars_series_are_named_chart_then_line_and_get_a_direction(tmp_path):
+    """Issue 28 item 6: ``add_scalars("val", {"loss": ...})`` was ``val_loss/val``, with no direction."""
+    start = time.time()
+    with SummaryWriter(tmp_path / "runs" / "exp") as writer:
+        writer.add_scalar("train/loss", 1.0, 0)
+        writer.add_scalars("val", {"loss": 0.5}, 0)
+        writer.add_scalars("eval/acc", {"top1": 0.7}, 0)  # the main tag's "/" is "_" in its folder
+        writer.add_scalars("val_loss", {"x": 0.2}, 0)  # a folder name that starts like another's
+    files = find_event_files(log_roots(tmp_path, {}), since=start, host=socket.gethostname())
+    names = sorted(f.series(tag) for f in files for tag in read_all(f.path).scalars)
+    assert names == ["eval/acc/top1", "train/loss", "val/loss", "val_loss/x"]
+    assert [direction_for(n) for n in names] == ["maximize", "minimize", "minimize", "minimize"]
+
+
+def test_the_writer_pid_is_read_after_the_host_whatever_dots_the_host_has():
+    name = "events.out.tfevents.1700000000.node1.lab.example.4242.7"
+    _, rest = parse_name(name)
+    assert writer_pid(rest, "node1.lab.example") == 4242
+    assert writer_pid("node1.4242.1.v2", "node1") == 4242  # TensorFlow 2's
+    assert writer_pid("node1", "node1") is None  # TensorFlow 1's: no pid
+    assert writer_pid("node1.lab.4242.1", "node2") is None

@@ -64,7 +64,7 @@ def test_exactly_once_across_a_lost_pass_and_a_resumed_writer(tmp_path):
     store.commit(tail.poll(4.0))
     resumed.close()
     assert store.points["loss"] == [(s, float(s)) for s in range(25)] + [(s, s + 0.5) for s in range(25, 35)]
-    assert store.points["acc_train/acc"] == [(s, float(s)) for s in range(35)]
+    assert store.points["acc/train"] == [(s, float(s)) for s in range(35)]
     assert tail.poll(5.0) == []  # nothing new: no batch
     tail.close()
 
@@ -90,6 +90,6 @@ def test_a_file_truncated_and_written_anew_is_read_again_and_replaces_its_points
     store.commit(batches)
     # Like a newer file: its points replace what it gave before, per series.
     assert store.points["loss"] == [(s, s + 0.5) for s in range(3, 8)]
-    assert store.points["acc_train/acc"] == [(s, float(s)) for s in range(20)]  # another file: as it was
+    assert store.points["acc/train"] == [(s, float(s)) for s in range(20)]  # another file: as it was
     assert tail.poll(2.0) == []
     tail.close()
