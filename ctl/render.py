@@ -7,6 +7,7 @@ API's own body (or a small envelope around it), so ``--json`` output and the HTT
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,9 +17,75 @@ from gpuplaned.protocol.printable import printable, printable_lines
 
 NONE = "-"
 
+# JSON has no NaN or infinity: the API sends these strings instead (or null).
+NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+WIDEST_NUMBER = 16  # past this many characters a number is shown in exponent form
+
+
+def as_number(value: Any) -> int | float | None:
+    """``value`` as the number the API meant: an int or a float (NaN and the infinities
+    included, from their JSON strings too); None for null or anything else (a bool, text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        return NONFINITE.get(value)
+    return None
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a finite float, for arithmetic (times, sizes, shares); None for null, text,
+    NaN, the infinities, and an integer too large for a float."""
+    number = as_number(value)
+    try:
+        number = None if number is None else float(number)
+    except OverflowError:
+        return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def format_number(value: Any, spec: str = ".6g", unit: str = "") -> str:
+    """``value`` by the format ``spec``, then ``unit``: the one formatter of the CLI's numbers.
+
+    Never raises, whatever the API sent: ``-`` for null, ``nan``, ``inf`` and ``-inf`` for
+    those (floats or the API's strings), a value that would take more than ``WIDEST_NUMBER``
+    characters (``1e300`` by ``.0f``, an integer of 400 digits) in exponent form, and text
+    that is no number as it is (escaped where printed).
+    """
+    number = as_number(value)
+    if number is None:
+        return NONE if value is None or not isinstance(value, str) else value
+    if isinstance(number, float) and not math.isfinite(number):
+        return f"{number}{unit}"  # nan, inf, -inf
+    try:
+        text = format(number, spec)
+    except (OverflowError, ValueError):  # an integer too large for a float spec, a spec for ints only
+        text = ""
+    if not text or len(text) > WIDEST_NUMBER:
+        text = _exponent(number)
+    return text + unit
+
+
+def _exponent(number: int | float) -> str:
+    """``1.23e+400``: any finite number in a few characters, an integer too large for a float too."""
+    try:
+        return format(float(number), ".3g")
+    except OverflowError:
+        pass
+    whole = abs(int(number))
+    power = int(math.log10(whole))  # may be one off for so large a number: corrected below
+    lead = whole // 10 ** (power - 2)
+    if lead >= 1000:
+        power, lead = power + 1, lead // 10
+    elif lead < 100:
+        power, lead = power - 1, whole // 10 ** (power - 3)
+    return f"{'-' if number < 0 else ''}{lead // 100}.{lead % 100:02d}e+{power}"
+
 
 def format_uptime(seconds: float | None) -> str:
     """``12s``, ``3m05s``, ``1h02m``, ``2d03h``: two units at most, truncated, never rounded up."""
+    seconds = finite(seconds)
     if seconds is None or seconds < 0:
         return NONE
     total = int(seconds)
@@ -31,6 +98,8 @@ def format_uptime(seconds: float | None) -> str:
     if hours < 24:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
+    if days >= 100_000:  # no uptime, but a bad value: keep it short
+        return format_number(days, "d", "d")
     return f"{days}d{hours:02d}h"
 
 
@@ -76,7 +145,7 @@ def last_error_text(actor: Mapping[str, Any], now: float | None = None) -> str:
     at = actor.get("last_error_at")
     if at is not None:
         now = time.time() if now is None else now
-        text += f" ({format_uptime(max(0.0, now - at / 1000))} ago)"  # the API speaks milliseconds
+        text += f" ({format_uptime(_seconds_since(at, now))} ago)"  # the API speaks milliseconds
     return text
 
 
@@ -133,30 +202,46 @@ def print_error(message: str, *, hint: str | None = None) -> None:
 ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "LOST"})
 
 
-def _seconds_since(ms: int | None, now: float) -> float | None:
-    return None if ms is None else max(0.0, now - ms / 1000)
+def _seconds_since(ms: Any, now: float) -> float | None:
+    at = finite(ms)
+    return None if at is None else max(0.0, now - at / 1000)
 
 
 def job_runtime(job: Mapping[str, Any], now: float | None = None) -> float | None:
     """Seconds from start to finish, or to ``now`` while it runs; None before it started."""
-    started = job.get("started_at")
+    started = finite(job.get("started_at"))
     if started is None:
         return None
     now = time.time() if now is None else now
-    end = job["finished_at"] / 1000 if job.get("finished_at") is not None else now
+    finished = finite(job.get("finished_at"))
+    end = finished / 1000 if finished is not None else now
     return max(0.0, end - started / 1000)
+
+
+def _attempts(job: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(the attempt to show, the retry policy's most), or None when the API's numbers are no counts."""
+    attempt, most = finite(job.get("attempt", 0)), finite(job.get("max_attempts", 1))
+    if attempt is None or most is None:
+        return None
+    return int(attempt), int(most)
 
 
 def attempt_text(job: Mapping[str, Any]) -> str:
     """``2/3`` under a retry policy; just ``2`` without one, or past it (a manual retry)."""
-    attempt, most = job.get("attempt", 0), job.get("max_attempts", 1)
+    counts = _attempts(job)
+    if counts is None:
+        return format_number(job.get("attempt"), "d")
+    attempt, most = counts
     return str(attempt) if most <= 1 or attempt > most else f"{attempt}/{most}"
 
 
 def attempt_detail(job: Mapping[str, Any]) -> str:
     """``2 of 3`` within a retry policy; ``1``, or ``3 (2 retries)`` once manual retries went
     past it (``gpuplanectl job retry`` is not bound by the policy)."""
-    attempt, most = job.get("attempt", 0), job.get("max_attempts", 1)
+    counts = _attempts(job)
+    if counts is None:
+        return format_number(job.get("attempt"), "d")
+    attempt, most = counts
     if 1 < most and attempt <= most:
         return f"{attempt} of {most}"
     if attempt <= 1:
@@ -218,15 +303,26 @@ def job_line(job: Mapping[str, Any]) -> str:
     return f"{job['id']} ({printable(job.get('name') or NONE)}): {job['status']}, {', '.join(parts)}"
 
 
+def local_time(ms: Any, fmt: str = "%Y-%m-%d %H:%M:%S", missing: str = NONE) -> str:
+    """The API's milliseconds since the epoch as this machine's local time; ``missing`` for
+    null, and the number itself for one that is no date (NaN, out of the calendar's range)."""
+    if ms is None:
+        return missing
+    at = finite(ms)
+    try:
+        return time.strftime(fmt, time.localtime(at / 1000)) if at is not None else format_number(ms)
+    except (OverflowError, OSError, ValueError):
+        return format_number(ms)
+
+
 def when_text(ms: int | None, now: float) -> str:
     if ms is None:
         return NONE
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
-    return f"{stamp} ({format_uptime(_seconds_since(ms, now))} ago)"
+    return f"{local_time(ms)} ({format_uptime(_seconds_since(ms, now))} ago)"
 
 
 def _number(value: float | None, unit: str = "s") -> str:
-    return NONE if value is None else f"{value:g}{unit}"
+    return format_number(value, "g", unit)
 
 
 def _gpus_detail(job: Mapping[str, Any]) -> str:
@@ -291,7 +387,7 @@ def submit_plan(plan: Mapping[str, Any]) -> str:
         head = "would be refused"
     lines = [head, *(f"  {reason}" for reason in plan.get("reasons") or [])]
     if plan.get("budget_after_gpu_hours") is not None:
-        lines.append(f"GPU-hours left after it: {plan['budget_after_gpu_hours']:g}")
+        lines.append(f"GPU-hours left after it: {format_number(plan['budget_after_gpu_hours'], 'g')}")
     lines.append("dry run: nothing was queued")
     return "\n".join(printable(line) for line in lines)
 
@@ -316,28 +412,30 @@ def kv_lines(fields: Sequence[tuple[str, str]]) -> list[str]:
 
 def format_bytes(count: int | None) -> str:
     """``512 B``, ``1.5 KiB`` ... ``3.2 TiB``."""
-    if count is None:
-        return NONE
-    value = float(count)
+    value = finite(count)
+    if value is None:
+        return format_number(count)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+            return format_number(value, ".0f", " B") if unit == "B" else format_number(value, ".1f", f" {unit}")
         value /= 1024
     raise AssertionError("unreachable")
 
 
 def format_memory(mb: int | None) -> str:
     """``24 GiB``, ``79.6 GiB``, ``512 MiB``."""
-    if mb is None:
-        return NONE
-    if mb < 1024:
-        return f"{mb} MiB"
-    return f"{mb / 1024:.1f}".removesuffix(".0") + " GiB"
+    value = finite(mb)
+    if value is None:
+        return format_number(mb)
+    if value < 1024:
+        return format_number(value, ".0f", " MiB")
+    return format_number(value / 1024, ".1f").removesuffix(".0") + " GiB"
 
 
 def queue_order(jobs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The scheduler's order: highest priority first, oldest first within a priority."""
-    return sorted(jobs, key=lambda job: (-job.get("priority", 0), job.get("created_at", 0), job["id"]))
+    return sorted(jobs, key=lambda job: (-(finite(job.get("priority", 0)) or 0), finite(job.get("created_at", 0)) or 0,
+                                         str(job["id"])))
 
 
 def queue_table(queue: Sequence[Mapping[str, Any]], now: float | None = None) -> str:
@@ -376,9 +474,7 @@ SEVERITIES = ("info", "warning", "critical")
 
 
 def event_time(ms: int | None) -> str:
-    if ms is None:
-        return NONE
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    return local_time(ms)
 
 
 def event_row(event: Mapping[str, Any], node_names: Mapping[str, str] | None = None) -> list[str]:

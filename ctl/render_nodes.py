@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplaned.protocol.printable import printable
-from gpuplanectl.render import NONE, format_bytes, format_memory, format_uptime, kv_lines, table, when_text
+from gpuplanectl.render import (NONE, finite, format_bytes, format_memory, format_number, format_uptime, kv_lines,
+                                table, when_text)
 
 
 # --- GPU and host readings (a node's ``snapshot``) ---------------------------
@@ -18,18 +19,20 @@ from gpuplanectl.render import NONE, format_bytes, format_memory, format_uptime,
 
 def format_pct(value: float | None) -> str:
     """``90%``; ``-`` when not read."""
-    return NONE if value is None else f"{value:.0f}%"
+    return format_number(value, ".0f", "%")
 
 
 def format_temp(celsius: float | None) -> str:
-    return NONE if celsius is None else f"{celsius:.0f}C"
+    return format_number(celsius, ".0f", "C")
 
 
-def format_power(watts: float | None, limit: float | None = None) -> str:
+def format_power(watts: float | None, limit: float | None = None, *, unit: str = " W") -> str:
     """``600/700 W``, ``600 W`` without a limit, ``-`` when not read."""
     if watts is None:
         return NONE
-    return f"{watts:.0f}/{limit:.0f} W" if limit is not None else f"{watts:.0f} W"
+    if limit is None:
+        return format_number(watts, ".0f", unit)
+    return f"{format_number(watts, '.0f')}/{format_number(limit, '.0f', unit)}"
 
 
 def format_memory_pair(used_mb: int | None, total_mb: int | None, *, compact: bool = False) -> str:
@@ -39,15 +42,15 @@ def format_memory_pair(used_mb: int | None, total_mb: int | None, *, compact: bo
     """
     if used_mb is None and total_mb is None:
         return NONE
-    scale = total_mb if total_mb is not None else used_mb
-    assert scale is not None
+    scale = finite(total_mb if total_mb is not None else used_mb)
 
     def number(mb: int | None, gib: bool) -> str:
-        if mb is None:
-            return NONE
-        return f"{mb / 1024:.1f}" if gib else str(mb)
+        value = finite(mb)
+        if value is None:
+            return format_number(mb)
+        return format_number(value / 1024, ".1f") if gib else format_number(value, ".0f")
 
-    gib = scale >= 1024
+    gib = scale is not None and scale >= 1024
     unit = ("G" if gib else "M") if compact else (" GiB" if gib else " MiB")
     if total_mb is None:
         return number(used_mb, gib) + unit
@@ -57,7 +60,7 @@ def format_memory_pair(used_mb: int | None, total_mb: int | None, *, compact: bo
 def format_load(host: Mapping[str, Any]) -> str:
     """``0.52 0.40 0.33``: the 1, 5 and 15 minute load averages."""
     values = [host.get(key) for key in ("load1", "load5", "load15")]
-    return " ".join(NONE if v is None else f"{v:.2f}" for v in values)
+    return " ".join(format_number(v, ".2f") for v in values)
 
 
 def owner_text(job_id: str | None, job_name: str | None = None) -> str:
@@ -81,7 +84,13 @@ def node_gpus(node: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
         slots.setdefault(index, {"index": index, "model": reading.get("model"),
                                  "memory_mb": reading.get("memory_total_mb"),
                                  "owner_job_id": reading.get("owner_job_id"), "owner_job_name": None})
-    return [(slots[index], readings.get(index)) for index in sorted(slots)]
+    return [(slots[index], readings.get(index)) for index in sorted(slots, key=_index_order)]
+
+
+def _index_order(index: Any) -> tuple[bool, float, str]:
+    """GPUs by index; an index that is no number (the API's fault) last, whatever it is."""
+    number = finite(index)
+    return number is None, number or 0.0, str(index)
 
 
 def gpu_owner(slot: Mapping[str, Any], reading: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -155,18 +164,22 @@ def link_state_text(node: Mapping[str, Any]) -> str:
 def age_text(ms: int | None, now: float) -> str:
     """``3s ago``, ``2m05s ago``; ``-`` for never. A time a little ahead of this machine's clock
     (the server's clock is not this one's) reads ``0s ago``."""
-    if ms is None:
-        return NONE
-    return f"{format_uptime(max(0.0, now - ms / 1000))} ago"
+    at = finite(ms)
+    if at is None:
+        return format_number(ms)
+    return f"{format_uptime(max(0.0, now - at / 1000))} ago"
 
 
 def count_text(count: int) -> str:
     """``950``, ``12.3k``, ``4.5M``."""
-    if count < 10_000:
-        return str(count)
-    if count < 1_000_000:
-        return f"{count / 1000:.1f}k"
-    return f"{count / 1_000_000:.1f}M"
+    value = finite(count)
+    if value is None:
+        return format_number(count)
+    if value < 10_000:
+        return format_number(value, ".0f")
+    if value < 1_000_000:
+        return format_number(value / 1000, ".1f", "k")
+    return format_number(value / 1_000_000, ".1f", "M")
 
 
 def backlog_text(link: Mapping[str, Any] | None) -> str:
@@ -181,9 +194,10 @@ def backlog_text(link: Mapping[str, Any] | None) -> str:
 
 def skew_text(skew_ms: int | None) -> str:
     """The agent's clock minus the server's: ``+12 ms``, ``-3 ms``, ``+42 s``; ``-`` when not known."""
-    if skew_ms is None:
-        return NONE
-    return f"{skew_ms:+d} ms" if abs(skew_ms) < 10_000 else f"{round(skew_ms / 1000):+d} s"
+    skew = finite(skew_ms)
+    if skew is None:
+        return format_number(skew_ms)
+    return format_number(skew, "+.0f", " ms") if abs(skew) < 10_000 else format_number(skew / 1000, "+.0f", " s")
 
 
 def link_cells(node: Mapping[str, Any], now: float) -> list[str]:
@@ -335,9 +349,10 @@ def hardware_text(hardware: Mapping[str, Any]) -> str:
 
 
 def _share(part: int | None, whole: int | None) -> str:
+    part, whole = finite(part), finite(whole)
     if part is None or not whole:
         return NONE
-    return f"{100 * part / whole:.0f}%"
+    return format_number(100 * part / whole, ".0f", "%")
 
 
 
@@ -351,8 +366,8 @@ def _series_stats(series: Mapping[str, Any] | None) -> tuple[float | None, float
     """The average (of the buckets' averages) and the maximum over all buckets; None when empty."""
     if not series:
         return None, None
-    avgs = [v for v in series.get("avg") or [] if v is not None]
-    maxes = [v for v in series.get("max") or [] if v is not None]
+    avgs = [v for v in map(finite, series.get("avg") or []) if v is not None]
+    maxes = [v for v in map(finite, series.get("max") or []) if v is not None]
     return (sum(avgs) / len(avgs) if avgs else None), (max(maxes) if maxes else None)
 
 
@@ -367,7 +382,7 @@ def history_text(metrics: Mapping[str, Any], what: str = "last hour") -> str | N
         util_avg, util_max = _series_stats(series.get(f"gpu{i}.utilization"))
         _, mem_max = _series_stats(series.get(f"gpu{i}.memory_used_mb"))
         rows.append([str(i), format_pct(util_avg), format_pct(util_max),
-                     NONE if mem_max is None else format_memory(int(mem_max))])
+                     format_memory(mem_max)])
     cpu_avg, cpu_max = _series_stats(series.get("host.cpu_percent"))
     _, host_mem = _series_stats(series.get("host.memory_used_mb"))
     if all(row[1:] == [NONE] * 3 for row in rows) and cpu_max is None and host_mem is None:
@@ -376,5 +391,5 @@ def history_text(metrics: Mapping[str, Any], what: str = "last hour") -> str | N
     if rows:
         lines.append(table(["GPU", "UTIL AVG", "UTIL MAX", "MEMORY MAX"], rows))
     lines.append(f"host: cpu avg {format_pct(cpu_avg)}, max {format_pct(cpu_max)}; memory max "
-                 f"{NONE if host_mem is None else format_memory(int(host_mem))}")
+                 f"{format_memory(host_mem)}")
     return "\n".join(lines)

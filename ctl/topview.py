@@ -54,7 +54,8 @@ def shorten(text: str, width: int) -> str:
 
 def bar(pct: float | None, inner: int) -> str:
     """``[|||||     ]``: ``inner`` cells filled in proportion to ``pct`` (0-100); blank when unknown."""
-    filled = 0 if pct is None else round(min(max(pct, 0.0), 100.0) / 100 * inner)
+    value = render.finite(pct)
+    filled = 0 if value is None else round(min(max(value, 0.0), 100.0) / 100 * inner)
     return "[" + "|" * filled + " " * (inner - filled) + "]"
 
 
@@ -109,9 +110,7 @@ def gpu_line(slot: Mapping[str, Any], reading: Mapping[str, Any] | None, width: 
     util = reading.get("utilization_pct")
     mem = render_nodes.format_memory_pair(reading.get("memory_used_mb"),
                                     reading.get("memory_total_mb") or slot.get("memory_mb"), compact=True)
-    power = NONE if reading.get("power_w") is None else (
-        f"{reading['power_w']:.0f}/{reading['power_limit_w']:.0f}W" if reading.get("power_limit_w") is not None
-        else f"{reading['power_w']:.0f}W")
+    power = render_nodes.format_power(reading.get("power_w"), reading.get("power_limit_w"), unit="W")
     line = (f"{index} {bar(util, inner)} {_pct(util).rjust(4)}  {mem.rjust(11)}  "
             f"{render_nodes.format_temp(reading.get('temperature_c')).rjust(4)}  {power.rjust(9)}  ")
     return fit(line + shorten(owner, width - len(line)), width)
@@ -135,15 +134,17 @@ def job_memory(nodes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     used: dict[str, int] = {}
     for node in nodes:
         for entry in (node.get("snapshot") or {}).get("jobs") or []:
-            if entry.get("job_id") and entry.get("gpu_memory_mb") is not None:
-                used[entry["job_id"]] = used.get(entry["job_id"], 0) + entry["gpu_memory_mb"]
+            mb = render.finite(entry.get("gpu_memory_mb"))
+            if entry.get("job_id") and mb is not None:
+                used[entry["job_id"]] = used.get(entry["job_id"], 0) + int(mb)
     return used
 
 
 def ordered_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Running jobs (longest running first), then queued ones in the order they will run."""
     running = sorted((job for job in jobs if job.get("status") in RUNNING),
-                     key=lambda job: (job.get("started_at") or job.get("created_at") or 0, job["id"]))
+                     key=lambda job: (render.finite(job.get("started_at")) or render.finite(job.get("created_at")) or 0,
+                                      str(job["id"])))
     waiting = render.queue_order(job for job in jobs if job.get("status") not in RUNNING)
     return running + waiting
 
@@ -182,7 +183,7 @@ def format_runtime(job: Mapping[str, Any], now: float) -> str:
     """TIME: how long a running job has run, or a queued one has waited."""
     if job.get("status") in RUNNING:
         return render.format_uptime(render.job_runtime(job, now))
-    created = job.get("created_at")  # queued: how long it has waited
+    created = render.finite(job.get("created_at"))  # queued: how long it has waited
     return NONE if created is None else render.format_uptime(max(0.0, now - created / 1000))
 
 

@@ -9,7 +9,6 @@ the arguments (secrets already redacted by the daemon). Needs the ``admin`` scop
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -54,7 +53,7 @@ def _arguments(arguments: Any) -> str:
 
 
 def audit_table(entries: Sequence[Mapping[str, Any]]) -> str:
-    rows = [[time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["ts"] / 1000)), _who(e), e["via"],
+    rows = [[render.local_time(e["ts"]), _who(e), e["via"],
              render.printable(e["action"]), render.printable(e["outcome"]), _arguments(e.get("arguments"))]
             for e in entries]
     return render.table(["TIME", "WHO", "VIA", "ACTION", "OUTCOME", "ARGUMENTS"], rows)

@@ -71,7 +71,7 @@ def checkpoints(
                render.format_bytes(ck["size_bytes"]), render.event_time(ck["created_at"]))
         if ranked:
             value = ck.get("metric_value")
-            row += ("-" if value is None else f"{value:.6g}",)
+            row += (render.format_number(value, ".6g"),)
         others = [m for m in ck.get("metrics", []) if m["name"] != ranked][:SHOWN_METRICS]
         rows.append(row + (" ".join(f"{m['name']}={_value(m['value'])}" for m in others) or "-",))
     print(render.table(headers, rows))
@@ -113,7 +113,7 @@ def _parent(parent_id: str | None, step_of: dict) -> str:
 
 
 def _value(value: float | None) -> str:
-    return "nan" if value is None else f"{value:.4g}"
+    return "nan" if value is None else render.format_number(value, ".4g")
 
 
 def _best(g: Globals, experiment: str, metric: str | None, project: str | None, json_output: bool) -> None:
@@ -129,6 +129,6 @@ def _best(g: Globals, experiment: str, metric: str | None, project: str | None, 
         ("checkpoint", ck["id"]), ("run", found["run_id"]), ("path", ck["path"]),
         ("step", render.NONE if ck["step"] is None else str(ck["step"])),
         ("size", render.format_bytes(ck["size_bytes"])),
-        (found["metric"], f"{found['metric_value']:.6g} ({found['direction']})")])))
+        (found["metric"], f"{render.format_number(found['metric_value'], '.6g')} ({found['direction']})")])))
     for passed in found["skipped"]:
         print(f"skipped {passed['checkpoint_id']}: {render.printable(passed['reason'])}")

@@ -90,7 +90,7 @@ def compare(
 
 
 def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"
+    return render.format_number(v, ".4g")
 
 
 def explain(

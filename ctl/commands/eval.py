@@ -115,11 +115,11 @@ def evaluations(
         return
     rows = [(ev["id"], ev["status"], render.printable(ev["suite"] or "-"), render.printable(ev["dataset"] or "-"),
              "-" if ev["checkpoint_step"] is None else str(ev["checkpoint_step"]),
-             "-" if ev["runtime_s"] is None else f"{ev['runtime_s']:.1f}s", _outcome(ev)) for ev in found["evaluations"]]
+             render.format_number(ev["runtime_s"], ".1f", "s"), _outcome(ev)) for ev in found["evaluations"]]
     print(render.table(("ID", "STATUS", "SUITE", "DATASET", "STEP", "RUNTIME", "METRICS"), rows))
 
 
 def _outcome(ev: dict[str, Any]) -> str:
     if ev["error"]:
         return render.printable(ev["error"])
-    return " ".join(f"{render.printable(k)}={v:.6g}" for k, v in sorted(ev["metrics"].items())) or "-"
+    return " ".join(f"{render.printable(k)}={render.format_number(v, '.6g')}" for k, v in sorted(ev["metrics"].items())) or "-"

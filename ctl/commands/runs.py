@@ -69,23 +69,27 @@ def show(
     if json_output:
         render.print_json({"run": run, "summary": summary})
         return
+    print(run_text(run, summary))
+
+
+def run_text(run: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
+    """``run show``: the run's fields, then a row per metric, then the warnings."""
     primary = summary.get("primary_metric")
-    for label, value in (("run", run["id"]), ("source", run["source"]), ("status", run["status"]),
-                         ("job", run["job_id"] or "-"), ("name", run["name"] or "-"),
-                         ("project", " / ".join(p for p in (run.get("project"), run.get("experiment")) if p) or "-"),
-                         ("created", render.event_time(run["created_at"])),
-                         ("finished", render.event_time(run["finished_at"]) if run["finished_at"] else "-"),
-                         ("step", _step_text(summary.get("progress"))),
-                         ("primary", _primary_text(primary))):
-        print(f"{label + ':':<10}{render.printable(value)}")
+    lines = [f"{label + ':':<10}{render.printable(value)}" for label, value in (
+        ("run", run["id"]), ("source", run["source"]), ("status", run["status"]),
+        ("job", run["job_id"] or "-"), ("name", run["name"] or "-"),
+        ("project", " / ".join(p for p in (run.get("project"), run.get("experiment")) if p) or "-"),
+        ("created", render.event_time(run["created_at"])),
+        ("finished", render.event_time(run["finished_at"]) if run["finished_at"] else "-"),
+        ("step", _step_text(summary.get("progress"))),
+        ("primary", _primary_text(primary)))]
     metrics = summary.get("metrics") or {}
     if metrics:
-        print()
         primary_name = primary.get("name") if primary else None
-        print(render.table(("METRIC", "POINTS", "LATEST", "AT STEP", "BEST", "AT STEP", "TREND"),
-                           [_metric_row(name, m, name == primary_name) for name, m in sorted(metrics.items())]))
-    for warning in summary.get("warnings") or ():
-        print(f"warning: {render.printable(warning)}")
+        lines += ["", render.table(("METRIC", "POINTS", "LATEST", "AT STEP", "BEST", "AT STEP", "TREND"),
+                                   [_metric_row(name, m, name == primary_name) for name, m in sorted(metrics.items())])]
+    lines += [f"warning: {render.printable(warning)}" for warning in summary.get("warnings") or ()]
+    return "\n".join(lines)
 
 
 def _metric_row(name: str, m: Mapping[str, Any], primary: bool) -> tuple[str, ...]:
@@ -144,12 +148,17 @@ def metrics(
         print("no metrics")
         return
     bars = BARS if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" else ASCII_BARS
+    print(metrics_table(found["series"], bars))
+
+
+def metrics_table(series: Mapping[str, Any], bars: str = BARS) -> str:
+    """``metrics``: per series its points, last value, min, max and a sparkline of the average."""
     rows = []
-    for name, col in sorted(found["series"].items()):
+    for name, col in sorted(series.items()):
         avg = col.get("avg") or []
-        rows.append((name, str(_total(col.get("count"))), _num(_last(col.get("last"))),
+        rows.append((name, _total(col.get("count")), _num(_last(col.get("last"))),
                      _num(_extreme(col.get("min"), min)), _num(_extreme(col.get("max"), max)), sparkline(avg, bars)))
-    print(render.table(("METRIC", "POINTS", "LAST", "MIN", "MAX", "TREND"), rows))
+    return render.table(("METRIC", "POINTS", "LAST", "MIN", "MAX", "TREND"), rows)
 
 
 def _step_bounds(text: str) -> dict[str, int]:
@@ -167,32 +176,40 @@ def _step_bounds(text: str) -> dict[str, int]:
 
 def sparkline(values: Sequence[float | None], bars: str = BARS) -> str:
     """One character per bucket; a gap where a bucket has no (finite) value."""
-    finite = [v for v in values if v is not None and math.isfinite(v)]
+    numbers = [render.finite(v) for v in values]
+    finite = [v for v in numbers if v is not None]
     if not finite:
         return ""
     low, high = min(finite), max(finite)
     span = high - low
     out = []
-    for v in values:
-        if v is None or not math.isfinite(v):
+    for v in numbers:
+        if v is None:
             out.append(" ")
+        elif span == 0 or not math.isfinite(span):  # all equal, or too far apart for a float
+            out.append(bars[0 if span == 0 or v == low else -1])
         else:
-            out.append(bars[0 if span == 0 else min(len(bars) - 1, int((v - low) / span * len(bars)))])
+            out.append(bars[min(len(bars) - 1, int((v - low) / span * len(bars)))])
     return "".join(out)
 
 
-def _total(counts: Sequence[int | None] | None) -> int:
-    return sum(c or 0 for c in counts or ())
+def _total(counts: Sequence[int | None] | None) -> str:
+    """The points of all buckets; ``-`` when the API's counts are no numbers."""
+    numbers = [render.finite(c) for c in counts or () if c is not None]
+    if None in numbers:
+        return render.NONE
+    return render.format_number(sum(numbers), ".0f")
 
 
-def _last(values: Sequence[float | None] | None) -> float | None:
-    return next((v for v in reversed(values or ()) if v is not None), None)
+def _last(values: Sequence[float | None] | None) -> float | str | None:
+    """The last bucket's value that is there (NaN and the infinities count: they are what it was)."""
+    return next((v for v in reversed(values or ()) if render.as_number(v) is not None), None)
 
 
 def _extreme(values: Sequence[float | None] | None, pick: Any) -> float | None:
-    finite = [v for v in values or () if v is not None]
+    finite = [v for v in map(render.finite, values or ()) if v is not None]
     return pick(finite) if finite else None
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.6g}"
+    return render.format_number(value, ".6g")

@@ -144,11 +144,12 @@ def token_status(token: Mapping[str, Any], now_ms: int | None = None) -> str:
     if token.get("revoked_at") is not None:
         return "revoked"
     expires = token.get("expires_at")
+    expires = render.finite(expires)
     return "expired" if expires is not None and expires <= now_ms else "active"
 
 
 def _time(ms: int | None, missing: str = render.NONE) -> str:
-    return missing if ms is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+    return render.local_time(ms, "%Y-%m-%d %H:%M", missing)
 
 
 def limits_text(limits: Mapping[str, Any] | None) -> str:
@@ -163,7 +164,7 @@ def limits_text(limits: Mapping[str, Any] | None) -> str:
         if limits.get(key):
             parts.append(label + ",".join(render.printable(v) for v in limits[key]))
     if limits.get("max_job_hours") is not None:
-        parts.append(f"job<={limits['max_job_hours']:g}h")
+        parts.append(f"job<={render.format_number(limits['max_job_hours'], 'g')}h")
     if limits.get("unattended"):
         parts.append("unattended")
     return " ".join(parts) or render.NONE
@@ -174,9 +175,8 @@ def _budget(token: Mapping[str, Any]) -> str:
     if budget is None:
         return render.NONE
     used, left = token.get("used_gpu_hours"), token.get("remaining_gpu_hours")
-    used_text = render.NONE if used is None else f"{used:.3g}"
-    left_text = render.NONE if left is None else f"{left:.3g}"
-    return f"{used_text}/{budget:g} ({left_text} left)"
+    used_text, left_text = render.format_number(used, ".3g"), render.format_number(left, ".3g")
+    return f"{used_text}/{render.format_number(budget, 'g')} ({left_text} left)"
 
 
 def token_table(tokens: Sequence[Mapping[str, Any]], now_ms: int | None = None) -> str:

@@ -13,7 +13,6 @@ created), 1 for an unknown webhook.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -108,7 +107,7 @@ def remove(ctx: typer.Context, webhook_id: _ID, json_output: JsonOption = False)
 
 
 def _time(ms: int | None) -> str:
-    return render.NONE if ms is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+    return render.local_time(ms, "%Y-%m-%d %H:%M")
 
 
 def webhook_table(hooks: Sequence[Mapping[str, Any]]) -> str:

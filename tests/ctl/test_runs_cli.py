@@ -92,3 +92,26 @@ def test_checkpoints_lists_them_with_the_best_starred(daemon, run_id):
     assert json.loads(daemon.run_ctl("checkpoints", run_id, "--json").stdout)["metric"] is None
     missing = daemon.run_ctl("checkpoints", "run_nope")
     assert missing.returncode == 1 and "no run" in missing.stderr
+
+
+def test_run_show_prints_a_run_whose_loss_went_nan(daemon):
+    """The API sends NaN and the infinities as strings ("NaN", JSON has none): ``run show`` and
+    ``metrics`` print them (``show`` raised "Unknown format code 'g' for object of type 'str'")."""
+    api = daemon.client()
+    opened = api.post("/api/v1/sessions", {"name": "diverged"})
+    api.post(f"/api/v1/sessions/{opened['session_id']}/batches", {"seq": 0, "metrics": {
+        "train/loss": {"step": [0, 1, 2], "ts": [1_000, 1_001, 1_002], "value": [1.0, 0.5, float("nan")]},
+        "grad_norm": {"step": [0, 1, 2], "ts": [1_000, 1_001, 1_002], "value": [1.0, 2.0, float("inf")]},
+    }})
+    run_id = opened["run_id"]
+    summary = api.get(f"/api/v1/runs/{run_id}/summary")["summary"]
+    assert summary["metrics"]["train/loss"]["latest"]["value"] == "NaN"  # what reaches the CLI
+    shown = daemon.run_ctl("run", "show", run_id)
+    assert (shown.returncode, shown.stderr) == (0, ""), shown.stderr
+    rows = {cells[0]: cells for cells in map(str.split, shown.stdout.splitlines()) if cells}
+    assert rows["train/loss"][1:6] == ["3", "nan", "2", "0.5", "1"]
+    assert rows["grad_norm"][1:4] == ["3", "inf", "2"]
+    assert any(line.startswith("warning: ") and "NaN" in line for line in shown.stdout.splitlines()), shown.stdout
+    result = daemon.run_ctl("metrics", run_id, "--points", "3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1].split()[:5] == ["grad_norm", "3", "2", "1", "2"]
