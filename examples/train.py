@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                     keep_checkpoint(step)
                 if stop.set:
                     print(f"SIGTERM: stopped after step {step}", flush=True)
-                    run.log_event("stopped", {"signal": "SIGTERM"}, severity="warning", step=step)
+                    run.log_event("stopped", {"signal": "SIGTERM"}, step=step)  # info: a stop asked for
                     run.finish("CANCELLED")
                     return 128 + signal.SIGTERM
             if step % args.ckpt_every:

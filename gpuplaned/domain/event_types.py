@@ -7,6 +7,8 @@ adds it here (tests/domain/test_event_types.py checks that what the rules raise 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuplaned.domain import evaluations, failure_policies, gpu_budget, node_health, run_records
 from gpuplaned.domain.rules import lifecycle, overfitting, stall
 from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
@@ -36,6 +38,19 @@ AGENT_RECONNECTED = "AGENT_RECONNECTED"
 # An agent's spool (gpuplaned.uplink.spool) full or too old: the records it trimmed unsent, by stream.
 SPOOL_DROPPED = "SPOOL_DROPPED"
 AGENT_EVENTS = (AGENT_DISCONNECTED, AGENT_RECONNECTED, SPOOL_DROPPED)
+# A failed attempt raises one event, typed by its cause: OOM, JOB_TIMEOUT, or JOB_FAILED for
+# every other (the failure reason in its context). JOB_FAILED is also the family's name: a
+# filter or subscription on it hears every failed attempt, its more specific kinds included.
+FAILURE_KINDS = (FAILURE_EVENTS["OOM"][0], FAILURE_EVENTS["TIMEOUT"][0])
+_KINDS = {JOB_FAILED[0]: FAILURE_KINDS}
+
+
+def with_kinds(types: Sequence[str]) -> tuple[str, ...]:
+    """The event types a filter on ``types`` matches: each, and the more specific kinds of each
+    (JOB_FAILED: OOM and JOB_TIMEOUT), without repeats, in order."""
+    return tuple(dict.fromkeys(t for kind in types for t in (kind, *_KINDS.get(kind, ()))))
+
+
 EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *AGENT_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
                             CHECKPOINT_DELETED, UNATTRIBUTED_FILE,
                             gpu_budget.BUDGET_EXHAUSTED,  # service/budget_pass.py: a token's budget is spent

@@ -25,6 +25,8 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.domain.event_types import with_kinds
+
 FORMATS = ("json", "ntfy", "bark", "slack")
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 SIGNATURE_HEADER = "X-GPUPlane-Signature"
@@ -98,6 +100,7 @@ def retry_delay_s(attempts: int, rng: random.Random | None = None) -> float:
 
 
 def matches(event_types: tuple[str, ...], least_severity: str, event_type: str, severity: str) -> bool:
-    """The outbox trigger's rule (0013_events_policies.sql), for showing and testing."""
-    return (("*" in event_types or event_type in event_types)
+    """The outbox trigger's rule (0017_job_failed_kinds.sql), for showing and testing: a
+    subscription to JOB_FAILED hears OOM and JOB_TIMEOUT too (``event_types.with_kinds``)."""
+    return (("*" in event_types or event_type in with_kinds(event_types))
             and SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK.get(least_severity, 0))

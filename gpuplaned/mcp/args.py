@@ -88,7 +88,9 @@ class TailLogsArgs:
 
 @attrs.frozen(kw_only=True)
 class EventFilterArgs:
-    types: list[str] = field(factory=list, items={"enum": EVENT_TYPES}, description="only these event types")
+    types: list[str] = field(factory=list, items={"enum": EVENT_TYPES},
+                             description="only these event types (JOB_FAILED: every failed attempt, OOM and "
+                             "JOB_TIMEOUT included)")
     severity: list[str] = field(factory=list, items={"enum": SEVERITIES}, description="only these severities")
     job_id: str | None = _optional_id("job", "job")
     run_id: str | None = _optional_id("run", "run")

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.domain.event_types import with_kinds
 from gpuplaned.http.replies import CheckpointList, JobList, JobReply, NodeList, NodeReply, RunSummary
 from gpuplaned.mcp import args as a
 from gpuplaned.mcp.digests import (
@@ -132,7 +133,7 @@ class EventPage:
 
 
 def event_filter(args: a.EventFilterArgs) -> EventFilter:
-    return EventFilter(tuple(args.severity), tuple(args.types), args.node_id, args.job_id, args.run_id)
+    return EventFilter(tuple(args.severity), with_kinds(args.types), args.node_id, args.job_id, args.run_id)
 
 
 async def list_events(call: Call, args: a.ListEventsArgs) -> Result:

@@ -212,7 +212,9 @@ def _finished(conn: sqlite3.Connection, eval_id: str, at: int) -> list[EventRow]
                "status": ev.status, "metrics": ev.metrics, "error": ev.error, "suite": ev.suite,
                "dataset": ev.dataset, "dataset_version": ev.dataset_version, "eval_run_id": ev.run_id,
                "runtime_s": ev.runtime_s}
-    row = EventRow(new_id("ev"), at, EVALUATION_FINISHED, "warning" if ev.status == "FAILED" else "info", None,
+    # info whatever the status: it says an evaluation ended, and how (the message, context.status
+    # and error); a failed evaluation job has raised its own JOB_FAILED.
+    row = EventRow(new_id("ev"), at, EVALUATION_FINISHED, "info", None,
                    ev.job_id, ev.checkpoint_run_id, ev.checkpoint_step, message[:2000], context)
     event_rows.insert_events(conn, [row])
     return [row]

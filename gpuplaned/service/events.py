@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from gpuplaned.domain.diagnosis import evidence
-from gpuplaned.domain.event_types import EVENT_TYPES
+from gpuplaned.domain.event_types import EVENT_TYPES, with_kinds
 from gpuplaned.domain.job_states import failure_event
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol import cursors
@@ -38,6 +38,8 @@ def _split(raw: str | None) -> tuple[str, ...]:
 
 
 def parse_filter(args: Mapping[str, str]) -> EventFilter:
+    """``?severity=&type=&node_id=&job_id=&run_id=`` as a filter; a type matches its more
+    specific kinds too (JOB_FAILED: OOM and JOB_TIMEOUT, ``event_types.with_kinds``)."""
     severities = tuple(s.lower() for s in _split(args.get("severity")))
     bad = [s for s in severities if s not in SEVERITIES]
     if bad:
@@ -48,7 +50,7 @@ def parse_filter(args: Mapping[str, str]) -> EventFilter:
     if unknown:
         raise ApiError(ErrorCode.BAD_REQUEST, f"type: no event type {', '.join(unknown)} (the types: "
                        f"{', '.join(EVENT_TYPES)})", {"field": "type", "allowed": list(EVENT_TYPES)})
-    return EventFilter(severities, types, args.get("node_id") or None, args.get("job_id") or None,
+    return EventFilter(severities, with_kinds(types), args.get("node_id") or None, args.get("job_id") or None,
                        args.get("run_id") or None)
 
 

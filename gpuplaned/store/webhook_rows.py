@@ -1,6 +1,6 @@
 """Rows of ``webhook_subscriptions`` and ``webhook_outbox``.
 
-The outbox is filled by a trigger on ``events`` (0013_events_policies.sql), in the transaction
+The outbox is filled by a trigger on ``events`` (0017_job_failed_kinds.sql), in the transaction
 that records the event; this module reads what is due and records each attempt. ``secret``
 here is always the sealed form (``gpuplaned.service.webhooks``), never the secret itself.
 """

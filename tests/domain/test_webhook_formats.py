@@ -52,6 +52,9 @@ def test_retry_delays_double_to_a_cap_with_half_of_each_random():
     (("*",), "info", "OOM", "info", True),
     (("OOM",), "info", "OOM", "critical", True),
     (("OOM",), "info", "JOB_FAILED", "critical", False),
+    (("JOB_FAILED",), "info", "OOM", "critical", True),  # every failed job: OOM and timeouts are kinds of it
+    (("RUN_FINISHED", "JOB_FAILED"), "warning", "JOB_TIMEOUT", "warning", True),
+    (("JOB_TIMEOUT",), "info", "JOB_FAILED", "warning", False),
     (("OOM",), "critical", "OOM", "warning", False),
     (("*",), "warning", "DISK_OK", "info", False),
 ])

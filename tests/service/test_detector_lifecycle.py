@@ -37,7 +37,7 @@ def test_once_per_run(conn):
     conn.execute("UPDATE runs SET status = 'FAILED', finished_at = ?, failure_reason = 'exit 1' WHERE id = 'r1'",
                  (T0 + 61_000,))
     (finished,) = lifecycle_pass(conn, T0 + 62_000, T0)
-    assert (finished.type, finished.severity) == ("RUN_FINISHED", "warning")
+    assert (finished.type, finished.severity) == ("RUN_FINISHED", "info")  # the failure has its own event
     assert finished.context["status"] == "FAILED" and finished.context["duration_ms"] == 60_000
     assert lifecycle_pass(conn, T0 + 63_000, floor_ms=T0 + 63_000) == []  # a restarted detector
 
@@ -62,5 +62,5 @@ def test_the_end_points_at_what_went_wrong(conn):
                  "'r1')", (T0 + 10,))
     conn.execute("UPDATE runs SET status = 'FAILED', finished_at = ? WHERE id = 'r1'", (T0 + 20,))
     rows = lifecycle_pass(conn, T0 + 1000, T0)
-    assert types(rows) == [("RUN_STARTED", "r1", "info"), ("RUN_FINISHED", "r1", "warning")]
+    assert types(rows) == [("RUN_STARTED", "r1", "info"), ("RUN_FINISHED", "r1", "info")]
     assert rows[-1].context["evidence"] == [{"kind": "event", "id": "ev_1"}]
