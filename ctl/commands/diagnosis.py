@@ -77,7 +77,8 @@ def compare(
                                        help="Align by step, or by time since each run's first point.")] = "step",
     json_output: JsonOption = False,
 ) -> None:
-    """Compare runs: where they diverge, best value and step, throughput, GPU use, config diff."""
+    """Compare runs: every metric they share, where they diverge first, best value and step, throughput, GPU use,
+    config diff."""
     if align not in ALIGNS:
         raise typer.BadParameter("step or time", param_hint="--align")
     if len(run_ids) < 2:

@@ -570,12 +570,26 @@ class ComparedRun:
 
 
 @attrs.frozen(kw_only=True)
+class MetricDeparture:
+    run_id: str
+    at: int = doc("the step (or ms since each run's first point with align=time) from which it departs")
+
+
+@attrs.frozen(kw_only=True)
+class ComparedMetric:
+    name: str
+    departures: list[MetricDeparture] = doc("the runs where it departs from the baseline's; empty: it tracks")
+
+
+@attrs.frozen(kw_only=True)
 class RunComparison:
-    summary: str
-    findings: list[Finding]
+    summary: str = doc("leads with the earliest departure, if any")
+    findings: list[Finding] = doc("the departures first, the earliest first; then per run the metrics that track, "
+                                  "the best, throughput and config")
     next_actions: list[str]
     runs: list[ComparedRun] = doc("in the order asked; the first is the baseline")
-    metric: str | None = doc("the metric compared: the first run's primary metric, else a common loss")
+    metric: str | None = doc("the metric runs are ranked by: the first run's primary metric, else a common loss")
+    metrics: list[ComparedMetric] = doc("every metric the runs share (up to 64), those that depart first")
     align: str = doc(enum=["step", "time"])
 
 

@@ -60,8 +60,9 @@ TOOLS = [
     Tool(name="diagnose_run", title="Diagnose run", description="A run diagnosed by deterministic rules: "
          "convergence, overfitting, instability, stalls, throughput against GPU use; each finding with evidence.",
          args=a.RunArgs, reply=RunDiagnosis, handler=diagnose_run),
-    Tool(name="compare_runs", title="Compare runs", description="2 to 10 runs compared: divergence point, best "
-         "value and step, throughput, GPU use, config differences.", args=a.CompareRunsArgs, reply=RunComparison,
+    Tool(name="compare_runs", title="Compare runs", description="2 to 10 runs compared: every metric they share, "
+         "where each departs from the baseline (the departures first), best value and step, throughput, GPU use, "
+         "config differences.", args=a.CompareRunsArgs, reply=RunComparison,
          handler=compare_runs),
     Tool(name="compare_checkpoints", title="Compare checkpoints", description="2 to 10 checkpoints compared: the "
          "metric at their steps, evaluations, size, lineage.", args=a.CompareCheckpointsArgs,

@@ -41,6 +41,7 @@ BUCKETS = 1000
 GPU_POINTS = 300
 MAX_SERIES = 8
 MAX_COMPARE = 10
+MAX_COMPARED = 64  # metrics a comparison reads of each run; past it, the rest are named as left out
 LOG_TAIL = 200
 MAX_EVENTS = 200
 MAX_LINEAGE = 1000
@@ -146,6 +147,8 @@ def _mean_util(gpu: dict[int, dict[str, list[Any]]]) -> float | None:
 
 
 def _compare_data(conn: sqlite3.Connection, ids: list[str], align: str) -> dict[str, Any]:
+    """Every metric the runs share (``MAX_COMPARED`` of them, losses and the primary metric
+    first), read for each run in one query; ranked by the primary metric, else the training loss."""
     runs = [_run_or_404(conn, i) for i in ids]
     primary, direction, _ = project_rows.run_context(conn, ids[0])
     names = [set(tsdb.list_names(conn, "run", r.id)) for r in runs]
@@ -155,22 +158,23 @@ def _compare_data(conn: sqlite3.Connection, ids: list[str], align: str) -> dict[
         definition = project_rows.get_definition(conn, metric)
         direction = definition.direction if definition else None
     direction = direction or (run_summary.direction_for(metric) if metric else None)
+    ranked = sorted(common, key=lambda n: (n != metric, not is_loss(n), n != primary.metric, n))
+    shared, left_out = ranked[:MAX_COMPARED], ranked[MAX_COMPARED:]
     rows = []
     for run in runs:
-        span = _span(conn, run.id, metric) if metric and metric in tsdb.list_names(conn, "run", run.id) else None
-        curve = None
-        if span is not None:
-            curve = _curves(conn, run.id, [metric], "step" if align == "step" else "ts").get(metric)
-            if curve is not None and align == "time":
-                curve = attrs.evolve(curve, xs=[x - span["first_ts"] for x in curve.xs])
+        spans = {name: span for name in shared if (span := _span(conn, run.id, name)) is not None}
+        t0 = min((span["first_ts"] for span in spans.values()), default=None)  # the run's first point
+        curves = _curves(conn, run.id, shared, "step" if align == "step" else "ts")
+        if align == "time" and t0 is not None:
+            curves = {n: attrs.evolve(c, xs=[x - t0 for x in c.xs]) for n, c in curves.items()}
+        span = spans.get(metric) if metric else None
         rate = None
         if span and span["last_ts"] > span["first_ts"]:
             rate = (span["last_step"] - span["first_step"]) * 1000 / (span["last_ts"] - span["first_ts"])
         gpu = gpu_samples(conn, run.node_id, _job_gpus(conn, run.job_id), run.started_at, run.finished_at, ("utilization",))
-        rows.append({"id": run.id, "config": run.config or {}, "curve": curve,
-                     "t0": span["first_ts"] if span else None, "steps_per_s": rate,
+        rows.append({"id": run.id, "config": run.config or {}, "curves": curves, "t0": t0, "steps_per_s": rate,
                      "gpu_util": _mean_util(gpu)})
-    return compare_runs(rows, metric, direction, align)
+    return compare_runs(rows, metric, direction, align, shared=shared, left_out=left_out)
 
 
 async def compare(shared: ServerContext, raw_ids: str | None, align: str) -> dict[str, Any]:

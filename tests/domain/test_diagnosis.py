@@ -138,8 +138,9 @@ def test_helpers():
         {"key": "lr", "a": 0.1, "b": 0.2}, {"key": "opt.b", "a": 1, "b": "<absent>"}]
 
 
-def _run(run_id, values, config, rate=10.0, util=90.0):
-    return {"id": run_id, "config": config, "curve": _curve(values), "steps_per_s": rate, "gpu_util": util}
+def _run(run_id, values, config, rate=10.0, util=90.0, **more):
+    curves = {"loss": _curve(values), **{name: _curve(v) for name, v in more.items()}}
+    return {"id": run_id, "config": config, "curves": curves, "steps_per_s": rate, "gpu_util": util}
 
 
 def test_compare_runs_divergence_best_rates_config():
@@ -166,6 +167,32 @@ def test_compare_by_time_points_at_each_runs_own_clock():
     x = div["facts"]["divergence"]
     assert [(e["run_id"], e["ts"]) for e in div["evidence"]] == [("run_A", [1_000_000 + x] * 2),
                                                                   ("run_B", [5_000_000 + x] * 2)]
+
+
+def test_compare_covers_every_shared_metric_and_leads_with_the_one_that_departs():
+    """Train loss (``loss``) and lr match; the eval loss parts at step 60. The report says so
+    first, and names the metrics that track after it."""
+    train = [1.0 - k * 0.004 for k in range(200)]
+    lr = [0.1] * 200
+    eval_a = [0.9 - k * 0.003 for k in range(200)]
+    eval_b = eval_a[:60] + [eval_a[60] + (k + 1) * 0.02 for k in range(140)]
+    only_b = [5.0] * 200  # not shared: not compared
+    found = compare_runs([_run("run_A", train, {}, **{"lr": lr, "val/loss": eval_a}),
+                          _run("run_B", train, {}, **{"lr": lr, "val/loss": eval_b, "extra": only_b})],
+                         "loss", "minimize")
+    first = found["findings"][0]
+    assert (first["kind"], first["facts"]["metric"], first["facts"]["run_id"]) == ("divergence", "val/loss", "run_B")
+    assert 60 < first["facts"]["divergence"] <= 80
+    assert found["summary"].startswith("val/loss of run_B departs from run_A at step ")
+    (tracks,) = [f for f in _of(found, "divergence") if f["facts"]["divergence"] is None]
+    assert tracks["facts"]["metrics"] == ["loss", "lr"]
+    assert [(m["name"], [d["run_id"] for d in m["departures"]]) for m in found["metrics"]] == [
+        ("val/loss", ["run_B"]), ("loss", []), ("lr", [])]
+    # departures order by where they start, the earliest first
+    found = compare_runs([_run("run_A", train, {}, **{"lr": lr, "val/loss": eval_a}),
+                          _run("run_B", train, {}, **{"lr": [0.1] * 10 + [1.0] * 190, "val/loss": eval_b})],
+                         "loss", "minimize")
+    assert [f["facts"].get("metric") for f in found["findings"][:2]] == ["lr", "val/loss"]
 
 
 def test_compare_identical_runs_tracks():

@@ -175,3 +175,48 @@ def test_compare_checkpoints(daemon_factory, tmp_path):
         with pytest.raises(ApiError) as err:
             jobs.client.get(f"/api/v1/checkpoints/compare?ids={ids}")
         assert err.value.code.value == {400: "bad_request", 404: "not_found"}[code], err.value
+
+
+TWO_LOSSES = textwrap.dedent("""
+    import math, sys
+    import gpuplane
+    parts_at = int(sys.argv[1])
+    run = gpuplane.init(config={"parts_at": parts_at})
+    for step in range(300):
+        train = 2.0 * math.exp(-step / 100) + 0.1
+        val = train + 0.05 + (0.01 * (step - parts_at) if 0 <= parts_at <= step else 0.0)
+        run.log({"train/loss": train, "lr": 0.001}, step=step)
+        if step % 10 == 0:
+            run.log({"eval/loss": val}, step=step)
+    run.finish()
+""")
+
+
+def test_compare_leads_with_the_eval_loss_that_departs_while_train_loss_matches(daemon_factory, tmp_path):
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
+    (jobs.workdir / "train.py").write_text(TWO_LOSSES)
+    run_ids = []
+    for parts_at in (-1, 150):
+        job = jobs.submit([sys.executable, "train.py", str(parts_at)], gpu=0, env={"PYTHONPATH": str(SDK_DIR)})
+        done = jobs.wait(job["id"], timeout=30)
+        assert done["status"] == "SUCCEEDED", jobs.daemon.log()
+        run_ids.append(done["run_id"])
+        wait_for(lambda: sum(jobs.client.get(f"/api/v1/runs/{done['run_id']}/metrics?names=eval/loss&points=1")
+                             ["series"].get("eval/loss", {}).get("count") or [0]) == 30, timeout=20, what="eval points")
+    base, other = run_ids
+    compared = _fits(jobs.client.get(f"/api/v1/runs/compare?ids={base},{other}"), "RunComparison")
+    assert compared["metric"] == "train/loss"
+    assert [(m["name"], [d["run_id"] for d in m["departures"]]) for m in compared["metrics"]] == [
+        ("eval/loss", [other]), ("lr", []), ("train/loss", [])]
+    first = compared["findings"][0]
+    assert (first["kind"], first["facts"]["metric"]) == ("divergence", "eval/loss")
+    assert 150 <= first["facts"]["divergence"] <= 200
+    for pointer in first["evidence"]:
+        _resolves(jobs, pointer)
+    assert compared["summary"].startswith(f"eval/loss of {other} departs from {base} at step ")
+    (tracks,) = [f for f in compared["findings"] if f["kind"] == "divergence" and f["facts"]["divergence"] is None]
+    assert sorted(tracks["facts"]["metrics"]) == ["lr", "train/loss"]
+    text = _ctl(jobs, "compare", base, other)
+    assert text.returncode == 0 and text.stdout.startswith(f"eval/loss of {other} departs"), text.stdout
+    by_time = _fits(jobs.client.get(f"/api/v1/runs/compare?ids={base},{other}&align=time"), "RunComparison")
+    assert sorted(m["name"] for m in by_time["metrics"]) == ["eval/loss", "lr", "train/loss"]  # all, by time too

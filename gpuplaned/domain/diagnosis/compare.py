@@ -1,11 +1,14 @@
 """``compare_runs`` and ``compare_checkpoints``.
 
-Runs are aligned by step, or by time since each run's first point (``align="time"``): the
+Runs are aligned by step, or by time since each run's first point (``align="time"``): each
 metric's bucket averages of each run are matched to the baseline's (the first run) at the
-nearest x. The divergence point is the first x from which the two differ by more than
-``DIVERGE`` of their size for ``DIVERGE_RUN`` aligned points in a row. Best value and step by
-the metric's direction, steps a second and GPU utilisation are given as deltas from the
-baseline; the config diff lists every dotted key whose value differs.
+nearest x. Every metric the runs share is compared, and a metric departs from the baseline at
+the first x from which the two differ by more than ``DIVERGE`` of their size for
+``DIVERGE_RUN`` aligned points in a row. The departures lead the report, the earliest first
+(two runs whose eval loss parts while their train loss matches say so first); the metrics that
+track follow, one finding per run. Best value and step of the ranking metric (the primary
+metric, else the training loss) by its direction, steps a second and GPU utilisation are given
+as deltas from the baseline; the config diff lists every dotted key whose value differs.
 """
 
 from __future__ import annotations
@@ -21,21 +24,47 @@ from gpuplaned.domain.diagnosis.curves import Curve
 DIVERGE = 0.10
 DIVERGE_RUN = 3
 _MISSING = "<absent>"
+_SHOWN = 4  # metric names a finding or the summary lists before "and N more"
 
 
 def compare_runs(runs: Sequence[Mapping[str, Any]], metric: str | None, direction: str | None,
-                 align: str = "step") -> dict[str, Any]:
-    """Compare runs, the first the baseline. Each: ``{"id", "config", "curve": Curve of
-    ``metric`` (over steps, or over ms since its first point ``t0``), "t0", "steps_per_s",
-    "gpu_util"}``."""
+                 align: str = "step", *, shared: Sequence[str] | None = None,
+                 left_out: Sequence[str] = ()) -> dict[str, Any]:
+    """Compare runs, the first the baseline. Each: ``{"id", "config", "curves": {name: Curve}
+    (over steps, or over ms since the run's first point ``t0``), "t0", "steps_per_s",
+    "gpu_util"}``. ``metric``: the one runs are ranked by (its best value and step);
+    ``shared``: the metrics compared (default: every name all runs have a curve of);
+    ``left_out``: shared metrics not read (past the reader's bound), named in a finding."""
     assert align in ("step", "time") and len(runs) >= 2
     base = runs[0]
+    names = list(shared) if shared is not None else sorted(set.intersection(*(set(r.get("curves") or {})
+                                                                            for r in runs)))
+    departures: list[tuple[int, str, dict[str, Any]]] = []
     findings: list[dict[str, Any]] = []
     actions: list[str] = []
     rows = [_row(r, metric, direction) for r in runs]
+    by_metric: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for other, row in zip(runs[1:], rows[1:]):
+        tracking, missing = [], []
+        for name in names:
+            found = _divergence(base, other, name, align)
+            if found is None:
+                missing.append(name)
+            elif found["facts"]["divergence"] is None:
+                tracking.append(name)
+            else:
+                departures.append((found["facts"]["divergence"], name, found))
+                by_metric[name].append({"run_id": other["id"], "at": found["facts"]["divergence"]})
+        if tracking:
+            shown = ", ".join(tracking[:_SHOWN]) + _more(len(tracking))
+            findings.append(ev.finding("divergence", "info", f"{shown} of {other['id']} "
+                                       f"track{'s' * (len(tracking) == 1)} {base['id']} within {DIVERGE:.0%}",
+                                       run_id=other["id"], divergence=None, metrics=tracking))
+        if missing:
+            findings.append(ev.finding("divergence", "info", f"nothing to align in {', '.join(missing[:_SHOWN])}"
+                                       f"{_more(len(missing))} of {other['id']} and {base['id']}",
+                                       run_id=other["id"], divergence=None, metrics=missing))
         if metric is not None:
-            _divergence(base, other, metric, align, findings)
             _best_delta(rows[0], row, metric, direction, align, findings)
         _rate_delta(rows[0], row, findings)
         diff = config_diff(base.get("config") or {}, other.get("config") or {})
@@ -46,20 +75,34 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], metric: str | None, directio
         else:
             findings.append(ev.finding("config", "info", f"{other['id']} has the same config as {base['id']}",
                                        run_id=other["id"], diff=[]))
+    departures.sort(key=lambda d: (d[0], d[1]))
+    if left_out:
+        findings.append(ev.finding("divergence", "info", f"{len(left_out)} more shared metric(s) not compared: "
+                                   f"{', '.join(left_out[:_SHOWN])}{_more(len(left_out))}", metrics=list(left_out)))
     winner = _winner(rows, direction)
     if winner is not None:
         actions.append(f"{winner['id']} has the best {metric}: start from its config")
-    summary = (f"{len(runs)} runs by {align}, baseline {base['id']}"
+    lead = (departures[0][2]["claim"] + (f" (and {len(departures) - 1} more departure(s))" if len(departures) > 1
+                                         else "")
+            if departures else f"no shared metric departs from {base['id']} ({len(names)} compared)")
+    summary = (f"{lead}; {len(runs)} runs by {align}, baseline {base['id']}"
                + (f"; best {metric}: {winner['id']} ({winner['best_value']:.4g} at {winner['best_x']})"
                   if winner else f"; no comparable {metric or 'metric'}"))
-    out = ev.report(findings, summary, actions)
+    out = ev.report([d[2] for d in departures] + findings, summary, actions)
     out["runs"] = rows
     out["metric"], out["align"] = metric, align
+    out["metrics"] = sorted(({"name": n, "departures": by_metric[n]} for n in names),
+                            key=lambda m: (not m["departures"], min((d["at"] for d in m["departures"]), default=0),
+                                           m["name"]))
     return out
 
 
+def _more(count: int) -> str:
+    return f" and {count - _SHOWN} more" if count > _SHOWN else ""
+
+
 def _row(run: Mapping[str, Any], metric: str | None, direction: str | None) -> dict[str, Any]:
-    curve: Curve | None = run.get("curve")
+    curve: Curve | None = (run.get("curves") or {}).get(metric) if metric is not None else None
     best = _best(curve, direction) if curve is not None else None
     return {"id": run["id"], "best_value": best[1] if best else None, "best_x": best[0] if best else None,
             "steps_per_s": run.get("steps_per_s"), "gpu_util": run.get("gpu_util")}
@@ -107,28 +150,29 @@ def divergence_point(pairs: Sequence[tuple[int, float, float]]) -> int | None:
     return None
 
 
-def _divergence(base: Mapping[str, Any], other: Mapping[str, Any], metric: str, align: str, findings: list) -> None:
-    if base.get("curve") is None or other.get("curve") is None:
-        findings.append(ev.finding("divergence", "info", f"{metric} is missing from "
-                                   f"{base['id'] if base.get('curve') is None else other['id']}", run_id=other["id"]))
-        return
-    pairs = aligned(base["curve"], other["curve"])
+def _divergence(base: Mapping[str, Any], other: Mapping[str, Any], metric: str, align: str) -> dict[str, Any] | None:
+    """The finding for ``metric`` of ``other`` against the baseline: where it departs, or
+    ``divergence`` None when it tracks; None when either has no curve or no x in common."""
+    a, b = (base.get("curves") or {}).get(metric), (other.get("curves") or {}).get(metric)
+    if a is None or b is None:
+        return None
+    pairs = aligned(a, b)
+    if not pairs:
+        return None
     k = divergence_point(pairs)
-    axis = "step" if align == "step" else "ms in"
     if k is None:
-        findings.append(ev.finding("divergence", "info", f"{metric} of {other['id']} tracks {base['id']} within "
-                                   f"{DIVERGE:.0%} over {len(pairs)} aligned points", run_id=other["id"],
-                                   divergence=None))
-        return
+        return ev.finding("divergence", "info", f"{metric} tracks", run_id=other["id"], metric=metric,
+                          divergence=None)
     x, va, vb = pairs[k]
+    axis = "step" if align == "step" else "ms in"
     if align == "step":
         proofs = [ev.metric(base["id"], metric, [x], [va]), ev.metric(other["id"], metric, [x], [vb])]
     else:  # x is ms since each run's first point (``t0``): each run's own clock, one bucket wide
-        proofs = [ev.metric_time(r["id"], metric, r["t0"] + x, r["t0"] + x + r["curve"].width - 1)
+        proofs = [ev.metric_time(r["id"], metric, r["t0"] + x, r["t0"] + x + r["curves"][metric].width - 1)
                   for r in (base, other) if r.get("t0") is not None]
-    findings.append(ev.finding("divergence", "warning" if k == 0 else "info",
-                               f"{metric} of {other['id']} departs from {base['id']} at {axis} {x}: {vb:.4g} vs "
-                               f"{va:.4g}", *proofs, run_id=other["id"], divergence=x))
+    return ev.finding("divergence", "warning" if k == 0 else "info",
+                      f"{metric} of {other['id']} departs from {base['id']} at {axis} {x}: {vb:.4g} vs {va:.4g}",
+                      *proofs, run_id=other["id"], metric=metric, divergence=x)
 
 
 def _best_delta(base: dict[str, Any], row: dict[str, Any], metric: str, direction: str | None, align: str,
