@@ -7,7 +7,7 @@
   also ``gpuplanectl daemon`` when gpuplaned rejected its flags or configuration.
 - 3: ``gpuplanectl daemon`` only: another daemon owns the endpoint it was told to use.
 
-``gpuplanectl logs -f`` instead exits with the job's own code once it ends (``for_job_end``),
+``gpuplanectl job logs -f`` instead exits with the job's own code once it ends (``for_job_end``),
 and 130 when Ctrl-C stops it.
 """
 
@@ -50,7 +50,7 @@ def _signal_number(value: object) -> int | None:
 
 
 def for_job_end(end: dict[str, object]) -> int:
-    """The exit code of ``gpuplanectl logs -f`` when the job ends, like a shell running it would report.
+    """The exit code of ``gpuplanectl job logs -f`` when the job ends, like a shell running it would report.
 
     0 for SUCCEEDED; the command's own exit code when it FAILED with one (``EXIT_CODE``);
     128 + N when signal N killed it; 1 for anything else (cancelled, timed out, lost,

@@ -1,8 +1,13 @@
 """``gpuplanectl``: the command-line client of gpuplaned (console script ``gpuplanectl = gpuplanectl.main:main``).
 
-This module only composes the app: the global options and one ``app.command`` per verb,
-each implemented in ``gpuplanectl.commands.<noun>``. Start-up stays light: nothing here or
-below imports trio, quart, hypercorn, httpx, cattrs, pynvml or mcp (a test checks).
+This module only composes the app: the global options, the daemon-wide commands, and one
+noun per resource with its verbs (``job submit``, ``ckpt prune``), each implemented in
+``gpuplanectl.commands.<module>``. A noun whose verbs come from several modules (job, run,
+ckpt) is put together here; one module's noun is that module's ``app``. The spellings from
+before the nouns (``submit``, ``checkpoints``, ``start JOB``) stay as hidden aliases.
+
+Start-up stays light: nothing here or below imports trio, quart, hypercorn, httpx, cattrs,
+pynvml or mcp (a test checks).
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ from gpuplanectl.commands import (
     ui,
     webhooks,
 )
+
+# Each noun's sub-app: plain help like the root's, and its verbs listed when called bare.
+NOUN = {"no_args_is_help": True, "rich_markup_mode": None}
+# A command that ends with one to run: from its first word on, everything belongs to it.
+COMMAND_LAST = {"allow_interspersed_args": False}
 
 app = typer.Typer(
     name="gpuplanectl",
@@ -73,42 +83,74 @@ def root(
                                    server=server, token=token, profile=profile)
 
 
+# Daemon-wide commands, at the top like supervisorctl's.
 app.command("status")(status.status)
-app.command("start")(actors.start)
-app.command("stop")(actors.stop)
-app.command("restart")(actors.restart)
-# Options first, then the command: everything from its first word on belongs to the job.
-app.command("submit", epilog=jobs.SUBMIT_EPILOG, context_settings={"allow_interspersed_args": False})(jobs.submit)
-app.command("jobs")(jobs.jobs)
-app.add_typer(jobs.app, name="job")
-app.command("logs")(logs.logs)
-app.add_typer(nodes.app, name="node")
-app.add_typer(tokens.app, name="token")
-app.add_typer(webhooks.app, name="webhook")
-app.command("events")(events.events)
-app.command("event-hook", context_settings={"allow_interspersed_args": False})(event_hook.event_hook)
-app.command("runs")(runs.runs)
-app.add_typer(runs.app, name="run")
-app.command("metrics")(runs.metrics)
-app.command("checkpoints")(checkpoints.checkpoints)
-app.add_typer(ckpt.app, name="ckpt")
-app.command("eval")(eval.evaluate)
-app.command("evals")(eval.evaluations)
-app.command("import-run")(import_run.import_run)
-app.command("diagnose")(diagnosis.diagnose)
-app.command("compare")(diagnosis.compare)
-app.command("explain")(diagnosis.explain)
-app.command("projects")(projects.projects)
-app.add_typer(projects.app, name="project")
-app.command("sync")(sync.sync)
 app.command("top")(top.top)
+app.command("events")(events.events)
+app.command("event-hook", context_settings=COMMAND_LAST)(event_hook.event_hook)
 app.command("daemon")(daemon.daemon)
 app.command("shutdown")(daemon.shutdown)
 app.command("ui")(ui.ui)
 app.command("mcp-stdio")(mcp_stdio.mcp_stdio)
+app.command("sync")(sync.sync)
 app.command("audit")(audit.audit)
 app.command("backup")(backup.backup)
 app.command("restore")(backup.restore)
+
+# One noun per resource, each with its verbs.
+job = typer.Typer(name="job", help="Submit jobs, list them, show one, print its logs, cancel, retry or explain it.",
+                  **NOUN)
+job.command("submit", epilog=jobs.SUBMIT_EPILOG, context_settings=COMMAND_LAST)(jobs.submit)
+job.command("list")(jobs.jobs)
+job.command("show")(jobs.show)
+job.command("logs")(logs.logs)
+job.command("cancel")(jobs.cancel)
+job.command("retry")(jobs.retry)
+job.command("explain")(diagnosis.explain)
+app.add_typer(job)
+
+run = typer.Typer(name="run", help="List runs, show one with its metrics, logs and diagnosis, compare runs, "
+                                   "import a finished one.", **NOUN)
+run.command("list")(runs.runs)
+run.command("show")(runs.show)
+run.command("metrics")(runs.metrics)
+run.command("logs")(logs.run_logs)
+run.command("diagnose")(diagnosis.diagnose)
+run.command("compare")(diagnosis.compare)
+run.command("import")(import_run.import_run)
+app.add_typer(run)
+
+checkpoint = typer.Typer(name="ckpt", help="List a run's checkpoints, find an experiment's best, verify one's "
+                                           "file, prune a run's, evaluate one.", **NOUN)
+checkpoint.command("list")(checkpoints.list_checkpoints)
+checkpoint.command("best")(checkpoints.best)
+checkpoint.command("verify")(ckpt.verify)
+checkpoint.command("prune")(ckpt.prune)
+checkpoint.command("eval")(eval.evaluate)
+checkpoint.command("evals")(eval.evaluations)
+app.add_typer(checkpoint)
+
+for noun in (projects, nodes, tokens, webhooks, actors):
+    app.add_typer(noun.app)
+
+# Earlier spellings, hidden from --help but kept so that scripts go on working: each runs the
+# same function as its new spelling (start and stop also take a job id, as they did).
+app.command("start", hidden=True)(actors.start)
+app.command("stop", hidden=True)(actors.stop)
+app.command("restart", hidden=True)(actors.restart)
+app.command("submit", hidden=True, epilog=jobs.SUBMIT_EPILOG, context_settings=COMMAND_LAST)(jobs.submit)
+app.command("jobs", hidden=True)(jobs.jobs)
+app.command("logs", hidden=True)(logs.logs)
+app.command("explain", hidden=True)(diagnosis.explain)
+app.command("runs", hidden=True)(runs.runs)
+app.command("metrics", hidden=True)(runs.metrics)
+app.command("diagnose", hidden=True)(diagnosis.diagnose)
+app.command("compare", hidden=True)(diagnosis.compare)
+app.command("import-run", hidden=True)(import_run.import_run)
+app.command("checkpoints", hidden=True)(checkpoints.checkpoints)
+app.command("eval", hidden=True)(eval.evaluate)
+app.command("evals", hidden=True)(eval.evaluations)
+app.command("projects", hidden=True)(projects.projects)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""What ``gpuplanectl submit`` sends: a job file, the flags and part of the caller's environment, merged
+"""What ``gpuplanectl job submit`` sends: a job file, the flags and part of the caller's environment, merged
 into one ``POST /api/v1/jobs`` body.
 
 Pure: reads the job file and is handed the environment and working directory; talks to no
@@ -257,7 +257,7 @@ def build_body(
     if flags.get("command"):
         body["command"] = list(flags["command"])
     if not body.get("command"):
-        raise SubmissionError("no command to run: give it after `--` (submit -- python train.py) "
+        raise SubmissionError("no command to run: give it after `--` (job submit -- python train.py) "
                               "or as `command` in the --file", "command")
     if flags.get("dir") is not None:
         body["cwd"] = os.path.normpath(os.path.join(cwd, os.path.expanduser(flags["dir"])))

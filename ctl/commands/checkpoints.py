@@ -1,5 +1,5 @@
-"""``gpuplanectl checkpoints RUN``: what a run registered with ``run.log_checkpoint`` (or the
-node's watcher found); ``gpuplanectl checkpoints best EXPERIMENT``: the experiment's best.
+"""``gpuplanectl ckpt list RUN``: what a run registered with ``run.log_checkpoint`` (or the
+node's watcher found); ``gpuplanectl ckpt best EXPERIMENT``: the experiment's best.
 
 One line per checkpoint, oldest step first (``GET /api/v1/runs/{id}/checkpoints``): its id,
 step, parent (``@STEP`` for the run's checkpoint before it; another run's id for the checkpoint
@@ -11,8 +11,11 @@ names another.
 ``best EXPERIMENT`` (its id, or its name with ``--project``) prints the best checkpoint over
 all the experiment's runs whose file is still what was registered
 (``GET /api/v1/experiments/{id}/best-checkpoint``), and the better ones passed over because
-their file is gone or changed. ``best`` is no run id (those are ``run_<ULID>``). Exit 1 when
-there is none or the metric has no direction, 2 when no metric is named or set.
+their file is gone or changed. Exit 1 when there is none or the metric has no direction, 2
+when no metric is named or set.
+
+The hidden old spelling ``checkpoints RUN`` is ``ckpt list``, and ``checkpoints best
+EXPERIMENT`` is ``ckpt best`` (``best`` is no run id: those are ``run_<ULID>``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,33 @@ from gpuplanectl.commands import Globals, JsonOption, connect, globals_of, repor
 
 BEST = "best"
 
+MetricOption = Annotated[str | None, typer.Option("--metric", metavar="NAME",
+                                                  help="Rank by this metric (default: the primary metric).")]
+ProjectOption = Annotated[str | None, typer.Option("--project", metavar="NAME",
+                                                   help="The experiment's project (id or name).")]
+
+
+def list_checkpoints(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id (run_...).", show_default=False)],
+    metric: MetricOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List a run's checkpoints, the best by the metric starred, with their evaluations."""
+    _list(globals_of(ctx), run_id, metric, json_output)
+
+
+def best(
+    ctx: typer.Context,
+    experiment: Annotated[str, typer.Argument(metavar="EXPERIMENT", show_default=False,
+                                              help="The experiment's id, or its name with --project.")],
+    metric: MetricOption = None,
+    project: ProjectOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show the best checkpoint over an experiment's runs, its file verified present."""
+    _best(globals_of(ctx), experiment, metric, project, json_output)
+
 
 def checkpoints(
     ctx: typer.Context,
@@ -35,14 +65,12 @@ def checkpoints(
     experiment: Annotated[str | None, typer.Argument(metavar="[EXPERIMENT]", show_default=False,
                                                      help="With 'best': the experiment's id, or its name with "
                                                           "--project.")] = None,
-    metric: Annotated[str | None, typer.Option("--metric", metavar="NAME",
-                                               help="Rank by this metric (default: the primary metric).")] = None,
+    metric: MetricOption = None,
     project: Annotated[str | None, typer.Option("--project", metavar="NAME",
                                                 help="With 'best': the experiment's project (id or name).")] = None,
     json_output: JsonOption = False,
 ) -> None:
-    """List a run's checkpoints, the best by the metric starred; or, as 'checkpoints best EXPERIMENT',
-    the best checkpoint over an experiment's runs with its file verified present."""
+    """The old spelling of `ckpt list RUN`, and as 'checkpoints best EXPERIMENT' of `ckpt best`."""
     g = globals_of(ctx)
     if run_id == BEST:
         if experiment is None:
@@ -51,6 +79,10 @@ def checkpoints(
         return
     if experiment is not None or project is not None:
         raise typer.BadParameter("EXPERIMENT and --project go with 'best' only", param_hint="EXPERIMENT")
+    _list(g, run_id, metric, json_output)
+
+
+def _list(g: Globals, run_id: str, metric: str | None, json_output: bool) -> None:
     query = f"?{urlencode({'metric': metric})}" if metric else ""
     with reporting(g, json_output):
         found = connect(g).get(f"/api/v1/runs/{quote(run_id, safe='')}/checkpoints{query}")

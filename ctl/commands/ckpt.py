@@ -1,4 +1,6 @@
-"""One checkpoint: ``gpuplanectl ckpt verify ID``; a run's: ``gpuplanectl ckpt prune RUN``.
+"""One checkpoint's file: ``gpuplanectl ckpt verify ID``; a run's: ``gpuplanectl ckpt prune RUN``
+(``gpuplanectl.main`` puts the ``ckpt`` noun together, with ``list`` and ``best`` from
+``checkpoints`` and ``eval`` and ``evals`` from ``eval``).
 
 ``verify`` asks the daemon to hash the checkpoint's file now (``POST
 /api/v1/checkpoints/{id}/verify``) and prints whether it is still what was registered: ``ok``
@@ -23,15 +25,6 @@ from gpuplanectl import render
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
 from gpuplanectl.exit_codes import EXIT_FAILURE
 
-app = typer.Typer(
-    name="ckpt",
-    help="Work with checkpoints: verify that a file is still what was registered; prune a run's.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
-
-
-@app.command("verify")
 def verify(
     ctx: typer.Context,
     checkpoint_id: Annotated[str, typer.Argument(metavar="ID", help="The checkpoint's id (ck_...).",
@@ -62,7 +55,6 @@ def verify(
         raise typer.Exit(EXIT_FAILURE)
 
 
-@app.command("prune")
 def prune(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id (run_...).", show_default=False)],

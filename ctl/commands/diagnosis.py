@@ -1,4 +1,4 @@
-"""``gpuplanectl diagnose RUN``, ``compare RUN RUN...``, ``explain JOB``: the semantic functions
+"""``gpuplanectl run diagnose RUN``, ``run compare RUN RUN...``, ``job explain JOB``: the semantic functions
 (``GET /api/v1/runs/{id}/diagnosis``, ``/runs/compare?ids=``, ``/jobs/{id}/explanation``) as a
 short report: the summary, each finding worst first with where its evidence is, then what to
 do. ``--json`` prints the API's body.

@@ -1,10 +1,11 @@
-"""Evaluations: ``gpuplanectl eval CKPT [--gpu N] [--suite S] [--dataset D] -- CMD`` queues one,
-``gpuplanectl evals CKPT`` (or ``--experiment EXP``) lists them.
+"""Evaluations: ``gpuplanectl ckpt eval CKPT [--gpu N] [--suite S] [--dataset D] -- CMD`` queues
+one, ``gpuplanectl ckpt evals CKPT`` (or ``--experiment EXP``) lists them (``eval`` and
+``evals``, the hidden old spellings, stay for scripts).
 
 ``eval`` sends ``POST /api/v1/checkpoints/{id}/evaluations``: an EVALUATE job running CMD
 (each ``{checkpoint}`` in it replaced by the checkpoint's path) in the training job's
 directory unless ``--dir`` names another, with this shell's PATH, virtualenv and the other
-variables ``submit`` passes. The job finds the checkpoint in ``$GPUPLANE_CHECKPOINT`` and
+variables ``job submit`` passes. The job finds the checkpoint in ``$GPUPLANE_CHECKPOINT`` and
 writes its metrics, one JSON object, to ``$GPUPLANE_EVAL_RESULT`` (or calls the SDK's
 ``run.log_evaluation``). It prints the evaluation's and the job's ids; ``--json`` the API's body.
 
@@ -27,7 +28,7 @@ from gpuplanectl.submission import INHERITED_ENV, SubmissionError, parse_env_pai
 from gpuplaned.protocol.errors import ErrorCode
 
 CheckpointArgument = Annotated[str, typer.Argument(metavar="CKPT", show_default=False,
-                                                   help="The checkpoint's id (ck_...), as `gpuplanectl checkpoints RUN` "
+                                                   help="The checkpoint's id (ck_...), as `gpuplanectl ckpt list RUN` "
                                                         "lists it.")]
 _TEXT = {"metavar": "TEXT", "show_default": False}
 
@@ -64,7 +65,7 @@ def evaluate(
     g = globals_of(ctx)
     if not command:
         fail(json_output, ErrorCode.BAD_REQUEST, "no command to run: give it after `--` "
-             "(eval CKPT -- python eval.py {checkpoint})", {"field": "command"}, exit_code=EXIT_USAGE)
+             "(ckpt eval CKPT -- python eval.py {checkpoint})", {"field": "command"}, exit_code=EXIT_USAGE)
     try:
         variables = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
         variables.update(parse_env_pairs(env or (), os.environ))

@@ -1,5 +1,6 @@
-"""``gpuplanectl import-run DIR``: a finished run's dir (TensorBoard event files, checkpoints,
-stdout logs) made a run with source ``import`` (``POST /api/v1/runs/import``).
+"""``gpuplanectl run import DIR`` (``import-run``, the hidden old spelling): a finished run's dir
+(TensorBoard event files, checkpoints, stdout logs) made a run with source ``import``
+(``POST /api/v1/runs/import``).
 
 The daemon reads the dir on its own host: with the local daemon a relative DIR is taken from
 here (this machine is the daemon's); with ``--server`` it must be absolute, a path on the

@@ -1,7 +1,8 @@
-"""Jobs: ``gpuplanectl submit``, ``gpuplanectl jobs`` and the ``gpuplanectl job show|cancel|retry`` sub-app.
+"""Jobs: ``gpuplanectl job submit|list|show|cancel|retry`` (``gpuplanectl.main`` puts the
+``job`` noun together, with ``logs`` and ``explain`` from their modules).
 
-``start JOB`` and ``stop JOB`` (an argument that starts with ``job_``) are ``job retry`` and
-``job cancel``; ``gpuplanectl.commands.actors`` hands them over.
+The hidden old spellings ``start JOB`` and ``stop JOB`` (an argument that starts with
+``job_``) are ``job retry`` and ``job cancel``; ``gpuplanectl.commands.actors`` hands them over.
 
 Output: a line or table for people; with ``--json`` the API's body (``{"job": ...}`` or
 ``{"jobs": [...]}``). Exit 2 for a submission the CLI or the daemon rejects (nothing is
@@ -29,15 +30,8 @@ POLL_INTERVAL = 0.1
 # A cancelled job gets SIGTERM, then SIGKILL after its stop grace; allow this much more.
 CANCEL_WAIT_MARGIN = 10.0
 
-app = typer.Typer(
-    name="job",
-    help="Show, cancel or retry one job.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
-
-JobArgument = Annotated[str, typer.Argument(metavar="JOB", help="A job id (job_...), as `gpuplanectl jobs` lists it.",
-                                            show_default=False)]
+JobArgument = Annotated[str, typer.Argument(metavar="JOB", help="A job id (job_...), as `gpuplanectl job list` "
+                                                                "lists it.", show_default=False)]
 
 SUBMIT_EPILOG = (
     "Environment: the job gets this shell's "
@@ -122,7 +116,7 @@ def submit(
     """Queue a job: a command to run on a node's GPUs.
 
     Options come before the command; everything after `--` (or after the first word that
-    is not an option) is the command: `gpuplanectl submit --gpu 2 -- python train.py --lr 0.1`.
+    is not an option) is the command: `gpuplanectl job submit --gpu 2 -- python train.py --lr 0.1`.
 
     Prints the job's id and status; --json the job.
     """
@@ -189,7 +183,6 @@ def _path(job_id: str) -> str:
     return f"/api/v1/jobs/{quote(job_id, safe='')}"
 
 
-@app.command("show")
 def show(ctx: typer.Context, job_id: JobArgument, json_output: JsonOption = False) -> None:
     """Show everything about a job (--json: with its environment)."""
     g = globals_of(ctx)
@@ -201,7 +194,6 @@ def show(ctx: typer.Context, job_id: JobArgument, json_output: JsonOption = Fals
         print(render.job_detail(job))
 
 
-@app.command("cancel")
 def cancel(
     ctx: typer.Context,
     job_id: JobArgument,
@@ -215,7 +207,6 @@ def cancel(
     cancel_job(ctx, job_id, json_output, wait=wait)
 
 
-@app.command("retry")
 def retry(
     ctx: typer.Context,
     job_id: JobArgument,

@@ -1,5 +1,6 @@
-"""``gpuplanectl logs JOB [-f | --full]``: a job's output, as a tail, followed live, or whole;
-``logs RUN``: an imported run's log files.
+"""``gpuplanectl job logs JOB [-f | --full]``: a job's output, as a tail, followed live, or
+whole; ``run logs RUN``: an imported run's log files (``logs``, the hidden old spelling, takes
+either).
 
 Without ``-f``: the last ``--tail`` lines of each stream (``GET /api/v1/jobs/{id}/logs``).
 With ``-f``: those lines, then everything the job prints, from the Server-Sent Events
@@ -24,7 +25,7 @@ it comes, one JSON object a line (the stored tail's page too, then the ``{"error
 when the agent is offline); with ``-f`` one JSON object per line: ``{"stream", "line"}``,
 and at the end ``{"end": {...}}``.
 
-A run id (``run_...``): the stdout and stderr files ``import-run`` registered for it, the last
+A run id (``run_...``): the stdout and stderr files ``run import`` registered for it, the last
 ``--tail`` lines of each (``GET /api/v1/runs/{id}/logs``), with a ``==> path <==`` line before
 each when there are several; a file gone or changed since the import is said on stderr (a
 file that cannot be read: exit 1). The files come from any dir, so control characters are
@@ -120,6 +121,19 @@ def logs(
     raise typer.Exit(code)
 
 
+def run_logs(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="An imported run's id (run_...).", show_default=False)],
+    stream: Annotated[Stream | None, typer.Option("--stream", show_default=False,
+                                                  help="Only this stream [default: both].")] = None,
+    tail: Annotated[int | None, typer.Option("--tail", "-n", metavar="N", min=0, show_default=False,
+                                             help=f"The last N lines of each file [default: {DEFAULT_TAIL}].")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print an imported run's log files: the last lines of each."""
+    logs(ctx, run_id, stream=stream, tail=tail, json_output=json_output)
+
+
 class _Output:
     """Prints log lines as they arrive (flushed, so `-f | grep` sees them at once)."""
 
@@ -175,11 +189,11 @@ def _refuse_for_run(run_id: str, follow: bool, full: bool, attempt: int | None, 
     """A run's logs are finished files: nothing to follow, no attempts to choose from."""
     if follow:
         fail(json_output, ErrorCode.BAD_REQUEST,
-             f"--follow: {run_id} is a run, whose logs are the finished files import-run registered: there is "
-             "nothing to follow", {"field": "follow"}, hint=f"Drop -f: `gpuplanectl logs {run_id}` prints them.")
+             f"--follow: {run_id} is a run, whose logs are the finished files `run import` registered: there is "
+             "nothing to follow", {"field": "follow"}, hint=f"Drop -f: `gpuplanectl run logs {run_id}` prints them.")
     if full:
         fail(json_output, ErrorCode.BAD_REQUEST, f"--full: {run_id} is a run; --full reads a job's log files",
-             {"field": "full"}, hint=f"`gpuplanectl logs {run_id} --tail N` prints the last N lines of its files.")
+             {"field": "full"}, hint=f"`gpuplanectl run logs {run_id} --tail N` prints the last N lines of its files.")
     if attempt is not None:
         fail(json_output, ErrorCode.BAD_REQUEST, f"--attempt: {run_id} is a run; only a job has attempts",
              {"field": "attempt"})
@@ -190,7 +204,7 @@ def _refuse_with_full(follow: bool, tail: int | None, json_output: bool) -> None
     if follow:
         fail(json_output, ErrorCode.BAD_REQUEST, "--full and --follow do not go together: --full prints the "
              "whole file as it is now, -f its last lines and then what comes", {"field": "full"},
-             hint="Use one of them: `logs JOB --full`, or `logs JOB -f --tail N`.")
+             hint="Use one of them: `job logs JOB --full`, or `job logs JOB -f --tail N`.")
     if tail is not None:
         fail(json_output, ErrorCode.BAD_REQUEST, "--full and --tail do not go together: --full prints every line",
              {"field": "full"}, hint="Drop --tail for the whole file, or --full for the last N lines.")
@@ -207,7 +221,7 @@ def _print_full(g: Globals, job_id: str, names: Sequence[str], attempt: int | No
 
 
 def _print_full_stream(client: DaemonClient, job_id: str, stream: str, attempt: int | None, out: _Output) -> int:
-    last = -1  # the offset of the last line printed: a page from offset 0 can repeat the first line
+    last = -1  # the offset of the last line printed (the stored tail, if it comes to that, goes on after it)
     query: dict[str, Any] = {"stream": stream, "offset": 0, "limit": FULL_PAGE}
     if attempt is not None:
         query["attempt"] = attempt
@@ -285,7 +299,7 @@ def _print_run_log(log: dict[str, Any], out: _Output, *, header: bool) -> int:
 
 def _no_logs(run_id: str, stream: str | None, job_id: str | None) -> str:
     said = f"run {run_id} has no {stream + ' ' if stream else ''}log files"
-    return f"[{said}; it is a run of job {job_id}: gpuplanectl logs {job_id}]" if job_id else f"[{said}]"
+    return f"[{said}; it is a run of job {job_id}: gpuplanectl job logs {job_id}]" if job_id else f"[{said}]"
 
 
 def _follow(g: Globals, job_id: str, names: Sequence[str], tail: int, pinned: int | None, out: _Output) -> int:
@@ -300,7 +314,8 @@ def _follow(g: Globals, job_id: str, names: Sequence[str], tail: int, pinned: in
     for name, page in zip(names, pages):
         for line in page["lines"][-tail:] if tail else []:
             out.line(name, line["line"])
-        positions.append(page["next_offset"] if page.get("next_offset") is not None else -1)
+        # The SSE resume position is the last line sent (next_offset is where the line after it starts).
+        positions.append(page["lines"][-1]["offset"] if page["lines"] else -1)
     resume = ",".join(map(str, positions)) if any(p != -1 for p in positions) else None
     selected = names[0] if len(names) == 1 else "all"
 

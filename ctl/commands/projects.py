@@ -1,6 +1,7 @@
-"""Projects and their experiments: ``gpuplanectl projects`` and ``gpuplanectl project show NAME``.
+"""Projects and their experiments: ``gpuplanectl project list`` and ``gpuplanectl project show NAME``
+(``projects``, the hidden old spelling of ``project list``, stays for scripts).
 
-``projects`` lists the projects, newest first: name, runs, experiments and the primary
+``list`` lists the projects, newest first: name, runs, experiments and the primary
 metric set on each. ``project show NAME`` (or its id) prints one project, its primary metric
 as resolved (the project's own, else the global one), and its experiments with the primary
 metric each sets. Training scripts create projects and experiments on first sight
@@ -20,9 +21,11 @@ import typer
 from gpuplanectl import render
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
 
-app = typer.Typer(name="project", help="Show one project.", no_args_is_help=True, rich_markup_mode=None)
+app = typer.Typer(name="project", help="List projects or show one with its experiments and primary metric.",
+                  no_args_is_help=True, rich_markup_mode=None)
 
 
+@app.command("list")
 def projects(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 100,

@@ -1,4 +1,5 @@
-"""Runs and their metrics: ``gpuplanectl runs``, ``gpuplanectl run show ID``, ``gpuplanectl metrics RUN``.
+"""Runs and their metrics: ``gpuplanectl run list``, ``run show ID``, ``run metrics RUN``
+(``gpuplanectl.main`` puts the ``run`` noun together).
 
 A run is one attempt of a job, or what a training script opened with the SDK. ``metrics``
 prints one line per series: how many points, the last value, min and max, and a sparkline of the series downsampled to the terminal (``GET /api/v1/runs/{id}/metrics``).
@@ -16,8 +17,6 @@ from urllib.parse import quote, urlencode
 import typer
 from gpuplanectl import render
 from gpuplanectl.commands import JsonOption, connect, globals_of, reporting
-
-app = typer.Typer(name="run", help="Show one run.", no_args_is_help=True, rich_markup_mode=None)
 
 BARS = "▁▂▃▄▅▆▇█"
 ASCII_BARS = "_.-=+*#@"
@@ -51,7 +50,6 @@ def _run_row(run: Mapping[str, Any]) -> tuple[str, ...]:
             render.event_time(run["created_at"]))
 
 
-@app.command("show")
 def show(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(metavar="ID", help="The run's id.", show_default=False)],
