@@ -33,6 +33,7 @@ from gpuplanectl.commands import (
     logs,
     mcp_stdio,
     nodes,
+    primary_metric,
     projects,
     runs,
     status,
@@ -130,7 +131,7 @@ checkpoint.command("eval")(eval.evaluate)
 checkpoint.command("evals")(eval.evaluations)
 app.add_typer(checkpoint)
 
-for noun in (projects, nodes, tokens, webhooks, actors):
+for noun in (projects, primary_metric, nodes, tokens, webhooks, actors):
     app.add_typer(noun.app)
 
 # Earlier spellings, hidden from --help but kept so that scripts go on working: each runs the

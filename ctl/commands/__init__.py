@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -163,9 +163,14 @@ def fail(json_output: bool, code: ErrorCode, message: str, details: dict[str, An
 
 
 @contextmanager
-def reporting(g: Globals, json_output: bool) -> Iterator[None]:
+def reporting(g: Globals, json_output: bool, flags: Mapping[str, str] | None = None) -> Iterator[None]:
     """Turn "no daemon", "it does not answer", bad remote settings and API errors into a
-    message and exit code."""
+    message and exit code.
+
+    Args:
+        flags: the API's field names as the command's own flags and arguments
+            (``{"metric": "--metric"}``), so that an error about a field names what the caller typed.
+    """
     try:
         yield
     except RemoteError as exc:
@@ -181,7 +186,7 @@ def reporting(g: Globals, json_output: bool) -> Iterator[None]:
     except ApiError as exc:
         hint = _remote_hint(g, exc)
         details = {**exc.details, "hint": hint} if hint else exc.details
-        fail(json_output, exc.code, exc.message, details, text=_describe(exc), hint=hint)
+        fail(json_output, exc.code, exc.message, details, text=_describe(exc, flags or {}), hint=hint)
 
 
 def _remote_hint(g: Globals, error: ApiError) -> str | None:
@@ -200,8 +205,17 @@ def _remote_hint(g: Globals, error: ApiError) -> str | None:
     return None
 
 
-def _describe(error: ApiError) -> str:
+def _describe(error: ApiError, flags: Mapping[str, str]) -> str:
     known = error.details.get("actors")
     if error.code is ErrorCode.NOT_FOUND and isinstance(known, list):
         return f"{error.message} (actors: {', '.join(map(str, known)) or 'none'})"
-    return error.message
+    return in_caller_terms(error.message, error.details.get("field"), flags)
+
+
+def in_caller_terms(message: str, field: Any, flags: Mapping[str, str]) -> str:
+    """The API starts a message about a field with its name (``metric: ...``, a query parameter
+    or body key); say it as the flag or argument the caller gave instead (``--metric: ...``)."""
+    prefix = f"{field}: "
+    if isinstance(field, str) and field in flags and message.startswith(prefix):
+        return f"{flags[field]}: {message[len(prefix):]}"
+    return message

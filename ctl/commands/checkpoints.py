@@ -29,6 +29,8 @@ from gpuplanectl.commands import Globals, JsonOption, connect, globals_of, repor
 
 
 BEST = "best"
+# The API's query parameters as these commands' flags, for their error messages.
+FLAGS = {"metric": "--metric", "project": "--project", "experiment": "EXPERIMENT"}
 
 MetricOption = Annotated[str | None, typer.Option("--metric", metavar="NAME",
                                                   help="Rank by this metric (default: the primary metric).")]
@@ -84,7 +86,7 @@ def checkpoints(
 
 def _list(g: Globals, run_id: str, metric: str | None, json_output: bool) -> None:
     query = f"?{urlencode({'metric': metric})}" if metric else ""
-    with reporting(g, json_output):
+    with reporting(g, json_output, FLAGS):
         found = connect(g).get(f"/api/v1/runs/{quote(run_id, safe='')}/checkpoints{query}")
     if json_output:
         render.print_json(found)
@@ -150,7 +152,7 @@ def _value(value: float | None) -> str:
 
 def _best(g: Globals, experiment: str, metric: str | None, project: str | None, json_output: bool) -> None:
     query = urlencode({k: v for k, v in (("metric", metric), ("project", project)) if v})
-    with reporting(g, json_output):
+    with reporting(g, json_output, FLAGS):
         found = connect(g).get(f"/api/v1/experiments/{quote(experiment, safe='')}/best-checkpoint"
                                + (f"?{query}" if query else ""))
     if json_output:

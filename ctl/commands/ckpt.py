@@ -9,8 +9,9 @@
 verify keeps its full hash for the next). Exit 0 unless it changed (1), as ``sha256sum -c``.
 ``--json`` prints the API's body.
 
-``prune RUN --keep-best K --keep-last K`` (``POST /api/v1/runs/{id}/checkpoints/prune``) is a
-dry run unless given ``--yes``: it prints what would go (or went), why each other checkpoint
+``prune RUN --keep-best K --keep-last K [--metric NAME]`` (``POST
+/api/v1/runs/{id}/checkpoints/prune``) ranks by the run's primary metric unless ``--metric``
+names another, and is a dry run unless given ``--yes``: it prints what would go (or went), why each other checkpoint
 stays (best, best K, last K, in use, not GPUPlane's to delete...), and what was refused
 because its file changed since it was registered. Exit 1 when something was refused.
 """
@@ -59,23 +60,32 @@ def prune(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id (run_...).", show_default=False)],
     keep_best: Annotated[int, typer.Option("--keep-best", metavar="K", min=0,
-                                           help="Keep the best K by the primary metric (the best stays anyway).")] = 1,
+                                           help="Keep the best K by the metric (the best stays anyway).")] = 1,
     keep_last: Annotated[int, typer.Option("--keep-last", metavar="K", min=0,
                                            help="Keep the last K by step.")] = 1,
+    metric: Annotated[str | None, typer.Option("--metric", metavar="NAME", show_default=False,
+                                               help="Rank by this metric [default: the run's primary metric]; "
+                                                    "one without a direction ranks nothing, so all are kept.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Delete for real (without it: a dry run).")] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Delete a run's checkpoints but the best K and the last K; a dry run unless --yes."""
     g = globals_of(ctx)
-    with reporting(g, json_output):
-        found = connect(g).post(f"/api/v1/runs/{quote(run_id, safe='')}/checkpoints/prune",
-                                {"keep_best": keep_best, "keep_last": keep_last, "dry_run": not yes})
+    body = {"keep_best": keep_best, "keep_last": keep_last, "dry_run": not yes}
+    if metric is not None:
+        body["metric"] = metric
+    with reporting(g, json_output, PRUNE_FLAGS):
+        found = connect(g).post(f"/api/v1/runs/{quote(run_id, safe='')}/checkpoints/prune", body)
     if json_output:
         render.print_json(found)
     else:
         print("\n".join(prune_lines(found)))
     if found["refused"]:
         raise typer.Exit(EXIT_FAILURE)
+
+
+# The API's fields as prune's flags, for its error messages.
+PRUNE_FLAGS = {"metric": "--metric", "keep_best": "--keep-best", "keep_last": "--keep-last", "run_id": "RUN"}
 
 
 def prune_lines(found: dict) -> list[str]:

@@ -99,7 +99,7 @@ def _metric_row(name: str, m: Mapping[str, Any], primary: bool) -> tuple[str, ..
 
 def _primary_text(primary: Mapping[str, Any] | None) -> str:
     if not primary or not primary.get("name"):
-        return "- (set one: PUT /api/v1/primary-metric)"
+        return "- (set one: gpuplanectl primary-metric set METRIC)"
     best = (primary.get("best") or {}).get("value")
     return f"{primary['name']} ({primary.get('direction') or 'no direction'}, from {primary.get('source')})" + \
         (f", best {_num(best)}" if best is not None else "")

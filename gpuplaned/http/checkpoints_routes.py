@@ -58,7 +58,8 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @PRUNE.on(app)
     async def prune_run_checkpoints(run_id: str, body: PruneRequest) -> Response:
-        return ok(await retention.prune(shared, run_id, body.keep_best, body.keep_last, body.dry_run))
+        return ok(await retention.prune(shared, run_id, body.keep_best, body.keep_last, body.dry_run,
+                                     body.metric or None))
 
     @CHECKPOINT.on(app)
     async def get_checkpoint(checkpoint_id: str) -> Response:

@@ -59,13 +59,12 @@ def ranked(conn: sqlite3.Connection, experiment_key: str, project_key: str | Non
     metric = metric or project_rows.resolve(conn, project, experiment).metric
     if not metric:
         raise ApiError(ErrorCode.BAD_REQUEST, f"metric: experiment {experiment.name!r} has no primary metric; "
-                       "name one with ?metric=", {"field": "metric"})
+                       "name the metric to rank by", {"field": "metric"})
     definition = project_rows.get_definition(conn, metric)
     direction = definition.direction if definition else None
     if direction not in DIRECTIONS:
         raise ApiError(ErrorCode.CONFLICT, f"metric {metric!r} has no direction (minimize or maximize); a direction "
-                       f"is needed to rank checkpoints: set it with PATCH /api/v1/metric-definitions/{metric}",
-                       {"field": "metric", "metric": metric})
+                       "is needed to rank checkpoints: give the metric one", {"field": "metric", "metric": metric})
     runs = [r[0] for r in conn.execute("SELECT id FROM runs WHERE experiment_id = ? ORDER BY created_at, id",
                                        (experiment.id,))]
     found = []

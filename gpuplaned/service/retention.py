@@ -6,7 +6,8 @@ In three steps, so that no file is deleted inside a transaction and no row says 
 while its file is still there (Determined lost checkpoints deleting rows first, PR #7967):
 
 1. **Decide**, in one read transaction: the run's checkpoints not yet deleted, each with the
-   ranking metric at its step (the run's primary metric, ``run_records.values_at_steps``) and
+   ranking metric at its step (the run's primary metric unless the request names another,
+   ``run_records.values_at_steps``) and
    what still uses it (``store/retention_rows.py``: an unfinished evaluation, a resume, a row
    of the same file), go to the pure rule ``domain/retention.choose``.
 2. **Delete** off every transaction, where the file lies (``checkpoint_files``: on this host
@@ -37,6 +38,7 @@ from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import RetentionPolicy, load_policies
 from gpuplaned.service import access, checkpoint_files
+from gpuplaned.service.projects import METRIC_PATTERN
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import values_at_steps
 from gpuplaned.store import checkpoint_rows, event_rows, project_rows, retention_rows
@@ -57,6 +59,8 @@ class PruneRequest(RetentionPolicy):
     """``POST /api/v1/runs/{id}/checkpoints/prune``: keep the best K and the last K."""
 
     dry_run: bool = field(default=True, description="true (the default): say what would be deleted, delete nothing")
+    metric: str | None = field(default=None, pattern=METRIC_PATTERN, message="a metric name, or null",
+                               description="rank by this metric; null (the default): the run's primary metric")
 
 
 @attrs.frozen
@@ -90,14 +94,19 @@ def not_ours(ck: Checkpoint) -> str | None:
     return None
 
 
-def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int) -> Plan:
-    """Step 1, on a reader (whose one transaction reads every row as of one moment).
+def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int, metric: str | None = None) -> Plan:
+    """Step 1, on a reader (whose one transaction reads every row as of one moment); ranked by
+    ``metric``, else the run's primary metric.
 
     Raises:
         ApiError: not_found for an unknown run.
     """
     primary, direction, _ = project_rows.run_context(conn, run_id)
-    metric = primary.metric
+    if metric is None or metric == primary.metric:
+        metric = primary.metric
+    else:
+        definition = project_rows.get_definition(conn, metric)
+        direction = definition.direction if definition else None
     job_id = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     live = [ck for ck in checkpoint_rows.list_for_run(conn, run_id) if ck.deleted_at is None]
     used = retention_rows.in_use(conn, run_id, live)
@@ -139,15 +148,17 @@ def mark(conn: sqlite3.Connection, plan: Plan, gone: Sequence[Outcome], keep: st
     return rows
 
 
-async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: int, dry_run: bool) -> dict[str, Any]:
-    """Decide, delete (unless ``dry_run``), mark; the reply says what was kept and why, what
-    was (or would be) deleted and what was refused and why.
+async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: int, dry_run: bool,
+                metric: str | None = None) -> dict[str, Any]:
+    """Decide (ranked by ``metric``, else the run's primary metric), delete (unless ``dry_run``),
+    mark; the reply says what was kept and why, what was (or would be) deleted and what was
+    refused and why.
 
     Raises:
         ApiError: not_found for an unknown run; store_unavailable (nothing marked: a later
             prune marks the files already gone).
     """
-    plan = await access.readers(shared, "runs").run(lambda conn: decide(conn, run_id, keep_best, keep_last))
+    plan = await access.readers(shared, "runs").run(lambda conn: decide(conn, run_id, keep_best, keep_last, metric))
     outcomes = await remove_all(shared, [plan.rows[i] for i in plan.choice.deleted], dry_run)
     gone = [o for o in outcomes if o.gone]
     keep = f"keep_best={keep_best}, keep_last={keep_last}"

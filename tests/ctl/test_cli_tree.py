@@ -21,6 +21,7 @@ NOUNS = {
     "run": ["list", "show", "metrics", "logs", "diagnose", "compare", "import"],
     "ckpt": ["list", "best", "verify", "prune", "eval", "evals"],
     "project": ["list", "show"],
+    "primary-metric": ["show", "set", "clear"],
     "node": ["list", "show", "drain", "undrain", "forget"],
     "token": ["create", "list", "revoke"],
     "webhook": ["add", "list", "test", "remove"],
