@@ -15,7 +15,13 @@ event lost), and when a candidate's ``checkpoints.stable_s`` window is due.
 Outputs, through the node link: ``CheckpointsFound`` with each checkpoint once its size and
 mtime have stayed the same for ``stable_s`` and no process of the job holds it open for
 writing, with its fingerprint and the step and epoch it tells. Only what changed since the
-attempt started is taken (an older run's files in the same folder are not this run's). An
+attempt started is looked at (an older run's files in the same folder are not this run's),
+and only what is the job's is taken, on evidence: a process of the job (its group, or the rest
+of its shim's session: ``gpuplaned.job_processes``) was seen holding it open for writing, or it
+lies in the job's own folders and no other job of the node that ran when it was written
+watches them (two jobs started from one folder share ``checkpoints/``: there only an open
+descriptor tells). Time alone is never evidence. One that is no job's is reported once
+(``UNATTRIBUTED_FILE``, info) and not registered; one another job wrote is left to it. An
 attempt that has ended gets one final pass (``Stability.feed(final=True)``: its writers have
 all exited, so what is there is complete without waiting out the window) and is forgotten
 once that pass registered everything; its last save counts. One that ended while the
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,13 +47,15 @@ import trio
 import watchfiles
 
 from gpuplaned.checkpoints.complete import incomplete
-from gpuplaned.checkpoints.files import fingerprint, observe, writing_paths
+from gpuplaned.checkpoints.files import fingerprint, observe
 from gpuplaned.checkpoints.recognize import Candidate, find_candidates, resolve, watched_roots
 from gpuplaned.checkpoints.stability import Observation, Stability
+from gpuplaned.domain.event_types import UNATTRIBUTED_FILE
 from gpuplaned.home import attempt_dir
+from gpuplaned.job_processes import SLACK_S, JobProcesses
 from gpuplaned.launching.job_files import CorruptRecord, Runtime, read_runtime
 from gpuplaned.node_context import LiveJobView, NodeContext
-from gpuplaned.protocol.agent import CheckpointsFound, FoundCheckpoint
+from gpuplaned.protocol.agent import CheckpointsFound, FoundCheckpoint, NodeEvent
 from gpuplaned.runtime.context import ActorContext
 
 log = logging.getLogger("gpuplaned.ckptwatch")
@@ -56,6 +65,7 @@ MTIME_SLACK_NS = 1_000_000_000  # a file's mtime may trail the attempt's recorde
 WATCH_TIMEOUT_MS = 500  # how soon a stopped watchfiles thread notices
 ENDED_GRACE = 2  # windows and rescans an ended attempt's final pass is retried (a find the server refused)
 MIN_PASS_GAP = 0.25  # s between the starts of two passes, however often files change
+MAX_REPORTED = 10_000  # unattributed checkpoints remembered as reported; past it the memory starts again
 
 
 @attrs.frozen
@@ -94,6 +104,8 @@ class _Attempt:
     started_ns: int | None = None  # from runtime.json; None until read
     rule: Stability = attrs.Factory(Stability)
     ended_at: float | None = None  # trio time it left the runner's live jobs
+    ended_wall_ns: int | None = None  # the same, wall clock: compared with files' mtimes
+    wrote: set[str] = attrs.Factory(set)  # candidates its processes were seen holding open for writing
     finished: bool = False  # ended, and its final pass registered everything: forgotten
 
 
@@ -105,6 +117,7 @@ class _Seen:
     observed: dict[str, Observation]
     started_ns: int | None
     roots: tuple[str, ...]
+    held: frozenset[str]  # candidates the attempt's processes hold open for writing now
 
 
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread.run_sync
@@ -139,6 +152,8 @@ class _Watcher:
         self.wake = trio.Event()
         self.watched: tuple[str, ...] = ()
         self.stop_watching: trio.Event | None = None
+        self.processes = JobProcesses()  # who wrote what: the evidence a checkpoint is an attempt's
+        self.reported: set[str] = set()  # unattributed checkpoints already reported
 
     async def loop(self) -> None:
         while True:
@@ -170,6 +185,7 @@ class _Watcher:
         for job in live:
             key = (job.job_id, job.attempt)
             keys.add(key)
+            self.processes.track(key, pgid=job.pgid, session=job.shim_pid or None)
             if key not in self.attempts and job.run_id is not None and job.cwd is not None:
                 self.attempts[key] = self._attempt(job)
         ends = runner.recent_ends if runner is not None else {}
@@ -179,9 +195,12 @@ class _Watcher:
                 self.attempts[key] = attrs.evolve(self._attempt(job), ended_at=now)
         if runner is not None:
             self.done.intersection_update(ends.keys())  # bounded by the runner's list
+        if runner is not None:
+            self.processes.live_only(keys, time.time())
         for key, watched in self.attempts.items():
             if key not in keys and watched.ended_at is None and runner is not None:
                 watched.ended_at = now
+                watched.ended_wall_ns = time.time_ns()
         self.handle.attempts = len(self.attempts)
 
     def _attempt(self, job: LiveJobView) -> _Attempt:
@@ -197,19 +216,69 @@ class _Watcher:
                 del self.attempts[key]
                 self.done.add(key)
         self.handle.attempts = len(self.attempts)
+        runner = self.shared.runner()
+        kept: set[tuple[str, int]] = set(self.attempts)
+        if runner is not None:
+            kept |= set(runner.recent_ends) | {(j.job_id, j.attempt) for j in list(runner.live.values())}
+        self.processes.keep(kept)
 
     async def _pass(self) -> None:
         self.handle.passes += 1
         pending = 0
+        if any(a.ended_at is None for a in self.attempts.values()):
+            await self.blocking(self.processes.scan)
         for watched in list(self.attempts.values()):
             final = watched.ended_at is not None
             seen = await self.blocking(self._scan, watched, not final)
             watched.started_ns, watched.roots = seen.started_ns, seen.roots
+            watched.wrote.update(seen.held)
             ready = watched.rule.feed(trio.current_time(), seen.observed, final=final)
+            ready = await self._its_own(watched, ready, seen.observed)
             taken = not ready or await self._register(watched, [seen.candidates[p] for p in ready], seen.observed)
             watched.finished = final and taken
             pending += watched.rule.pending()
         self.handle.pending = pending
+
+    async def _its_own(self, watched: _Attempt, ready: list[str], observed: dict[str, Observation]) -> list[str]:
+        """The ready candidates that are the attempt's, on evidence; the others are settled
+        (not offered again until they change), and those no job wrote reported once."""
+        mine, nobodys = [], []
+        for path in ready:
+            others = [a for a in self.attempts.values() if a is not watched and path in a.wrote]
+            if path in watched.wrote or (not others and not self._sharers(watched, path, observed[path].mtime_ns)):
+                mine.append(path)
+                continue
+            watched.rule.registered(path, observed[path])
+            if not others:
+                nobodys.append(path)
+        await self._report(watched, nobodys)
+        return mine
+
+    def _sharers(self, watched: _Attempt, path: str, mtime_ns: int) -> list[_Attempt]:
+        """The other attempts that watch the folder ``path`` lies in and ran when it was written."""
+        slack = int(SLACK_S * 1e9)
+        return [a for a in self.attempts.values() if a is not watched and _under(path, a.roots)
+                and (a.started_ns is None or a.started_ns - slack <= mtime_ns)
+                and (a.ended_wall_ns is None or mtime_ns <= a.ended_wall_ns + slack)]
+
+    async def _report(self, watched: _Attempt, paths: list[str]) -> None:
+        events = []
+        for path in paths:
+            if path in self.reported:
+                continue
+            if len(self.reported) >= MAX_REPORTED:
+                self.reported.clear()
+            self.reported.add(path)
+            events.append(NodeEvent(
+                UNATTRIBUTED_FILE, "info", f"checkpoint {path} not registered: other jobs of this node save into its "
+                f"folder too, and no process of job {watched.job_id} (nor of another) was seen writing it",
+                int(time.time() * 1000), context={"path": path, "pid": None, "kind": "checkpoint"}))
+        if not events or self.node_id is None:
+            return
+        try:
+            await self.shared.link.events(self.node_id, events)
+        except Exception as exc:  # noqa: BLE001 - an info event: logged here instead
+            log.info("unattributed checkpoints not reported (%s): %s", exc, ", ".join(paths))
 
     def _scan(self, watched: _Attempt, live: bool) -> _Seen:
         """Runs on a worker thread: walks the attempt's folders and stats what it finds."""
@@ -218,12 +287,15 @@ class _Watcher:
             runtime = _runtime(self.home, watched.job_id, watched.attempt)
             if runtime is not None:
                 started_ns = int(runtime.started_at * 1e9)
+                self.processes.track((watched.job_id, watched.attempt), pgid=runtime.pgid, session=runtime.shim_pid,
+                                     main_pid=runtime.pid, started_at=runtime.started_at)
                 if watched.adopted and live:  # an ended one's pid may be another process's now
                     roots = watched_roots(watched.cwd, _declared(_environ(runtime.pid)))
         candidates = {c.path: c for root in roots for c in find_candidates(root)}
         writing: frozenset[str] = frozenset()
-        if candidates and live and watched.pgid is not None:
-            writing = writing_paths(watched.pgid, watched.shim_pid)
+        if candidates and live:
+            writing = frozenset(p for p, mode in self.processes.open_files((watched.job_id, watched.attempt))
+                                if mode != "r")
         observed: dict[str, Observation] = {}
         for path in candidates:
             try:
@@ -233,7 +305,8 @@ class _Watcher:
             if started_ns is not None and seen.mtime_ns < started_ns - MTIME_SLACK_NS:
                 continue  # an earlier run's
             observed[path] = seen
-        return _Seen({p: candidates[p] for p in observed}, observed, started_ns, roots)
+        held = frozenset(p for p, seen in observed.items() if seen.writing)
+        return _Seen({p: candidates[p] for p in observed}, observed, started_ns, roots, held)
 
     async def _register(self, watched: _Attempt, ready: list[Candidate], observed: dict[str, Observation]) -> bool:
         """Send the fingerprints of ``ready``; True when every one of them was taken."""
@@ -288,6 +361,11 @@ def _runtime(home: Path, job_id: str, attempt: int) -> Runtime | None:
         return read_runtime(attempt_dir(home, job_id, attempt), (job_id, attempt))
     except (CorruptRecord, OSError):
         return None
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(os.path.commonpath([real, r]) == r for r in map(os.path.realpath, roots))
 
 
 def _declared(env: Mapping[str, str]) -> tuple[str, ...]:
