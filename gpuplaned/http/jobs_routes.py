@@ -32,7 +32,6 @@ from gpuplaned.service.jobs import STREAMS
 from gpuplaned.service.logs import LogPage
 from gpuplaned.service.runs import RunMetricsQuery, SeriesQuery
 from gpuplaned.service.series_query import RunMetricsArgs
-from gpuplaned.service.tokens import grants
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -109,8 +108,7 @@ LOG_STREAM = api.get(
 def one_job(job: Job) -> dict[str, Job]:
     """A single job's reply: its env values for a caller who may write (the local socket is
     its owner), secret-looking ones excepted; names only for a read-only one."""
-    caller = getattr(g, "caller", None)
-    return {"job": jobs.env_view(job, values=caller is None or grants(caller.scopes, "write"))}
+    return {"job": jobs.view_for(job, getattr(g, "caller", None))}
 
 
 def register(app: QuartTrio, shared: ServerContext) -> None:

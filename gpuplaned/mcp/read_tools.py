@@ -32,7 +32,7 @@ GREP_SCAN = 20_000  # tail_logs with grep reads at most this many lines back
 
 
 def job_view(job: Any) -> Any:
-    # Env names only: what a tool answers ends up in an agent's transcript.
+    # In a list: env names only, as REST's list.
     return jobs.env_view(job, values=False)
 
 
@@ -80,7 +80,8 @@ async def get_job(call: Call, args: a.JobArgs) -> Result:
     words = f"Job {job.id} ({job.name}) is {job.status}, attempt {job.attempt}/{job.max_attempts}"
     if job.failure_reason:
         words += f", {job.failure_reason}: {job.failure_message or ''}".rstrip(": ")
-    return Result(words + ".", {"job": job_view(job)}, job_next(job))
+    # One job: REST's rule, through its code (values for a caller who may write, secret names excepted).
+    return Result(words + ".", {"job": jobs.view_for(job, call.caller)}, job_next(job))
 
 
 async def get_run_summary(call: Call, args: a.RunArgs) -> Result:

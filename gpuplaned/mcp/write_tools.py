@@ -26,21 +26,23 @@ ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")
 @attrs.frozen(kw_only=True)
 class WriteOutcome:
     dry_run: bool = doc("true: nothing was changed")
-    job: Job | None = doc("the job (its env's names only); null on a dry run of a submit")
+    job: Job | None = doc("the job, its env shown as REST's GET /api/v1/jobs/{id} shows it to this caller "
+                          "(values with write scope, secret-looking names excepted); null on a dry run of a submit")
     task: TaskHandle | None = doc("what to poll; null on a dry run")
     plan: SubmitPlan | None = doc("a dry-run submit: what would happen")
     evaluation: Evaluation | None = doc("evaluate_checkpoint: the evaluation queued")
     would: str | None = doc("a dry run: what would happen, in words")
 
 
-def _view(job: Job) -> Job:
-    return jobs.env_view(job, values=False)
+def _view(call: Call, job: Job) -> Job:
+    return jobs.view_for(job, call.caller)
 
 
 async def _done(call: Call, job: Job, words: str, evaluation: Any = None) -> Result:
     task = await handle_for(call.shared, job)
     return Result(f"{words} Poll every {task.poll_interval_ms // 1000} s: {task.status_message}",
-                  WriteOutcome(dry_run=False, job=_view(job), task=task, plan=None, evaluation=evaluation, would=None),
+                  WriteOutcome(dry_run=False, job=_view(call, job), task=task, plan=None, evaluation=evaluation,
+                               would=None),
                   task.poll)
 
 
@@ -53,13 +55,14 @@ async def task_result(call: Call, job_id: str) -> Result:
     if job.status in ("FAILED", "LOST"):
         more.insert(0, next_action("explain_failure", "why it failed", job_id=job.id))
     return Result(f"Job {job.id} ({job.name}) ended {job.status}. {task.status_message}",
-                  WriteOutcome(dry_run=False, job=_view(job), task=task, plan=None, evaluation=None, would=None), more)
+                  WriteOutcome(dry_run=False, job=_view(call, job), task=task, plan=None, evaluation=None,
+                               would=None), more)
 
 
-def _would(words: str, job: Job | None = None, plan: Any = None) -> Result:
-    return Result(f"Dry run, nothing changed: {words}", WriteOutcome(dry_run=True, job=_view(job) if job else None,
-                                                                     task=None, plan=plan, evaluation=None,
-                                                                     would=words))
+def _would(call: Call, words: str, job: Job | None = None, plan: Any = None) -> Result:
+    job_seen = _view(call, job) if job else None
+    return Result(f"Dry run, nothing changed: {words}", WriteOutcome(dry_run=True, job=job_seen, task=None, plan=plan,
+                                                                     evaluation=None, would=words))
 
 
 async def submit_job(call: Call, body: JobSubmit) -> Result:
@@ -70,7 +73,7 @@ async def submit_job(call: Call, body: JobSubmit) -> Result:
         budget = (f"; {plan.budget_after_gpu_hours:.3g} GPU-hours left after it"
                   if plan.budget_after_gpu_hours is not None else "")
         reasons = f" ({'; '.join(plan.reasons)})" if plan.reasons else ""
-        return _would(f"it would {plan.would}{where}{queue}{reasons}{budget}.", plan=plan)
+        return _would(call, f"it would {plan.would}{where}{queue}{reasons}{budget}.", plan=plan)
     job = await jobs.submit(call.shared, body, caller=call.caller)
     return await _done(call, job, f"Job {job.id} ({job.name}) is {job.status}.")
 
@@ -79,8 +82,8 @@ async def cancel_job(call: Call, args: a.CancelArgs) -> Result:
     if call.dry_run:
         job = await jobs.get_job(call.shared, args.job_id)
         if job.status in ENDED:
-            return _would(f"job {job.id} has ended ({job.status}); cancelling it would be refused.", job)
-        return _would(f"job {job.id} ({job.status}) would be cancelled"
+            return _would(call, f"job {job.id} has ended ({job.status}); cancelling it would be refused.", job)
+        return _would(call, f"job {job.id} ({job.status}) would be cancelled"
                       + (" and its process stopped." if job.status == "RUNNING" else "."), job)
     job = await jobs.cancel(call.shared, args.job_id, caller=call.caller)
     return await _done(call, job, f"Job {job.id} is cancelling (now {job.status}).")
@@ -90,9 +93,9 @@ async def retry_job(call: Call, args: a.RetryArgs) -> Result:
     if call.dry_run:
         job = await jobs.get_job(call.shared, args.job_id)
         if job.status not in ENDED:
-            return _would(f"job {job.id} is {job.status}, not ended; a retry would be refused.", job)
+            return _would(call, f"job {job.id} is {job.status}, not ended; a retry would be refused.", job)
         start = f", resuming from {args.resume_from}" if args.resume_from else ", starting afresh"
-        return _would(f"job {job.id} ({job.status}) would be queued again{start}.", job)
+        return _would(call, f"job {job.id} ({job.status}) would be queued again{start}.", job)
     job = await jobs.retry(call.shared, args.job_id, RetryBody(resume_from=args.resume_from), caller=call.caller)
     return await _done(call, job, f"Job {job.id} is queued again (attempt {job.attempt + 1} next).")
 
@@ -106,7 +109,7 @@ async def evaluate_checkpoint(call: Call, raw: dict[str, Any]) -> Result:
         if found.get("deleted_at") is not None:
             raise ApiError(ErrorCode.CONFLICT, f"checkpoint {checkpoint_id} was deleted: its file is gone",
                            {"checkpoint_id": checkpoint_id})
-        return _would(f"an EVALUATE job of checkpoint {checkpoint_id} (step {found.get('step')}) would be queued "
+        return _would(call, f"an EVALUATE job of checkpoint {checkpoint_id} (step {found.get('step')}) would be queued "
                       f"with {body.gpu} GPU(s): {' '.join(body.command)}.")
     queued = await evaluations.create(call.shared, checkpoint_id, body)
     job = queued["job"]

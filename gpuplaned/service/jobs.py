@@ -34,6 +34,7 @@ from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service import access, budgets, evaluations, resume
 from gpuplaned.service.dispatch import placement_of, wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
+from gpuplaned.service.tokens import grants
 from gpuplaned.store import event_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
@@ -218,6 +219,13 @@ def env_view(job: Job, *, values: bool) -> Job:
     names that do not look secret."""
     return attrs.evolve(job, env={name: value if values and not SECRET_NAME.search(name) else None
                                   for name, value in job.env.items()})
+
+
+def view_for(job: Job, caller: Caller | None) -> Job:
+    """One job as ``caller`` sees it, on every front (REST's one job, MCP's ``get_job`` and write
+    tools): its env values for the trusted local socket (None) and a caller who may write,
+    secret-looking names excepted; names only for a read-only caller."""
+    return env_view(job, values=caller is None or grants(caller.scopes, "write"))
 
 
 def log_path(shared: ServerContext, job: Job, stream: str, attempt: int | None = None) -> Path:
