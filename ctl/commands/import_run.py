@@ -4,8 +4,10 @@
 
 The daemon reads the dir on its own host: with the local daemon a relative DIR is taken from
 here (this machine is the daemon's); with ``--server`` it must be absolute, a path on the
-server's host. Importing the same dir again adds nothing and prints the same run id. Prints
-the run id on stdout (``--json``: the API's body: the run, what was added and imported, the
+server's host. Importing the same dir again adds nothing and prints the same run id. A dir
+holding several runs (a folder each, as ``tensorboard --logdir`` shows them) makes a run of
+each, in one experiment (``--experiment``, else the dir's name). Prints the run id (one a
+line) on stdout (``--json``: the API's body: the runs, what was added and imported, the
 records skipped); what was skipped and a dir changed since its import go to stderr.
 """
 
@@ -53,7 +55,8 @@ def import_run(
     if json_output:
         render.print_json(found)
         return
-    print(found["run_id"])
+    for run in found.get("runs") or [found]:  # a dir of several runs: one id a line
+        print(run["run_id"])
     for problem in found["problems"]:
         print(f"skipped: {render.printable(problem['path'])} at byte {problem['offset']}: {problem['what']}",
               file=sys.stderr)

@@ -58,7 +58,7 @@ class ImportProblem:
 
 
 @attrs.frozen(kw_only=True)
-class ImportReply:
+class ImportedRun:
     run: Run
     run_id: str
     dir: str | None = doc("the dir's realpath: the import's key")
@@ -71,6 +71,14 @@ class ImportReply:
     more_problems: int = doc("problems beyond those listed")
 
 
+@attrs.frozen(kw_only=True)
+class ImportReply(ImportedRun):
+    """One run's import, or (a dir of several runs) their sum, with run and run_id the first's."""
+
+    runs: list[ImportedRun] = doc("each run the dir made: one per folder holding a run, as tensorboard --logdir "
+                                  "shows them (the dir itself for a dir that is one run)")
+
+
 api = Routes("runs")
 
 IMPORT = api.post("/api/v1/runs/import", "importRun",
@@ -78,7 +86,10 @@ IMPORT = api.post("/api/v1/runs/import", "importRun",
                   Reply(201, ImportReply, "The imported run; the same run, nothing added, for a dir imported "
                                           "before."),
                   errors=(400, 409, 413), body=RunImport,
-                  description="The daemon reads the dir on its own host. It is keyed by its realpath: importing "
+                  description="The daemon reads the dir on its own host. A dir holding several runs (folders "
+                              "with event files, none below another: a sweep's, Lightning's versions) makes one run "
+                              "per folder, in one experiment (experiment=, else the dir's name), named by its folder; "
+                              "what lies outside them is told in problems. Each run is keyed by its realpath: importing "
                               "it again adds nothing (an interrupted import is finished by importing again; 409 if "
                               "the dir changed in between). 400 names the problem: no such dir, not a dir, no event "
                               "files and no checkpoints, a file that cannot be read.")

@@ -15,6 +15,13 @@ imported before adds nothing and answers that run. Each points batch is stored o
 once per path, so an import interrupted half-way (the daemon stopped) is finished by
 importing the dir again, and two imports of one dir at once store everything once.
 
+**A dir of several runs** (``import_scan.runs_in``: a sweep's folder, Lightning's
+``version_*``, as ``tensorboard --logdir`` shows them) is imported as one run per folder, each
+keyed and imported as if it were given alone, in one experiment (``experiment``, else the
+dir's name), named by its folder relative to the dir (after ``name/`` when a name is given).
+The reply's top level adds them up (``run`` and ``run_id`` are the first's) and ``runs`` has
+each; checkpoints and logs outside every run's folder are told as problems, not imported.
+
 **A dir that changed since.** A finished import is never read again: the reply says
 ``changed`` (the dir's files, sizes or mtimes differ from those imported) and the run stays
 as it was imported; import a copy of the dir (another path) to get a second run. An
@@ -24,7 +31,8 @@ line up with those stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -36,7 +44,7 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
 from gpuplaned.service import access, import_scan
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
-from gpuplaned.service.import_scan import ImportRefused, Points, Survey
+from gpuplaned.service.import_scan import ImportRefused, Points, Runs, Survey
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_imported
 from gpuplaned.service.sessions import summarize
@@ -50,6 +58,7 @@ if TYPE_CHECKING:
 
 BATCH_POINTS = 50_000  # points per write transaction: other writes wait at most one of these
 MAX_PROBLEMS = 100  # told in the reply and kept on the run; the rest are counted
+MAX_NAME = 200  # characters of a run's name (RunImport.name's limit)
 
 
 def _text(description: str) -> Any:
@@ -72,17 +81,47 @@ def _store(shared: ServerContext) -> Any:
 
 
 async def import_run(shared: ServerContext, body: RunImport) -> dict[str, Any]:
-    """Import ``body.dir`` (once); the run and what this call added.
+    """Import ``body.dir`` (once): one run, or one per run folder it holds; the runs and what
+    this call added.
 
     Raises:
         ApiError: bad_request naming the problem (no such dir, not a dir, nothing to import,
             an unreadable file), nothing written; conflict for an interrupted import whose
             dir changed since.
     """
+    runs: Runs = await _refused_as_400(import_scan.runs_in, body.dir)
+    if runs.dirs == [runs.root]:
+        one = await _import_one(shared, body)
+        return {**one, "runs": [one]}
+    experiment = body.experiment or os.path.basename(runs.root)
+    replies = []
+    for folder in runs.dirs:
+        named = os.path.relpath(folder, runs.root)
+        replies.append(await _import_one(shared, RunImport(
+            dir=folder, project=body.project, experiment=experiment,
+            name=(f"{body.name}/{named}" if body.name else named)[:MAX_NAME])))
+    outside = [{"path": p, "offset": 0, "what": "in none of the dir's run folders: not imported"}
+               for p in runs.outside]
+    problems = [p for r in replies for p in r["problems"]] + outside
+    return {**replies[0], "dir": runs.root, "created": any(r["created"] for r in replies),
+            "changed": any(r["changed"] for r in replies),
+            "added": {k: sum(r["added"][k] for r in replies) for k in replies[0]["added"]},
+            "imported": {k: sum(r["imported"][k] for r in replies) for k in replies[0]["imported"]},
+            "logs": [log for r in replies for log in r["logs"]], "problems": problems[:MAX_PROBLEMS],
+            "more_problems": sum(r["more_problems"] for r in replies) + max(0, len(problems) - MAX_PROBLEMS),
+            "runs": replies}
+
+
+async def _refused_as_400(read: Callable[[str], Any], path: str) -> Any:
     try:
-        found: Survey = await trio.to_thread.run_sync(import_scan.survey, body.dir)
+        return await trio.to_thread.run_sync(read, path)
     except ImportRefused as exc:
         raise ApiError(ErrorCode.BAD_REQUEST, f"dir: {exc}", {"field": "dir", "path": exc.path}) from None
+
+
+async def _import_one(shared: ServerContext, body: RunImport) -> dict[str, Any]:
+    """Import ``body.dir`` as one run (once)."""
+    found: Survey = await _refused_as_400(import_scan.survey, body.dir)
     claim = await write(_store(shared), lambda conn: import_rows.claim(
         conn, found.root, found.signature, name=body.name, project=body.project, experiment=body.experiment,
         now_ms=now_ms()), small=True)

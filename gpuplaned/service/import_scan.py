@@ -13,6 +13,12 @@ it in a worker thread, so a large dir never blocks the daemon's event loop.
 - **Logs**: files named ``*.log``, ``*.out``, ``*.err`` or ``stdout*``/``stderr*`` (``.txt``
   or no suffix), at most ``MAX_LOG_FILES``, registered with their size and line count.
 
+**Runs**: ``runs_in`` says which folders of the dir are runs, as ``tensorboard --logdir``
+shows them: a folder holding event files is a run, with the folders below it (its
+``add_scalars`` subfolders); one below another run is that run's. A dir that is one run (or
+holds one) is imported whole; one holding several (a sweep's, Lightning's ``version_*``)
+gives a run per folder, and what lies outside them all is told, not imported.
+
 ``survey`` refuses what cannot be imported before anything is written (``ImportRefused``):
 no such dir, not a dir, nothing to import, a file that cannot be read. Its ``signature``
 (over every file it found: path, size, mtime) tells a dir that changed since an import.
@@ -82,17 +88,24 @@ class Problem:
 
 
 @attrs.frozen
+class Runs:
+    root: str  # the dir's realpath
+    dirs: list[str]  # the runs' folders (realpaths), in name order; [root] for a dir that is one run
+    outside: list[str]  # checkpoints and logs in none of them (several runs only): not imported
+
+
+@attrs.frozen
 class Points:
     series: dict[str, Columns]  # name -> the points it ends with, rewinds resolved
     problems: list[Problem]
     records: int
 
 
-def survey(path: str) -> Survey:
-    """What the dir ``path`` (absolute) holds to import.
+def _checked(path: str) -> str:
+    """The realpath of the dir ``path``, once it is one that may be imported.
 
     Raises:
-        ImportRefused: no such dir, not a dir, unreadable, or holding no event files and no checkpoints.
+        ImportRefused: no such dir, not a dir, unreadable, the filesystem's root, too large.
     """
     if not os.path.isabs(path):
         raise ImportRefused(f"{path} is not an absolute path", path)
@@ -111,6 +124,35 @@ def survey(path: str) -> Survey:
         raise ImportRefused(f"{root} is the filesystem's root, not a run's dir", root)
     if _too_many(root):
         raise ImportRefused(f"{root} holds more than {MAX_ENTRIES} files and folders: give the run's own dir", root)
+    return root
+
+
+def runs_in(path: str) -> Runs:
+    """The runs the dir ``path`` (absolute) holds: itself, or each of its folders that is one.
+
+    Raises:
+        ImportRefused: no such dir, not a dir, unreadable, too large.
+    """
+    root = _checked(path)
+    folders = {os.fspath(f.path.parent) for f in find_event_files([Path(root)], since=0)}
+    tops = sorted(f for f in folders if not any(_below(f, other) for other in folders if other != f))
+    if len(tops) <= 1 or root in tops:
+        return Runs(root, [root], [])
+    held = [c.path for c in find_candidates(root)] + _log_paths(root)
+    return Runs(root, tops, sorted(p for p in held if not any(p == d or _below(p, d) for d in tops)))
+
+
+def _below(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def survey(path: str) -> Survey:
+    """What the dir ``path`` (absolute) holds to import.
+
+    Raises:
+        ImportRefused: no such dir, not a dir, unreadable, or holding no event files and no checkpoints.
+    """
+    root = _checked(path)
     events = find_event_files([Path(root)], since=0)
     for found in events:
         _readable(os.fspath(found.path))

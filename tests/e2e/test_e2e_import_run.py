@@ -240,3 +240,40 @@ def test_an_unreadable_event_file_is_refused_by_name(daemon, tmp_path):
     event_file.chmod(0)
     bad = refusal(daemon.client(), {"dir": str(root)})
     assert bad.code is ErrorCode.BAD_REQUEST and f"{event_file} cannot be read" in bad.message
+
+
+def test_a_dir_of_several_runs_makes_a_run_of_each_in_one_experiment(daemon, tmp_path):
+    """Issue 28 item 2: a sweep's folder (as tensorboard --logdir shows it) was merged into one
+    run, the last file's points winning."""
+    sweep = tmp_path / "sweep"
+    for lr in ("lr_0.1", "lr_0.01"):
+        with SummaryWriter(sweep / lr) as writer:
+            for step in range(4):
+                writer.add_scalar("loss", float(lr[3:]), step)
+                writer.add_scalars("acc", {"val": float(lr[3:]) * 2}, step)  # a folder below the run's: its own
+        (sweep / lr / "step_4.pt").write_bytes(b"w" * 64)
+    with SummaryWriter(sweep / "lightning_logs" / "version_0") as writer:
+        writer.add_scalar("loss", 7.0, 0)
+    (sweep / "train.log").write_text("the sweep's own log\n")  # in none of the runs' folders
+
+    done = ctl(daemon, "import-run", str(sweep), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    ids = done.stdout.split()
+    assert f"skipped: {sweep / 'train.log'} at byte 0: in none of the dir's run folders" in done.stderr
+    client = daemon.client()
+    runs = {r["name"]: r for r in (client.get(f"/api/v1/runs/{i}")["run"] for i in ids)}
+    assert sorted(runs) == ["lightning_logs/version_0", "lr_0.01", "lr_0.1"]
+    assert {(r["experiment"], r["source"]) for r in runs.values()} == {("sweep", "import")}
+    for name, value in (("lr_0.1", 0.1), ("lr_0.01", 0.01)):
+        assert series(client, runs[name]["id"], "loss") == [(s, f32(value)) for s in range(4)]
+        assert series(client, runs[name]["id"], "acc/val") == [(s, f32(value * 2)) for s in range(4)]
+        listed = client.get(f"/api/v1/runs/{runs[name]['id']}/checkpoints")["checkpoints"]
+        assert [c["path"] for c in listed] == [str(sweep / name / "step_4.pt")]
+    assert series(client, runs["lightning_logs/version_0"]["id"], "loss") == [(0, 7.0)]
+
+    again = client.post("/api/v1/runs/import", {"dir": str(sweep)})  # each run keyed alone: nothing added
+    assert sorted(r["run_id"] for r in again["runs"]) == sorted(ids) and not again["created"]
+    assert again["added"] == {"points": 0, "checkpoints": 0, "logs": 0}
+    assert again["imported"] == {"points": 4 * 2 * 2 + 1, "series": 5, "checkpoints": 2, "logs": 0}
+    alone = client.post("/api/v1/runs/import", {"dir": str(sweep / "lr_0.1")})  # one of them given alone: the same run
+    assert alone["run_id"] == runs["lr_0.1"]["id"] and [r["run_id"] for r in alone["runs"]] == [alone["run_id"]]
