@@ -19,7 +19,9 @@ server's, if shorter) with the spool's backlog. After a reconnection the runner 
 ``Reconcile(hello_ok.active)``.
 Restart: permanent. Network trouble never crashes it: it redials with exponential backoff (0.5 s
 .. ``[uplink] reconnect_max_s``, 30 s by default, full jitter); a connection on which the server
-has said nothing for 3 x the heartbeat interval is closed and redialled. A refused agent token
+has said nothing for 3 x the heartbeat interval is closed and redialled, and one closed or reset
+before the upgrade's answer (a proxy with its backend down) fails the dial at once
+(``gpuplaned.uplink.dial``). A refused agent token
 (HTTP 401/403 at the handshake, or a ``hello_err`` about the token) is permanent: the daemon
 exits with status 2 and a message naming the token problem. The token is sent only in the
 ``Authorization`` header, never logged.
@@ -45,7 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError, WebSocketConnection, open_websocket_url
+from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError, WebSocketConnection
 
 from gpuplaned.checkpoints import on_disk
 from gpuplaned.home import attempt_dir
@@ -81,6 +83,7 @@ from gpuplaned.protocol.uplink_frames import (
     Request,
 )
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.uplink.dial import open_agent_ws
 from gpuplaned.uplink.link import LiveTail, TokenError, UplinkContext, UplinkNodeLink, agent_token
 
 log = logging.getLogger("gpuplaned.uplink")
@@ -345,8 +348,8 @@ async def _session(ctx: ActorContext[UplinkContext], link: UplinkNodeLink, url: 
     or the runner says hello again (returns)."""
     cfg = ctx.shared.config
     headers = [(b"Authorization", f"Bearer {token}".encode())]
-    async with open_websocket_url(url, extra_headers=headers, max_message_size=MAX_FRAME,
-                                  connect_timeout=CONNECT_TIMEOUT_S, disconnect_timeout=CLOSE_TIMEOUT_S) as ws:
+    async with open_agent_ws(url, headers=headers, max_message_size=MAX_FRAME, connect_timeout=CONNECT_TIMEOUT_S,
+                             disconnect_timeout=CLOSE_TIMEOUT_S) as ws:
         assert link.hello_message is not None
         hello = attrs.evolve(link.hello_message, agent_id=agent_id, ts_ms=_now_ms())
         await ws.send_message(_dumps(FRAMES.unstructure(hello)))
