@@ -233,6 +233,26 @@ def test_a_job_from_the_submit_dialog_streams_its_log_and_is_cancelled(ui):
     assert [line["line"] for line in lines][:shown] == [f"tick {i}" for i in range(shown)]
 
 
+def test_a_metrics_star_sets_and_unsets_the_experiments_primary_metric(ui):
+    api = ui.jobs.client
+    assert api.get("/api/v1/primary-metric")["primary_metric"]["metric"] is None
+    r = run_script(ui, "primary", GPUPLANE_UI_RUN_ID=ui.done_run["id"], GPUPLANE_UI_METRIC="acc")
+
+    before, starred, cleared = r["before"], r["set"], r["cleared"]
+    assert (before["pressed"], before["text"]) == ("false", "☆")
+    assert before["title"] == "Make acc the primary metric of experiment live: it ranks the checkpoints"
+    assert (starred["pressed"], starred["text"]) == ("true", "★")
+    assert starred["title"] == "acc is the primary metric of experiment live; click to unset it"
+    assert starred["headline"][0] == "acc★"  # the headline leads with the primary metric
+    assert starred["api"]["settings"] == {"experiment": "acc", "project": None, "global": None}
+    assert (cleared["pressed"], cleared["text"]) == ("false", "☆")
+    assert cleared["api"]["metric"] is None
+    assert r["problems"] == []
+    # Nothing is left set for the other tests: the live run of the experiment has no primary metric.
+    summary = api.get(f"/api/v1/runs/{ui.live_run['id']}/summary")["summary"]
+    assert summary["primary_metric"] is None
+
+
 # A finished run's files, imported with `gpuplanectl import-run`: a TensorBoard loss whose best
 # is at step 8, checkpoints at steps 5 and 10 (torch.save) and an HF checkpoint-12/.
 IMPORTED = """

@@ -15,6 +15,7 @@ import type {
   LogStream,
   NodeInfo,
   NodeMetrics,
+  PrimaryMetric,
   Project,
   Run,
   RunMetrics,
@@ -198,6 +199,9 @@ export const api = {
     request<{ runs: RunMetrics[] }>("/runs/metrics:query", { method: "POST", body, signal }).then((r) => r.runs),
   runCheckpoints: (id: string, metric: string | null, signal?: AbortSignal) =>
     request<CheckpointList>(`/runs/${encodeURIComponent(id)}/checkpoints`, { query: { metric }, signal }),
+  /** Set (or, with null, clear) the primary metric of an experiment, a project, or globally. */
+  setPrimaryMetric: (body: { metric: string | null; experiment?: string; project?: string }) =>
+    request<{ primary_metric: PrimaryMetric }>("/primary-metric", { method: "PUT", body }).then((r) => r.primary_metric),
   listProjects: (signal?: AbortSignal) =>
     request<{ projects: Project[] }>("/projects", { query: { limit: 200 }, signal }).then((r) => r.projects),
   listExperiments: (project: string, signal?: AbortSignal) =>

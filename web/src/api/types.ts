@@ -350,6 +350,15 @@ export interface Experiment {
   primary_metric?: string | null;
 }
 
+/** GET|PUT /primary-metric: the metric resolved experiment -> project -> global, and each level's own setting. */
+export interface PrimaryMetric {
+  metric: string | null;
+  source: "experiment" | "project" | "global" | null;
+  project: Ref | null;
+  experiment: Ref | null;
+  settings: { experiment: string | null; project: string | null; global: string | null };
+}
+
 export interface CheckpointList {
   checkpoints: Checkpoint[];
   metric: string | null;

@@ -2,7 +2,7 @@
 // straight to the DOM (no React render per mouse move), drag to zoom (the page fetches
 // finer points for the new range), double-click to zoom out, x by step or by time.
 
-import { useCallback, useEffect, useMemo, useRef } from "react";
+import { type ReactNode, useCallback, useEffect, useMemo, useRef } from "react";
 import uPlot from "uplot";
 import { fmtDateTime, fmtInt, fmtTick, fmtTimeTicks, fmtValue } from "../lib/format";
 import { autoSize } from "./axis";
@@ -36,6 +36,8 @@ export interface MetricPanelProps {
   height?: number;
   /** Marks on the x axis (events at a step or time). */
   marks?: Mark[];
+  /** Beside the title: a control for this metric (the run page's primary-metric star). */
+  headExtra?: ReactNode;
 }
 
 export function fmtX(x: number, mode: XMode): string {
@@ -207,6 +209,7 @@ export function MetricPanel(props: MetricPanelProps) {
     <div ref={panel} className={single ? "panel chart-panel" : "panel chart-panel multi"} data-metric={name}>
       <div className="chart-head">
         <span className="chart-title" title={name}>{name}</span>
+        {props.headExtra}
         <div className="readout" ref={readout} />
       </div>
       <UPlotChart options={options} height={height} onChart={onChart} />

@@ -92,10 +92,10 @@ export function GridToolbar({ view, setView, extra, names, width }: {
   );
 }
 
-export function MetricsGrid({ store, runs, view, setView, syncKey, loading, error, marks, emptyHint }: {
+export function MetricsGrid({ store, runs, view, setView, syncKey, loading, error, marks, emptyHint, panelExtra }: {
   store: SeriesStore; runs: PanelRun[]; view: GridView; setView: (p: Partial<GridView>) => void; syncKey: string;
   loading: boolean; error: ApiError | undefined; marks?: Mark[];
-  emptyHint?: ReactNode }) {
+  emptyHint?: ReactNode; panelExtra?: (name: string) => ReactNode }) {
   const { theme } = useTheme();
   const names = useStoreNames(store);
   const match = useMemo(() => nameMatcher(view.m), [view.m]);
@@ -116,7 +116,8 @@ export function MetricsGrid({ store, runs, view, setView, syncKey, loading, erro
           <div className="chart-grid">
             {list.map((name) => (
               <MetricPanel key={name} store={store} name={name} runs={runs} smoothing={view.smooth} xMode={view.x}
-                zoom={view.xr} onZoom={onZoom} syncKey={syncKey} theme={theme} logY={view.logy} marks={marks} />
+                zoom={view.xr} onZoom={onZoom} syncKey={syncKey} theme={theme} logY={view.logy} marks={marks}
+                headExtra={panelExtra?.(name)} />
             ))}
           </div>
         </section>

@@ -14,6 +14,7 @@ import type { Mark } from "../charts/MetricPanel";
 import { SeriesStore } from "../charts/series";
 import { SystemCharts } from "../charts/SystemCharts";
 import { Icon } from "../components/Icon";
+import { PrimaryStar } from "../components/PrimaryStar";
 import { Ago, CopyId, Empty, ErrorBanner, KeyValues, LiveDot, Loading, PageHeader, SeverityBadge, StatusBadge, Tabs } from "../components/ui";
 import { fmtDateTime, fmtDuration, fmtInt, fmtTime, fmtValue } from "../lib/format";
 import { metricSourceLabel } from "../lib/checkpoints";
@@ -111,6 +112,8 @@ export function RunDetail({ id }: { id: string }) {
             extra={isLive && r ? <LiveDot state={view.xr ? "paused" : "open"} title={view.xr ? "Zoomed: new points are not followed" : "New points as they are committed"} /> : undefined} />
           <MetricsGrid store={store} runs={panelRuns} view={view} setView={setView} syncKey={`run-${id}`}
             loading={loader.loading} error={loader.error} marks={marks}
+            panelExtra={r ? (name) => <PrimaryStar name={name} run={r} primary={summary.data?.primary_metric}
+              onChanged={() => { summary.reload(); run.reload(); }} /> : undefined}
             emptyHint={<>This run has logged no metrics. From the training script: <code>run.log({"{"}"train/loss": loss{"}"}, step=step)</code></>} />
         </>
       )}
