@@ -7,9 +7,9 @@ and whether the job still writes it. Every file is opened read-only (``"rb"``).
   (a directory: of its files in name order, with their relative paths), cheap on a 10 GB
   file and enough to tell a rewrite;
 - ``full_hash``: sha256 over every byte (a directory: relative paths and contents, in order),
-  for a verify on demand;
-- ``writing_paths``: the files that a job's processes (its group, and the rest of its shim's
-  session) hold open for writing, from psutil's ``open_files`` modes.
+  for a verify on demand.
+
+Which files a job's processes hold open for writing is ``gpuplaned.job_processes``'s to say.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
-
-import psutil
 
 from gpuplaned.checkpoints.stability import Observation
 
@@ -91,19 +89,3 @@ def full_hash(path: str) -> str:
             while chunk := f.read(_READ):
                 digest.update(chunk)
     return "sha256:" + digest.hexdigest()
-
-
-def writing_paths(pgid: int, session: int | None = None) -> frozenset[str]:
-    """The files open for writing (any mode but ``r``) by the processes of group ``pgid``,
-    or of session ``session`` (the shim's, which is not counted itself)."""
-    found: set[str] = set()
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid == session:
-                continue
-            if os.getpgid(proc.pid) != pgid and (session is None or os.getsid(proc.pid) != session):
-                continue
-            found.update(f.path for f in proc.open_files() if f.mode != "r")
-        except (psutil.Error, OSError):  # gone, or not ours to look at
-            continue
-    return frozenset(found)

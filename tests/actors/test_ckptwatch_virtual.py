@@ -203,3 +203,37 @@ async def test_a_save_cut_short_by_a_killed_job_is_never_registered(nursery, tmp
     runner.recent_ends[("job_1", 1)] = live
     await trio.sleep(60)  # the final pass and every retry of it
     assert found(link) == [("step_1.pt", 1)]
+
+
+async def test_two_jobs_saving_into_one_folder_take_only_what_they_were_seen_writing(nursery, tmp_path,
+                                                                                    autojump_clock):
+    """Issue 28 item 2: each job registered every checkpoint of the folder they share."""
+    folder = tmp_path / "work" / "checkpoints"
+    folder.mkdir(parents=True)
+    with subprocess.Popen(
+            [sys.executable, "-c", "import sys; f = open(sys.argv[1], 'wb'); f.write(b'x' * 64); f.flush(); "
+             "print('open', flush=True); sys.stdin.read()", str(folder / "step_5.pt")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True) as writer:
+        assert writer.stdout.readline() == b"open\n"
+        first = job(tmp_path)
+        second = Live("job_2", 1, "run_2", first.cwd, pgid=writer.pid)  # both started from one folder
+        runner = Runner(live={"job_1": first, "job_2": second})
+        link, _ = await start(nursery, tmp_path, runner)
+        save(folder / "step_1.pt", 1)  # saved by this test's process: neither job's
+        await trio.sleep(5)  # job_2's process seen holding step_5.pt
+        writer.stdin.close()
+        writer.wait(10)
+    await trio.sleep(20)
+    assert [(f.job_id, [os.path.basename(c.path) for c in f.checkpoints]) for f in link.checkpoint_finds] == [
+        ("job_2", ["step_5.pt"])]
+    [reported] = link.node_events  # once, though both jobs saw it
+    assert (reported.type, reported.context["path"], reported.context["kind"]) == (
+        "UNATTRIBUTED_FILE", str(folder / "step_1.pt"), "checkpoint")
+
+    runner.live.pop("job_2")
+    runner.touch()
+    await trio.sleep(30)  # job_2 ended, and its final pass is made: job_1 is alone in the folder now
+    save(folder / "step_9.pt", 9)
+    await trio.sleep(15)
+    assert [(f.job_id, [os.path.basename(c.path) for c in f.checkpoints]) for f in link.checkpoint_finds] == [
+        ("job_2", ["step_5.pt"]), ("job_1", ["step_9.pt"])]

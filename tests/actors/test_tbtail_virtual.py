@@ -46,16 +46,19 @@ class FlakyLink(MemoryNodeLink):
         return await super().tb_points(node_id, points)
 
 
-def job(tmp_path, home, env: dict[str, str] | None = None, started_at: float | None = None) -> Live:
+def job(tmp_path, home, env: dict[str, str] | None = None, started_at: float | None = None, job_id: str = "job_1",
+        pid: int | None = None) -> Live:
+    """A live job in ``tmp_path/work`` whose main process is this test's (``pid``: another one's)."""
     cwd = tmp_path / "work"
     cwd.mkdir(exist_ok=True)
-    live = Live("job_1", 1, "run_1", str(cwd), **({"env": env} if env else {}))
+    live = Live(job_id, 1, job_id.replace("job", "run"), str(cwd), **({"env": env} if env else {}))
     folder = attempt_dir(home, live.job_id, live.attempt)
     folder.mkdir(parents=True)
     (folder / "runtime.json").write_text(json.dumps({
-        "id": "job_1/1", "shim_pid": 1 << 22, "shim_start_time": 1, "pid": os.getpid(), "pgid": (1 << 22) + 1,
-        "start_time": 1, "argv": ["x"], "cwd": str(cwd), "env_keys": [], "job_id": "job_1", "attempt": 1,
-        "started_at": time.time() if started_at is None else started_at, "timeout_s": None, "grace_s": 1.0}))
+        "id": f"{job_id}/1", "shim_pid": 1 << 22, "shim_start_time": 1, "pid": pid or os.getpid(),
+        "pgid": (1 << 22) + 1, "start_time": 1, "argv": ["x"], "cwd": str(cwd), "env_keys": [], "job_id": job_id,
+        "attempt": 1, "started_at": time.time() if started_at is None else started_at, "timeout_s": None,
+        "grace_s": 1.0}))
     return live
 
 
@@ -245,3 +248,30 @@ async def test_an_attempt_that_ended_while_the_daemon_was_away_is_read_to_its_en
     passes = len(link.tb_passes)
     await trio.sleep(6 * POLL)
     assert len(link.tb_passes) == passes and handle.statistics().attempts == 0
+
+
+async def test_a_file_is_read_by_the_job_whose_process_wrote_it_and_one_of_no_job_is_reported_once(
+        nursery, tmp_path, autojump_clock):
+    """Issue 28 item 2: two jobs from one folder each read every file named in their first 10 s."""
+    home = tmp_path / "home"
+    writer_job = job(tmp_path, home)  # its main process: this test's
+    silent = job(tmp_path, home, job_id="job_2", pid=(1 << 22) + 2)  # its main process: long gone
+    writer = SummaryWriter(os.path.join(writer_job.cwd, "runs"))
+    for step in range(3):
+        writer.add_scalar("loss", 0.5, step)
+    writer.flush()
+    # Named by pid 1 (init: a process of no job), in the same second.
+    stray = os.path.join(writer_job.cwd, "runs", f"events.out.tfevents.{int(time.time())}.{os.uname().nodename}.1.0")
+    with open(stray, "wb"):
+        pass
+    link, _, _ = await start(nursery, tmp_path, Runner(live={"job_1": writer_job, "job_2": silent}))
+    await trio.sleep(4 * POLL)
+    assert {m.job_id for m in link.tb_passes} == {"job_1"}  # the silent job got nothing
+    assert sent(link) == {"loss": [(0, 0.5), (1, 0.5), (2, 0.5)]}
+    writer.add_scalar("loss", 0.25, 3)
+    writer.close()
+    await trio.sleep(4 * POLL)
+    assert {m.job_id for m in link.tb_passes} == {"job_1"} and len(sent(link)["loss"]) == 4
+    [reported] = link.node_events  # once, though both jobs' folders hold it and many passes saw it
+    assert (reported.type, reported.severity, reported.context["path"], reported.context["pid"]) == (
+        "UNATTRIBUTED_FILE", "info", stray, 1)

@@ -6,11 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
-from gpuplaned.checkpoints.files import fingerprint, full_hash, observe, writing_paths
+from gpuplaned.checkpoints.files import fingerprint, full_hash, observe
 from gpuplaned.checkpoints.recognize import (
     DEEPSPEED,
     FILE,
@@ -22,6 +23,7 @@ from gpuplaned.checkpoints.recognize import (
     resolve,
     watched_roots,
 )
+from gpuplaned.job_processes import JobProcesses
 
 
 def _save(path, step):
@@ -162,11 +164,20 @@ def test_a_file_held_open_for_writing_by_the_job_is_seen(tmp_path):
              "print('open', flush=True); sys.stdin.read()", str(path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True) as writer:
         assert writer.stdout.readline() == b"open\n"
-        held = writing_paths(writer.pid)
+        processes = JobProcesses()
+        processes.track("job", pgid=writer.pid, main_pid=writer.pid, started_at=time.time())
+        processes.track("none", pgid=writer.pid + 10_000_000, started_at=time.time())  # no such group
+        processes.scan()
+        held = writing(processes, "job")
         assert str(path) in held
         assert observe(str(path), held).writing
         assert observe(str(tmp_path), held).writing  # a directory holding it too
-        assert writing_paths(writer.pid + 10_000_000) == frozenset()  # no such group
+        assert writing(processes, "none") == frozenset()
         writer.stdin.close()
         writer.wait(10)
-    assert str(path) not in writing_paths(writer.pid)
+    assert str(path) not in writing(processes, "job")
+
+
+def writing(processes: JobProcesses, key: str) -> frozenset[str]:
+    """What ckptwatch takes as written by the job now: its open files in any mode but ``r``."""
+    return frozenset(p for p, mode in processes.open_files(key) if mode != "r")
