@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _exit_code(error: BaseException) -> int:
     if isinstance(error, EndpointBusy):
-        print(f"gpuplaned: {error}; not starting a second daemon", file=sys.stderr)
+        # The likely reader: someone starting an agent beside the server on one machine.
+        print(f"gpuplaned: {error}; not starting a second daemon (another one on this machine, an agent "
+              "beside a server say, needs its own --runtime-dir and --home)", file=sys.stderr)
         return EXIT_ENDPOINT_BUSY
     if isinstance(error, ActorStartError) and isinstance(unwrap_error(error.error), SchemaTooNew):
         # A data dir from a newer version: exit 2, which systemd does not restart
