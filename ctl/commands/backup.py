@@ -12,9 +12,16 @@ runs. Into a new private dir (0700; one that exists and is not empty is refused)
   secrets cannot be opened), and the config file as ``gpuplaned.toml``;
 - with ``--agent`` (seed ``backup-agent``, for a node host): ``agent.tar.gz`` of the home's
   ``jobs/`` (every job's logs and runtime files), ``uplink/`` (the spool of what the server has
-  not acknowledged yet) and ``spool/`` (SDK batches not yet delivered). Files are read as they
-  are; one deleted meanwhile (an acknowledged spool segment) is left out;
+  not acknowledged yet, and ``agent-id``, the id the server knows this agent by) and ``spool/``
+  (SDK batches not yet delivered). Files are read as they are; one deleted meanwhile (an
+  acknowledged spool segment) is left out; a torn last spool line is cut off when the spool
+  opens. The agent token, when the config names it (``[uplink] token_file``), is copied as
+  ``agent-token``; one given in ``GPUPLANE_TOKEN`` is not the backup's to keep (it says so);
 - ``manifest.json``: what is in it (sizes, the schema version, where it came from, when).
+
+An agent (role agent) keeps no database: ``backup --agent`` on one writes the rest, so that a
+reinstalled box restored from it resumes as the same agent with nothing it had not sent yet
+lost; without ``--agent`` it is refused with a message that says to add it.
 
 ``restore DIR`` puts a backup into a home (``--home``, else the daemon's rules) while no daemon
 runs: it refuses, naming the pid, while one holds the runtime dir's lock or any process has the
@@ -22,8 +29,9 @@ home's database open, and it holds that lock itself meanwhile, so none can start
 checks the backup first (manifest, integrity), moves the home's current database files aside
 into ``before-restore-<time>/`` (nothing is deleted), and copies the backup's files in, 0600.
 An ``agent.tar.gz`` is unpacked only with ``--agent``, only into a home with no ``jobs/`` or
-``uplink/`` yet, and only members that stay inside it (tarfile's ``data`` filter). The config is
-not put back: ``restore`` says where the backup's copy is.
+``uplink/`` yet, and only members that stay inside it (tarfile's ``data`` filter); an agent's
+backup (no database) needs ``--agent``. The config and the agent token are not put back:
+``restore`` says where the backup's copies are.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ MANIFEST = "manifest.json"
 CONFIG_COPY = "gpuplaned.toml"
 AGENT_ARCHIVE = "agent.tar.gz"
 AGENT_DIRS = ("jobs", "uplink", "spool")  # what a node host keeps that its server does not
+TOKEN_COPY = "agent-token"  # the agent's [uplink] token_file, copied
 FORMAT = 1  # the manifest's; restore refuses one it does not know
 
 
@@ -65,18 +74,25 @@ def backup(
     ctx: typer.Context,
     to: Annotated[Path | None, typer.Option("--to", metavar="DIR", show_default=False,
                                             help="A new dir for the backup [default: ./gpuplane-backup-HOST-TIME].")] = None,
-    agent: Annotated[bool, typer.Option("--agent", help="Also archive the job logs, runtime files and spools of "
-                                                        "this node host (agent.tar.gz).")] = False,
+    agent: Annotated[bool, typer.Option("--agent", help="Also archive this node host's job dirs, unsent spools and "
+                                                        "agent id (agent.tar.gz), and copy its token file; an agent "
+                                                        "(no database) is backed up with it.")] = False,
     home: Annotated[str | None, typer.Option("--home", metavar="DIR", show_default=False,
                                              help="The data dir when no daemon runs [env GPUPLANE_HOME].")] = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Copy the daemon's database (online and consistent), its key and config into a new dir."""
+    """Copy the daemon's database (online and consistent), its key and config into a new dir;
+    with --agent also its job dirs, spools and identity (an agent has no database)."""
     g = globals_of(ctx)
-    source, config = _source(g, home, json_output)
+    source, config, role = _source(g, home, json_output)
     db = source / DB_NAME
+    is_agent = role == "agent" or (role is None and not db.is_file() and (source / "uplink").is_dir())
     if not db.is_file():
-        fail(json_output, ErrorCode.NOT_FOUND, f"no database at {db}: nothing to back up", {"home": str(source)})
+        if is_agent and not agent:
+            fail(json_output, ErrorCode.BAD_REQUEST, f"{source} is an agent's home: it keeps no database, and its "
+                 "unsent spool, job dirs and identity are backed up with --agent", {"home": str(source)})
+        if not is_agent:
+            fail(json_output, ErrorCode.NOT_FOUND, f"no database at {db}: nothing to back up", {"home": str(source)})
     target = to or Path.cwd() / f"gpuplane-backup-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     target = target.expanduser().absolute()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -85,25 +101,33 @@ def backup(
     try:
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(target, 0o700)
-        manifest = _write_backup(source, config, target, agent)
+        manifest = _write_backup(source, config, target, agent, role)
     except (OSError, sqlite3.Error, tarfile.TarError) as exc:
         fail(json_output, ErrorCode.INTERNAL, f"the backup into {target} failed: {exc}", {"to": str(target)})
     if json_output:
         render.print_json({"backup": manifest})
         return
     print(f"backed up {source} to {target}")
-    db_line = f"  {DB_NAME}: {render.format_bytes(manifest['database']['bytes'])}, schema " \
-              f"{manifest['database']['schema_version']}, integrity {manifest['database']['integrity']}"
-    print(render.printable(db_line))
+    if manifest["database"] is not None:
+        db_line = f"  {DB_NAME}: {render.format_bytes(manifest['database']['bytes'])}, schema " \
+                  f"{manifest['database']['schema_version']}, integrity {manifest['database']['integrity']}"
+        print(render.printable(db_line))
     for name in manifest["files"]:
         print(render.printable(f"  {name}"))
-    if manifest.get("agent"):
-        print(render.printable(f"  {AGENT_ARCHIVE}: {manifest['agent']['files']} files, "
-                               f"{render.format_bytes(manifest['agent']['bytes'])}"))
+    kept = manifest.get("agent")
+    if kept:
+        print(render.printable(f"  {AGENT_ARCHIVE}: {kept['files']} files, {render.format_bytes(kept['bytes'])} "
+                               f"({', '.join(d + '/' for d in kept['dirs']) or 'no job dirs or spools yet'})"))
+        if kept["token_file"] is not None:
+            print(render.printable(f"  {TOKEN_COPY}: the agent token ([uplink] token_file {kept['token_file']})"))
+        elif is_agent:
+            print("  the agent token is not in it: the config names no [uplink] token_file, so it comes from "
+                  "GPUPLANE_TOKEN; keep it yourself")
 
 
-def _source(g: Any, home: str | None, json_output: bool) -> tuple[Path, Path | None]:
-    """The home and config file of the daemon that answers here, else of ``--home``."""
+def _source(g: Any, home: str | None, json_output: bool) -> tuple[Path, Path | None, str | None]:
+    """The home, config file and role of the daemon that answers here, else of ``--home`` (role
+    None: no daemon to ask)."""
     try:
         with reporting(g, json_output):
             info = connect(g, timeout=10.0).get("/api/v1/daemon")
@@ -113,16 +137,16 @@ def _source(g: Any, home: str | None, json_output: bool) -> tuple[Path, Path | N
         if home and Path(home).expanduser().absolute() != Path(info["home"]):
             fail(json_output, ErrorCode.BAD_REQUEST, f"--home {home} is not the running daemon's home ({info['home']})",
                  {"home": home, "daemon_home": info["home"]})
-        return Path(info["home"]), Path(info["config_file"]) if info.get("config_file") else None
+        config = Path(info["config_file"]) if info.get("config_file") else None
+        return Path(info["home"]), config, info.get("role")
     found = daemon_home(home, None, os.environ)
     config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gpuplane" / "gpuplaned.toml"
-    return found, config if config.is_file() else None
+    return found, config if config.is_file() else None, None
 
 
-def _write_backup(source: Path, config: Path | None, target: Path, agent: bool) -> dict[str, Any]:
+def _write_backup(source: Path, config: Path | None, target: Path, agent: bool, role: str | None) -> dict[str, Any]:
     started = time.time()
-    copy = target / DB_NAME
-    database = _copy_database(source / DB_NAME, copy)
+    database = _copy_database(source / DB_NAME, target / DB_NAME) if (source / DB_NAME).is_file() else None
     files = []
     for entry in sorted(source.iterdir()):
         if entry.is_file() and not entry.is_symlink() and entry.name not in DB_FILES:
@@ -133,13 +157,34 @@ def _write_backup(source: Path, config: Path | None, target: Path, agent: bool) 
         files.append(CONFIG_COPY)
     manifest: dict[str, Any] = {
         "format": FORMAT, "gpuplane_version": _version(), "created_at": int(started * 1000),
-        "host": socket.gethostname(), "home": str(source), "config_file": str(config) if config else None,
+        "host": socket.gethostname(), "role": role, "home": str(source), "config_file": str(config) if config else None,
         "database": database, "files": files, "took_s": 0.0}
     if agent:
         manifest["agent"] = _archive(source, target / AGENT_ARCHIVE)
+        token = _token_file(config)
+        if token is not None and not (token.parent == source and token.name in files):  # else a home file already
+            _private_copy(token, target / TOKEN_COPY)
+        manifest["agent"]["token_file"] = str(token) if token is not None else None
     manifest["took_s"] = round(time.time() - started, 3)
     _private_write(target / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _token_file(config: Path | None) -> Path | None:
+    """The agent token's file that ``config`` names (``[uplink] token_file``), if it names one
+    that exists; the daemon itself reports a config it cannot read."""
+    if config is None:
+        return None
+    try:
+        import tomllib  # only here
+
+        named = tomllib.loads(config.read_text(encoding="utf-8")).get("uplink", {}).get("token_file")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(named, str) or not named:
+        return None
+    path = Path(named).expanduser()
+    return path if path.is_file() else None
 
 
 def _version() -> str | None:
@@ -227,6 +272,9 @@ def restore(
     g = globals_of(ctx)
     source = directory.expanduser().absolute()
     manifest = _read_backup(source, json_output)
+    if manifest.get("database") is None and not agent:
+        fail(json_output, ErrorCode.BAD_REQUEST,
+             f"{source} is an agent's backup (no database): restore it with --agent", {"dir": str(source)})
     target = daemon_home(home, None, os.environ)
     lock = _lock_runtime_dir(g.runtime_dir, json_output)
     try:
@@ -250,6 +298,9 @@ def restore(
         print(render.printable(f"  the database that was there: {done['moved_aside']}"))
     if done["config_in_backup"]:
         print(render.printable(f"  config: not put back; the backup's copy is {done['config_in_backup']}"))
+    if done["token_in_backup"]:
+        print(render.printable(f"  agent token: not put back; the backup's copy is {done['token_in_backup']} "
+                               f"(it was {(manifest.get('agent') or {}).get('token_file')})"))
 
 
 def _read_backup(source: Path, json_output: bool) -> dict[str, Any]:
@@ -263,6 +314,8 @@ def _read_backup(source: Path, json_output: bool) -> dict[str, Any]:
         fail(json_output, ErrorCode.BAD_REQUEST, f"{source / MANIFEST}: not a backup format this gpuplanectl knows "
              f"(format {manifest.get('format') if isinstance(manifest, dict) else None!r}, expected {FORMAT})",
              {"dir": str(source)})
+    if manifest.get("database") is None:
+        return manifest  # an agent's: its archive is checked as it is unpacked
     db = source / DB_NAME
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -323,7 +376,8 @@ def _put_back(source: Path, target: Path, manifest: dict[str, Any], agent: bool)
         aside.mkdir(mode=0o700)
         for name in present:
             os.rename(target / name, aside / name)
-    names = [DB_NAME, *(n for n in manifest.get("files", []) if n != CONFIG_COPY)]
+    names = [*([DB_NAME] if manifest.get("database") is not None else []),
+             *(n for n in manifest.get("files", []) if n != CONFIG_COPY)]
     for name in names:
         if "/" in name or name.startswith("."):
             continue  # the manifest names top-level files only
@@ -341,6 +395,8 @@ def _put_back(source: Path, target: Path, manifest: dict[str, Any], agent: bool)
             tar.extractall(target, members=members, filter="data")
             unpacked = len(members)
     config = source / CONFIG_COPY
+    token = source / TOKEN_COPY
     return {"home": str(target), "from": str(source), "files": names, "agent_files": unpacked,
             "moved_aside": str(aside) if aside else None, "config_in_backup": str(config) if config.exists() else None,
-            "schema_version": manifest.get("database", {}).get("schema_version")}
+            "token_in_backup": str(token) if token.exists() else None,
+            "schema_version": (manifest.get("database") or {}).get("schema_version")}
