@@ -8,6 +8,7 @@ import socket
 import httpx2
 import pytest
 import trio
+from mcp_http import ClosingTransport, closing_client
 from helpers import Jobs
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -29,7 +30,7 @@ def http_client(url: str, http: httpx2.AsyncClient, mode: str = "auto") -> Clien
 
 
 def bearer(token: str) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    return closing_client(headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
 def new_token(jobs: Jobs, name: str, scopes: list[str]) -> str:
@@ -75,7 +76,7 @@ class BehindAProxy(httpx2.AsyncBaseTransport):
     as a client behind nginx or Caddy sees a restart."""
 
     def __init__(self) -> None:
-        self.inner = httpx2.AsyncHTTPTransport()
+        self.inner = ClosingTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -87,14 +88,7 @@ class BehindAProxy(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-# The SDK's legacy client leaves the byte stream of an SSE answer to the garbage collector: a
-# client-side ResourceWarning (as in test_mcp_server.py), not an error of the server's.
-LEGACY_SSE_LEAK = pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <async_generator object (PoolByteStream|Response\.aiter_|EventSource)"
-    r":pytest.PytestUnraisableExceptionWarning")
-
-
-@pytest.mark.parametrize("mode", ["auto", pytest.param("legacy", marks=LEGACY_SSE_LEAK)])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_daemon_restarting_under_a_connected_client(daemon_factory, tmp_path, mode):
     port = free_port()
     jobs, url = start_front(daemon_factory, tmp_path, port)
