@@ -8,7 +8,8 @@ actor keeps a tail in SQLite and publishes them through a ``Broadcast``).
 Line identity is the byte offset at which the line starts. Offsets survive a daemon
 restart, so a follower that saw the line at offset ``k`` resumes with
 ``read_from(path, k, limit, after=True)`` (or reads from ``k`` and drops offsets ``<= k``)
-and gets neither a lost nor a repeated line. A line longer than ``max_line`` bytes is delivered in pieces, each with
+and gets neither a lost nor a repeated line. A page (``read_page``, ``tail_page``) also says
+where the line after it starts, which a reader cannot work out from the decoded text. A line longer than ``max_line`` bytes is delivered in pieces, each with
 its own offset; memory stays bounded even for a job that prints a gigabyte without a
 newline, and the pieces are the same whether the file is read in one go or in chunks,
 from the start or from a piece's offset.
@@ -41,7 +42,9 @@ __all__ = [
     "LineSplitter",
     "follow",
     "read_from",
+    "read_page",
     "read_tail",
+    "tail_page",
 ]
 
 DEFAULT_MAX_LINE = 64 * 1024
@@ -275,12 +278,25 @@ def read_tail(
 
     The offsets and pieces are those ``FileTail`` gives when reading from 0.
     """
+    return tail_page(path, n, max_line=max_line, block=block, partial=partial)[0]
+
+
+def tail_page(
+    path: str | os.PathLike[str],
+    n: int,
+    *,
+    max_line: int = DEFAULT_MAX_LINE,
+    block: int = 64 * 1024,
+    partial: bool = False,
+) -> tuple[list[Line], int | None]:
+    """``read_tail``'s lines, and where the line after the last of them starts (None when
+    there are none): the offset a reader passes to ``read_page`` to go on from there."""
     if n <= 0:
-        return []
+        return [], None
     try:
         f = open(path, "rb")
     except FileNotFoundError:
-        return []
+        return [], None
     with f:
         size = os.fstat(f.fileno()).st_size
         end: int | None = None  # just after the last newline
@@ -308,7 +324,7 @@ def read_tail(
                 i = j
             pos = lo
         if end is None:
-            return []
+            return [], None
         lines: deque[Line] = deque(maxlen=n)
         splitter = LineSplitter(max_line=max_line, offset=start)
         f.seek(start)
@@ -321,7 +337,7 @@ def read_tail(
             lines.extend(splitter.feed_lines(data))
         if partial:
             lines.extend(splitter.flush_lines())
-    return list(lines)
+    return list(lines), splitter.offset if lines else None
 
 
 def read_from(
@@ -352,15 +368,44 @@ def read_from(
         if lines and lines[0][0] == offset:
             del lines[0]
         return lines[:limit]
+    return _read_forward(path, offset, limit, partial, max_line)[0]
+
+
+def read_page(
+    path: str | os.PathLike[str],
+    offset: int,
+    limit: int,
+    *,
+    partial: bool = False,
+    max_line: int = DEFAULT_MAX_LINE,
+) -> tuple[list[Line], int]:
+    """Up to ``limit`` lines from the line (or piece) that starts at ``offset``, that line
+    included, and the offset of the next page: where the line after the last one starts (at
+    the end of what is written, the unfinished line's start; with ``partial``, the file's
+    end). A page from that offset goes on with the next line, so following the offsets reads
+    every line once. Without lines (a missing file, an offset at or past the end) the next
+    page's offset is ``offset`` itself."""
+    if limit <= 0:
+        return [], offset
+    lines, end = _read_forward(path, offset, limit + 1, partial, max_line)
+    if len(lines) > limit:
+        return lines[:limit], lines[limit][0]
+    return lines, end
+
+
+def _read_forward(path: str | os.PathLike[str], offset: int, limit: int, partial: bool,
+                  max_line: int) -> tuple[list[Line], int]:
+    """Up to ``limit`` lines from ``offset``, and where the splitter stopped: just after the
+    last line it completed (the lines past ``limit`` it read in the same chunk included)."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
-        return []
+        return [], offset
     out: list[Line] = []
     splitter = LineSplitter(max_line=max_line, offset=offset)
     with f:
         if offset >= os.fstat(f.fileno()).st_size:
-            return []  # past the end (beyond what seek even allows, for a huge offset)
+            return [], offset  # past the end (beyond what seek even allows, for a huge offset)
         f.seek(offset)
         while len(out) < limit:
             # Small reads first: a resume usually wants a page of lines, not the file.
@@ -370,7 +415,7 @@ def read_from(
                     out.extend(splitter.flush_lines())
                 break
             out.extend(splitter.feed_lines(data))
-    return out[:limit]
+    return out[:limit], splitter.offset
 
 
 async def follow(

@@ -74,7 +74,8 @@ class LogsQuery:
     attempt: int = field(**_ATTEMPT)
     tail: int = field(default=UNSET, minimum=0, maximum=MAX_PAGE, description="the last N lines")
     offset: int = field(default=UNSET, minimum=0, maximum=1 << 62,
-                        description="continue from next_offset of a previous page")
+                        description="the page starts with the line at this byte offset: 0, a line's own "
+                                    "(an evidence pointer's), or next_offset of the page before")
     limit: int = field(default=10_000, minimum=1, maximum=MAX_PAGE, description="at most this many lines")
 
 

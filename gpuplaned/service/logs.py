@@ -37,7 +37,7 @@ import trio
 
 from gpuplaned.domain.job_states import TERMINAL, JobState
 from gpuplaned.protocol.sse_frames import format_event
-from gpuplaned.logtail import FileTail, read_from, read_tail
+from gpuplaned.logtail import FileTail, read_page, tail_page
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
@@ -45,7 +45,7 @@ from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
 from gpuplaned.store import uplink_rows
 from gpuplaned.service.log_feeds import Key, LogBatch, LogFeeds
-from gpuplaned.service.remote_logs import RemoteReader, read_remote_lines, stored_count
+from gpuplaned.service.remote_logs import RemoteReader, end_at_least, read_remote_lines, stored_count
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -69,7 +69,13 @@ class LogPage:
     attempt: int = doc("0: the job has not run yet (no lines)", minimum=0)
     stream: str
     lines: list[LogLine]
-    next_offset: int | None = doc("pass as offset= to continue; null when the page is empty")
+    next_offset: int | None = doc("where the line after the page's last starts: pass it as offset= for the next "
+                                  "page; null when the page is empty")
+
+
+def _page(job_id: str, attempt: int, stream: str, found: list[tuple[int, str]], next_offset: int | None) -> LogPage:
+    lines = [LogLine(o, text) for o, text in found]
+    return LogPage(job_id, attempt, stream, lines, next_offset if lines else None)
 
 
 async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt: int | None,
@@ -87,18 +93,16 @@ async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt
         remote = await _remote_node(shared, job)
         if remote is not None and offset is not None:
             stored = await shared.readers.run(lambda conn: stored_count(conn, job_id, number, stream))
-            found = await read_remote_lines(shared, remote, job_id, number, stream, offset, limit,
-                                            after=offset > 0, stored_lines=stored)
-            lines = [LogLine(o, text) for o, text in found]
-            return LogPage(job_id, number, stream, lines, lines[-1].offset if lines else None)
-        return await _stored_tail(shared, job_id, number, stream, tail if tail is not None else limit, offset)
+            found, after = await read_remote_lines(shared, remote, job_id, number, stream, offset, limit,
+                                                   stored_lines=stored)
+            return _page(job_id, number, stream, found, after)
+        return await _stored_lines(shared, job_id, number, stream, tail if tail is not None else limit, offset)
     if offset is not None:
-        found = await trio.to_thread.run_sync(
-            lambda: read_from(path, offset, limit, after=offset > 0, partial=ended))
+        found, after = await trio.to_thread.run_sync(lambda: read_page(path, offset, limit, partial=ended))
     else:
-        found = await trio.to_thread.run_sync(read_tail, path, tail if tail is not None else limit)
-    lines = [LogLine(o, text) for o, text in found]
-    return LogPage(job_id, number, stream, lines, lines[-1].offset if lines else None)
+        found, after = await trio.to_thread.run_sync(
+            lambda: tail_page(path, tail if tail is not None else limit, partial=ended))
+    return _page(job_id, number, stream, found, after)
 
 
 async def _remote_node(shared: ServerContext, job: Job) -> str | None:
@@ -112,19 +116,28 @@ async def _remote_node(shared: ServerContext, job: Job) -> str | None:
     return node_id if name is not None else None
 
 
-async def _stored_tail(shared: ServerContext, job_id: str, attempt: int, stream: str, count: int,
-                       after: int | None) -> LogPage:
-    """The store's copy of the last lines, for when the files are gone (cleaned up, another node)."""
+async def _stored_lines(shared: ServerContext, job_id: str, attempt: int, stream: str, count: int,
+                        offset: int | None) -> LogPage:
+    """The store's copy of the lines, for when the files are gone (cleaned up, another node):
+    its last ``count``, or (``offset``) a page from the line at ``offset`` on. The copy keeps no
+    line ends: the next page's offset is that of the next stored line, or at the end a little
+    before where the line after the last would start (``end_at_least``), so a page from it
+    begins with that next line all the same."""
 
-    def query(conn: Any) -> list[tuple[int, str]]:
-        rows = conn.execute(
-            "SELECT offset, line FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ? AND offset > ? "
-            "ORDER BY offset DESC LIMIT ?", (job_id, attempt, stream, -1 if after is None else after, count),
-        ).fetchall()
-        return rows[::-1]
+    def query(conn: Any) -> tuple[list[tuple[int, str]], int | None]:
+        where = "job_id = ? AND attempt = ? AND stream = ?"
+        if offset is None:
+            rows = conn.execute(f"SELECT offset, line FROM job_logs WHERE {where} ORDER BY offset DESC LIMIT ?",
+                                (job_id, attempt, stream, count)).fetchall()[::-1]
+            return rows, end_at_least(rows[-1]) if rows else None
+        rows = conn.execute(f"SELECT offset, line FROM job_logs WHERE {where} AND offset >= ? ORDER BY offset LIMIT ?",
+                            (job_id, attempt, stream, offset, count + 1)).fetchall()
+        if len(rows) > count:
+            return rows[:count], rows[count][0]
+        return rows, end_at_least(rows[-1]) if rows else None
 
-    lines = [LogLine(o, text) for o, text in await shared.readers.run(query)]
-    return LogPage(job_id, attempt, stream, lines, lines[-1].offset if lines else None)
+    found, after = await shared.readers.run(query)
+    return _page(job_id, attempt, stream, found, after)
 
 
 def parse_resume(raw: str | None, count: int) -> list[int]:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuplaned.logs")
 
-__all__ = ["LOG_READ_BYTES", "RemoteReader", "RemoteTail", "read_remote_lines", "stored_count"]
+__all__ = ["LOG_READ_BYTES", "RemoteReader", "RemoteTail", "end_at_least", "read_remote_lines", "stored_count"]
 
 LOG_READ_BYTES = 1 << 20  # what one log_read asks the agent for
 LOG_READ_TIMEOUT_S = 30.0
@@ -93,9 +93,10 @@ class RemoteTail:
 
 
 async def read_remote_lines(shared: ServerContext, node_id: str, job_id: str, attempt: int, stream: str,
-                            offset: int, limit: int, *, after: bool, stored_lines: int) -> list[Line]:
-    """Up to ``limit`` lines of the attempt's log from ``offset``, as ``logtail.read_from`` reads a
-    local file, in ``log_read`` requests of ``LOG_READ_BYTES`` to the node's agent.
+                            offset: int, limit: int, *, stored_lines: int) -> tuple[list[Line], int]:
+    """Up to ``limit`` lines of the attempt's log from the line at ``offset``, and the next page's
+    offset, as ``logtail.read_page`` reads a local file, in ``log_read`` requests of
+    ``LOG_READ_BYTES`` to the node's agent.
 
     Raises:
         ApiError: ``unavailable`` naming the node when no agent of it is attached (only the
@@ -110,8 +111,7 @@ async def read_remote_lines(shared: ServerContext, node_id: str, job_id: str, at
                        "when the agent is back", {"node": label, "node_id": node_id, "stored_lines": stored_lines})
     tail = RemoteTail(shared, node_id, job_id, attempt, stream, offset)
     lines: list[Line] = []
-    want = limit + 1 if after else limit
-    while len(lines) < want:
+    while len(lines) <= limit:  # one line more than the page: where it starts is the next page's offset
         try:
             found = await tail.read_new()
         except NodeUnavailable as exc:
@@ -121,9 +121,9 @@ async def read_remote_lines(shared: ServerContext, node_id: str, job_id: str, at
             if tail.ended:
                 lines.extend(tail.flush())
             break  # the end of what is written so far; an unfinished last line waits
-    if after and lines and lines[0][0] == offset:
-        del lines[0]
-    return lines[:limit]
+    if len(lines) > limit:
+        return lines[:limit], lines[limit][0]
+    return lines, tail.offset
 
 
 def stored_count(conn: Any, job_id: str, attempt: int, stream: str) -> int:
@@ -141,7 +141,7 @@ def _stored_after(conn: Any, job_id: str, attempt: int, stream: str, position: i
     return first, [(offset, line) for offset, line in rows]
 
 
-def _end_at_least(line: Line) -> int:
+def end_at_least(line: Line) -> int:
     """Where the line after ``line`` starts, or a little before (never after: the follower would
     take a line it has not sent for sent): the stored tail keeps no ends. A replaced undecodable
     byte was at least 1 byte, not 3; a ``\r`` before the newline is not counted; a piece of a
@@ -222,5 +222,5 @@ class RemoteReader:
             self.stuck = True  # lines between what was sent and the stored tail: only the agent has them
             return False
         out.extend((i, offset, text) for offset, text in lines)
-        self._after[i] = max(self._after[i], _end_at_least(lines[-1]))
+        self._after[i] = max(self._after[i], end_at_least(lines[-1]))
         return len(lines) == STORED_PAGE

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from gpuplaned.logtail import Line, read_from, read_tail
+from gpuplaned.logtail import Line, read_page, tail_page
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
 from gpuplaned.service import access
@@ -42,7 +42,8 @@ STATES = ("ok", "changed", "gone", "unreadable")
 @attrs.frozen(kw_only=True)
 class RunLogPage:
     lines: list[LogLine]
-    next_offset: int | None = doc("pass as offset= (with path=) to continue; null when the page is empty")
+    next_offset: int | None = doc("where the line after the page's last starts: pass it as offset= (with path=) for "
+                                  "the next page; null when the page is empty")
 
 
 @attrs.frozen(kw_only=True)
@@ -130,16 +131,15 @@ def _examine(path: str, was: int) -> tuple[str, str | None, int | None]:
     return "ok", None, st.st_size
 
 
-def _lines(path: str, selection: Selection) -> list[Line]:
+def _lines(path: str, selection: Selection) -> tuple[list[Line], int | None]:
     if selection.offset is not None:
-        offset = selection.offset
-        return read_from(path, offset, selection.limit, after=offset > 0, partial=True)
-    return read_tail(path, selection.tail, partial=True)
+        return read_page(path, selection.offset, selection.limit, partial=True)
+    return tail_page(path, selection.tail, partial=True)
 
 
-def _page(found: list[Line]) -> RunLogPage:
-    lines = [LogLine(offset, text) for offset, text in found]
-    return RunLogPage(lines=lines, next_offset=lines[-1].offset if lines else None)
+def _page(found: tuple[list[Line], int | None]) -> RunLogPage:
+    lines = [LogLine(offset, text) for offset, text in found[0]]
+    return RunLogPage(lines=lines, next_offset=found[1] if lines else None)
 
 
 def _os_problem(exc: OSError) -> str:

@@ -86,17 +86,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if api.offline_after is not None and pages >= api.offline_after:
                 return self._send(503, {"error": {"code": "unavailable", "message": "node box is away", "details": {
                     "node": "box", "node_id": "nd_1", "stored_lines": api.stored}}})
-            offset, limit = int(query["offset"]), int(query["limit"])
-            found = [line for line in lines if line[0] >= offset]
-            if offset > 0 and found and found[0][0] == offset:
-                found = found[1:]
-            found = found[:limit]
+            offset, limit = int(query["offset"]), int(query["limit"])  # the API's: from the line at offset
+            found = [line for line in lines if line[0] >= offset][:limit + 1]
+            after = found.pop()[0] if len(found) > limit else None
         else:
             tail = int(query["tail"])
-            found = lines[-min(tail, api.stored):] if tail and api.stored else []
+            found, after = (lines[-min(tail, api.stored):] if tail and api.stored else []), None
+        if found and after is None:  # where the line after the last one starts
+            after = found[-1][0] + len(found[-1][1].encode()) + 1
         self._send(200, {"job_id": JOB, "attempt": 1, "stream": query["stream"],
                          "lines": [{"offset": o, "line": text} for o, text in found],
-                         "next_offset": found[-1][0] if found else None})
+                         "next_offset": after if found else None})
 
     def _send(self, status: int, body: dict) -> None:
         data = json.dumps(body).encode()
@@ -141,9 +141,8 @@ def test_full_pages_through_each_file_once(scripted, capsys, monkeypatch):
     api = serve({"stdout": stdout, "stderr": file_of("only one")})
     code, out, err = ctl_in_process(proc, capsys, "logs", JOB, "--full")
     assert (code, out, err) == (0, "".join(f"line {i}\n" for i in range(7)), "only one\n")
-    # Each page from the last line of the one before; a short page is the end. The one line of
-    # stderr is at offset 0, from which a next page would start again: there is none.
-    assert [q["offset"] for q in api.queries if q["stream"] == "stdout"] == ["0", str(stdout[2][0]), str(stdout[5][0])]
+    # Each page from the next_offset of the one before (the line after its last); a short page is the end.
+    assert [q["offset"] for q in api.queries if q["stream"] == "stdout"] == ["0", str(stdout[3][0]), str(stdout[6][0])]
     assert [q["offset"] for q in api.queries if q["stream"] == "stderr"] == ["0"]
 
     code, out, _ = ctl_in_process(proc, capsys, "logs", JOB, "--full", "--json", "--stream", "stdout")

@@ -117,3 +117,71 @@ def test_bad_follow_requests(jobs):
     assert response.status == 404
     response.read()
     conn.close()
+
+
+def test_pages_by_offset_start_at_that_line_and_next_offset_reads_each_line_once(jobs):
+    """``offset=`` skipped the line that starts there (except at 0), and ``offset=0&limit=1``
+    answered ``next_offset: 0``, so a client following it read the first line forever."""
+    job = jobs.sh("""
+        echo "step 1"; echo; printf 'caf\\303\\251 \\377\\n'; echo "step 4"
+        echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2
+        printf 'no newline at the end'
+        exit 1
+    """, gpu=0)
+    assert jobs.wait(job["id"])["status"] == "FAILED"
+    api = jobs.client
+    path = f"/api/v1/jobs/{job['id']}/logs"
+    whole = api.get(f"{path}?stream=stdout&offset=0&limit=1000")
+    lines = [(line["offset"], line["line"]) for line in whole["lines"]]
+    assert [text for _, text in lines] == ["step 1", "", "caf\u00e9 \ufffd", "step 4", "no newline at the end"]
+    for offset, text in lines:  # every line's own offset gives that line
+        assert [(ln["offset"], ln["line"]) for ln in api.get(f"{path}?stream=stdout&offset={offset}&limit=1")["lines"]] \
+            == [(offset, text)]
+    read, offset = [], 0
+    for _ in range(len(lines) + 1):  # following next_offset, one line a page, reads each once and ends
+        page = api.get(f"{path}?stream=stdout&offset={offset}&limit=1")
+        if not page["lines"]:
+            assert page["next_offset"] is None
+            break
+        read += [(ln["offset"], ln["line"]) for ln in page["lines"]]
+        offset = page["next_offset"]
+    else:
+        pytest.fail("following next_offset did not end")
+    assert read == lines
+    tail = api.get(f"{path}?stream=stdout&tail=2")
+    assert [ln["line"] for ln in tail["lines"]] == ["step 4", "no newline at the end"]
+    assert api.get(f"{path}?stream=stdout&offset={tail['next_offset']}&limit=5")["lines"] == []
+
+    # An evidence pointer's offset resolves to the line it cites.
+    found = api.get(f"/api/v1/jobs/{job['id']}/explanation")
+    pointers = [e for f in found["findings"] for e in f["evidence"] if e["kind"] == "log" and e["stream"] == "stderr"]
+    assert pointers, found
+    for pointer in pointers:
+        cited = api.get(f"{path}?stream=stderr&attempt={pointer['attempt']}&offset={pointer['offsets'][0]}&limit=1")
+        assert [ln["line"] for ln in cited["lines"]] == pointer["lines"][:1]
+        assert "CUDA out of memory" in cited["lines"][0]["line"]
+
+
+def test_pages_from_the_stored_copy_once_the_file_is_gone(jobs):
+    """With the file cleaned up, offset= pages the store's copy the same way: from the line at offset."""
+    from helpers import wait_for
+
+    job = jobs.sh('for i in 1 2 3 4 5; do echo "line $i"; done', gpu=0)
+    jobs.wait(job["id"])
+    api = jobs.client
+    path = f"/api/v1/jobs/{job['id']}/logs"
+    lines = [(ln["offset"], ln["line"]) for ln in api.get(f"{path}?stream=stdout&offset=0&limit=100")["lines"]]
+    assert [text for _, text in lines] == [f"line {i}" for i in range(1, 6)]
+    (jobs.daemon.home / "jobs" / job["id"] / "attempt-1" / "stdout.log").unlink()
+    wait_for(lambda: len(api.get(f"{path}?stream=stdout&tail=10")["lines"]) == 5, what="the stored copy")
+    for offset, text in lines:
+        assert [(ln["offset"], ln["line"]) for ln in api.get(f"{path}?stream=stdout&offset={offset}&limit=1")["lines"]] \
+            == [(offset, text)]
+    read, offset = [], 0
+    for _ in range(len(lines) + 1):
+        page = api.get(f"{path}?stream=stdout&offset={offset}&limit=2")
+        if not page["lines"]:
+            break
+        read += [(ln["offset"], ln["line"]) for ln in page["lines"]]
+        offset = page["next_offset"]
+    assert read == lines

@@ -449,9 +449,20 @@ async def test_logs_full_reads_through_the_agent_and_says_when_it_cannot(server)
             nursery.start_soon(serve_log_reads)
             page = await trio.to_thread.run_sync(
                 lambda: server.client.get(f"/api/v1/jobs/{submitted['id']}/logs?stream=stdout&offset=0&limit=2500"))
+
+            def one_line(offset: int) -> dict:
+                return server.client.get(f"/api/v1/jobs/{submitted['id']}/logs?stream=stdout&offset={offset}&limit=1")
+
+            # A page from a line's offset starts with that line; the next page goes on after the last.
+            cited, following = await trio.to_thread.run_sync(
+                lambda: (one_line(text.index("line 10\n")), one_line(page["next_offset"])))
             nursery.cancel_scope.cancel()
         assert [line["line"] for line in page["lines"]] == [f"line {i}" for i in range(2500)]
         assert page["lines"][10]["offset"] == text.index("line 10\n")
+        assert page["next_offset"] == text.index("line 2500\n")
+        assert [line["line"] for line in cited["lines"]] == ["line 10"]
+        assert cited["next_offset"] == text.index("line 11\n")
+        assert [line["line"] for line in following["lines"]] == ["line 2500"]
     await until(lambda: not server.node(name)["connected"], what="the agent to be gone")
     with pytest.raises(ApiError) as refused:
         server.client.get(f"/api/v1/jobs/{submitted['id']}/logs?stream=stdout&offset=0")

@@ -355,3 +355,59 @@ async def test_follow_backs_off_when_quiet_and_wakes_when_the_job_ends(tmp_path)
     # The intervals had grown far past the pause, yet the end of the job woke the follower.
     assert trio.current_time() - start < 2
     assert got == [(0, "first"), (6, "after a pause"), (20, "bye")]
+
+
+# --- pages (the API's offset= and next_offset) -----------------------------------------
+
+
+def _page_file(tmp_path, data: bytes):
+    path = tmp_path / "page.log"
+    path.write_bytes(data)
+    return path
+
+
+PAGE_DATA = (b"first\n\nsecond\r\n" + "h\u00e9llo \U0001f600\n".encode() + b"bad \xff\xfe bytes\n"
+             + b"x" * 300 + b"\n" + b"y" * 9 + b"\nunfinished")
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_page_from_any_line_starts_with_that_line(tmp_path, partial):
+    """offset= is the line that starts there, at 0 and everywhere else (it was skipped past 0)."""
+    path = _page_file(tmp_path, PAGE_DATA)
+    lines = reference_lines(PAGE_DATA, 128) if partial else LineSplitter(max_line=128).feed_lines(PAGE_DATA)
+    for k, (offset, text) in enumerate(lines):
+        page, _ = logtail.read_page(path, offset, 1, partial=partial, max_line=128)
+        assert page == [(offset, text)], k
+        assert logtail.read_page(path, offset, 100, partial=partial, max_line=128)[0] == lines[k:]
+
+
+@pytest.mark.parametrize("partial", [False, True])
+@pytest.mark.parametrize("limit", [1, 2, 3, 1000])
+def test_following_next_offset_reads_every_line_once_and_ends(tmp_path, partial, limit):
+    """``offset=0&limit=1`` answered ``next_offset: 0``: a reader following it read the first line forever."""
+    path = _page_file(tmp_path, PAGE_DATA)
+    expected = reference_lines(PAGE_DATA, 128) if partial else LineSplitter(max_line=128).feed_lines(PAGE_DATA)
+    read, offset, pages = [], 0, 0
+    while True:
+        page, after = logtail.read_page(path, offset, limit, partial=partial, max_line=128)
+        pages += 1
+        assert pages <= len(expected) + 1, "the pages do not end"
+        if not page:
+            break
+        assert after > page[-1][0]
+        read += page
+        offset = after
+    assert read == expected
+    assert offset == (len(PAGE_DATA) if partial else len(PAGE_DATA) - len(b"unfinished"))
+
+
+def test_tail_page_says_where_the_next_line_starts(tmp_path):
+    path = _page_file(tmp_path, PAGE_DATA)
+    lines = LineSplitter(max_line=128).feed_lines(PAGE_DATA)
+    page, after = logtail.tail_page(path, 2, max_line=128)
+    assert page == lines[-2:] and after == len(PAGE_DATA) - len(b"unfinished")
+    assert logtail.read_page(path, after, 10, partial=True, max_line=128)[0] == [(after, "unfinished")]
+    assert logtail.tail_page(path, 1, partial=True, max_line=128)[1] == len(PAGE_DATA)
+    assert logtail.tail_page(path.with_name("missing"), 5) == ([], None)
+    assert logtail.read_page(path.with_name("missing"), 7, 5) == ([], 7)
+    assert logtail.read_page(path, 10**9, 5) == ([], 10**9)

@@ -14,7 +14,7 @@ from gpuplaned.protocol.agent import LogChunk, LogLines
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.service.log_feeds import batches_of
 from gpuplaned.service.nodes import LocalNodeLink, Once
-from gpuplaned.service.remote_logs import RemoteReader, _end_at_least
+from gpuplaned.service.remote_logs import RemoteReader, end_at_least
 from gpuplaned.store import log_rows
 from gpuplaned.store.writer import write
 
@@ -102,10 +102,10 @@ def test_a_stored_lines_end_is_never_guessed_past_the_next_line(data):
     lines = LineSplitter().feed_lines(data)
     starts = [offset for offset, _ in lines[1:]] + [len(data)]
     for line, start in zip(lines, starts):
-        assert _end_at_least(line) <= start
+        assert end_at_least(line) <= start
 
 
 def test_a_plain_stored_lines_end_is_exact():
     data = "plain\nlines \u00e9\u4e2d\n\nend\n".encode()
     lines = LineSplitter().feed_lines(data)
-    assert [_end_at_least(line) for line in lines] == [offset for offset, _ in lines[1:]] + [len(data)]
+    assert [end_at_least(line) for line in lines] == [offset for offset, _ in lines[1:]] + [len(data)]
