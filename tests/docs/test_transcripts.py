@@ -48,6 +48,7 @@ def test_what_varies_is_masked_and_what_does_not_is_compared() -> None:
     assert mask("created:  2026-12-06 01:53:35") == ["created:", "<date>"]
     assert mask("box1  ONLINE  attached  1s ago  0  -9 ms") == ["box1", "ONLINE", "attached", "<dur>", "ago", "0",
                                                                  "<dur>"]
+    assert mask("up 2m05s, skew +3 ms") == mask("up 12s, skew -9 ms") == ["up", "<dur>,", "skew", "<dur>"]
     assert mask("loss  2000  0.0074153  6.1685e-09  █▅▂▁▁") == ["loss", "2000", "<num>", "<num>", "<spark>"]
     assert mask("gpuplaned (pid 4343) stopped") == ["gpuplaned", "(pid", "<pid>)", "stopped"]
     assert mask("http://127.0.0.1:8765/") == mask("http://127.0.0.1:40123/")

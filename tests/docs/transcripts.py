@@ -40,8 +40,8 @@ MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?<=[\w\]]):\d{2,5}\b"), ":<port>"),
     (re.compile(r"\b[0-9a-f]{12,}\b"), "<hex>"),
     # Durations (12 s, 3.5s, 250ms, 2m10s, 1h) before plain numbers, so the unit goes too.
-    (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?\s?(?:ms|s|m|h|d)\b(?:\d+(?:ms|s|m))?(?![\w/])"), "<dur>"),
-    (re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?|(?<![\w.])-?\d+[eE][-+]\d+"), "<num>"),
+    (re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?\s?(?:ms|[smhd])(?:\d+(?:\.\d+)?(?:ms|[smhd]))*(?![\w/])"), "<dur>"),
+    (re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?:[eE][-+]?\d+)?|(?<![\w.])[-+]?\d+[eE][-+]\d+"), "<num>"),
     (re.compile(r"[▁▂▃▄▅▆▇█]+"), "<spark>"),
 ]
 
