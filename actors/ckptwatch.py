@@ -4,7 +4,7 @@ HF Trainer, Lightning, DeepSpeed) and registers each once it is complete.
 Owns: per job attempt, the debounce state (``gpuplaned.checkpoints.stability``) of what it
 found in the attempt's folders: ``checkpoints/``, ``outputs/`` and ``runs/`` under its
 working directory, and the folders it declared (``GPUPLANE_CKPT_DIR``, ``os.pathsep``
-between them; ``gpuplanectl submit --ckpt-dir``; for a job adopted after a restart, read
+between them; ``gpuplanectl job submit --ckpt-dir``; for a job adopted after a restart, read
 from its main process's environment).
 Inputs: the runner's live jobs (``ctx.shared.runner()``) and the attempts that ended lately
 (``recent_ends``: a job shorter than one rescan, one that ended while the daemon was away,

@@ -4,7 +4,7 @@ and sends their scalars to the server as the run's points, each exactly once.
 Owns: per live job attempt, a ``gpuplaned.tensorboard.JobTail`` over the attempt's log
 folders (``runs/``, ``logs/``, ``outputs/``, ``lightning_logs/`` under its working
 directory, ``$TB_LOG_DIR``, and the folders it declared: ``GPUPLANE_TB_DIR``, ``os.pathsep``
-between them, from ``gpuplanectl submit --tb-dir``; for a job adopted after a restart, read
+between them, from ``gpuplanectl job submit --tb-dir``; for a job adopted after a restart, read
 from its main process's environment), taking the files named since the attempt started
 (``runtime.json`` ``started_at``) that a process of the job wrote (the pid in the file's name,
 or an open descriptor for a name with none: ``gpuplaned.job_processes``, which remembers

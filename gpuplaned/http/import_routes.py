@@ -2,7 +2,7 @@
 and that run's logs read back (``gpuplaned.service.run_logs``).
 
 The import is a write (the ``write`` scope on the HTTP front), reading the logs a read. The
-dir is read on the daemon's host, so the path is one there; ``gpuplanectl import-run`` sends
+dir is read on the daemon's host, so the path is one there; ``gpuplanectl run import`` sends
 the absolute path of its argument.
 """
 

@@ -18,7 +18,7 @@ class JobEnvironment:
     """What every job's environment starts from and ends with; see ``for_job``.
 
     Nothing of the daemon's own environment reaches a job: a job runs with what it was
-    submitted with (``gpuplanectl submit`` sends the submitting shell's PATH, virtualenv
+    submitted with (``gpuplanectl job submit`` sends the submitting shell's PATH, virtualenv
     and the few other variables its help lists), so it runs the same whichever shell or
     service manager started the daemon, a retry runs as the first attempt did, and the
     daemon's secrets stay its own.

@@ -31,7 +31,7 @@ def store_port(shared: ServerContext, what: str) -> RequestPort:
     if state not in STORE_UP:
         raise store_unavailable(f"the store actor is {state.value}, so nothing can be written; nothing was "
                                 "changed: retry once it runs again (`gpuplanectl status`; "
-                                "`gpuplanectl start store`)", state=state.value)
+                                "`gpuplanectl actor start store`)", state=state.value)
     return RequestPort(port, lambda: shared.supervisor.state("store"))
 
 

@@ -5,7 +5,7 @@ Only the scheduler actor (``gpuplaned.actors.scheduler``) runs scheduling passes
 job's end, a node's hello, a snapshot that changes what a node accepts, a cancel of a
 queued job, a retry) calls ``wake_scheduler`` after its own transaction has committed,
 and the woken pass places the job: no service code runs a pass, and none reads the
-scheduler's state. Stopping the scheduler actor (``gpuplanectl stop scheduler``, or one
+scheduler's state. Stopping the scheduler actor (``gpuplanectl actor stop scheduler``, or one
 gone FATAL) therefore pauses dispatching and nothing else. Every pass runs inside one
 store transaction, which the store serializes, so no slot is ever given twice.
 """

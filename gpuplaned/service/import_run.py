@@ -1,5 +1,5 @@
 """``import-run``: a finished run's dir (TensorBoard event files, checkpoints, stdout logs)
-made a run with source ``import`` (``POST /api/v1/runs/import``, ``gpuplanectl import-run``).
+made a run with source ``import`` (``POST /api/v1/runs/import``, ``gpuplanectl run import``).
 
 The daemon reads the dir on its own host, as ``ckpt verify`` reads a checkpoint, read-only and
 on a worker thread (``import_scan``), so a large dir never blocks the event loop; then it

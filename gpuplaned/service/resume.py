@@ -78,7 +78,7 @@ def _named(conn: sqlite3.Connection, job_id: str, checkpoint_id: str, lineage: S
         owner = resume_rows.owner_job(conn, checkpoint_id)
         whose = f"job {owner}'s" if owner else f"run {point.run_id}'s (no job)"
         raise ApiError(ErrorCode.CONFLICT, f"checkpoint {checkpoint_id} is {whose}, not of job {job_id}'s lineage; "
-                       "resume from one of its own checkpoints (gpuplanectl checkpoints RUN), or submit a new job",
+                       "resume from one of its own checkpoints (gpuplanectl ckpt list RUN), or submit a new job",
                        {"job_id": job_id, "checkpoint_id": checkpoint_id, "owner_job_id": owner})
     if point.deleted_at is not None:
         raise ApiError(ErrorCode.CONFLICT, f"checkpoint {checkpoint_id} was deleted: its file is gone",

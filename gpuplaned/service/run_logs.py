@@ -1,4 +1,4 @@
-"""An imported run's logs for the API (``GET /api/v1/runs/{id}/logs``, ``gpuplanectl logs RUN``).
+"""An imported run's logs for the API (``GET /api/v1/runs/{id}/logs``, ``gpuplanectl run logs RUN``).
 
 ``import-run`` registers a dir's stdout and stderr files as the run's log artifacts
 (``store.import_rows``), never copied; this reads them where the daemon runs, as ``ckpt
@@ -12,7 +12,7 @@ lines are read as a job's are (``gpuplaned.logtail``): the last ``tail`` by seek
 from the end, never the whole file, or a page from a line's byte offset (``next_offset`` of
 the page before), long lines cut into 64 KiB pieces. The files are finished, so a last line
 without its newline is a line. The text is the file's, decoded as UTF-8 with replacement;
-printing it safely is the reader's part (``gpuplanectl logs`` escapes control characters).
+printing it safely is the reader's part (``gpuplanectl run logs`` escapes control characters).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rows of an imported run (``gpuplanectl import-run DIR``, source ``import``).
+"""Rows of an imported run (``gpuplanectl run import DIR``, source ``import``).
 
 The run is keyed by its dir's realpath (``runs.import_key``, unique): ``claim`` returns the
 run already imported from it, or makes a new one, RUNNING until ``finish`` marks it

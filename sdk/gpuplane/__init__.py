@@ -15,7 +15,7 @@ the daemon's own.
                 torch.save(model.state_dict(), path)  # saving stays yours
                 run.log_checkpoint(path)              # registered, never copied
         run.log_event("phase", {"name": "eval"})    # an event of your own, on the run's timeline
-        run.log_evaluation({"accuracy": acc})       # under `gpuplanectl eval`: the evaluation's metrics
+        run.log_evaluation({"accuracy": acc})       # under `gpuplanectl ckpt eval`: its metrics
         print(run.summary())                        # the daemon's view: latest/best per metric
     # or, without init: gpuplane.log({"loss": loss}) opens a run on first use
 

@@ -234,7 +234,7 @@ class Run:
         the sender thread). ``step`` defaults to the current step. Saving to the same path
         again (``last.pt``) moves that checkpoint to its new step. The run's checkpoints,
         with the best one by the primary metric marked, are in ``GET /api/v1/runs/{id}/checkpoints``
-        and ``gpuplanectl checkpoints RUN``. Never raises, never blocks.
+        and ``gpuplanectl ckpt list RUN``. Never raises, never blocks.
         """
         if self._closed:
             return
@@ -253,7 +253,7 @@ class Run:
     def log_evaluation(self, metrics: Mapping[str, Any]) -> None:
         """Report the metrics of the evaluation this script runs as (``{"accuracy": 0.91}``).
 
-        For a script run by ``gpuplanectl eval`` (an EVALUATE job): the metrics land on that
+        For a script run by ``gpuplanectl ckpt eval`` (an EVALUATE job): the metrics land on that
         evaluation, as the JSON object written to ``$GPUPLANE_EVAL_RESULT`` does, and several
         calls add up (a later value of a name wins). Nested mappings are flattened with ``"/"``;
         every value must be a finite number (bools and numpy scalars too), else the call is

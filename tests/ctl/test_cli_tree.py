@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from gpuplanectl.main import app
 from torch.utils.tensorboard import SummaryWriter
@@ -110,3 +111,30 @@ def test_old_spellings_run_like_the_new(daemon, tmp_path, capsys):
     assert codes[f"eval {ck}"] == 2 and codes[f"import-run {root}"] == 0
     # And the real console script, once: an old spelling in a new process.
     assert daemon.run_ctl("import-run", str(root)).stdout == f"{imported}\n"
+
+
+REPO = Path(__file__).resolve().parents[2]
+# Where the code and the docs tell people what to type: messages, hints, help, the UI, the READMEs.
+SOURCES = [("gpuplaned", "*.py"), ("actors", "*.py"), ("ctl", "*.py"), ("sdk/gpuplane", "*.py"), ("web/src", "*.ts*"),
+           ("docs", "*.md"), (".", "README.md"), ("examples", "README.md"), ("packaging", "README.md")]
+COMMAND_LINE = re.compile(r"gpuplanectl ([a-z][a-z-]*)")
+
+
+def test_every_command_the_code_and_docs_name_is_in_the_new_tree():
+    """A command line named anywhere (`gpuplanectl ckpt list RUN`) uses the new spelling, not a
+    hidden alias. A word after `gpuplanectl` that is no command (prose) is not checked."""
+    root = get_command(app)
+    found, stale = 0, []
+    for folder, pattern in SOURCES:
+        for path in sorted((REPO / folder).glob(pattern) if folder in (".", "examples", "packaging")
+                           else (REPO / folder).rglob(pattern)):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                for match in COMMAND_LINE.finditer(line):
+                    command = root.commands.get(match[1])
+                    if command is None:
+                        continue
+                    found += 1
+                    if command.hidden:
+                        stale.append(f"{path.relative_to(REPO)}:{number}: {match[0]}")
+    assert found > 100  # the scan saw the commands that are named
+    assert stale == []

@@ -253,7 +253,7 @@ def test_a_metrics_star_sets_and_unsets_the_experiments_primary_metric(ui):
     assert summary["primary_metric"] is None
 
 
-# A finished run's files, imported with `gpuplanectl import-run`: a TensorBoard loss whose best
+# A finished run's files, imported with `gpuplanectl run import`: a TensorBoard loss whose best
 # is at step 8, checkpoints at steps 5 and 10 (torch.save) and an HF checkpoint-12/.
 IMPORTED = """
 import json, os, sys, torch

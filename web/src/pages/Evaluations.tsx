@@ -58,7 +58,7 @@ export function EvaluationsTable({ evaluations }: { evaluations: Evaluation[] })
   const rows = useMemo(() => [...evaluations].sort((a, b) => b.created_at - a.created_at), [evaluations]);
   if (!rows.length) {
     return <Empty title="No evaluations in this experiment" icon="evals">
-      Evaluate a checkpoint with <code>gpuplanectl eval CKPT -- python eval.py {"{checkpoint}"}</code>, or give a job
+      Evaluate a checkpoint with <code>gpuplanectl ckpt eval CKPT -- python eval.py {"{checkpoint}"}</code>, or give a job
       an <code>evaluate</code> policy.
     </Empty>;
   }

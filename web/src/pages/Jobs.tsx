@@ -76,7 +76,7 @@ export function Jobs() {
       <ErrorBanner error={jobs.error} onRetry={jobs.reload} />
       {!jobs.data && !jobs.error ? <Loading rows={8} /> : rows.length === 0 ? (
         <Empty title={view.q ? "No job matches the filter" : view.tab === "all" ? "No jobs yet" : `No ${view.tab} jobs`} icon="jobs">
-          {view.tab === "all" && !view.q ? <>Queue one with <b>Submit job</b>, or from a shell: <code>gpuplanectl submit -- python train.py</code></> : null}
+          {view.tab === "all" && !view.q ? <>Queue one with <b>Submit job</b>, or from a shell: <code>gpuplanectl job submit -- python train.py</code></> : null}
         </Empty>
       ) : (
         <div className="table-wrap">

@@ -263,7 +263,7 @@ function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunS
         <KeyValues items={[
           ["Id", <CopyId id={run.id} full />],
           ["Source", run.source === "job" ? <>job <Link to={`/jobs/${run.job_id}`}>{job?.name ?? run.job_id}</Link>, attempt {run.attempt}</>
-            : run.source === "import" ? <>imported (<code>gpuplanectl import-run</code>)</> : "SDK (started outside a job)"],
+            : run.source === "import" ? <>imported (<code>gpuplanectl run import</code>)</> : "SDK (started outside a job)"],
           ["Metrics from", metricSourceLabel(run.metric_sources) ?? "—"],
           ["Created", fmtDateTime(run.created_at)],
           ["Finished", fmtDateTime(run.finished_at)],
