@@ -13,6 +13,7 @@ that keeps the connection open and says nothing still fails at the timeout (``Co
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
@@ -22,12 +23,16 @@ from trio_websocket import ConnectionTimeout, HandshakeError, WebSocketConnectio
 
 
 class HungUp(HandshakeError):
-    """The server closed or reset the connection before it answered the WebSocket upgrade."""
+    """The connection ended before the server answered the WebSocket upgrade: closed, reset, or
+    its TLS handshake failed."""
+
+
+_UNANSWERED = "before it answered the WebSocket upgrade"
 
 
 class _Watched(trio.abc.Stream):
-    """The stream under a WebSocket: tells ``on_end`` (once, while armed) that the peer closed
-    or reset it, and otherwise passes everything through."""
+    """The stream under a WebSocket: tells ``on_end`` (once, while armed) why it ended, when the
+    peer closed or reset it, and otherwise passes everything through."""
 
     def __init__(self, stream: trio.abc.Stream, on_end: Callable[[str], None]) -> None:
         self.stream = stream
@@ -41,8 +46,8 @@ class _Watched(trio.abc.Stream):
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         try:
             await self.stream.send_all(data)
-        except trio.BrokenResourceError:
-            self._ended("reset the connection")
+        except trio.BrokenResourceError as exc:
+            self._ended(_broken(exc))
             raise
 
     async def wait_send_all_might_not_block(self) -> None:
@@ -51,15 +56,22 @@ class _Watched(trio.abc.Stream):
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         try:
             data = await self.stream.receive_some(max_bytes)
-        except trio.BrokenResourceError:
-            self._ended("reset the connection")
+        except trio.BrokenResourceError as exc:
+            self._ended(_broken(exc))
             raise
         if not data:
-            self._ended("closed the connection")
+            self._ended(f"the server closed the connection {_UNANSWERED}")
         return data
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+def _broken(exc: trio.BrokenResourceError) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, ssl.SSLError):  # trio's SSLStream: a TLS failure, not the network's
+        return f"the TLS handshake with the server failed ({cause.reason or cause}) {_UNANSWERED}"
+    return f"the server reset the connection {_UNANSWERED}"
 
 
 @asynccontextmanager
@@ -127,7 +139,7 @@ async def _handshake(nursery: trio.Nursery, url: str, headers: list[tuple[bytes,
             stream.on_end = None  # from here on an end is the session's to notice
             return ws, stream
         await trio.aclose_forcefully(stream)
-        raise HungUp(f"the server {hung_up[0]} before it answered the WebSocket upgrade")
+        raise HungUp(hung_up[0])
     raise ConnectionTimeout(f"no answer to the WebSocket upgrade within {timeout:g} s")
 
 
