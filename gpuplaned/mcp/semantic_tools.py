@@ -7,6 +7,7 @@ from __future__ import annotations
 from gpuplaned.http.replies import BestCheckpoint, CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
 from gpuplaned.mcp import args as a
 from gpuplaned.mcp.table import Call, Result, Tool, next_action
+from gpuplaned.protocol.errors import ApiError
 from gpuplaned.service import best_checkpoint, diagnosis, runs
 
 
@@ -17,9 +18,22 @@ async def diagnose_run(call: Call, args: a.RunArgs) -> Result:
     experiment = detail.get("experiment")
     if experiment is not None:
         exp_id = experiment["id"] if isinstance(experiment, dict) else experiment.id
-        more.append(next_action("get_best_checkpoint", "the best checkpoint over the experiment",
-                                experiment_id=exp_id))
+        metric = await _rankable_by(call, exp_id)
+        if metric is not None:
+            more.append(next_action("get_best_checkpoint", "the best checkpoint over the experiment",
+                                    experiment_id=exp_id, metric=metric))
     return Result(found["summary"], found, more)
+
+
+async def _rankable_by(call: Call, experiment_id: str) -> str | None:
+    """The metric get_best_checkpoint would rank the experiment's checkpoints by, when it has an
+    answer (a metric with a direction, a checkpoint with its value and file): only then is it a
+    next step, and with the metric named, so it runs as suggested."""
+    try:
+        found = await best_checkpoint.best_for_experiment(call.shared, experiment_id, None, None)
+    except ApiError:  # no primary metric, no direction, or no checkpoint to rank
+        return None
+    return found["metric"]
 
 
 async def compare_runs(call: Call, args: a.CompareRunsArgs) -> Result:

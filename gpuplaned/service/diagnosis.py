@@ -12,6 +12,7 @@ for a long run). So the cost does not grow with the points, only with the series
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from gpuplaned.domain.diagnosis import compare_checkpoints, compare_runs, diagno
 from gpuplaned.domain.diagnosis.curves import Curve, is_loss, train_loss
 from gpuplaned.domain.diagnosis.run import nan_window
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import access, jobs, logs
+from gpuplaned.service import access, jobs, logs, resume
 from gpuplaned.service.run_records import checkpoint_table
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoint_rows, job_rows, project_rows, run_rows
@@ -227,7 +228,7 @@ async def explain(shared: ServerContext, job_id: str) -> dict[str, Any]:
         page = await logs.read_lines(shared, job_id, stream, attempt=None, tail=LOG_TAIL, offset=None, limit=LOG_TAIL)
         tails[stream] = [(line.offset, line.line) for line in page.lines]
 
-    def read(conn: sqlite3.Connection) -> tuple[dict[int, Any], list[dict[str, Any]]]:
+    def read(conn: sqlite3.Connection) -> tuple[dict[int, Any], list[dict[str, Any]], bool]:
         gpu = gpu_samples(conn, job.node_id, job.gpu_indexes, job.started_at, job.finished_at,
                    ("memory_used_mb", "memory_total_mb", "utilization"))
         seen: dict[str, dict[str, Any]] = {}
@@ -235,8 +236,18 @@ async def explain(shared: ServerContext, job_id: str) -> dict[str, Any]:
             for _, e in list_events(conn, where, MAX_EVENTS):
                 if job.run_id is None or e.run_id in (None, job.run_id):
                     seen[e.id] = {"id": e.id, "type": e.type, "ts": e.ts}
-        return gpu, sorted(seen.values(), key=lambda e: e["ts"])
+        return gpu, sorted(seen.values(), key=lambda e: e["ts"]), _resumable(conn, job_id)
 
-    gpu, events = await _readers(shared).run(read)
-    out = explain_failure(attrs.asdict(job), tails, gpu=gpu, events=events)
+    gpu, events, resumable = await _readers(shared).run(read)
+    out = explain_failure(attrs.asdict(job), tails, gpu=gpu, events=events, resumable=resumable)
     return json_finite({"job_id": job_id, "attempt": job.attempt, **out})
+
+
+def _resumable(conn: sqlite3.Connection, job_id: str) -> bool:
+    """``job retry --resume-from last`` would find a checkpoint of the job's, its file there (as
+    ``resume.choose`` looks), so the explanation suggests it only then."""
+    try:
+        points = resume.candidates_for(conn, job_id, "last")
+    except ApiError:  # no checkpoint, or only deleted ones
+        return False
+    return any(os.path.exists(point.path) for point in points)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pytest
 
@@ -251,6 +252,26 @@ def test_explain_failure_classifies(job, logs, events, cause):
         assert found["findings"] == []
     else:
         assert found["findings"][0]["severity"] == "critical" and found["next_actions"]
+
+
+@pytest.mark.parametrize("resumable", [True, False])
+def test_explain_failure_writes_its_commands_whole_with_this_jobs_ids(resumable):
+    """Backquoted, this job's and run's ids in place, a resume only when there is one to resume from."""
+    job = {**JOB, "run_id": "run_9"}
+    actions = {}
+    for reason, logs, events in (("EXIT_CODE", {"stderr": [(0, "ValueError: bad")]}, []),
+                                 ("SIGNAL(SIGKILL)", {}, []), ("TIMEOUT", {}, []),
+                                 ("EXIT_CODE", {"stderr": [(0, "No space left on device")]}, []),
+                                 ("EXIT_CODE", {}, [{"id": "ev_2", "type": "RUN_STALLED"}])):
+        found = explain_failure({**job, "failure_reason": reason}, logs, events=events, resumable=resumable)
+        actions[found["cause"]] = " ".join(found["next_actions"])
+    retry = "`gpuplanectl job retry job_1 --resume-from last`" if resumable else "`gpuplanectl job retry job_1`"
+    assert "`gpuplanectl job logs job_1 --stream stderr --tail 50`" in actions["exit_code"]
+    assert retry in actions["killed_or_preempted"] and retry in actions["timeout"]
+    assert "`gpuplanectl ckpt prune run_9`" in actions["disk_full"]
+    assert "`gpuplanectl job logs job_1 --tail 50`" in actions["stalled"]
+    for words in actions.values():
+        assert "JOB" not in words and "RUN " not in words and "gpuplanectl" not in re.sub(r"`[^`]*`", "", words)
 
 
 def test_oom_points_at_the_line_and_the_memory_peak():

@@ -7,11 +7,17 @@ OOM (the failure reason, or an out-of-memory line; the GPU memory peak beside it
 dataloader hang (a DataLoader worker line that timed out or died), stalled (a RUN_STALLED
 event), killed or preempted (a signal, the job lost, a preemption line), then the plain exit
 code with the last lines of stderr.
+
+A next action that names a command writes it in backquotes, whole and as it runs
+(``gpuplanectl job logs job_... --stream stderr``: this job's id, no placeholder), and only
+where it would work (a resume only when a checkpoint is there to resume from); the rest is advice
+in words.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,16 +39,17 @@ Lines = Sequence[tuple[int, str]]
 
 def explain_failure(job: Mapping[str, Any], logs: Mapping[str, Lines], *,
                     gpu: Mapping[int, Mapping[str, Sequence[Any]]] | None = None,
-                    events: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                    events: Sequence[Mapping[str, Any]] = (), resumable: bool = False) -> dict[str, Any]:
     """``job``: the job as the API shows it (``id``, ``status``, ``attempt``, ``exit_code``,
-    ``failure_reason``, ``failure_message``, ``node_id``); ``logs``: the attempt's last lines
-    per stream, ``(byte offset, text)``; ``gpu``: per index ``{"ts", "memory_used_mb",
-    "memory_total_mb", "utilization"}`` over the attempt; ``events``: its events."""
+    ``failure_reason``, ``failure_message``, ``node_id``, ``run_id``); ``logs``: the attempt's
+    last lines per stream, ``(byte offset, text)``; ``gpu``: per index ``{"ts",
+    "memory_used_mb", "memory_total_mb", "utilization"}`` over the attempt; ``events``: its
+    events; ``resumable``: a checkpoint of the job's is there to resume from."""
     reason = job.get("failure_reason") or ""
     status = job.get("status")
     if status not in ("FAILED", "LOST") and not reason:
         return _answer(job, "none", [], [], f"job {job['id']} is {status}: nothing failed")
-    ctx = _Context(job, logs, gpu or {}, events)
+    ctx = _Context(job, logs, gpu or {}, events, resumable)
     for cause, test in (("spawn_failure", _spawn), ("timeout", _timeout), ("oom", _oom), ("disk_full", _disk),
                         ("nan_divergence", _nan), ("dataloader_hang", _loader), ("stalled", _stalled),
                         ("killed_or_preempted", _killed)):
@@ -54,8 +61,8 @@ def explain_failure(job: Mapping[str, Any], logs: Mapping[str, Lines], *,
 
 class _Context:
     def __init__(self, job: Mapping[str, Any], logs: Mapping[str, Lines], gpu: Mapping[int, Any],
-                 events: Sequence[Mapping[str, Any]]) -> None:
-        self.job, self.logs, self.gpu, self.events = job, logs, gpu, events
+                 events: Sequence[Mapping[str, Any]], resumable: bool) -> None:
+        self.job, self.logs, self.gpu, self.events, self.resumable = job, logs, gpu, events, resumable
         self.reason = job.get("failure_reason") or ""
         self.attempt = job.get("attempt") or 0
 
@@ -74,6 +81,17 @@ class _Context:
     def last_lines(self, stream: str = "stderr", count: int = 3) -> list[dict[str, Any]]:
         tail = [(o, t) for o, t in self.logs.get(stream, ()) if t.strip()][-count:]
         return [ev.log(self.job["id"], self.attempt, stream, tail)] if tail else []
+
+    def retry(self, why: str) -> list[str]:
+        """Queue it again: resumed from its last checkpoint when it has one, else afresh."""
+        if self.resumable:
+            return [f"{why}: {command('job', 'retry', self.job['id'], '--resume-from', 'last')}"]
+        return [f"{why} (it has no checkpoint to resume from): {command('job', 'retry', self.job['id'])}"]
+
+
+def command(*words: str) -> str:
+    """A gpuplanectl command line as a next action writes it: in backquotes, runnable as it stands."""
+    return "`" + " ".join(["gpuplanectl", *map(shlex.quote, words)]) + "`"
 
 
 def _matches(pattern: Any, text: str) -> bool:
@@ -95,7 +113,8 @@ def _spawn(c: _Context) -> Found:
 def _timeout(c: _Context) -> Found:
     if c.reason != FailureReason.TIMEOUT:
         return None
-    return (c.last_lines("stdout") + c.last_lines(), ["raise timeout_s, or resume from the last checkpoint"],
+    return (c.last_lines("stdout") + c.last_lines(), ["give it a longer timeout_s when you submit it again",
+                                                      *c.retry("or go on where it stopped")],
             f"it ran past its timeout ({c.job.get('timeout_s')} s) and was stopped")
 
 
@@ -110,7 +129,8 @@ def _oom(c: _Context) -> Found:
     detail = f"; GPU {peak['gpu']} peaked at {peak['values'][0]:.0f} of {peak['total_mb']:.0f} MiB" if peak else ""
     line = f": {lines[0]['lines'][-1].strip()[:200]}" if lines else ""
     return (proofs, ["halve the batch size (or use gradient accumulation), enable activation checkpointing or "
-                     "mixed precision", "retry with on_oom = {retry = 1, env = {BATCH_SIZE = \"half\"}}"],
+                     "mixed precision", "to retry it with half the batch on an OOM, submit it with "
+                     "on_oom = {retry = 1, env = {BATCH_SIZE = \"half\"}} in its job file"],
             f"out of {what}{line}{detail}")
 
 
@@ -153,8 +173,9 @@ def _disk(c: _Context) -> Found:
     proofs = c.lines(_DISK) + c.events_of("DISK_LOW")
     if not proofs:
         return None
-    return (proofs, ["free space on the node (old checkpoints: gpuplanectl checkpoints prune), or write elsewhere"],
-            "the disk filled up")
+    prune = (f" (what pruning the run's old checkpoints would delete: {command('ckpt', 'prune', c.job['run_id'])}"
+             ", then again with --yes)") if c.job.get("run_id") else ""
+    return (proofs, [f"free space on the node{prune}, or write elsewhere"], "the disk filled up")
 
 
 def _nan(c: _Context) -> Found:
@@ -177,7 +198,10 @@ def _stalled(c: _Context) -> Found:
     proofs = c.events_of("RUN_STALLED")
     if not proofs:
         return None
-    return (proofs + c.last_lines("stdout"), ["look at where the log stops; set on_stalled to restart it"],
+    look = command("job", "logs", c.job["id"], "--tail", "50")
+    return (proofs + c.last_lines("stdout"), [f"look at where its output stops: {look}",
+                                              'to restart it next time it stalls, submit it with on_stalled = '
+                                              '{after = "20m", action = "restart"} in its job file'],
             "the run stopped making progress")
 
 
@@ -189,16 +213,15 @@ def _killed(c: _Context) -> Found:
         return None
     proofs = lines + c.events_of("JOB_LOST", "AGENT_DISCONNECTED") + c.last_lines()
     why = ("preempted" if lines else f"killed by {signal}" if signal else "lost: its node or shim went away")
-    return (proofs, ["retry it, resuming from the last checkpoint (gpuplanectl job retry JOB --resume-from last)"],
-            f"it was {why}")
+    return (proofs, c.retry("queue it again"), f"it was {why}")
 
 
 def _exit_code(c: _Context) -> tuple[list[dict[str, Any]], list[str], str]:
     code = c.job.get("exit_code")
     signal = c.reason[len("SIGNAL("):-1] if c.reason.startswith("SIGNAL(") else None
     what = f"killed by {signal}" if signal else f"exit code {code}"
-    return (c.last_lines() or c.last_lines("stdout"), ["read the end of stderr (gpuplanectl logs JOB --stderr)"],
-            f"it ended with {what}")
+    read = command("job", "logs", c.job["id"], "--stream", "stderr", "--tail", "50")
+    return (c.last_lines() or c.last_lines("stdout"), [f"read the end of its stderr: {read}"], f"it ended with {what}")
 
 
 def _answer(job: Mapping[str, Any], cause: str, proofs: list[dict[str, Any]], actions: list[str],
