@@ -219,11 +219,14 @@ def job_runtime(job: Mapping[str, Any], now: float | None = None) -> float | Non
 
 
 def _attempts(job: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(the attempt to show, the retry policy's most), or None when the API's numbers are no counts."""
+    """(the attempt to show, the retry policy's most), or None when the API's numbers are no counts.
+
+    The API's ``attempt`` counts the attempts started; a waiting job (new, or queued again by
+    a retry) shows the one it will run as: ``job retry`` showed the attempt that had ended."""
     attempt, most = finite(job.get("attempt", 0)), finite(job.get("max_attempts", 1))
     if attempt is None or most is None:
         return None
-    return int(attempt), int(most)
+    return int(attempt) + (1 if job.get("status") in WAITING else 0), int(most)
 
 
 def attempt_text(job: Mapping[str, Any]) -> str:

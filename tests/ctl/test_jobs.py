@@ -214,7 +214,7 @@ def test_retry_runs_attempt_2(gpu_daemon, tmp_path):
     # `start JOB` is `job retry`.
     result = ctl(gpu_daemon, "start", job["id"])
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"{job['id']} (sh): ")
+    assert result.stdout.startswith(f"{job['id']} (sh): QUEUED, attempt 2,")  # the attempt it runs as, not the last
     second = wait_job(gpu_daemon, job["id"], lambda j: j["attempt"] == 2 and j["status"] == "FAILED", what="attempt 2")
     assert second["exit_code"] == 1
     assert ctl(gpu_daemon, "logs", job["id"]).stdout == "attempt 2\n"

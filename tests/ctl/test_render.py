@@ -225,3 +225,15 @@ def test_history_text_summarizes_the_buckets():
 ])
 def test_the_attempt_in_job_show_says_what_is_true(attempt, most, text):
     assert render.attempt_detail({"attempt": attempt, "max_attempts": most}) == text
+
+
+@pytest.mark.parametrize(("status", "attempt", "most", "line", "detail"), [
+    ("QUEUED", 0, 1, "attempt 1,", "1"), ("QUEUED", 0, 3, "attempt 1/3,", "1 of 3"),
+    ("QUEUED", 1, 1, "attempt 2,", "2 (1 retry)"),  # queued again by `job retry`: it printed "attempt 1"
+    ("QUEUED", 2, 3, "attempt 3/3,", "3 of 3"), ("RUNNING", 2, 3, "attempt 2/3,", "2 of 3"),
+    ("FAILED", 3, 1, "attempt 3,", "3 (2 retries)"),
+])
+def test_a_waiting_job_shows_the_attempt_it_will_run_as(status, attempt, most, line, detail):
+    job = {"id": "job_1", "name": "t", "status": status, "attempt": attempt, "max_attempts": most, "gpu": 1}
+    assert f": {status}, {line}" in render.job_line(job)
+    assert render.attempt_detail(job) == detail

@@ -13,6 +13,7 @@ import { JobActions } from "../components/JobActions";
 import { LogView } from "../components/LogView";
 import { jobToRequest, SubmitJobDialog } from "../components/SubmitJobDialog";
 import { CopyId, Empty, ErrorBanner, KeyValues, LiveDot, Loading, PageHeader, Segmented, StatusBadge } from "../components/ui";
+import { attemptDetail } from "../lib/attempts";
 import { cleanLogLine, fmtDateTime, fmtDuration, shortId } from "../lib/format";
 import { joinCommand } from "../lib/jobForm";
 import { logSource, type LogSource } from "../lib/nodeLink";
@@ -64,7 +65,7 @@ export function JobDetail({ id }: { id: string }) {
             ["GPUs", j.gpu_indexes.length ? <>{j.gpu_indexes.length} <span className="muted">(GPU <span className="mono">{j.gpu_indexes.join(", ")}</span>)</span></>
               : j.gpu ? `${j.gpu} requested` : "none (CPU slot)"],
             ["Type", j.type.toLowerCase()],
-            ["Attempt", `${j.attempt} of ${j.max_attempts}`],
+            ["Attempt", attemptDetail(j)],
             ["Priority", String(j.priority)],
             ["Created", fmtDateTime(j.created_at)],
             ["Started", fmtDateTime(j.started_at)],

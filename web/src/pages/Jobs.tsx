@@ -9,6 +9,7 @@ import { Icon } from "../components/Icon";
 import { JobActions } from "../components/JobActions";
 import { SubmitJobDialog } from "../components/SubmitJobDialog";
 import { Ago, CopyId, Empty, ErrorBanner, Loading, PageHeader, StatusBadge, Tabs } from "../components/ui";
+import { attemptText } from "../lib/attempts";
 import { fmtDuration } from "../lib/format";
 import { joinCommand } from "../lib/jobForm";
 import { Link, navigate, useUrlState } from "../router/router";
@@ -103,7 +104,7 @@ export function Jobs() {
                   <td className="num mono" title={j.gpu_indexes.length ? `GPU ${j.gpu_indexes.join(", ")}` : j.gpu ? `${j.gpu} requested` : "CPU only"}>
                     {gpusCell(j)}</td>
                   <td>{j.node_id ? <span title={j.node_id}>{nodeName(nodes.data, j.node_id)}</span> : j.node ?? <span className="muted">any</span>}</td>
-                  <td className="num">{j.attempt}/{j.max_attempts}</td>
+                  <td className="num">{attemptText(j)}</td>
                   <td className="num">{j.priority}</td>
                   <td><Ago ts={j.created_at} now={now} /></td>
                   <td className="num">{j.started_at ? fmtDuration((j.finished_at ?? now) - j.started_at) : ""}</td>
