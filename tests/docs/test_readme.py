@@ -71,7 +71,8 @@ class Shell:
                                          + self.buffer.decode(errors="replace"))
                 chunk = os.read(self.proc.stdout.fileno(), 65536)
                 if not chunk:
-                    raise AssertionError(f"the shell exited during `{command}`:\n{self.buffer.decode(errors='replace')}")
+                    raise AssertionError(f"the shell exited during `{command}`:\n"
+                                         + self.buffer.decode(errors="replace"))
                 self.buffer += chunk
         newline = self.buffer.find(b"\n", end)
         while newline < 0:

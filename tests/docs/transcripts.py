@@ -166,7 +166,8 @@ class Ids:
         return ID.sub(lambda m: self.real.get(m.group(0), m.group(0)), command)
 
 
-def match(expected: list[str], actual: list[str], extra: Callable[[str], str] = lambda s: s) -> list[tuple[str, str]] | None:
+def match(expected: list[str], actual: list[str],
+          extra: Callable[[str], str] = lambda s: s) -> list[tuple[str, str]] | None:
     """The pairs (README line, printed line) if ``actual`` matches ``expected`` (``...`` taking
     any number of lines), else None. Blank lines at either end are ignored."""
     want = _trim(expected)
