@@ -11,7 +11,10 @@ it (``--gpus none``, its node named ``gpubox``). Its HTTP front is on a free por
 killed at the end.
 
 A block that cannot run in a test carries ``<!-- readme-test: skip REASON -->`` on the line
-before its fence; ``test_skips_are_few_and_argued`` keeps that honest.
+before its fence, and one whose read-only command shows another process's progress (an agent
+dialling in) ``<!-- readme-test: settle `COMMAND` REASON -->``, which reruns that command for up
+to ``SETTLE_S`` until it prints what the README shows; ``test_skips_are_few_and_argued`` keeps
+both honest.
 """
 
 from __future__ import annotations
