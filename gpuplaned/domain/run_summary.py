@@ -264,6 +264,46 @@ def _loss_rules(name: str, state: dict[str, Any], steps: Sequence[int], values: 
 
 def _spikes(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequence[float],
             spike: SpikePolicy = SpikePolicy()) -> list[tuple[int, SummaryEvent]]:
+    """LOSS_SPIKE over finite values in step order: the jumps (``_jumps``), and a loss that
+    climbs for good (``_climbs``), in step order."""
+    before = list(state["window"])
+    found = _jumps(name, state, steps, values, spike) + _climbs(name, state, before, steps, values, spike)
+    return sorted(found, key=lambda e: e[0])
+
+
+def _climbs(name: str, state: dict[str, Any], before: Sequence[float], steps: Sequence[int],
+            values: Sequence[float], spike: SpikePolicy) -> list[tuple[int, SummaryEvent]]:
+    """LOSS_SPIKE for a divergence, which no single jump shows (the window climbs with it):
+    the window's median and MAD every ``hold`` finite values (``state["levels"]``, the last
+    ``loss_spike.CLIMB`` + 1), judged by ``loss_spike.climbing``; once per climb. ``before``:
+    the window before the batch."""
+    found: list[tuple[int, SummaryEvent]] = []
+    count = state.get("count", 0)
+    levels = [list(level) for level in state.get("levels", [])]
+    size, hold = spike.window, spike.hold
+    for k in range((hold - 1 - count) % hold, len(values), hold):
+        window = values[k + 1 - size:k + 1] if k + 1 >= size else (list(before) + list(values[:k + 1]))[-size:]
+        if len(window) < size:
+            continue
+        mid = median(window)
+        levels = (levels + [[mid, median(abs(v - mid) for v in window)]])[-(loss_spike.CLIMB + 1):]
+        if loss_spike.climbing(levels, spike):
+            if not state.get("climbing"):
+                state["climbing"] = True
+                (low, low_mad), (high, _high_mad) = levels[0], levels[-1]
+                found.append((k, SummaryEvent(
+                    "LOSS_SPIKE", "warning",
+                    f"{name} keeps climbing: its rolling median went from {low:.6g} to {high:.6g} by step {steps[k]}",
+                    steps[k], {"metric": name, "value": values[k], "median": low, "mad": low_mad, "kind": "climb"})))
+        else:
+            state["climbing"] = False
+    state["count"] = count + len(values)
+    state["levels"] = levels
+    return found
+
+
+def _jumps(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+           spike: SpikePolicy = SpikePolicy()) -> list[tuple[int, SummaryEvent]]:
     """LOSS_SPIKE over finite values in step order, as ``(index in values, event)``; slides
     ``state["window"]`` (``spike.window`` values) over them.
 
@@ -284,23 +324,70 @@ def _spikes(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequ
     seen += values
     ordered = sorted(window)
     last = state["last_spike"]
+    busy = base - 1  # the jumps up to this position belong to an episode already judged
 
-    def raise_spike(p: int, mid: float, mad: float) -> None:
+    def raise_spike(p: int, step: int, value: float, mid: float, mad: float, kind: str) -> None:
         nonlocal last
-        step, value = steps[p - base], seen[p]
         last = state["last_spike"] = step
-        found.append((p - base, SummaryEvent(
+        how = f"and stayed up for {spike.hold} values" if kind == "persistent" else "far past its recent range"
+        found.append((max(0, p - base), SummaryEvent(
             "LOSS_SPIKE", "warning",
-            f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g})",
-            step, {"metric": name, "value": value, "median": mid, "mad": mad})))
+            f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g}), {how}",
+            step, {"metric": name, "value": value, "median": mid, "mad": mad, "kind": kind})))
+
+    def follow(pending: dict[str, Any], at: int) -> None:
+        """Feed ``pending`` the values from ``seen[at]`` on, one at a time, as they came: an
+        extreme jump (in its own window) is a spike there; the first third back down ends
+        it; ``hold`` values in, ``loss_spike.verdict`` judges it."""
+        nonlocal busy
+        after = pending["after"]
+        mid, mad = pending["median"], pending["mad"]
+        third = max(1, spike.hold // 3)
+        for j in range(at, len(seen)):
+            busy = j
+            value = seen[j]
+            own = seen[max(0, j - size):j]  # an extreme jump in its own window: a spike there
+            judged = loss_spike.judge(own, value, mads) if len(own) >= MIN_WINDOW and value > mid else None
+            if judged is not None and loss_spike.is_extreme(value, judged[0], max(own), spike.extreme):
+                state.pop("pending", None)
+                if last is None or steps[j - base] - last >= SPIKE_GAP:
+                    raise_spike(j, steps[j - base], value, *judged, "isolated")
+                return
+            after.append(value)
+            if len(after) == third and not median(after) > mid + mads * mad:
+                state.pop("pending", None)
+                return  # back down at once: noise
+            if len(after) == spike.hold:
+                state.pop("pending", None)
+                if loss_spike.verdict(mid, mad, after, spike) and (last is None or pending["step"] - last >= SPIKE_GAP):
+                    raise_spike(j, pending["step"], pending["value"], mid, mad, "persistent")
+                return
+        state["pending"] = pending
+
+    def jumped(p: int, mid: float, mad: float, n: int) -> None:
+        """A jump at ``p`` over the ``n`` values before it, outside the hold of one followed
+        already: a spike now, or one to follow."""
+        nonlocal busy
+        if p <= busy:
+            return
+        value, top = seen[p], max(seen[p - n:p])
+        if loss_spike.is_extreme(value, mid, top, spike.extreme):
+            raise_spike(p, steps[p - base], value, mid, mad, "isolated")
+        else:
+            busy = p
+            follow({"step": steps[p - base], "value": value, "median": mid, "mad": mad, "after": []}, p + 1)
+
+    if state.get("pending"):
+        follow(dict(state["pending"], after=list(state["pending"]["after"])), base)
 
     def check(p: int, mid: float) -> None:
         step, value = steps[p - base], seen[p]
-        if last is not None and step - last < SPIKE_GAP:
+        if p <= busy or last is not None and step - last < SPIKE_GAP:
             return
-        mad = median(abs(v - mid) for v in seen[p - len(ordered):p])
+        n = len(ordered)
+        mad = median(abs(v - mid) for v in seen[p - n:p])
         if mad > 0 and value > mid + mads * mad:
-            raise_spike(p, mid, mad)
+            jumped(p, mid, mad, n)
 
     p, end = base, len(seen)
     # A window still filling up (or, from an older summary, longer than the window): in and
@@ -321,11 +408,11 @@ def _spikes(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequ
     if maybe is not None:
         for at in maybe:
             step = steps[at - base]
-            if last is not None and step - last < SPIKE_GAP:
+            if at <= busy or last is not None and step - last < SPIKE_GAP:
                 continue
             judged = loss_spike.judge(seen[at - size:at], seen[at], mads)
             if judged is not None:
-                raise_spike(at, *judged)
+                jumped(at, *judged, size)
         state["window"] = seen[len(seen) - size:]
         return found
     # The full window: one value in and one out per point. _could_spike inlined: this loop
@@ -396,6 +483,8 @@ def after_rewind(summary: Mapping[str, Any] | None, name: str, count: int, lates
     if state is not None:
         state = dict(state)
         state.pop("overfit", None)  # the eval history from the dropped steps on is gone
+        for key in ("pending", "levels", "count", "climbing"):  # so are the jumps and climbs in judgement
+            state.pop(key, None)
         state["window"] = [float(v) for v in window][-WINDOW:]
         if state.get("last_spike") is not None and (latest is None or state["last_spike"] > latest[0]):
             state["last_spike"] = None

@@ -39,7 +39,8 @@ def overfit_policy(config: DetectorConfig) -> OverfitPolicy:
 
 
 def spike_policy(config: DetectorConfig) -> SpikePolicy:
-    return SpikePolicy(window=config.spike_window, mads=config.spike_mads)
+    return SpikePolicy(window=config.spike_window, mads=config.spike_mads, hold=config.spike_hold,
+                       extreme=config.spike_extreme)
 
 
 def stall_policy(config: DetectorConfig) -> StallPolicy:

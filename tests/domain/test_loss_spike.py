@@ -1,6 +1,7 @@
-"""LOSS_SPIKE's vectorised filter never drops a spike, and the rule's events do not depend on
+"""LOSS_SPIKE's vectorised filter never drops a jump, and the rule's events do not depend on
 how the points were cut into batches, for any window and MAD multiple: the summary fold is
-held to a straightforward rule (median and MAD recomputed at every point)."""
+held to a straightforward rule (median and MAD recomputed at every point, the jumps
+followed one value at a time)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,46 @@ from gpuplaned.domain.rules.loss_spike import SpikePolicy, candidates, judge
 from gpuplaned.domain.run_summary import MIN_WINDOW, SPIKE_GAP, update
 
 
-def straightforward(values, window, mads, last=None, steps=None):
-    """The steps of the spikes, one value at a time (no gap when ``last`` is None... as the fold)."""
+def straightforward(values, window, mads, steps=None, hold=loss_spike.HOLD, extreme=loss_spike.EXTREME):
+    """The steps of LOSS_SPIKE's jumps, one value at a time, as the rule says (median and MAD
+    recomputed at every point): a jump extreme in its window is a spike; another is followed
+    for ``hold`` values (an extreme jump among them is the spike instead; the first third
+    back down ends it), then judged by ``verdict``; at most one per SPIKE_GAP steps."""
+    policy = SpikePolicy(window=window, mads=mads, hold=hold, extreme=extreme)
     steps = list(range(len(values))) if steps is None else steps
-    out, seen = [], []
-    for step, value in zip(steps, values):
+    out, last, pending = [], None, None
+    for i, (step, value) in enumerate(zip(steps, values)):
+        seen = values[max(0, i - window):i]
+        jump = None
         if len(seen) >= MIN_WINDOW:
             mid = median(seen)
             mad = median(abs(v - mid) for v in seen)
-            if mad > 0 and value > mid + mads * mad and (last is None or step - last >= SPIKE_GAP):
-                out.append(step)
-                last = step
-        seen.append(value)
-        del seen[:-window]
+            if mad > 0 and value > mid + mads * mad:
+                jump = (mid, mad, value - mid > extreme * (max(seen) - mid))
+        if pending is not None:
+            pmid, pmad, pstep, after = pending
+            if jump is not None and jump[2] and value > pmid:
+                pending = None
+                if last is None or step - last >= SPIKE_GAP:
+                    out.append(step)
+                    last = step
+                continue
+            after.append(value)
+            if len(after) == hold // 3 and not median(after) > pmid + mads * pmad:
+                pending = None
+            elif len(after) == hold:
+                pending = None
+                if loss_spike.verdict(pmid, pmad, after, policy) and (last is None or pstep - last >= SPIKE_GAP):
+                    out.append(pstep)
+                    last = pstep
+            continue  # a value in a followed jump's hold is no jump of its own
+        if jump is None or last is not None and step - last < SPIKE_GAP:
+            continue
+        if jump[2]:
+            out.append(step)
+            last = step
+        else:
+            pending = (jump[0], jump[1], step, [])
     return out
 
 
@@ -88,7 +116,8 @@ def _fold(batches, policy):
     for steps, values in batches:
         summary, raised = update(summary, {"train/loss": (steps, [0] * len(steps), values)}, {"train/loss": None},
                                  spike=policy)
-        events += [(e.step, e.context["median"], e.context["mad"]) for e in raised if e.type == "LOSS_SPIKE"]
+        events += [(e.step, e.context["median"], e.context["mad"]) for e in raised
+                   if e.type == "LOSS_SPIKE" and e.context["kind"] != "climb"]
     return summary, events
 
 
@@ -118,13 +147,13 @@ def test_the_events_do_not_depend_on_where_the_batches_are_cut(window, mads):
     assert all(r == results[0] for r in results)
 
 
-def test_a_wider_multiple_raises_fewer_spikes():
+def test_a_larger_extreme_raises_fewer_spikes():
     rng = random.Random(2)
     values = [1.0 + rng.gauss(0, 0.01) * (rng.choice([5, 9, 40]) if rng.random() < 0.01 else 1) for _ in range(5000)]
     steps = list(range(len(values)))
-    counts = [len(_fold([(steps, values)], SpikePolicy(mads=mads))[1]) for mads in (3.0, 6.0, 20.0)]
+    counts = [len(_fold([(steps, values)], SpikePolicy(extreme=extreme))[1]) for extreme in (1.0, 3.0, 8.0)]
     assert counts[0] > counts[1] > counts[2] > 0
-    assert counts == [len(straightforward(values, 64, mads)) for mads in (3.0, 6.0, 20.0)]
+    assert counts == [len(straightforward(values, 64, 6.0, extreme=extreme)) for extreme in (1.0, 3.0, 8.0)]
 
 
 def test_columns_as_arrays_raise_what_lists_do():

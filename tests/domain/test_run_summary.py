@@ -8,6 +8,8 @@ import random
 from statistics import median
 
 from gpuplaned.domain import run_summary
+from gpuplaned.domain.rules import loss_spike
+from gpuplaned.domain.rules.loss_spike import SpikePolicy
 from gpuplaned.domain.run_summary import (
     MIN_WINDOW,
     SPIKE_GAP,
@@ -129,9 +131,27 @@ def reference_best_of(steps, values, direction):
     return None if found is None else (sign * found[0], found[1])
 
 
-def _reference_loss_rules(name, state, steps, values, warnings):
+def _reference_loss_rules(name, state, steps, values, warnings, hold=loss_spike.HOLD, extreme=loss_spike.EXTREME):
+    """LOSS_NAN, and LOSS_SPIKE point by point as the rule says: a jump (above the median +
+    SPIKE_MADS x MAD of the window) far past the window's range is a spike; another is
+    followed for ``hold`` values (an extreme jump among them is the spike instead, the first
+    third back down ends it) and judged by ``verdict``; a climb every ``hold`` values."""
     events = []
     window = list(state["window"])
+    policy = SpikePolicy(hold=hold, extreme=extreme)
+    count, levels = state.get("count", 0), [list(level) for level in state.get("levels", [])]
+
+    def spike(step, value, mid, mad, kind):
+        state["last_spike"] = step
+        how = f"and stayed up for {hold} values" if kind == "persistent" else "far past its recent range"
+        events.append(SummaryEvent(
+            "LOSS_SPIKE", "warning",
+            f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g}), {how}",
+            step, {"metric": name, "value": value, "median": mid, "mad": mad, "kind": kind}))
+
+    def apart(step):
+        return state["last_spike"] is None or step - state["last_spike"] >= SPIKE_GAP
+
     for step, value in sorted(zip(steps, values), key=lambda p: p[0]):
         if not _ref_finite(value):
             if not state["nan_reported"]:
@@ -140,19 +160,52 @@ def _reference_loss_rules(name, state, steps, values, warnings):
                 events.append(SummaryEvent("LOSS_NAN", "critical", f"{name} is {_ref_json_value(value)} at step {step}",
                                            step, {"metric": name}))
             continue
-        if len(window) >= MIN_WINDOW:
+        pending = state.get("pending")
+        if pending is not None:
+            own = window[-WINDOW:]
+            mid = median(own) if len(own) >= MIN_WINDOW else None
+            mad = None if mid is None else median(abs(v - mid) for v in own)
+            if (mid is not None and value > pending["median"] and mad > 0 and value > mid + SPIKE_MADS * mad
+                    and loss_spike.is_extreme(value, mid, max(own), extreme)):
+                del state["pending"]
+                if apart(step):
+                    spike(step, value, mid, mad, "isolated")
+            else:
+                pending["after"].append(value)
+                bar = pending["median"] + SPIKE_MADS * pending["mad"]
+                if len(pending["after"]) == hold // 3 and not median(pending["after"]) > bar:
+                    del state["pending"]
+                elif len(pending["after"]) == hold:
+                    del state["pending"]
+                    if loss_spike.verdict(pending["median"], pending["mad"], pending["after"], policy) \
+                            and apart(pending["step"]):
+                        spike(pending["step"], pending["value"], pending["median"], pending["mad"], "persistent")
+        elif len(window) >= MIN_WINDOW and apart(step):
             mid = median(window)
             mad = median(abs(v - mid) for v in window)
-            last = state["last_spike"]
-            if mad > 0 and value > mid + SPIKE_MADS * mad and (last is None or step - last >= SPIKE_GAP):
-                state["last_spike"] = step
-                events.append(SummaryEvent(
-                    "LOSS_SPIKE", "warning",
-                    f"{name} jumped to {value:.6g} at step {step} (rolling median {mid:.6g}, MAD {mad:.3g})",
-                    step, {"metric": name, "value": value, "median": mid, "mad": mad}))
+            if mad > 0 and value > mid + SPIKE_MADS * mad:
+                if loss_spike.is_extreme(value, mid, max(window), extreme):
+                    spike(step, value, mid, mad, "isolated")
+                else:
+                    state["pending"] = {"step": step, "value": value, "median": mid, "mad": mad, "after": []}
         window.append(value)
         del window[:-WINDOW]
+        count += 1
+        if count % hold == 0 and len(window) == WINDOW:
+            mid = median(window)
+            levels = (levels + [[mid, median(abs(v - mid) for v in window)]])[-(loss_spike.CLIMB + 1):]
+            if loss_spike.climbing(levels, policy):
+                if not state.get("climbing"):
+                    state["climbing"] = True
+                    events.append(SummaryEvent(
+                        "LOSS_SPIKE", "warning",
+                        f"{name} keeps climbing: its rolling median went from {levels[0][0]:.6g} to {mid:.6g} by "
+                        f"step {step}", step,
+                        {"metric": name, "value": value, "median": levels[0][0], "mad": levels[0][1], "kind": "climb"}))
+            else:
+                state["climbing"] = False
     state["window"] = window
+    state["count"], state["levels"] = count, levels
     return events
 
 
@@ -266,15 +319,18 @@ def test_a_value_on_the_threshold_is_no_spike_and_the_next_float_up_is():
     # and the threshold itself: exactly equal is not above it
     window = [1.0 + 0.01 * (i % 5) for i in range(WINDOW)]
     s, _ = update(None, {"loss": (list(range(WINDOW)), [0] * WINDOW, window)}, {"loss": None})
-    _, on = update(s, {"loss": ([WINDOW], [0], [_threshold(window)])}, {"loss": None})
-    _, above = update(s, {"loss": ([WINDOW], [0], [math.nextafter(_threshold(window), math.inf)])}, {"loss": None})
-    assert on == [] and [e.type for e in above] == ["LOSS_SPIKE"]
+    s_on, on = update(s, {"loss": ([WINDOW], [0], [_threshold(window)])}, {"loss": None})
+    s_above, above = update(s, {"loss": ([WINDOW], [0], [math.nextafter(_threshold(window), math.inf)])},
+                            {"loss": None})
+    # Above it is a jump: followed to see whether it stays up (no event yet); on it, nothing.
+    assert on == above == [] and "pending" not in s_on["_state"]["loss"]
+    assert s_above["_state"]["loss"]["pending"]["step"] == WINDOW
 
 
 def test_a_nan_among_spikes_comes_in_step_order():
     base = [1.0 + 0.01 * (i % 5) for i in range(MIN_WINDOW)]
     steps = list(range(MIN_WINDOW)) + [500, 300, 900]
-    values = base + [50.0, math.nan, 60.0]  # out of step order on purpose
+    values = base + [50.0, math.nan, 600.0]  # out of step order on purpose; each far past the window's range
     s, events = update(None, {"train/loss": (steps, [0] * len(steps), values)}, {"train/loss": "minimize"})
     assert [(e.type, e.step) for e in events] == [("LOSS_NAN", 300), ("LOSS_SPIKE", 500), ("LOSS_SPIKE", 900)]
     assert_same([(steps, values)])

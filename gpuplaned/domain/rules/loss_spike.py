@@ -1,5 +1,20 @@
-"""LOSS_SPIKE's arithmetic (the rule itself: ``gpuplaned.domain.run_summary``): a loss value
-above the median + ``mads`` x MAD of the ``window`` finite values before it.
+"""LOSS_SPIKE's arithmetic (the rule's fold: ``gpuplaned.domain.run_summary``).
+
+A jump is a loss value above the median + ``mads`` x MAD of the ``window`` finite values
+before it: large against the recent noise. A jump alone is no spike: a minibatch loss has
+a heavy upper tail, and a warm restart or a warm-up makes the loss climb and then fall on
+purpose (``tests/alarm_corpus``: the quick start alone made seven such jumps). A jump is a
+spike when it is either
+
+- isolated-and-extreme (``extreme``): above the median by more than ``extreme`` times the
+  window's own largest excursion above it (its max - its median), raised at once; or
+- persistent (``verdict``): the ``hold`` finite values after it still stand above the
+  jump's threshold, and their last third has not fallen back (it keeps at least ``KEEP``
+  of the first third's rise over the median): a loss that jumped and stayed up or went on
+  rising, raised once the ``hold`` values are in. One that falls back is noise or a
+  restart's transient and raises nothing.
+
+The jumps themselves are found fast:
 
 A batch of a million points cannot pay a Python step per point, so ``candidates`` finds, over
 the whole batch at once in numpy, the few points that could be spikes, and only those are
@@ -34,7 +49,12 @@ from numpy.lib.stride_tricks import as_strided
 
 WINDOW = 64  # the rolling window's finite values
 MIN_WINDOW = 20  # no spike before this many are known
-MADS = 6.0  # a spike is above the median + this many MADs
+MADS = 6.0  # a jump is above the median + this many MADs
+HOLD = 100  # the finite values after a jump that tell a persistent one from noise or a restart
+EXTREME = 8.0  # a jump this many times the window's largest excursion above its median is a spike at once
+CLIMB = 2  # a divergence: the window's median rose this many times in a row, every hold values
+CLIMB_MADS = 2.0  # ...each time by more than this many of the MADs before
+KEEP = 0.8  # a persistent jump's last third keeps at least this much of its first third's rise
 BLOCK = 16  # points per block: a smaller one bounds tighter (fewer to recheck) and sorts more
 CHUNK = 128  # blocks whose unions are sorted at once
 VECTOR_MIN = 256  # fewer full-window points than this: the caller's per-point loop is cheaper
@@ -45,10 +65,36 @@ _EXACT = 2.0**53
 
 @attrs.frozen
 class SpikePolicy:
-    """``[detector] spike_window`` and ``spike_mads``."""
+    """``[detector] spike_window``, ``spike_mads``, ``spike_hold`` and ``spike_extreme``."""
 
     window: int = WINDOW
     mads: float = MADS
+    hold: int = HOLD
+    extreme: float = EXTREME
+
+
+def is_extreme(value: float, mid: float, top: float, extreme: float) -> bool:
+    """Whether a jump to ``value`` is above the window's median ``mid`` by more than
+    ``extreme`` times the window's largest excursion (its max ``top`` - ``mid``)."""
+    return value - mid > extreme * (top - mid)
+
+
+def climbing(levels: Sequence[Sequence[float]], policy: SpikePolicy) -> bool:
+    """Whether the window's ``[median, mad]`` sampled every ``hold`` values (``levels``,
+    oldest first) rose ``CLIMB`` times in a row, each time by more than ``mads`` of the MADs
+    before: a loss that diverges (a restart's or a warm-up's climb turns back within one)."""
+    return len(levels) > CLIMB and all(b[0] - a[0] > CLIMB_MADS * a[1] for a, b in zip(levels, levels[1:]))
+
+
+def verdict(mid: float, mad: float, after: Sequence[float], policy: SpikePolicy) -> bool:
+    """Whether the jump over the window ``(mid, mad)`` persisted: the first and the last third
+    of the ``hold`` finite values ``after`` it stand above its threshold (by their medians),
+    and the last keeps ``KEEP`` of the first's rise (one that falls back is noise, a warm-up
+    or a restart)."""
+    third = max(1, len(after) // 3)
+    early, late = median(after[:third]), median(after[-third:])
+    bar = mid + policy.mads * mad
+    return early > bar and (late <= bar or late - mid >= KEEP * (early - mid))
 
 
 def judge(window: Sequence[float], value: float, mads: float) -> tuple[float, float] | None:

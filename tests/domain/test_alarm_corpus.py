@@ -1,0 +1,46 @@
+"""The detector's rules on the alarm corpus (``tests/alarm_corpus``: real PyTorch runs and
+seeded curves, healthy and troubled): no alarm on a healthy curve, every planted fault
+found. ``bench/alarm_bench.py`` prints the same as a table."""
+
+from __future__ import annotations
+
+import pytest
+from alarm_corpus import corpus, replay
+
+from gpuplaned.config import DetectorConfig
+
+CURVES = corpus.load()
+
+
+@pytest.fixture(scope="module")
+def result():
+    return replay.score(CURVES)
+
+
+def test_the_corpus_holds_real_runs_and_every_kind_of_fault():
+    names = [c.name for c in CURVES]
+    assert sum("quick start, seed" in n for n in names) >= 5 and any("TensorBoard" in n for n in names)
+    rules = {f.rule for c in CURVES for f in c.faults}
+    assert rules == {"LOSS_SPIKE", "LOSS_NAN", "OVERFITTING_SUSPECTED", "RUN_STALLED"}
+    assert sum(c.healthy for c in CURVES) >= 40
+
+
+def test_no_loss_spike_nan_or_stall_on_a_healthy_curve(result):
+    noisy = [(rule, name, step) for rule, name, step in result.noisy if rule != "OVERFITTING_SUSPECTED"]
+    assert noisy == []
+
+
+def test_every_planted_spike_nan_and_stall_is_found(result):
+    assert result.found["LOSS_NAN"] == result.planted["LOSS_NAN"] == 5
+    assert result.found["RUN_STALLED"] == result.planted["RUN_STALLED"] == 1
+    assert result.planted["LOSS_SPIKE"] >= 30
+    missed = [name for rule, name in result.missed if rule == "LOSS_SPIKE"]
+    assert len(missed) <= 4, missed
+
+
+def test_the_quick_start_raises_nothing_with_the_rule_it_had_it_raised_seven():
+    quick = next(c for c in CURVES if c.name == "quick start, seed 0")
+    assert [a for a in replay.metric_alarms(quick) if a.rule == "LOSS_SPIKE"] == []
+    # The old rule, a jump alone (any jump is extreme, nothing is followed), finds the seven.
+    old = DetectorConfig(spike_extreme=1.0, spike_hold=3)
+    assert len([a for a in replay.metric_alarms(quick, old) if a.rule == "LOSS_SPIKE"]) >= 5
