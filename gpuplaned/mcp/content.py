@@ -38,7 +38,7 @@ STUDY = types.Prompt(name="study", title="Run a study", description="How to run 
 
 _WORKFLOW = """You run training jobs on the user's GPUs through GPUPlane. Work in this order:
 1. Check capacity: list_nodes. Submit with submit_job (dry_run=true first to see the node, GPUs, queue position and budget).
-2. submit_job answers at once with a task handle. Do not sleep in a loop: call wait_for_events (cursor from list_events or the last wait, job_id, types RUN_FINISHED, JOB_FAILED, OOM, JOB_TIMEOUT, timeout_s up to 50) and repeat it; or poll get_job / get_run_summary no more often than the handle's poll_interval_ms.
+2. submit_job answers at once with a task handle. Do not sleep in a loop: call wait_for_events (cursor from list_events or the last wait, job_id, types RUN_FINISHED, JOB_FAILED (every failed attempt, OOM and timeouts included), timeout_s up to 50) and repeat it; or poll get_job / get_run_summary no more often than the handle's poll_interval_ms.
 3. While it runs: get_run_summary (step, loss, ETA, warnings) is cheap; query_metrics with a small max_points reads the curves with statistics first; tail_logs with grep and max_lines reads the output.
 4. When it ends: diagnose_run; on a failure explain_failure then retry_job (resume_from=best or last).
 5. Compare: compare_runs for runs, compare_checkpoints for checkpoints, get_best_checkpoint for the experiment's best.

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import trio
 
+from gpuplaned.domain.event_types import with_kinds
 from gpuplaned.mcp import args as a
 from gpuplaned.mcp.read_tools import event_filter
 from gpuplaned.mcp.table import Call, Result, Tool, next_action
@@ -24,6 +25,8 @@ from gpuplaned.protocol.fields import doc
 from gpuplaned.service import access, events, jobs, runs
 from gpuplaned.store import event_rows
 from gpuplaned.store.event_rows import EventFilter, EventRow
+
+FAILED = with_kinds(["JOB_FAILED"])  # a failed attempt's event, whatever its kind
 
 PROGRESS_EVERY = 15.0
 SEND_LIMIT_S = 2.0  # a client that does not read its stream loses a progress note, never the wait
@@ -120,7 +123,7 @@ async def wait_for_events(call: Call, args: a.WaitArgs) -> Result:
     for e in found:
         if e.run_id and e.type == "RUN_FINISHED":
             more.insert(0, next_action("diagnose_run", "the run ended: how did it go", run_id=e.run_id))
-        elif e.job_id and e.type in ("JOB_FAILED", "OOM", "JOB_TIMEOUT"):
+        elif e.job_id and e.type in FAILED:
             more.insert(0, next_action("explain_failure", "why it failed", job_id=e.job_id))
     return Result(f"{len(found)} new event(s): {kinds}{' ...' if len(found) > 5 else ''}.",
                   EventWait(events=found, cursor=last, timed_out=False), more[:4])

@@ -1,7 +1,7 @@
 """Every failed job reaches whoever listens for JOB_FAILED, with its cause, and the events that
 only say something happened are info. Real daemon, real jobs (an OOM line and exit 1, a
 timeout, an exit code), a real webhook receiver on loopback, ``gpuplanectl events`` and
-``event-hook`` as a user runs them."""
+``event-hook`` as a user runs them, and MCP's ``wait_for_events`` through a real client."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
 from helpers import Jobs, wait_for
+from mcp import Client, StdioServerParameters
 from webhook_receiver import Receiver
 
 pytestmark = pytest.mark.e2e
@@ -90,8 +92,22 @@ def test_job_failed_listeners_hear_every_failure_with_its_cause(daemon_factory, 
         assert only_oom["context"]["failure_reason"] == "OOM"
         text = jobs.daemon.run_ctl("events", "--type", "job_failed")
         assert text.returncode == 0 and text.stdout.count("OOM") >= 1 and "JOB_TIMEOUT" in text.stdout, text.stdout
+
+        # MCP's wait_for_events, through a real client over mcp-stdio, from the first event on
+        waited = trio.run(_wait_for_failures, jobs)
+        assert sorted(map(_cause_of, waited)) == expected
     finally:
         receiver.stop()
+
+
+async def _wait_for_failures(jobs: Jobs) -> list[dict]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gpuplanectl", "mcp-stdio"],
+                                   env=jobs.daemon.env)
+    with trio.fail_after(30):
+        async with Client(params) as client:
+            got = await client.call_tool("wait_for_events", {"cursor": "0", "types": ["JOB_FAILED"], "timeout_s": 0})
+    assert not got.is_error, got.content
+    return got.structured_content["events"]
 
 
 USER_EVENT_SCRIPT = """
