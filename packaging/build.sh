@@ -43,15 +43,22 @@ if [ -n "$SUFFIX" ]; then  # the version pip records and the one gpuplaned --ver
     sed -i -E "s/^(version = \"[^\"]+)\"/\1$SUFFIX\"/" "$WORK/src/pyproject.toml"
     sed -i -E "s/^(__version__ = \"[^\"]+)\"/\1$SUFFIX\"/" "$WORK/src/gpuplaned/__init__.py"
 fi
+# Built with the locked setuptools (packaging/requirements-tools.lock), not one fetched unpinned.
 "$PACKAGE_PYTHON" -m venv "$WORK/buildenv"
-"$WORK/buildenv/bin/pip" wheel --quiet --no-deps --disable-pip-version-check -w "$WORK/wheels" "$WORK/src" 2>&1 \
-    | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+"$WORK/buildenv/bin/pip" install --quiet --disable-pip-version-check --require-hashes \
+    -r packaging/requirements-tools.lock 2>&1 | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+"$WORK/buildenv/bin/pip" wheel --quiet --no-deps --no-build-isolation --disable-pip-version-check \
+    -w "$WORK/wheels" "$WORK/src" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
 WHEEL=$(ls "$WORK"/wheels/gpuplane-*.whl 2>/dev/null) || fail "the wheel was not built"
 
 # 2. The venv under its final path inside the staging tree.
 "$PACKAGE_PYTHON" -m venv "$STAGE$VENV"
-"$STAGE$VENV/bin/pip" install --quiet --no-cache-dir --disable-pip-version-check "$WHEEL" 2>&1 \
-    | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+# Its dependencies from requirements-runtime.lock (every one pinned and hashed), then the wheel alone.
+for what in "--require-hashes -r requirements-runtime.lock" "--no-deps $WHEEL"; do
+    # shellcheck disable=SC2086  # $what is two words on purpose
+    "$STAGE$VENV/bin/pip" install --quiet --no-cache-dir --disable-pip-version-check $what 2>&1 \
+        | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+done
 # -I: not this checkout (the cwd), whose gpuplaned/ and gpuplane.egg-info would answer instead.
 "$STAGE$VENV/bin/python" -I -c 'import gpuplaned.cli, gpuplanectl.main' || fail "the staged venv cannot import gpuplane"
 read -r VERSION PY PY_NEXT < <("$STAGE$VENV/bin/python" -I -c '

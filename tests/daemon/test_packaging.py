@@ -25,15 +25,21 @@ def test_every_package_folder_is_listed_in_pyproject():
     assert sorted(found - listed) == [], "packages missing from [tool.setuptools] packages in pyproject.toml"
 
 
-def test_make_installs_the_sdk_into_its_venv(tmp_path):
-    """`make run`'s venv has the SDK (editable, from ./sdk): a user's `python train.py` reports
-    without `pip install ./sdk`."""
+def test_make_installs_the_lock_then_the_sdk_into_its_venv(tmp_path):
+    """`make run`'s venv is what requirements.lock pins, hash-checked, after the lock is checked
+    against pyproject.toml; then gpuplane and the SDK (editable, from ./sdk) with nothing more
+    resolved: a user's `python train.py` reports without `pip install ./sdk`."""
     venv = tmp_path / "venv"
     dry = subprocess.run(["make", "-n", "-B", f"{venv}/.installed", f"VENV={venv}"], cwd=REPO, capture_output=True,
                          text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
-    [pip] = [line for line in dry.stdout.splitlines() if " install " in line]
-    assert pip.startswith(f"{venv}/bin/pip install ") and pip.split()[-2:] == ["-e", "./sdk"], pip
+    lines = dry.stdout.splitlines()
+    check = next(i for i, line in enumerate(lines) if line.endswith("packaging/lockfile.py check"))
+    locked, own = [(i, line.split()) for i, line in enumerate(lines) if " install " in line]
+    assert check < locked[0] < own[0]
+    assert locked[1][0] == own[1][0] == f"{venv}/bin/pip"
+    assert locked[1][-3:] == ["--require-hashes", "-r", "requirements.lock"], locked
+    assert "--no-deps" in own[1] and "--no-build-isolation" in own[1] and own[1][-4:] == ["-e", ".", "-e", "./sdk"]
 
 
 def test_the_checkouts_venv_imports_the_sdk_from_the_checkout(tmp_path):
