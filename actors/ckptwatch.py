@@ -287,8 +287,11 @@ class _Watcher:
             runtime = _runtime(self.home, watched.job_id, watched.attempt)
             if runtime is not None:
                 started_ns = int(runtime.started_at * 1e9)
-                self.processes.track((watched.job_id, watched.attempt), pgid=runtime.pgid, session=runtime.shim_pid,
-                                     main_pid=runtime.pid, started_at=runtime.started_at)
+                key = (watched.job_id, watched.attempt)
+                self.processes.track(key, pgid=runtime.pgid, session=runtime.shim_pid, main_pid=runtime.pid,
+                                     started_at=runtime.started_at)
+                if not live:  # its group's id may be another's by now: never scanned
+                    self.processes.ended(key, time.time())
                 if watched.adopted and live:  # an ended one's pid may be another process's now
                     roots = watched_roots(watched.cwd, _declared(_environ(runtime.pid)))
         candidates = {c.path: c for root in roots for c in find_candidates(root)}

@@ -292,8 +292,11 @@ class _Tailer:
             return False
         watched.env = env
         watched.adopted = watched.adopted and not env  # read once: the process may be gone by the next reset
-        self.processes.track((watched.job_id, watched.attempt), pgid=runtime.pgid, session=runtime.shim_pid,
-                             main_pid=runtime.pid, started_at=runtime.started_at)
+        key = (watched.job_id, watched.attempt)
+        self.processes.track(key, pgid=runtime.pgid, session=runtime.shim_pid, main_pid=runtime.pid,
+                             started_at=runtime.started_at)
+        if watched.ended_at is not None:  # its group's id may be another's by now: never scanned
+            self.processes.ended(key, time.time())
         watched.stored = {f.path: f.cursor for f in stored.files}
         # The reader (and numpy under it) is imported once a job is watched, on a worker
         # thread: an agent that runs no job does not carry it (~12 MB).
