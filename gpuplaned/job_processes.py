@@ -33,6 +33,7 @@ SLACK_S = 2.0
 
 @attrs.define
 class _Job:
+    key: Hashable
     pgid: int | None
     session: int | None
     main_pid: int | None
@@ -60,7 +61,7 @@ class JobProcesses:
     def track(self, key: Hashable, *, pgid: int | None = None, session: int | None = None,
               main_pid: int | None = None, started_at: float | None = None) -> None:
         """Follow ``key``'s processes, or complete what is known of it (runtime.json read later)."""
-        job = self._jobs.setdefault(key, _Job(pgid, session, main_pid, started_at))
+        job = self._jobs.setdefault(key, _Job(key, pgid, session, main_pid, started_at))
         job.pgid = pgid if pgid is not None else job.pgid
         job.session = session if session is not None else job.session
         job.main_pid = main_pid if main_pid is not None else job.main_pid
@@ -84,9 +85,7 @@ class JobProcesses:
 
     def scan(self) -> None:
         """Remember every process the live jobs have now: one pass over ``/proc``."""
-        groups = {j.pgid: j for j in self._jobs.values() if j.ended_at is None and j.pgid is not None}
-        sessions = {j.session: j for j in self._jobs.values()
-                    if j.ended_at is None and j.session is not None and j.started_at is not None}
+        groups, sessions = self._live()
         if not groups and not sessions:
             return
         for pid in _pids():
@@ -150,14 +149,18 @@ class JobProcesses:
                 found = (job.started_at or 0.0, key)
         if found is not None:
             return found[1]
-        groups = {j.pgid: j for j in self._jobs.values() if j.ended_at is None and j.pgid is not None}
-        sessions = {j.session: j for j in self._jobs.values()
-                    if j.ended_at is None and j.session is not None and j.started_at is not None}
-        job = self._member(pid, groups, sessions)
+        job = self._member(pid, *self._live())
         if job is None or not self._fits(job, pid, created):
             return None
         job.pids[pid] = created
-        return next(k for k, j in self._jobs.items() if j is job)
+        return job.key
+
+    def _live(self) -> tuple[dict[int, _Job], dict[int, _Job]]:
+        """The live jobs by process group, and by shim session (once their start is known:
+        a session outlives its jobs)."""
+        live = [j for j in self._jobs.values() if j.ended_at is None]
+        return ({j.pgid: j for j in live if j.pgid is not None},
+                {j.session: j for j in live if j.session is not None and j.started_at is not None})
 
     @staticmethod
     def _member(pid: int, groups: dict[int, _Job], sessions: dict[int, _Job]) -> _Job | None:

@@ -89,10 +89,10 @@ IMPORT = api.post("/api/v1/runs/import", "importRun",
                   description="The daemon reads the dir on its own host. A dir holding several runs (folders "
                               "with event files, none below another: a sweep's, Lightning's versions) makes one run "
                               "per folder, in one experiment (experiment=, else the dir's name), named by its folder; "
-                              "what lies outside them is told in problems. Each run is keyed by its realpath: importing "
-                              "it again adds nothing (an interrupted import is finished by importing again; 409 if "
-                              "the dir changed in between). 400 names the problem: no such dir, not a dir, no event "
-                              "files and no checkpoints, a file that cannot be read.")
+                              "what lies outside them is told in problems. Each run is keyed by its realpath: "
+                              "importing it again adds nothing (an interrupted import is finished by importing "
+                              "again; 409 if the dir changed in between). 400 names the problem: no such dir, not a "
+                              "dir, no event files and no checkpoints, a file that cannot be read.")
 LOGS = api.get("/api/v1/runs/<run_id>/logs", "getRunLogs", "An imported run's stdout and stderr files and their lines",
                Reply(200, RunLogs, "Every log file of the run with its state, and the lines of those selected."),
                errors=(400, 404), params=(Param("run_id", "the run's id (run_<ULID>)"),), query=RunLogsQuery,

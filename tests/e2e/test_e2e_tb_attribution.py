@@ -52,7 +52,8 @@ SWEEP = 8
 def _quick_tailer(tmp_path) -> None:
     config = tmp_path / "d" / "config" / "gpuplane"
     config.mkdir(parents=True)
-    (config / "gpuplaned.toml").write_text(f"[tensorboard]\npoll_interval_s = 0.1\n[node]\nmax_cpu_jobs = {SWEEP + 1}\n")
+    (config / "gpuplaned.toml").write_text(f"[tensorboard]\npoll_interval_s = 0.1\n"
+                                           f"[node]\nmax_cpu_jobs = {SWEEP + 1}\n")
 
 
 def _loss(jobs: Jobs, run_id: str) -> list[tuple[int, float]]:
