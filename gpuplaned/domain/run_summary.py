@@ -124,8 +124,11 @@ def _overfitting(out: dict[str, Any], points: Mapping[str, tuple[Sequence[int], 
             continue
         train = overfitting.train_loss_for(name, out["metrics"])
         falling = train is not None and out["metrics"][train].get("trend") == "decreasing"
+        window = (out["_state"].get(train) or {}).get("window") if train is not None else None
+        level = median(window) if window else None
         state = dict(out["_state"].get(name) or {"window": [], "nan_reported": False, "last_spike": None})
-        state["overfit"], raised = overfitting.update(state.get("overfit"), name, steps, values, train, falling, policy)
+        state["overfit"], raised = overfitting.update(state.get("overfit"), name, steps, values, train, falling, policy,
+                                                      level)
         out["_state"][name] = state
         events += [SummaryEvent(overfitting.OVERFITTING_SUSPECTED, "warning", message, step, context)
                    for step, message, context in raised]

@@ -65,11 +65,14 @@ def test_loss_rules(label, values, expected):
 
 OVERFIT_CASES = [
     ("eval keeps falling", [2.0, 1.8, 1.6, 1.5, 1.4, 1.3], True, []),
-    ("eval up 3 times while train falls", [2.0, 1.5, 1.7, 1.8, 1.9, 2.0, 2.1], True, ["OVERFITTING_SUSPECTED"]),
+    # Each evaluation counts as the median of the last 3: the best is 1.7, then 1.9, 2.0, 2.1.
+    ("eval up 3 times while train falls", [2.0, 1.5, 1.7, 1.8, 1.9, 2.0, 2.1, 2.2], True, ["OVERFITTING_SUSPECTED"]),
+    ("the same rise, one evaluation short", [2.0, 1.5, 1.7, 1.8, 1.9, 2.0, 2.1], True, []),
     ("only twice above", [2.0, 1.5, 1.7, 1.8, 1.5, 1.7, 1.8], True, []),
     ("noisy eval within 10% of best", [2.0, 1.5, 1.6, 1.58, 1.62, 1.55, 1.64], True, []),
-    ("eval up but train flat too (not overfitting)", [2.0, 1.5, 1.7, 1.8, 1.9, 2.0], False, []),
-    ("two episodes", [2.0, 1.5, 1.7, 1.8, 1.9, 1.6, 1.7, 1.8, 1.9], True,
+    ("one bad evaluation at a time", [2.0, 1.5, 1.5, 2.5, 1.5, 2.5, 1.5, 2.5, 1.5], True, []),
+    ("eval up but train flat too (not overfitting)", [2.0, 1.5, 1.7, 1.8, 1.9, 2.0, 2.1, 2.2], False, []),
+    ("two episodes", [2.0, 1.5, 1.7, 1.8, 1.9, 2.0, 2.1, 1.4, 1.4, 1.5, 1.7, 1.8, 1.9, 2.0], True,
      ["OVERFITTING_SUSPECTED", "OVERFITTING_SUSPECTED"]),
 ]
 
@@ -81,15 +84,34 @@ def test_overfitting(label, evals, falling, expected):
 
 
 def test_overfitting_evidence_points_at_the_best_and_the_rise():
-    _summary, events = _fold(_train_and_eval([2.0, 1.5, 1.7, 1.8, 1.9, 2.0]))
+    _summary, events = _fold(_train_and_eval([2.0, 1.5, 1.7, 1.8, 1.9, 2.0, 2.1, 2.2]))
     (event,) = events
-    assert event.step == 499 and event.context["train_metric"] == "train/loss"
+    assert event.step == 799 and event.context["train_metric"] == "train/loss"
+    # The smoothed best (the median of 1.5, 1.7, 1.8 at step 299) and the smoothed rise.
     assert event.context["evidence"] == [{"kind": "metric", "run_id": None, "name": "eval/loss",
-                                          "steps": [199, 499], "values": [1.5, 1.7, 1.8, 1.9]}]
+                                          "steps": [299, 799], "values": [1.7, 1.9, 2.0, 2.1]}]
+
+
+def test_a_noisy_eval_loss_must_rise_past_its_noise():
+    rng = random.Random(4)
+    noisy = [1.0 + rng.gauss(0, 0.05) for _ in range(80)]  # a flat eval loss, 5% noise
+    assert _fold(_train_and_eval(noisy))[1] == []
+    rising = noisy + [1.0 + 0.04 * k + rng.gauss(0, 0.05) for k in range(1, 15)]  # then up 56%
+    assert _types(_fold(_train_and_eval(rising))[1]) == ["OVERFITTING_SUSPECTED"]
+
+
+def test_after_a_warm_restart_both_losses_are_up_which_is_no_overfitting():
+    evals = [2.0, 1.5, 1.5, 1.5] + [1.9] * 8
+    batches = _train_and_eval(evals)
+    for batch in batches[4:]:  # the restart: train jumps above where it stood, then falls
+        steps, train = batch["train/loss"]
+        batch["train/loss"] = (steps, [v + 1.0 for v in train])
+    assert "OVERFITTING_SUSPECTED" not in _types(_fold(batches)[1])
+    assert _types(_fold(_train_and_eval(evals))[1]) == ["OVERFITTING_SUSPECTED"]
 
 
 def test_overfitting_thresholds_and_switch():
-    evals = [2.0, 1.5, 1.6, 1.6, 1.6, 1.6, 1.6]  # 6.7% above the best
+    evals = [2.0] + [1.5] * 5 + [1.6] * 8  # 6.7% above the best
     assert _types(_fold(_train_and_eval(evals))[1]) == []
     assert _types(_fold(_train_and_eval(evals), OverfitPolicy(rise=0.05, evals=4))[1]) == ["OVERFITTING_SUSPECTED"]
     assert _fold(_train_and_eval(evals), OverfitPolicy(rise=0.05, enabled=False))[1] == []

@@ -1,11 +1,21 @@
 """OVERFITTING_SUSPECTED (warning): an eval loss more than ``rise`` (10%) above its best for
 ``evals`` (3) evaluations in a row while the train loss still falls.
 
+An eval loss is noisy too (the alarm corpus, ``tests/alarm_corpus``: a flat one with 4%
+noise is 10% over its luckiest evaluation three times in a row now and then, and the quick
+start's went 25% over its best at 0.036 for four evaluations and came back), so the rule
+reads it smoothed and against its own noise: each evaluation counts as the median of the
+last ``SMOOTH`` (3), the best is the best of those, and "above" means above the best by
+``rise`` of it and by ``NOISE`` times the eval loss's noise (its standard deviation, from
+the median second difference of the last ``DIFFS`` evaluations: a steady trend is no noise).
+
 Pure, run from the summary fold (``gpuplaned.domain.run_summary.update``) over each batch of
 an eval loss's points in step order. The state is JSON (it lives in the run's summary):
-``{"best": value, "best_step": step, "above": [[step, value], ...], "open": bool}``. The
-episode opens with the event and closes when an eval comes back within ``rise`` of the best
-(or beats it); only then can a later rise raise again.
+``{"best": value, "best_step": step, "above": [[step, value], ...], "open": bool, "recent":
+[...], "diffs": [...], "train_at_best": the train loss's rolling median then}``. The
+episode opens with the event and closes when an eval comes back within reach of the best
+(or beats it); only then can a later rise raise again. The train loss must be below where
+it stood at the best: after a warm restart both losses are up, which is no overfitting.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from statistics import median
 from typing import Any
 
 import attrs
@@ -20,6 +31,10 @@ import attrs
 from gpuplaned.domain.rules import evidence
 
 OVERFITTING_SUSPECTED = "OVERFITTING_SUSPECTED"
+SMOOTH = 3  # an evaluation counts as the median of the last this many
+NOISE = 3.0  # a rise is at least this many times the eval loss's noise...
+DIFFS = 32  # ...estimated from the last this many second differences of its evaluations
+_SECOND = 1.65  # the median |second difference| of Gaussian noise, in its standard deviations
 _EVAL_WORDS = ("eval", "val", "valid", "validation", "test", "dev", "holdout")
 
 
@@ -52,30 +67,41 @@ def train_loss_for(eval_name: str, names: Iterable[str]) -> str | None:
 
 def update(state: Mapping[str, Any] | None, name: str, steps: Sequence[int], values: Sequence[float],
            train: str | None, train_falling: bool,
-           policy: OverfitPolicy = OverfitPolicy()) -> tuple[dict[str, Any], list[tuple[int, str, dict[str, Any]]]]:
+           policy: OverfitPolicy = OverfitPolicy(),
+           train_level: float | None = None) -> tuple[dict[str, Any], list[tuple[int, str, dict[str, Any]]]]:
     """The state after the eval points ``(steps, values)`` and the events they raised, each
-    ``(step, message, context)``. ``train_falling``: the train loss ``train`` trends down."""
-    out: dict[str, Any] = {"best": None, "best_step": None, "above": [], "open": False}
+    ``(step, message, context)``. ``train_falling``: the train loss ``train`` trends down;
+    ``train_level``: its rolling median now (None: unknown), which must be below the one at
+    the eval's best (after a warm restart both losses are up: no overfitting)."""
+    out: dict[str, Any] = {"best": None, "best_step": None, "above": [], "open": False, "recent": [], "diffs": []}
     out.update(state or {})
     out["above"] = [list(p) for p in out["above"]]
+    recent, diffs = list(out.get("recent") or []), list(out.get("diffs") or [])
     raised: list[tuple[int, str, dict[str, Any]]] = []
-    for step, value in sorted(zip(steps, values), key=lambda p: p[0]):
-        if not (isinstance(value, (int, float)) and math.isfinite(value)):
+    for step, raw in sorted(zip(steps, values), key=lambda p: p[0]):
+        if not (isinstance(raw, (int, float)) and math.isfinite(raw)):
             continue  # a NaN is LOSS_NAN's, never a rise
+        if len(recent) >= 2:  # a second difference: a steady trend is no noise
+            diffs = (diffs + [abs(raw - 2 * recent[-1] + recent[-2]) / _SECOND])[-DIFFS:]
+        recent = (recent + [raw])[-SMOOTH:]
+        value = median(recent)
         best = out["best"]
         if best is None or value < best:
-            out.update(best=value, best_step=step, above=[], open=False)
-        elif value > best + policy.rise * abs(best):
+            out.update(best=value, best_step=step, above=[], open=False, train_at_best=train_level)
+        elif value > best + max(policy.rise * abs(best), NOISE * median(diffs or [0.0])):
             out["above"] = (out["above"] + [[step, value]])[-policy.evals:]
-            if len(out["above"]) >= policy.evals and not out["open"] and train_falling and policy.enabled:
+            at_best = out.get("train_at_best")
+            improved = train_falling and (train_level is None or at_best is None or train_level < at_best)
+            if len(out["above"]) >= policy.evals and not out["open"] and improved and policy.enabled:
                 out["open"] = True
                 rise = (value - best) / abs(best) * 100 if best else math.inf
                 context = {"metric": name, "train_metric": train, "best": best, "best_step": out["best_step"],
                            "evidence": [evidence.metric(name, [out["best_step"], step],
                                                         [best, *(v for _s, v in out["above"])])]}
-                raised.append((step, f"{name} is {value:.6g} at step {step}, {rise:.0f}% above its best "
-                                     f"{best:.6g} (step {out['best_step']}) for {policy.evals} evaluations while "
-                                     f"{train} still falls", context))
+                raised.append((step, f"{name} is {value:.6g} at step {step} (median of its last {len(recent)}), "
+                                     f"{rise:.0f}% above its best {best:.6g} (step {out['best_step']}) for "
+                                     f"{policy.evals} evaluations while {train} still falls", context))
         else:
             out.update(above=[], open=False)  # back within reach of the best: the episode is over
+    out["recent"], out["diffs"] = recent, diffs
     return out, raised
