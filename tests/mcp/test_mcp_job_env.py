@@ -9,15 +9,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-import httpx2
 import pytest
 from helpers import Jobs
+from mcp_http import closing_client
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <async_generator object (PoolByteStream|Response\.aiter_|EventSource)"
-    r":pytest.PytestUnraisableExceptionWarning")]
+pytestmark = pytest.mark.e2e
 
 ENV = {"LR": "lr-value", "WANDB_API_KEY": "wandb-s3cret", "db_password": "pw-s3cret", "GH_TOKEN": "gh-s3cret",
        "my_secret_x": "x-s3cret", "OMP_NUM_THREADS": "omp-value"}
@@ -39,7 +37,7 @@ def setup(daemon_factory, tmp_path):
 
 @asynccontextmanager
 async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http, \
+    async with closing_client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http, \
             Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
         yield client
 
