@@ -105,7 +105,7 @@ class _Attempt:
     rule: Stability = attrs.Factory(Stability)
     ended_at: float | None = None  # trio time it left the runner's live jobs
     ended_wall_ns: int | None = None  # the same, wall clock: compared with files' mtimes
-    wrote: set[str] = attrs.Factory(set)  # candidates its processes were seen holding open for writing
+    wrote: set[str] = attrs.Factory(set)  # candidates its processes were seen holding open for writing (realpaths)
     finished: bool = False  # ended, and its final pass registered everything: forgotten
 
 
@@ -117,7 +117,7 @@ class _Seen:
     observed: dict[str, Observation]
     started_ns: int | None
     roots: tuple[str, ...]
-    held: frozenset[str]  # candidates the attempt's processes hold open for writing now
+    held: frozenset[str]  # candidates the attempt's processes hold open for writing now (realpaths)
 
 
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread.run_sync
@@ -244,8 +244,9 @@ class _Watcher:
         (not offered again until they change), and those no job wrote reported once."""
         mine, nobodys = [], []
         for path in ready:
-            others = [a for a in self.attempts.values() if a is not watched and path in a.wrote]
-            if path in watched.wrote or (not others and not self._sharers(watched, path, observed[path].mtime_ns)):
+            real = os.path.realpath(path)  # two jobs may name one folder two ways
+            others = [a for a in self.attempts.values() if a is not watched and real in a.wrote]
+            if real in watched.wrote or (not others and not self._sharers(watched, path, observed[path].mtime_ns)):
                 mine.append(path)
                 continue
             watched.rule.registered(path, observed[path])
@@ -308,7 +309,7 @@ class _Watcher:
             if started_ns is not None and seen.mtime_ns < started_ns - MTIME_SLACK_NS:
                 continue  # an earlier run's
             observed[path] = seen
-        held = frozenset(p for p, seen in observed.items() if seen.writing)
+        held = frozenset(os.path.realpath(p) for p, seen in observed.items() if seen.writing)
         return _Seen({p: candidates[p] for p in observed}, observed, started_ns, roots, held)
 
     async def _register(self, watched: _Attempt, ready: list[Candidate], observed: dict[str, Observation]) -> bool:
