@@ -77,9 +77,9 @@ def test_a_sweep_from_one_folder_gets_each_curve_on_its_own_run(daemon_factory, 
     silent = jobs.submit([sys.executable, "writer.py", "0", "none"], gpu=0)
     runs = {k: jobs.wait(job["id"], "RUNNING", timeout=30)["run_id"] for k, job in enumerate(submitted, 1)}
     silent_run = jobs.wait(silent["id"], "RUNNING", timeout=30)["run_id"]
-    names = wait_for(lambda: len(n := [p.name for p in (jobs.workdir / "runs").glob("events.out.tfevents.*")]) == SWEEP
-                     and n, timeout=60, what="the 8 event files")
-    assert len({name.split(".")[3] for name in names}) <= 3  # named within a few seconds of one another
+    # All named within seconds of every job's start: by time alone, each job would take them all.
+    wait_for(lambda: len(list((jobs.workdir / "runs").glob("events.out.tfevents.*"))) == SWEEP, timeout=60,
+             what="the 8 event files")
     for k, run_id in runs.items():
         wait_for(lambda: len(_loss(jobs, run_id)) == 5, timeout=30, what=f"job {k}'s 5 points")
 
