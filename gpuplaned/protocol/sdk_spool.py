@@ -317,7 +317,13 @@ class Replay:
             self.report.warnings.append(f"{self.path}: no readable session header; its points go to "
                                         f"session {self.report.session_id} without a run name or project")
         self._opened = True
-        steps.append(Step("open", "/api/v1/sessions", {**body, "session_id": self.report.session_id}, line))
+        session_id = self.report.session_id or ""
+        opened = {**body, "session_id": self.report.session_id}
+        if "started_at" not in opened and SESSION_ID.match(session_id):
+            # An SDK that did not say when its run began (older, or no header): its UUIDv7 id
+            # was made at init(), and its first 48 bits are that time in ms.
+            opened["started_at"] = int(session_id.replace("-", "")[:12], 16)
+        steps.append(Step("open", "/api/v1/sessions", opened, line))
 
     def _corrupt(self, line: int, why: str) -> None:
         self.report.corrupt_lines.append(line)

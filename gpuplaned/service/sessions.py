@@ -78,11 +78,16 @@ class SessionCreate:
     rank: int | None = field(default=None, **_INT31)
     host: str | None = _text(200)
     pid: int | None = field(default=None, **_INT31)
+    started_at: int | None = field(default=None, minimum=0, maximum=1 << 53,
+                                   message="milliseconds since the epoch, a non-negative integer",
+                                   description="when the script called init(), in ms since the epoch: a new run "
+                                               "was created then, also when the daemon hears of it later (a spool "
+                                               "replayed); absent, or later than the daemon's now: now")
 
     def request(self) -> SessionRequest:
         return SessionRequest(self.run_id, self.job_id, self.name, self.project, self.experiment,
                               self.config or None, tuple(self.tags or ()), self.rank, self.host, self.pid,
-                              self.session_id)
+                              self.session_id, self.started_at)
 
 
 def _store(shared: ServerContext) -> Any:

@@ -26,6 +26,7 @@ class SessionRequest:
     host: str | None
     pid: int | None
     session_id: str | None = None  # the SDK's own UUIDv7 (it makes one to spool under); None: the daemon's
+    started_at: int | None = None  # when the script opened it (ms); None: now
 
 
 @attrs.frozen
@@ -75,6 +76,9 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
     Raises:
         ApiError: CONFLICT, the session exists on another run; BAD_REQUEST, a new run names an unknown job.
     """
+    # A run the SDK spooled while no daemon answered began when the script opened it, not at
+    # the replay; never later than now (the script's clock may be ahead of ours).
+    began = now_ms if req.started_at is None else min(req.started_at, now_ms)
     if req.session_id is not None:
         existing = get_session(conn, req.session_id)
         if existing is not None:
@@ -93,7 +97,7 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
         conn.execute(
             "INSERT INTO runs (id, job_id, project_id, experiment_id, name, source, status, config, created_at, "
             "started_at) VALUES (?, ?, ?, ?, ?, 'sdk', 'RUNNING', ?, ?, ?)",
-            (run_id, req.job_id, project_id, experiment_id, req.name, config, now_ms, now_ms),
+            (run_id, req.job_id, project_id, experiment_id, req.name, config, began, began),
         )
     else:
         # Joining a run (a dispatched job's, or another rank's): the script's init() fills in
@@ -104,7 +108,7 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
         conn.execute("UPDATE runs SET project_id = coalesce(project_id, ?), experiment_id = coalesce(experiment_id, ?), "
                      "name = coalesce(name, ?), config = coalesce(?, config) WHERE id = ?",
                      (project_id, experiment_id, req.name, fill, run_id))
-    session = Session(req.session_id or uuid7(now_ms), run_id, req.rank, req.host, req.pid, "OPEN", None, 0, now_ms, None)
+    session = Session(req.session_id or uuid7(now_ms), run_id, req.rank, req.host, req.pid, "OPEN", None, 0, began, None)
     conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", attrs.astuple(session))
     return session
 

@@ -101,6 +101,7 @@ class Run:
         self._wake = threading.Event()
         # Identity.
         self._run_id = run_id or env.get("GPUPLANE_RUN_ID") or None  # type: Optional[str]
+        self._started_ms = int(_time() * 1000)  # the run began now, however late the daemon hears of it
         self._session_id = _uuid7()
         self._session_open = False  # the daemon has the session
         self._env_sent = False  # delivered, or written to the spool
@@ -528,6 +529,7 @@ class Run:
         body = dict(self._body)
         body["run_id"] = self._run_id
         body["session_id"] = self._session_id
+        body["started_at"] = self._started_ms
         return body
 
     def _open_session(self) -> None:

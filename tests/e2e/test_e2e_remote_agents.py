@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import daemon_info, wait_for
 from remote_cluster import Agent, Cluster
 
 from gpuplaned.protocol.errors import ApiError
@@ -345,6 +345,35 @@ def test_checkpoints_of_a_remote_node_are_verified_and_pruned_there(cluster, tmp
 
 
 # Last: it restarts the module's server.
+def test_an_sdk_run_begun_while_the_link_is_down_keeps_the_time_it_began(cluster, tmp_path, monkeypatch):
+    """A script on an agent's node that starts while the server is unreachable spools its run (the
+    agent answers 503); the run the server makes when the link is back began at the script's init(),
+    not at the replay."""
+    if str(SDK_DIR) not in sys.path:
+        sys.path.insert(0, str(SDK_DIR))
+    from gpuplane import _run as sdk_run
+
+    agent = agent_named(cluster, "a2")
+    runtime_dir = agent.daemon.runtime_dir
+    began = time.time() - 3600  # the script's clock: well before the replay, whenever that comes
+    monkeypatch.setattr(sdk_run, "_time", lambda: began)
+    agent.proxy.cut()
+    try:
+        wait_for(lambda: (daemon_info(runtime_dir) or {}).get("uplink", {}).get("state") != "connected", 15,
+                 what="the agent to see its link down")
+        run = sdk_run.Run(env={"GPUPLANE_RUNTIME_DIR": str(runtime_dir), "GPUPLANE_HOME": str(tmp_path / "sdk")},
+                          name="begun-offline", wait=0)
+        run.log({"loss": 0.25}, step=0)
+        wait_for(lambda: run.stats()["spooled"] == 1, 30, what="the point to reach the SDK's spool")
+    finally:
+        agent.proxy.restore()
+    # The script replays its spool itself once the agent answers (a finish before any answer gives up).
+    wait_for(lambda: run.id is not None, 60, what="the SDK to open its run through the agent")
+    run.finish(timeout=60)
+    shown = cluster.api.get(f"/api/v1/runs/{run.id}")["run"]
+    assert (shown["name"], shown["status"], shown["created_at"]) == ("begun-offline", "SUCCEEDED", int(began * 1000))
+
+
 def test_kill_9_of_the_server_mid_run_then_a_restart_loses_nothing(cluster, tmp_path):
     agent = agent_named(cluster, "a2")
 

@@ -94,6 +94,9 @@ def test_downsampled_run_series_keep_the_spike(api):
     ("/api/v1/sessions", {"rank": -1}, "rank"),
     ("/api/v1/sessions", {"tags": "a,b"}, "tags"),
     ("/api/v1/sessions", {"config": [1, 2]}, "config"),
+    ("/api/v1/sessions", {"started_at": -1}, "started_at"),
+    ("/api/v1/sessions", {"started_at": "yesterday"}, "started_at"),
+    ("/api/v1/sessions", {"started_at": 1.5}, "started_at"),
 ])
 def test_bad_session_bodies(api, path, body, field):
     with pytest.raises(ApiError) as err:
@@ -235,3 +238,18 @@ def test_run_lists_leave_the_environment_snapshot_to_the_run_itself(api):
     api.post(f"/api/v1/sessions/{opened['session_id']}/env", {"python": "3.11.7", "packages": {"torch": "2.13.0"}})
     assert api.get(f"/api/v1/runs/{opened['run_id']}")["run"]["env_snapshot"]["python"] == "3.11.7"
     assert api.get("/api/v1/runs")["runs"][0]["env_snapshot"] is None
+
+
+def test_a_new_run_begins_when_the_script_says_it_began_never_later_than_now(api):
+    """The SDK says when init() ran (``started_at``): a spooled run replayed later keeps that time."""
+    import time
+
+    before = int(time.time() * 1000)
+    past = api.post("/api/v1/sessions", {"name": "spooled", "started_at": before - 3_600_000})
+    run = api.get(f"/api/v1/runs/{past['run_id']}")["run"]
+    assert run["created_at"] == before - 3_600_000 and past["session"]["created_at"] == before - 3_600_000
+    ahead = api.post("/api/v1/sessions", {"name": "fast clock", "started_at": before + 86_400_000})
+    created = api.get(f"/api/v1/runs/{ahead['run_id']}")["run"]["created_at"]
+    assert before <= created <= int(time.time() * 1000)  # a clock ahead of the daemon's: now
+    joined = api.post("/api/v1/sessions", {"run_id": past["run_id"], "started_at": before})  # another rank
+    assert api.get(f"/api/v1/runs/{joined['run_id']}")["run"]["created_at"] == before - 3_600_000

@@ -214,6 +214,7 @@ def api(daemon_factory, tmp_path):
 
 
 SID = "0190f5d2-7a3c-7b1e-9f00-0123456789ab"
+SID_MS = 1_722_111_130_172  # when it was made: its first 48 bits
 
 
 @pytest.mark.e2e
@@ -339,7 +340,7 @@ def test_replay_steps_follow_the_file_and_refusals_decide_what_goes_on():
     replay = Replay(Path(f"/s/sdk-{SID}.jsonl"))
     steps = replay.feed(_lines(HEADER, BATCH, {**BATCH, "seq": 1}, {"type": "finish", "status": "FAILED"}))
     assert [s.kind for s in steps] == ["open", "batch", "batch", "finish"]
-    assert steps[0].body == {"name": "n", "session_id": SID} and steps[1].path == f"/api/v1/sessions/{SID}/batches"
+    assert steps[0].body == {"name": "n", "session_id": SID, "started_at": SID_MS} and steps[1].path == f"/api/v1/sessions/{SID}/batches"
     replay.answered(steps[0], {"run_id": "run_1"})
     replay.answered(steps[1], {"duplicate": True, "points": 0})
     assert replay.refused(steps[2], 400, "bad metrics") is True  # refused for good: counted, skipped
@@ -358,7 +359,44 @@ def test_a_file_without_a_readable_header_still_opens_its_session_from_its_name(
     replay = Replay(Path(f"/s/sdk-{SID}.jsonl"))
     steps = replay.feed(_lines(b'{"type": "sess', BATCH, {"type": "what"}, [1], HEADER,
                                {**HEADER, "v": 99}, {"type": "batch", "seq": -1, "metrics": {}}))
-    assert [s.kind for s in steps] == ["open", "batch"] and steps[0].body == {"session_id": SID}
+    assert [s.kind for s in steps] == ["open", "batch"] and steps[0].body == {"session_id": SID, "started_at": SID_MS}
     assert replay.report.corrupt_lines == [1, 3, 4, 5, 6, 7]
     assert any("no readable session header" in w for w in replay.report.warnings)
     assert replay.ended() is True  # kept, as *.corrupt
+
+
+@pytest.mark.e2e
+def test_a_run_replayed_from_the_spool_keeps_the_time_it_began(daemon_factory, tmp_path, monkeypatch):
+    """A run spooled while no daemon answered took the replay's time as its created time."""
+    from gpuplane import _run as sdk_run
+
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none")
+    jobs.daemon.kill()
+    began = time.time() - 3600  # the script's clock: init() ran an hour before the daemon hears of it
+    monkeypatch.setattr(sdk_run, "_time", lambda: began)
+    run = Run(env={"GPUPLANE_RUNTIME_DIR": str(jobs.daemon.runtime_dir), "GPUPLANE_HOME": str(jobs.daemon.home)},
+              name="offline", wait=0)
+    run.log({"loss": 0.5}, step=0)
+    run.finish(timeout=1)
+    [path] = spool_files(jobs.daemon.home / "spool")
+    assert read_spool(path).steps[0].body["started_at"] == int(began * 1000)
+    jobs.restart(daemon_factory, "--gpus=none")  # same home: it replays the file at start
+    api = jobs.client
+    found = wait_for(lambda: [r for r in api.get("/api/v1/runs")["runs"] if r["status"] == "SUCCEEDED"] or None,
+                     timeout=30, what="the replayed run")
+    [replayed] = found
+    assert replayed["name"] == "offline" and replayed["created_at"] == int(began * 1000)
+    shown = api.get(f"/api/v1/runs/{replayed['id']}")["run"]
+    assert shown["created_at"] == int(began * 1000) and shown["finished_at"] > shown["created_at"] + 3_000_000
+
+
+def test_a_spool_from_an_sdk_that_did_not_say_when_it_began_uses_its_session_ids_time(tmp_path):
+    """The session id is a UUIDv7 made at init(): its first 48 bits are that time in ms."""
+    header = {"type": "session", "v": 1, "session_id": SID, "open": {"name": "old"}}
+    replay = Replay(tmp_path / f"sdk-{SID}.jsonl")
+    [opened] = replay.feed(_lines(header))
+    assert opened.body["started_at"] == int(SID.replace("-", "")[:12], 16) == SID_MS
+    said = Replay(tmp_path / f"sdk-{SID}.jsonl").feed(_lines({**header, "open": {"started_at": 5}}))[0]
+    assert said.body["started_at"] == 5  # what the SDK said wins
+    nameless = Replay(tmp_path / f"sdk-{SID}.jsonl").feed(_lines(b"not json", BATCH))[0]
+    assert nameless.kind == "open" and nameless.body["started_at"] == SID_MS
