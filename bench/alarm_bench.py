@@ -68,6 +68,8 @@ def main() -> int:
             print(f"false alarm  {rule:22} {name} at step {step}")
         for rule, name in result.missed:
             print(f"missed       {rule:22} {name}")
+        for rule, name, step in result.astray:
+            print(f"stray        {rule:22} {name} at step {step}")
         for name, claims in problems.items():
             for claim in claims:
                 print(f"diagnose     {name}: {claim}")

@@ -298,8 +298,8 @@ def _climbs(name: str, state: dict[str, Any], before: Sequence[float], steps: Se
                     "LOSS_SPIKE", "warning",
                     f"{name} keeps climbing: its rolling median went from {low:.6g} to {high:.6g} by step {steps[k]}",
                     steps[k], {"metric": name, "value": values[k], "median": low, "mad": low_mad, "kind": "climb"})))
-        else:
-            state["climbing"] = False
+        elif len(levels) > 1 and levels[-1][0] < levels[-2][0]:
+            state["climbing"] = False  # the median fell: the climb is over
     state["count"] = count + len(values)
     state["levels"] = levels
     return found
@@ -340,12 +340,13 @@ def _jumps(name: str, state: dict[str, Any], steps: Sequence[int], values: Seque
 
     def follow(pending: dict[str, Any], at: int) -> None:
         """Feed ``pending`` the values from ``seen[at]`` on, one at a time, as they came: an
-        extreme jump (in its own window) is a spike there; the first third back down ends
-        it; ``hold`` values in, ``loss_spike.verdict`` judges it."""
+        extreme jump (in its own window) is a spike there; its first ``loss_spike.QUICK``
+        back down (their median within half the jump's threshold) end it, so that a jump
+        right after is judged; ``hold`` values in, ``loss_spike.verdict`` judges it."""
         nonlocal busy
         after = pending["after"]
         mid, mad = pending["median"], pending["mad"]
-        third = max(1, spike.hold // 3)
+        quick = min(loss_spike.QUICK, spike.hold)
         for j in range(at, len(seen)):
             busy = j
             value = seen[j]
@@ -357,7 +358,7 @@ def _jumps(name: str, state: dict[str, Any], steps: Sequence[int], values: Seque
                     raise_spike(j, steps[j - base], value, *judged, "isolated")
                 return
             after.append(value)
-            if len(after) == third and not median(after) > mid + mads * mad:
+            if len(after) == quick and not median(after) > mid + mads / 2 * mad:
                 state.pop("pending", None)
                 return  # back down at once: noise
             if len(after) == spike.hold:

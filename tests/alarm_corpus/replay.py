@@ -94,6 +94,7 @@ class Score:
     strays: Counter = attrs.Factory(Counter)
     missed: list[tuple[str, str]] = attrs.Factory(list)  # (rule, curve)
     noisy: list[tuple[str, str, int | None]] = attrs.Factory(list)  # (rule, curve, step): false alarms
+    astray: list[tuple[str, str, int | None]] = attrs.Factory(list)  # (rule, curve, step): strays
 
 
 def score(curves: Iterable[Curve], config: DetectorConfig = DetectorConfig()) -> Score:
@@ -120,6 +121,7 @@ def score(curves: Iterable[Curve], config: DetectorConfig = DetectorConfig()) ->
         for alarm in raised:
             if id(alarm) not in explained and not any(lo <= (alarm.step or -1) <= hi for lo, hi in spans):
                 out.strays[alarm.rule] += 1
+                out.astray.append((alarm.rule, curve.name, alarm.step))
     return out
 
 

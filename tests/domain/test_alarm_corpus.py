@@ -25,17 +25,13 @@ def test_the_corpus_holds_real_runs_and_every_kind_of_fault():
     assert sum(c.healthy for c in CURVES) >= 40
 
 
-def test_no_loss_spike_nan_or_stall_on_a_healthy_curve(result):
-    noisy = [(rule, name, step) for rule, name, step in result.noisy if rule != "OVERFITTING_SUSPECTED"]
-    assert noisy == []
+def test_no_rule_raises_on_a_healthy_curve(result):
+    assert result.healthy_runs >= 40 and result.noisy == []
 
 
-def test_every_planted_spike_nan_and_stall_is_found(result):
-    assert result.found["LOSS_NAN"] == result.planted["LOSS_NAN"] == 5
-    assert result.found["RUN_STALLED"] == result.planted["RUN_STALLED"] == 1
-    assert result.planted["LOSS_SPIKE"] >= 30
-    missed = [name for rule, name in result.missed if rule == "LOSS_SPIKE"]
-    assert len(missed) <= 4, missed
+def test_every_planted_fault_is_found(result):
+    assert result.missed == []
+    assert result.found == result.planted and result.planted["LOSS_SPIKE"] >= 30
 
 
 def test_the_quick_start_raises_nothing_with_the_rule_it_had_it_raised_seven():

@@ -19,8 +19,8 @@ from gpuplaned.domain.run_summary import MIN_WINDOW, SPIKE_GAP, update
 def straightforward(values, window, mads, steps=None, hold=loss_spike.HOLD, extreme=loss_spike.EXTREME):
     """The steps of LOSS_SPIKE's jumps, one value at a time, as the rule says (median and MAD
     recomputed at every point): a jump extreme in its window is a spike; another is followed
-    for ``hold`` values (an extreme jump among them is the spike instead; the first third
-    back down ends it), then judged by ``verdict``; at most one per SPIKE_GAP steps."""
+    for ``hold`` values (an extreme jump among them is the spike instead; its first QUICK
+    back down end it), then judged by ``verdict``; at most one per SPIKE_GAP steps."""
     policy = SpikePolicy(window=window, mads=mads, hold=hold, extreme=extreme)
     steps = list(range(len(values))) if steps is None else steps
     out, last, pending = [], None, None
@@ -41,7 +41,7 @@ def straightforward(values, window, mads, steps=None, hold=loss_spike.HOLD, extr
                     last = step
                 continue
             after.append(value)
-            if len(after) == hold // 3 and not median(after) > pmid + mads * pmad:
+            if len(after) == min(loss_spike.QUICK, hold) and not median(after) > pmid + mads / 2 * pmad:
                 pending = None
             elif len(after) == hold:
                 pending = None

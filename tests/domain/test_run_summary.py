@@ -135,7 +135,7 @@ def _reference_loss_rules(name, state, steps, values, warnings, hold=loss_spike.
     """LOSS_NAN, and LOSS_SPIKE point by point as the rule says: a jump (above the median +
     SPIKE_MADS x MAD of the window) far past the window's range is a spike; another is
     followed for ``hold`` values (an extreme jump among them is the spike instead, the first
-    third back down ends it) and judged by ``verdict``; a climb every ``hold`` values."""
+    QUICK back down end it) and judged by ``verdict``; a climb every ``hold`` values."""
     events = []
     window = list(state["window"])
     policy = SpikePolicy(hold=hold, extreme=extreme)
@@ -173,7 +173,8 @@ def _reference_loss_rules(name, state, steps, values, warnings, hold=loss_spike.
             else:
                 pending["after"].append(value)
                 bar = pending["median"] + SPIKE_MADS * pending["mad"]
-                if len(pending["after"]) == hold // 3 and not median(pending["after"]) > bar:
+                half = pending["median"] + SPIKE_MADS / 2 * pending["mad"]
+                if len(pending["after"]) == min(loss_spike.QUICK, hold) and not median(pending["after"]) > half:
                     del state["pending"]
                 elif len(pending["after"]) == hold:
                     del state["pending"]
@@ -202,7 +203,7 @@ def _reference_loss_rules(name, state, steps, values, warnings, hold=loss_spike.
                         f"{name} keeps climbing: its rolling median went from {levels[0][0]:.6g} to {mid:.6g} by "
                         f"step {step}", step,
                         {"metric": name, "value": value, "median": levels[0][0], "mad": levels[0][1], "kind": "climb"}))
-            else:
+            elif len(levels) > 1 and levels[-1][0] < levels[-2][0]:
                 state["climbing"] = False
     state["window"] = window
     state["count"], state["levels"] = count, levels

@@ -8,11 +8,16 @@ spike when it is either
 
 - isolated-and-extreme (``extreme``): above the median by more than ``extreme`` times the
   window's own largest excursion above it (its max - its median), raised at once; or
-- persistent (``verdict``): the ``hold`` finite values after it still stand above the
-  jump's threshold, and their last third has not fallen back (it keeps at least ``KEEP``
-  of the first third's rise over the median): a loss that jumped and stayed up or went on
-  rising, raised once the ``hold`` values are in. One that falls back is noise or a
-  restart's transient and raises nothing.
+- persistent (``verdict``): the first third of the ``hold`` finite values after it still
+  stands above the jump's threshold (their median), and their last third either has come
+  back down (a burst) or keeps at least ``KEEP`` of the first third's rise (the loss stayed
+  up or went on rising); raised once the ``hold`` values are in. A jump still up at the end
+  but falling back is a warm restart's or a warm-up's climb and raises nothing; one whose
+  first ``QUICK`` values are back down (their median within ``mads`` / 2 MADs of the window's
+  median) is noise, and the next jump is judged afresh.
+
+A divergence climbs with its own window, so no jump shows it: ``climbing`` looks at the
+window's median every ``hold`` values instead (``CLIMB`` rises in a row).
 
 The jumps themselves are found fast:
 
@@ -53,7 +58,8 @@ MADS = 6.0  # a jump is above the median + this many MADs
 HOLD = 100  # the finite values after a jump that tell a persistent one from noise or a restart
 EXTREME = 8.0  # a jump this many times the window's largest excursion above its median is a spike at once
 CLIMB = 2  # a divergence: the window's median rose this many times in a row, every hold values
-CLIMB_MADS = 2.0  # ...each time by more than this many of the MADs before
+CLIMB_MADS = 1.0  # ...each time by more than this many of the MADs before
+QUICK = 5  # a followed jump whose first this many values are back down (their median: within mads / 2) is over
 KEEP = 0.8  # a persistent jump's last third keeps at least this much of its first third's rise
 BLOCK = 16  # points per block: a smaller one bounds tighter (fewer to recheck) and sorts more
 CHUNK = 128  # blocks whose unions are sorted at once
