@@ -24,8 +24,7 @@ from mcp import Client, StdioServerParameters
 
 from gpuplaned.domain.diagnosis.failure import CAUSES
 
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <async_generator object:pytest.PytestUnraisableExceptionWarning")]
+pytestmark = pytest.mark.e2e
 
 SDK_DIR = str(Path(__file__).resolve().parents[2] / "sdk")
 COMMAND = re.compile(r"`(gpuplanectl [^`]+)`")
