@@ -5,6 +5,11 @@ elicitation, and the client calls again carrying the answer (``input_responses``
 ``request_state``. 2025-11-25 clients are asked in their session (``asgi``): an elicitation
 request in the middle of the call, whose answer the session matches to it. A token marked ``unattended`` is not asked. A
 client that cannot be asked is refused, with the ways out named.
+
+``tasks/cancel`` cancels a job too, so it passes here as ``cancel_job`` does (``server``):
+asked in a 2025-11-25 session; at 2026-07-28 its answer cannot carry a question (only
+``tools/call``, ``prompts/get`` and ``resources/read`` may answer ``InputRequiredResult``),
+so there it is refused like a client that cannot be asked, naming ``cancel_job``, which can.
 """
 
 from __future__ import annotations
@@ -44,8 +49,11 @@ def _accepted(answer: Any, what: str) -> None:
 
 
 async def confirm(ctx: Any, caller: Any, params: types.CallToolRequestParams, what: str,
-                  state: str) -> types.InputRequiredResult | None:
+                  state: str, *, asked_by: str | None = None) -> types.InputRequiredResult | None:
     """None: go ahead. An ``InputRequiredResult``: ask first (return it as the tool's answer).
+
+    ``asked_by``: the method when it is not a ``tools/call`` (``tasks/cancel``), whose answer
+    cannot be an ``InputRequiredResult``.
 
     Raises:
         ApiError: forbidden when the user declined, or cannot be asked.
@@ -63,6 +71,9 @@ async def confirm(ctx: Any, caller: Any, params: types.CallToolRequestParams, wh
     if ctx.protocol_version >= "2026-07-28":
         if not can_ask:
             raise _cannot_ask(what, "it declared no elicitation")
+        if asked_by is not None:
+            raise _cannot_ask(what, f"{asked_by} cannot carry the question at 2026-07-28: call the cancel_job "
+                                    f"tool, which asks")
         request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA))
         return types.InputRequiredResult(input_requests={KEY: request}, request_state=state)
     if not can_ask:

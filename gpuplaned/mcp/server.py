@@ -6,14 +6,20 @@ scope is checked, the arguments structured by the one converter (the REST error 
 one), the handler run, the call audited (``gpuplaned.service.audit``, via ``mcp``), and the
 answer sent as structured content with the summary first. Who calls comes from the ASGI
 mount (``asgi``): a ``Caller`` for a token on the HTTP front, None on the control socket.
+
+``tasks/cancel`` is ``cancel_job`` by another name (``_cancel_task``): the same scope,
+confirmation and handler, audited as ``tasks/cancel`` with the job's id.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import mcp_types as types
 from mcp.server import Server
 
@@ -77,7 +83,40 @@ def _arguments(tool: Tool, raw: dict[str, Any]) -> tuple[Any, bool]:
     return structure(raw, tool.args, what="arguments"), dry_run
 
 
-async def _run(shared: ServerContext, ctx: Any, params: types.CallToolRequestParams
+def _caller_or_none(ctx: Any) -> Any:
+    try:
+        return caller_of(ctx)
+    except ApiError:
+        return None
+
+
+@attrs.define
+class _Outcome:
+    """What the audit records of one call: "ok", "input_required" or the error's code."""
+
+    outcome: str = "ok"
+    detail: str | None = None
+
+
+@asynccontextmanager
+async def _audited(shared: ServerContext, ctx: Any, action: str, arguments: dict[str, Any]
+                   ) -> AsyncIterator[_Outcome]:
+    """Audit the call made inside, however it ends (an error goes on being raised)."""
+    entry = _Outcome()
+    try:
+        yield entry
+    except ApiError as error:
+        entry.outcome, entry.detail = error.code.value, error.message
+        raise
+    except Exception as error:
+        entry.outcome, entry.detail = ErrorCode.INTERNAL.value, type(error).__name__
+        raise
+    finally:
+        await audit.record(shared, caller=_caller_or_none(ctx), via="mcp", action=action, arguments=arguments,
+                           outcome=entry.outcome, detail=entry.detail)
+
+
+async def _run(shared: ServerContext, ctx: Any, params: types.CallToolRequestParams, *, asked_by: str | None = None
                ) -> types.CallToolResult | types.InputRequiredResult:
     tool = BY_NAME.get(params.name)
     if tool is None:
@@ -90,7 +129,7 @@ async def _run(shared: ServerContext, ctx: Any, params: types.CallToolRequestPar
     if policy.destructive and not dry_run:
         target = getattr(parsed, "job_id", None) or "it"
         ask = await confirm.confirm(ctx, caller, params, f"{tool.name.replace('_', ' ')} {target}",
-                                    f"{tool.name}:{target}")
+                                    f"{tool.name}:{target}", asked_by=asked_by)
         if ask is not None:
             return ask
     result = await tool.handler(Call(shared, caller, ctx, dry_run), parsed)
@@ -101,6 +140,18 @@ async def _run(shared: ServerContext, ctx: Any, params: types.CallToolRequestPar
         # itself where the client asked for one (2025-11-25) or declared the extension (2026-07-28).
         answer.meta = {**(answer.meta or {}), task_methods.RELATED_TASK: {"taskId": task.task_id}}
     return answer
+
+
+async def _cancel_task(shared: ServerContext, ctx: Any, job_id: str) -> None:
+    """``tasks/cancel``: the ``cancel_job`` tool's own path, so a token it refuses is refused here too.
+
+    Raises:
+        ApiError: as ``cancel_job`` would answer it (forbidden, with ``confirmation_required``, when
+            nobody confirmed).
+    """
+    async with _audited(shared, ctx, "tasks/cancel", {"job_id": job_id}):
+        params = types.CallToolRequestParams(name="cancel_job", arguments={"job_id": job_id})
+        await _run(shared, ctx, params, asked_by="tasks/cancel")
 
 
 async def _finished(call: Call, job_id: str) -> types.CallToolResult:
@@ -119,27 +170,17 @@ def build_server(shared: ServerContext) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
-        outcome, detail = "ok", None
         try:
-            answer = await _run(shared, ctx, params)
-            if isinstance(answer, types.InputRequiredResult):
-                outcome = "input_required"
-            return answer
+            async with _audited(shared, ctx, params.name, params.arguments or {}) as entry:
+                answer = await _run(shared, ctx, params)
+                if isinstance(answer, types.InputRequiredResult):
+                    entry.outcome = "input_required"
+                return answer
         except ApiError as error:
-            outcome, detail = error.code.value, error.message
             return _error_result(error)
         except Exception as error:
             log.exception("MCP tool %s failed", params.name)
-            outcome, detail = ErrorCode.INTERNAL.value, type(error).__name__
             return _error_result(ApiError(ErrorCode.INTERNAL, f"internal error: {type(error).__name__}"))
-        finally:
-            who = None
-            try:
-                who = caller_of(ctx)
-            except ApiError:
-                pass
-            await audit.record(shared, caller=who, via="mcp", action=params.name,
-                               arguments=params.arguments or {}, outcome=outcome, detail=detail)
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=content.TEMPLATES)
@@ -168,6 +209,7 @@ def build_server(shared: ServerContext) -> Server[Any]:
         on_list_tools=list_tools, on_call_tool=call_tool, on_list_resource_templates=list_templates,
         on_list_resources=list_resources, on_read_resource=task_methods.api_errors(read_resource),
         on_list_prompts=list_prompts, on_get_prompt=task_methods.api_errors(get_prompt))
-    task_methods.register(server, shared, caller_of, _finished)
+    task_methods.register(server, shared, caller_of, _finished,
+                          lambda ctx, job_id: _cancel_task(shared, ctx, job_id))
     server.middleware.append(task_calls.middleware(shared))  # inside the SDK's OpenTelemetry span
     return server

@@ -48,8 +48,15 @@ async def task_of(shared: ServerContext, job: Any) -> types.Task:
                       poll_interval=handle.poll_interval_ms)
 
 
-def register(server: Server[Any], shared: ServerContext, caller_of: Any, result_of: Any) -> None:
-    """Serve the methods on ``server``; ``result_of(call, job_id)`` is a finished task's tools/call result."""
+def wire(task: types.Task) -> dict[str, Any]:
+    """A task as it is sent: ``ttl`` stays, as null (a job's task is kept as long as the job),
+    where the SDK's own serialization would drop it and leave the answer invalid (it is required)."""
+    return task.model_dump(by_alias=True, mode="json")
+
+
+def register(server: Server[Any], shared: ServerContext, caller_of: Any, result_of: Any, cancel_job: Any) -> None:
+    """Serve the methods on ``server``; ``result_of(call, job_id)`` is a finished task's tools/call result,
+    ``cancel_job(ctx, job_id)`` cancels as the ``cancel_job`` tool does (its scope, confirmation and audit)."""
 
     def reader(ctx: Any) -> Any:
         caller = caller_of(ctx)
@@ -61,24 +68,21 @@ def register(server: Server[Any], shared: ServerContext, caller_of: Any, result_
         caller = reader(ctx)
         task = await task_of(shared, await jobs.get_job(shared, params.task_id))
         if ctx.protocol_version < MODERN or task.status == "working":
-            return types.GetTaskResult(**task.model_dump())
+            return wire(task)
         ended = (await result_of(Call(shared, caller, ctx), params.task_id)).model_dump(
             by_alias=True, mode="json", exclude_none=True)
-        return {**task.model_dump(by_alias=True, mode="json"), "result": ended}
+        return {**wire(task), "result": ended}
 
     async def list_(ctx: Any, params: types.PaginatedRequestParams) -> types.ListTasksResult:
         reader(ctx)
         page, next_cursor = await jobs.list_jobs(shared, [], LIST_LIMIT, params.cursor)
         return types.ListTasksResult(tasks=[await task_of(shared, job) for job in page], next_cursor=next_cursor)
 
-    async def cancel(ctx: Any, params: types.CancelTaskRequestParams) -> types.CancelTaskResult:
-        caller = caller_of(ctx)
-        if caller is not None:
-            ui_sessions.require_scope(caller, "write")
-        # The client's own protocol action (its user asked for it), so no second question.
-        job = await jobs.cancel(shared, params.task_id, caller=caller)
-        task = await task_of(shared, job)
-        return types.CancelTaskResult(**task.model_dump())
+    async def cancel(ctx: Any, params: types.CancelTaskRequestParams) -> dict[str, Any]:
+        # One path with the cancel_job tool: a token it would refuse without confirmation
+        # cannot cancel the same job here, and the audit log has the call either way.
+        await cancel_job(ctx, params.task_id)
+        return wire(await task_of(shared, await jobs.get_job(shared, params.task_id)))
 
     async def result(ctx: Any, params: types.GetTaskPayloadRequestParams) -> Any:
         caller = reader(ctx)

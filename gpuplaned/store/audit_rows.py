@@ -23,7 +23,7 @@ class AuditRow:
     token_id: str | None = doc("the API token's id (token callers, and browser sessions made from one)")
     token_name: str | None = doc("the API token's name, or 'local' for the control socket")
     via: str = doc(enum=VIAS)
-    action: str = doc("REST: the route, as 'METHOD /rule'; MCP: the tool's name")
+    action: str = doc("REST: the route, as 'METHOD /rule'; MCP: the tool's name, or tasks/cancel")
     arguments: dict[str, Any] = doc("path and query parameters and the body (REST) or the tool's arguments, "
                                     "secrets redacted")
     outcome: str = doc("ok, or the error code")
