@@ -8,6 +8,8 @@ import pytest
 from alarm_corpus import corpus, replay
 
 from gpuplaned.config import DetectorConfig
+from gpuplaned.domain.diagnosis.curves import Curve as DiagnosisCurve
+from gpuplaned.domain.diagnosis.run import diagnose_run
 
 CURVES = corpus.load()
 
@@ -40,3 +42,28 @@ def test_the_quick_start_raises_nothing_with_the_rule_it_had_it_raised_seven():
     # The old rule, a jump alone (any jump is extreme, nothing is followed), finds the seven.
     old = DetectorConfig(spike_extreme=1.0, spike_hold=3)
     assert len([a for a in replay.metric_alarms(quick, old) if a.rule == "LOSS_SPIKE"]) >= 5
+
+
+def test_diagnose_finds_no_problem_on_a_healthy_curve():
+    """``diagnose`` judges spikes, a rising loss and overfitting as the rules do: the quick
+    start's minibatch tail, a noisy flat tail and a lucky evaluation are no problems."""
+    problems = {}
+    for curve in CURVES:
+        if curve.healthy:
+            by_step = {name: DiagnosisCurve.points(steps, values) for name, (steps, values) in curve.metrics.items()}
+            report = diagnose_run({"id": "run_corpus", "status": "SUCCEEDED"}, by_step)
+            bad = [f["claim"] for f in report["findings"] if f["severity"] != "info"]
+            if bad:
+                problems[curve.name] = bad
+            else:
+                assert "no problem found" in report["summary"]
+    assert problems == {}
+
+
+def test_diagnose_still_finds_the_real_divergence_and_the_real_overfit():
+    for name, kind in [("noisy twin, learning rate raised until it diverges", "instability"),
+                       ("quick start on 100 samples (overfits)", "overfitting")]:
+        curve = next(c for c in CURVES if c.name == name)
+        by_step = {n: DiagnosisCurve.points(steps, values) for n, (steps, values) in curve.metrics.items()}
+        report = diagnose_run({"id": "run_corpus", "status": "SUCCEEDED"}, by_step)
+        assert kind in {f["kind"] for f in report["findings"] if f["severity"] != "info"}, report["findings"]

@@ -2,14 +2,18 @@
 utilisation, each claim with the points that show it.
 
 - **convergence** (the training loss): the relative slope of its last ``TAIL`` of buckets:
-  falling by more than ``FLAT`` of its level is converging, rising by more is diverging,
-  else it has plateaued.
+  falling by more than ``FLAT`` of its level is converging, rising by more (and by more than
+  ``RISE_NOISE`` standard errors of the slope: a noisy flat tail is no divergence) is
+  diverging, else it has plateaued.
 - **overfitting**: the evaluation loss's last ``OVERFIT_EVALS`` values all more than
-  ``OVERFIT_RISE`` above its best while the training loss kept falling after that best.
+  ``OVERFIT_RISE`` above its best while the training loss kept falling after that best,
+  read as OVERFITTING_SUSPECTED reads them (each the median of the last 3, the rise past
+  the eval loss's own noise).
 - **instability**: the first NaN or infinity of a loss (its exact step, from the raw window
   of the first bucket holding one), and spikes: a bucket whose max is above the rolling
   median + ``SPIKE_MADS`` x MAD of the maxima of the buckets before it (like against like: a
-  bucket of a hundred noisy points always has a max above its average), the worst
+  bucket of a hundred noisy points always has a max above its average) and, as LOSS_SPIKE
+  asks of an isolated jump, past ``loss_spike.EXTREME`` times their range, the worst
   ``MAX_SPIKES``.
 - **stalls**: gaps in time between points of the training loss longer than ``STALL_FACTOR``
   times the usual gap and ``STALL_MIN_MS``; gaps in steps likewise.
@@ -25,11 +29,13 @@ from statistics import median
 from typing import Any
 
 from gpuplaned.domain.diagnosis import evidence as ev
-from gpuplaned.domain.diagnosis.curves import Curve, eval_loss, is_loss, mad, relative_slope, train_loss
+from gpuplaned.domain.diagnosis.curves import Curve, eval_loss, is_loss, mad, relative_slope, slope, train_loss
+from gpuplaned.domain.rules import loss_spike, overfitting
 
 TAIL = 0.2  # the last fifth of the run's buckets: the rolling window of the trend
 MIN_TAIL = 5
 FLAT = 0.02
+RISE_NOISE = 3.0  # a rise is a divergence only past this many standard errors of the slope
 OVERFIT_RISE = 0.10
 OVERFIT_EVALS = 3  # the last this many evaluations all above the best by OVERFIT_RISE
 SPIKE_MADS = 6.0
@@ -93,6 +99,8 @@ def _convergence(run_id: str, name: str, curve: Curve, findings: list, actions: 
     if len(xs) < MIN_TAIL:
         return None
     moved = relative_slope(xs, ys)
+    if moved > FLAT and moved <= RISE_NOISE * _slope_noise(xs, ys):
+        moved = min(moved, FLAT)  # up within its own noise: no divergence
     proof = ev.metric(run_id, name, [xs[0], xs[-1]], [ys[0], ys[-1]])
     if moved < -FLAT:
         findings.append(ev.finding("convergence", "info", f"{name} is still falling: {-moved:.0%} over steps "
@@ -111,6 +119,20 @@ def _convergence(run_id: str, name: str, curve: Curve, findings: list, actions: 
     return "plateaued"
 
 
+def _slope_noise(xs: Sequence[int], ys: Sequence[float]) -> float:
+    """The standard error of ``relative_slope(xs, ys)`` (robust: from the residuals' MAD)."""
+    n = len(xs)
+    mx = sum(xs) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    scale = sum(abs(y) for y in ys) / n or 1.0
+    if var == 0 or n < 3:
+        return 0.0
+    b = slope(xs, ys)
+    my = sum(ys) / n
+    _mid, spread = mad([y - my - b * (x - mx) for x, y in zip(xs, ys)])
+    return 1.4826 * spread / math.sqrt(var) * (xs[-1] - xs[0]) / scale
+
+
 def _overfitting(run_id: str, loss: str, by_step: Mapping[str, Curve], findings: list, actions: list) -> None:
     name = eval_loss(list(by_step))
     if name is None:
@@ -118,9 +140,12 @@ def _overfitting(run_id: str, loss: str, by_step: Mapping[str, Curve], findings:
     xs, ys = by_step[name].finite()
     if len(xs) < 3:
         return
-    best = min(range(len(ys)), key=ys.__getitem__)
-    above = ys[best] * (1 + OVERFIT_RISE)
-    if best > len(ys) - 1 - OVERFIT_EVALS or not all(y > above for y in ys[-OVERFIT_EVALS:]):
+    # Judged as OVERFITTING_SUSPECTED judges it: smoothed (a lucky evaluation is no best) and
+    # past the eval loss's own noise.
+    smooth = overfitting.smoothed(ys)
+    best = min(range(len(smooth)), key=smooth.__getitem__)
+    above = smooth[best] + max(OVERFIT_RISE * abs(smooth[best]), overfitting.NOISE * overfitting.noise(ys))
+    if best > len(ys) - 1 - OVERFIT_EVALS or not all(y > above for y in smooth[-OVERFIT_EVALS:]):
         return
     train_xs, train_ys = by_step[loss].finite()
     after = [(x, y) for x, y in zip(train_xs, train_ys) if x >= xs[best]]
@@ -163,7 +188,9 @@ def _instability(run_id: str, name: str, curve: Curve, raw: Mapping[str, Sequenc
             continue
         mid, dev = mad(prior)
         floor = max(dev, abs(mid) * 1e-3, 1e-12)
-        if hi > mid + SPIKE_MADS * floor:
+        # LOSS_SPIKE's isolated-and-extreme test (and, as there, none over a MAD of 0: values
+        # rounded to a few digits): a minibatch loss's tail is no spike.
+        if dev > 0 and hi > mid + SPIKE_MADS * floor and loss_spike.is_extreme(hi, mid, max(prior), loss_spike.EXTREME):
             spikes.append(((hi - mid) / floor, k, mid))
     for score, k, mid in sorted(spikes, reverse=True)[:MAX_SPIKES]:
         lo, hi_x = curve.span(k)

@@ -65,6 +65,18 @@ def train_loss_for(eval_name: str, names: Iterable[str]) -> str | None:
     return losses[0] if losses else None
 
 
+def smoothed(values: Sequence[float]) -> list[float]:
+    """Each value as the rule reads it: the median of the last ``SMOOTH`` up to it."""
+    return [median(values[max(0, k - SMOOTH + 1):k + 1]) for k in range(len(values))]
+
+
+def noise(values: Sequence[float]) -> float:
+    """The eval loss's noise as the rule estimates it: from the median second difference of
+    the last ``DIFFS`` values (0 for fewer than 3)."""
+    diffs = [abs(c - 2 * b + a) / _SECOND for a, b, c in zip(values, values[1:], values[2:])][-DIFFS:]
+    return median(diffs) if diffs else 0.0
+
+
 def update(state: Mapping[str, Any] | None, name: str, steps: Sequence[int], values: Sequence[float],
            train: str | None, train_falling: bool,
            policy: OverfitPolicy = OverfitPolicy(),
