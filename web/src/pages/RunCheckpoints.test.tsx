@@ -34,6 +34,13 @@ describe("CheckpointsTable", () => {
     const { container } = render(<CheckpointsTable list={plain} primaryChosen={false} />);
     expect([...container.querySelectorAll("thead th")].map((th) => th.textContent)).toEqual(["Step", "Path", "Size", "Registered"]);
   });
+
+  it("points to the metrics' stars while no primary metric is set", () => {
+    const note = (primaryChosen: boolean) =>
+      render(<CheckpointsTable list={list} primaryChosen={primaryChosen} />).container.querySelector(".tab-note")?.textContent;
+    expect(note(false)).toBe("Ranked by val/loss (lower is better). The ☆ on a metric's chart (Metrics tab) makes it the primary metric.");
+    expect(note(true)).toBe("Ranked by val/loss (lower is better), the primary metric.");
+  });
 });
 
 describe("EvaluationsTable", () => {

@@ -49,6 +49,7 @@ export function CheckpointsTable({ list, primaryChosen }: { list: CheckpointList
       <p className="muted small tab-note">
         {list.metric ? <>Ranked by <b className="mono">{list.metric}</b> ({better}){primaryChosen ? ", the primary metric" : ""}
           {!list.best_id && ": no checkpoint has a value yet"}.</> : "No metric to rank by: this run logged none with a direction."}
+        {!primaryChosen && " The ☆ on a metric's chart (Metrics tab) makes it the primary metric."}
       </p>
       <div className="table-wrap">
         <table className="table checkpoints-table">
