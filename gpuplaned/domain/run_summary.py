@@ -9,9 +9,12 @@ run is recomputed from the stored points instead (``gpuplaned.store.project_rows
 
 - LOSS_NAN (critical): a loss-like metric (its name holds "loss") got NaN or infinity; once
   per metric.
-- LOSS_SPIKE (warning): a loss-like value above the rolling median + ``SpikePolicy.mads``
-  (6) x MAD of the last ``SpikePolicy.window`` (64) finite values (once ``MIN_WINDOW`` are
-  known); at most once per ``SPIKE_GAP`` steps per metric.
+- LOSS_SPIKE (warning): a loss-like value jumps above the rolling median +
+  ``SpikePolicy.mads`` (6) x MAD of the last ``SpikePolicy.window`` (64) finite values (once
+  ``MIN_WINDOW`` are known) and is either extreme or stays up (``gpuplaned.domain.rules.
+  loss_spike`` says which: a jump waits ``SpikePolicy.hold`` values for its verdict in
+  ``state["pending"]``), or the window's median keeps climbing (a divergence, ``_climbs``);
+  at most once per ``SPIKE_GAP`` steps per metric.
 - OVERFITTING_SUSPECTED (warning): ``gpuplaned.domain.rules.overfitting``, over each eval
   loss's points, judged against its train loss's trend once the batch is folded in.
 
