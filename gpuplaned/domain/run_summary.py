@@ -273,26 +273,36 @@ def _spikes(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequ
     """LOSS_SPIKE over finite values in step order: the jumps (``_jumps``), and a loss that
     climbs for good (``_climbs``), in step order."""
     before = list(state["window"])
-    found = _jumps(name, state, steps, values, spike) + _climbs(name, state, before, steps, values, spike)
+    # A big batch goes through numpy: its values as float64 once, for both.
+    packed = loss_spike.floats(before + list(values)) if len(values) >= loss_spike.VECTOR_MIN else None
+    found = (_jumps(name, state, steps, values, spike, packed)
+             + _climbs(name, state, before, steps, values, spike, None if packed is None else packed[len(before):]))
     return sorted(found, key=lambda e: e[0])
 
 
 def _climbs(name: str, state: dict[str, Any], before: Sequence[float], steps: Sequence[int],
-            values: Sequence[float], spike: SpikePolicy) -> list[tuple[int, SummaryEvent]]:
+            values: Sequence[float], spike: SpikePolicy, packed: Any = None) -> list[tuple[int, SummaryEvent]]:
     """LOSS_SPIKE for a divergence, which no single jump shows (the window climbs with it):
     the window's median and MAD every ``hold`` finite values (``state["levels"]``, the last
     ``loss_spike.CLIMB`` + 1), judged by ``loss_spike.climbing``; once per climb. ``before``:
-    the window before the batch."""
+    the window before the batch; ``packed``: ``values`` as float64 (a big batch), else None."""
     found: list[tuple[int, SummaryEvent]] = []
     count = state.get("count", 0)
     levels = [list(level) for level in state.get("levels", [])]
     size, hold = spike.window, spike.hold
-    for k in range((hold - 1 - count) % hold, len(values), hold):
-        window = values[k + 1 - size:k + 1] if k + 1 >= size else (list(before) + list(values[:k + 1]))[-size:]
-        if len(window) < size:
-            continue
-        mid = median(window)
-        levels = (levels + [[mid, median(abs(v - mid) for v in window)]])[-(loss_spike.CLIMB + 1):]
+    samples = range((hold - 1 - count) % hold, len(values), hold)
+    inside = [k for k in samples if k + 1 >= size]  # their windows lie in the batch
+    known = dict(zip(inside, loss_spike.levels(packed, inside, size))) if packed is not None and inside else {}
+    for k in samples:
+        if k in known:
+            mid, mad = known[k]
+        else:
+            window = values[k + 1 - size:k + 1] if k + 1 >= size else (list(before) + list(values[:k + 1]))[-size:]
+            if len(window) < size:
+                continue
+            mid = median(window)
+            mad = median(abs(v - mid) for v in window)
+        levels = (levels + [[mid, mad]])[-(loss_spike.CLIMB + 1):]
         if loss_spike.climbing(levels, spike):
             if not state.get("climbing"):
                 state["climbing"] = True
@@ -309,7 +319,7 @@ def _climbs(name: str, state: dict[str, Any], before: Sequence[float], steps: Se
 
 
 def _jumps(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequence[float],
-           spike: SpikePolicy = SpikePolicy()) -> list[tuple[int, SummaryEvent]]:
+           spike: SpikePolicy = SpikePolicy(), packed: Any = None) -> list[tuple[int, SummaryEvent]]:
     """LOSS_SPIKE over finite values in step order, as ``(index in values, event)``; slides
     ``state["window"]`` (``spike.window`` values) over them.
 
@@ -320,7 +330,8 @@ def _jumps(name: str, state: dict[str, Any], steps: Sequence[int], values: Seque
     straightforward rule's. The MAD is computed, as the rule says, only for a point that
     ``value > median`` and the bisections of ``_could_spike`` leave in doubt. A batch with
     many points past a full window skips the per-point loop: ``loss_spike.candidates``
-    finds the few points that could be spikes, in numpy, and only those are judged.
+    finds the few points that could be spikes, in numpy (``packed``: the window and the
+    values as float64, else None), and only those are judged.
     """
     found: list[tuple[int, SummaryEvent]] = []
     size, mads = spike.window, spike.mads
@@ -411,7 +422,7 @@ def _jumps(name: str, state: dict[str, Any], steps: Sequence[int], values: Seque
         while len(ordered) > size:
             del ordered[bisect_left(ordered, seen[p + 1 - len(ordered)])]
         p += 1
-    maybe = loss_spike.candidates(seen, p, size, mads) if end - p >= loss_spike.VECTOR_MIN else None
+    maybe = loss_spike.candidates(seen, p, size, mads, packed) if end - p >= loss_spike.VECTOR_MIN else None
     if maybe is not None:
         for at in maybe:
             step = steps[at - base]

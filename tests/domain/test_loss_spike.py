@@ -164,3 +164,22 @@ def test_columns_as_arrays_raise_what_lists_do():
     as_lists = _fold([(steps, values)], SpikePolicy())
     as_arrays = _fold([(array("q", steps), array("d", values))], SpikePolicy())
     assert as_arrays == as_lists and as_lists[1]
+
+
+def test_a_climb_is_raised_once_wherever_the_batches_are_cut():
+    rng = random.Random(3)
+    values = [1.0 + rng.gauss(0, 0.05) for _ in range(3000)]
+    values += [v * math.exp(k / 150) for k, v in enumerate(1.0 + rng.gauss(0, 0.05) for _ in range(800))]
+    steps = list(range(len(values)))
+    found = []
+    for ends in ([len(values)], list(range(37, len(values), 37)) + [len(values)], [500, 1999, 3100, len(values)]):
+        summary, events, start = None, [], 0
+        for end in ends:
+            summary, raised = update(summary, {"train/loss": (steps[start:end], [0] * (end - start), values[start:end])},
+                                     {"train/loss": None})
+            events += [(e.step, e.context["kind"]) for e in raised if e.type == "LOSS_SPIKE"]
+            start = end
+        found.append(events)
+    climbs = [step for step, kind in found[0] if kind == "climb"]
+    assert len(climbs) == 1 and 3000 < climbs[0] < 3400
+    assert found[1] == found[0] == found[2]

@@ -92,6 +92,16 @@ def climbing(levels: Sequence[Sequence[float]], policy: SpikePolicy) -> bool:
     return len(levels) > CLIMB and all(b[0] - a[0] > CLIMB_MADS * a[1] for a, b in zip(levels, levels[1:]))
 
 
+def levels(values: np.ndarray, ends: Sequence[int], size: int) -> list[tuple[float, float]]:
+    """``(median, MAD)`` of ``values[k + 1 - size:k + 1]`` for each ``k`` in ``ends`` (each
+    ``>= size - 1``), all at once (a big batch samples hundreds); ``values``: ``floats``'."""
+    rows = values[np.asarray(ends)[:, None] - size + 1 + np.arange(size)]
+    a, b = (size - 1) // 2, size // 2  # the median's ranks, as ``statistics.median`` takes them
+    mids = _rank_mean(np.partition(rows, sorted({a, b}), axis=1), a, b)
+    mads = _rank_mean(np.partition(np.abs(rows - mids[:, None]), sorted({a, b}), axis=1), a, b)
+    return list(zip(mids.tolist(), mads.tolist()))
+
+
 def verdict(mid: float, mad: float, after: Sequence[float], policy: SpikePolicy) -> bool:
     """Whether the jump over the window ``(mid, mad)`` persisted: the first and the last third
     of the ``hold`` finite values ``after`` it stand above its threshold (by their medians),
@@ -116,16 +126,25 @@ def judge(window: Sequence[float], value: float, mads: float) -> tuple[float, fl
     return (mid, mad) if mad > 0 and value > mid + mads * mad else None
 
 
-def candidates(seen: Sequence[float], start: int, window: int, mads: float) -> list[int] | None:
-    """The positions ``p >= start`` of ``seen`` (each judged against ``seen[p - window:p]``;
-    ``start >= window``) that could be spikes, in order; None when the values do not fit
-    float64 or lie past 2**53, where a float no longer holds every integer (the caller then
-    judges every point)."""
+def floats(seen: Sequence[float]) -> np.ndarray | None:
+    """``seen`` as float64, or None when the values do not fit float64 or lie past 2**53,
+    where a float no longer holds every integer (the caller then goes point by point)."""
     try:  # struct unboxes the floats faster than numpy's own conversions do
         values = np.frombuffer(struct.pack(f"{len(seen)}d", *seen), np.float64)
     except (struct.error, TypeError, ValueError, OverflowError):
         return None
     if len(values) and not (values.max() < _EXACT and values.min() > -_EXACT):  # NaN, or at or past it
+        return None
+    return values
+
+
+def candidates(seen: Sequence[float], start: int, window: int, mads: float,
+               values: np.ndarray | None = None) -> list[int] | None:
+    """The positions ``p >= start`` of ``seen`` (each judged against ``seen[p - window:p]``;
+    ``start >= window``) that could be spikes, in order; None when ``floats`` finds them no
+    floats (the caller then judges every point). ``values``: ``floats(seen)`` if known."""
+    values = floats(seen) if values is None else values
+    if values is None:
         return None
     points = len(values) - start
     if points <= 0:
