@@ -77,7 +77,8 @@ def _steps(n: int) -> list[int]:
     return list(range(1, n + 1))
 
 
-def _evals(rng: np.random.Generator, train: np.ndarray, every: int, noise: float, gap: float = 0.1) -> tuple[list[int], list[float]]:
+def _evals(rng: np.random.Generator, train: np.ndarray, every: int, noise: float,
+           gap: float = 0.1) -> tuple[list[int], list[float]]:
     """An evaluation loss every ``every`` steps: the train loss's smooth level plus a gap, with
     ``noise`` relative wobble."""
     steps = list(range(every, len(train) + 1, every))
@@ -178,7 +179,8 @@ def healthy_generated() -> list[Curve]:
         rng = np.random.default_rng(100 + seed)
         for label, loss in [("noisy decay 5%", noisy_decay(seed)), ("noisy decay 20%", noisy_decay(seed, noise=0.2)),
                             ("heavy-tailed minibatches", heavy_tailed(seed)), ("warm-up transients", warmup(seed)),
-                            ("warm restarts", restarts(seed)), ("warm restarts, x4", restarts(seed, kick=4.0, cycle=1500)),
+                            ("warm restarts", restarts(seed)),
+                            ("warm restarts, x4", restarts(seed, kick=4.0, cycle=1500)),
                             ("step decay", step_decay(seed)), ("LLM power law", llm(seed)),
                             ("loss near zero", near_zero(seed)), ("plateau", plateau(seed)),
                             ("negative NLL", negative(seed)), ("two decimals", rounded(seed))]:
@@ -188,7 +190,8 @@ def healthy_generated() -> list[Curve]:
         loss = noisy_decay(seed)
         steps, values = _evals(rng, loss, 200, noise=0.0)
         wobble = 1 + 0.12 * np.sin(np.arange(len(values)) * 1.3 + seed) + 0.05 * rng.standard_normal(len(values))
-        out.append(_curve(f"wobbling eval loss, seed {seed}", loss, evals=(steps, (np.array(values) * wobble).tolist())))
+        wobbling = (steps, (np.array(values) * wobble).tolist())
+        out.append(_curve(f"wobbling eval loss, seed {seed}", loss, evals=wobbling))
         # Pauses: a checkpoint every 1000 steps takes 3 minutes, an evaluation 5.
         ms = (np.arange(1, 5001) * 300 + (np.arange(1, 5001) // 1000) * 3 * MINUTE
               + (np.arange(1, 5001) // 2500) * 5 * MINUTE).tolist()

@@ -107,7 +107,8 @@ def noisy_twin(seed: int, schedule: str, steps: int, tmp: Path | None) -> dict:
     warm = 200
     schedulers = {
         "warmup_cosine": lambda: torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm)))),
+            optimizer,
+            lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm)))),
         "sgdr": lambda: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(optimizer, T_0=300, T_mult=2),
         "step": lambda: torch.optim.lr_scheduler.StepLR(optimizer, step_size=steps // 3, gamma=0.1),
         # A range test run too far: x1.004 a step, until the loss blows up.

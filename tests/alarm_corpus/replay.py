@@ -110,7 +110,8 @@ def score(curves: Iterable[Curve], config: DetectorConfig = DetectorConfig()) ->
         explained = set()
         for fault in curve.faults:
             out.planted[fault.rule] += 1
-            hits = [a for a in raised if a.rule == fault.rule and a.step is not None and fault.first <= a.step <= fault.last]
+            hits = [a for a in raised
+                    if a.rule == fault.rule and a.step is not None and fault.first <= a.step <= fault.last]
             if hits:
                 out.found[fault.rule] += 1
                 explained.update(map(id, hits))

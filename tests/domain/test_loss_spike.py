@@ -175,8 +175,8 @@ def test_a_climb_is_raised_once_wherever_the_batches_are_cut():
     for ends in ([len(values)], list(range(37, len(values), 37)) + [len(values)], [500, 1999, 3100, len(values)]):
         summary, events, start = None, [], 0
         for end in ends:
-            summary, raised = update(summary, {"train/loss": (steps[start:end], [0] * (end - start), values[start:end])},
-                                     {"train/loss": None})
+            batch = {"train/loss": (steps[start:end], [0] * (end - start), values[start:end])}
+            summary, raised = update(summary, batch, {"train/loss": None})
             events += [(e.step, e.context["kind"]) for e in raised if e.type == "LOSS_SPIKE"]
             start = end
         found.append(events)
