@@ -56,9 +56,10 @@ def ui(
 
 def _within(expires_at: Any) -> str:
     """``2 minutes``, ``45 seconds``: how long the link has left."""
-    if not isinstance(expires_at, int):
+    expires = render.finite(expires_at)
+    if expires is None:
         return "a few minutes"
-    seconds = max(0, round(expires_at / 1000 - time.time()))
+    seconds = max(0, round(expires / 1000 - time.time()))
     if seconds >= 90:
         return f"{round(seconds / 60)} minutes"
     return f"{seconds} seconds"

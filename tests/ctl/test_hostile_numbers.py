@@ -12,7 +12,7 @@ from typing import Any
 import hypothesis
 import pytest
 from gpuplanectl import render, render_nodes, topview
-from gpuplanectl.commands import runs, tokens
+from gpuplanectl.commands import runs, tokens, ui
 from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
@@ -148,6 +148,7 @@ def test_other_views(token, actor, daemon, event, plan):
     _is_text(render.daemon_line(daemon))
     _is_text(render.event_table([event]))
     _is_text(render.submit_plan(plan))
+    _is_text(ui._within(token["expires_at"]))  # the sign-in link's expiry (``ui``)
 
 
 @SETTINGS
