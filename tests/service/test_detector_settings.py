@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gpuplaned.config import ConfigError, DetectorConfig, load_config
+from gpuplaned.domain.rules import loss_spike
 from gpuplaned.domain.rules.loss_spike import MADS, WINDOW, SpikePolicy
 from gpuplaned.protocol.tb_frames import TbCursor, TbFile, TbPoints, TbSeries
 from gpuplaned.service import failure_policies
@@ -40,20 +41,22 @@ def conn(tmp_path):
 def test_the_defaults_are_the_rules_constants():
     cfg = DetectorConfig()
     assert spike_policy(cfg) == SpikePolicy() == SpikePolicy(window=WINDOW, mads=MADS) == SpikePolicy(64, 6.0)
+    assert (cfg.spike_hold, cfg.spike_extreme) == (loss_spike.HOLD, loss_spike.EXTREME) == (100, 8.0)
     assert cfg.run_started and cfg.run_finished
     assert cfg.stall_restarts == failure_policies.STALL_RESTARTS == 3
 
 
 def test_settable_from_the_file(tmp_path):
     cfg = _load(tmp_path, "[detector]\nspike_window = 33\nspike_mads = 4.5\nrun_started = false\n"
-                          "run_finished = false\nstall_restarts = 0\n")
-    assert spike_policy(cfg) == SpikePolicy(33, 4.5)
+                          "run_finished = false\nstall_restarts = 0\nspike_hold = 40\nspike_extreme = 12\n")
+    assert spike_policy(cfg) == SpikePolicy(33, 4.5, hold=40, extreme=12.0)
     assert (cfg.run_started, cfg.run_finished, cfg.stall_restarts) == (False, False, 0)
 
 
 @pytest.mark.parametrize("line", ["spike_window = 19", "spike_window = 64.5", "spike_window = 10001",
                                   "spike_mads = 0", "spike_mads = \"6\"", "run_started = 1",
-                                  "run_finished = \"no\"", "stall_restarts = -1", "stall_restarts = 1.5"])
+                                  "run_finished = \"no\"", "stall_restarts = -1", "stall_restarts = 1.5",
+                                  "spike_hold = 2", "spike_hold = 1.5", "spike_extreme = 0.5"])
 def test_a_bad_value_is_refused_naming_the_key(tmp_path, line):
     with pytest.raises(ConfigError, match=f"detector.{line.split()[0]}"):
         _load(tmp_path, f"[detector]\n{line}\n")
