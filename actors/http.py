@@ -4,8 +4,9 @@ Owns: one hypercorn server on ``--http HOST:PORT`` (default 127.0.0.1:8765), on 
 this actor binds itself so that port 0 (a free port) can be reported; at most ``[http]
 max_connections`` connections, the excess answered 503 and closed (``gpuplaned.http.connections``).
 Inputs: HTTP and WebSocket requests; every one needs ``Authorization: Bearer <token>`` with
-the scope its route needs (``gpuplaned.http.scopes``); the Unix socket stays the trusted
-local way in.
+the scope its route needs (``gpuplaned.http.scopes``), and a Host this front answers to
+(``gpuplaned.http.front_guard``: loopback names on a loopback front, plus ``[http]
+allowed_hosts``); the Unix socket stays the trusted local way in.
 Outputs: calls into the service layer; ``/mcp`` is the MCP server (``gpuplaned.mcp.asgi``).
 Restart: permanent. A front that cannot be bound when the daemon starts (the port in use, no
 permission) fails the start (``FrontUnavailable``: gpuplaned exits 1 before READY), so a
@@ -27,6 +28,7 @@ import attrs
 import trio
 
 from gpuplaned.config import HttpFront
+from gpuplaned.http import front_guard
 from gpuplaned.http.app import RequestStats, create_app
 from gpuplaned.http.connections import ConnectionCap, hypercorn_config, limit_connections
 from gpuplaned.mcp import asgi as mcp_asgi
@@ -105,7 +107,9 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
         cfg = hypercorn_config(f"fd://{os.dup(sock.fileno())}", limits)  # hypercorn closes what it is given
         limit_connections(cfg, handle.cap)  # the TCP front only, never the control socket
         async with trio.open_nursery() as nursery:
+            hosts = front_guard.allowed_hosts(front, limits.allowed_hosts)
             await nursery.start(functools.partial(mcp_asgi.serve, ctx.shared, app, cfg, tokens=True,
+                                                  guard=lambda mount: front_guard.FrontGuard(mount, hosts),
                                                   shutdown_trigger=ctx.stop_requested.wait))
             handle.url = f"http://{where}"
             log.info("HTTP front listening on %s (bearer tokens required)", handle.url)

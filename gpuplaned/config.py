@@ -226,6 +226,31 @@ _seconds = _number_between(0.1, 3600)
 _percent = _number_between(0, 100)
 
 
+_HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+                        r"[A-Za-z0-9])?)*\.?")
+
+
+def _host_names(value: Any) -> tuple[str, ...]:
+    """A list of host names or IP addresses, without port or scheme, or ``"*"``."""
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of host names (e.g. [\"gpubox.lan\"]); got {value!r}")
+    names = []
+    for item in value:
+        name = item[1:-1] if isinstance(item, str) and item.startswith("[") and item.endswith("]") else item
+        if not isinstance(name, str) or not (name == "*" or _HOST_NAME.fullmatch(name) or _is_ip(name)):
+            raise ValueError(f"must be host names or IP addresses without a port or scheme, or \"*\"; got {item!r}")
+        names.append(name.lower().rstrip("."))
+    return tuple(names)
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 @_section
 @attrs.frozen
 class HttpLimits:
@@ -239,6 +264,10 @@ class HttpLimits:
     keep_alive_timeout_s: float = _key(_seconds, 5.0)
     body_timeout_s: float = _key(_seconds, 30.0)  # the longest a request's body may take to arrive (then 408)
     max_connections: int = _key(_int_between(1, 1_000_000), 256)  # open TCP connections; more are answered 503 and closed
+    # Host names a loopback front answers besides the loopback ones (DNS rebinding: a page of
+    # another site whose name now points at 127.0.0.1 must not reach it); "*" is any. On a front
+    # beyond loopback, None (unset) checks no Host. gpuplaned.http.front_guard.
+    allowed_hosts: tuple[str, ...] | None = _key(_host_names, None)
 
 
 @_section

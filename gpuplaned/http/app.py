@@ -55,6 +55,7 @@ _HTTP_CODES = {
     405: ErrorCode.METHOD_NOT_ALLOWED,
     408: ErrorCode.REQUEST_TIMEOUT,
     413: ErrorCode.PAYLOAD_TOO_LARGE,
+    415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
 }
 
 

@@ -27,6 +27,7 @@ from gpuplaned.http.idempotency import secret_reply
 from gpuplaned.http.replies import LogoutReply, UiSessionReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
+from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import ui_sessions
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, LoginLink, LoginLinkCreate, LoginRequest
@@ -55,10 +56,10 @@ LOGIN = api.post("/api/v1/auth/login", "authLogin", "Sign a browser in with an A
                  Reply(200, UiSessionReply, "Signed in; the cookie is set.",
                        {"Set-Cookie": {"required": True, "schema": {"type": "string"},
                                        "description": f"the session cookie: {COOKIE}=..."}}),
-                 errors=(400, 413), body=LoginRequest,
+                 errors=(400, 413, 415), body=LoginRequest,
                  description=f"The token is checked as the Authorization header would be (401 when it fails) and "
-                             f"must hold read (403); the session gets its scopes and never outlives it. The cookie: "
-                             f"{_COOKIE}")
+                             f"must hold read (403); the session gets its scopes and never outlives it. Only an "
+                             f"application/json body is read (415 otherwise). The cookie: {_COOKIE}")
 SESSION = api.get("/api/v1/auth/session", "getAuthSession", "Who is calling: the web UI's 'am I signed in?'",
                   Reply(200, UiSessionReply, "The caller's session or token."),
                   description="401 when neither a token nor a live session cookie comes with the request.")
@@ -72,7 +73,26 @@ LINK = api.post("/api/v1/auth/login-links", "createLoginLink", "A one-time link 
                             f"never admin. 503 when the daemon has no HTTP front.")
 
 
+async def require_json_login() -> None:
+    """A sign-in's body must be JSON: what a cross-site form or ``text/plain`` post cannot be
+    without a CORS preflight, which the daemon never grants.
+
+    Raises:
+        ApiError: unsupported_media_type (415) naming the Content-Type sent.
+    """
+    if request.method != LOGIN.method or request.url_rule is None or request.url_rule.rule != LOGIN.rule:
+        return
+    if request.mimetype != "application/json":
+        await request.get_data()  # read, so the kept-alive connection stays usable
+        sent = request.headers.get("Content-Type") or "none"
+        raise ApiError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"sign in with a JSON body (Content-Type: application/json); "
+                                                         f"got Content-Type: {sent}",
+                       {"content_type": sent, "expected": "application/json"})
+
+
 def register(app: QuartTrio, shared: ServerContext) -> None:
+    app.before_request(require_json_login)
+
     @LOGIN.on(app)
     async def auth_login(body: LoginRequest) -> Response:
         session, cookie = await ui_sessions.login_with_token(shared, ui_sessions.parse_login(body))

@@ -82,6 +82,7 @@ def _refusal(limit: int) -> bytes:
                                "([http] max_connections); retry later", {"limit": limit}).body()).encode()
     head = (f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\n{API_VERSION_HEADER}: {API_VERSION}\r\nretry-after: 1\r\n"
+            "x-content-type-options: nosniff\r\n"
             "connection: close\r\n\r\n")
     return head.encode() + body
 

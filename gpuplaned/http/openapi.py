@@ -205,6 +205,7 @@ _STATUS_TEXT = {
     408: "The body did not arrive within [http] body_timeout_s; the connection is closed.",
     409: "The object is not in a state that allows this, or the Idempotency-Key was used for another body.",
     413: "The body is larger than 1 MiB.",
+    415: "The body's Content-Type is not application/json (a browser's form cannot send one without asking).",
     500: "A bug: the daemon logged the traceback.",
     503: "The daemon is starting or stopping, or its role has no such service; store_unavailable: the store "
          "actor is not running, so nothing was written (retry once it runs again); unavailable on the TCP "

@@ -172,16 +172,18 @@ class McpMount:
 
 
 async def serve(shared: ServerContext, app: Asgi, cfg: Any, *, shutdown_trigger: Callable[[], Awaitable[None]],
-                tokens: bool = False, secret: str | None = None,
+                tokens: bool = False, secret: str | None = None, guard: Callable[[Asgi], Asgi] | None = None,
                 task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-    """Hypercorn's ``serve`` of ``app`` with ``/mcp`` mounted; the MCP manager stops with it."""
+    """Hypercorn's ``serve`` of ``app`` with ``/mcp`` mounted; the MCP manager stops with it.
+    ``guard`` wraps the whole (the TCP front's ``gpuplaned.http.front_guard``)."""
     from hypercorn.trio import serve as hypercorn_serve
 
     async with trio.open_nursery() as nursery:
         mount = McpMount(shared, app, nursery, tokens=tokens, secret=secret)
 
         async def serve_then_stop(task_status: trio.TaskStatus[Any]) -> None:
-            await hypercorn_serve(mount, cfg, shutdown_trigger=shutdown_trigger, task_status=task_status)
+            served = guard(mount) if guard is not None else mount
+            await hypercorn_serve(served, cfg, shutdown_trigger=shutdown_trigger, task_status=task_status)
             nursery.cancel_scope.cancel()  # the MCP manager, if it was started, goes with the server
 
         task_status.started(await nursery.start(serve_then_stop))

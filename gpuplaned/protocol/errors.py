@@ -14,6 +14,7 @@ class ErrorCode(enum.Enum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     CONFLICT = "conflict"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"  # a body not sent as the route's Content-Type
     REQUEST_TIMEOUT = "request_timeout"  # the body did not arrive within [http] body_timeout_s
     NOT_READY = "not_ready"
     STOPPING = "stopping"
@@ -34,6 +35,7 @@ _HTTP_STATUS = {
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.CONFLICT: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
     ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.NOT_READY: 503,
     ErrorCode.STOPPING: 503,

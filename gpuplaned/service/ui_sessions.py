@@ -22,7 +22,7 @@ bound to a port, though, so a page served from another port of the same host is 
 as a second line, a cookie-authenticated request that changes something must carry
 ``X-GPUPlane-CSRF: 1``, a header no other origin can add without a CORS preflight, which
 the daemon never grants; a cookie-authenticated WebSocket handshake (no preflight there) must
-come from a page of this origin (``Origin`` matches ``Host``).
+come from a page of this origin (``Origin`` sent, and matching ``Host``).
 
 Login links. ``mint_login_code`` (admin, or the trusted Unix socket) makes a one-time code,
 valid ``[ui] login_link_ttl_s`` (120 s). The codes live in memory only, by hash: a restart
@@ -179,7 +179,7 @@ async def authenticate(shared: ServerContext, *, authorization: str | None, cook
         cookie: the ``gpuplane_session`` cookie's value.
         csrf: the ``X-GPUPlane-CSRF`` header, which a cookie-authenticated request other
             than GET/HEAD/OPTIONS must send as ``1``.
-        websocket: a WebSocket handshake: with a cookie, ``origin`` must name ``host``.
+        websocket: a WebSocket handshake: with a cookie, ``origin`` must be sent and name ``host``.
 
     Raises:
         ApiError: ``unauthorized`` for no credentials, a bad token, or an unknown or expired
@@ -191,9 +191,12 @@ async def authenticate(shared: ServerContext, *, authorization: str | None, cook
                       token_id=token.id, limits=token.limits)
     row = await _session_row(shared, cookie)
     if websocket:
-        if origin is not None and (host is None or urlsplit(origin).netloc.lower() != host.lower()):
+        # A browser always sends Origin on a WebSocket handshake; one without it is not a page
+        # of ours, so the cookie it carries vouches for nothing.
+        if origin is None or host is None or urlsplit(origin).netloc.lower() != host.lower():
             raise ApiError(ErrorCode.FORBIDDEN, "a WebSocket signed in by cookie must come from a page this daemon "
-                                                "served (its Origin does not match)", {"reason": "origin"})
+                                                f"served (its Origin is {'missing' if origin is None else 'another'}; "
+                                                "agents sign in with Authorization: Bearer)", {"reason": "origin"})
     elif method.upper() not in _READ_METHODS and csrf != "1":
         raise ApiError(ErrorCode.FORBIDDEN, f"a request signed in by the session cookie that changes something "
                                             f"must send the header {CSRF_HEADER}: 1",

@@ -111,7 +111,7 @@ class Conn:
 
 
 def head(method: str, path: str, token: str | None = None, headers: dict[str, str] | None = None) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: gpuplaned"]
+    lines = [f"{method} {path} HTTP/1.1", "Host: localhost"]  # a name a loopback front answers to (front_guard)
     if token is not None:
         lines.append(f"Authorization: Bearer {token}")
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]

@@ -164,7 +164,8 @@ def test_wrong_tokens_get_no_session(front):
         assert forbidden["details"]["needed"] == "read" and "set-cookie" not in front.login(browser, agent).headers
         for body in ({}, {"token": ""}, {"token": "   "}, {"token": 5}, {"token": "x", "extra": 1}, []):
             assert error(browser.post("/api/v1/auth/login", json=body), 400)["code"] == "bad_request"
-        assert error(browser.post("/api/v1/auth/login", content=b"not json"), 400)
+        assert error(browser.post("/api/v1/auth/login", content=b"not json",
+                                  headers={"Content-Type": "application/json"}), 400)
         assert error(browser.get("/api/v1/auth/session"), 401)["code"] == "unauthorized"
         browser.cookies.set(COOKIE, "x" * 43)  # a cookie no session has
         assert error(browser.get("/api/v1/jobs"), 401)
