@@ -66,12 +66,24 @@ def test_follow_prints_lines_as_they_come_and_exits_with_the_jobs_code(gpu_daemo
     assert (result.returncode, result.stdout, result.stderr) == (1, "", "error: no job 'job_nope'\n")
 
 
-def test_follow_goes_on_to_the_retried_attempt_and_reports_signals(gpu_daemon):
-    retried = submit(gpu_daemon, "--gpu", "0", "--retry", "1", "--", "sh", "-c", "sleep 1; echo try; exit 1")
-    result = ctl(gpu_daemon, "logs", "-f", retried["id"])
-    assert (result.returncode, result.stdout) == (1, "try\ntry\n"), result.stderr
-    assert result.stderr == (f"[job {retried['id']} attempt 1 ended; following attempt 2]\n"
-                             f"[job {retried['id']} FAILED, exit code 1]\n")
+def test_follow_goes_on_to_the_retried_attempt_and_reports_signals(gpu_daemon, tmp_path):
+    # The first attempt waits for the test until the follower has its line, so the follower is
+    # on attempt 1 when it ends however slowly the CLI starts; the second finds "go" and ends.
+    script = "echo try; while [ ! -e go ]; do sleep 0.05; done; exit 1"
+    retried = submit(gpu_daemon, "--gpu", "0", "--retry", "1", "--dir", str(tmp_path), "--", "sh", "-c", script)
+    follower = subprocess.Popen([sys.executable, "-m", "gpuplanectl", "job", "logs", "-f", retried["id"]],
+                                env=gpu_daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+    try:
+        assert follower.stdout.readline() == "try\n"
+        (tmp_path / "go").touch()
+        out, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+        follower.wait()
+    assert (follower.returncode, "try\n" + out) == (1, "try\ntry\n"), err
+    assert err == (f"[job {retried['id']} attempt 1 ended; following attempt 2]\n"
+                   f"[job {retried['id']} FAILED, exit code 1]\n")
 
     killed = submit(gpu_daemon, "--gpu", "0", "--", "sh", "-c", "echo about to crash; kill -SEGV $$")
     result = ctl(gpu_daemon, "logs", "-f", killed["id"])
