@@ -113,6 +113,8 @@ def test_http_section_sets_connection_limits_and_may_hold_the_address(tmp_path):
     ("[http]\nkeep_alive_timeout_s = 0\n", "http.keep_alive_timeout_s must be"),
     ("[http]\nbody_timeout_s = -1\n", "http.body_timeout_s must be"),
     ("[http]\nmax_connections = 0\n", "http.max_connections must be"),
+    ('[http]\nallowed_hosts = ["gpubox.lan:8765"]\n', "http.allowed_hosts must be host names"),
+    ('[http]\nallowed_hosts = "gpubox.lan"\n', "http.allowed_hosts must be a list"),
     ('[http]\nlisten = "nowhere"\n', "http.listen expected HOST:PORT"),
     ("[http]\nidle = 3\n", "unknown key http.idle"),
     ("http = 3\n", "http"),
