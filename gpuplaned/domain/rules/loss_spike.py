@@ -14,16 +14,17 @@ spike when it is either
   up or went on rising); raised once the ``hold`` values are in. A jump still up at the end
   but falling back is a warm restart's or a warm-up's climb and raises nothing; one whose
   first ``QUICK`` values are back down (their median within ``mads`` / 2 MADs of the window's
-  median) is noise, and the next jump is judged afresh.
+  median) is noise, and the next jump is judged afresh. An extreme jump among the values a
+  jump is followed for is a spike there.
 
 A divergence climbs with its own window, so no jump shows it: ``climbing`` looks at the
-window's median every ``hold`` values instead (``CLIMB`` rises in a row).
+window's median every ``hold`` values instead (``CLIMB`` rises in a row, each by more than
+``CLIMB_MADS`` of the MADs before; ``levels`` samples a big batch at once).
 
-The jumps themselves are found fast:
-
-A batch of a million points cannot pay a Python step per point, so ``candidates`` finds, over
-the whole batch at once in numpy, the few points that could be spikes, and only those are
-judged exactly (``judge``, the rule's own median and MAD). It never drops a spike:
+Finding the jumps: a batch of a million points cannot pay a Python step per point, so
+``candidates`` finds, over the whole batch at once in numpy, the few points that could be
+jumps, and only those are judged exactly (``judge``, the rule's own median and MAD). It
+never drops a jump:
 
 1. The points are cut into blocks of ``BLOCK``; the windows of a block's points all lie in
    the block's *union* (``window + BLOCK - 1`` values), sorted once per block. A window's
