@@ -137,7 +137,7 @@ def metrics(
         query.update(x="step", **_step_bounds(step_range))
     if window is not None:
         query.update(x="ts", window=window)
-    with reporting(g, json_output):
+    with reporting(g, json_output, flags={"names": "--names"}):
         found = connect(g).get(f"/api/v1/runs/{quote(run_id, safe='')}/metrics?{urlencode(query)}")
     if json_output:
         render.print_json(found)

@@ -18,6 +18,7 @@ from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, 
 from gpuplaned.http.sse import parse_last_event_id, sse_response
 from gpuplaned.protocol.fields import UNSET, doc, field
 from gpuplaned.service import runs
+from gpuplaned.service.series_query import MAX_NAMES, names_fault
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -29,7 +30,8 @@ _ID = "^[0-9a-f]{8}-[0-9]+$"
 class MetricStreamQuery:
     names: list[str] = field(default=UNSET, min_items=1,
                              items={"min_length": 1, "pattern": r"^[A-Za-z0-9_.*?\[\]/-]{1,200}$"},
-                             message="not a metric name or pattern: {value!r}",
+                             message="not a metric name or pattern: {value!r}", check=names_fault,
+                             schema={"maxItems": MAX_NAMES},
                              description="comma-separated names or shell patterns (train/*); absent: every series")
 
 

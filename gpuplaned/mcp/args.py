@@ -82,7 +82,8 @@ class TailLogsArgs:
     max_lines: int = field(default=50, minimum=1, maximum=MAX_LINES, description="the line budget: at most this "
                                                                                  "many lines, the last ones")
     grep: str | None = field(default=None, min_length=1, max_length=200,
-                             description="a Python regular expression: only lines it matches")
+                             description="a regular expression (RE2: Python's syntax without backreferences "
+                             "or lookarounds): only lines it matches")
     attempt: int | None = field(default=None, minimum=1, description="null: the latest attempt")
 
 

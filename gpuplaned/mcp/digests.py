@@ -5,14 +5,13 @@ what the service layer returned, no I/O, so the token cost of a reply is bounded
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.patterns import Pattern, compile_regex
 
 FLAT = 0.02  # a relative change under 2% between the first and last tenth reads as flat
 
@@ -91,15 +90,10 @@ def describe_series(name: str, stats: SeriesStats) -> str:
             f"min {stats.min:.4g} at {stats.min_step}, {stats.trend}")
 
 
-def compile_grep(pattern: str | None) -> re.Pattern[str] | None:
-    """The grep filter, or a 400 naming the regex's fault."""
-    if pattern is None:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ApiError(ErrorCode.BAD_REQUEST, f"grep: not a regular expression ({exc})",
-                       {"field": "grep", "pattern": pattern}) from None
+def compile_grep(pattern: str | None) -> Pattern | None:
+    """The grep filter (RE2: linear in the text, never Python's backtracking ``re``), or a 400
+    naming the fault."""
+    return None if pattern is None else compile_regex(pattern, "grep")
 
 
 @attrs.frozen(kw_only=True)
@@ -117,10 +111,6 @@ class LogTail:
     scanned: int = doc("lines read from the end of the log", minimum=0)
     matched: int = doc("of those, the lines the grep filter matched (all without one)", minimum=0)
     left_out: int = doc("matching lines not returned: over the line budget", minimum=0)
+    stopped: str | None = doc("null: grep searched every line scanned; else the budget (bytes, seconds) that "
+                              "stopped it before the older lines", enum=("bytes", "seconds", None))
 
-
-def budget_lines(lines: Sequence[tuple[int, str]], grep: re.Pattern[str] | None, max_lines: int
-                 ) -> tuple[list[tuple[int, str]], int]:
-    """The last ``max_lines`` of ``lines`` that ``grep`` matches, and how many matched."""
-    found = [line for line in lines if grep is None or grep.search(line[1])]
-    return found[-max_lines:], len(found)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import trio
 
 from gpuplaned.domain.event_types import with_kinds
 from gpuplaned.http.replies import CheckpointList, JobList, JobReply, NodeList, NodeReply, RunSummary
@@ -14,7 +15,6 @@ from gpuplaned.mcp.digests import (
     LogLineOut,
     LogTail,
     MetricsDigest,
-    budget_lines,
     compile_grep,
     describe_series,
     digest_metrics,
@@ -23,6 +23,7 @@ from gpuplaned.mcp.table import Call, Result, Tool, next_action
 from gpuplaned.mcp.tasks import describe_progress
 from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.patterns import scan_lines
 from gpuplaned.service import evaluations, events, jobs, logs, nodes_view, run_records, runs
 from gpuplaned.service.series_query import RunMetricsArgs
 from gpuplaned.store.evaluation_rows import Evaluation
@@ -113,13 +114,19 @@ async def tail_logs(call: Call, args: a.TailLogsArgs) -> Result:
     scan = GREP_SCAN if grep is not None else args.max_lines
     page = await logs.read_lines(call.shared, args.job_id, args.stream, attempt=args.attempt, tail=scan,
                                  offset=None, limit=scan)
-    kept, matched = budget_lines([(line.offset, line.line) for line in page.lines], grep, args.max_lines)
+    lines = [(line.offset, line.line) for line in page.lines]
+    # Off the event loop: RE2 is linear, but 20,000 long lines still take a while. scan_lines
+    # stops at its own budgets, so an abandoned thread ends soon after its caller has gone.
+    found = await trio.to_thread.run_sync(lambda: scan_lines(lines, grep, args.max_lines), abandon_on_cancel=True)
     tail = LogTail(job_id=page.job_id, attempt=page.attempt, stream=page.stream,
-                   lines=[LogLineOut(offset=o, line=text) for o, text in kept], scanned=len(page.lines),
-                   matched=matched, left_out=matched - len(kept))
+                   lines=[LogLineOut(offset=o, line=text) for o, text in found.found], scanned=found.scanned,
+                   matched=found.matched, left_out=found.matched - len(found.found), stopped=found.stopped)
     what = f"matching {args.grep!r}" if grep is not None else ""
-    words = (f"{len(kept)} line(s) {what} of {args.stream} (attempt {page.attempt}); {matched} matched in the last "
-             f"{len(page.lines)} line(s), {tail.left_out} left out by the line budget.").replace("  ", " ")
+    words = (f"{len(found.found)} line(s) {what} of {args.stream} (attempt {page.attempt}); {found.matched} matched "
+             f"in the last {found.scanned} line(s), {tail.left_out} left out by the line budget.").replace("  ", " ")
+    if found.stopped is not None:
+        words += (f" The search stopped at its {found.stopped} budget; the {len(lines) - found.scanned} older "
+                  "line(s) read were not searched.")
     more = [next_action("tail_logs", "more of the matching lines", job_id=args.job_id, stream=args.stream,
                         max_lines=min(a.MAX_LINES, args.max_lines * 4), **({"grep": args.grep} if args.grep else {}))
             ] if tail.left_out else []

@@ -16,7 +16,6 @@ and the TensorBoard tailer's points (``gpuplaned.service.nodes`` ``tb_points``).
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from collections import OrderedDict, deque
@@ -25,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.protocol.patterns import NameFilter
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.runtime.broadcast import Broadcast, Lagged
 
@@ -100,6 +100,7 @@ class MetricFeeds:
     async def follow(self, run_id: str, names: tuple[str, ...], last_event_id: str | None
                      ) -> AsyncGenerator[bytes, None]:
         """SSE frames: ``reset`` when the resume point is gone, the batches after it, then new ones."""
+        wanted = NameFilter(names, "names")  # each series name matched once, not in every batch
         feed = self._feed(run_id)
         feed.followers += 1
         try:
@@ -114,7 +115,7 @@ class MetricFeeds:
                 for batch in list(feed.recent):
                     if batch.seq > after:
                         after = batch.seq
-                        frame = _frame(self, batch, names)
+                        frame = _frame(self, batch, wanted)
                         if frame is not None:
                             yield frame
                 async for item in live:
@@ -124,16 +125,11 @@ class MetricFeeds:
                         return
                     if item.seq > after:
                         after = item.seq
-                        frame = _frame(self, item, names)
+                        frame = _frame(self, item, wanted)
                         if frame is not None:
                             yield frame
         finally:
             feed.followers -= 1
-
-
-def _wanted(name: str, names: tuple[str, ...]) -> bool:
-    return not names or any(fnmatch.fnmatchcase(name, n) if any(c in n for c in "*?[") else n == name
-                            for n in names)
 
 
 def _finite(values: Sequence[Any]) -> tuple[list[Any], dict[str, list[int]]]:
@@ -152,10 +148,10 @@ def _list(column: Sequence[Any] | None) -> list[Any] | None:
     return None if column is None else list(column)
 
 
-def _frame(feeds: MetricFeeds, batch: MetricBatch, names: tuple[str, ...]) -> bytes | None:
+def _frame(feeds: MetricFeeds, batch: MetricBatch, wanted: NameFilter) -> bytes | None:
     series: dict[str, Any] = {}
     for name, cols in batch.series.items():
-        if _wanted(name, names):
+        if wanted(name):
             values, nonfinite = _finite(cols.get("value", ()))
             series[name] = {"step": _list(cols.get("step")), "ts": _list(cols.get("ts")), "value": values,
                             "nonfinite": nonfinite}

@@ -9,7 +9,6 @@ parameter.
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import re
 from typing import Any
@@ -18,6 +17,7 @@ import attrs
 
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.fields import UNSET, field
+from gpuplaned.protocol.patterns import NameFilter, glob_fault, is_glob
 from gpuplaned.tsdb.query import MAX_POINTS
 
 MAX_WINDOW_MS = 400 * 86_400_000
@@ -26,6 +26,18 @@ MAX_MS = 1 << 50  # ms since the epoch: about the year 37,600; anything past it 
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"^([0-9]{1,6})([smhd])$")
 _NAME = re.compile(r"^[A-Za-z0-9_.*?\[\]/-]{1,200}$")
+MAX_NAMES = 200  # names or patterns in one query: each is matched against every series name
+
+
+def names_fault(names: list[str]) -> str | None:
+    """Too many names, or the first pattern among them that RE2 refuses (too costly), in words;
+    None if neither."""
+    if len(names) > MAX_NAMES:
+        return f"at most {MAX_NAMES} names or patterns, got {len(names)}"
+    for name in names:
+        if is_glob(name) and (why := glob_fault(name)) is not None:
+            return f"{name!r}: {why}"
+    return None
 
 
 def duration_ms(raw: str) -> int:
@@ -48,7 +60,7 @@ def _in_order(args: Any) -> None:
 
 def _names(example: str) -> Any:
     return field(default=UNSET, min_items=1, items={"min_length": 1, "pattern": _NAME.pattern},
-                 message="not a metric name or pattern: {value!r}",
+                 message="not a metric name or pattern: {value!r}", check=names_fault, schema={"maxItems": MAX_NAMES},
                  description=f"comma-separated names or shell patterns ({example}); absent: every series")
 
 
@@ -104,14 +116,9 @@ def given(value: Any) -> Any:
 
 
 def expand_names(wanted: tuple[str, ...], known: list[str]) -> list[str]:
-    """Exact names as given (even unknown ones: they come back empty), patterns expanded."""
-    if not wanted:
-        return list(known)
-    out: list[str] = []
-    for name in wanted:
-        found = fnmatch.filter(known, name) if any(c in name for c in "*?[") else [name]
-        out += [n for n in found if n not in out]
-    return out
+    """Exact names as given (even unknown ones: they come back empty), patterns expanded (by
+    RE2, as fnmatch reads them; the field's check has already refused what RE2 would)."""
+    return NameFilter(wanted, "names").expand(known)
 
 
 def json_finite(value: Any) -> Any:

@@ -12,6 +12,7 @@ import pytest
 
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.mcp import asgi, digests, policy, server, tasks, tools
+from gpuplaned.protocol import patterns
 from gpuplaned.protocol.errors import ApiError
 
 
@@ -58,9 +59,9 @@ def test_a_series_digest_keeps_extremes_and_their_steps():
 
 def test_the_line_budget_keeps_the_last_matches():
     lines = [(i * 10, text) for i, text in enumerate(["a ok", "b error", "c ok", "d error", "e error"])]
-    kept, matched = digests.budget_lines(lines, digests.compile_grep("error"), 2)
-    assert (kept, matched) == ([(30, "d error"), (40, "e error")], 3)
-    assert digests.budget_lines(lines, None, 10) == (lines, 5)
+    scan = patterns.scan_lines(lines, digests.compile_grep("error"), 2)
+    assert (scan.found, scan.matched, scan.scanned, scan.stopped) == ([(30, "d error"), (40, "e error")], 3, 5, None)
+    assert patterns.scan_lines(lines, None, 10) == patterns.Scan(lines, 5, 5, None)
     with pytest.raises(ApiError) as bad:
         digests.compile_grep("(oops")
     assert bad.value.details["field"] == "grep" and "not a regular expression" in bad.value.message
