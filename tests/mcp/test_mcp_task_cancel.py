@@ -43,7 +43,8 @@ class Front:
     def audit_of(self, job_id: str) -> list[dict]:
         """The MCP audit entries that name ``job_id``, oldest first."""
         entries = self.daemon.client().get("/api/v1/audit?limit=500")["entries"]
-        return [e for e in reversed(entries) if e["via"] == "mcp" and (e.get("arguments") or {}).get("job_id") == job_id]
+        return [e for e in reversed(entries)
+                if e["via"] == "mcp" and (e.get("arguments") or {}).get("job_id") == job_id]
 
 
 @pytest.fixture(scope="module")
