@@ -52,7 +52,7 @@ api = Routes("projects")
 _PROJECT = Param("project", "the project's id (prj_<ULID>) or name")
 _EXPERIMENT = Param("experiment_id", "the experiment's id (exp_<ULID>)")
 _METRIC = Param("metric", "the metric's name; it may hold '/' (eval/loss)",
-                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^/]*[^/.][^/]*(/[^/]*[^/.][^/]*)*$"})
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"^\.*[^/.][^/]*(/\.*[^/.][^/]*)*$"})
 _THE_PROJECT = "The project."
 
 PROJECTS = api.get("/api/v1/projects", "listProjects", "Projects, newest first",

@@ -18,6 +18,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import random
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -279,3 +281,40 @@ def test_the_cli_names_its_own_flag(daemon):
     ok = daemon.process.run_ctl("run", "metrics", daemon.run_id, "--names", "train/*a*a*a*1", "--json")
     assert ok.returncode == 0, ok.stderr
     assert set(json.loads(ok.stdout)["series"]) == set(fnmatch.filter(METRIC_NAMES, "train/*a*a*a*1")) != set()
+
+
+# The patterns the daemon publishes (OpenAPI) are matched by its clients' validators, often
+# backtracking ones; each must stay fast on hostile text of its field's length.
+PUBLISHED_CHECK = """
+import json, re, sys, time
+from gpuplaned.http import openapi
+
+def patterns(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            yield node["pattern"]
+        for value in node.values():
+            yield from patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from patterns(value)
+
+slowest = []
+for source in sorted(set(patterns(openapi.document()))):
+    compiled = re.compile(source)
+    for chunk in ("abc/", "a/", "a.", ".a/", "ab", "a b", "a-", "0", "_a", "a:", "gpp_", "/a", "a=", "A1_."):
+        for end in ("", ".", "/", "!", "\\x00", " "):
+            text = (chunk * 60)[:199] + end
+            started = time.perf_counter()
+            compiled.search(text)
+            slowest.append((time.perf_counter() - started, source, text))
+slowest.sort(reverse=True)
+print(json.dumps(slowest[:3]))
+"""
+
+
+def test_the_published_patterns_stay_fast_for_a_backtracking_validator():
+    done = subprocess.run([sys.executable, "-c", PUBLISHED_CHECK], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    took, source, text = json.loads(done.stdout)[0]
+    assert took < 0.1, f"{source!r} took {took:.2f} s over {text!r}"
