@@ -81,6 +81,7 @@ from gpuplaned.protocol.uplink_frames import (
     LogRead,
     Reply,
     Request,
+    Skip,
 )
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.uplink.dial import open_agent_ws
@@ -167,6 +168,18 @@ class Pacer:
         self.count += n
         self.bytes += size
         return max(0.0, self._due() - now)
+
+
+SKIP_REASON = "the spool dropped them (full or too old), or its counters jumped after a power cut"
+
+
+def consecutive_runs(seqs: list[int], bodies: list[bytes]) -> list[tuple[list[int], list[bytes]]]:
+    """A batch cut where its seqs are not consecutive (mostly it is one run: checked at once)."""
+    if seqs[-1] - seqs[0] == len(seqs) - 1:
+        return [(seqs, bodies)]
+    cuts = [i for i in range(1, len(seqs)) if seqs[i] != seqs[i - 1] + 1]
+    bounds = [0, *cuts, len(seqs)]
+    return [(seqs[a:b], bodies[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 def records_frame(stream: str, seqs: list[int], bodies: list[bytes]) -> str:
@@ -372,7 +385,8 @@ async def _session(ctx: ActorContext[UplinkContext], link: UplinkNodeLink, url: 
                     nursery.start_soon(_guard, session, _read_frames, session, link, ctx.shared, nursery, handle)
                     nursery.start_soon(_guard, session, _pump_outbox, session, outbox_receive)
                     nursery.start_soon(_guard, session, _pump_records, session, link, tail,
-                                       Pacer(cfg.uplink.replay_records_per_s, cfg.uplink.replay_bytes_per_s), handle)
+                                       Pacer(cfg.uplink.replay_records_per_s, cfg.uplink.replay_bytes_per_s), handle,
+                                       dict(ok.acked))
                     nursery.start_soon(_guard, session, _heartbeats, session, link)
                     nursery.start_soon(_watch_stall, session)
                     await link.redial.wait()
@@ -525,14 +539,21 @@ async def _pump_outbox(session: _Session, outbox: trio.MemoryReceiveChannel[dict
 
 
 async def _pump_records(session: _Session, link: UplinkNodeLink, tail: LiveTail, pacer: Pacer,
-                        handle: UplinkHandle) -> None:
+                        handle: UplinkHandle, stored: dict[str, int]) -> None:
     """Every unacked record, in order per stream, in batches: the spool's replay, then the
     live tail (and the spool again if the tail overflowed). A batch ends where the stream
     changes, so the records keep their append order across streams too."""
     cursor = link.spool.acked()
+    sent = dict(stored)  # per stream: the last seq the server has (its hello said) or was sent since
 
     async def send(stream: str, seqs: list[int], bodies: list[bytes]) -> None:
-        await session.ws.send_message(records_frame(stream, seqs, bodies))
+        # The server takes a stream's seqs one after another: seqs spent unsent (dropped by the
+        # spool, a power cut's jump) are announced first, each gap with its own skip frame.
+        for run_seqs, run_bodies in consecutive_runs(seqs, bodies):
+            if run_seqs[0] > sent.get(stream, 0) + 1:
+                await session.send(FRAMES.unstructure(Skip(stream, run_seqs[0] - 1, SKIP_REASON)))
+            await session.ws.send_message(records_frame(stream, run_seqs, run_bodies))
+            sent[stream] = run_seqs[-1]
         cursor[stream] = seqs[-1]
         handle.records_sent += len(seqs)
         wait = pacer.delay(trio.current_time(), len(seqs), sum(map(len, bodies)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from quart import websocket
+from quart import g, websocket
 from quart_trio import QuartTrio
 
 from gpuplaned.service.agent_link import AgentSession
@@ -39,7 +39,8 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @app.websocket("/api/v1/agent/ws")
     async def agent_ws() -> None:
         await websocket.accept()
+        caller = getattr(g, "caller", None)  # the front's gate authenticated the agent token
         try:
-            await AgentSession(shared, _QuartTransport()).run()
+            await AgentSession(shared, _QuartTransport(), caller.token_id if caller else None).run()
         except Exception as exc:  # the peer went away mid-send, mostly: the session has cleaned up
             log.info("agent connection ended: %s: %s", type(exc).__name__, exc)

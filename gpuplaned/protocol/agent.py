@@ -31,6 +31,7 @@ from gpuplaned.protocol.uplink_frames import (
     Request,
     SessionCall,
     SessionReply,
+    Skip,
 )
 
 
@@ -298,7 +299,7 @@ FRAMES = TaggedUnion({
     "tb_points": TbPoints, "tb_stored": TbStored, "tb_cursors": TbCursors,  # protocol/tb_frames.py
     # protocol/uplink_frames.py: a remote agent's link
     "record": Record, "records": Records, "ack": Ack, "request": Request, "reply": Reply, "heartbeat": Heartbeat,
-    "heartbeat_ok": HeartbeatOk, "goodbye": Goodbye,
+    "heartbeat_ok": HeartbeatOk, "goodbye": Goodbye, "skip": Skip,
 })
 
 # What the uplink's envelopes carry (``Record.body``, ``Request.body``, ``Reply.body``), tagged

@@ -7,9 +7,10 @@ WebSocket, as JSON text frames tagged by ``type``:
   (a job's state change, node metric batches, node events, log tails, checkpoints found). Each
   is first appended to the agent's spool with the next ``seq`` of its ``stream``, and sent in a
   ``Records(stream, seqs, bodies)`` batch: consecutive spooled records of one stream, seqs
-  increasing (gaps are records the spool dropped), at most ``MAX_BATCH_RECORDS`` of them and
-  about ``MAX_BATCH_BYTES`` of bodies. The server applies a batch in order against its stored
-  high-water mark for ``(node, stream)`` (a ``seq`` at or below the mark changes nothing): node
+  increasing by one (a gap, seqs the agent spent unsent, is first announced with ``Skip``), at
+  most ``MAX_BATCH_RECORDS`` of them and about ``MAX_BATCH_BYTES`` of bodies. The server
+  applies a batch in order against its stored high-water mark for ``(node, stream)`` (a ``seq``
+  at or below the mark changes nothing; one past the next, unannounced, is refused): node
   metrics in one transaction, each other kind one transaction a record. After the last commit
   it answers ``Ack(stream, seq)`` with the batch's last seq: every record of the stream up to
   ``seq`` is stored and may be trimmed from the spool. ``body`` is one of
@@ -43,7 +44,8 @@ from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.fields import field
 
 __all__ = ["Ack", "FrameFault", "Goodbye", "Heartbeat", "HeartbeatOk", "LogData", "LogRead", "MAX_BATCH_BYTES",
-           "MAX_BATCH_RECORDS", "Record", "Records", "Reply", "Request", "STREAMS", "SessionCall", "SessionReply"]
+           "MAX_BATCH_RECORDS", "MAX_SEQ_SKIP", "Record", "Records", "Reply", "Request", "STREAMS", "SessionCall",
+           "SessionReply", "Skip"]
 
 # One stream per kind of record; each has its own seq, so a burst of log tails never holds
 # up a job's state change on the server's side of a replay.
@@ -86,6 +88,23 @@ class Records:
     def __attrs_post_init__(self) -> None:
         if len(self.seqs) != len(self.bodies):
             raise FieldInvalid("bodies", f"{len(self.bodies)} bodies for {len(self.seqs)} seqs")
+
+
+# The most seqs one ``Skip`` may pass over: a thousand of the agent spool's reboot gaps (2**32),
+# far short of the seq's range, so that no frame can end a stream.
+MAX_SEQ_SKIP = 1 << 42
+
+
+@attrs.frozen
+class Skip:
+    """Agent -> server: the seqs of ``stream`` up to ``through`` that the server has not stored
+    were spent without being sent (the spool dropped them, or jumped after a power cut), so the
+    next record is ``through + 1``. The server takes a stream's seqs one after another; a seq past
+    the next one that no skip announced is refused (``error``, and the connection closes)."""
+
+    stream: str = field(enum=STREAMS)
+    through: int = field(**_SEQ)
+    reason: str = field(default="", max_length=200)
 
 
 @attrs.frozen

@@ -4,9 +4,11 @@
 ``AgentSession`` owns one WebSocket connection, given as a ``Transport`` (the HTTP layer adapts
 Quart's; no Quart here):
 
-1. Handshake: the first frame must be a good ``hello`` (``ping`` is answered before it). A name
-   whose node is still attached is taken over only by the same ``agent_id`` (the old connection is
-   closed); anything else is ``hello_err`` and the connection closes. ``hello_ok`` carries the jobs
+1. Handshake: the first frame must be a good ``hello`` (``ping`` is answered before it). A node
+   name belongs to the agent token that first said hello as it (``nodes.agent_token_id``), attached
+   or not, until ``node forget``; the server's own node is never an agent's. A name whose node is
+   still attached is taken over only by the same ``agent_id`` (the old connection is closed);
+   anything else is ``hello_err`` and the connection closes, before any job or env is sent. ``hello_ok`` carries the jobs
    the server believes are on the node (LOST ones and missed cancels too), the stored high-water
    mark of every record stream, the server's clock and the heartbeat period.
 2. The node is attached in the ``NodeRegistry`` with a channel: dispatches, cancels (and whatever
@@ -15,7 +17,10 @@ Quart's; no Quart here):
    write, so a replay is held to the store's pace. A ``records`` batch of node metrics is
    merged into one ingest, in one transaction with its seqs (``uplink_rows.claim_batch``);
    any other record goes through ``LocalNodeLink`` with ``once``, one transaction a record.
-   A batch is acked once, with its last seq, after the last commit. It answers requests,
+   A batch is acked once, with its last seq, after the last commit. A stream's seqs go one
+   after another: a seq past the next one that no ``skip`` frame announced is refused, and the
+   connection closed. A record about a job attempt or run not on this node is refused
+   (``nodes.NotOnNode``): acked, its seq claimed, said once a connection. It answers requests,
    heartbeats, snapshots, goodbye, ping.
    Nothing heard for 3 heartbeats closes the connection (a stalled one looks like this).
 4. Hostile frames (over ``MAX_FRAME``, not JSON, too deep, unknown types, bad fields) get an
@@ -77,17 +82,19 @@ from gpuplaned.protocol.uplink_frames import (
     Goodbye,
     Heartbeat,
     HeartbeatOk,
+    MAX_SEQ_SKIP,
     Record,
     Records,
     Reply,
     Request,
     SessionCall,
     SessionReply,
+    Skip,
 )
 from gpuplaned.service import runs, sessions
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.events import job_failure_row
-from gpuplaned.service.nodes import LocalNodeLink, Once
+from gpuplaned.service.nodes import LocalNodeLink, NotOnNode, Once
 from gpuplaned.service.registry import NodeUnavailable, now_ms
 from gpuplaned.store import event_rows, job_rows, node_rows, uplink_rows
 from gpuplaned.store.event_rows import EventRow
@@ -205,15 +212,18 @@ def _fault_text(fault: FieldInvalid) -> str:
 class AgentSession:
     """One remote agent's connection (see the module's docstring)."""
 
-    def __init__(self, shared: ServerContext, transport: Transport) -> None:
+    def __init__(self, shared: ServerContext, transport: Transport, token_id: str | None = None) -> None:
         self._shared = shared
         self._transport = transport
+        self._token_id = token_id  # the agent token that opened the connection (None: the Unix socket)
         self._link = LocalNodeLink(shared)
         self._out_send, self._out_receive = trio.open_memory_channel[Any](OUTBOX)
         self._scope = trio.CancelScope()
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[trio.Event, list[Reply]]] = {}
         self._acked: dict[str, int] = {}  # committed marks: a resend at or below is acked at once
+        self._skipped: dict[str, int] = {}  # seqs the agent said it spent unsent (``Skip``), per stream
+        self.foreign_refused = 0  # records naming a job not on this node (refused; said once a link)
         self._closing: tuple[int, str] | None = None
         self.node_id: str | None = None
         self.heartbeat_s = shared.config.uplink.heartbeat_s
@@ -289,6 +299,9 @@ class AgentSession:
         finally:
             registry.detach(node_id, self._out_send)
             self._out_send.close()
+            if self.foreign_refused > 1:
+                log.warning("agent of node %s: %d records about other nodes' jobs refused on this connection",
+                            node_id, self.foreign_refused)
             for got, _slot in self._pending.values():
                 got.set()  # with no reply: the asker learns the connection closed
             with trio.move_on_after(2, shield=True):
@@ -347,14 +360,14 @@ class AgentSession:
 
         def register(conn: Any) -> tuple[str, list[Any], dict[str, int], EventRow | None]:
             known = uplink_rows.by_name(conn, hello.node_name)
+            self._check_owner(hello, known)
             if known is not None and known.node_id in registry.connected():
                 if not known.uplink or known.agent_id is None or known.agent_id != hello.agent_id:
                     raise Refused(f"node name {hello.node_name!r} belongs to a connected node"
                                   + (" (another agent: its agent_id differs)" if known.uplink else ""))
-            was_offline = known is not None and known.uplink and conn.execute(
-                "SELECT status FROM nodes WHERE id = ?", (known.node_id,)).fetchone()[0] == "OFFLINE"
+            was_offline = known is not None and known.uplink and known.status == "OFFLINE"
             node_id, active = job_rows.register_node(conn, hello, now)
-            uplink_rows.set_link(conn, node_id, hello.agent_id, uplink=True)
+            uplink_rows.set_link(conn, node_id, hello.agent_id, uplink=True, token_id=self._token_id)
             event = None
             if was_offline:
                 event = EventRow(new_id("ev"), now, AGENT_RECONNECTED, "info", node_id, None, None, None,
@@ -373,6 +386,21 @@ class AgentSession:
         log.info("agent hello from %s (%s, agent %s): node %s, %d active job(s)", hello.node_name,
                  hello.agent_version, hello.agent_id, node_id, len(active))
         return HelloOk(node_id, tuple(active), acked, now_ms(), self.heartbeat_s)
+
+    def _check_owner(self, hello: Hello, known: uplink_rows.NodeLinkRow | None) -> None:
+        """Refuse a name that is not this agent token's to take: the server's own node, or a node
+        an other agent token registered (whether or not it is connected now). A name is freed by
+        ``gpuplanectl node forget``, which deletes the node's row."""
+        config = self._shared.config
+        name = hello.node_name
+        if (config.role == "all" and name == config.node.name) or (known is not None and not known.uplink):
+            raise Refused(f"node name {name!r} is the server's own node; an agent may not say hello as it "
+                          "(give the agent another --node-name)")
+        if known is None or known.token_id is None or self._token_id is None:
+            return  # a new name, one registered before names were bound, or the trusted Unix socket
+        if known.token_id != self._token_id:
+            raise Refused(f"node name {name!r} belongs to the agent token that registered it, not to this one; "
+                          f"an admin frees the name with `gpuplanectl node forget {name}`")
 
     async def _writer(self) -> None:
         async with self._out_receive:
@@ -411,6 +439,8 @@ class AgentSession:
                 return await self._record(node_id, frame)
             case Records():
                 return await self._records(node_id, frame)
+            case Skip():
+                return await self._skip(node_id, frame)
             case Request():
                 await out.send(await self._answer(node_id, frame))
             case Reply():
@@ -448,6 +478,11 @@ class AgentSession:
         stream, seqs = batch.stream, batch.seqs
         fresh = bisect.bisect_right(seqs, self._acked.get(stream, 0))
         if fresh < len(seqs):
+            expected = self._next_seq(stream)
+            if seqs[fresh] != expected or seqs[-1] - seqs[fresh] != len(seqs) - 1 - fresh:
+                jump, want = next((seq, want) for seq, want in zip(seqs[fresh:], itertools.count(expected))
+                                  if seq != want)
+                return await self._refuse_jump(node_id, stream, jump, want)
             columns = _metric_columns(batch.bodies[fresh:]) if stream == "metrics" else None
             if columns is not None:
                 if not await self._store_metrics(node_id, seqs[fresh:], batch.bodies[fresh:], columns):
@@ -501,6 +536,8 @@ class AgentSession:
             if ack:
                 await self._out_send.send(Ack(record.stream, record.seq))  # stored before: a resend
             return True
+        if record.seq != self._next_seq(record.stream):
+            return await self._refuse_jump(node_id, record.stream, record.seq, self._next_seq(record.stream))
         try:
             body = RECORD_BODIES.structure(record.body)
         except FieldInvalid as fault:
@@ -522,6 +559,8 @@ class AgentSession:
                     await link.log_lines(body, once=once)
                 case CheckpointsFound():
                     await link.checkpoints(node_id, body, once=once)
+        except NotOnNode as exc:
+            return await self._refuse_foreign(node_id, record, str(exc), ack=ack)
         except (ValueError, ApiError) as exc:  # a body the store refuses: it never will take it
             return await self._ack_invalid(node_id, record, str(getattr(exc, "message", exc)), ack=ack)
         except Exception:
@@ -534,12 +573,72 @@ class AgentSession:
             await self._out_send.send(Ack(record.stream, record.seq))
         return True
 
-    async def _ack_invalid(self, node_id: str, record: Record, reason: str, *, ack: bool = True) -> bool:
-        log.warning("record %s/%d of node %s can never be applied, acked and dropped: %s", record.stream,
-                    record.seq, node_id, reason)
-        await self._out_send.send(FrameError(f"record {record.stream}/{record.seq}: {reason}"))
+    async def _ack_invalid(self, node_id: str, record: Record, reason: str, *, ack: bool = True,
+                           tell: bool = True) -> bool:
+        """A record that can never be applied: its seq is claimed (the stream goes on from it after
+        a reconnect too), it is acked, and the agent told why (unless ``tell`` is False)."""
+        if tell:
+            log.warning("record %s/%d of node %s can never be applied, acked and dropped: %s", record.stream,
+                        record.seq, node_id, reason)
+            await self._out_send.send(FrameError(f"record {record.stream}/{record.seq}: {reason}"))
+        try:
+            await write(self._shared.supervisor.ports["store"],
+                        lambda conn: uplink_rows.claim(conn, node_id, record.stream, record.seq), small=True)
+        except Exception:
+            log.exception("record %s/%d of node %s: its seq not claimed; the agent will resend it", record.stream,
+                          record.seq, node_id)
+            self._closing = (1011, "a record could not be stored; reconnect and resend")
+            return False
+        self._acked[record.stream] = max(self._acked.get(record.stream, 0), record.seq)
         if ack:
             await self._out_send.send(Ack(record.stream, record.seq))
+        return True
+
+    async def _refuse_foreign(self, node_id: str, record: Record, reason: str, *, ack: bool = True) -> bool:
+        """A record about a job that is not on this node: dropped like an invalid one, logged and
+        told once a link (a hostile agent could send a million), counted always."""
+        self.foreign_refused += 1
+        first = self.foreign_refused == 1
+        if first:
+            log.warning("agent of node %s sent a record about another node's job, refused: %s (record %s/%d; "
+                        "further ones on this connection are refused and counted, not logged)", node_id, reason,
+                        record.stream, record.seq)
+            await self._out_send.send(FrameError(
+                f"record {record.stream}/{record.seq} refused: {reason}; a node writes only about its own jobs "
+                "(further such records on this connection are refused without a word)"))
+        return await self._ack_invalid(node_id, record, reason, ack=ack, tell=False)
+
+    def _next_seq(self, stream: str) -> int:
+        """The one seq ``stream`` may go on with: after what is stored and what a ``Skip`` passed over."""
+        return max(self._acked.get(stream, 0), self._skipped.get(stream, 0)) + 1
+
+    async def _refuse_jump(self, node_id: str, stream: str, seq: int, want: int) -> bool:
+        """A seq past the stream's next one (``want``), unannounced: it would pass over records
+        never sent (and a forged mark near 2**63 would have every later record dropped as a
+        resend). Nothing of its frame is stored; the agent is told, and the connection closes."""
+        reason = (f"seq jump on stream {stream!r}: got {seq}, the next is {want} (a stream's seqs go one after "
+                  "another; seqs spent unsent are announced with a skip frame first); nothing of the frame stored")
+        log.warning("agent of node %s: %s; closing its connection", node_id, reason)
+        await self._out_send.send(FrameError(reason))
+        self._closing = (CLOSE_POLICY, f"seq jump on stream {stream}: got {seq}, the next is {want}")
+        return False
+
+    async def _skip(self, node_id: str, skip: Skip) -> bool:
+        """The agent spent seqs without sending them (its spool dropped them, or jumped after a
+        power cut): the stream goes on after ``through``. At most ``MAX_SEQ_SKIP`` at once."""
+        floor = self._next_seq(skip.stream) - 1
+        if skip.through <= floor:
+            return True  # passed already (a resend, or records stored since)
+        if skip.through - floor > MAX_SEQ_SKIP:
+            reason = (f"skip on stream {skip.stream!r} to {skip.through} passes over {skip.through - floor} seqs, "
+                      f"more than {MAX_SEQ_SKIP} at once")
+            log.warning("agent of node %s: %s; closing its connection", node_id, reason)
+            await self._out_send.send(FrameError(reason))
+            self._closing = (CLOSE_POLICY, f"skip on stream {skip.stream} too far")
+            return False
+        log.info("agent of node %s spent %s seqs %d..%d unsent: %s", node_id, skip.stream, floor + 1, skip.through,
+                 skip.reason or "no reason given")
+        self._skipped[skip.stream] = skip.through
         return True
 
     async def _answer(self, node_id: str, request: Request) -> Reply:
@@ -554,7 +653,14 @@ class AgentSession:
                 case LogOffsets():
                     answer: Any = await link.log_offsets(body)
                 case TbPoints():
-                    answer = await link.tb_points(node_id, body)
+                    try:
+                        answer = await link.tb_points(node_id, body)
+                    except NotOnNode as exc:
+                        self.foreign_refused += 1
+                        if self.foreign_refused == 1:
+                            log.warning("agent of node %s sent TensorBoard points of another node's job, refused: "
+                                        "%s (further ones are counted, not logged)", node_id, exc)
+                        raise ApiError(ErrorCode.FORBIDDEN, f"{exc}; a node writes only about its own jobs") from None
                 case TbCursors():
                     answer = await link.tb_cursors(body)
                 case SessionCall():

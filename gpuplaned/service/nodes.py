@@ -75,6 +75,23 @@ class Once:
     seq: int
 
 
+class NotOnNode(Exception):
+    """A node's record names a job attempt or run that is not on that node: refused whole, nothing
+    stored (a node writes only about its own jobs: their events, logs, checkpoints, TensorBoard)."""
+
+
+def require_on_node(conn: Any, node_id: str, attempts: Sequence[tuple[str, int | None]],
+                    run_id: str | None = None) -> None:
+    """Raise ``NotOnNode`` unless every ``(job id, attempt)`` (None: any attempt) and ``run_id`` is
+    on the node (``node_rows.foreign_attempts``, ``node_rows.run_on_node``)."""
+    foreign = node_rows.foreign_attempts(conn, node_id, attempts)
+    if foreign:
+        named = ", ".join(job if attempt is None else f"{job} attempt {attempt}" for job, attempt in foreign[:3])
+        raise NotOnNode(f"job {named}{', ...' if len(foreign) > 3 else ''} is not on node {node_id}")
+    if run_id is not None and not node_rows.run_on_node(conn, node_id, run_id):
+        raise NotOnNode(f"run {run_id} did not run on node {node_id}")
+
+
 def claimed(conn: Any, once: Once | None) -> bool:
     """True when the effect is to run: no ``once`` (the in-memory link), or a seq not applied before."""
     return once is None or uplink_rows.claim(conn, once.node_id, once.stream, once.seq)
@@ -173,6 +190,7 @@ class LocalNodeLink:
                          evidence.bind_node(e.context, node_id)) for e in events]
 
         def store(conn: Any) -> bool:
+            require_on_node(conn, node_id, [(e.job_id, None) for e in events if e.job_id is not None])
             if not claimed(conn, once):
                 return False
             event_rows.insert_events(conn, rows)
@@ -194,7 +212,11 @@ class LocalNodeLink:
         that was not told of the followers sends only those): its batch covers only its lines."""
         tails = [c for c in lines.chunks if c.lines]
         if once is not None:
+            # A remote node's pass: only its own attempts (the local node's own actors are trusted).
+            attempts = [(c.job_id, c.attempt) for c in lines.chunks] + [(job, attempt) for job, attempt in lines.served]
+
             def keep(conn: Any) -> bool:
+                require_on_node(conn, once.node_id, attempts)
                 if not claimed(conn, once):
                     return False
                 if tails:
@@ -229,10 +251,12 @@ class LocalNodeLink:
         published after the commit. A find for a run that is not the job's is dropped."""
         shared = self._shared
         try:
-            rows = await write(shared.supervisor.ports["store"],
-                               lambda conn: store_found(conn, found.job_id, found.run_id, found.checkpoints, now_ms())
-                               if claimed(conn, once) else [],
-                               small=True)
+            def store(conn: Any) -> list[EventRow]:
+                require_on_node(conn, node_id, [(found.job_id, found.attempt)], found.run_id)
+                return store_found(conn, found.job_id, found.run_id, found.checkpoints, now_ms()) \
+                    if claimed(conn, once) else []
+
+            rows = await write(shared.supervisor.ports["store"], store, small=True)
         except ApiError as exc:
             log.warning("checkpoints from %s dropped: %s", node_id, exc.message)
             return
@@ -248,9 +272,11 @@ class LocalNodeLink:
         shared = self._shared
         ingested: list[dict[str, Any]] = []
         try:
-            stored, events = await write(shared.supervisor.ports["store"],
-                                         lambda conn: store_points(conn, points, now_ms(), ingested,
-                                                                   shared.config.detector))
+            def store(conn: Any) -> tuple[TbStored, list[EventRow]]:
+                require_on_node(conn, node_id, [(points.job_id, points.attempt)], points.run_id)
+                return store_points(conn, points, now_ms(), ingested, shared.config.detector)
+
+            stored, events = await write(shared.supervisor.ports["store"], store)
         except ApiError as exc:
             log.warning("TensorBoard points from %s dropped: %s", node_id, exc.message)
             return TbStored(points.job_id, points.attempt)

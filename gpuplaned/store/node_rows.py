@@ -4,6 +4,7 @@ and forgetting one that is gone for good (renamed, or retired)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
@@ -50,3 +51,28 @@ def forget_node(conn: sqlite3.Connection, node_id: str, name: str) -> None:
     conn.execute("DELETE FROM ts_series WHERE kind = 'node' AND owner = ?", (node_id,))  # chunks go with them
     conn.execute("DELETE FROM uplink_streams WHERE node_id = ?", (node_id,))  # its agent starts afresh
     conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
+
+
+# --- what a node may write about (issue 29 item 5) -------------------------------------------------
+
+def foreign_attempts(conn: sqlite3.Connection, node_id: str,
+                     attempts: Iterable[tuple[str, int | None]]) -> list[tuple[str, int | None]]:
+    """Those of ``(job id, attempt)`` that are not on the node: neither the job's current attempt
+    dispatched there nor a run of it that ran there (``attempt`` None: any attempt of the job)."""
+    foreign = []
+    for job_id, attempt in dict.fromkeys(attempts):
+        row = conn.execute("SELECT node_id, attempt FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is not None and row[0] == node_id and (attempt is None or attempt == row[1]):
+            continue
+        ran = conn.execute("SELECT 1 FROM runs WHERE job_id = ? AND node_id = ?"
+                           + ("" if attempt is None else " AND attempt = ?") + " LIMIT 1",
+                           (job_id, node_id) if attempt is None else (job_id, node_id, attempt)).fetchone()
+        if ran is None:
+            foreign.append((job_id, attempt))
+    return foreign
+
+
+def run_on_node(conn: sqlite3.Connection, node_id: str, run_id: str) -> bool:
+    """Whether the run ran (or runs) on the node."""
+    row = conn.execute("SELECT node_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return row is not None and row[0] == node_id

@@ -50,11 +50,14 @@ class NodeLinkRow:
     node_id: str
     uplink: bool
     agent_id: str | None
+    token_id: str | None = None  # the agent token the name belongs to (None: not bound yet)
+    status: str = "ONLINE"
 
 
 def by_name(conn: sqlite3.Connection, name: str) -> NodeLinkRow | None:
-    row = conn.execute("SELECT id, uplink, agent_id FROM nodes WHERE name = ?", (name,)).fetchone()
-    return NodeLinkRow(row[0], bool(row[1]), row[2]) if row else None
+    row = conn.execute("SELECT id, uplink, agent_id, agent_token_id, status FROM nodes WHERE name = ?",
+                       (name,)).fetchone()
+    return NodeLinkRow(row[0], bool(row[1]), row[2], row[3], row[4]) if row else None
 
 
 def by_id(conn: sqlite3.Connection, node_id: str) -> tuple[str, bool] | None:
@@ -69,9 +72,14 @@ def agent_node_name(conn: sqlite3.Connection, node_id: str) -> str | None:
     return found[0] if found is not None and found[1] else None
 
 
-def set_link(conn: sqlite3.Connection, node_id: str, agent_id: str | None, *, uplink: bool) -> None:
-    """Record how the node reaches the server: over the uplink (with its agent's id) or in memory."""
-    conn.execute("UPDATE nodes SET uplink = ?, agent_id = ? WHERE id = ?", (int(uplink), agent_id, node_id))
+def set_link(conn: sqlite3.Connection, node_id: str, agent_id: str | None, *, uplink: bool,
+             token_id: str | None = None) -> None:
+    """Record how the node reaches the server: over the uplink (with its agent's id) or in memory.
+    ``token_id``: the agent token the node's name is bound to; a bound name keeps its token (only
+    ``node_rows.forget_node`` frees it), and the in-memory link (the daemon's own node) unbinds it."""
+    conn.execute("UPDATE nodes SET uplink = ?, agent_id = ?, agent_token_id = CASE WHEN ? THEN "
+                 "coalesce(agent_token_id, ?) ELSE NULL END WHERE id = ?",
+                 (int(uplink), agent_id, int(uplink), token_id, node_id))
 
 
 @attrs.frozen

@@ -253,8 +253,11 @@ async def test_a_records_batch_is_stored_once_and_acked_by_its_last_seq(server):
         now = int(time.time() * 1000)
         bodies = [{"type": "sys_metrics", "seq": now + i, "points": [["batch.m", now + i, float(i)]]}
                   for i in range(8)]
-        # Gaps are records the agent's spool dropped; the ack is the batch's last seq.
-        await me.send({"type": "records", "stream": "metrics", "seqs": [1, 2, 3, 5, 6], "bodies": bodies[:5]})
+        # A gap (records the agent's spool dropped) is announced with a skip; the ack is the batch's last seq.
+        await me.send({"type": "records", "stream": "metrics", "seqs": [1, 2, 3], "bodies": bodies[:3]})
+        await me.send({"type": "skip", "stream": "metrics", "through": 4, "reason": "the spool dropped it"})
+        await me.send({"type": "records", "stream": "metrics", "seqs": [5, 6], "bodies": bodies[3:5]})
+        assert await me.next("ack", stream="metrics") == {"type": "ack", "stream": "metrics", "seq": 3}
         assert await me.next("ack", stream="metrics") == {"type": "ack", "stream": "metrics", "seq": 6}
         # A resend that overlaps what is stored: only seqs 7 and 8 are new.
         await me.send({"type": "records", "stream": "metrics", "seqs": [5, 6, 7, 8], "bodies": bodies[3:7]})
@@ -291,7 +294,7 @@ async def test_a_records_batch_is_stored_once_and_acked_by_its_last_seq(server):
                         "WHERE s.kind = 'node' AND s.owner = ? AND s.name = 'batch.m' AND c.res = 0", node_id)
     assert rows == [(8,)]
     assert server.query("SELECT stream, seq FROM uplink_streams WHERE node_id = ? ORDER BY stream", node_id) == [
-        ("events", 3), ("metrics", 9)]  # an invalid record is acked, not claimed
+        ("events", 4), ("metrics", 10)]  # an invalid record is claimed too: the stream goes on after it
     assert len(server.events(node_id=node_id, type="DISK_LOW")) == 3
 
 
@@ -408,8 +411,9 @@ async def test_hostile_frames_get_an_error_and_change_nothing(server):
         await me.ws.send_message("x" * (4 << 20 | 1))
         assert "frame over" in (await me.next("error"))["message"]
         await until(lambda: me.ws.closed, what="an oversized frame to close the connection")
-    assert server.query("SELECT count(*) FROM uplink_streams s JOIN nodes n ON n.id = s.node_id WHERE n.name = ? "
-                        "AND s.stream = 'status'", name) == [(0,)]
+    # Only their seqs are claimed (the stream goes on after them, a reconnect too): nothing else stored.
+    assert server.query("SELECT s.seq FROM uplink_streams s JOIN nodes n ON n.id = s.node_id WHERE n.name = ? "
+                        "AND s.stream = 'status'", name) == [(2,)]
 
 
 async def test_a_bad_hello_is_refused_and_closes(server):

@@ -15,6 +15,7 @@ from gpuplaned.protocol.tb_frames import TbCursor, TbCursors, TbFile, TbFileStat
 from gpuplaned.protocol.agent import NodeEvents, RECORD_BODIES, REPLY_BODIES, REQUEST_BODIES
 from gpuplaned.protocol.uplink_frames import (
     Ack, FrameFault, Goodbye, Heartbeat, HeartbeatOk, LogData, LogRead, Record, Records, Reply, Request, SessionCall, SessionReply,
+    Skip,
 )
 
 SPEC = JobSpecWire("job_a", "run_a", 1, "train", ("python", "t.py"), "/w", {"A": "1"}, (0, 1), None, 10.0)
@@ -42,6 +43,7 @@ FRAMES_SEEN = [
     Ack("logs", 12), Request(3, REQUEST_BODIES.unstructure(LogRead("job_a", 1, "stdout", 0, 65536))),
     Reply(3, REPLY_BODIES.unstructure(LogData("job_a", 1, "stdout", 0, "aGVsbG8K", 6, False))),
     Reply(4, error=FrameFault("not_found", "no job job_b")), Heartbeat(1000, 5, 900, 990), HeartbeatOk(1001), Goodbye(),
+    Skip("metrics", 4, "the spool dropped them"),
     HelloOk("nd_1", (), {"status": 4, "logs": 12}, 1001, 25.0),
     Hello("n2", "0.1.0", (), agent_id="ag_1", ts_ms=1000),
 ]

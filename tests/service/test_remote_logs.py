@@ -48,7 +48,18 @@ def test_a_chunk_of_only_the_last_lines_is_a_batch_of_just_those():
     assert (every.stream, every.start, every.end) == ("stderr", 10, 60)
 
 
+async def job_on_node(shared, job_id: str, node_id: str) -> None:
+    """A job whose attempt 1 is on the node: a node's records may name only such (issue 29 item 5)."""
+    def insert(conn):
+        conn.execute("INSERT INTO nodes (id, name, status, created_at) VALUES (?, ?, 'ONLINE', 0)", (node_id, node_id))
+        conn.execute("INSERT INTO jobs (id, name, type, status, command, created_at, node_id, attempt) "
+                     "VALUES (?, 'j', 'train', 'RUNNING', '[]', 0, ?, 1)", (job_id, node_id))
+
+    await write(shared.supervisor.ports["store"], insert)
+
+
 async def test_a_remote_record_feeds_followers_after_its_commit_and_a_resend_does_not(shared):
+    await job_on_node(shared, "job_r", "nd_r")
     link = LocalNodeLink(shared)
     record = LogLines(3, (LogChunk("job_r", 1, "stdout", 10, 60, LINES[-3:]),))
     async with shared.log_feeds.subscribe("job_r", 1, maxlen=10) as followed:
