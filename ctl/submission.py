@@ -8,7 +8,8 @@ a ``cwd`` that exists, a known ``node``) are the daemon's to judge, and it names
 
 Precedence, lowest first: the inherited environment subset, the job file, the flags. A
 flag replaces the file's value; ``--env`` entries override single variables; ``--label``
-replaces the file's whole list.
+replaces the file's whole list. ``--secret-env`` and the file's ``[secrets]`` table make the
+body's ``secret_env`` the same way (nothing is inherited into it).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ INHERITED_ENV = (
     "HOME", "USER", "LANG", "LC_ALL", "TZ",
 )
 
-FILE_KEYS = ("command", "cwd", "dir", "name", "env", "gpu", "labels", "node", "priority", "retry",
+FILE_KEYS = ("command", "cwd", "dir", "name", "env", "secrets", "gpu", "labels", "node", "priority", "retry",
              "timeout_s", "stop_grace_s", "type", "retention", "evaluate", "on_oom", "on_nan", "on_lost",
              "on_stalled", "on_preempted", "gpu_model", "min_gpu_memory", "placement")
 PLACEMENTS = ("pack", "spread")
@@ -149,12 +150,12 @@ def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
                 body["min_gpu_memory_mb"] = parse_memory_mb(str(value))
             except SubmissionError as exc:
                 raise JobFileError(path, key, str(exc).partition(": ")[2]) from None
-        elif key == "env":
+        elif key in ("env", "secrets"):
             need(key, isinstance(value, dict), "a table of strings")
             for name, item in value.items():
                 if not isinstance(item, str):
-                    raise JobFileError(path, f"env.{name}", f"must be a string, not {_type_name(item)}")
-            body["env"] = dict(value)
+                    raise JobFileError(path, f"{key}.{name}", f"must be a string, not {_type_name(item)}")
+            body["env" if key == "env" else "secret_env"] = dict(value)
         elif key == "labels":
             need(key, isinstance(value, list) and all(isinstance(a, str) for a in value), "an array of strings")
             body["labels"] = list(value)
@@ -186,20 +187,22 @@ def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def parse_env_pairs(pairs: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
-    """``--env K=V`` sets K; a bare ``--env K`` passes this shell's value of K.
+def parse_env_pairs(pairs: Sequence[str], environ: Mapping[str, str], flag: str = "--env") -> dict[str, str]:
+    """``--env K=V`` sets K; a bare ``--env K`` passes this shell's value of K (``flag``: the
+    option's name, ``--env`` or ``--secret-env``, for the errors).
 
     Raises:
         SubmissionError: an empty name, or a bare name this shell does not set.
     """
     env: dict[str, str] = {}
+    field = flag.removeprefix("--").replace("-", "_")
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not key:
-            raise SubmissionError(f"--env {pair!r}: expected NAME=VALUE or NAME", "env")
+            raise SubmissionError(f"{flag} {pair!r}: expected NAME=VALUE or NAME", field)
         if not eq:
             if key not in environ:
-                raise SubmissionError(f"--env {key}: not set in this shell; give a value with {key}=VALUE", "env")
+                raise SubmissionError(f"{flag} {key}: not set in this shell; give a value with {key}=VALUE", field)
             value = environ[key]
         env[key] = value
     return env
@@ -274,4 +277,11 @@ def build_body(
         env[TB_DIRS_VARIABLE] = os.pathsep.join(
             os.path.normpath(os.path.join(cwd, os.path.expanduser(d))) for d in flags["tb_dirs"])
     body["env"] = env
+    secrets = dict(body.get("secret_env") or {})
+    secrets.update(parse_env_pairs(flags.get("secret_env") or (), environ, "--secret-env"))
+    if secrets:
+        # A secret wins over a plain variable of the same name (an inherited HOME, a file's env).
+        body["secret_env"] = secrets
+        for name in secrets:
+            env.pop(name, None)
     return body

@@ -38,12 +38,17 @@ SUBMIT_EPILOG = (
     + ", ".join(INHERITED_ENV)
     + " (those that are set), so it finds the same programs, virtualenv or conda env and "
     "libraries; then the file's env table; then each --env. Nothing else is passed, from this "
-    "shell or from the daemon's own environment: add secrets and settings with --env NAME=VALUE, "
-    "or --env NAME to pass this shell's value. The daemon adds CUDA_VISIBLE_DEVICES (the GPUs it "
-    "assigns), PYTHONUNBUFFERED=1 and GPUPLANE_* (the job, its run and attempt, the daemon's "
-    "address).\n\n"
+    "shell or from the daemon's own environment: add settings with --env NAME=VALUE, or --env NAME "
+    "to pass this shell's value. Put passwords and keys in --secret-env NAME (this shell's value) or "
+    "the file's [secrets] table: sealed in the daemon's database, never shown back, never audited, "
+    "given only to the job's process. An --env value is shown to tokens that may write (a name "
+    "with PASS, AUTH, TOKEN, KEY, SECRET... is hidden, a URL's password masked), and the command's "
+    "arguments are shown to every token that may read, as `ps` shows them on the node. The daemon "
+    "adds CUDA_VISIBLE_DEVICES (the GPUs it assigns), PYTHONUNBUFFERED=1 and GPUPLANE_* (the job, "
+    "its run and attempt, the daemon's address).\n\n"
     "Job file (--file, TOML): the API's keys: command (array, or a string split like a "
-    "shell would), cwd (or dir; relative to the file), name, env (table), gpu, labels, node, "
+    "shell would), cwd (or dir; relative to the file), name, env (table), secrets (table), gpu, "
+    "labels, node, "
     "priority, retry, timeout_s, stop_grace_s, type, gpu_model, min_gpu_memory (\"40GiB\", or MiB), "
     "placement. Flags override the file."
 )
@@ -62,6 +67,10 @@ def submit(
                                             help="Working directory [default: this one].")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", metavar="NAME=VALUE", show_default=False,
                                                   help="Set a variable (repeatable); NAME alone passes this shell's value.")] = None,
+    secret_env: Annotated[list[str] | None, typer.Option(
+        "--secret-env", metavar="NAME[=VALUE]", show_default=False,
+        help="Give the job a secret variable (repeatable): sealed at rest, never shown nor audited. NAME alone "
+             "passes this shell's value, which keeps it out of this command's own argv.")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", "-l", metavar="LABEL", show_default=False,
                                                     help="Run only on nodes with this label (repeatable).")] = None,
     node: Annotated[str | None, typer.Option("--node", metavar="NAME", show_default=False,
@@ -121,7 +130,8 @@ def submit(
     Prints the job's id and status; --json the job.
     """
     g = globals_of(ctx)
-    flags = {"command": command, "name": name, "gpu": gpu, "dir": workdir, "env": env, "labels": label,
+    flags = {"command": command, "name": name, "gpu": gpu, "dir": workdir, "env": env, "secret_env": secret_env,
+             "labels": label,
              "node": node, "priority": priority, "retry": retry, "timeout_s": timeout,
              "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir, "tb_dirs": tb_dir,
              "on_oom_retry": on_oom_retry, "on_oom_half": on_oom_half, "on_nan": on_nan, "on_lost": on_lost,

@@ -95,7 +95,9 @@ class JobSpecWire:
     name: str
     argv: tuple[str, ...]
     cwd: str
-    env: dict[str, str]
+    # Holds the job's secret env too (opened by gpuplaned.service.dispatch): a logged message
+    # shows its names only.
+    env: dict[str, str] = attrs.field(repr=lambda env: f"<env {', '.join(env)}>")
     gpu_indexes: tuple[int, ...]
     timeout_s: float | None
     stop_grace_s: float

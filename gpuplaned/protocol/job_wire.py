@@ -48,6 +48,10 @@ class JobSpec:
     gpu_model: str | None = None
     min_gpu_memory_mb: int | None = None
     placement: str | None = None
+    # The secret env, sealed by the service (gpuplaned.service.sealing) before it is stored, and
+    # its names; ``to_spec`` leaves both empty.
+    secret_env_names: tuple[str, ...] = ()
+    secret_env_sealed: str | None = None
 
 
 _MS = "ms since the epoch"
@@ -63,7 +67,9 @@ class Job:
     command: list[str]
     cwd: str | None
     env: dict[str, str | None] = doc("name -> value; null where the value is not shown: in lists, to read-only "
-                                     "callers, and always for names containing TOKEN, KEY, SECRET or PASSWORD")
+                                     "callers, and always for names with a word such as PASS, PASSWORD, AUTH, "
+                                     "TOKEN, KEY, SECRET or CREDENTIAL (gpuplaned.domain.secret_values); a URL's "
+                                     "password shows as ***")
     gpu: int = doc(minimum=0)
     labels: list[str]
     node: str | None = doc("the selector: run only on this node")
@@ -97,6 +103,8 @@ class Job:
     queue_reason: str | None = doc("while QUEUED: why no node can take it whatever frees up (the selector or "
                                    "constraint no node meets, every node that could run it drained); null: it "
                                    "waits for a free slot, or is not queued", default=None)
+    secret_env: list[str] = doc("the names of its secret env (--secret-env, [secrets]); their values are "
+                                "never shown", factory=list)
 
 
 def _argv(command: list[str]) -> str | None:
@@ -137,6 +145,11 @@ class JobSubmit:
     env: dict[str, str] = field(factory=dict, check=_env_names,
                                 schema={"propertyNames": {"minLength": 1, "pattern": "^[^=\\x00]*$"},
                                         "additionalProperties": {"type": "string", "pattern": _NO_NUL}})
+    secret_env: dict[str, str] = field(factory=dict, check=_env_names,
+                                       description="variables only the job's process gets: sealed at rest, never "
+                                                   "shown (names only) nor audited",
+                                       schema={"propertyNames": {"minLength": 1, "pattern": "^[^=\\x00]*$"},
+                                               "additionalProperties": {"type": "string", "pattern": _NO_NUL}})
     name: str | None = field(default=None, max_length=200, description="default: the program's base name",
                              message="must be a string of at most 200 characters")
     type: str = field(default="TRAIN", enum=JOB_TYPES)
@@ -187,6 +200,9 @@ class JobSubmit:
         for name in ("gpu_model", "min_gpu_memory_mb"):
             if getattr(self, name) is not None and gpu == 0:
                 raise FieldInvalid(name, "a CPU job (gpu 0) gets no GPU to hold to it; ask for gpu >= 1")
+        both = sorted(set(self.env) & set(self.secret_env))
+        if both:
+            raise FieldInvalid("secret_env", f"{', '.join(both)} also in env: give each variable once")
         why = env_refusal(self.on_oom, self.env)
         if why is not None:
             raise FieldInvalid("on_oom", why)

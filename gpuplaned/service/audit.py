@@ -7,9 +7,10 @@ Only when the store's inbox is full does it wait, at most ``QUEUE_WAIT_S``.
 
 Redacted, wherever they are in the arguments: the values of keys that name a secret
 (``SECRET_KEY``: token, key, secret, password, authorization), webhook and other URLs (only
-their scheme and host are kept: a Slack or Discord hook's path is its secret), the values of
-job env entries whose names look secret (``gpuplaned.service.jobs.SECRET_NAME``), and any
-string that looks like an API token. Arguments past ``MAX_ARGUMENTS_CHARS`` keep their
+their scheme and host are kept: a Slack or Discord hook's path is its secret), every value of a
+job's ``env`` and ``secret_env`` (names are kept: an env value may be a secret whatever its
+name), a URL's password anywhere in a string (``--db=postgres://u:***@h``), and any string
+that looks like an API token. Arguments past ``MAX_ARGUMENTS_CHARS`` keep their
 shape's first level only (a metric batch is not worth keeping whole).
 
 Rows older than ``[tokens] audit_keep_days`` are dropped by ``prune`` (the policies actor's
@@ -27,11 +28,11 @@ from urllib.parse import urlsplit
 
 import trio
 
+from gpuplaned.domain.secret_values import mask_url_passwords
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.runtime.call import Reply
 from gpuplaned.service import access
-from gpuplaned.service.jobs import SECRET_NAME
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import audit_rows
 from gpuplaned.store.audit_rows import AuditRow
@@ -47,6 +48,7 @@ REDACTED = "[redacted]"
 SECRET_KEY = re.compile("TOKEN|KEY|SECRET|PASSWORD|AUTHORIZATION", re.IGNORECASE)
 _API_TOKEN = re.compile(r"gpp_[0-9A-Za-z]{26}_[A-Za-z0-9_-]{43}")
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+ENV_KEYS = ("env", "secret_env")  # a job's variables: every value goes, the names stay
 MAX_ARGUMENTS_CHARS = 8192
 MAX_DETAIL_CHARS = 1000
 QUEUE_WAIT_S = 1.0
@@ -58,11 +60,10 @@ def redact(arguments: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _value(key: str, value: Any) -> Any:
+    if key.lower() in ENV_KEYS and isinstance(value, Mapping):
+        return {str(name): REDACTED for name in value}
     if SECRET_KEY.search(key):
         return REDACTED if value is not None else None
-    if key.lower() == "env" and isinstance(value, Mapping):
-        return {str(name): REDACTED if SECRET_NAME.search(str(name)) else _value(str(name), v)
-                for name, v in value.items()}
     if isinstance(value, Mapping):
         return redact(value)
     if isinstance(value, (list, tuple)):
@@ -73,7 +74,7 @@ def _value(key: str, value: Any) -> Any:
 
 
 def _text(value: str) -> str:
-    value = _API_TOKEN.sub(REDACTED, value)
+    value = mask_url_passwords(_API_TOKEN.sub(REDACTED, value))
     if _URL.match(value):
         parts = urlsplit(value)
         host = parts.hostname or ""

@@ -16,12 +16,14 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from gpuplaned.domain.job_states import NodeReport
 from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT
-from gpuplaned.protocol.agent import Dispatch, JobStatus
+from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus
 from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms
+from gpuplaned.service.sealing import unseal_env
 from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 
@@ -67,6 +69,18 @@ def placement_of(shared: object) -> str:
     return config.scheduler.placement if config is not None else DEFAULT_PLACEMENT
 
 
+def with_secret_env(shared: object, item: job_rows.Dispatched) -> JobSpecWire:
+    """The dispatch's job spec with its secret env opened into its env, only here, in memory, on
+    its way to the node: the node's launcher hands it to the job's process alone (its
+    ``runtime.json`` lists names, never values), and no store row or log holds it open."""
+    if item.secret_env_sealed is None:
+        return item.job
+    config = getattr(shared, "config", None)
+    if config is None:  # a context with no home has no key: nothing was sealed under it
+        raise RuntimeError(f"job {item.job.job_id} has a sealed secret env but this context has no home to open it")
+    return attrs.evolve(item.job, env=item.job.env | unseal_env(config.home, item.secret_env_sealed))
+
+
 async def deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
     """Send each dispatch to its node; a node that has gone away gets its job requeued.
 
@@ -82,7 +96,7 @@ async def deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) ->
 async def _deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
     delivered = 0
     for item in dispatched:
-        job = item.job
+        job = with_secret_env(shared, item)
         try:
             await shared.nodes.send(item.node_id, Dispatch(job))
         except NodeUnavailable:

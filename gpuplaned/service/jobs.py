@@ -7,13 +7,15 @@ token with limits (``TokenLimits``) is checked on submit, dry run and retry
 
 What a caller sees of a job's env (``env_view``): names only in lists and for read-only
 callers; the values with write access to the one job, except for names that look secret
-(``SECRET_NAME``), whose values are never shown. A value not shown is null.
+(``gpuplaned.domain.secret_values.looks_secret``), whose values are never shown. A value not
+shown is null, and a URL's password (in a value or an argument) shows as ``***``. A job's
+secret env (``secret_env``) is sealed before it is stored (``gpuplaned.service.sealing``) and
+shown by name only, to every caller.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,7 @@ import trio
 from gpuplaned.domain import gpu_budget
 from gpuplaned.domain.gpu_budget import SubmitFacts
 from gpuplaned.domain.job_states import JobState
+from gpuplaned.domain.secret_values import looks_secret, mask_url_passwords
 from gpuplaned.domain.scheduling import assign, waiting_reason
 from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
@@ -34,6 +37,7 @@ from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service import access, budgets, evaluations, resume
 from gpuplaned.service.dispatch import placement_of, wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
+from gpuplaned.service.sealing import seal_env
 from gpuplaned.service.tokens import grants
 from gpuplaned.store import event_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
@@ -45,7 +49,6 @@ if TYPE_CHECKING:
 
 JOB_STATES = tuple(state.value for state in JobState)
 STREAMS = ("stdout", "stderr")
-SECRET_NAME = re.compile("TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 
 
 def _store(shared: ServerContext) -> Any:
@@ -67,6 +70,9 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
     """
     limits = caller.limits if budgets.limited(caller) else None
     spec = budgets.as_limited(to_spec(body), limits)
+    if body.secret_env:
+        spec = attrs.evolve(spec, secret_env_names=tuple(body.secret_env),
+                            secret_env_sealed=seal_env(shared.config.home, body.secret_env))
     facts = budgets.facts(spec)
     token_id = caller.token_id if caller is not None else None
 
@@ -216,9 +222,11 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
 
 def env_view(job: Job, *, values: bool) -> Job:
     """``job`` as a caller sees it: env names only, or with ``values`` the values of the
-    names that do not look secret."""
-    return attrs.evolve(job, env={name: value if values and not SECRET_NAME.search(name) else None
-                                  for name, value in job.env.items()})
+    names that do not look secret; a URL's password masked in those values and in its argv
+    (which ``ps`` on the node shows anyway: secrets belong in ``secret_env``)."""
+    return attrs.evolve(job, command=[mask_url_passwords(arg) for arg in job.command],
+                        env={name: mask_url_passwords(value) if values and not looks_secret(name) and value is not None
+                             else None for name, value in job.env.items()})
 
 
 def view_for(job: Job, caller: Caller | None) -> Job:

@@ -1,33 +1,33 @@
 """Webhook subscriptions: create, list, delete, test, and ``send`` one notification.
 
 The secret must be recoverable (an HMAC needs the key itself, unlike a token, whose hash
-is enough), so it is sealed with Fernet (AES-128-CBC + HMAC-SHA256, ``cryptography``) under a
-key kept apart from the database, in ``$GPUPLANE_HOME/webhook.key`` (0600). A copy of
-``gpuplane.db`` (a backup, a bug report) then carries no secret; the secret is opened only
-in memory to sign, is never logged, and no reply shows it back: a subscription says only
-``"signed": true``. Slack and Bark URLs are secrets of their own (their path is the key),
-so the routes need the ``admin`` scope (``gpuplaned.http.scopes``).
+is enough), so it is sealed (``gpuplaned.service.sealing``). A copy of ``gpuplane.db`` (a
+backup, a bug report) then carries no secret; the secret is opened only in memory to sign, is
+never logged, and no reply shows it back: a subscription says only ``"signed": true``. Slack
+and Bark URLs are secrets of their own (their path is the key), so the routes need the
+``admin`` scope (``gpuplaned.http.scopes``), and no reply or log shows more of a URL than its
+host (``shown_url``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import attrs
 import httpx
 
 from gpuplaned.domain import webhooks as formats
 from gpuplaned.domain.event_types import EVENT_TYPES
-from gpuplaned.home import private_file
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc, field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.service import access
 from gpuplaned.service.events import to_json
 from gpuplaned.service.registry import now_ms
+from gpuplaned.service.sealing import seal, unseal
 from gpuplaned.store import webhook_rows
 from gpuplaned.store.event_rows import SEVERITIES, EventRow
 from gpuplaned.store.webhook_rows import WebhookRow
@@ -36,13 +36,10 @@ from gpuplaned.store.writer import write
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from cryptography.fernet import Fernet
-
     from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.webhooks")
 
-KEY_FILE = "webhook.key"
 SEND_TIMEOUT_S = 10.0
 TEST_EVENT = "WEBHOOK_TEST"
 _URL = re.compile(r"https?://[^\s/?#]+[^\s]*")
@@ -70,7 +67,7 @@ class WebhookInfo:
     """A subscription as the API shows it: never its secret."""
 
     id: str = doc("wh_<ULID>")
-    url: str
+    url: str = doc("scheme://host/***: the path and query, a hook's credential, are never shown")
     events: tuple[str, ...]
     severity: str = doc(enum=SEVERITIES)
     format: str = doc(enum=formats.FORMATS)
@@ -90,47 +87,13 @@ class WebhookTestResult:
     error: str | None
 
 
-# --- sealing the secret ----------------------------------------------------------------
-
-
-def _fernet(home: Path) -> Fernet:
-    from cryptography.fernet import Fernet
-
-    path = home / KEY_FILE
-    if not path.exists():
-        # Written whole under a temporary name, then linked into place: a crash never leaves
-        # an empty or partial key (which would make every sealed secret unreadable).
-        tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(Fernet.generate_key())
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-    private_file(path, create=False)
-    key = path.read_bytes().strip()
-    return Fernet(key)
-
-
-def seal(home: Path, secret: str) -> str:
-    return _fernet(home).encrypt(secret.encode()).decode()
-
-
-def unseal(home: Path, sealed: str | None) -> str | None:
-    return None if sealed is None else _fernet(home).decrypt(sealed.encode()).decode()
-
-
 # --- the API ---------------------------------------------------------------------------------
 
 
 def _info(row: WebhookRow, counts: dict[str, Any] | None) -> WebhookInfo:
     counts = counts or {}
-    return WebhookInfo(row.id, row.url, row.event_types, row.severity, row.format, row.sealed_secret is not None,
+    return WebhookInfo(row.id, shown_url(row.url), row.event_types, row.severity, row.format,
+                       row.sealed_secret is not None,
                        row.created_at, counts.get("pending") or 0, counts.get("delivered") or 0,
                        counts.get("gave_up") or 0, counts.get("last_delivered_at"), counts.get("last_error"))
 
@@ -140,7 +103,7 @@ async def create_webhook(shared: ServerContext, made: WebhookCreate) -> WebhookI
     sealed = seal(shared.config.home, made.secret) if made.secret else None
     row = WebhookRow(new_id("wh"), made.url, types, made.severity, made.format, sealed, True, now_ms())
     await write(access.store_port(shared, "webhooks"), lambda conn: webhook_rows.insert_webhook(conn, row), small=True)
-    log.info("webhook %s added: %s for %s (%s, %s)", row.id, _shown_url(row.url), ",".join(types), row.severity,
+    log.info("webhook %s added: %s for %s (%s, %s)", row.id, shown_url(row.url), ",".join(types), row.severity,
              row.format)
     return _info(row, None)
 
@@ -181,10 +144,17 @@ async def test_webhook(shared: ServerContext, webhook_id: str) -> WebhookTestRes
 # --- sending ---------------------------------------------------------------------------------
 
 
-def _shown_url(url: str) -> str:
-    """The URL without its path, for logs: a Slack or Bark path is a credential."""
-    parts = httpx.URL(url)
-    return f"{parts.scheme}://{parts.netloc.decode()}/..."
+def shown_url(url: str) -> str:
+    """The URL as replies and logs show it: its scheme, host and port, and ``/***`` for a path or
+    query. A Slack, Discord or Bark hook's path is its credential (Bark's very first segment), so
+    none of the path is kept; the id and the event types tell subscriptions apart."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    hidden = parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password
+    return f"{parts.scheme}://{netloc}/***" if hidden else f"{parts.scheme}://{netloc}/"
 
 
 async def send(client: httpx.AsyncClient, home: Path, webhook: WebhookRow, event: EventRow) -> tuple[int | None, str | None]:

@@ -53,14 +53,15 @@ _ON_NODE = tuple(sorted(s.value for s in ON_NODE))
 _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
-    "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from, queue_reason"
+    "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from, "
+    "queue_reason, secret_env_names"
 )
 
 
 def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
-     failure, failure_message, cancel, policies, resume_from, queue_reason) = row
+     failure, failure_message, cancel, policies, resume_from, queue_reason, secret_names) = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     policy = load_policies(policies)
@@ -78,6 +79,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         on_preempted=policy.on_preempted, gpu_model=wants.get("gpu_model"),
         min_gpu_memory_mb=wants.get("min_gpu_memory_mb"), placement=wants.get("placement"),
         queue_reason=queue_reason if status == JobState.QUEUED.value else None,
+        secret_env=json.loads(secret_names) if secret_names else [],
     )
 
 
@@ -151,13 +153,14 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
     job_id = new_id("job")
     conn.execute(
         "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
-        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies, token_id, queue_reason) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies, token_id, queue_reason, "
+        "secret_env_names, secret_env_sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (job_id, spec.name, spec.type, next_state(JobState.CREATED, JobEvent.SUBMIT).value, spec.priority, spec.cwd, json.dumps(list(spec.command)),
          json.dumps(spec.env), json.dumps(_resources(spec)),
          json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
          spec.timeout_s, spec.stop_grace_s, now_ms, dump_policies(spec.policies), token_id,
-         waiting_reason(queued_of(spec, job_id), nodes)),
+         waiting_reason(queued_of(spec, job_id), nodes),
+         json.dumps(list(spec.secret_env_names)) if spec.secret_env_names else None, spec.secret_env_sealed),
     )
     return job_id
 
@@ -202,6 +205,9 @@ def check_placeable(spec: JobSpec, nodes: list[NodeCapacity]) -> None:
 class Dispatched:
     node_id: str
     job: JobSpecWire
+    # The job's secret env, still sealed: the service opens it into ``job.env`` just before
+    # the dispatch is sent (gpuplaned.service.dispatch), so no store row ever holds it open.
+    secret_env_sealed: str | None = None
 
 
 def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str],
@@ -283,7 +289,8 @@ def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: 
         cwd=job.cwd or "/", env=env, gpu_indexes=decision.gpu_indexes, timeout_s=job.timeout_s,
         stop_grace_s=job.stop_grace_s, evaluation=job.type == "EVALUATE",
     )
-    return Dispatched(decision.node_id, wire)
+    (sealed,) = conn.execute("SELECT secret_env_sealed FROM jobs WHERE id = ?", (job.id,)).fetchone()
+    return Dispatched(decision.node_id, wire, sealed)
 
 
 @attrs.frozen
