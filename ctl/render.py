@@ -373,6 +373,7 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         *((("why", job["failure_message"]),) if job.get("failure_message") else ()),
         ("run", job.get("run_id") or NONE),
         ("env", " ".join(sorted(job.get("env") or {})) or NONE),
+        *((("secret env", " ".join(job["secret_env"])),) if job.get("secret_env") else ()),  # names only
     ]
     return "\n".join(kv_lines(fields))
 

@@ -154,7 +154,7 @@ def test_rest_writes_are_audited_on_both_fronts_with_secrets_redacted(env):
     submit = next(e for e in found if e["action"] == "POST /api/v1/jobs" and e["caller_kind"] == "local"
                   and isinstance(e["arguments"]["body"], dict) and "HF_TOKEN" in e["arguments"]["body"].get("env", {}))
     assert submit["token_name"] == "local" and submit["outcome"] == "ok" and submit["via"] == "rest"
-    assert submit["arguments"]["body"]["env"] == {"HF_TOKEN": "[redacted]", "LR": "0.1"}
+    assert submit["arguments"]["body"]["env"] == {"HF_TOKEN": "[redacted]", "LR": "[redacted]"}  # no env value
     sized = next(e for e in found if e["action"] == "POST /api/v1/jobs" and isinstance(e["arguments"]["body"], str))
     assert "bytes omitted" in sized["arguments"]["body"] and big["id"]
     cancel = next(e for e in found if e["action"] == "POST /api/v1/jobs/<job_id>/cancel"

@@ -8,6 +8,7 @@ and argv, the audit log keeps no env value, and ``GET /webhooks`` hides a hook's
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -110,6 +111,7 @@ def test_no_rest_reply_or_cli_output_shows_a_secret(setup):
                setup.ctl("job", "list"), setup.ctl("job", "list", "--json"), json.dumps(local)]
     for text in outputs:
         assert not [s for s in SHOWN_NOWHERE if s in text], text
+    assert re.search(r"^secret env: +HF_HOME_KEY DB_PASS$", outputs[0], re.MULTILINE), outputs[0]  # names only
 
 
 @asynccontextmanager
