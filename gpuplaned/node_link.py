@@ -9,6 +9,9 @@ same calls work in memory and over a network:
 - tests: ``gpuplaned.testing`` has a memory link that records what the node sent;
 - issue "remote agents": the uplink sends the same messages as JSON frames over WebSocket.
 
+What a node sends is about itself and its own jobs: the server refuses a record or a tailer pass
+that names a job attempt or run not on the node (``gpuplaned.service.nodes.NotOnNode``).
+
 The server's messages to the node (``ServerToNode``) come on channels the node hands over:
 the runner's inbox with its ``hello`` (``Dispatch``, ``Cancel``), the logs actor's with
 ``follow_logs`` (``LogFollow``).
