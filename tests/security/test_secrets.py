@@ -165,6 +165,13 @@ def _home_files(home: Path) -> list[Path]:
 
 
 def test_no_file_of_the_daemon_holds_a_secret_in_the_clear(setup):
+    # A submit with an Idempotency-Key: its kept reply (and body hash) must not hold it either.
+    response = httpx.post(setup.url + "/api/v1/jobs", timeout=10,
+                          headers={"Authorization": f"Bearer {setup.tokens['write']}", "Idempotency-Key": "k1"},
+                          json={"command": ["true"], "cwd": str(setup.jobs.workdir), "gpu": 0,
+                                "secret_env": {"HF_HOME_KEY": FILE_SECRET}})
+    assert response.status_code == 201, response.text
+    setup.jobs.wait(response.json()["job"]["id"])
     home = setup.jobs.daemon.home
     store = [home / "gpuplane.db", home / "gpuplane.db-wal"]
     assert store[0].exists()
