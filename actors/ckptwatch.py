@@ -295,7 +295,7 @@ class _Watcher:
                     self.processes.ended(key, time.time())
                 if watched.adopted and live:  # an ended one's pid may be another process's now
                     roots = watched_roots(watched.cwd, _declared(_environ(runtime.pid)))
-        candidates = {c.path: c for root in roots for c in find_candidates(root)}
+        candidates = {c.path: c for root in roots for c in find_candidates(root, watched.cwd)}
         writing: frozenset[str] = frozenset()
         if candidates and live:
             writing = frozenset(p for p, mode in self.processes.open_files((watched.job_id, watched.attempt))

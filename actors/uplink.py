@@ -515,7 +515,8 @@ async def _reply_to(shared: UplinkContext, request_id: int, body: Any) -> Reply:
     if isinstance(body, LogRead):
         return await _read_log_reply(shared, request_id, body)
     if isinstance(body, CheckpointRead):  # gpuplanectl ckpt verify of one of this node's checkpoints
-        return Reply(request_id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.read, body.path)))
+        reading = await trio.to_thread.run_sync(on_disk.read, body.path, body.roots)
+        return Reply(request_id, REPLY_BODIES.unstructure(reading))
     if isinstance(body, CheckpointRemove):  # retention: one of this node's registered checkpoints
         return Reply(request_id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.remove, body)))
     return Reply(request_id, error=FrameFault("bad_request", f"an agent does not answer {REQUEST_BODIES.tag_of(body)}"))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import attrs
 
+from gpuplaned.checkpoints.roots import walkable
 from gpuplaned.protocol.agent import CHECKPOINT_KINDS
 from gpuplaned.protocol.converter import FieldInvalid, check
 from gpuplaned.protocol.fields import field
@@ -125,10 +126,15 @@ def resolve(candidate: Candidate) -> Candidate:
     return attrs.evolve(candidate, step=step, epoch=state.epoch)
 
 
-def find_candidates(root: str) -> Iterator[Candidate]:
+def find_candidates(root: str, cwd: str | None = None) -> Iterator[Candidate]:
     """The checkpoints under ``root`` (absolute), in no set order; a missing root has none.
 
-    Symlinked directories are not followed (a link to a dataset must not be walked)."""
+    No symbolic link is followed, at any level: a linked directory is not walked (a link to a
+    dataset, or ``checkpoints -> /elsewhere``) and a linked file is not taken; ``root`` itself
+    is resolved. With ``cwd``, the job's folder, a ``root`` under it that resolves outside it
+    (``checkpoints -> /elsewhere``) has none (``gpuplaned.checkpoints.roots.walkable``)."""
+    if cwd is not None and not walkable(root, cwd):
+        return
     yield from _walk(root, 0)
 
 
@@ -150,7 +156,7 @@ def _walk(directory: str, depth: int) -> Iterator[Candidate]:
             if entry.is_dir(follow_symlinks=False):
                 if depth < MAX_DEPTH:
                     yield from _walk(entry.path, depth + 1)
-            elif entry.is_file() and entry.name.endswith(SUFFIXES):
+            elif entry.is_file(follow_symlinks=False) and entry.name.endswith(SUFFIXES):
                 kind, step, epoch = file_step(entry.name)
                 yield Candidate(entry.path, kind, step, epoch)
         except OSError:

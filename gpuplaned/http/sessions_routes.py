@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from quart import Response
+from quart import Response, g
 from quart_trio import QuartTrio
 
 from gpuplaned.http.replies import BatchReply, SessionCreated, SessionEnvReply, SessionList, SessionReply
@@ -24,7 +24,7 @@ _ENV = "the process: python, argv, git commit and dirty flag, package versions, 
 
 OPEN = api.post("/api/v1/sessions", "openSession", "Open an SDK session on a run (gpuplane.init)",
                 Reply(201, SessionCreated, "The session and its run (the existing one for a known session_id)."),
-                errors=(400, 409, 413), body=SessionCreate,
+                errors=(400, 403, 409, 413), body=SessionCreate,
                 description="Idempotent with a session_id: the SDK re-opens its session when the daemon comes back, "
                             "and a spool replay (the daemon at start, gpuplanectl sync) opens it again.")
 RUN_SESSIONS = api.get("/api/v1/runs/<run_id>/sessions", "listRunSessions",
@@ -35,21 +35,27 @@ SESSION = api.get("/api/v1/sessions/<session_id>", "getSession", "One SDK sessio
 BATCH = api.post("/api/v1/sessions/<session_id>/batches", "addBatch", "Store a batch of a session's metric points, "
                                                                      "once",
                  Reply(200, BatchReply, "Answered after the batch is committed; a resent seq is a duplicate."),
-                 errors=(400, 404, 409, 413), body=BatchCreate, params=(_SESSION,))
+                 errors=(400, 403, 404, 409, 413), body=BatchCreate, params=(_SESSION,))
 ENV = api.post("/api/v1/sessions/<session_id>/env", "addSessionEnv", "Record the training process's environment on "
                                                                     "its run",
-               Reply(200, SessionEnvReply, "Whether it was kept."), errors=(400, 404, 409, 413), body=dict,
+               Reply(200, SessionEnvReply, "Whether it was kept."), errors=(400, 403, 404, 409, 413), body=dict,
                params=(_SESSION,), description=f"The body: {_ENV}.")
 FINISH = api.post("/api/v1/sessions/<session_id>/finish", "finishSession", "Finish an SDK session (an SDK run ends "
                                                                           "with its last session)",
-                  Reply(200, SessionReply, "The finished session."), errors=(400, 404, 409, 413), body=SessionFinish,
-                  params=(_SESSION,))
+                  Reply(200, SessionReply, "The finished session."), errors=(400, 403, 404, 409, 413),
+                  body=SessionFinish, params=(_SESSION,))
+
+
+def _caller() -> Any:
+    """Who sent the request on the HTTP front; None on the trusted local socket. An SDK token
+    writes only to the runs it owns (``gpuplaned.service.access.owns_run``)."""
+    return getattr(g, "caller", None)
 
 
 def register(app: QuartTrio, shared: ServerContext) -> None:
     @OPEN.on(app)
     async def open_session(body: SessionCreate) -> Response:
-        session = await sessions.open_session(shared, body)
+        session = await sessions.open_session(shared, body, _caller())
         return ok({"session_id": session.id, "run_id": session.run_id, "session": session}, 201)
 
     @RUN_SESSIONS.on(app)
@@ -62,12 +68,12 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @BATCH.on(app)
     async def add_batch(session_id: str, body: BatchCreate) -> Response:
-        return ok(await sessions.add_batch(shared, session_id, body))
+        return ok(await sessions.add_batch(shared, session_id, body, _caller()))
 
     @ENV.on(app)
     async def add_env(session_id: str, body: dict[str, Any]) -> Response:
-        return ok(await sessions.add_env(shared, session_id, body))
+        return ok(await sessions.add_env(shared, session_id, body, _caller()))
 
     @FINISH.on(app)
     async def finish_session(session_id: str, body: SessionFinish) -> Response:
-        return ok({"session": await sessions.finish_session(shared, session_id, body)})
+        return ok({"session": await sessions.finish_session(shared, session_id, body, _caller())})

@@ -24,6 +24,8 @@ class CheckpointRead:
     """Request body, server -> agent: read the checkpoint at ``path`` (read-only, full hash)."""
 
     path: str = field(min_length=1, max_length=MAX_PATH)
+    roots: tuple[str, ...] = field(default=(), max_items=64, items={"max_length": MAX_PATH},
+                                   description="the run's folders: a file elsewhere is not read")
 
 
 @attrs.frozen
@@ -46,6 +48,8 @@ class CheckpointRemove:
     fingerprint: str | None = field(default=None, max_length=128)
     size_bytes: int | None = field(default=None, minimum=0)
     dry_run: bool = True
+    roots: tuple[str, ...] = field(default=(), max_items=64, items={"max_length": MAX_PATH},
+                                   description="the run's folders: a file elsewhere is never deleted")
 
 
 @attrs.frozen

@@ -8,7 +8,9 @@ The first verify that finds it unchanged keeps its full hash, so a later one als
 change in the middle of the file, which the fingerprint (first and last MiB) cannot.
 
 The file is read where it lies (``checkpoint_files``): on this host for a run of the server's
-own node, through the agent for a run of a remote one (``unavailable`` while it is away).
+own node, through the agent for a run of a remote one (``unavailable`` while it is away), and
+only when it really lies in its run's folders (``checkpoint_files.run_roots``): a path
+elsewhere is answered not present, with the reason in ``error``, and nothing is hashed.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ async def verify(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
     ck = await access.readers(shared, "runs").run(lambda conn: checkpoint_rows.get(conn, checkpoint_id))
     if ck is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
-    now = await checkpoint_files.read(shared, ck, await checkpoint_files.remote_node_of_run(shared, ck.run_id))
+    now = await checkpoint_files.read(shared, ck, await checkpoint_files.remote_node_of_run(shared, ck.run_id),
+                                      await checkpoint_files.run_roots(shared, ck.run_id))
     verdict = changed(ck, now)
     if now.full_hash is not None and ck.full_hash is None and verdict is not True:
         at = now_ms()

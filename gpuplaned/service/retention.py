@@ -12,9 +12,12 @@ while its file is still there (Determined lost checkpoints deleting rows first, 
    of the same file), go to the pure rule ``domain/retention.choose``.
 2. **Delete** off every transaction, where the file lies (``checkpoint_files``: on this host
    on a worker thread, or through the run's remote agent): only a path GPUPlane registered,
-   and only while it is what was registered. It is refused, and says so, when its
-   fingerprint (the watcher's) or else its registered size differs, when there is neither
-   to check it against, or when it is a symbolic link. A directory (HF ``checkpoint-N/``,
+   only while it really lies in its run's folders (``checkpoint_files.run_roots``: the
+   job's working and declared folders, or the cwd a local SDK session declared; none for a
+   run a network token created) and only while it is what was registered. It is refused,
+   and says so, outside those folders, when its fingerprint (the watcher's, or the one the
+   daemon took as the script registered it) or its registered size differs, when it has no
+   fingerprint (a size alone never suffices), or when it is a symbolic link. A directory (HF ``checkpoint-N/``,
    DeepSpeed shards) goes whole. A dry run checks the same and deletes nothing.
 3. **Mark**, in one write: each row whose file is gone gets ``deleted_at`` and a
    ``CHECKPOINT_DELETED`` event (published after the commit), unless it was registered
@@ -121,10 +124,12 @@ async def remove_all(shared: ServerContext, doomed: Sequence[Checkpoint], dry_ru
     """Step 2, where the files lie (``checkpoint_files``: here, or through the run's agent)."""
     outcomes = []
     nodes: dict[str, checkpoint_files.RemoteNode | None] = {}
+    roots: dict[str, tuple[str, ...]] = {}
     for ck in doomed:
         if ck.run_id not in nodes:
             nodes[ck.run_id] = await checkpoint_files.remote_node_of_run(shared, ck.run_id)
-        removal = await checkpoint_files.remove(shared, ck, nodes[ck.run_id], dry_run)
+            roots[ck.run_id] = await checkpoint_files.run_roots(shared, ck.run_id)
+        removal = await checkpoint_files.remove(shared, ck, nodes[ck.run_id], dry_run, roots[ck.run_id])
         outcomes.append(Outcome(ck, removal.gone, removal.already_gone, removal.refused))
     return outcomes
 

@@ -12,12 +12,16 @@ interrupted after the finish and run again).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 from gpuplaned import tsdb
+from gpuplaned.checkpoints import roots as roots_of
+from gpuplaned.checkpoints.files import fingerprint
 from gpuplaned.config import DetectorConfig
 from gpuplaned.domain import run_summary
 from gpuplaned.domain.run_records import MAX_RECORDS, CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
@@ -29,19 +33,20 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.sdk_spool import SESSION_ID
-from gpuplaned.service import access, detector, evaluations
+from gpuplaned.service import access, checkpoint_files, detector, evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_records
 from gpuplaned.service.series_owner import claim_for_sdk
 from gpuplaned.store import event_rows
-from gpuplaned.store import session_rows
+from gpuplaned.store import run_owners, session_rows
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.session_rows import Session, SessionRequest
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.service.access import Caller
 
 FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 _INT31 = {"minimum": 0, "maximum": (1 << 31) - 1, "message": "a non-negative integer"}
@@ -78,6 +83,10 @@ class SessionCreate:
     rank: int | None = field(default=None, **_INT31)
     host: str | None = _text(200)
     pid: int | None = field(default=None, **_INT31)
+    cwd: str | None = field(default=None, min_length=1, max_length=4096, pattern=r"^/[^\x00]*$",
+                            message="an absolute path",
+                            description="the script's working directory: a run this session creates takes "
+                                        "checkpoint files only under it (a job's run: under the job's folders)")
     started_at: int | None = field(default=None, minimum=0, maximum=1 << 53,
                                    message="milliseconds since the epoch, a non-negative integer",
                                    description="when the script called init(), in ms since the epoch: a new run "
@@ -94,9 +103,48 @@ def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "runs")
 
 
-async def open_session(shared: ServerContext, body: SessionCreate) -> Session:
+async def open_session(shared: ServerContext, body: SessionCreate, caller: Caller | None = None) -> Session:
+    """Open (or re-open) a session; a network ``caller`` only on a run it owns (``access.owns_run``),
+    and a run it creates is recorded as its own.
+
+    Raises:
+        ApiError: forbidden, the session's run or ``run_id`` is not the caller's, or it names a job that is
+            not its own; conflict, bad_request as ``session_rows.open_session``.
+    """
     req = body.request()
-    return await write(_store(shared), lambda conn: session_rows.open_session(conn, req, now_ms()))
+    credential = access.credential_of(caller)
+    if credential is not None and req.job_id is not None and access.credential_job(caller) != req.job_id:
+        raise ApiError(ErrorCode.FORBIDDEN, f"job_id: {caller.name if caller else 'this caller'} may not report "
+                       f"to job {req.job_id}: a job's runs take only its own processes' sessions (through the local "
+                       "socket)", {"field": "job_id"})
+
+    def apply(conn: Any) -> Session:
+        existing = session_rows.get_session(conn, req.session_id) if req.session_id else None
+        joined = run_owners.ownership(conn, existing.run_id if existing else req.run_id) \
+            if existing or req.run_id else None
+        if joined is not None:
+            access.require_run_owner(caller, joined)
+        session = session_rows.open_session(conn, req, now_ms())
+        if joined is None:  # a run it made now
+            run_owners.claim(conn, session.run_id, credential, body.cwd)
+        elif body.cwd is not None:  # its owner, on a script's run that declared none yet
+            run_owners.declare_cwd(conn, session.run_id, body.cwd)
+        return session
+
+    return await write(_store(shared), apply)
+
+
+def _owned_session(conn: Any, session_id: str, caller: Caller | None) -> Session:
+    """The session, once ``caller`` is found to own its run.
+
+    Raises:
+        ApiError: not_found, no such session; forbidden, its run is not the caller's.
+    """
+    session = session_rows.require_open(conn, session_id)
+    run = run_owners.ownership(conn, session.run_id)
+    if run is not None:
+        access.require_run_owner(caller, run)
+    return session
 
 
 @attrs.frozen
@@ -163,15 +211,25 @@ def _decoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -> dict[str, Any]:
-    """Store a batch of run metrics, script events and checkpoints once; answered after the commit."""
+async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate,
+                    caller: Caller | None = None) -> dict[str, Any]:
+    """Store a batch of run metrics, script events and checkpoints once; answered after the commit.
+
+    A network ``caller`` writes only to a run it owns, and registers checkpoint files only
+    under its run's folders (``checkpoint_paths``). A checkpoint the trusted local socket
+    registers gets its fingerprint taken here, so retention can later tell it is the same file.
+    """
     batch = parse_batch(body)
     seq, metrics = batch.seq, batch.metrics
     run_of: list[str] = []  # the session's run, for the live metric feed
+    fingerprints = await _fingerprints(shared, session_id, batch.checkpoints) \
+        if batch.checkpoints and access.credential_of(caller) is None else {}
 
     def apply(conn: Any) -> dict[str, Any]:
-        session = session_rows.require_open(conn, session_id)
+        session = _owned_session(conn, session_id, caller)
         run_of[:] = [session.run_id]
+        if batch.checkpoints and access.credential_of(caller) is not None:
+            checkpoint_paths(conn, session.run_id, batch.checkpoints)
         if session.status != "OPEN":
             if session_rows.batch_stored(conn, session_id, seq):
                 return {"seq": seq, "duplicate": True, "points": 0}, []
@@ -192,6 +250,7 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -
                 job = conn.execute("SELECT job_id FROM runs WHERE id = ?", (session.run_id,)).fetchone()
                 events += store_records(conn, session.run_id, job[0] if job else None, batch.events,
                                         batch.checkpoints, now)
+                run_owners.set_fingerprints(conn, session.run_id, fingerprints)
                 evaluations.record_sdk(conn, job[0] if job else None, batch.evaluations)
         return {"seq": seq, "duplicate": result.duplicate, "points": result.points}, events
 
@@ -202,6 +261,47 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate) -
         shared.event_feed.publish(event)
     checkpoints_arrived(shared, events)
     return reply
+
+
+def checkpoint_paths(conn: Any, run_id: str, checkpoints: list[CheckpointRecord]) -> None:
+    """Refuse a network caller's checkpoint that does not lie in its run's folders (after
+    ``realpath``): the job's folders, or the working directory its SDK session declared.
+
+    Raises:
+        ApiError: forbidden naming the first such path.
+    """
+    roots = run_owners.checkpoint_roots(conn, run_id)
+    for i, ck in enumerate(checkpoints):
+        if not os.path.isabs(ck.path) or roots_of.root_of(ck.path, roots) is None:
+            where = f"under {', '.join(roots)}" if roots else "nowhere: its session declared no cwd"
+            raise ApiError(ErrorCode.FORBIDDEN, f"checkpoints[{i}].path: {ck.path[:200]!r} is outside run {run_id}'s "
+                           f"folders once links are resolved; its checkpoints may lie {where}",
+                           {"field": f"checkpoints[{i}].path"})
+
+
+async def _fingerprints(shared: ServerContext, session_id: str,
+                        checkpoints: list[CheckpointRecord]) -> dict[str, str]:
+    """path -> fingerprint of the checkpoint files in the session's run's folders on this host
+    (none for a run of a remote node: its files are there)."""
+
+    session = await access.readers(shared, "runs").run(lambda conn: session_rows.get_session(conn, session_id))
+    if session is None or await checkpoint_files.remote_node_of_run(shared, session.run_id) is not None:
+        return {}
+    roots = await access.readers(shared, "runs").run(lambda conn: run_owners.checkpoint_roots(conn, session.run_id))
+    paths = [ck.path for ck in checkpoints if os.path.isabs(ck.path) and "\0" not in ck.path]
+
+    def take() -> dict[str, str]:
+        out = {}
+        for path in paths:
+            if roots_of.root_of(path, roots) is None or os.path.islink(path):
+                continue
+            try:
+                out[path] = fingerprint(path)
+            except OSError:
+                continue  # not there (yet): registered without one, never deleted by retention
+        return out
+
+    return await trio.to_thread.run_sync(take) if roots and paths else {}
 
 
 def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int,
@@ -232,9 +332,15 @@ class SessionFinish:
     status: str = field(default="SUCCEEDED", enum=FINISH_STATES, message=f"one of {', '.join(FINISH_STATES)}")
 
 
-async def finish_session(shared: ServerContext, session_id: str, body: SessionFinish) -> Session:
+async def finish_session(shared: ServerContext, session_id: str, body: SessionFinish,
+                         caller: Caller | None = None) -> Session:
     status = body.status
-    return await write(_store(shared), lambda conn: session_rows.finish_session(conn, session_id, status, now_ms()))
+
+    def apply(conn: Any) -> Session:
+        _owned_session(conn, session_id, caller)
+        return session_rows.finish_session(conn, session_id, status, now_ms())
+
+    return await write(_store(shared), apply)
 
 
 async def list_run_sessions(shared: ServerContext, run_id: str) -> list[Session]:
@@ -254,11 +360,15 @@ async def get_session(shared: ServerContext, session_id: str) -> Session:
 MAX_ENV_BYTES = 64 * 1024
 
 
-async def add_env(shared: ServerContext, session_id: str, body: Any) -> dict[str, Any]:
+async def add_env(shared: ServerContext, session_id: str, body: Any, caller: Caller | None = None) -> dict[str, Any]:
     """The training process's environment (python, git commit, packages...) for its run."""
     if not isinstance(body, Mapping):
         raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
     if len(json.dumps(body)) > MAX_ENV_BYTES:
         raise ApiError(ErrorCode.BAD_REQUEST, f"the environment snapshot is over {MAX_ENV_BYTES} bytes")
-    stored = await write(_store(shared), lambda conn: session_rows.store_env(conn, session_id, dict(body)))
+    def apply(conn: Any) -> bool:
+        _owned_session(conn, session_id, caller)
+        return session_rows.store_env(conn, session_id, dict(body))
+
+    stored = await write(_store(shared), apply)
     return {"stored": stored}

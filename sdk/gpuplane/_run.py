@@ -943,7 +943,16 @@ def _session_body(run_id: Optional[str], env: Mapping[str, str], name: Any, proj
         "run_id": run_id, "job_id": _text(env.get("GPUPLANE_JOB_ID"), 100), "name": _text(name),
         "project": _text(project), "experiment": _text(experiment), "config": conf, "tags": tag_list,
         "rank": rank, "host": _text(socket.gethostname()), "pid": os.getpid(),
+        # A run this session creates takes checkpoint files only under it (the daemon checks).
+        "cwd": _cwd(),
     }
+
+
+def _cwd() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under the script
+        return None
 
 
 # -------------------------------------------------------------------- process-wide hooks

@@ -15,9 +15,9 @@ from gpuplaned.protocol.checkpoint_ops import CheckpointRemove
 def test_a_path_that_is_not_an_absolute_one_is_refused_by_name(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model.pt").write_bytes(b"weights")
-    reading = on_disk.read(path)
+    reading = on_disk.read(path, (str(tmp_path),))
     assert not reading.present and reading.error.startswith("not an absolute path on this node: ")
-    removal = on_disk.remove(CheckpointRemove(path, None, 7, dry_run=False))
+    removal = on_disk.remove(CheckpointRemove(path, None, 7, dry_run=False, roots=(str(tmp_path),)))
     assert not removal.gone and removal.refused.startswith("not an absolute path on this node: ")
     assert (tmp_path / "model.pt").read_bytes() == b"weights"
 
@@ -25,8 +25,9 @@ def test_a_path_that_is_not_an_absolute_one_is_refused_by_name(path, tmp_path, m
 def test_an_absolute_path_is_read_and_removed_when_unchanged(tmp_path):
     path = tmp_path / "model.pt"
     path.write_bytes(b"weights")
-    reading = on_disk.read(str(path))
+    roots = (str(tmp_path),)
+    reading = on_disk.read(str(path), roots)
     assert reading.present and reading.size_bytes == 7 and reading.fingerprint == fingerprint(str(path))
-    assert on_disk.remove(CheckpointRemove(str(path), reading.fingerprint, 7, dry_run=False)).gone
+    assert on_disk.remove(CheckpointRemove(str(path), reading.fingerprint, 7, dry_run=False, roots=roots)).gone
     assert not path.exists()
-    assert on_disk.remove(CheckpointRemove(str(path), reading.fingerprint, 7, dry_run=False)).already_gone
+    assert on_disk.remove(CheckpointRemove(str(path), reading.fingerprint, 7, dry_run=False, roots=roots)).already_gone

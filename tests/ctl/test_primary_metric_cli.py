@@ -80,7 +80,8 @@ def test_ckpt_prune_ranks_by_the_metric_given(daemon, tmp_path):
     run_id = sdk_run(daemon, {"eval/loss": [(10, 3.0), (20, 1.0), (30, 2.0)],
                               "eval/acc": [(10, 0.9), (20, 0.1), (30, 0.2)]})
     api = daemon.client()
-    sid = api.post("/api/v1/sessions", {"run_id": run_id})["session_id"]
+    # The script's working directory: its checkpoint files are there (retention touches no other).
+    sid = api.post("/api/v1/sessions", {"run_id": run_id, "cwd": str(tmp_path)})["session_id"]
     files = {step: tmp_path / f"step{step}.pt" for step in (10, 20, 30)}
     for step, path in files.items():
         path.write_bytes(b"w" * step)

@@ -20,7 +20,7 @@ from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.checkpoint_ops import CheckpointRemove
 from gpuplaned.service import retention
 from gpuplaned.service.run_records import store_found, store_records
-from gpuplaned.store import checkpoint_rows
+from gpuplaned.store import checkpoint_rows, run_owners
 from gpuplaned.store.database import open_reader, open_writer
 from gpuplaned.store.project_rows import set_primary
 
@@ -29,8 +29,8 @@ from gpuplaned.store.project_rows import set_primary
 def db(tmp_path):
     path = tmp_path / "g.db"
     conn = open_writer(path)
-    conn.execute("INSERT INTO jobs (id, name, type, status, command, created_at) "
-                 "VALUES ('job_a', 'j', 'TRAIN', 'RUNNING', '[]', 1)")
+    conn.execute("INSERT INTO jobs (id, name, type, status, command, working_dir, created_at) "
+                 "VALUES ('job_a', 'j', 'TRAIN', 'RUNNING', '[]', ?, 1)", (str(tmp_path),))  # the job's folder
     conn.execute("INSERT INTO runs (id, job_id, source, status, created_at) VALUES ('run_a', 'job_a', 'job', 'RUNNING', 1)")
     conn.execute("INSERT INTO metric_definitions (name, direction, created_at) VALUES ('val/loss', 'minimize', 1)")
     set_primary(conn, "val/loss", 1)  # the global primary metric
@@ -64,15 +64,16 @@ def _save_run(conn, root, losses):
     return {ck.step: ck for ck in checkpoint_rows.list_for_run(conn, "run_a")}
 
 
-def _remove_here(ck, dry_run):
+def _remove_here(ck, dry_run, roots):
     """Step 2 as the server runs it for a checkpoint of its own node (``checkpoint_files.remove``)."""
-    removal = on_disk.remove(CheckpointRemove(ck.path, ck.fingerprint, ck.size_bytes, dry_run))
+    removal = on_disk.remove(CheckpointRemove(ck.path, ck.fingerprint, ck.size_bytes, dry_run, roots))
     return retention.Outcome(ck, removal.gone, removal.already_gone, removal.refused)
 
 
 def _prune(conn, reader, keep_best, keep_last, dry_run):
     plan = retention.decide(reader, "run_a", keep_best, keep_last)
-    outcomes = [_remove_here(plan.rows[i], dry_run) for i in plan.choice.deleted]
+    roots = run_owners.checkpoint_roots(reader, "run_a")  # the job's folder: the test's tmp_path
+    outcomes = [_remove_here(plan.rows[i], dry_run, roots) for i in plan.choice.deleted]
     gone = [o for o in outcomes if o.gone]
     events = [] if dry_run else retention.mark(conn, plan, gone, "k", 20)
     return retention.reply(plan, outcomes, keep_best, keep_last, dry_run), events
@@ -130,5 +131,5 @@ def test_a_script_registered_file_without_a_size_is_refused(db, tmp_path):
         {"path": str(tmp_path / f"{s}.pt"), "step": s} for s in (1, 2)]}), 1)
     done, _ = _prune(conn, reader, 0, 1, dry_run=False)
     assert [r["reason"] for r in done["refused"]] == [
-        "registered without a fingerprint or a size: nothing to tell whether it changed"]
+        "registered without a fingerprint: a size alone cannot tell that it is the same file"]
     assert (tmp_path / "1.pt").exists()
