@@ -60,6 +60,7 @@ def fuzz_document(doc: dict[str, Any], workdir: str, known: dict[str, list[str]]
     submit["command"] = {"type": "array", "items": {"const": "true"}, "minItems": 1, "maxItems": 1}
     submit["cwd"] = submit["dir"] = {"const": workdir}
     submit["env"]["propertyNames"] = {"pattern": "^GPUPLANE_FUZZ_[A-Z]{0,8}$"}
+    submit["secret_env"]["propertyNames"] = {"pattern": "^GPUPLANE_SFUZZ_[A-Z]{0,8}$"}  # never PATH nor LD_PRELOAD
     # import-run reads the dir it is given: only the scratch dir (nothing to import there, a 400).
     doc["components"]["schemas"]["RunImport"]["properties"]["dir"] = {"const": workdir}
     for item in doc["paths"].values():
