@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -127,6 +128,28 @@ async def test_no_agent_may_say_hello_as_the_servers_own_node(server):
         assert answer["type"] == "hello_err"
         assert "the server's own node" in answer["message"]
     assert server.query("SELECT uplink, agent_token_id FROM nodes WHERE name = ?", OWN_NODE) == [(0, None)]
+
+
+async def test_a_node_the_daemon_registered_for_itself_stays_its_own_with_its_runner_stopped(tmp_path):
+    # The daemon ran in role all as "solo", then runs as a server only: no runner says hello as
+    # "solo" any more, and its row still says it was the daemon's own node.
+    own = DaemonProcess(tmp_path / "d", "--gpus", "fake:1", "--node-name", "solo").start()
+    try:
+        own.wait_ready()
+        own.signal(signal.SIGTERM)
+        assert own.wait_exit() == 0
+        served = DaemonProcess(tmp_path / "d", "--role", "server", "--http", "127.0.0.1:0").start()
+        try:
+            served.wait_ready()
+            server = script.Server(served)
+            answer, _ = await hello_with(server, server.agent_token, "solo")
+            assert answer["type"] == "hello_err" and "the server's own node" in answer["message"]
+            assert server.query("SELECT uplink, agent_token_id FROM nodes WHERE name = 'solo'") == [(0, None)]
+        finally:
+            served.kill()
+    finally:
+        own.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={own.runtime_dir}")
 
 
 # --- item 4: seqs go one after another -----------------------------------------------------------
