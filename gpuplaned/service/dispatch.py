@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from gpuplaned.domain.failures import FailureReason
 from gpuplaned.domain.job_states import NodeReport
 from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT
 from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus
 from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms
-from gpuplaned.service.sealing import unseal_env
+from gpuplaned.service.sealing import KEY_FILE, unseal_env
 from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 
@@ -69,6 +70,10 @@ def placement_of(shared: object) -> str:
     return config.scheduler.placement if config is not None else DEFAULT_PLACEMENT
 
 
+class SealBroken(Exception):
+    """A dispatch's secret env cannot be opened (its key was replaced or lost)."""
+
+
 def with_secret_env(shared: object, item: job_rows.Dispatched) -> JobSpecWire:
     """The dispatch's job spec with its secret env opened into its env, only here, in memory, on
     its way to the node: the node's launcher hands it to the job's process alone (its
@@ -77,8 +82,15 @@ def with_secret_env(shared: object, item: job_rows.Dispatched) -> JobSpecWire:
         return item.job
     config = getattr(shared, "config", None)
     if config is None:  # a context with no home has no key: nothing was sealed under it
-        raise RuntimeError(f"job {item.job.job_id} has a sealed secret env but this context has no home to open it")
-    return attrs.evolve(item.job, env=item.job.env | unseal_env(config.home, item.secret_env_sealed))
+        raise SealBroken("its secret env cannot be opened: this daemon has no home, so no sealing key")
+    from cryptography.fernet import InvalidToken  # imported where used, as gpuplaned.service.sealing does
+
+    try:
+        opened = unseal_env(config.home, item.secret_env_sealed)
+    except (InvalidToken, OSError, ValueError) as exc:
+        raise SealBroken(f"its secret env cannot be opened: {config.home / KEY_FILE} is not the key it was "
+                         f"sealed with, or cannot be read ({type(exc).__name__}); submit it again") from None
+    return attrs.evolve(item.job, env=item.job.env | opened)
 
 
 async def deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
@@ -96,7 +108,16 @@ async def deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) ->
 async def _deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
     delivered = 0
     for item in dispatched:
-        job = with_secret_env(shared, item)
+        try:
+            job = with_secret_env(shared, item)
+        except SealBroken as broken:
+            # One job's unreadable secret fails that job's attempt, not the scheduler.
+            log.error("%s attempt %d: %s", item.job.job_id, item.job.attempt, broken)
+            failed = JobStatus(item.job.job_id, item.job.attempt, NodeReport.FAILED,
+                               failure_reason=FailureReason.SPAWN_FAILED.value, message=str(broken))
+            await write(shared.supervisor.ports["store"],
+                        lambda conn, s=failed, n=item.node_id: job_rows.apply_status(conn, n, s, now_ms()))
+            continue
         try:
             await shared.nodes.send(item.node_id, Dispatch(job))
         except NodeUnavailable:

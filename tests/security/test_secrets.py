@@ -200,3 +200,22 @@ def test_webhook_listing_hides_the_hooks_secret_path(setup):
                            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert shown.returncode == 0 and "hooks.slack.com/***" in shown.stdout, shown.stderr
     assert "s3cret" not in shown.stdout + shown.stderr
+
+
+def test_a_secret_env_that_cannot_be_opened_fails_its_job_not_the_scheduler(daemon_factory, tmp_path):
+    from cryptography.fernet import Fernet
+
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none", "--max-cpu-jobs", "1")
+    blocker = jobs.sh("while [ ! -e go ]; do sleep 0.05; done", gpu=0)
+    jobs.wait(blocker["id"], "RUNNING")
+    sealed = jobs.sh('printf %s "$DB_PASS" > seen', gpu=0, secret_env={"DB_PASS": FLAG_SECRET})
+    assert jobs.get(sealed["id"])["status"] == "QUEUED"
+    key = jobs.daemon.home / "webhook.key"
+    key.write_bytes(Fernet.generate_key())  # the key replaced: what was sealed under the old one is lost
+    jobs.file("go").touch()
+    failed = jobs.wait(sealed["id"])
+    assert (failed["status"], failed["failure_reason"]) == ("FAILED", "SPAWN_FAILED"), failed
+    assert "secret env cannot be opened" in failed["failure_message"] and str(key) in failed["failure_message"]
+    assert not jobs.file("seen").exists()
+    after = jobs.sh("true", gpu=0)  # the scheduler goes on
+    assert jobs.wait(after["id"])["status"] == "SUCCEEDED"
