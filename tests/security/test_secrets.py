@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers import Jobs, wait_for
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_http import closing_client
 
@@ -126,9 +126,17 @@ def _text(result) -> str:
     return json.dumps(result.structured_content) + " ".join(getattr(p, "text", "") for p in result.content)
 
 
+@asynccontextmanager
+async def _mcp_stdio(setup: Setup) -> AsyncIterator[Client]:
+    """``gpuplanectl mcp-stdio``: the same tools over the local socket (the owner's view)."""
+    async with Client(StdioServerParameters(command=sys.executable, args=["-m", "gpuplanectl", "mcp-stdio"],
+                                            env=setup.jobs.daemon.env)) as client:
+        yield client
+
+
 async def test_no_mcp_answer_shows_a_secret(setup):
-    for scope in ("read", "write", "admin"):
-        async with _mcp(setup.url, setup.tokens[scope]) as client:
+    for scope in ("read", "write", "admin", "local"):
+        async with (_mcp_stdio(setup) if scope == "local" else _mcp(setup.url, setup.tokens[scope])) as client:
             one = await client.call_tool("get_job", {"job_id": setup.job_id})
             _shown_job(one.structured_content["job"], values=scope != "read")
             texts = [_text(one), _text(await client.call_tool("list_jobs", {})),
