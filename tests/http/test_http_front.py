@@ -205,12 +205,12 @@ async def test_agent_websocket_needs_an_agent_token_and_answers_hello(front, tok
         await ws.send_message("not json")
         assert json.loads(await ws.get_message())["type"] == "error"
     local = front.daemon.client().get("/api/v1/nodes")["nodes"]
-    async with open_websocket_url(url, extra_headers=headers) as ws:  # a live node's name is not an agent's
+    async with open_websocket_url(url, extra_headers=headers) as ws:  # the server's own node is never an agent's
         await ws.send_message(json.dumps({"type": "hello", "node_name": [n["name"] for n in local
                                                                          if n["connected"]][0],
                                           "agent_version": "x", "gpus": []}))
         refused = json.loads(await ws.get_message())
-        assert refused["type"] == "hello_err" and "connected node" in refused["message"], refused
+        assert refused["type"] == "hello_err" and "the server's own node" in refused["message"], refused
     with trio.fail_after(5):
         nodes = front.daemon.client().get("/api/v1/nodes")["nodes"]
     remote = [n for n in nodes if n["name"] == "remote-1"][0]

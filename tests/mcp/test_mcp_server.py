@@ -64,7 +64,9 @@ class Front:
 def front(tmp_path_factory) -> Front:
     root = tmp_path_factory.mktemp("mcp")
     config = root / "gpuplaned.toml"
-    config.write_text("[monitor]\nsample_interval_s = 0.2\n[detector]\ninterval_s = 0.2\n")
+    # allowed_hosts: the name a remote agent reaches this loopback front by (through a tunnel or proxy).
+    config.write_text("[monitor]\nsample_interval_s = 0.2\n[detector]\ninterval_s = 0.2\n"
+                      '[http]\nallowed_hosts = ["gpubox.lan"]\n')
     daemon = DaemonProcess(root / "d", "--gpus", "fake:2", "--node-name", "box", "--http", "127.0.0.1:0",
                            "--config", str(config)).start()
     try:
@@ -322,7 +324,7 @@ def test_no_token_is_a_401_without_a_challenge(front):
     # A browser's cookie alone does not drive MCP.
     cookie = httpx.post(front.url + "/mcp", json=call, headers=headers, cookies={"gpuplane_session": "x" * 43})
     assert cookie.status_code == 401
-    # POST /mcp answers there, no redirect, whatever Host a remote agent names; /mcp/ is not it.
+    # POST /mcp answers there, no redirect, by any Host the front answers to; /mcp/ is not it.
     authed = httpx.post(front.url + "/mcp", json=INITIALIZE, headers={**headers, "Host": "gpubox.lan:8443",
                                                                       "Authorization": f"Bearer {front.tokens['ro']}"})
     assert authed.status_code == 200, authed.text
