@@ -681,7 +681,8 @@ Handler = Callable[["ServerContext", tuple[str, ...], Any], Awaitable[tuple[int,
 
 
 async def _open(shared: ServerContext, _: tuple[str, ...], body: Any) -> tuple[int, Any]:
-    session = await sessions.open_session(shared, structure(body or {}, sessions.SessionCreate))
+    # A run it creates is the agent's host's: the server never reads or deletes its files here.
+    session = await sessions.open_session(shared, structure(body or {}, sessions.SessionCreate), relayed=True)
     return 201, {"session_id": session.id, "run_id": session.run_id, "session": session}
 
 

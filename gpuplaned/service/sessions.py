@@ -103,9 +103,12 @@ def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "runs")
 
 
-async def open_session(shared: ServerContext, body: SessionCreate, caller: Caller | None = None) -> Session:
+async def open_session(shared: ServerContext, body: SessionCreate, caller: Caller | None = None, *,
+                       relayed: bool = False) -> Session:
     """Open (or re-open) a session; a network ``caller`` only on a run it owns (``access.owns_run``),
-    and a run it creates is recorded as its own.
+    and a run it creates is recorded as its own. ``relayed``: an agent forwards its node's
+    local SDK call; a run it creates is recorded as the agent's (``RELAYED``), so that its
+    files, on the agent's host, are never taken for the server's.
 
     Raises:
         ApiError: forbidden, the session's run or ``run_id`` is not the caller's, or it names a job that is
@@ -126,12 +129,15 @@ async def open_session(shared: ServerContext, body: SessionCreate, caller: Calle
             access.require_run_owner(caller, joined)
         session = session_rows.open_session(conn, req, now_ms())
         if joined is None:  # a run it made now
-            run_owners.claim(conn, session.run_id, credential, body.cwd)
+            run_owners.claim(conn, session.run_id, credential or (RELAYED if relayed else None), body.cwd)
         elif body.cwd is not None:  # its owner, on a script's run that declared none yet
             run_owners.declare_cwd(conn, session.run_id, body.cwd)
         return session
 
     return await write(_store(shared), apply)
+
+
+RELAYED = "agent-relay"  # runs.created_by of a run an agent's node opened: its files are on that host
 
 
 def _owned_session(conn: Any, session_id: str, caller: Caller | None) -> Session:
@@ -287,7 +293,7 @@ async def _fingerprints(shared: ServerContext, session_id: str,
     session = await access.readers(shared, "runs").run(lambda conn: session_rows.get_session(conn, session_id))
     if session is None or await checkpoint_files.remote_node_of_run(shared, session.run_id) is not None:
         return {}
-    roots = await access.readers(shared, "runs").run(lambda conn: run_owners.checkpoint_roots(conn, session.run_id))
+    roots = await checkpoint_files.run_roots(shared, session.run_id)  # none where its files are not here
     paths = [ck.path for ck in checkpoints if os.path.isabs(ck.path) and "\0" not in ck.path]
 
     def take() -> dict[str, str]:

@@ -5,6 +5,8 @@ symbolic links and a real daemon:
 - retention deletes nothing reached through such a link, and nothing whose size matches but
   whose content differs (a file is deleted only on the fingerprint the daemon took of it);
 - ``ckpt verify`` hashes nothing outside the run's folders;
+- a run a script opened through an agent has its files on the agent's host: the server
+  touches nothing at its paths;
 - a deletion walks down from the run's folder following no link.
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import Jobs, wait_for
+from remote_cluster import Cluster
 
 from gpuplaned.checkpoints import on_disk
 from gpuplaned.checkpoints.files import fingerprint
@@ -174,3 +177,25 @@ def test_verify_hashes_nothing_outside_the_runs_folders(jobs, tmp_path):
     assert secret["present"] is False and secret["full_hash"] is None and "outside" in secret["error"], secret
     mine = jobs.client.post(f"/api/v1/checkpoints/{by_step[1]['id']}/verify")
     assert mine["present"] is True and mine["changed"] is False and mine["full_hash"].startswith("sha256:")
+
+
+def test_a_run_an_agent_relayed_keeps_its_files_on_the_agents_host(tmp_path):
+    """A script on an agent's node opens its run through the agent: its paths name that host's
+    files, so the server neither fingerprints nor deletes what lies at those paths on its own."""
+    cluster = Cluster(tmp_path / "cluster")
+    try:
+        agent = cluster.agent("a1", cluster.token("agents", ["agent"]))
+        cwd = tmp_path / "script"
+        cwd.mkdir()
+        paths = {s: cwd / f"step_{s}.pt" for s in (1, 2, 3)}
+        for step, path in paths.items():
+            path.write_bytes(bytes([step]) * 100)
+        run_id = _script_run(Jobs(agent.daemon, cwd), cwd, paths, {1: 0.1, 2: 0.5, 3: 0.6})
+        server = Jobs(cluster.server, cwd)
+        assert [c["fingerprint"] for c in _checkpoints(server, run_id)] == [None] * 3
+        pruned = cluster.api.post(f"/api/v1/runs/{run_id}/checkpoints/prune",
+                                  {"keep_best": 0, "keep_last": 1, "dry_run": False})
+        assert pruned["deleted"] == [] and len(pruned["refused"]) == 2, pruned
+        assert all(p.exists() for p in paths.values())
+    finally:
+        cluster.close()
