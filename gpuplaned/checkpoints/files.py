@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 
 from gpuplaned.checkpoints.stability import Observation
@@ -25,7 +26,10 @@ _READ = 1024 * 1024
 
 
 def _files(path: str) -> Iterator[tuple[str, os.stat_result]]:
-    """(path relative to ``path``, stat) for a file, or every file under a directory, in name order."""
+    """(path relative to ``path``, stat) for a file, or every file under a directory, in name order.
+
+    A symbolic link inside a directory is skipped: what it points to may lie anywhere (outside
+    the run's folders), and is neither read nor hashed."""
     st = os.stat(path)
     if not os.path.isdir(path):
         yield "", st
@@ -35,9 +39,11 @@ def _files(path: str) -> Iterator[tuple[str, os.stat_result]]:
         for name in sorted(names):
             full = os.path.join(directory, name)
             try:
-                yield os.path.relpath(full, path), os.stat(full, follow_symlinks=False)
+                st = os.stat(full, follow_symlinks=False)
             except FileNotFoundError:
                 continue
+            if not stat.S_ISLNK(st.st_mode):
+                yield os.path.relpath(full, path), st
 
 
 def observe(path: str, writing: frozenset[str] = frozenset()) -> Observation:

@@ -199,3 +199,19 @@ def test_a_run_an_agent_relayed_keeps_its_files_on_the_agents_host(tmp_path):
         assert all(p.exists() for p in paths.values())
     finally:
         cluster.close()
+
+
+def test_a_link_inside_a_checkpoint_dir_is_neither_read_nor_hashed(tmp_path):
+    hf = tmp_path / "job" / "outputs" / "checkpoint-10"
+    hf.mkdir(parents=True)
+    (hf / "model.safetensors").write_bytes(b"m" * 64)
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(b"one")
+    (hf / "leak.bin").symlink_to(secret)
+    roots = (str(tmp_path / "job"),)
+    before = on_disk.read(str(hf), roots)
+    secret.write_bytes(b"two, longer")
+    after = on_disk.read(str(hf), roots)
+    assert before.present and (before.full_hash, before.size_bytes) == (after.full_hash, 64)
+    assert on_disk.remove(CheckpointRemove(str(hf), after.fingerprint, 64, False, roots)).gone
+    assert secret.read_bytes() == b"two, longer" and not hf.exists()
