@@ -17,8 +17,11 @@ in ``hypercorn/trio/tcp_server.py``: shield the ``Closed`` and ``Updated`` branc
 ``TCPServer.protocol_send`` as its ``RawData`` branch already is. A second, smaller defect
 there: once the peer has closed, ``TCPServer.run`` still waits for the keep-alive timer before
 it closes its side, so every connection a client dropped holds a descriptor for that long;
-the fix is to stop the idle task when ``_read_data`` returns. ``_TCPServer`` below carries
-exactly these two changes until a release has them.
+the fix is to stop the idle task when ``_read_data`` returns. A third: ``_close`` sends the
+EOF outside ``send_lock``, and trio's ``send_eof`` holds the send side across a checkpoint, so
+a reply sent then raised ``trio.BusyResourceError`` into the app (seen once, as 18 of them,
+issue 29); the fix is to take the lock for it. ``_TCPServer`` below carries exactly these
+three changes until a release has them.
 
 The rest is ours: a reply sent before the request's body was all read says
 ``Connection: close`` (the server closes then, rather than read the rest of the body as the
@@ -94,6 +97,25 @@ class _TCPServer(TCPServer):
             return
         with trio.CancelScope(shield=True):  # the upstream fix: see the module docstring
             await super().protocol_send(event)
+
+    async def _close(self) -> None:
+        # Upstream sends the EOF outside ``send_lock``; trio's ``send_eof`` checkpoints while it
+        # holds the stream's send side, so a reply's ``send_all`` started then (an SSE frame, a
+        # response body) raised ``BusyResourceError`` into the app. Take the lock for it; a send
+        # already under way (one a client that does not read holds up) is ended by ``aclose``.
+        lock = self.send_lock
+        if lock.statistics().owner is trio.lowlevel.current_task():
+            await super()._close()  # from our own send's failure: nobody else is sending
+            return
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self.stream.aclose()
+            return
+        try:
+            await super()._close()
+        finally:
+            lock.release()
 
     async def _read_data(self) -> None:
         await super()._read_data()

@@ -461,3 +461,43 @@ def test_actors_that_ran_out_of_descriptors_come_back_once_they_are_free(own_fro
     assert proc.rlimit(psutil.RLIMIT_NOFILE)[0] == limit  # descriptors came back, not the limit
     states = {a["name"]: a["state"] for a in front.daemon.client().get("/api/v1/actors")["actors"]}
     assert "FATAL" not in states.values(), states
+
+
+# --- the send side of one connection -----------------------------------------------------------------
+
+
+class _ClosedSeen:
+    """Stands in for Hypercorn's protocol (not ours): what the server tells it."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+
+    async def handle(self, event: object) -> None:
+        self.events.append(event)
+
+
+async def test_closing_while_a_reply_is_being_sent_never_raises_busy():
+    """Issue 29 item 11: ``_close``'s ``send_eof`` held the stream's send side across a checkpoint,
+    outside ``send_lock``, so a reply's ``send_all`` begun then raised ``trio.BusyResourceError``."""
+    import trio
+    from hypercorn.config import Config
+    from hypercorn.events import Closed, RawData
+
+    from gpuplaned.http.connections import _TCPServer
+
+    for _ in range(40):  # trio runs a batch of tasks in either order: each order, many times over
+        left, right = trio.socket.socketpair()
+        server = _TCPServer(app=None, config=Config(), context=None, state={}, stream=trio.SocketStream(left))
+        server.protocol = _ClosedSeen()
+        peer = trio.SocketStream(right)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.protocol_send, Closed())
+            nursery.start_soon(server.protocol_send, RawData(b"HTTP/1.1 200 OK\r\n\r\n"))
+        # Either the reply went out whole before the close, or the close came first; never a
+        # BusyResourceError out of either task (the nursery would raise it).
+        received = b""
+        while chunk := await peer.receive_some(100):
+            received += chunk
+        assert received in (b"", b"HTTP/1.1 200 OK\r\n\r\n")
+        assert any(isinstance(event, Closed) for event in server.protocol.events)
+        await peer.aclose()
