@@ -141,8 +141,8 @@ else
         verify /usr/lib/systemd/system/gpuplaned.service
         verify --user /usr/lib/systemd/user/gpuplaned.service
     fi
-    man -l /usr/share/man/man1/gpuplanectl.1.gz 2>/dev/null | grep "COMMAND: SUBMIT" >/dev/null \
-        || { command -v man >/dev/null 2>&1 && fail "gpuplanectl(1) has no SUBMIT section"; }
+    man -l /usr/share/man/man1/gpuplanectl.1.gz 2>/dev/null | grep "COMMAND: JOB SUBMIT" >/dev/null \
+        || { command -v man >/dev/null 2>&1 && fail "gpuplanectl(1) has no JOB SUBMIT section"; }
 
     # The smoke test. The client is a member of group gpuplane, not root (root would pass
     # any permission), so it also shows that the group reaches the socket.

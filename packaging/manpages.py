@@ -48,6 +48,17 @@ def commands(top_help: str) -> list[str]:
     return names
 
 
+def command_sections(program: Path, path: list[str], parent_help: str) -> list[tuple[str, str]]:
+    """A section for each command under ``path``, and below a noun one for each of its verbs
+    (``COMMAND: JOB`` then ``COMMAND: JOB SUBMIT``), so every command's options are in the page."""
+    sections = []
+    for name in commands(parent_help):
+        text = help_text(program, *path, name)
+        sections.append((f"COMMAND: {' '.join([*path, name]).upper()}", text))
+        sections += command_sections(program, [*path, name], text)
+    return sections
+
+
 def roff_text(text: str) -> str:
     """Literal text in roff: backslashes escaped, no line read as a request."""
     lines = []
@@ -74,7 +85,7 @@ def main(argv: list[str]) -> int:
     daemon = [("DESCRIPTION", help_text(bin_dir / "gpuplaned"))]
     ctl_top = help_text(bin_dir / "gpuplanectl")
     ctl = [("DESCRIPTION", ctl_top)]
-    ctl += [(f"COMMAND: {name.upper()}", help_text(bin_dir / "gpuplanectl", name)) for name in commands(ctl_top)]
+    ctl += command_sections(bin_dir / "gpuplanectl", [], ctl_top)
     for name, sections in (("gpuplaned", daemon), ("gpuplanectl", ctl)):
         # mtime=0: the same help gives the same bytes (reproducible packages).
         with open(out_dir / f"{name}.1.gz", "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
