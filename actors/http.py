@@ -2,7 +2,10 @@
 
 Owns: one hypercorn server on ``--http HOST:PORT`` (default 127.0.0.1:8765), on a socket
 this actor binds itself so that port 0 (a free port) can be reported; at most ``[http]
-max_connections`` connections, the excess answered 503 and closed (``gpuplaned.http.connections``).
+max_connections`` connections, the excess answered 503 and closed, but a connection not yet
+authenticated gives way to a newcomer, and one token or address holds only its share
+(``gpuplaned.http.connections``); a request without credentials is refused at its headers
+(``gpuplaned.http.front_guard``).
 Inputs: HTTP and WebSocket requests; every one needs ``Authorization: Bearer <token>`` with
 the scope its route needs (``gpuplaned.http.scopes``), and a Host this front answers to
 (``gpuplaned.http.front_guard``: loopback names on a loopback front, plus ``[http]
@@ -30,7 +33,7 @@ import trio
 from gpuplaned.config import HttpFront
 from gpuplaned.http import front_guard
 from gpuplaned.http.app import RequestStats, create_app
-from gpuplaned.http.connections import ConnectionCap, hypercorn_config, limit_connections
+from gpuplaned.http.connections import ConnectionCap, cap_for, hypercorn_config, limit_connections
 from gpuplaned.mcp import asgi as mcp_asgi
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import ServerContext
@@ -45,6 +48,7 @@ class HttpStats:
     errors: int
     connections: int  # open now
     refused_connections: int  # over [http] max_connections, since this actor started
+    evicted_connections: int  # closed, not yet authenticated, to let a newcomer in, since this actor started
 
 
 @attrs.define
@@ -55,7 +59,7 @@ class HttpHandle:
 
     def statistics(self) -> HttpStats:
         return HttpStats(self.url, self.request_stats.requests, self.request_stats.errors, self.cap.open,
-                         self.cap.refused)
+                         self.cap.refused, self.cap.evicted)
 
 
 # What to do about the usual reasons a front cannot be had, said to the person starting it.
@@ -99,7 +103,7 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
     front = ctx.shared.config.http
     limits = ctx.shared.config.http_limits
     app, request_stats = create_app(ctx.shared, tokens=True, body_timeout_s=limits.body_timeout_s)
-    handle = HttpHandle(request_stats, ConnectionCap(limits.max_connections))
+    handle = HttpHandle(request_stats, cap_for(limits))
     sock = bind(front)  # before started(): at the daemon's start, a front it cannot have fails the start
     try:
         host, port = sock.getsockname()[:2]
@@ -109,7 +113,7 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
         async with trio.open_nursery() as nursery:
             hosts = front_guard.allowed_hosts(front, limits.allowed_hosts)
             await nursery.start(functools.partial(mcp_asgi.serve, ctx.shared, app, cfg, tokens=True,
-                                                  guard=lambda mount: front_guard.FrontGuard(mount, hosts),
+                                                  guard=lambda mount: front_guard.FrontGuard(mount, hosts, handle.cap),
                                                   shutdown_trigger=ctx.stop_requested.wait))
             handle.url = f"http://{where}"
             log.info("HTTP front listening on %s (bearer tokens required)", handle.url)

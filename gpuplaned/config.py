@@ -264,6 +264,13 @@ class HttpLimits:
     keep_alive_timeout_s: float = _key(_seconds, 5.0)
     body_timeout_s: float = _key(_seconds, 30.0)  # the longest a request's body may take to arrive (then 408)
     max_connections: int = _key(_int_between(1, 1_000_000), 256)  # open TCP connections; more are answered 503 and closed
+    # A connection holds its slot against newcomers only once a request on it authenticated, and
+    # only within these shares; any other is closed (oldest first) to let a new one in.
+    # gpuplaned.http.connections.
+    max_connections_per_address: int = _key(_int_between(1, 1_000_000), 128)  # from one client address
+    max_connections_per_token: int = _key(_int_between(1, 1_000_000), 32)  # held by one token or browser session
+    agent_connections_reserved: int = _key(_int_between(0, 1_000_000), 16)  # only agents may hold (at most half)
+    mcp_sessions_per_token: int = _key(_int_between(1, 1000), 64)  # MCP sessions one token may have open at once
     # Host names a loopback front answers besides the loopback ones (DNS rebinding: a page of
     # another site whose name now points at 127.0.0.1 must not reach it); "*" is any. On a front
     # beyond loopback, None (unset) checks no Host. gpuplaned.http.front_guard.

@@ -35,6 +35,7 @@ from gpuplaned.http import (
     metric_stream_routes,
     ui_routes,
 )
+from gpuplaned.http import connections
 from gpuplaned.http.responses import error_response
 from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
@@ -108,19 +109,16 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
         if is_public(rule):
             g.token_id = "public"
             return
-        try:
-            caller = await ui_sessions.authenticate(
-                shared, authorization=incoming.headers.get("Authorization"),
-                cookie=incoming.cookies.get(ui_sessions.COOKIE), method=incoming.method,
-                csrf=incoming.headers.get(ui_sessions.CSRF_HEADER), websocket=is_websocket,
-                origin=incoming.headers.get("Origin"), host=incoming.headers.get("Host"))
-            ui_sessions.require_scope(caller, required_scope(rule, incoming.method))
-        except ApiError:
-            if not is_websocket:
-                # Read the body even when refusing: left unread, it stalls the kept-alive
-                # connection (a browser's next request on it would hang).
-                await incoming.get_data()
-            raise
+        # A refusal leaves the body unread: a 401 closes its connection (gpuplaned.http.front_guard),
+        # and any reply sent before the body was all read does too (gpuplaned.http.connections).
+        caller = await ui_sessions.authenticate(
+            shared, authorization=incoming.headers.get("Authorization"),
+            cookie=incoming.cookies.get(ui_sessions.COOKIE), method=incoming.method,
+            csrf=incoming.headers.get(ui_sessions.CSRF_HEADER), websocket=is_websocket,
+            origin=incoming.headers.get("Origin"), host=incoming.headers.get("Host"))
+        needed = required_scope(rule, incoming.method)
+        ui_sessions.require_scope(caller, needed)
+        connections.vouch_for(incoming.scope, caller.key, agent=needed == "agent")  # its slot is held now
         g.caller = caller
         g.token_id = caller.key
 

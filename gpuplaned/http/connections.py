@@ -56,23 +56,94 @@ GRACE = 3.0  # seconds in-flight requests get at shutdown, on either front
 _CAP = "gpuplane_connection_cap"  # the attribute of a hypercorn Config that carries a ConnectionCap
 
 
+@attrs.define(eq=False)
+class Slot:
+    """One open TCP connection of a front: where it comes from, and who proved themselves on it."""
+
+    address: str
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)  # cancelled: the connection is closed
+    holder: str | None = None  # the token (or browser session) a request on it authenticated as
+    agent: bool = False  # held by an agent's WebSocket
+
+
 @attrs.define
 class ConnectionCap:
-    """The open TCP connections of one front, and how many were refused for being over ``limit``."""
+    """The open TCP connections of one front (``[http]`` limits; see the module docstring).
+
+    A connection arrives anonymous; at the cap (``limit`` in all, ``per_address`` from one
+    address) the oldest anonymous one is closed to let it in, and only when every slot is held
+    is it refused. ``vouch`` makes a connection held once a request on it authenticated, but only
+    ``per_token`` of one token's, and non-agents leave ``agent_reserve`` slots free; past those a
+    token's connections stay anonymous, so nobody without credentials, and no one token, can keep
+    the others out.
+    """
 
     limit: int
-    open: int = 0
+    per_address: int = 1_000_000
+    per_token: int = 1_000_000
+    agent_reserve: int = 0
+    slots: dict[tuple[str, int], Slot] = attrs.field(factory=dict)  # by peer (host, port), oldest first
     refused: int = 0
+    evicted: int = 0
 
-    def admit(self) -> bool:
-        if self.open >= self.limit:
-            self.refused += 1
-            return False
-        self.open += 1
-        return True
+    @property
+    def open(self) -> int:
+        return len(self.slots)
 
-    def leave(self) -> None:
-        self.open -= 1
+    def admit(self, peer: tuple[str, int]) -> Slot | None:
+        """A slot for a new connection from ``peer``, or None (refused: every one is held)."""
+        from_address = [slot for slot in self.slots.values() if slot.address == peer[0]]
+        crowd = (from_address if len(from_address) >= self.per_address
+                 else list(self.slots.values()) if len(self.slots) >= self.limit else None)
+        if crowd is not None:
+            victim = next((slot for slot in crowd if slot.holder is None), None)
+            if victim is None:
+                self.refused += 1
+                return None
+            self._drop(victim)
+            victim.scope.cancel()
+            self.evicted += 1
+        slot = Slot(peer[0])
+        self.slots[peer] = slot
+        return slot
+
+    def leave(self, peer: tuple[str, int], slot: Slot) -> None:
+        if self.slots.get(peer) is slot:
+            del self.slots[peer]
+
+    def _drop(self, victim: Slot) -> None:
+        for peer, slot in self.slots.items():
+            if slot is victim:
+                del self.slots[peer]
+                return
+
+    def vouch(self, peer: tuple[str, int], holder: str, *, agent: bool = False) -> None:
+        """A request on ``peer``'s connection authenticated as ``holder``: hold its slot, within the shares."""
+        slot = self.slots.get(peer)
+        if slot is None or slot.holder is not None:
+            return
+        held = [other for other in self.slots.values() if other.holder is not None]
+        if sum(other.holder == holder for other in held) >= self.per_token:
+            return
+        reserve = min(self.agent_reserve, self.limit // 2)
+        if not agent and sum(not other.agent for other in held) >= self.limit - reserve:
+            return
+        slot.holder, slot.agent = holder, agent
+
+
+VOUCH = "gpuplane.vouch"  # ASGI scope key: ``vouch(holder, agent=...)`` for the request's connection
+
+
+def vouch_for(scope: dict[str, Any], holder: str, *, agent: bool = False) -> None:
+    """Tell the front that the request of ``scope`` authenticated as ``holder`` (no-op off the TCP front)."""
+    vouch = scope.get(VOUCH)
+    if vouch is not None:
+        vouch(holder, agent=agent)
+
+
+def cap_for(limits: HttpLimits) -> ConnectionCap:
+    return ConnectionCap(limits.max_connections, limits.max_connections_per_address,
+                         limits.max_connections_per_token, limits.agent_connections_reserved)
 
 
 def limit_connections(cfg: HypercornConfig, cap: ConnectionCap) -> None:
@@ -81,8 +152,11 @@ def limit_connections(cfg: HypercornConfig, cap: ConnectionCap) -> None:
 
 
 def _refusal(limit: int) -> bytes:
-    body = json.dumps(ApiError(ErrorCode.UNAVAILABLE, f"the HTTP front has its {limit} connections open "
-                               "([http] max_connections); retry later", {"limit": limit}).body()).encode()
+    body = json.dumps(ApiError(ErrorCode.UNAVAILABLE, f"the HTTP front has no connection free: each of its {limit} "
+                               "([http] max_connections), or of those this address may have "
+                               "([http] max_connections_per_address), is held by an authenticated caller; "
+                               "retry later",
+                               {"limit": limit}).body()).encode()
     head = (f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\n{API_VERSION_HEADER}: {API_VERSION}\r\nretry-after: 1\r\n"
             "x-content-type-options: nosniff\r\n"
@@ -127,13 +201,24 @@ class _TCPServer(TCPServer):
         cap: ConnectionCap | None = getattr(self.config, _CAP, None)
         if cap is None:
             await super().run()
-        elif not cap.admit():
+            return
+        try:
+            peer = tuple(self.stream.socket.getpeername()[:2])
+        except OSError:  # gone before we looked
+            await self.stream.aclose()
+            return
+        slot = cap.admit(peer)
+        if slot is None:
             await self._refuse(cap.limit)
-        else:
-            try:
+            return
+        try:
+            with slot.scope:
                 await super().run()
-            finally:
-                cap.leave()
+        finally:
+            cap.leave(peer, slot)
+            if slot.scope.cancel_called:  # made room for a newcomer: upstream's close was cancelled
+                with trio.CancelScope(shield=True):
+                    await self.stream.aclose()
 
     async def _refuse(self, limit: int) -> None:
         with trio.move_on_after(1.0):  # a client that does not read gets no reply

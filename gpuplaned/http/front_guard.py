@@ -11,17 +11,27 @@
   ``Host`` (HTTP/1.0) is no browser's, and passes.
 - **nosniff.** Every answer says ``X-Content-Type-Options: nosniff``, so a browser never reads
   a JSON error or a log line as HTML or script.
+- **Credentials, at the headers.** A request to ``/api/`` (but signing in) or ``/mcp`` that
+  carries neither ``Authorization`` nor the session cookie is answered 401 as soon as its
+  headers are in, its body never read, and every 401 says ``Connection: close``: a client
+  without credentials holds a connection for no longer than it takes to send the headers
+  (a slow body used to keep it for ``body_timeout_s``). The app still checks what is sent.
+- **Slots.** Each request carries ``vouch`` (``gpuplaned.http.connections.VOUCH``) for its
+  connection, which the app calls once the request authenticated.
 
 A refused ``Host`` is 400 ``bad_request`` naming the ``Host`` and the setting.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gpuplaned.config import HttpFront
+from gpuplaned.http.connections import VOUCH, ConnectionCap
+from gpuplaned.http.scopes import PUBLIC_RULES
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
 
@@ -30,6 +40,9 @@ Asgi = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callab
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 NOSNIFF = (b"x-content-type-options", b"nosniff")
+CLOSE = (b"connection", b"close")
+GUARDED = ("/api/", "/mcp")  # what needs credentials (the web UI's files do not: gpuplaned.http.scopes)
+SESSION_COOKIE = b"gpuplane_session="  # gpuplaned.service.ui_sessions.COOKIE
 SETTING = "[http] allowed_hosts"
 
 
@@ -68,8 +81,8 @@ def refusal(host: str) -> ApiError:
 class FrontGuard:
     """``app`` behind the Host check and with ``nosniff`` on every answer."""
 
-    def __init__(self, app: Asgi, allowed: frozenset[str] | None) -> None:
-        self.app, self.allowed = app, allowed
+    def __init__(self, app: Asgi, allowed: frozenset[str] | None, cap: ConnectionCap | None = None) -> None:
+        self.app, self.allowed, self.cap = app, allowed, cap
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -78,13 +91,34 @@ class FrontGuard:
         host = _header(scope, b"host")
         if self.allowed is not None and host is not None and host_name(host) not in self.allowed:
             return await _refuse(scope, refusal(host), receive, send)
+        if _lacks_credentials(scope):
+            return await _refuse(scope, NO_CREDENTIALS, receive, send)
+        if self.cap is not None and scope.get("client"):
+            scope = {**scope, VOUCH: functools.partial(self.cap.vouch, tuple(scope["client"][:2]))}
         await self.app(scope, receive, send)
+
+
+NO_CREDENTIALS = ApiError(ErrorCode.UNAUTHORIZED, "this needs credentials: an API token in Authorization: Bearer "
+                                                  "(gpuplanectl token create), or a signed-in web UI session")
+
+
+def _lacks_credentials(scope: dict[str, Any]) -> bool:
+    path = scope.get("path", "")
+    if not (path.startswith(GUARDED[0]) or path == GUARDED[1]) or path in PUBLIC_RULES:
+        return False
+    if any(part.split(b"=", 1)[0] in (b"token", b"access_token") for part in scope.get("query_string", b"").split(b"&")):
+        return False  # the app says that a token goes in the header (400), which helps more than a 401
+    return _header(scope, b"authorization") is None and SESSION_COOKIE not in (_header(scope, b"cookie") or "").encode(
+        "latin-1")
 
 
 def _with_nosniff(send: Any) -> Any:
     async def sending(message: dict[str, Any]) -> None:
         if message["type"] in ("http.response.start", "websocket.http.response.start"):
             headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != NOSNIFF[0]]
+            if message.get("status") == 401 and message["type"] == "http.response.start":
+                # No credentials, or wrong ones: this connection's slot goes back at once.
+                headers = [*(pair for pair in headers if pair[0].lower() != CLOSE[0]), CLOSE]
             message = {**message, "headers": [*headers, NOSNIFF]}
         await send(message)
     return sending

@@ -14,7 +14,9 @@ Who calls: on the HTTP front, ``Authorization: Bearer <token>`` (a session cooki
 refused: a browser must not drive an agent's tools), and a 401 carries our error body and no
 ``WWW-Authenticate`` (some clients read that as an OAuth challenge and stop); on the control
 socket the caller is the trusted local user (None), behind the loopback secret when there is
-one. Before READY and while stopping, 503 as REST answers.
+one. A token needs the ``read`` scope (an ``sdk``- or ``agent``-only token gets 403), and may
+have ``[http] mcp_sessions_per_token`` sessions open at once (one more: 503 naming it), so one
+token cannot spend ``MAX_SESSIONS`` for everyone. Before READY and while stopping, 503 as REST answers.
 
 ``mcp`` takes about 2 s to import, so the SDK is loaded (in a thread) and its session
 manager started (in this server's nursery) on the first ``/mcp`` request, never at daemon
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from gpuplaned.http.connections import vouch_for
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import ui_sessions
@@ -65,7 +68,10 @@ async def _drain(receive: Any) -> None:
 
 
 async def _refuse(error: ApiError, receive: Any, send: Any) -> None:
-    await _drain(receive)
+    if error.code not in (ErrorCode.UNAUTHORIZED, ErrorCode.FORBIDDEN):
+        await _drain(receive)
+    # else its body is left unread: a caller without the right credentials gets its answer at
+    # once, and its connection ends with it (gpuplaned.http.connections, front_guard)
     body = json.dumps(error.body()).encode()
     await send({"type": "http.response.start", "status": error.code.http_status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
@@ -90,6 +96,7 @@ class McpMount:
         self._handlers: tuple[Asgi, Asgi] | None = None  # (with sessions, stateless)
         self._starting = trio.Lock()
         self._session_owner: OrderedDict[str, str] = OrderedDict()  # session id -> who opened it
+        self._open_sessions: dict[str, Any] = {}  # the SDK manager's live sessions, by id
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path") != PATH:
@@ -100,6 +107,9 @@ class McpMount:
             return await _refuse(error, receive, send)
         who = "local" if caller is None else caller.key
         session = _header(scope, SESSION_HEADER)
+        if caller is not None and session is None and scope.get("method") == "POST":
+            if (error := self._over_session_share(who)) is not None:
+                return await _refuse(error, receive, send)
         owner = self._session_owner.get(session) if session is not None else who
         if owner is not None and owner != who:
             return await _refuse(ApiError(ErrorCode.NOT_FOUND, "no such MCP session: initialize a new one"),
@@ -110,6 +120,19 @@ class McpMount:
             scope["headers"] = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != SESSION_HEADER]
             return await stateless(scope, receive, send)
         await with_sessions(scope, receive, self._noting_sessions(send, who))
+
+    def _over_session_share(self, who: str) -> ApiError | None:
+        """Why ``who`` may not open one more session (a POST without ``Mcp-Session-Id`` may be an
+        ``initialize``), or None: one token must not spend the daemon's ``MAX_SESSIONS`` for all."""
+        share = self.shared.config.http_limits.mcp_sessions_per_token
+        held = sum(1 for session, owner in self._session_owner.items()
+                   if owner == who and session in self._open_sessions)
+        if held < share:
+            return None
+        return ApiError(ErrorCode.UNAVAILABLE, f"this token has {held} MCP sessions open, its share "
+                        f"([http] mcp_sessions_per_token = {share}); end one (DELETE /mcp with its "
+                        "Mcp-Session-Id) or let one idle out, then initialize again",
+                        {"limit": share, "setting": "[http] mcp_sessions_per_token"})
 
     def _noting_sessions(self, send: Any, who: str) -> Any:
         """``send``, remembering who a session the answer opens belongs to."""
@@ -135,6 +158,10 @@ class McpMount:
         if self.tokens:
             caller = await ui_sessions.authenticate(self.shared, authorization=_header(scope, b"authorization"),
                                                     cookie=None, method="POST")
+            # read at least: MCP's tools show the daemon's state. An sdk- or agent-only token (a
+            # training script's, a node's) has no business here; a write tool also needs write.
+            ui_sessions.require_scope(caller, "read")
+            vouch_for(scope, caller.key)
         state = self.shared.lifecycle.state
         if state is DaemonState.NOT_READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})
@@ -164,6 +191,9 @@ class McpMount:
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         with_sessions = StreamableHTTPSessionManager(app=server, stateless=False, max_sessions=MAX_SESSIONS,
                                                      session_idle_timeout=SESSION_IDLE_S, **common)
+        # Which sessions are still open (ended or idled out ones leave it): the SDK keeps no public
+        # view of it, so each token's share is counted from its own table.
+        self._open_sessions = with_sessions._server_instances
         stateless = StreamableHTTPSessionManager(app=server, stateless=True, **common)
         async with with_sessions.run(), stateless.run():
             log.info("MCP served at %s", PATH)
