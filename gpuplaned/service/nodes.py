@@ -97,6 +97,12 @@ def claimed(conn: Any, once: Once | None) -> bool:
     return once is None or uplink_rows.claim(conn, once.node_id, once.stream, once.seq)
 
 
+def _log_level(event: Any) -> int:
+    """An event is logged at its severity: info events (a run's start and end, an evaluation's
+    result) are not warnings."""
+    return logging.INFO if event.severity == "info" else logging.WARNING
+
+
 def oom_memory_curve(conn: Any, node_id: str, status: JobStatus, now: int) -> list[dict[str, Any]]:
     """An OOM's evidence: the attempt's GPUs' memory over its run (none for any other failure)."""
     if failure_event(status.failure_reason)[0] != "OOM":
@@ -158,7 +164,7 @@ class LocalNodeLink:
         log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
         for row in events:  # after the commit: followers never see an event that was rolled back
             shared.event_feed.publish(row)
-            log.warning("event %s for job %s attempt %d", row.type, status.job_id, status.attempt)
+            log.log(_log_level(row), "event %s for job %s attempt %d", row.type, status.job_id, status.attempt)
 
     async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
         """The node's latest readings; a change in what it accepts may free work to dispatch."""
@@ -200,8 +206,7 @@ class LocalNodeLink:
             return
         for row in rows:
             self._shared.event_feed.publish(row)
-            level = logging.WARNING if row.severity != "info" else logging.INFO
-            log.log(level, "event %s on %s: %s", row.type, node_id, row.message)
+            log.log(_log_level(row), "event %s on %s: %s", row.type, node_id, row.message)
 
     async def log_lines(self, lines: LogLines, *, once: Once | None = None) -> None:
         """Feed the attempts' live followers first (they wait on it), then keep the tails.

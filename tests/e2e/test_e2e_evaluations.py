@@ -103,6 +103,9 @@ def test_gpuplanectl_eval_scores_a_torch_checkpoint(jobs):
     assert (event["run_id"], event["step"], event["severity"]) == (jobs.get(job["id"])["run_id"], 20, "info")
     assert event["context"]["checkpoint_id"] == ck and event["context"]["metrics"] == ev["metrics"]
     assert event["context"]["evaluation_id"] == eval_id
+    # Logged at its severity too: an evaluation's result is no warning in the daemon's log.
+    logged = [line for line in jobs.daemon.log().splitlines() if "event EVALUATION_FINISHED" in line]
+    assert logged and all(" INFO " in line for line in logged), logged
 
     exp = jobs.client.get("/api/v1/projects/p/experiments")["experiments"][0]["id"]
     listed = jobs.client.get(f"/api/v1/experiments/{exp}/evaluations")
