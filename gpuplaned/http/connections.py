@@ -63,6 +63,7 @@ class Slot:
     address: str
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)  # cancelled: the connection is closed
     holder: str | None = None  # the token (or browser session) a request on it authenticated as
+    asked: bool = False  # a whole request head came on it (a client at work, not a socket left quiet)
     agent: bool = False  # held by an agent's WebSocket
 
 
@@ -71,7 +72,8 @@ class ConnectionCap:
     """The open TCP connections of one front (``[http]`` limits; see the module docstring).
 
     A connection arrives anonymous; at the cap (``limit`` in all, ``per_address`` from one
-    address) the oldest anonymous one is closed to let it in, and only when every slot is held
+    address) the oldest anonymous one is closed to let it in (one that never sent a whole request
+    head before one that did), and only when every slot is held
     is it refused. ``vouch`` makes a connection held once a request on it authenticated, but only
     ``per_token`` of one token's, and non-agents leave ``agent_reserve`` slots free; past those a
     token's connections stay anonymous, so nobody without credentials, and no one token, can keep
@@ -96,7 +98,10 @@ class ConnectionCap:
         crowd = (from_address if len(from_address) >= self.per_address
                  else list(self.slots.values()) if len(self.slots) >= self.limit else None)
         if crowd is not None:
-            victim = next((slot for slot in crowd if slot.holder is None), None)
+            # Quiet ones first: a client that connects to ask sends its request at once, and must
+            # not lose its connection while that request is being authenticated.
+            anonymous = [slot for slot in crowd if slot.holder is None]
+            victim = next((slot for slot in anonymous if not slot.asked), anonymous[0] if anonymous else None)
             if victim is None:
                 self.refused += 1
                 return None
@@ -116,6 +121,11 @@ class ConnectionCap:
             if slot is victim:
                 del self.slots[peer]
                 return
+
+    def asked(self, peer: tuple[str, int]) -> None:
+        """A whole request head came on ``peer``'s connection."""
+        if (slot := self.slots.get(peer)) is not None:
+            slot.asked = True
 
     def vouch(self, peer: tuple[str, int], holder: str, *, agent: bool = False) -> None:
         """A request on ``peer``'s connection authenticated as ``holder``: hold its slot, within the shares."""

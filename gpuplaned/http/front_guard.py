@@ -16,7 +16,8 @@
   headers are in, its body never read, and every 401 says ``Connection: close``: a client
   without credentials holds a connection for no longer than it takes to send the headers
   (a slow body used to keep it for ``body_timeout_s``). The app still checks what is sent.
-- **Slots.** Each request carries ``vouch`` (``gpuplaned.http.connections.VOUCH``) for its
+- **Slots.** Its connection is marked as having asked (quiet ones give way first), and each
+  request carries ``vouch`` (``gpuplaned.http.connections.VOUCH``) for its
   connection, which the app calls once the request authenticated.
 
 A refused ``Host`` is 400 ``bad_request`` naming the ``Host`` and the setting.
@@ -94,7 +95,9 @@ class FrontGuard:
         if _lacks_credentials(scope):
             return await _refuse(scope, NO_CREDENTIALS, receive, send)
         if self.cap is not None and scope.get("client"):
-            scope = {**scope, VOUCH: functools.partial(self.cap.vouch, tuple(scope["client"][:2]))}
+            peer = tuple(scope["client"][:2])
+            self.cap.asked(peer)
+            scope = {**scope, VOUCH: functools.partial(self.cap.vouch, peer)}
         await self.app(scope, receive, send)
 
 

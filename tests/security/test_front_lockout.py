@@ -205,7 +205,7 @@ def test_mcp_needs_read_and_one_token_holds_only_its_share_of_sessions(front):
 # --- the slots, one ConnectionCap -----------------------------------------------------------------------
 
 
-def test_an_address_holds_its_share_and_agents_keep_theirs():
+async def test_an_address_holds_its_share_and_agents_keep_theirs():  # CancelScope reads trio's clock
     cap = ConnectionCap(limit=6, per_address=3, per_token=2, agent_reserve=2)
     a = [cap.admit(("10.0.0.1", port)) for port in range(1, 4)]
     for port in (1, 2, 3):
@@ -223,3 +223,16 @@ def test_an_address_holds_its_share_and_agents_keep_theirs():
     assert newcomer is not None and b[2].scope.cancel_called and cap.evicted == 1
     cap.vouch(("10.0.0.3", 1), "agent2", agent=True)
     assert cap.admit(("10.0.0.3", 2)) is None and cap.refused == 2
+
+
+async def test_a_quiet_connection_gives_way_before_one_that_asked():
+    """A client's fresh connection is anonymous while its request is authenticated: sockets that
+    say nothing, however many arrive meanwhile, are closed before it."""
+    cap = ConnectionCap(limit=3)
+    working = cap.admit(("127.0.0.1", 1))
+    cap.asked(("127.0.0.1", 1))
+    quiet = [cap.admit(("127.0.0.1", port)) for port in (2, 3)]
+    for port in range(4, 10):
+        assert cap.admit(("127.0.0.1", port)) is not None
+    assert not working.scope.cancel_called and all(slot.scope.cancel_called for slot in quiet)
+    assert cap.evicted == 6 and ("127.0.0.1", 1) in cap.slots
