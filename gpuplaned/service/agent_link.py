@@ -568,6 +568,11 @@ class AgentSession:
                           record.seq, node_id)
             self._closing = (1011, "a record could not be stored; reconnect and resend")
             return False
+        return await self._done_with(record, ack)
+
+    async def _done_with(self, record: Record, ack: bool) -> bool:
+        """``record`` is stored or claimed: the stream has it, and the agent is told (unless the
+        caller acks a whole batch itself)."""
         self._acked[record.stream] = max(self._acked.get(record.stream, 0), record.seq)
         if ack:
             await self._out_send.send(Ack(record.stream, record.seq))
@@ -589,10 +594,7 @@ class AgentSession:
                           record.seq, node_id)
             self._closing = (1011, "a record could not be stored; reconnect and resend")
             return False
-        self._acked[record.stream] = max(self._acked.get(record.stream, 0), record.seq)
-        if ack:
-            await self._out_send.send(Ack(record.stream, record.seq))
-        return True
+        return await self._done_with(record, ack)
 
     async def _refuse_foreign(self, node_id: str, record: Record, reason: str, *, ack: bool = True) -> bool:
         """A record about a job that is not on this node: dropped like an invalid one, logged and
