@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quart import Response
+from quart import Response, g
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import BestCheckpointQuery, CheckpointsQuery
@@ -29,7 +29,7 @@ RUN_CHECKPOINTS = api.get("/api/v1/runs/<run_id>/checkpoints", "listRunCheckpoin
 PRUNE = api.post("/api/v1/runs/<run_id>/checkpoints/prune", "pruneRunCheckpoints",
                  "Delete a run's checkpoints but the best K and the last K (a dry run by default)",
                  Reply(200, PruneResult, "What was kept and why, deleted (or would be) and refused."),
-                 errors=(400, 404, 413), params=(Param("run_id", "the run's id"),), body=PruneRequest,
+                 errors=(400, 403, 404, 413), params=(Param("run_id", "the run's id"),), body=PruneRequest,
                  body_required=False,
                  description="Only files GPUPlane registered, each only while it is what was registered (its "
                              "fingerprint, else its size); the best checkpoint and any an unfinished evaluation or "
@@ -59,7 +59,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @PRUNE.on(app)
     async def prune_run_checkpoints(run_id: str, body: PruneRequest) -> Response:
         return ok(await retention.prune(shared, run_id, body.keep_best, body.keep_last, body.dry_run,
-                                     body.metric or None))
+                                     body.metric or None, caller=getattr(g, "caller", None)))
 
     @CHECKPOINT.on(app)
     async def get_checkpoint(checkpoint_id: str) -> Response:

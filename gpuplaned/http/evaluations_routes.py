@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import attrs
-from quart import Response
+from quart import Response, g
 from quart_trio import QuartTrio
 
 from gpuplaned.http.responses import ok
@@ -50,7 +50,7 @@ _CHECKPOINT = Param("checkpoint_id", "the checkpoint's id (ck_<ULID>)")
 
 CREATE = api.post("/api/v1/checkpoints/<checkpoint_id>/evaluations", "createEvaluation",
                   "Evaluate a checkpoint: queue an EVALUATE job",
-                  Reply(201, EvaluationQueued, "The evaluation (QUEUED) and its job."), errors=(400, 404, 409, 413),
+                  Reply(201, EvaluationQueued, "The evaluation (QUEUED) and its job."), errors=(400, 403, 404, 409, 413),
                   params=(_CHECKPOINT,), body=EvaluationCreate,
                   description="{checkpoint} in the command is replaced by the checkpoint's path; the job gets "
                               "GPUPLANE_CHECKPOINT (the path) and GPUPLANE_EVAL_RESULT (a file it writes a JSON object "
@@ -69,7 +69,7 @@ EXPERIMENT = api.get("/api/v1/experiments/<experiment_id>/evaluations", "listExp
 def register(app: QuartTrio, shared: ServerContext) -> None:
     @CREATE.on(app)
     async def create_evaluation(checkpoint_id: str, body: EvaluationCreate) -> Response:
-        queued = await evaluations.create(shared, checkpoint_id, body)
+        queued = await evaluations.create(shared, checkpoint_id, body, caller=getattr(g, "caller", None))
         return ok({**queued, "job": jobs.env_view(queued["job"], values=False)}, 201)
 
     @LIST.on(app)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quart import Response, request
+from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import EventsQuery, EventStreamQuery
@@ -12,7 +12,7 @@ from gpuplaned.http.replies import EventList, ForgottenNode, Lagged, NodeList, N
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
-from gpuplaned.service import events, node_metrics, nodes_view
+from gpuplaned.service import budgets, events, node_metrics, nodes_view
 from gpuplaned.service.series_query import NodeMetricsArgs
 from gpuplaned.store.event_rows import EventRow
 
@@ -33,16 +33,16 @@ NODES = api.get("/api/v1/nodes", "listNodes", "Every node with its GPUs and late
 NODE = api.get("/api/v1/nodes/<node>", "getNode", "One node", Reply(200, NodeReply, "The node."), errors=(404,),
                params=(_NODE,))
 DRAIN = api.post("/api/v1/nodes/<node>/drain", "drainNode", "Drain a node: no new jobs, its running ones go on",
-                  Reply(200, NodeReply, "The node, drained (condition DRAINED, not accepting)."), errors=(404,),
+                  Reply(200, NodeReply, "The node, drained (condition DRAINED, not accepting)."), errors=(403, 404),
                   params=(_NODE,),
                   description="Kept across restarts and the node's reconnects until undrain. Jobs that only this "
                               "node could run stay QUEUED, their queue_reason saying so. Draining a drained node "
                               "changes nothing.")
 UNDRAIN = api.post("/api/v1/nodes/<node>/undrain", "undrainNode", "Undrain a node: it takes new jobs again",
-                   Reply(200, NodeReply, "The node, taking new jobs again."), errors=(404,),
+                   Reply(200, NodeReply, "The node, taking new jobs again."), errors=(403, 404),
                    params=(_NODE,))
 FORGET = api.delete("/api/v1/nodes/<node>", "forgetNode", "Forget an offline node that is gone for good",
-                    Reply(200, ForgottenNode, "It is forgotten: its record, GPU slots and metrics."), errors=(404, 409),
+                    Reply(200, ForgottenNode, "It is forgotten: its record, GPU slots and metrics."), errors=(403, 404, 409),
                     params=(_NODE,),
                     description="For a node renamed or retired, which would otherwise stay OFFLINE in the list "
                                 "forever. Its jobs and runs keep their history; if it says hello again, it is a new "
@@ -79,14 +79,17 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @DRAIN.on(app)
     async def drain_node(node: str) -> Response:
+        budgets.refuse_node_change(getattr(g, "caller", None), "drain", node)
         return ok({"node": await nodes_view.set_drained(shared, node, True)})
 
     @UNDRAIN.on(app)
     async def undrain_node(node: str) -> Response:
+        budgets.refuse_node_change(getattr(g, "caller", None), "undrain", node)
         return ok({"node": await nodes_view.set_drained(shared, node, False)})
 
     @FORGET.on(app)
     async def forget_node(node: str) -> Response:
+        budgets.refuse_node_change(getattr(g, "caller", None), "forget", node)
         return ok({"forgotten": await nodes_view.forget_node(shared, node)})
 
     @NODE_STREAM.on(app)

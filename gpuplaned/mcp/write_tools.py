@@ -111,7 +111,7 @@ async def evaluate_checkpoint(call: Call, raw: dict[str, Any]) -> Result:
                            {"checkpoint_id": checkpoint_id})
         return _would(call, f"an EVALUATE job of checkpoint {checkpoint_id} (step {found.get('step')}) would be queued "
                       f"with {body.gpu} GPU(s): {' '.join(body.command)}.")
-    queued = await evaluations.create(call.shared, checkpoint_id, body)
+    queued = await evaluations.create(call.shared, checkpoint_id, body, caller=call.caller)
     job = queued["job"]
     return await _done(call, job, f"Evaluation {queued['evaluation'].id} of {checkpoint_id} is queued as job {job.id}.",
                        queued["evaluation"])

@@ -1,4 +1,6 @@
-"""A capability token's limits, checked on submit, dry run and retry.
+"""A capability token's limits, checked on submit, dry run, retry and a checkpoint's evaluation
+(``admit``, the one admission of a job a caller creates); what a limited token may act on
+(``check_owner``, ``check_run_owner``: what it submitted; ``refuse_node_change``: no node).
 
 ``check`` runs inside the submit's (or retry's) own write transaction, so two submits racing
 for the last GPU-hours cannot both pass; a refusal raises before anything is written
@@ -54,6 +56,23 @@ def as_limited(spec: JobSpec, limits: TokenLimits | None) -> JobSpec:
     return spec
 
 
+def shaped(spec: JobSpec, caller: Caller | None) -> JobSpec:
+    """The job as ``caller`` may queue it (``as_limited`` with a limited token's limits)."""
+    return as_limited(spec, caller.limits if limited(caller) else None)
+
+
+def admit(conn: sqlite3.Connection, caller: Caller | None, spec: JobSpec) -> str | None:
+    """The one admission of every job a caller creates (submit, a checkpoint's evaluation): its
+    limits and budget checked inside the insert's own transaction; the token to record as the
+    job's submitter (None: the local socket or the daemon itself).
+
+    Raises:
+        ApiError: ``forbidden`` as ``check``; nothing is written then.
+    """
+    check(conn, caller, facts(spec))
+    return caller.token_id if caller is not None else None
+
+
 def facts(spec: JobSpec) -> SubmitFacts:
     """What the limits read of a job; its directory with symlinks and ``..`` resolved."""
     return SubmitFacts(spec.gpu, spec.node, os.path.realpath(spec.cwd), spec.timeout_s)
@@ -84,6 +103,14 @@ def check(conn: sqlite3.Connection, caller: Caller | None, job: SubmitFacts) -> 
                         "refusals": [{"limit": r.limit, "message": r.message} for r in found]})
 
 
+def submitted(conn: sqlite3.Connection, caller: Caller, job_id: str | None) -> bool:
+    """The ownership rule of a limited token, in one place: the token submitted the job."""
+    if job_id is None:
+        return False
+    owner = conn.execute("SELECT token_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return owner is not None and owner[0] == caller.token_id
+
+
 def check_owner(conn: sqlite3.Connection, caller: Caller | None, job_id: str, action: str) -> None:
     """A limited token may cancel or retry only the jobs it submitted.
 
@@ -93,7 +120,38 @@ def check_owner(conn: sqlite3.Connection, caller: Caller | None, job_id: str, ac
     if not limited(caller):
         return
     assert caller is not None
-    owner = conn.execute("SELECT token_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if owner is not None and owner[0] != caller.token_id:
+    exists = conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if exists is not None and not submitted(conn, caller, job_id):
         raise ApiError(ErrorCode.FORBIDDEN, f"token {token_name(caller)!r} may {action} only the jobs it submitted; "
                                             f"{job_id} is not one of them", {"limit": "owner", "job_id": job_id})
+
+
+def check_run_owner(conn: sqlite3.Connection, caller: Caller | None, run_id: str, action: str) -> None:
+    """A limited token may ``action`` (prune) only a run of a job it submitted, or a run its own
+    SDK session created.
+
+    Raises:
+        ApiError: ``forbidden`` naming the run (``not_found`` is left to the action itself).
+    """
+    if not limited(caller):
+        return
+    assert caller is not None
+    row = conn.execute("SELECT job_id, created_by FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None or submitted(conn, caller, row[0]) or (row[1] is not None and row[1] == caller.token_id):
+        return
+    raise ApiError(ErrorCode.FORBIDDEN, f"token {token_name(caller)!r} may {action} only the runs of jobs it "
+                                        f"submitted; run {run_id} is not one of them",
+                   {"limit": "owner", "run_id": run_id})
+
+
+def refuse_node_change(caller: Caller | None, action: str, node: str) -> None:
+    """A limited token submits jobs; nodes are no token's, so it may not drain, undrain or forget one.
+
+    Raises:
+        ApiError: ``forbidden`` naming the action and the node.
+    """
+    if limited(caller):
+        assert caller is not None
+        raise ApiError(ErrorCode.FORBIDDEN, f"token {token_name(caller)!r} has limits, so it may not {action} "
+                                            f"node {node}: nodes are changed from the local socket or with a token "
+                                            "without limits", {"limit": "nodes", "node": node})

@@ -13,7 +13,8 @@ The row then follows its job, in the transactions that record the job's moves:
 (QUEUED again). ``record_sdk`` keeps what ``run.log_evaluation`` sends, while the evaluation
 has not ended (a spool replayed after its end adds nothing).
 
-Refusals: an unknown or deleted checkpoint is a 404; one whose file is gone a 409.
+Refusals: an unknown or deleted checkpoint is a 404; one whose file is gone a 409; a limited
+token's evaluation is admitted as its submit is (``budgets.admit``), else a 403 naming the limit.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.evaluation_wire import EVAL_CHECKPOINT_VAR, EvaluationCreate
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_wire import Job, JobSpec
-from gpuplaned.service import access
+from gpuplaned.service import access, budgets
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import ranked_checkpoints
@@ -44,6 +45,7 @@ from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.service.ui_sessions import Caller
 
 log = logging.getLogger("gpuplaned.evaluations")
 
@@ -69,14 +71,20 @@ def _target(conn: sqlite3.Connection, checkpoint_id: str) -> tuple[str, int | No
     return path, step, job_id, cwd
 
 
-def queue_in(conn: sqlite3.Connection, checkpoint_id: str, path: str, body: EvaluationCreate, cwd: str,
-             now: int) -> tuple[Job, Evaluation]:
-    """Insert the EVALUATE job and its evaluation (inside the store's transaction)."""
-    spec = JobSpec(
+def eval_spec(checkpoint_id: str, path: str, body: EvaluationCreate, cwd: str) -> JobSpec:
+    """The EVALUATE job of the checkpoint, as asked (before a caller's limits shape it)."""
+    return JobSpec(
         name=body.name or f"eval-{checkpoint_id}", command=tuple(command_for(body.command, path)), cwd=cwd,
         env={**body.env, EVAL_CHECKPOINT_VAR: path}, gpu=body.gpu, labels=tuple(body.labels), node=body.node,
         priority=body.priority, timeout_s=body.timeout_s, type="EVALUATE")
-    job_id = job_rows.insert_job(conn, spec, now, job_rows.capacities(conn))
+
+
+def queue_in(conn: sqlite3.Connection, checkpoint_id: str, spec: JobSpec, body: EvaluationCreate, now: int,
+             caller: Caller | None = None) -> tuple[Job, Evaluation]:
+    """Insert the EVALUATE job and its evaluation (inside the store's transaction), admitted as
+    a submit is (``budgets.admit``: the caller's limits and budget, the token recorded)."""
+    token_id = budgets.admit(conn, caller, spec)
+    job_id = job_rows.insert_job(conn, spec, now, job_rows.capacities(conn), token_id)
     eval_id = evaluation_rows.insert(conn, checkpoint_id=checkpoint_id, job_id=job_id, name=spec.name,
                                      suite=body.suite, dataset=body.dataset, dataset_version=body.dataset_version,
                                      now=now)
@@ -85,8 +93,14 @@ def queue_in(conn: sqlite3.Connection, checkpoint_id: str, path: str, body: Eval
     return job, evaluation
 
 
-async def create(shared: ServerContext, checkpoint_id: str, body: EvaluationCreate) -> dict[str, Any]:
-    """Queue an evaluation of the checkpoint; ``{"evaluation", "job"}``."""
+async def create(shared: ServerContext, checkpoint_id: str, body: EvaluationCreate, *,
+                 caller: Caller | None = None) -> dict[str, Any]:
+    """Queue an evaluation of the checkpoint; ``{"evaluation", "job"}``. ``caller``: who asks
+    (None: the trusted local socket); a limited token's job gets its limits as a submit does.
+
+    Raises:
+        ApiError: ``forbidden`` naming the limit, as ``jobs.submit``; nothing is written then.
+    """
     path, _step, _job_id, job_cwd = await access.readers(shared, "checkpoints").run(
         lambda conn: _target(conn, checkpoint_id))
     cwd = body.cwd or job_cwd or os.path.dirname(path)
@@ -97,9 +111,11 @@ async def create(shared: ServerContext, checkpoint_id: str, body: EvaluationCrea
     if not cwd_ok:
         raise ApiError(ErrorCode.BAD_REQUEST, f"cwd: directory {cwd} does not exist", {"field": "cwd"})
 
+    spec = budgets.shaped(eval_spec(checkpoint_id, path, body, cwd), caller)
+
     def insert(conn: sqlite3.Connection) -> tuple[Job, Evaluation]:
         _target(conn, checkpoint_id)  # deleted since the read: refused all the same
-        return queue_in(conn, checkpoint_id, path, body, cwd, now_ms())
+        return queue_in(conn, checkpoint_id, spec, body, now_ms(), caller)
 
     port = access.store_port(shared, "evaluations")
     wake_scheduler(shared)  # queued behind the insert, as a submit's pass is
@@ -127,7 +143,9 @@ def queue_for_policy(conn: sqlite3.Connection, job_id: str | None, new: Sequence
             path, _step, _job, _cwd = _target(conn, checkpoint_id)  # deleted meanwhile: not evaluated
             body = EvaluationCreate(command=list(policy.command), gpu=min(job.gpu, 1),  # a CPU job's: on a CPU
                                     env={k: v for k, v in job.env.items() if v is not None})  # as it ran
-            out.append(queue_in(conn, checkpoint_id, path, body, job.cwd or os.path.dirname(path), now_ms())[1])
+            # Queued by the daemon for the policy the job's submitter set: no caller's limits apply
+            spec = eval_spec(checkpoint_id, path, body, job.cwd or os.path.dirname(path))
+            out.append(queue_in(conn, checkpoint_id, spec, body, now_ms())[1])
         except ApiError as exc:
             log.warning("evaluate policy of job %s: no evaluation of %s: %s", job_id, checkpoint_id, exc.message)
     return out

@@ -68,16 +68,13 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
         ApiError: ``forbidden`` naming the limit (and the budget's ``remaining_gpu_hours``), or
             ``bad_request`` for a job no node could run; nothing is written then.
     """
-    limits = caller.limits if budgets.limited(caller) else None
-    spec = budgets.as_limited(to_spec(body), limits)
+    spec = budgets.shaped(to_spec(body), caller)
     if body.secret_env:
         spec = attrs.evolve(spec, secret_env_names=tuple(body.secret_env),
                             secret_env_sealed=seal_env(shared.config.home, body.secret_env))
-    facts = budgets.facts(spec)
-    token_id = caller.token_id if caller is not None else None
 
     def insert(conn: Any) -> Job:
-        budgets.check(conn, caller, facts)
+        token_id = budgets.admit(conn, caller, spec)
         nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
         job_id = job_rows.insert_job(conn, spec, now_ms(), nodes, token_id)
         job = job_rows.get_job(conn, job_id)

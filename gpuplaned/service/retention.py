@@ -40,7 +40,7 @@ from gpuplaned.domain.retention import Candidate, Choice, choose
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import RetentionPolicy, load_policies
-from gpuplaned.service import access, checkpoint_files
+from gpuplaned.service import access, budgets, checkpoint_files
 from gpuplaned.service.projects import METRIC_PATTERN
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import values_at_steps
@@ -51,6 +51,7 @@ from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.service.ui_sessions import Caller
 
 log = logging.getLogger(__name__)
 
@@ -154,16 +155,21 @@ def mark(conn: sqlite3.Connection, plan: Plan, gone: Sequence[Outcome], keep: st
 
 
 async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: int, dry_run: bool,
-                metric: str | None = None) -> dict[str, Any]:
+                metric: str | None = None, *, caller: Caller | None = None) -> dict[str, Any]:
     """Decide (ranked by ``metric``, else the run's primary metric), delete (unless ``dry_run``),
     mark; the reply says what was kept and why, what was (or would be) deleted and what was
     refused and why.
 
     Raises:
-        ApiError: not_found for an unknown run; store_unavailable (nothing marked: a later
+        ApiError: not_found for an unknown run; forbidden for a limited ``caller``'s prune of
+            a run of a job it did not submit; store_unavailable (nothing marked: a later
             prune marks the files already gone).
     """
-    plan = await access.readers(shared, "runs").run(lambda conn: decide(conn, run_id, keep_best, keep_last, metric))
+    def look(conn: sqlite3.Connection) -> Plan:
+        budgets.check_run_owner(conn, caller, run_id, "prune")  # a limited token: only its own runs
+        return decide(conn, run_id, keep_best, keep_last, metric)
+
+    plan = await access.readers(shared, "runs").run(look)
     outcomes = await remove_all(shared, [plan.rows[i] for i in plan.choice.deleted], dry_run)
     gone = [o for o in outcomes if o.gone]
     keep = f"keep_best={keep_best}, keep_last={keep_last}"
