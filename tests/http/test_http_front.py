@@ -16,10 +16,11 @@ from urllib.parse import urlsplit
 import pytest
 import trio
 from helpers import wait_for
-from trio_websocket import open_websocket_url
+from trio_websocket import ConnectionClosed
 
 from gpuplaned.http.app import create_app
 from gpuplaned.http.scopes import is_public, required_scope
+from gpuplaned.uplink.dial import open_agent_ws
 
 pytestmark = pytest.mark.e2e
 
@@ -192,8 +193,13 @@ async def test_agent_websocket_needs_an_agent_token_and_answers_hello(front, tok
             assert json.loads(response.read())["error"]["code"] in ("unauthorized", "forbidden")
         finally:
             conn.close()
-    headers = [("Authorization", f"Bearer {tokens['agent']}")]
-    async with open_websocket_url(url, extra_headers=headers) as ws:
+    # The agent's own dial, which closes its socket whichever side closes first (trio-websocket's
+    # open_websocket_url leaves it open when the server closes first, as it does after hello_err).
+    def agent_ws():
+        return open_agent_ws(url, headers=[(b"Authorization", f"Bearer {tokens['agent']}".encode())],
+                             max_message_size=1 << 20, connect_timeout=10, disconnect_timeout=5)
+
+    async with agent_ws() as ws:
         await ws.send_message(json.dumps({"type": "ping"}))
         assert json.loads(await ws.get_message())["type"] == "pong"
         await ws.send_message(json.dumps({"type": "hello", "node_name": "remote-1", "agent_version": "0.1.0",
@@ -205,12 +211,14 @@ async def test_agent_websocket_needs_an_agent_token_and_answers_hello(front, tok
         await ws.send_message("not json")
         assert json.loads(await ws.get_message())["type"] == "error"
     local = front.daemon.client().get("/api/v1/nodes")["nodes"]
-    async with open_websocket_url(url, extra_headers=headers) as ws:  # the server's own node is never an agent's
+    async with agent_ws() as ws:  # the server's own node is never an agent's
         await ws.send_message(json.dumps({"type": "hello", "node_name": [n["name"] for n in local
                                                                          if n["connected"]][0],
                                           "agent_version": "x", "gpus": []}))
         refused = json.loads(await ws.get_message())
         assert refused["type"] == "hello_err" and "the server's own node" in refused["message"], refused
+        with trio.fail_after(10), pytest.raises(ConnectionClosed):  # and the server closes
+            await ws.get_message()
     with trio.fail_after(5):
         nodes = front.daemon.client().get("/api/v1/nodes")["nodes"]
     remote = [n for n in nodes if n["name"] == "remote-1"][0]
