@@ -564,10 +564,7 @@ class AgentSession:
         except (ValueError, ApiError) as exc:  # a body the store refuses: it never will take it
             return await self._ack_invalid(node_id, record, str(getattr(exc, "message", exc)), ack=ack)
         except Exception:
-            log.exception("record %s/%d of node %s not applied; the agent will resend it", record.stream,
-                          record.seq, node_id)
-            self._closing = (1011, "a record could not be stored; reconnect and resend")
-            return False
+            return self._unstored(node_id, record, "not applied")
         return await self._done_with(record, ack)
 
     async def _done_with(self, record: Record, ack: bool) -> bool:
@@ -577,6 +574,14 @@ class AgentSession:
         if ack:
             await self._out_send.send(Ack(record.stream, record.seq))
         return True
+
+    def _unstored(self, node_id: str, record: Record, what: str) -> bool:
+        """The store failed to take ``record``: nothing is acked, and the link closes so that the
+        agent resends it from its spool after reconnecting."""
+        log.exception("record %s/%d of node %s: %s; the agent will resend it", record.stream, record.seq, node_id,
+                      what)
+        self._closing = (1011, "a record could not be stored; reconnect and resend")
+        return False
 
     async def _ack_invalid(self, node_id: str, record: Record, reason: str, *, ack: bool = True,
                            tell: bool = True) -> bool:
@@ -590,10 +595,7 @@ class AgentSession:
             await write(self._shared.supervisor.ports["store"],
                         lambda conn: uplink_rows.claim(conn, node_id, record.stream, record.seq), small=True)
         except Exception:
-            log.exception("record %s/%d of node %s: its seq not claimed; the agent will resend it", record.stream,
-                          record.seq, node_id)
-            self._closing = (1011, "a record could not be stored; reconnect and resend")
-            return False
+            return self._unstored(node_id, record, "its seq not claimed")
         return await self._done_with(record, ack)
 
     async def _refuse_foreign(self, node_id: str, record: Record, reason: str, *, ack: bool = True) -> bool:
