@@ -10,12 +10,12 @@ and the second. Pure: the caller reads the files (``gpuplaned.launching.job_file
 from __future__ import annotations
 
 import enum
+import signal
 from typing import Protocol
 
 import attrs
 
 from gpuplaned.domain.job_states import NodeReport
-from gpuplaned.shim.records import signal_name
 
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError")
 MAX_LOG_LINE = 500  # characters of the line that tells why a job failed
@@ -97,9 +97,18 @@ def judge_exit(record: ExitFacts, stderr_tail: str = "", oom_killed: bool = Fals
         if marker in stderr_tail:
             return _failed(FailureReason.OOM, f"stderr: {marker}")
     if record.signal is not None:
-        name = record.signal_name or signal_name(record.signal)
+        name = record.signal_name or _signal_name(record.signal)
         return _failed(signal_failure(name), f"killed by {name}")
     return _failed(FailureReason.EXIT_CODE, f"exit code {record.exit_code}")
+
+
+def _signal_name(signum: int) -> str:
+    """``SIGSEGV`` for 11 (the shim's own ``signal_name``: the shim runs by path and this
+    layer imports no node library, so each keeps its copy; tests/shim pins them equal)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
 
 
 def _failed(failure: str, detail: str) -> Verdict:

@@ -8,10 +8,10 @@ import attrs
 import pytest
 from shimkit import wait_job_end
 
-from gpuplaned.domain.failures import ExitReason
+from gpuplaned.domain.failures import ExitReason, judge_exit
 from gpuplaned.launching.client import SpawnError
-from gpuplaned.launching.job_files import CorruptRecord, read_exit, read_runtime
-from gpuplaned.shim.records import EXIT_REASONS
+from gpuplaned.launching.job_files import CorruptRecord, ExitRecord, read_exit, read_runtime
+from gpuplaned.shim.records import EXIT_REASONS, signal_name
 
 
 async def test_the_records_of_a_named_attempt_carry_its_job_id_and_attempt(launcher, jobs):
@@ -54,3 +54,11 @@ async def test_a_bad_attempt_name_is_a_bad_request(launcher, jobs, job_id, attem
 
 def test_the_shim_writes_the_exit_reasons_the_daemon_reads():
     assert EXIT_REASONS == tuple(reason.value for reason in ExitReason)
+
+
+@pytest.mark.parametrize("signum", [9, 11, 15, 64, 200])
+def test_the_daemon_names_a_signal_as_the_shim_does(signum):
+    """domain.failures keeps its own copy of the shim's ``signal_name`` (neither may import
+    the other's layer): a record without ``signal_name`` is judged with the same name."""
+    record = ExitRecord(exit_code=None, signal=signum, signal_name=None, reason=ExitReason.SIGNALED, ended_at=0.0, pid=1)
+    assert judge_exit(record).failure == f"SIGNAL({signal_name(signum)})"
