@@ -43,7 +43,7 @@ from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
 from gpuplaned.service.log_feeds import LogFeeds
 from gpuplaned.service.metric_feeds import MetricFeeds
-from gpuplaned.service.registry import NodeRegistry
+from gpuplaned.service.registry import NodeRegistry, now_ms
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.readers import Readers
 from gpuplaned.uplink.link import UplinkContext, UplinkNodeLink
@@ -65,6 +65,7 @@ class DaemonContext:
     started_at: float  # trio clock
     started_wall: float
     readers: Readers | None = None
+    wall_ms: Callable[[], int] = now_ms  # the wall clock expiry is judged by (tokens, browser sessions)
     supervisor: Supervisor = attrs.field(default=None)
     nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # reach each node's runner
     event_feed: Broadcast[EventRow] = attrs.field(factory=Broadcast)  # newly recorded events, for followers

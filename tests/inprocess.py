@@ -7,7 +7,9 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import attrs
 import trio
 
 from gpuplaned.config import Config
@@ -21,9 +23,10 @@ from gpuplaned.store.readers import Readers
 
 @asynccontextmanager
 async def daemon_context(tmp_path: Path, nursery: trio.Nursery, specs: list[ActorSpec], *,
-                         readers: bool = False) -> AsyncIterator[DaemonContext]:
-    """``specs`` running under a supervisor; ``readers``: with the store's read connections."""
-    cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run")
+                         readers: bool = False, **settings: Any) -> AsyncIterator[DaemonContext]:
+    """``specs`` running under a supervisor; ``readers``: with the store's read connections;
+    ``settings``: ``Config`` fields other than its home and runtime dir (``http=HttpFront(...)``)."""
+    cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run", **settings)
     endpoint = claim_endpoint(cfg.runtime_dir, None)
     ctx = DaemonContext(cfg, Lifecycle(), endpoint, trio.current_time(), time.time())
     if readers:
@@ -36,3 +39,16 @@ async def daemon_context(tmp_path: Path, nursery: trio.Nursery, specs: list[Acto
         if ctx.readers is not None:
             ctx.readers.close()
         endpoint.release()
+
+
+@attrs.define
+class WallClock:
+    """A daemon context's ``wall_ms`` moved by hand: expiry tested without waiting for it."""
+
+    now_ms: int = 1_800_000_000_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, seconds: float) -> None:
+        self.now_ms += round(seconds * 1000)

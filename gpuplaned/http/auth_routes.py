@@ -29,16 +29,16 @@ from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import ui_sessions
-from gpuplaned.service.registry import now_ms
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, LoginLink, LoginLinkCreate, LoginRequest
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
 
 
-def set_session_cookie(response: Response, cookie: str, expires_at: int) -> None:
-    """``gpuplane_session``: HttpOnly, SameSite=Strict, Path=/, for as long as the session lasts."""
-    response.set_cookie(COOKIE, cookie, max_age=max(0, (expires_at - now_ms()) // 1000), path="/",
+def set_session_cookie(response: Response, cookie: str, expires_at: int, now_ms: int) -> None:
+    """``gpuplane_session``: HttpOnly, SameSite=Strict, Path=/, for as long as the session lasts
+    (``now_ms``: the daemon's wall clock, ``ServerContext.wall_ms``)."""
+    response.set_cookie(COOKIE, cookie, max_age=max(0, (expires_at - now_ms) // 1000), path="/",
                         secure=request.scheme == "https", httponly=True, samesite="Strict")
     response.headers["Cache-Control"] = "no-store"
 
@@ -98,7 +98,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
         session, cookie = await ui_sessions.login_with_token(shared, ui_sessions.parse_login(body))
         response = ok({"session": session})
         assert session.expires_at is not None  # a new browser session always ends
-        set_session_cookie(response, cookie, session.expires_at)
+        set_session_cookie(response, cookie, session.expires_at, shared.wall_ms())
         return response
 
     @SESSION.on(app)

@@ -25,7 +25,6 @@ from gpuplaned.http.responses import error_response
 from gpuplaned.http.scopes import is_public
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
-from gpuplaned.service.registry import now_ms
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
         # requests, so one key for both is a 409, never the plan replayed as if it were the job.
         body_hash = hashlib.sha256(request.query_string + b"\n" + body).hexdigest()
         stored = await write(access.store_port(shared, "Idempotency-Key records"),
-                             lambda conn: _reserve(conn, scope, key, body_hash, now_ms()))
+                             lambda conn, now=shared.wall_ms(): _reserve(conn, scope, key, body_hash, now))
         if stored is None:
             g.idempotency = (scope, key)
             return None

@@ -198,7 +198,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
             session, cookie, next_path = redeemed
             response = redirect(ui_sessions.check_next(next_path), 303)
             assert session.expires_at is not None
-            set_session_cookie(response, cookie, session.expires_at)
+            set_session_cookie(response, cookie, session.expires_at, shared.wall_ms())
         response.headers["Cache-Control"] = "no-store"
         response.headers["Referrer-Policy"] = "no-referrer"
         return response

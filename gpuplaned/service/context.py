@@ -10,6 +10,7 @@ the node-side actors get ``gpuplaned.node_context.NodeContext`` instead, which h
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -32,12 +33,16 @@ class Configured(Protocol):
 
 
 class Running(Protocol):
-    """The daemon itself: its state, its endpoint, when it started, and the one way to stop it."""
+    """The daemon itself: its state, its endpoint, when it started, its wall clock, and the one
+    way to stop it."""
 
     lifecycle: Lifecycle
     endpoint: ClaimedEndpoint
     started_at: float  # trio clock
     started_wall: float
+    # Wall-clock ms (``registry.now_ms``) by which a token or a browser session has expired:
+    # their ends are dates kept as data. Tests swap it for a clock they move.
+    wall_ms: Callable[[], int]
 
     def request_shutdown(self, reason: str) -> None: ...
 

@@ -16,7 +16,8 @@ Verified rows are cached in memory for ``CACHE_TTL_S`` so a burst of requests do
 SQLite each time; ``revoke_token`` drops them at once. The cache lives in a module-level
 table weakly keyed by the daemon context, so it goes with its daemon (and a test's context)
 without the context having to know about tokens. ``last_used_at`` is written at
-most once per ``TOUCH_EVERY_S`` per token, without waiting for the store.
+most once per ``TOUCH_EVERY_S`` per token, without waiting for the store. A token's expiry is
+a wall-clock date, judged by the context's ``wall_ms`` (which tests move by hand).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.runtime.call import Reply
 from gpuplaned.service import access
 from gpuplaned.service.context_state import PerContext
-from gpuplaned.service.registry import now_ms
 from gpuplaned.store import budget_rows, token_rows
 from gpuplaned.store.token_rows import TokenRow
 from gpuplaned.store.writer import Write, write
@@ -240,7 +240,7 @@ async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
         raise _bad("expires_in_s", f"must be a positive duration; got {expires_in_ms!r} ms")
     token_id = new_id("tok")
     secret = secrets.token_urlsafe(32)
-    created = now_ms()
+    created = shared.wall_ms()
     if limits is not None and limits == TokenLimits():
         limits = None  # every limit absent: none, so the token reads as unlimited everywhere
     row = TokenRow(token_id, name, hash_secret(secret), scopes, created,
@@ -260,7 +260,7 @@ async def list_tokens(shared: ServerContext, limit: int = 100,
     infos = [_info(r) for r in page]
     budgeted = [i for i in infos if i.limits is not None and i.limits.gpu_hours is not None]
     if budgeted:
-        now = now_ms()
+        now = shared.wall_ms()
         usages = await _readers(shared).run(
             lambda conn: {i.id: gpu_budget.usage(budget_rows.token_jobs(conn, i.id), i.limits, now) for i in budgeted})
         infos = [_with_usage(i, usages[i.id]) if i.id in usages else i for i in infos]
@@ -280,7 +280,8 @@ async def revoke_token(shared: ServerContext, id_or_name: str) -> TokenInfo:
     Raises:
         ApiError: ``not_found`` when no token has this id or name.
     """
-    row = await write(_store(shared), lambda conn: token_rows.revoke_token(conn, id_or_name, now_ms()))
+    now = shared.wall_ms()
+    row = await write(_store(shared), lambda conn: token_rows.revoke_token(conn, id_or_name, now))
     if row is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no token {id_or_name!r}", {"token": id_or_name})
     cache_of(shared).forget(row.id)
@@ -332,7 +333,7 @@ async def authenticate(shared: ServerContext, authorization_header: str | None) 
     matches = hmac.compare_digest(hash_secret(secret), row.secret_hash if row is not None else _NO_HASH)
     if row is None or not matches or row.revoked_at is not None:
         raise _unauthorized("unknown or revoked API token")
-    if row.expires_at is not None and row.expires_at <= now_ms():
+    if row.expires_at is not None and row.expires_at <= shared.wall_ms():
         raise _unauthorized(f"API token {row.name!r} has expired; create a new one with `gpuplanectl token create`")
     _touch(shared, cache, row.id)
     return _info(row)
@@ -345,7 +346,7 @@ def _touch(shared: ServerContext, cache: TokenCache, token_id: str) -> None:
     last = cache.touched.get(token_id)
     if last is not None and now - last < TOUCH_EVERY_S:
         return
-    used_at = now_ms()
+    used_at = shared.wall_ms()
     try:
         # Nobody waits on the reply: a failed write only loses this timestamp.
         _store(shared).send_nowait(Write(lambda conn: token_rows.touch_token(conn, token_id, used_at), Reply()))

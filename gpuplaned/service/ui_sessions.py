@@ -51,7 +51,6 @@ from gpuplaned.protocol.fields import doc, field, say
 from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.service import access, tokens
 from gpuplaned.service.context_state import PerContext
-from gpuplaned.service.registry import now_ms
 from gpuplaned.store import ui_session_rows
 from gpuplaned.store.ui_session_rows import UiSessionRow
 from gpuplaned.store.writer import write
@@ -236,7 +235,7 @@ async def _session_row(shared: ServerContext, cookie: str) -> UiSessionRow:
         state.sync(tokens.cache_of(shared).generation)
         if row is not None:
             state.put(row, trio.current_time(), generation)
-    if row is None or row.expires_at <= now_ms():
+    if row is None or row.expires_at <= shared.wall_ms():
         raise expired
     return row
 
@@ -277,7 +276,7 @@ def parse_login(body: LoginRequest) -> str:
 async def _new_session(shared: ServerContext, origin: str, token_id: str | None, scopes: Iterable[str],
                        cap_ms: int | None) -> tuple[UiSession, str]:
     cookie = secrets.token_urlsafe(32)
-    created = now_ms()
+    created = shared.wall_ms()
     expires = created + shared.config.ui.session_ttl_s * 1000
     if cap_ms is not None:
         expires = min(expires, cap_ms)
@@ -381,7 +380,7 @@ def mint_login_code(shared: ServerContext, next_path: str = "/") -> LoginLink:
     ttl = shared.config.ui.login_link_ttl_s
     state.codes[tokens.hash_secret(code)] = _Code(now + ttl, check_next(next_path))
     log.info("made a web UI login link (valid %d s, once)", ttl)
-    return LoginLink(code, f"{base}/login?code={code}", now_ms() + ttl * 1000)
+    return LoginLink(code, f"{base}/login?code={code}", shared.wall_ms() + ttl * 1000)
 
 
 async def redeem_login_code(shared: ServerContext, code: str | None) -> tuple[UiSession, str, str] | None:

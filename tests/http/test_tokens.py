@@ -164,7 +164,7 @@ async def test_malformed_headers(shared, header, says):
         assert header.split()[-1] not in message  # never what was presented
 
 
-async def test_revoked_and_expired_tokens_are_refused(shared, autojump_clock, monkeypatch):
+async def test_revoked_and_expired_tokens_are_refused(shared, autojump_clock):
     revoked, revoked_secret = await create_token(shared, "old", ["admin"], None)
     await authenticate(shared, bearer(revoked_secret))  # now cached
     again = await revoke_token(shared, "old")
@@ -178,7 +178,7 @@ async def test_revoked_and_expired_tokens_are_refused(shared, autojump_clock, mo
     assert short.expires_at == short.created_at + 1000
     assert await authenticate(shared, bearer(short_secret)) == short
     # Expiry is wall-clock data, checked on cached rows as well.
-    monkeypatch.setattr(tokens, "now_ms", lambda: short.expires_at)
+    shared.wall_ms = lambda: short.expires_at
     message = await unauthorized(shared, bearer(short_secret))
     assert message.startswith("API token 'short' has expired") and short_secret not in message
 
@@ -201,10 +201,10 @@ async def test_the_cache_spares_the_store_for_5_s(shared, autojump_clock, monkey
     assert len(reads) == 2
 
 
-async def test_last_used_is_recorded_at_most_once_a_minute(shared, autojump_clock, monkeypatch):
+async def test_last_used_is_recorded_at_most_once_a_minute(shared, autojump_clock):
     info, secret = await create_token(shared, "ci", ["read"], None)
     wall = [info.created_at + 5]
-    monkeypatch.setattr(tokens, "now_ms", lambda: wall[0])
+    shared.wall_ms = lambda: wall[0]
     port = shared.supervisor.ports["store"]
 
     async def last_used():
