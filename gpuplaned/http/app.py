@@ -1,4 +1,4 @@
-"""``create_app``: the same app serves the control socket (and, later, the TCP front).
+"""``create_app``: the same app serves the control socket and, with ``tokens=True``, the HTTP front.
 
 Every error leaves as ``{"error": {"code", "message", "details"}}`` with a 4xx/5xx status,
 never an HTML page or a traceback. Before READY every request gets 503 ``not_ready``.

@@ -1,7 +1,7 @@
 """Node <-> server messages (seed 000 section 5.2), the same in-process and over the wire.
 
 In role ``all`` they travel over memory channels between the runner and the scheduler; a
-remote agent will send the very same types as JSON frames (``type`` tag) over WebSocket:
+remote agent sends the very same types as JSON frames (``type`` tag) over WebSocket:
 ``FRAMES`` is that one closed family (``FRAMES.structure(json)``, ``FRAMES.unstructure(frame)``).
 """
 
@@ -137,8 +137,8 @@ class JobStatus:
 class NodeSnapshot:
     """The node's latest readings (every monitor sample, ~2 s), kept in memory by the server.
 
-    ``gpus``, ``host`` and ``jobs`` are JSON objects as the API shows them (see
-    ``gpuplaned.telemetry.snapshot``). ``accepting`` and ``blocked_gpus`` are the node's own
+    ``gpus``, ``host`` and ``jobs`` are JSON objects as the API shows them (made by
+    ``gpuplaned.actors.monitor.snapshot_of``). ``accepting`` and ``blocked_gpus`` are the node's own
     verdict on new work: no new job while a disk is low, no new job on a lost GPU or (by
     default) on one that a process outside GPUPlane is using.
     """

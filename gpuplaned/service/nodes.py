@@ -3,9 +3,10 @@
 In role ``all`` both sides share the process: ``LocalNodeLink`` is what the node-side
 actors (runner, logs, monitor, ckptwatch, tbtail) hold as "the server", and its calls run the server's side
 in the caller's task: the store writes, the live feeds, waking the scheduler.
-``NodeRegistry`` is how the scheduler reaches a node's runner. A remote agent will get an
-uplink with the same calls and the server a WebSocket-backed entry in the registry; the
-messages are the same wire types.
+``NodeRegistry`` is how the scheduler reaches a node's runner. A remote agent holds an
+uplink with the same calls (``gpuplaned.uplink.link.UplinkNodeLink``) and the server a
+WebSocket-backed entry in the registry (``agent_link.AgentSession``); the messages are the
+same wire types.
 
 Exactly once: a remote agent's records (``gpuplaned.service.agent_link``) come with ``once``, the
 record's ``(node, stream, seq)``. Its effect then runs in ONE transaction that first claims the seq

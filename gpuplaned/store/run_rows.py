@@ -1,4 +1,5 @@
-"""Rows of the ``runs`` table: one per attempt of a job (and, later, per SDK run)."""
+"""Rows of the ``runs`` table: one per attempt of a job, per run a script opened with the SDK
+(``session_rows``), and per run imported from a folder (``gpuplanectl run import``, ``import_rows``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Following all the event files of one job attempt: discovery, one reader per file, and the
-rewind rule, pass by pass. Synchronous and no trio, like ``reader``: the caller (the coming
+rewind rule, pass by pass. Synchronous and no trio, like ``reader``: the caller (the
 ``tbtail`` actor, or ``import-run`` for a finished dir) runs ``poll`` in a worker thread.
 
 Exactly once is the caller's to keep, with what ``poll`` returns: each ``FileBatch`` holds
