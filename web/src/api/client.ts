@@ -8,7 +8,6 @@ import type {
   ErrorBody,
   Evaluation,
   Experiment,
-  GpuEvent,
   Job,
   JobSubmit,
   LogPage,
@@ -26,6 +25,10 @@ import type {
   WebhookCreate,
   WebhookTestResult,
 } from "./types";
+import type { components } from "./openapi";
+
+/** The document's own names for the replies' envelopes ({jobs, next_cursor}, {job}, ...). */
+type Schemas = components["schemas"];
 
 export const API = "/api/v1";
 export const CSRF_HEADER = "X-GPUPlane-CSRF";
@@ -157,9 +160,8 @@ export function runFromReply(reply: RunReply): Run {
     ...reply.run,
     project: reply.project?.name ?? reply.run.project ?? null,
     experiment: reply.experiment?.name ?? reply.run.experiment ?? null,
-    primary_metric: reply.primary_metric ?? reply.run.primary_metric ?? null,
-    experiment_id: reply.experiment?.id ?? reply.run.experiment_id ?? null,
-    metric_sources: reply.metric_sources ?? reply.run.metric_sources ?? null,
+    primary_metric: reply.primary_metric ?? null,
+    experiment_id: reply.experiment?.id ?? null,
   };
 }
 
@@ -167,26 +169,26 @@ export function runFromReply(reply: RunReply): Run {
 
 export const api = {
   session: (signal?: AbortSignal) =>
-    request<{ session: AuthSession }>("/auth/session", { signal, quiet401: true }).then((r) => r.session),
+    request<Schemas["UiSessionReply"]>("/auth/session", { signal, quiet401: true }).then((r): AuthSession => r.session),
   login: (token: string) =>
-    request<{ session?: AuthSession }>("/auth/login", { method: "POST", body: { token }, quiet401: true }),
-  logout: () => request<unknown>("/auth/logout", { method: "POST", quiet401: true }),
+    request<Schemas["UiSessionReply"]>("/auth/login", { method: "POST", body: { token }, quiet401: true }),
+  logout: () => request<Schemas["LogoutReply"]>("/auth/logout", { method: "POST", quiet401: true }),
 
   listJobs: (query: { status?: readonly string[]; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
-    request<{ jobs: Job[]; next_cursor: string | null }>("/jobs", { query, signal }),
+    request<Schemas["JobList"]>("/jobs", { query, signal }),
   getJob: (id: string, signal?: AbortSignal) =>
-    request<{ job: Job }>(`/jobs/${encodeURIComponent(id)}`, { signal }).then((r) => r.job),
+    request<Schemas["JobReply"]>(`/jobs/${encodeURIComponent(id)}`, { signal }).then((r): Job => r.job),
   submitJob: (body: JobSubmit, key: string) =>
-    request<{ job: Job }>("/jobs", { method: "POST", body, idempotencyKey: key }).then((r) => r.job),
+    request<Schemas["JobReply"]>("/jobs", { method: "POST", body, idempotencyKey: key }).then((r): Job => r.job),
   cancelJob: (id: string) =>
-    request<{ job: Job }>(`/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" }).then((r) => r.job),
+    request<Schemas["JobReply"]>(`/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" }).then((r): Job => r.job),
   retryJob: (id: string) =>
-    request<{ job: Job }>(`/jobs/${encodeURIComponent(id)}/retry`, { method: "POST" }).then((r) => r.job),
+    request<Schemas["JobReply"]>(`/jobs/${encodeURIComponent(id)}/retry`, { method: "POST" }).then((r): Job => r.job),
   jobLogs: (id: string, query: { stream: LogStream; tail?: number; attempt?: number }, signal?: AbortSignal) =>
     request<LogPage>(`/jobs/${encodeURIComponent(id)}/logs`, { query, signal }),
 
   listRuns: (query: { status?: readonly string[]; job_id?: string; limit?: number; cursor?: string | null },
-    signal?: AbortSignal) => request<{ runs: Run[]; next_cursor: string | null }>("/runs", { query, signal }),
+    signal?: AbortSignal) => request<Schemas["RunList"]>("/runs", { query, signal }),
   getRun: (id: string, signal?: AbortSignal) =>
     request<RunReply>(`/runs/${encodeURIComponent(id)}`, { signal }).then(runFromReply),
   runSummary: (id: string, signal?: AbortSignal) =>
@@ -194,39 +196,40 @@ export const api = {
   runMetrics: (id: string, query: { names?: readonly string[]; x?: "step" | "ts"; start?: number; end?: number;
     points?: number }, signal?: AbortSignal) =>
     request<RunMetrics>(`/runs/${encodeURIComponent(id)}/metrics`, { query, signal }),
-  queryRunsMetrics: (body: { run_ids: string[]; names?: string[]; x?: "step" | "ts"; start?: number; end?: number;
-    points?: number }, signal?: AbortSignal) =>
-    request<{ runs: RunMetrics[] }>("/runs/metrics:query", { method: "POST", body, signal }).then((r) => r.runs),
+  queryRunsMetrics: (body: Schemas["RunMetricsQuery"], signal?: AbortSignal) =>
+    request<Schemas["RunMetricsMany"]>("/runs/metrics:query", { method: "POST", body, signal }).then((r): RunMetrics[] => r.runs),
   runCheckpoints: (id: string, metric: string | null, signal?: AbortSignal) =>
     request<CheckpointList>(`/runs/${encodeURIComponent(id)}/checkpoints`, { query: { metric }, signal }),
   /** Set (or, with null, clear) the primary metric of an experiment, a project, or globally. */
-  setPrimaryMetric: (body: { metric: string | null; experiment?: string; project?: string }) =>
-    request<{ primary_metric: PrimaryMetric }>("/primary-metric", { method: "PUT", body }).then((r) => r.primary_metric),
+  setPrimaryMetric: (body: Schemas["PrimaryMetricPut"]) =>
+    request<Schemas["PrimaryMetricReply"]>("/primary-metric", { method: "PUT", body }).then((r): PrimaryMetric => r.primary_metric),
   listProjects: (signal?: AbortSignal) =>
-    request<{ projects: Project[] }>("/projects", { query: { limit: 200 }, signal }).then((r) => r.projects),
+    request<Schemas["ProjectList"]>("/projects", { query: { limit: 200 }, signal }).then((r): Project[] => r.projects),
   listExperiments: (project: string, signal?: AbortSignal) =>
-    request<{ experiments: Experiment[] }>(`/projects/${encodeURIComponent(project)}/experiments`,
-      { query: { limit: 200 }, signal }).then((r) => r.experiments),
+    request<Schemas["ExperimentList"]>(`/projects/${encodeURIComponent(project)}/experiments`,
+      { query: { limit: 200 }, signal }).then((r): Experiment[] => r.experiments),
   getExperiment: (id: string, signal?: AbortSignal) =>
-    request<{ experiment: Experiment }>(`/experiments/${encodeURIComponent(id)}`, { signal }).then((r) => r.experiment),
+    request<Schemas["ExperimentReply"]>(`/experiments/${encodeURIComponent(id)}`, { signal }).then((r): Experiment => r.experiment),
   experimentEvaluations: (id: string, signal?: AbortSignal) =>
-    request<{ evaluations: Evaluation[] }>(`/experiments/${encodeURIComponent(id)}/evaluations`, { signal })
-      .then((r) => r.evaluations),
+    request<Schemas["ExperimentEvaluations"]>(`/experiments/${encodeURIComponent(id)}/evaluations`, { signal })
+      .then((r): Evaluation[] => r.evaluations),
 
-  listNodes: (signal?: AbortSignal) => request<{ nodes: NodeInfo[] }>("/nodes", { signal }).then((r) => r.nodes),
+  listNodes: (signal?: AbortSignal) => request<Schemas["NodeList"]>("/nodes", { signal }).then((r): NodeInfo[] => r.nodes),
   nodeMetrics: (key: string, query: { names?: readonly string[]; window?: string; start?: number; end?: number;
     points?: number }, signal?: AbortSignal) =>
     request<NodeMetrics>(`/nodes/${encodeURIComponent(key)}/metrics`, { query, signal }),
 
   listEvents: (query: { severity?: readonly string[]; type?: readonly string[]; run_id?: string; job_id?: string;
     node_id?: string; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
-    request<{ events: GpuEvent[]; next_cursor: string | null }>("/events", { query, signal }),
+    request<Schemas["EventList"]>("/events", { query, signal }),
   runDiagnosis: (id: string, signal?: AbortSignal) => request<RunDiagnosis>(`/runs/${encodeURIComponent(id)}/diagnosis`, { signal }),
   // Webhooks: the admin scope (a Slack or Bark URL is a credential); the secret is never shown back.
-  listWebhooks: (signal?: AbortSignal) => request<{ webhooks: Webhook[] }>("/webhooks", { signal }).then((r) => r.webhooks),
+  listWebhooks: (signal?: AbortSignal) =>
+    request<Schemas["WebhookList"]>("/webhooks", { signal }).then((r): Webhook[] => r.webhooks),
   createWebhook: (body: WebhookCreate) =>
-    request<{ webhook: Webhook }>("/webhooks", { method: "POST", body }).then((r) => r.webhook),
-  deleteWebhook: (id: string) => request<{ deleted: { id: string } }>(`/webhooks/${encodeURIComponent(id)}`, { method: "DELETE" }),
+    request<Schemas["WebhookReply"]>("/webhooks", { method: "POST", body }).then((r): Webhook => r.webhook),
+  deleteWebhook: (id: string) => request<Schemas["WebhookDeleted"]>(`/webhooks/${encodeURIComponent(id)}`, { method: "DELETE" }),
   testWebhook: (id: string) =>
-    request<{ result: WebhookTestResult }>(`/webhooks/${encodeURIComponent(id)}/test`, { method: "POST" }).then((r) => r.result),
+    request<Schemas["WebhookTested"]>(`/webhooks/${encodeURIComponent(id)}/test`, { method: "POST" })
+      .then((r): WebhookTestResult => r.result),
 };

@@ -3,7 +3,7 @@
 // path, size) is optional: older daemons lack fingerprints, lineage, metrics or evaluations,
 // and a row shows what it has.
 
-import type { Checkpoint, CheckpointList, Evaluation } from "../api/types";
+import type { CheckpointEvaluation, CheckpointList, CheckpointMetric, Evaluation } from "../api/types";
 
 export type Value = number | string | null;
 
@@ -51,8 +51,9 @@ export function shortFingerprint(fp: string | null | undefined): string | null {
   return `${algo ? `${algo}:` : ""}${hex.slice(0, 8)}`;
 }
 
-/** A checkpoint's metrics in either shape the daemon sends (a list, or name -> value), primary first. */
-export function metricCells(metrics: Checkpoint["metrics"], primary: string | null): MetricCell[] {
+/** Metrics as a list (a checkpoint's) or name -> value (an evaluation's), primary first. */
+export function metricCells(metrics: readonly CheckpointMetric[] | Record<string, Value> | null | undefined,
+  primary: string | null): MetricCell[] {
   if (!metrics) return [];
   const cells: MetricCell[] = Array.isArray(metrics)
     ? metrics.filter((m) => m && typeof m.name === "string").map((m) => ({ name: m.name, value: m.value ?? null, step: m.step ?? null }))
@@ -64,12 +65,12 @@ export function metricCells(metrics: Checkpoint["metrics"], primary: string | nu
   return cells;
 }
 
-export function evaluationLabel(e: Pick<Evaluation, "suite" | "dataset" | "dataset_version" | "name">): string {
+export function evaluationLabel(e: Pick<Evaluation, "suite" | "dataset"> & Partial<Pick<Evaluation, "dataset_version" | "name">>): string {
   const data = e.dataset ? `${e.dataset}${e.dataset_version ? `@${e.dataset_version}` : ""}` : "";
   return [e.suite, data].filter(Boolean).join(" / ") || e.name || "evaluation";
 }
 
-export function evaluationCell(e: Evaluation): EvaluationCell {
+export function evaluationCell(e: Evaluation | CheckpointEvaluation): EvaluationCell {
   return { id: e.id, label: evaluationLabel(e), status: e.status, metrics: metricCells(e.metrics ?? null, null) };
 }
 

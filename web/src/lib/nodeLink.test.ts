@@ -10,7 +10,7 @@ const node = (id: string, remote: boolean, l: NodeLink | null) => ({ id, name: `
 describe("a node's link", () => {
   it("is local for the server's own node, else the link's state; a remote node not heard from is detached", () => {
     expect(linkState({ remote: false, link: null })).toBe("local");
-    expect(linkState({ link: null })).toBe("local");  // a server from before remote agents
+    expect(linkState({ link: null } as NodeInfo)).toBe("local");  // a server from before remote agents
     expect(linkState({ remote: true, link: link("attached") })).toBe("attached");
     expect(linkState({ remote: true, link: link("detached") })).toBe("detached");
     expect(linkState({ remote: true, link: null })).toBe("detached");

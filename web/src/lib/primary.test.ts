@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { RunPrimaryMetric } from "../api/types";
 import { primaryScope, starAction } from "./primary";
 
-const set = (name: string, source: string): RunPrimaryMetric =>
+const set = (name: string, source: RunPrimaryMetric["source"]): RunPrimaryMetric =>
   ({ name, source, direction: "minimize", count: 1, latest: null, best: null });
 
 describe("primaryScope", () => {

@@ -1,17 +1,19 @@
 import { render } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
 import type { CheckpointList, Evaluation } from "../api/types";
+import { checkpoint, evaluation } from "../test/wire";
 import { EvaluationsTable } from "./Evaluations";
 import { CheckpointsTable } from "./RunCheckpoints";
 
 const list: CheckpointList = {
   metric: "val/loss", direction: "minimize", best_id: "ck_2",
   checkpoints: [
-    { id: "ck_1", run_id: "r", step: 100, path: "/w/step_100.pt", size_bytes: 2048, created_at: 1, metric_value: 0.5,
-      fingerprint: "sha1:aaaaaaaa11111111" },
-    { id: "ck_2", run_id: "r", step: 200, path: "/w/step_200.pt", size_bytes: 4096, created_at: 2, metric_value: 0.25, best: true,
-      parent_id: "ck_1", fingerprint: "sha1:bbbbbbbb22222222",
-      evaluations: [{ id: "ev_1", checkpoint_id: "ck_2", suite: "mmlu", metrics: { acc: 0.61 }, status: "SUCCEEDED", created_at: 3 }] },
+    checkpoint({ id: "ck_1", run_id: "r", step: 100, path: "/w/step_100.pt", size_bytes: 2048, created_at: 1, metric_value: 0.5,
+      fingerprint: "sha1:aaaaaaaa11111111" }),
+    checkpoint({ id: "ck_2", run_id: "r", step: 200, path: "/w/step_200.pt", size_bytes: 4096, created_at: 2, metric_value: 0.25,
+      best: true, parent_id: "ck_1", fingerprint: "sha1:bbbbbbbb22222222",
+      evaluations: [{ id: "ev_1", job_id: null, suite: "mmlu", dataset: null, metrics: { acc: 0.61 }, status: "SUCCEEDED",
+        created_at: 3 }] }),
   ],
 };
 
@@ -30,7 +32,7 @@ describe("CheckpointsTable", () => {
 
   it("leaves out the columns no checkpoint has", () => {
     const plain: CheckpointList = { metric: null, direction: null, best_id: null,
-      checkpoints: [{ id: "ck_1", run_id: "r", step: 1, path: "/p", size_bytes: 1, created_at: 1 }] };
+      checkpoints: [checkpoint({ id: "ck_1", run_id: "r", step: 1, path: "/p", size_bytes: 1, created_at: 1 })] };
     const { container } = render(<CheckpointsTable list={plain} primaryChosen={false} />);
     expect([...container.querySelectorAll("thead th")].map((th) => th.textContent)).toEqual(["Step", "Path", "Size", "Registered"]);
   });
@@ -46,9 +48,9 @@ describe("CheckpointsTable", () => {
 describe("EvaluationsTable", () => {
   it("has a column per metric and a row per evaluation, newest first", () => {
     const evals: Evaluation[] = [
-      { id: "e1", checkpoint_id: "ck_1", suite: "mmlu", dataset: "test", metrics: { acc: 0.5 }, status: "SUCCEEDED", runtime_s: 90,
-        created_at: 1, finished_at: 5, checkpoint_run_id: "run_a", checkpoint_step: 100, checkpoint_path: "/w/a.pt" },
-      { id: "e2", checkpoint_id: "ck_2", suite: "gsm8k", metrics: { acc: 0.7, em: 0.4 }, status: "FAILED", created_at: 2 },
+      evaluation({ id: "e1", checkpoint_id: "ck_1", suite: "mmlu", dataset: "test", metrics: { acc: 0.5 }, status: "SUCCEEDED",
+        runtime_s: 90, created_at: 1, finished_at: 5, checkpoint_run_id: "run_a", checkpoint_step: 100, checkpoint_path: "/w/a.pt" }),
+      evaluation({ id: "e2", checkpoint_id: "ck_2", suite: "gsm8k", metrics: { acc: 0.7, em: 0.4 }, status: "FAILED", created_at: 2 }),
     ];
     const { container } = render(<EvaluationsTable evaluations={evals} />);
     expect([...container.querySelectorAll("thead th")].map((th) => th.textContent)).toEqual(
