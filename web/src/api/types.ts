@@ -7,12 +7,12 @@
 
 import {
   eventSeverityValues,
-  importedLogStreamValues,
   jobStatusValues,
   jobTypeValues,
   runStatusValues,
   webhookInfoFormatValues,
   type components,
+  type operations,
 } from "./openapi";
 
 type Schemas = components["schemas"];
@@ -25,8 +25,8 @@ export const RUN_STATES = runStatusValues;
 export type RunState = Schemas["Run"]["status"];
 export const SEVERITIES = eventSeverityValues;
 export type Severity = Schemas["Event"]["severity"];
-export const STREAMS = importedLogStreamValues;
-export type LogStream = Schemas["ImportedLog"]["stream"];
+/** The stream= of GET /jobs/{id}/logs. */
+export type LogStream = NonNullable<NonNullable<operations["getJobLogs"]["parameters"]["query"]>["stream"]>;
 export const WEBHOOK_FORMATS = webhookInfoFormatValues;
 export type WebhookFormat = Schemas["WebhookInfo"]["format"];
 
