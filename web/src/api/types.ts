@@ -90,6 +90,8 @@ export type GpuEvent = Schemas["Event"];
 
 export type LogLine = Schemas["LogLine"];
 export type LogPage = Schemas["LogPage"];
+/** The `end` event of GET /jobs/{id}/logs/stream. */
+export type LogEnd = Schemas["LogEnd"];
 
 export type Checkpoint = Schemas["Checkpoint"];
 export type CheckpointMetric = Schemas["CheckpointMetric"];

@@ -6,7 +6,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../api/client";
 import { useEventStream, useNow, useResource } from "../api/hooks";
-import type { Job, LogStream, NodeInfo } from "../api/types";
+import type { Job, LogEnd, LogStream, NodeInfo } from "../api/types";
 import { FrameBatcher } from "../charts/batch";
 import { Icon } from "../components/Icon";
 import { JobActions } from "../components/JobActions";
@@ -160,7 +160,7 @@ function LogPanel({ job, stream, attempt, latest, filter, source, setView, onEnd
       } else if (m.event === "end") {
         setEnded(true);
         onEnd();
-        const end = JSON.parse(m.data) as { status: string; attempt: number };
+        const end = JSON.parse(m.data) as LogEnd;
         if (end.status === "RETRIED" && latest) setView({ attempt: 0 });
       }
     });
