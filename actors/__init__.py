@@ -57,6 +57,8 @@ REGISTRY: tuple[ActorSpec, ...] = (
     ActorSpec("detector", _run_of("detector"), SERVER, depends_on=("store",)),
     ActorSpec("http", _run_of("http"), SERVER, depends_on=("store",), graceful_stop=True, stop_grace=5.0),
 )
+# Their names: the actors that share the node context (gpuplaned.daemon) and never import the server.
+NODE_ACTORS = tuple(spec.name for spec in REGISTRY if spec.roles == NODE)
 
 
 def specs_for_role(role: str, *, http: bool = True, also_node: bool = False) -> list[ActorSpec]:

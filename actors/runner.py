@@ -46,7 +46,7 @@ import gpuplaned
 from gpuplaned.cgroup import oom_kill_count, oom_kill_file, read_oom_kills
 from gpuplaned.domain import attempts as a
 from gpuplaned.domain.failures import ExitReason
-from gpuplaned.domain.job_states import NodeReport
+from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.gpus import inventory
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching import orphans

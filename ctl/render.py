@@ -13,7 +13,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuplaned.protocol.job_states import ENDED
 from gpuplaned.protocol.printable import printable, printable_lines
+from gpuplaned.protocol.vocabulary import SEVERITIES
 
 NONE = "-"
 
@@ -198,8 +200,6 @@ def print_error(message: str, *, hint: str | None = None) -> None:
 
 
 # --- jobs, nodes, logs -------------------------------------------------------
-
-ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "LOST"})
 
 
 def _seconds_since(ms: Any, now: float) -> float | None:
@@ -473,8 +473,6 @@ def end_line(job_id: str, end: Mapping[str, Any]) -> str:
 
 
 # --- events --------------------------------------------------------------------
-
-SEVERITIES = ("info", "warning", "critical")
 
 
 def event_time(ms: int | None) -> str:

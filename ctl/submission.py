@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuplaned.protocol.vocabulary import PLACEMENTS
+
 # Enough of the caller's environment that the job runs as it would in this shell: the same
 # programs and interpreter (PATH, an activated venv or conda env), the same libraries and
 # imports, the same user, locale and time zone. Everything else (tokens, SSH agents, display,
@@ -34,7 +36,6 @@ INHERITED_ENV = (
 FILE_KEYS = ("command", "cwd", "dir", "name", "env", "secrets", "gpu", "labels", "node", "priority", "retry",
              "timeout_s", "stop_grace_s", "type", "retention", "evaluate", "on_oom", "on_nan", "on_lost",
              "on_stalled", "on_preempted", "gpu_model", "min_gpu_memory", "placement")
-PLACEMENTS = ("pack", "spread")
 _MEMORY_UNITS = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024, "t": 1 << 20, "tb": 1 << 20,
                  "tib": 1 << 20}  # MiB each; MB and GB are read as MiB and GiB, as nvidia-smi writes them
 POLICY_KEYS = ("retention", "evaluate")

@@ -25,11 +25,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuplaned.protocol.job_states import ACTIVE, WAITING
 from gpuplanectl import render, render_nodes
 
 NONE = render.NONE
-RUNNING = ("DISPATCHING", "RUNNING")
-QUEUED = ("CREATED", "QUEUED")
+RUNNING = ACTIVE  # what top counts and shows as running: dispatched or running
+QUEUED = WAITING
 ELLIPSIS = ".."  # ASCII: the terminal at the other end of an SSH session may have no UTF-8
 
 # The GPU line: index, bar, util, memory, temperature, power, then the owner in what is left.

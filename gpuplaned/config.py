@@ -25,6 +25,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from gpuplaned.protocol.converter import FieldInvalid, check, converter
 from gpuplaned.protocol.discovery import default_runtime_dir
+from gpuplaned.protocol.vocabulary import PLACEMENTS, PlacementMode
 from gpuplaned.telemetry.backend import GpuSource, parse_gpus
 
 ROLES = ("all", "server", "agent")
@@ -409,7 +410,7 @@ class SchedulerConfig:
     """How queued jobs are placed (``[scheduler]``; ``gpuplaned.domain.scheduling``)."""
 
     # pack: the node with the fewest free GPUs that fit; spread: the most. A job's own placement wins.
-    placement: str = _key(_choice(("pack", "spread")), "pack")
+    placement: str = _key(_choice(PLACEMENTS), PlacementMode.PACK.value)
 
 
 @_section

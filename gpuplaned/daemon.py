@@ -31,6 +31,7 @@ import attrs
 import trio
 
 from gpuplaned import __version__
+from gpuplaned.actors import NODE_ACTORS
 from gpuplaned.config import Config
 from gpuplaned.endpoint import ClaimedEndpoint, claim_endpoint, publish_portfile, remove_portfile_if_ours
 from gpuplaned.home import prepare_home
@@ -113,8 +114,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
             shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
             # Role all: the node side reaches this server through the in-memory link.
             node = _node_context(cfg, endpoint, LocalNodeLink(shared), supervisor)
-            supervisor.shared_for.update({"runner": node, "logs": node, "monitor": node, "ckptwatch": node,
-                                          "tbtail": node})
+            supervisor.shared_for.update({name: node for name in NODE_ACTORS})
         try:
             prepare_home(cfg.home)  # once the endpoint is ours: a second daemon touches nothing
             if any(spec.name == "uplink" for spec in specs):
@@ -179,7 +179,7 @@ def _agent_context(cfg: Config, endpoint: ClaimedEndpoint, shared: DaemonContext
     assert cfg.server is not None  # load_config refuses role agent without one
     link = shared.uplink = UplinkNodeLink(spool, cfg.server)
     node = _node_context(cfg, endpoint, link, supervisor)
-    shared_for: dict[str, Any] = {name: node for name in ("runner", "logs", "monitor", "ckptwatch", "tbtail")}
+    shared_for: dict[str, Any] = {name: node for name in NODE_ACTORS}
     shared_for["uplink"] = UplinkContext(cfg, link, shared.fail)
     supervisor.shared_for.update(shared_for)
 

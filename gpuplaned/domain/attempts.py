@@ -37,7 +37,7 @@ from typing import Any, Protocol, Union
 import attrs
 
 from gpuplaned.domain.failures import ExitFacts, ExitReason, FailureReason, failure_line, judge_exit
-from gpuplaned.domain.job_states import NodeReport
+from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.protocol.agent import JobStatus
 
 

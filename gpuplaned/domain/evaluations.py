@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.job_states import JobState
+from gpuplaned.protocol.job_states import JobState
 from gpuplaned.protocol.converter import FieldInvalid, check
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.evaluation_wire import (

@@ -25,13 +25,12 @@ from __future__ import annotations
 import attrs
 
 from gpuplaned.protocol.job_policies import JobPolicies, duration_s, env_refusal
+from gpuplaned.protocol.job_states import ACTIVE, RETRYABLE, JobState
 
 POLICY_ACTION = "POLICY_ACTION"  # a policy acted: requeue, stop, restart, restarted or notify, with why
 POLICY_SKIPPED = "POLICY_SKIPPED"  # a policy that answers the trigger could not act, with why
 TRIGGERS = frozenset({"OOM", "JOB_FAILED", "LOSS_NAN", "RUN_STALLED"})  # as 0013's SQL trigger lists them
 PREEMPT_SIGNALS = frozenset({"SIGNAL(SIGTERM)", "SIGNAL(SIGKILL)", "SIGNAL(SIGINT)", "SIGNAL(SIGHUP)"})
-ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "LOST"})
-LIVE = frozenset({"DISPATCHING", "RUNNING"})
 
 
 @attrs.frozen
@@ -102,13 +101,13 @@ def decide(trigger: Trigger, policies: JobPolicies, job: JobFacts, done_before: 
 
 
 def _stop_live(trigger: Trigger, job: JobFacts, action: str, why: str) -> Decision:
-    if job.status not in LIVE or (trigger.run_id is not None and trigger.run_id != job.run_id):
+    if job.status not in ACTIVE or (trigger.run_id is not None and trigger.run_id != job.run_id):
         return Decision("skip", f"{why}, but the job is {job.status} on another run or ended")
     return Decision(action, why)
 
 
 def _requeue(policy: str, trigger: Trigger, policies: JobPolicies, job: JobFacts, done_before: int) -> Decision:
-    if job.status not in ENDED and job.status != "QUEUED":
+    if job.status not in RETRYABLE and job.status != JobState.QUEUED:
         return Decision("skip", f"{policy}: the job is {job.status} again")
     if policy == "on_oom":
         oom = policies.on_oom

@@ -1,7 +1,8 @@
 """How an attempt ended, from its exit record and the tail of its stderr: the node's report.
 
-``ExitReason`` is what a shim writes in ``exit.json`` (``reason``), ``FailureReason`` what a
-failed attempt is recorded with (``failure_reason``: on the job, its run and its event), and
+``ExitReason`` is what a shim writes in ``exit.json`` (``reason``), ``FailureReason`` (the wire's
+vocabulary, ``gpuplaned.protocol.job_states``) what a failed attempt is recorded with
+(``failure_reason``: on the job, its run and its event), and
 ``judge_exit`` the one translation from the first to the node's report (``NodeReport``)
 and the second. Pure: the caller reads the files (``gpuplaned.launching.job_files``:
 ``read_exit``, ``tail_text``) and the kernel's OOM counters, and passes what they say.
@@ -15,7 +16,7 @@ from typing import Protocol
 
 import attrs
 
-from gpuplaned.domain.job_states import NodeReport
+from gpuplaned.protocol.job_states import FailureReason, NodeReport, signal_failure
 
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError")
 MAX_LOG_LINE = 500  # characters of the line that tells why a job failed
@@ -29,25 +30,6 @@ class ExitReason(enum.StrEnum):
     CANCELLED = "cancelled"  # we stopped it on a cancel
     TIMEOUT = "timeout"  # we stopped it at its timeout
     SPAWN_FAILED = "spawn_failed"  # it never started
-
-
-class FailureReason(enum.StrEnum):
-    """Why an attempt failed (``failure_reason``; the values are the wire's). A signal's is
-    ``signal_failure(name)``: ``SIGNAL(SIGSEGV)``."""
-
-    EXIT_CODE = "EXIT_CODE"  # a non-zero exit code
-    OOM = "OOM"  # the kernel's OOM killer, or an out-of-memory message in stderr
-    TIMEOUT = "TIMEOUT"
-    SPAWN_FAILED = "SPAWN_FAILED"  # the command could not be started
-    SHIM_DIED = "SHIM_DIED"  # its shim died first and the job's own exit code is unknown
-    LOST = "LOST"  # nothing tells how it ended (no exit record, or a corrupt one)
-    REQUEUED = "REQUEUED"  # on a run only: the dispatch never started and went back to the queue
-    DISPATCH_TIMEOUT = "DISPATCH_TIMEOUT"  # a remote node never said it started it, dispatch after dispatch
-
-
-def signal_failure(name: str) -> str:
-    """The failure reason of an attempt killed by the signal ``name`` (``SIGSEGV``)."""
-    return f"SIGNAL({name})"
 
 
 class ExitFacts(Protocol):

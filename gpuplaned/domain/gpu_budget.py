@@ -16,11 +16,11 @@ from collections.abc import Iterable
 
 import attrs
 
+from gpuplaned.protocol.job_states import ENDED
 from gpuplaned.protocol.token_limits import TokenLimits
 
 MS_PER_HOUR = 3_600_000
 BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"  # an event: a job stopped because its token spent its budget
-ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
 @attrs.frozen
@@ -44,7 +44,7 @@ class TokenJob:
 class Usage:
     used_gpu_hours: float
     committed_gpu_hours: float  # used, plus what the jobs not ended may still use
-    open_jobs: int  # jobs not ended (queued, dispatching, running, lost)
+    open_jobs: int  # jobs not ended (queued, dispatching, running, lost: it may run on, charged)
 
 
 def attempt_hours(attempt: Attempt, now_ms: int) -> float:

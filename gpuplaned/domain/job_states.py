@@ -17,23 +17,15 @@ turns a report into the job's next state through the table, and ``on_exit`` does
 attempt's end: a failure with attempts left goes back to the queue (QUEUED, not FAILED), and an
 attempt that failed or never started while a cancel was asked for is CANCELLED. ``run_state``
 is what the attempt's run records. Every function here is pure; the store writes the state
-these return.
+these return. The states, the reports and the named sets of states (ENDED, ACTIVE, ON_NODE...)
+are the wire's vocabulary, in ``gpuplaned.protocol.job_states``; the table below is what they mean.
 """
 
 from __future__ import annotations
 
 import enum
 
-
-class JobState(enum.Enum):
-    CREATED = "CREATED"
-    QUEUED = "QUEUED"
-    DISPATCHING = "DISPATCHING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    LOST = "LOST"
+from gpuplaned.protocol.job_states import JobState, NodeReport
 
 
 class JobEvent(enum.Enum):
@@ -49,12 +41,6 @@ class JobEvent(enum.Enum):
 
 
 S, E = JobState, JobEvent
-
-TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED})
-# States in which the job holds slots on a node.
-ACTIVE = frozenset({S.DISPATCHING, S.RUNNING})
-# States in which the job's node is to tell how it is (its hello lists them): ACTIVE, and LOST.
-ON_NODE = ACTIVE | {S.LOST}
 
 TRANSITIONS: dict[tuple[JobState, JobEvent], JobState] = {
     (S.CREATED, E.SUBMIT): S.QUEUED,
@@ -106,17 +92,6 @@ def next_after_exit(state: JobState, event: JobEvent, attempt: int, max_attempts
     if new is S.FAILED and attempt < max_attempts:
         return S.QUEUED
     return new
-
-
-class NodeReport(enum.StrEnum):
-    """What a node reports of one attempt (``JobStatus.status``; the values are the wire's)."""
-
-    RUNNING = "RUNNING"  # started, or found still running after a restart
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    LOST = "LOST"
-    REQUEUE = "REQUEUE"  # never started on the node: back to the queue, no attempt spent
 
 
 REPORT_EVENTS: dict[NodeReport, JobEvent] = {

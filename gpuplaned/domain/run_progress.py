@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuplaned.protocol.vocabulary import SEVERITY_RANK
+
 RATE_WINDOW = 32
 
 
@@ -91,5 +93,4 @@ def health(summary: Mapping[str, Any] | None, spike_gap: int) -> list[dict[str, 
         if spike is not None and latest.get("step") is not None and latest["step"] - spike < spike_gap:
             out.append({"type": "LOSS_SPIKE", "severity": "warning", "metric": name, "step": spike,
                         "message": f"{name} spiked at step {spike}"})
-    order = {"critical": 0, "warning": 1, "info": 2}
-    return sorted(out, key=lambda w: order[w["severity"]])
+    return sorted(out, key=lambda w: -SEVERITY_RANK[w["severity"]])  # the most urgent first

@@ -19,11 +19,11 @@ import attrs
 from gpuplaned.protocol.converter import FieldInvalid, check
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.vocabulary import SEVERITIES
 
 MAX_RECORDS = 1000  # of each kind in one batch: a script logs a few, never a stream
 MAX_DATA_BYTES = 16 * 1024  # one event's data or one checkpoint's metadata, as JSON
 MAX_PATH = 4096
-SEVERITIES = ("info", "warning", "critical")
 USER_EVENT = "USER_EVENT"  # the events table's type; the script's own name is the message
 CHECKPOINT_CREATED = "CHECKPOINT_CREATED"
 R = TypeVar("R")

@@ -33,9 +33,10 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from gpuplaned.protocol.job_wire import PLACEMENTS as PLACEMENTS
+from gpuplaned.protocol.vocabulary import PLACEMENTS as PLACEMENTS
+from gpuplaned.protocol.vocabulary import PlacementMode
 
-DEFAULT_PLACEMENT = "pack"
+DEFAULT_PLACEMENT = PlacementMode.PACK.value
 
 
 @attrs.frozen
@@ -203,7 +204,7 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
         if job.gpu == 0:
             roomy = [n for n in candidates if cpu[n.node_id] < n.max_cpu_jobs]
             if roomy:
-                node = min(roomy, key=lambda n: (cpu[n.node_id], n.name)) if how == "spread" else roomy[0]
+                node = min(roomy, key=lambda n: (cpu[n.node_id], n.name)) if how == PlacementMode.SPREAD else roomy[0]
                 cpu[node.node_id] += 1
                 out.append(Assignment(job.job_id, node.node_id, ()))
             else:
@@ -216,7 +217,7 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
             reserved.update(n.node_id for n in candidates)
             waiting[job.job_id] = None if candidates else waiting_reason(job, nodes)  # None: it waits its turn
             continue
-        if how == "spread":
+        if how == PlacementMode.SPREAD:
             node = min(fitting, key=lambda n: (-len(free[n.node_id]), n.name))
         else:
             node = min(fitting, key=lambda n: (len(free[n.node_id]), n.name))

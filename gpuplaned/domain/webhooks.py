@@ -26,9 +26,9 @@ from typing import Any
 import attrs
 
 from gpuplaned.domain.event_types import with_kinds
+from gpuplaned.protocol.vocabulary import SEVERITY_RANK
 
 FORMATS = ("json", "ntfy", "bark", "slack")
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 SIGNATURE_HEADER = "X-GPUPlane-Signature"
 TIMESTAMP_HEADER = "X-GPUPlane-Timestamp"
 DELIVERY_HEADER = "X-GPUPlane-Delivery"

@@ -49,13 +49,12 @@ from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorInfo, DaemonInfo, ShutdownReply
 from gpuplaned.protocol.errors import ErrorCode
 from gpuplaned.protocol.fields import DOCUMENTED_AS, schema_of
+from gpuplaned.protocol.job_states import FINISH_STATES
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.protocol.version import API_VERSION
 from gpuplaned.runtime.states import ActorState
-from gpuplaned.service.jobs import JOB_STATES
 from gpuplaned.service.projects import METRIC_SCOPES
 from gpuplaned.service.runs import RUN_STATES
-from gpuplaned.service.sessions import FINISH_STATES
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER
 from gpuplaned.store.event_rows import EventRow
@@ -71,7 +70,7 @@ _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _NAMES = {EventRow: "Event", TokenInfo: "Token"}  # the API's words for a store's or service's type
 # Enums whose values another layer owns (the wire type cannot import them).
 _ENUMS: dict[tuple[type, str], typing.Iterable[Any]] = {
-    (Job, "status"): JOB_STATES, (Run, "status"): RUN_STATES, (Session, "status"): ("OPEN", *FINISH_STATES),
+    (Run, "status"): RUN_STATES, (Session, "status"): ("OPEN", *FINISH_STATES),
     (DaemonInfo, "state"): [s.value for s in DaemonState], (DaemonInfo, "role"): ROLES,
     (ActorInfo, "state"): [s.value for s in ActorState], (ShutdownReply, "state"): [DaemonState.STOPPING.value],
     (MetricDefinition, "scope"): METRIC_SCOPES,

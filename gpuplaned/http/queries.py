@@ -21,7 +21,7 @@ from gpuplaned.service.logs import MAX_PAGE
 from gpuplaned.service.projects import METRIC_PATTERN
 from gpuplaned.service.run_logs import DEFAULT_TAIL, MAX_LINES
 from gpuplaned.service.runs import RUN_STATES
-from gpuplaned.store.event_rows import SEVERITIES
+from gpuplaned.protocol.vocabulary import SEVERITIES
 
 
 

@@ -19,6 +19,7 @@ from gpuplaned.domain.run_summary import PRIMARY_SOURCES
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.protocol.submit_plan import SubmitPlan
+from gpuplaned.protocol.vocabulary import SEVERITIES
 from gpuplaned.service.checkpoint_details import MAX_METRICS as MAX_CHECKPOINT_METRICS
 from gpuplaned.service.jobs import JOB_STATES
 from gpuplaned.service.nodes_view import LinkView, NodeInfo
@@ -543,7 +544,7 @@ class OpenApiDocument:
 @attrs.frozen(kw_only=True)
 class Finding:
     kind: str = doc("convergence, overfitting, instability, stall, throughput, divergence, best, config, cause...")
-    severity: str = doc(enum=["info", "warning", "critical"])
+    severity: str = doc(enum=SEVERITIES)
     claim: str = doc("what was found, in words")
     evidence: list[dict[str, Any]] = doc("pointers the API resolves: {kind: metric, run_id, name, steps: [a, b], "
                                          "values} (GET /runs/{id}/series), {kind: log, job_id, attempt, stream, "

@@ -23,6 +23,7 @@ from gpuplaned.mcp.table import Call, Result, Tool, next_action
 from gpuplaned.mcp.tasks import describe_progress
 from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.job_states import WENT_WRONG, JobState
 from gpuplaned.protocol.patterns import scan_lines
 from gpuplaned.service import evaluations, events, jobs, logs, nodes_view, run_records, runs
 from gpuplaned.service.series_query import RunMetricsArgs
@@ -41,11 +42,11 @@ def job_next(job: Any) -> list[Any]:
     out = []
     if job.run_id:
         out.append(next_action("get_run_summary", "step, loss, ETA of its run", run_id=job.run_id))
-    if job.status in ("FAILED", "LOST"):
+    if job.status in WENT_WRONG:
         out.append(next_action("explain_failure", "why it failed", job_id=job.id))
     if job.attempt:
         out.append(next_action("tail_logs", "its latest output", job_id=job.id, max_lines=50))
-    if job.status in ("SUCCEEDED",) and job.run_id:
+    if job.status == JobState.SUCCEEDED and job.run_id:
         out.append(next_action("diagnose_run", "how the run went", run_id=job.run_id))
     return out
 

@@ -2,8 +2,9 @@
 ``tasks/result``) over jobs: a task is its job (the task id is the job id), every state is
 the daemon's, so any connection, stateless as they are here, can ask about any task.
 
-Status: QUEUED/DISPATCHING/RUNNING -> working, SUCCEEDED -> completed, FAILED/LOST ->
-failed, CANCELLED -> cancelled; the status message has the run's step, loss and ETA.
+Status: QUEUED/DISPATCHING/RUNNING/LOST -> working (a LOST job has not ended: its node may
+yet tell how it did), SUCCEEDED -> completed, FAILED -> failed, CANCELLED -> cancelled; the
+status message has the run's step, loss and ETA.
 
 ``tasks/result`` (2025-11-25) waits for the task's end, as the spec says, woken by the
 job's events and looking again every ``RECHECK_S``; the client chose to wait, and the wait

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuplaned.mcp.table import TaskHandle, next_action
+from gpuplaned.protocol.job_states import OPEN, JobState
 from gpuplaned.service import jobs, runs
 from gpuplaned.service.registry import now_ms
 
@@ -20,8 +21,10 @@ QUICK_MS = 5_000
 SLOW_MS = 30_000
 SETTLING_MS = 60_000  # a run younger than this is "just started"
 
-TASK_STATUS = {"CREATED": "working", "QUEUED": "working", "DISPATCHING": "working", "RUNNING": "working",
-               "SUCCEEDED": "completed", "FAILED": "failed", "LOST": "failed", "CANCELLED": "cancelled"}
+# An open job's task is working (a LOST one too: its node may yet tell how it ended), an ended one's is over.
+TASK_STATUS = {**{state.value: "working" for state in OPEN},
+               JobState.SUCCEEDED.value: "completed", JobState.FAILED.value: "failed",
+               JobState.CANCELLED.value: "cancelled"}
 
 
 def _loss(summary: dict[str, Any]) -> tuple[str, float] | None:

@@ -15,12 +15,11 @@ from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.evaluation_wire import EvaluationCreate, RetryBody
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.job_states import CANCELLABLE, RETRYABLE, WENT_WRONG, JobState
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service import evaluations, jobs, run_records
 from gpuplaned.store.evaluation_rows import Evaluation
-
-ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")
 
 
 @attrs.frozen(kw_only=True)
@@ -52,7 +51,7 @@ async def task_result(call: Call, job_id: str) -> Result:
     job = await jobs.get_job(call.shared, job_id)
     task = await handle_for(call.shared, job)
     more = [next_action("diagnose_run", "how the run went", run_id=job.run_id)] if job.run_id else []
-    if job.status in ("FAILED", "LOST"):
+    if job.status in WENT_WRONG:
         more.insert(0, next_action("explain_failure", "why it failed", job_id=job.id))
     return Result(f"Job {job.id} ({job.name}) ended {job.status}. {task.status_message}",
                   WriteOutcome(dry_run=False, job=_view(call, job), task=task, plan=None, evaluation=None,
@@ -81,10 +80,11 @@ async def submit_job(call: Call, body: JobSubmit) -> Result:
 async def cancel_job(call: Call, args: a.CancelArgs) -> Result:
     if call.dry_run:
         job = await jobs.get_job(call.shared, args.job_id)
-        if job.status in ENDED:
+        if job.status not in CANCELLABLE:
             return _would(call, f"job {job.id} has ended ({job.status}); cancelling it would be refused.", job)
         return _would(call, f"job {job.id} ({job.status}) would be cancelled"
-                      + (" and its process stopped." if job.status == "RUNNING" else "."), job)
+                      + (" and its process stopped." if job.status == JobState.RUNNING else
+                         " when its node is back." if job.status == JobState.LOST else "."), job)
     job = await jobs.cancel(call.shared, args.job_id, caller=call.caller)
     return await _done(call, job, f"Job {job.id} is cancelling (now {job.status}).")
 
@@ -92,7 +92,7 @@ async def cancel_job(call: Call, args: a.CancelArgs) -> Result:
 async def retry_job(call: Call, args: a.RetryArgs) -> Result:
     if call.dry_run:
         job = await jobs.get_job(call.shared, args.job_id)
-        if job.status not in ENDED:
+        if job.status not in RETRYABLE:
             return _would(call, f"job {job.id} is {job.status}, not ended; a retry would be refused.", job)
         start = f", resuming from {args.resume_from}" if args.resume_from else ", starting afresh"
         return _would(call, f"job {job.id} ({job.status}) would be queued again{start}.", job)

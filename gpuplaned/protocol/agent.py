@@ -16,6 +16,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from gpuplaned.protocol.converter import TaggedUnion, converter
 from gpuplaned.protocol.evaluation_wire import EvalResult
 from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
 from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointReading, CheckpointRemoval, CheckpointRemove
 from gpuplaned.protocol.uplink_frames import (
@@ -122,7 +123,7 @@ class JobStatus:
 
     job_id: str
     attempt: int
-    status: str
+    status: NodeReport = attrs.field(converter=NodeReport)  # a string not in it is refused, here and on the wire
     pid: int | None = None
     exit_code: int | None = None
     signal: str | None = None

@@ -10,6 +10,7 @@ dotted path) in ``invalid``, whichever edge it came from.
 
 from __future__ import annotations
 
+import enum
 import typing
 from typing import Any, TypeVar
 
@@ -45,8 +46,14 @@ def _strict(kind: type, names: str, *accepted: type) -> Any:
     def structure(value: Any, hint: Any) -> Any:
         if type(value) not in accepted:  # bool is an int subclass: compared exactly
             raise FieldInvalid("", f"must be {names}, got {_json_type(value)}")
+        if hint is kind:
+            return kind(value)
         # A StrEnum (IntEnum) is a str (int) too, so it lands here: its value must be one of its members.
-        return kind(value) if hint is kind else hint(value)
+        try:
+            return hint(value)
+        except ValueError:
+            raise FieldInvalid("", f"must be one of {', '.join(str(m.value) for m in hint)}, "
+                                   f"got {_json_type(value)}") from None
 
     return structure
 
@@ -55,6 +62,10 @@ converter.register_structure_hook(int, _strict(int, "an integer", int))
 converter.register_structure_hook(float, _strict(float, "a number", int, float))
 converter.register_structure_hook(str, _strict(str, "a string", str))
 converter.register_structure_hook(bool, _strict(bool, "true or false", bool))
+# A StrEnum (IntEnum) member goes out as its plain value: a reply holds JSON's own types. (Registered
+# on the enum base, which comes before str and int in a member's MRO, where the default is identity.)
+converter.register_unstructure_hook(enum.StrEnum, lambda member: member.value)
+converter.register_unstructure_hook(enum.IntEnum, lambda member: member.value)
 
 
 def _container(origin: type, names: str, accepted: type) -> None:

@@ -19,6 +19,7 @@ import attrs
 
 from gpuplaned.protocol.converter import FieldInvalid, check
 from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.job_states import FINISH_STATES
 
 EVAL_CHECKPOINT_VAR = "GPUPLANE_CHECKPOINT"  # the checkpoint's path, for the evaluation job
 EVAL_RESULT_VAR = "GPUPLANE_EVAL_RESULT"  # where the node wants the job's result object
@@ -30,7 +31,7 @@ MAX_RESULT_BYTES = 1 << 20  # the result file; larger is refused unread
 MAX_METRICS = 1000
 MAX_METRIC_NAME = 200
 MAX_ERROR = 2000
-EVALUATION_STATES = ("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+EVALUATION_STATES = ("QUEUED", "RUNNING", *FINISH_STATES)
 _NO_NUL = "^[^\\x00]*$"
 
 

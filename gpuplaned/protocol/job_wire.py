@@ -23,11 +23,12 @@ from gpuplaned.protocol.job_policies import (
     StalledPolicy,
     env_refusal,
 )
+from gpuplaned.protocol.job_states import JobState
+from gpuplaned.protocol.vocabulary import PLACEMENTS
 
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
 DEFAULT_STOP_GRACE_S = 10.0
 MAX_PRIORITY = 1_000_000
-PLACEMENTS = ("pack", "spread")  # gpuplaned.domain.scheduling says what each does
 
 
 @attrs.frozen
@@ -62,7 +63,7 @@ class Job:
     id: str = doc("job_<ULID>")
     name: str
     type: str = doc(enum=JOB_TYPES)
-    status: str  # one of service.jobs.JOB_STATES
+    status: JobState = attrs.field(converter=JobState)  # a string not in it is refused
     priority: int
     command: list[str]
     cwd: str | None

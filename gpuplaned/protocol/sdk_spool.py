@@ -42,12 +42,12 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol import bounded_json
+from gpuplaned.protocol.job_states import FINISH_STATES
 
 SPOOL_VERSION = 1
 PREFIX = "sdk-"
 SUFFIX = ".jsonl"
 CORRUPT_SUFFIX = ".corrupt"
-FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 BATCH_RECORDS = ("events", "checkpoints", "evaluations")  # what a batch carries beside its metrics
 READ_CHUNK = 4 * 1024 * 1024
 SESSION_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")

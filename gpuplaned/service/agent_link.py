@@ -49,7 +49,7 @@ import trio
 import gpuplaned
 from gpuplaned import tsdb
 from gpuplaned.domain.event_types import AGENT_DISCONNECTED, AGENT_RECONNECTED
-from gpuplaned.domain.job_states import NodeReport
+from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.agent import (
     FRAMES,

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from gpuplaned.domain.failures import FailureReason
-from gpuplaned.domain.job_states import NodeReport
+from gpuplaned.protocol.job_states import FailureReason
+from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT
 from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus
 from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms

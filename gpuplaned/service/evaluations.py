@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gpuplaned.domain.evaluations import EVALUATION_FINISHED, EvaluationRecord, command_for, judge, merged
-from gpuplaned.domain.job_states import JobState, NodeReport
+from gpuplaned.protocol.job_states import JobState, NodeReport
 from gpuplaned.protocol.agent import JobStatus
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.evaluation_wire import EVAL_CHECKPOINT_VAR, EvaluationCreate

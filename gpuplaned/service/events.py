@@ -23,7 +23,8 @@ from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
 from gpuplaned.store import event_rows
-from gpuplaned.store.event_rows import SEVERITIES, EventFilter, EventRow
+from gpuplaned.protocol.vocabulary import SEVERITIES
+from gpuplaned.store.event_rows import EventFilter, EventRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from gpuplaned.domain.failure_policies import (
     decide,
     policy_for,
 )
-from gpuplaned.domain.job_states import TERMINAL
+from gpuplaned.protocol.job_states import ENDED
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.ids import new_id
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuplaned.policies")
 
-_ENDED = frozenset(s.value for s in TERMINAL)
 STALL_RESTARTS = 3  # [detector] stall_restarts's default
 
 
@@ -135,8 +134,8 @@ def _settle_one(conn: sqlite3.Connection, row: policy_rows.OpenAction, now: int,
         policy_rows.settle(conn, row.job_id, row.event_id, "done", now, action="skip", reason="gone")
         return False
     if row.state == "restarting":
-        if job.status not in _ENDED:
-            return False  # its attempt is still stopping
+        if job.status not in ENDED:
+            return False  # its attempt is still stopping (or its node is away: LOST)
         _requeue(conn, job, None)
         policy_rows.settle(conn, row.job_id, row.event_id, "done", now)
         out.events.append(_event(job, event, "restarted", "the stopped attempt ended: queued again", now))

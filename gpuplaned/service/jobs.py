@@ -24,7 +24,6 @@ import trio
 
 from gpuplaned.domain import gpu_budget
 from gpuplaned.domain.gpu_budget import SubmitFacts
-from gpuplaned.domain.job_states import JobState
 from gpuplaned.domain.secret_values import looks_secret, mask_url_passwords
 from gpuplaned.domain.scheduling import assign, waiting_reason
 from gpuplaned.home import attempt_dir
@@ -32,6 +31,7 @@ from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.evaluation_wire import RetryBody
+from gpuplaned.protocol.job_states import RETRYABLE, JobState
 from gpuplaned.protocol.job_wire import Job, JobSubmit, to_spec
 from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service import access, budgets, evaluations, resume
@@ -127,7 +127,6 @@ async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None 
 
 
 _PLANNED = "planned"  # the job a dry run places: no real job has this id
-RETRYABLE = frozenset({*gpu_budget.ENDED, JobState.LOST.value})  # what retry_job takes
 
 
 def parse_statuses(raw: str | None) -> list[str]:

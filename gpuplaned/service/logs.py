@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from gpuplaned.domain.job_states import TERMINAL, JobState
+from gpuplaned.protocol.job_states import ENDED
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.logtail import FileTail, read_page, tail_page
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -88,7 +88,7 @@ async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt
         return LogPage(job_id, 0, stream, [], None)
     path = jobs.log_path(shared, job, stream, attempt)
     number = job.attempt if attempt is None else attempt
-    ended = JobState(job.status) in TERMINAL or number < job.attempt
+    ended = job.status in ENDED or number < job.attempt
     if not await trio.to_thread.run_sync(path.exists):
         remote = await _remote_node(shared, job)
         if remote is not None and offset is not None:
@@ -183,7 +183,7 @@ async def follow_events(shared: ServerContext, job_id: str, stream: str, resume:
 async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], positions: list[int],
                   attempt: int | None) -> AsyncGenerator[bytes, None]:
     while job.attempt == 0 or (attempt is not None and job.attempt < attempt):
-        if JobState(job.status) in TERMINAL:  # cancelled before it ever ran
+        if job.status in ENDED:  # cancelled before it ever ran
             yield _end_event(job, job.attempt)
             return
         await trio.sleep(STATUS_EVERY)
@@ -234,7 +234,7 @@ async def _follow(shared: ServerContext, job: Job, names: tuple[str, ...], posit
         heard = trio.current_time()  # the last feed item or read
         files = True  # catch up from the files first, since the feed only has what comes next
         while True:
-            ended = JobState(job.status) in TERMINAL or job.attempt != number
+            ended = job.status in ENDED or job.attempt != number
             if ended and not files and feed.pending:
                 # What the feed holds is framed already: send it, and read only the rest
                 # from the files. (Reading it all again, per follower, costs far more.)

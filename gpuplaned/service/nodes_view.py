@@ -14,6 +14,7 @@ from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.job_states import ACTIVE, values
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
 from gpuplaned.service.dispatch import wake_scheduler
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuplaned.nodes")
 
 UNHEALTHY_CONDITIONS = frozenset({"GPU_LOST", "DISK_LOW"})
+_ACTIVE = values(ACTIVE)  # the jobs that take a CPU place
 DRAINED = "DRAINED"  # the condition a drained node shows (it is the server's, not the node's)
 
 
@@ -95,8 +97,8 @@ def _query(conn: Any) -> list[tuple[Any, ...]]:
             "LEFT JOIN jobs j ON j.id = s.owner_job_id WHERE s.node_id = ? ORDER BY s.gpu_index", (node[0],)
         ).fetchall()
         cpu_jobs = conn.execute(
-            "SELECT count(*) FROM jobs WHERE node_id = ? AND status IN ('DISPATCHING', 'RUNNING') "
-            "AND json_extract(resources, '$.gpu') = 0", (node[0],)
+            f"SELECT count(*) FROM jobs WHERE node_id = ? AND status IN ({', '.join('?' * len(_ACTIVE))}) "
+            "AND json_extract(resources, '$.gpu') = 0", (node[0], *_ACTIVE)
         ).fetchone()[0]
         out.append((node, slots, cpu_jobs))
     return out

@@ -14,6 +14,7 @@ from gpuplaned.protocol import cursors
 from gpuplaned.protocol.converter import FieldInvalid, structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET, field
+from gpuplaned.protocol.job_states import RUN_STATES
 from gpuplaned.service import access, detector
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.series_query import MAX_MS, RunMetricsArgs, duration_ms, expand_names, given, json_finite
@@ -24,8 +25,6 @@ from gpuplaned.tsdb.query import MAX_POINTS
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
-
-RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST")
 
 
 def _readers(shared: ServerContext) -> Any:

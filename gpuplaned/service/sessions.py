@@ -32,6 +32,7 @@ from gpuplaned.protocol import columns
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.job_states import FINISH_STATES
 from gpuplaned.protocol.sdk_spool import SESSION_ID
 from gpuplaned.service import access, checkpoint_files, detector, evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
     from gpuplaned.service.access import Caller
 
-FINISH_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 _INT31 = {"minimum": 0, "maximum": (1 << 31) - 1, "message": "a non-negative integer"}
 
 

@@ -29,7 +29,8 @@ from gpuplaned.service.events import to_json
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.sealing import seal, unseal
 from gpuplaned.store import webhook_rows
-from gpuplaned.store.event_rows import SEVERITIES, EventRow
+from gpuplaned.protocol.vocabulary import SEVERITIES
+from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.webhook_rows import WebhookRow
 from gpuplaned.store.writer import write
 

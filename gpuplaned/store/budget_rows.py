@@ -6,7 +6,8 @@ import json
 import sqlite3
 from collections import defaultdict
 
-from gpuplaned.domain.gpu_budget import ENDED, Attempt, TokenJob
+from gpuplaned.domain.gpu_budget import Attempt, TokenJob
+from gpuplaned.protocol.job_states import ENDED, OPEN, values
 
 
 def token_jobs(conn: sqlite3.Connection, token_id: str) -> list[TokenJob]:
@@ -38,6 +39,7 @@ def token_jobs(conn: sqlite3.Connection, token_id: str) -> list[TokenJob]:
 
 def open_jobs(conn: sqlite3.Connection, token_id: str) -> list[str]:
     """The token's jobs not ended (queued, or holding a node), not already asked to stop."""
-    rows = conn.execute("SELECT id FROM jobs WHERE token_id = ? AND status IN ('QUEUED', 'DISPATCHING', 'RUNNING', "
-                        "'LOST') AND cancel_requested = 0 ORDER BY id", (token_id,))
+    open_ = values(OPEN)
+    rows = conn.execute(f"SELECT id FROM jobs WHERE token_id = ? AND status IN ({', '.join('?' * len(open_))}) "
+                        "AND cancel_requested = 0 ORDER BY id", (token_id, *open_))
     return [r[0] for r in rows]

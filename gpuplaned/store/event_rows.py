@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.vocabulary import SEVERITIES
 
-SEVERITIES = ("info", "warning", "critical")
 
 
 @attrs.frozen

@@ -15,18 +15,7 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.failures import FailureReason
-from gpuplaned.domain.job_states import (
-    ACTIVE,
-    ON_NODE,
-    IllegalTransition,
-    JobEvent,
-    JobState,
-    NodeReport,
-    next_state,
-    on_report,
-    run_state,
-)
+from gpuplaned.domain.job_states import IllegalTransition, JobEvent, next_state, on_report, run_state
 from gpuplaned.domain.scheduling import (
     DEFAULT_PLACEMENT,
     Assignment,
@@ -42,13 +31,14 @@ from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, N
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import dump_policies, load_policies
+from gpuplaned.protocol.job_states import ACTIVE, ON_NODE, FailureReason, JobState, NodeReport, values
 from gpuplaned.protocol.job_wire import Job, JobSpec
 from gpuplaned.store import resume_rows
 from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
-_ACTIVE = tuple(sorted(s.value for s in ACTIVE))  # the table's sets, as SQL parameters
-_ON_NODE = tuple(sorted(s.value for s in ON_NODE))
+_ACTIVE = values(ACTIVE)  # the vocabulary's sets, as SQL parameters
+_ON_NODE = values(ON_NODE)
 
 _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
@@ -316,10 +306,7 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     status, attempt, max_attempts, job_node, run_id, cancelled = row
     if attempt != msg.attempt or job_node != node_id:
         return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
-    try:
-        report = NodeReport(msg.status)
-    except ValueError:
-        return StatusOutcome(False, status, reason=f"unknown status {msg.status!r}")
+    report = msg.status  # a NodeReport: JobStatus refuses any other string
     try:
         new = on_report(JobState(status), report, bool(cancelled), attempt, max_attempts)
     except IllegalTransition as exc:
@@ -371,7 +358,7 @@ def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutc
         new = next_state(state, JobEvent.CANCELLED)
         conn.execute("UPDATE jobs SET status = ?, finished_at = ? WHERE id = ?", (new.value, now_ms, job_id))
         return CancelOutcome(_require(conn, job_id))
-    if state in (JobState.DISPATCHING, JobState.RUNNING, JobState.LOST):
+    if state in ON_NODE:  # its node stops it, now or when it is back
         conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
         return CancelOutcome(_require(conn, job_id), node_id=job.node_id)
     raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is already {job.status}; nothing to cancel",

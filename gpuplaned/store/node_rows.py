@@ -7,8 +7,9 @@ import sqlite3
 from collections.abc import Iterable
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.job_states import ACTIVE, values
 
-ACTIVE = ("DISPATCHING", "RUNNING")
+_ACTIVE = values(ACTIVE)  # a LOST job does not keep its node: retry it elsewhere
 
 
 def heard_from(conn: sqlite3.Connection, node_id: str, now_ms: int) -> None:
@@ -40,8 +41,8 @@ def forget_node(conn: sqlite3.Connection, node_id: str, name: str) -> None:
         ApiError: conflict while a job is dispatched to or running on it.
     """
     active = [row[0] for row in conn.execute(
-        f"SELECT id FROM jobs WHERE node_id = ? AND status IN ({','.join('?' * len(ACTIVE))}) ORDER BY created_at",
-        (node_id, *ACTIVE))]
+        f"SELECT id FROM jobs WHERE node_id = ? AND status IN ({','.join('?' * len(_ACTIVE))}) ORDER BY created_at",
+        (node_id, *_ACTIVE))]
     if active:
         raise ApiError(ErrorCode.CONFLICT, f"node {name!r} has {len(active)} active job(s) ({', '.join(active[:5])}"
                        f"{', ...' if len(active) > 5 else ''}): cancel them or let them end first",

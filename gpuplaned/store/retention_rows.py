@@ -16,11 +16,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from gpuplaned.domain.job_states import TERMINAL
+from gpuplaned.protocol.job_states import ENDED, values
 from gpuplaned.store.checkpoint_rows import Checkpoint
 
-_ENDED = tuple(sorted(s.value for s in TERMINAL))  # a job's, and an evaluation's, finished states
-_ENDED_SQL = ", ".join(f"'{s}'" for s in _ENDED)
+# A job's, and an evaluation's, ended states (a LOST job's run may still write checkpoints).
+_ENDED_SQL = ", ".join(f"'{s}'" for s in values(ENDED))
 
 
 def in_use(conn: sqlite3.Connection, run_id: str, checkpoints: Sequence[Checkpoint]) -> dict[str, list[str]]:

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.job_states import ENDED, values
 from gpuplaned.protocol.token_limits import TokenLimits, dump_limits, load_limits
 
 
@@ -100,9 +101,10 @@ def touch_token(conn: sqlite3.Connection, token_id: str, now_ms: int) -> None:
 def budgeted_tokens(conn: sqlite3.Connection) -> list[TokenRow]:
     """Tokens with a GPU-hour budget and a job not ended (the budget pass walks these; a revoked
     or expired token's jobs still run, so they still count)."""
+    ended = values(ENDED)  # a LOST job may run on, charged
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM api_tokens t WHERE limits IS NOT NULL "
         "AND json_extract(limits, '$.gpu_hours') IS NOT NULL "
         "AND EXISTS (SELECT 1 FROM jobs j WHERE j.token_id = t.id "
-        "AND j.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) ORDER BY id")
+        f"AND j.status NOT IN ({', '.join('?' * len(ended))})) ORDER BY id", ended)
     return [_row(r) for r in rows]

@@ -1,7 +1,6 @@
 import pytest
 
 from gpuplaned.domain.job_states import (
-    TERMINAL,
     TRANSITIONS,
     IllegalTransition,
     can,
@@ -14,6 +13,7 @@ from gpuplaned.domain.job_states import (
 from gpuplaned.domain.job_states import (
     JobState as S,
 )
+from gpuplaned.protocol.job_states import ENDED
 
 
 @pytest.mark.parametrize("state, event, expected", [
@@ -51,9 +51,9 @@ def test_illegal_transitions(state, event):
         next_state(state, event)
 
 
-def test_terminal_states_only_leave_by_retry():
+def test_ended_states_only_leave_by_retry():
     for (state, event), _ in TRANSITIONS.items():
-        if state in TERMINAL:
+        if state in ENDED:
             assert event is E.RETRY
 
 

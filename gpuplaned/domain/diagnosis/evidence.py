@@ -15,8 +15,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SEVERITIES = ("info", "warning", "critical")
-_RANK = {s: k for k, s in enumerate(SEVERITIES)}
+from gpuplaned.protocol.vocabulary import SEVERITIES, SEVERITY_RANK
+
+_RANK = SEVERITY_RANK
 
 
 def number(value: float | None) -> float | str | None:

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplaned.domain.diagnosis import evidence as ev
-from gpuplaned.domain.failures import OOM_MARKERS, FailureReason
+from gpuplaned.domain.failures import OOM_MARKERS
+from gpuplaned.protocol.job_states import WENT_WRONG, FailureReason, JobState
 
 CAUSES = ("spawn_failure", "timeout", "oom", "disk_full", "nan_divergence", "dataloader_hang", "stalled",
           "killed_or_preempted", "exit_code", "none")
@@ -47,7 +48,7 @@ def explain_failure(job: Mapping[str, Any], logs: Mapping[str, Lines], *,
     events; ``resumable``: a checkpoint of the job's is there to resume from."""
     reason = job.get("failure_reason") or ""
     status = job.get("status")
-    if status not in ("FAILED", "LOST") and not reason:
+    if status not in WENT_WRONG and not reason:
         return _answer(job, "none", [], [], f"job {job['id']} is {status}: nothing failed")
     ctx = _Context(job, logs, gpu or {}, events, resumable)
     for cause, test in (("spawn_failure", _spawn), ("timeout", _timeout), ("oom", _oom), ("disk_full", _disk),
@@ -208,7 +209,7 @@ def _stalled(c: _Context) -> Found:
 def _killed(c: _Context) -> Found:
     signal = c.reason[len("SIGNAL("):-1] if c.reason.startswith("SIGNAL(") else None
     lines = c.lines(_PREEMPT)
-    lost = c.reason in (FailureReason.LOST, FailureReason.SHIM_DIED) or c.job.get("status") == "LOST"
+    lost = c.reason in (FailureReason.LOST, FailureReason.SHIM_DIED) or c.job.get("status") == JobState.LOST
     if not (lines or lost or signal in _KILL_SIGNALS):
         return None
     proofs = lines + c.events_of("JOB_LOST", "AGENT_DISCONNECTED") + c.last_lines()
