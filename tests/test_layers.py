@@ -38,27 +38,6 @@ import pytest
 # (rule, edge as an fnmatch pattern, why it is still there). A pattern stands for a family of
 # edges with one cause, so that renames inside a layer leave the entry as it is.
 KNOWN: list[tuple[str, str, str]] = [
-    ("sqlite3-outside-store", "gpuplaned.http.idempotency -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.best_checkpoint -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.budget_pass -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.budgets -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.checkpoint_details -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.checkpoint_files -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.detector -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.diagnosis -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.dispatch -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.evaluations -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.failure_policies -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.logs -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.nodes_view -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.remote_logs -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.resume -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.retention -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.run_records -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.runs -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.series_owner -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.sessions -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
-    ("sqlite3-outside-store", "gpuplaned.service.tb_points -> *", "its SQL moves into gpuplaned/store (issue 30 item 3)"),
     ("protocol-looks-at-disk", "gpuplaned.protocol.job_wire -> os.path.isdir",
      "a job's cwd is on its node: the node checks it (issue 30 item 3)"),
 ]

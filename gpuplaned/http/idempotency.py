@@ -15,7 +15,6 @@ no key: they have no caller to scope it to.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from quart import Response, g, request
@@ -25,10 +24,12 @@ from gpuplaned.http.responses import error_response
 from gpuplaned.http.scopes import is_public
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
+from gpuplaned.store import idempotency_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.store.connection import Connection
 
 HEADER = "Idempotency-Key"
 KEEP_MS = 24 * 3_600_000
@@ -97,31 +98,28 @@ async def _not_replayable(key: str) -> tuple[int, bytes]:
     return error.code.http_status, await error_response(error).get_data()
 
 
-def _reserve(conn: sqlite3.Connection, scope: str, key: str, body_hash: str, now: int) -> tuple[int, Any] | None:
+def _reserve(conn: Connection, scope: str, key: str, body_hash: str, now: int) -> tuple[int, Any] | None:
     """None: reserved for this request. Else the stored (status, body) to replay.
 
     Raises:
         ApiError: conflict for a different body, or for a first request still in flight.
     """
-    conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (now - KEEP_MS,))
-    row = conn.execute("SELECT body_hash, status, response FROM idempotency_keys WHERE scope = ? AND key = ?",
-                       (scope, key)).fetchone()
-    if row is None:
-        conn.execute("INSERT INTO idempotency_keys (scope, key, body_hash, created_at) VALUES (?, ?, ?, ?)",
-                     (scope, key, body_hash, now))
+    idempotency_rows.drop_before(conn, now - KEEP_MS)
+    kept = idempotency_rows.find(conn, scope, key)
+    if kept is None:
+        idempotency_rows.reserve(conn, scope, key, body_hash, now)
         return None
-    if row[0] != body_hash:
+    if kept.body_hash != body_hash:
         raise ApiError(ErrorCode.CONFLICT, f"{HEADER} {key!r} was used with a different request (body or query)",
                        {"field": HEADER})
-    if row[1] is None:
+    if kept.status is None:
         raise ApiError(ErrorCode.CONFLICT, f"the first request with {HEADER} {key!r} is still being answered; "
                        "retry shortly", {"field": HEADER})
-    return row[1], row[2]
+    return kept.status, kept.response
 
 
-def _settle(conn: sqlite3.Connection, scope: str, key: str, status: int, body: bytes | None) -> None:
+def _settle(conn: Connection, scope: str, key: str, status: int, body: bytes | None) -> None:
     if body is None:  # a server error is not an answer to keep: a retry may do better
-        conn.execute("DELETE FROM idempotency_keys WHERE scope = ? AND key = ?", (scope, key))
+        idempotency_rows.forget(conn, scope, key)
     else:
-        conn.execute("UPDATE idempotency_keys SET status = ?, response = ? WHERE scope = ? AND key = ?",
-                     (status, body, scope, key))
+        idempotency_rows.keep_answer(conn, scope, key, status, body)

@@ -17,7 +17,6 @@ experiment, or no checkpoint with a value and a present file, is a 404.
 from __future__ import annotations
 
 import math
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -28,8 +27,9 @@ from gpuplaned.domain.run_records import rank_checkpoints
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.run_records import values_at_steps
-from gpuplaned.store import checkpoint_rows, project_rows
+from gpuplaned.store import checkpoint_rows, project_rows, run_rows
 from gpuplaned.store.checkpoint_rows import Checkpoint
+from gpuplaned.store.connection import Connection
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -47,7 +47,7 @@ class Ranked:
     candidates: list[tuple[Checkpoint, float]]
 
 
-def ranked(conn: sqlite3.Connection, experiment_key: str, project_key: str | None, metric: str | None) -> Ranked:
+def ranked(conn: Connection, experiment_key: str, project_key: str | None, metric: str | None) -> Ranked:
     """Every checkpoint of the experiment's runs with a finite ``metric`` value, best first
     (ties: the older run, then the earlier step).
 
@@ -65,10 +65,8 @@ def ranked(conn: sqlite3.Connection, experiment_key: str, project_key: str | Non
     if direction not in DIRECTIONS:
         raise ApiError(ErrorCode.CONFLICT, f"metric {metric!r} has no direction (minimize or maximize); a direction "
                        "is needed to rank checkpoints: give the metric one", {"field": "metric", "metric": metric})
-    runs = [r[0] for r in conn.execute("SELECT id FROM runs WHERE experiment_id = ? ORDER BY created_at, id",
-                                       (experiment.id,))]
     found = []
-    for run_id in runs:
+    for run_id in run_rows.experiment_runs(conn, experiment.id):
         listed = checkpoint_rows.list_for_run(conn, run_id)
         for ck, value in zip(listed, values_at_steps(conn, run_id, metric, [ck.step for ck in listed])):
             if value is not None and math.isfinite(value):

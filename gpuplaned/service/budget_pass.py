@@ -22,11 +22,10 @@ from gpuplaned.protocol.ids import new_id
 from gpuplaned.service import access, jobs
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import budget_rows, token_rows
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventRow
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from gpuplaned.service.context import ServerContext
 
 log = logging.getLogger("gpuplaned.budgets")
@@ -41,7 +40,7 @@ class Spent:
     job_ids: tuple[str, ...]
 
 
-def _spent(conn: sqlite3.Connection, now: int) -> list[Spent]:
+def _spent(conn: Connection, now: int) -> list[Spent]:
     out = []
     for row in token_rows.budgeted_tokens(conn):
         assert row.limits is not None and row.limits.gpu_hours is not None

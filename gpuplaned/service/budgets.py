@@ -27,11 +27,10 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import budget_rows
+from gpuplaned.store import budget_rows, job_rows, run_rows
+from gpuplaned.store.connection import Connection
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from gpuplaned.service.ui_sessions import Caller
 
 
@@ -61,7 +60,7 @@ def shaped(spec: JobSpec, caller: Caller | None) -> JobSpec:
     return as_limited(spec, caller.limits if limited(caller) else None)
 
 
-def admit(conn: sqlite3.Connection, caller: Caller | None, spec: JobSpec) -> str | None:
+def admit(conn: Connection, caller: Caller | None, spec: JobSpec) -> str | None:
     """The one admission of every job a caller creates (submit, a checkpoint's evaluation): its
     limits and budget checked inside the insert's own transaction; the token to record as the
     job's submitter (None: the local socket or the daemon itself).
@@ -78,17 +77,17 @@ def facts(spec: JobSpec) -> SubmitFacts:
     return SubmitFacts(spec.gpu, spec.node, os.path.realpath(spec.cwd), spec.timeout_s)
 
 
-def usage(conn: sqlite3.Connection, token_id: str, limits: TokenLimits) -> Usage:
+def usage(conn: Connection, token_id: str, limits: TokenLimits) -> Usage:
     return gpu_budget.usage(budget_rows.token_jobs(conn, token_id), limits, now_ms())
 
 
-def refusals(conn: sqlite3.Connection, caller: Caller, job: SubmitFacts) -> tuple[list[gpu_budget.Refusal], Usage]:
+def refusals(conn: Connection, caller: Caller, job: SubmitFacts) -> tuple[list[gpu_budget.Refusal], Usage]:
     assert caller.limits is not None and caller.token_id is not None
     used = usage(conn, caller.token_id, caller.limits)
     return gpu_budget.check_submit(caller.limits, job, used, token=token_name(caller)), used
 
 
-def check(conn: sqlite3.Connection, caller: Caller | None, job: SubmitFacts) -> None:
+def check(conn: Connection, caller: Caller | None, job: SubmitFacts) -> None:
     """Raises:
         ApiError: ``forbidden`` for the first limit the job breaks (all of them in ``details.refusals``).
     """
@@ -103,15 +102,15 @@ def check(conn: sqlite3.Connection, caller: Caller | None, job: SubmitFacts) -> 
                         "refusals": [{"limit": r.limit, "message": r.message} for r in found]})
 
 
-def submitted(conn: sqlite3.Connection, caller: Caller, job_id: str | None) -> bool:
+def submitted(conn: Connection, caller: Caller, job_id: str | None) -> bool:
     """The ownership rule of a limited token, in one place: the token submitted the job."""
     if job_id is None:
         return False
-    owner = conn.execute("SELECT token_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return owner is not None and owner[0] == caller.token_id
+    owner = job_rows.job_token(conn, job_id)
+    return owner is not None and owner == caller.token_id
 
 
-def check_owner(conn: sqlite3.Connection, caller: Caller | None, job_id: str, action: str) -> None:
+def check_owner(conn: Connection, caller: Caller | None, job_id: str, action: str) -> None:
     """A limited token may cancel or retry only the jobs it submitted.
 
     Raises:
@@ -120,13 +119,12 @@ def check_owner(conn: sqlite3.Connection, caller: Caller | None, job_id: str, ac
     if not limited(caller):
         return
     assert caller is not None
-    exists = conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if exists is not None and not submitted(conn, caller, job_id):
+    if job_rows.job_exists(conn, job_id) and not submitted(conn, caller, job_id):
         raise ApiError(ErrorCode.FORBIDDEN, f"token {token_name(caller)!r} may {action} only the jobs it submitted; "
                                             f"{job_id} is not one of them", {"limit": "owner", "job_id": job_id})
 
 
-def check_run_owner(conn: sqlite3.Connection, caller: Caller | None, run_id: str, action: str) -> None:
+def check_run_owner(conn: Connection, caller: Caller | None, run_id: str, action: str) -> None:
     """A limited token may ``action`` (prune) only a run of a job it submitted, or a run its own
     SDK session created.
 
@@ -136,8 +134,9 @@ def check_run_owner(conn: sqlite3.Connection, caller: Caller | None, run_id: str
     if not limited(caller):
         return
     assert caller is not None
-    row = conn.execute("SELECT job_id, created_by FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if row is None or submitted(conn, caller, row[0]) or (row[1] is not None and row[1] == caller.token_id):
+    origin = run_rows.origin(conn, run_id)
+    if (origin is None or submitted(conn, caller, origin.job_id)
+            or (origin.created_by is not None and origin.created_by == caller.token_id)):
         return
     raise ApiError(ErrorCode.FORBIDDEN, f"token {token_name(caller)!r} may {action} only the runs of jobs it "
                                         f"submitted; run {run_id} is not one of them",

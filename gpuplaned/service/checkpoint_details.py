@@ -9,11 +9,11 @@ step; a NaN or infinite value is null. ``evaluations``: the evaluations of it, n
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from gpuplaned import tsdb
+from gpuplaned.store.connection import Connection
 from gpuplaned.tsdb.nearest import nearest_points
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import retention_rows
@@ -22,13 +22,13 @@ from gpuplaned.store.checkpoint_rows import Checkpoint
 MAX_METRICS = 8  # of each checkpoint: a listing, not the run's whole summary
 
 
-def metric_names(conn: sqlite3.Connection, run_id: str, primary: str | None) -> list[str]:
+def metric_names(conn: Connection, run_id: str, primary: str | None) -> list[str]:
     """The run's metric names, ``primary`` first (when the run has it), at most ``MAX_METRICS``."""
     names = tsdb.list_names(conn, "run", run_id)
     return (([primary] if primary in names else []) + [n for n in names if n != primary])[:MAX_METRICS]
 
 
-def nearest_metrics(conn: sqlite3.Connection, run_id: str, primary: str | None,
+def nearest_metrics(conn: Connection, run_id: str, primary: str | None,
                     checkpoints: Sequence[Checkpoint]) -> dict[str, list[dict[str, Any]]]:
     """``{checkpoint id: [{"name", "value", "step"}, ...]}``; a checkpoint without a step has none."""
     out: dict[str, list[dict[str, Any]]] = {ck.id: [] for ck in checkpoints}
@@ -43,7 +43,7 @@ def nearest_metrics(conn: sqlite3.Connection, run_id: str, primary: str | None,
     return out
 
 
-def evaluations(conn: sqlite3.Connection, run_id: str) -> dict[str, list[dict[str, Any]]]:
+def evaluations(conn: Connection, run_id: str) -> dict[str, list[dict[str, Any]]]:
     """``{checkpoint id: [evaluation, newest first]}``."""
     return {ck_id: [ev | {"metrics": json_finite(ev["metrics"])} for ev in found]
             for ck_id, found in retention_rows.evaluations_by_checkpoint(conn, run_id).items()}

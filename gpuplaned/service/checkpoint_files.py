@@ -24,7 +24,7 @@ from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointReading,
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.registry import NodeUnavailable
-from gpuplaned.store import run_owners, uplink_rows
+from gpuplaned.store import run_owners, run_rows, uplink_rows
 from gpuplaned.store.checkpoint_rows import Checkpoint
 
 if TYPE_CHECKING:
@@ -46,11 +46,11 @@ async def remote_node_of_run(shared: ServerContext, run_id: str) -> RemoteNode |
     """The node the run ran on when it is a remote agent's (its files are there); else None."""
 
     def query(conn: Any) -> RemoteNode | None:
-        row = conn.execute("SELECT node_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None or row[0] is None:
+        origin = run_rows.origin(conn, run_id)
+        if origin is None or origin.node_id is None:
             return None
-        name = uplink_rows.agent_node_name(conn, row[0])
-        return RemoteNode(row[0], name) if name is not None else None
+        name = uplink_rows.agent_node_name(conn, origin.node_id)
+        return RemoteNode(origin.node_id, name) if name is not None else None
 
     return await access.readers(shared, "runs").run(query)
 

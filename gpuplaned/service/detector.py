@@ -13,21 +13,19 @@ job's last RUN_STALLED with the same fingerprint means it is still open.
 
 from __future__ import annotations
 
-import json
 import math
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplaned.config import DetectorConfig
-from gpuplaned.domain.job_states import S
 from gpuplaned.domain.rules import evidence, lifecycle, stall
 from gpuplaned.domain.rules.loss_spike import SpikePolicy
 from gpuplaned.domain.rules.overfitting import OverfitPolicy
 from gpuplaned.domain.rules.stall import StallPolicy
 from gpuplaned.domain.run_summary import SummaryEvent
 from gpuplaned.protocol.ids import new_id
-from gpuplaned.store import event_rows, log_rows
+from gpuplaned.store import detector_reads, event_rows, log_rows, run_rows
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventRow
 
 _SWITCHES = {"LOSS_NAN": "loss_nan", "LOSS_SPIKE": "loss_spike", "OVERFITTING_SUSPECTED": "overfitting"}
@@ -69,41 +67,26 @@ def summary_events(raised: Sequence[SummaryEvent], metrics: Mapping[str, Any], r
     return out
 
 
-def _running(conn: sqlite3.Connection) -> list[tuple[str, int, str | None, str | None]]:
-    """``(job_id, attempt, node_id, run_id)`` of each running job (its latest run)."""
-    return conn.execute(
-        "SELECT j.id, j.attempt, j.node_id, coalesce(j.run_id, (SELECT r.id FROM runs r WHERE r.job_id = j.id "
-        "ORDER BY r.created_at DESC, r.id DESC LIMIT 1)) FROM jobs j WHERE j.status = ?", (S.RUNNING.value,)).fetchall()
-
-
-def _points(conn: sqlite3.Connection, run_id: str | None) -> int:
-    if run_id is None:
-        return 0
-    return conn.execute("SELECT coalesce(sum(c.n), 0) FROM ts_chunks c JOIN ts_series s ON s.id = c.series_id "
-                        "WHERE s.kind = 'run' AND s.owner = ? AND c.res = 0", (run_id,)).fetchone()[0]
-
-
-def fingerprint(conn: sqlite3.Connection, job_id: str, attempt: int, run_id: str | None) -> list[Any]:
+def fingerprint(conn: Connection, job_id: str, attempt: int, run_id: str | None) -> list[Any]:
     """What the attempt has produced so far: each log stream's last stored offset and its
     run's point count (an unchanged one means silence; also the failure policies' check that
     a stalled job is still silent)."""
     offsets = log_rows.stored_offsets(conn, [(job_id, attempt)])
-    return [[stream, offset] for _j, _a, stream, offset in offsets] + [["points", _points(conn, run_id)]]
+    points = detector_reads.run_points(conn, run_id) if run_id is not None else 0
+    return [[stream, offset] for _j, _a, stream, offset in offsets] + [["points", points]]
 
 
-def _last_stall(conn: sqlite3.Connection, job_id: str, attempt: int) -> list[Any] | None:
-    row = conn.execute("SELECT context FROM events WHERE type = ? AND job_id = ? ORDER BY rowid DESC LIMIT 1",
-                       (stall.RUN_STALLED, job_id)).fetchone()
-    context = json.loads(row[0]) if row and row[0] else {}
+def _last_stall(conn: Connection, job_id: str, attempt: int) -> list[Any] | None:
+    context = detector_reads.last_context(conn, stall.RUN_STALLED, job_id)
     return context.get("fingerprint") if context.get("attempt") == attempt else None
 
 
-def _stall_evidence(conn: sqlite3.Connection, job_id: str, attempt: int, run_id: str | None,
+def _stall_evidence(conn: Connection, job_id: str, attempt: int, run_id: str | None,
                     fingerprint: Sequence[Any]) -> list[dict[str, Any]]:
     """The last line of each log stream and the run's last point: where the job fell silent."""
     pointers = [evidence.log(job_id, attempt, stream, [offset]) for stream, offset in fingerprint if stream != "points"]
-    row = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone() if run_id else None
-    metrics = (json.loads(row[0]).get("metrics") or {}) if row and row[0] else {}
+    summary = run_rows.summary(conn, run_id) if run_id else None
+    metrics = (summary or {}).get("metrics") or {}
     latest = [(m["latest"]["ts"], name, m["latest"]) for name, m in metrics.items() if m.get("latest")]
     if latest:
         _ts, name, point = max(latest)
@@ -112,12 +95,12 @@ def _stall_evidence(conn: sqlite3.Connection, job_id: str, attempt: int, run_id:
     return pointers
 
 
-def stall_pass(conn: sqlite3.Connection, states: dict[tuple[str, int], dict[str, Any]], clock_ms: int, now_ms: int,
+def stall_pass(conn: Connection, states: dict[tuple[str, int], dict[str, Any]], clock_ms: int, now_ms: int,
                policy: StallPolicy) -> list[EventRow]:
     """RUN_STALLED for each running job whose episode opens now; ``states`` (per job and
     attempt, the rule's state) is updated in place and forgets jobs no longer running.
     ``clock_ms``: the detector's clock (the silence is measured on it); ``now_ms``: the events' time."""
-    running = _running(conn)
+    running = detector_reads.running_attempts(conn)
     alive = {(job_id, attempt) for job_id, attempt, _n, _r in running}
     for gone in set(states) - alive:
         del states[gone]
@@ -136,11 +119,10 @@ def stall_pass(conn: sqlite3.Connection, states: dict[tuple[str, int], dict[str,
     return rows
 
 
-def open_stall(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+def open_stall(conn: Connection, run_id: str) -> dict[str, Any] | None:
     """The run's stall episode still open, as a health warning: its job runs, and its last
     RUN_STALLED holds the fingerprint the job still has (nothing produced since)."""
-    row = conn.execute("SELECT j.id, j.attempt FROM jobs j JOIN runs r ON r.job_id = j.id WHERE r.id = ? "
-                       "AND j.status = ?", (run_id, S.RUNNING.value)).fetchone()
+    row = detector_reads.running_attempt_of(conn, run_id)
     if row is None:
         return None
     job_id, attempt = row
@@ -154,7 +136,7 @@ def open_stall(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
 LIFECYCLE_SLACK_MS = 3_600_000  # a start reported late still counts: look back this far past the last one
 
 
-def lifecycle_pass(conn: sqlite3.Connection, now_ms: int, floor_ms: int, *, started: bool = True,
+def lifecycle_pass(conn: Connection, now_ms: int, floor_ms: int, *, started: bool = True,
                    finished: bool = True) -> list[EventRow]:
     """RUN_STARTED and RUN_FINISHED, once per run, for the runs that started or ended since
     the last lifecycle event (less the slack: the events table is the durable watermark, so
@@ -164,32 +146,25 @@ def lifecycle_pass(conn: sqlite3.Connection, now_ms: int, floor_ms: int, *, star
     ``started``, ``finished``: ``[detector] run_started``, ``run_finished`` (off: that event
     is not raised)."""
     kinds = (lifecycle.RUN_STARTED, lifecycle.RUN_FINISHED)
-    first = conn.execute("SELECT json_extract(context, '$.floor') FROM events WHERE type IN (?, ?) "
-                         "ORDER BY rowid LIMIT 1", kinds).fetchone()
-    last = conn.execute("SELECT max(ts) FROM events WHERE type IN (?, ?)", kinds).fetchone()[0]
-    floor = floor_ms if first is None or first[0] is None else first[0]
+    first = detector_reads.first_floor(conn, kinds)
+    last = detector_reads.last_ts(conn, kinds)
+    floor = floor_ms if first is None else first
     since = floor if last is None else max(floor, last - LIFECYCLE_SLACK_MS)
     rows = []
-    for run_id, name, job_id, node_id, started_at in conn.execute(
-            "SELECT id, name, job_id, node_id, started_at FROM runs r WHERE started_at >= ? AND source != 'import' "
-            "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY started_at",
-            (since, lifecycle.RUN_STARTED)).fetchall() if started else []:
+    for run_id, name, job_id, node_id, started_at in (
+            detector_reads.started_without(conn, since, lifecycle.RUN_STARTED) if started else []):
         severity, message = lifecycle.started(run_id, name, job_id)
         rows.append(EventRow(new_id("ev"), now_ms, lifecycle.RUN_STARTED, severity, node_id, job_id, run_id, None,
                              message, {"started_at": started_at, "floor": floor}))
-    for run_id, name, job_id, node_id, status, started_at, finished_at, reason in conn.execute(
-            "SELECT id, name, job_id, node_id, status, started_at, finished_at, failure_reason FROM runs r "
-            "WHERE finished_at >= ? AND source != 'import' "
-            "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY finished_at",
-            (since, lifecycle.RUN_FINISHED)).fetchall() if finished else []:
+    for run_id, name, job_id, node_id, status, started_at, finished_at, reason in (
+            detector_reads.finished_without(conn, since, lifecycle.RUN_FINISHED) if finished else []):
         severity, message, context = lifecycle.finished(run_id, name, status, started_at, finished_at, reason)
         context["floor"] = floor
-        related = conn.execute("SELECT id FROM events WHERE run_id = ? AND severity != 'info' ORDER BY rowid DESC "
-                               "LIMIT 5", (run_id,)).fetchall()  # what went wrong on the way, newest first
-        context["evidence"] = [evidence.event(event_id) for (event_id,) in related]
-        step = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        related = detector_reads.troubles(conn, run_id, 5)  # what went wrong on the way, newest first
+        context["evidence"] = [evidence.event(event_id) for event_id in related]
+        summary = run_rows.summary(conn, run_id)
         rows.append(EventRow(new_id("ev"), now_ms, lifecycle.RUN_FINISHED, severity, node_id, job_id, run_id,
-                             ((json.loads(step).get("progress") or {}).get("step") if step else None), message,
+                             ((summary.get("progress") or {}).get("step") if summary else None), message,
                              context))
     event_rows.insert_events(conn, rows)
     return rows

@@ -30,12 +30,11 @@ from gpuplaned.service import access, jobs, logs, resume
 from gpuplaned.service.run_records import checkpoint_table
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoint_rows, job_rows, project_rows, run_rows
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventFilter, list_events
 from gpuplaned.tsdb.marks import extent, time_marks
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from gpuplaned.service.context import ServerContext
 
 BUCKETS = 1000
@@ -71,7 +70,7 @@ def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "runs")
 
 
-def _run_or_404(conn: sqlite3.Connection, run_id: str) -> run_rows.Run:
+def _run_or_404(conn: Connection, run_id: str) -> run_rows.Run:
     run = run_rows.get_run(conn, run_id)
     if run is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
@@ -83,7 +82,7 @@ def _picked(names: Sequence[str], primary: str | None) -> list[str]:
     return ranked[:MAX_SERIES]
 
 
-def _curves(conn: sqlite3.Connection, run_id: str, names: list[str], x: str) -> dict[str, Curve]:
+def _curves(conn: Connection, run_id: str, names: list[str], x: str) -> dict[str, Curve]:
     if not names:
         return {}
     found = tsdb.query_series(conn, "run", run_id, names, points=BUCKETS, x=x)
@@ -91,11 +90,11 @@ def _curves(conn: sqlite3.Connection, run_id: str, names: list[str], x: str) -> 
             if any(cols["count"])}
 
 
-def _span(conn: sqlite3.Connection, run_id: str, name: str) -> dict[str, int] | None:
+def _span(conn: Connection, run_id: str, name: str) -> dict[str, int] | None:
     return extent(conn, "run", run_id, name)  # from the chunks' summary columns: no point decoded
 
 
-def gpu_samples(conn: sqlite3.Connection, node_id: str | None, indexes: Sequence[int], start: int | None, end: int | None,
+def gpu_samples(conn: Connection, node_id: str | None, indexes: Sequence[int], start: int | None, end: int | None,
          fields: Sequence[str]) -> dict[int, dict[str, list[Any]]]:
     """Per GPU index, the node's ``fields`` (``utilization``...) bucket averages over [start, end]."""
     if node_id is None or start is None or not indexes:
@@ -113,12 +112,12 @@ def gpu_samples(conn: sqlite3.Connection, node_id: str | None, indexes: Sequence
     return out
 
 
-def _job_gpus(conn: sqlite3.Connection, job_id: str | None) -> list[int]:
+def _job_gpus(conn: Connection, job_id: str | None) -> list[int]:
     job = job_rows.get_job(conn, job_id) if job_id else None
     return list(job.gpu_indexes) if job else []
 
 
-def diagnosis_data(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+def diagnosis_data(conn: Connection, run_id: str) -> dict[str, Any]:
     """``diagnose_run`` of one run, read on a reader connection (the bench calls it too)."""
     run = _run_or_404(conn, run_id)
     primary, _, _ = project_rows.run_context(conn, run_id)
@@ -147,7 +146,7 @@ def _mean_util(gpu: dict[int, dict[str, list[Any]]]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _compare_data(conn: sqlite3.Connection, ids: list[str], align: str) -> dict[str, Any]:
+def _compare_data(conn: Connection, ids: list[str], align: str) -> dict[str, Any]:
     """Every metric the runs share (``MAX_COMPARED`` of them, losses and the primary metric
     first), read for each run in one query; ranked by the primary metric, else the training loss."""
     runs = [_run_or_404(conn, i) for i in ids]
@@ -183,7 +182,7 @@ async def compare(shared: ServerContext, raw_ids: str | None, align: str) -> dic
     return json_finite(await _readers(shared).run(lambda c: _compare_data(c, ids, align)))
 
 
-def _ancestors(conn: sqlite3.Connection, ck: checkpoint_rows.Checkpoint) -> list[str]:
+def _ancestors(conn: Connection, ck: checkpoint_rows.Checkpoint) -> list[str]:
     out: list[str] = []
     parent = ck.parent_id
     while parent and parent not in out and len(out) < MAX_LINEAGE:
@@ -193,7 +192,7 @@ def _ancestors(conn: sqlite3.Connection, ck: checkpoint_rows.Checkpoint) -> list
     return out
 
 
-def _checkpoints_data(conn: sqlite3.Connection, ids: list[str]) -> dict[str, Any]:
+def _checkpoints_data(conn: Connection, ids: list[str]) -> dict[str, Any]:
     found = []
     for ck_id in ids:
         ck = checkpoint_rows.get(conn, ck_id)
@@ -228,7 +227,7 @@ async def explain(shared: ServerContext, job_id: str) -> dict[str, Any]:
         page = await logs.read_lines(shared, job_id, stream, attempt=None, tail=LOG_TAIL, offset=None, limit=LOG_TAIL)
         tails[stream] = [(line.offset, line.line) for line in page.lines]
 
-    def read(conn: sqlite3.Connection) -> tuple[dict[int, Any], list[dict[str, Any]], bool]:
+    def read(conn: Connection) -> tuple[dict[int, Any], list[dict[str, Any]], bool]:
         gpu = gpu_samples(conn, job.node_id, job.gpu_indexes, job.started_at, job.finished_at,
                    ("memory_used_mb", "memory_total_mb", "utilization"))
         seen: dict[str, dict[str, Any]] = {}
@@ -243,7 +242,7 @@ async def explain(shared: ServerContext, job_id: str) -> dict[str, Any]:
     return json_finite({"job_id": job_id, "attempt": job.attempt, **out})
 
 
-def _resumable(conn: sqlite3.Connection, job_id: str) -> bool:
+def _resumable(conn: Connection, job_id: str) -> bool:
     """``job retry --resume-from last`` would find a checkpoint of the job's, its file there (as
     ``resume.choose`` looks), so the explanation suggests it only then."""
     try:

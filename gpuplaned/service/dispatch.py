@@ -13,7 +13,6 @@ store transaction, which the store serializes, so no slot is ever given twice.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import TYPE_CHECKING
 
 import attrs
@@ -26,6 +25,7 @@ from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus
 from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.service.sealing import KEY_FILE, unseal_env
 from gpuplaned.store import job_rows
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def wake_scheduler(shared: Actors) -> None:
         pass
 
 
-def run_pass(nodes: NodeRegistry, conn: sqlite3.Connection, placement: str = DEFAULT_PLACEMENT,
+def run_pass(nodes: NodeRegistry, conn: Connection, placement: str = DEFAULT_PLACEMENT,
              ) -> list[job_rows.Dispatched]:
     """A scheduling pass inside the caller's (the scheduler's) store transaction: queued jobs
     to free slots of connected nodes, within what each node's latest readings allow.

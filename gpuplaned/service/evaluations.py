@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,8 @@ from gpuplaned.service import access, budgets
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import ranked_checkpoints
-from gpuplaned.store import evaluation_rows, event_rows, job_rows, project_rows
+from gpuplaned.store import checkpoint_rows, evaluation_rows, event_rows, job_rows, project_rows, run_rows
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.evaluation_rows import ENDED, Evaluation
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
@@ -52,19 +52,16 @@ log = logging.getLogger("gpuplaned.evaluations")
 MAX_LIST = 1000
 
 
-def _target(conn: sqlite3.Connection, checkpoint_id: str) -> tuple[str, int | None, str | None, str | None]:
+def _target(conn: Connection, checkpoint_id: str) -> tuple[str, int | None, str | None, str | None]:
     """The checkpoint's path and step, and its run's job and that job's cwd.
 
     Raises:
         ApiError: not_found for an unknown or deleted checkpoint.
     """
-    row = conn.execute(
-        "SELECT c.path, c.step, c.deleted_at, r.job_id, j.working_dir FROM checkpoints c "
-        "JOIN runs r ON r.id = c.run_id LEFT JOIN jobs j ON j.id = r.job_id WHERE c.id = ?",
-        (checkpoint_id,)).fetchone()
-    if row is None:
+    found = evaluation_rows.target(conn, checkpoint_id)
+    if found is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
-    path, step, deleted_at, job_id, cwd = row
+    path, step, deleted_at, job_id, cwd = found.path, found.step, found.deleted_at, found.job_id, found.job_cwd
     if deleted_at is not None:
         raise ApiError(ErrorCode.NOT_FOUND, f"checkpoint {checkpoint_id} was deleted (its file is gone)",
                        {"checkpoint_id": checkpoint_id, "deleted_at": deleted_at})
@@ -79,7 +76,7 @@ def eval_spec(checkpoint_id: str, path: str, body: EvaluationCreate, cwd: str) -
         priority=body.priority, timeout_s=body.timeout_s, type="EVALUATE")
 
 
-def queue_in(conn: sqlite3.Connection, checkpoint_id: str, spec: JobSpec, body: EvaluationCreate, now: int,
+def queue_in(conn: Connection, checkpoint_id: str, spec: JobSpec, body: EvaluationCreate, now: int,
              caller: Caller | None = None) -> tuple[Job, Evaluation]:
     """Insert the EVALUATE job and its evaluation (inside the store's transaction), admitted as
     a submit is (``budgets.admit``: the caller's limits and budget, the token recorded)."""
@@ -113,7 +110,7 @@ async def create(shared: ServerContext, checkpoint_id: str, body: EvaluationCrea
 
     spec = budgets.shaped(eval_spec(checkpoint_id, path, body, cwd), caller)
 
-    def insert(conn: sqlite3.Connection) -> tuple[Job, Evaluation]:
+    def insert(conn: Connection) -> tuple[Job, Evaluation]:
         _target(conn, checkpoint_id)  # deleted since the read: refused all the same
         return queue_in(conn, checkpoint_id, spec, body, now_ms(), caller)
 
@@ -123,7 +120,7 @@ async def create(shared: ServerContext, checkpoint_id: str, body: EvaluationCrea
     return {"evaluation": evaluation, "job": job}
 
 
-def queue_for_policy(conn: sqlite3.Connection, job_id: str | None, new: Sequence[str]) -> list[Evaluation]:
+def queue_for_policy(conn: Connection, job_id: str | None, new: Sequence[str]) -> list[Evaluation]:
     """The ``evaluate`` policy of ``job_id`` (the training job) for checkpoints just committed
     (``new``, ids of its run's): an evaluation of each (``each``), or of each one that is the
     run's best when it arrives (``best``, by the run's primary metric; NaN never best). A
@@ -163,19 +160,17 @@ async def apply_policy(shared: ServerContext, job_id: str, new: list[str]) -> No
         wake_scheduler(shared)
 
 
-def _new_bests(conn: sqlite3.Connection, new: Sequence[str]) -> list[str]:
+def _new_bests(conn: Connection, new: Sequence[str]) -> list[str]:
     """Those of ``new`` that are their run's best checkpoint now, by the run's primary metric
     at each one's step (``run_records.ranked_checkpoints``, which never ranks NaN)."""
-    runs = {row[0] for row in conn.execute(
-        f"SELECT DISTINCT run_id FROM checkpoints WHERE id IN ({','.join('?' * len(new))})", list(new))}
-    bests = {ranked_checkpoints(conn, run_id, None).best_id for run_id in runs}
+    bests = {ranked_checkpoints(conn, run_id, None).best_id for run_id in checkpoint_rows.runs_of(conn, new)}
     return [ck for ck in new if ck in bests]
 
 
 # --- following the job -----------------------------------------------------------------------
 
 
-def after_report(conn: sqlite3.Connection, status: JobStatus, outcome: job_rows.StatusOutcome,
+def after_report(conn: Connection, status: JobStatus, outcome: job_rows.StatusOutcome,
                  now: int) -> list[EventRow]:
     """Move the job's evaluation with the report just applied; the EVALUATION_FINISHED row
     (inserted; to publish after the commit) when it ended."""
@@ -185,8 +180,7 @@ def after_report(conn: sqlite3.Connection, status: JobStatus, outcome: job_rows.
     if evaluation is None:
         return []
     if status.status == NodeReport.RUNNING:
-        run = conn.execute("SELECT run_id FROM jobs WHERE id = ?", (status.job_id,)).fetchone()
-        evaluation_rows.started(conn, evaluation.id, run[0] if run else None, status.at_ms or now)
+        evaluation_rows.started(conn, evaluation.id, job_rows.current_run(conn, status.job_id), status.at_ms or now)
         return []
     if outcome.status == JobState.QUEUED.value:
         evaluation_rows.requeue(conn, status.job_id)
@@ -198,14 +192,14 @@ def after_report(conn: sqlite3.Connection, status: JobStatus, outcome: job_rows.
     if verdict.metrics:
         evaluation_rows.add_metrics(conn, evaluation.id, verdict.metrics)
     at = status.at_ms or now
-    started = conn.execute("SELECT started_at FROM runs WHERE id = ?", (outcome.run_id,)).fetchone()
-    runtime_s = (at - started[0]) / 1000 if started and started[0] is not None else None
+    origin = run_rows.origin(conn, outcome.run_id) if outcome.run_id else None
+    runtime_s = (at - origin.started_at) / 1000 if origin and origin.started_at is not None else None
     evaluation_rows.finish(conn, evaluation.id, status=verdict.status, error=verdict.error, run_id=outcome.run_id,
                            runtime_s=max(0.0, runtime_s) if runtime_s is not None else None, at=at)
     return _finished(conn, evaluation.id, at)
 
 
-def after_cancel(conn: sqlite3.Connection, job: Job, now: int) -> list[EventRow]:
+def after_cancel(conn: Connection, job: Job, now: int) -> list[EventRow]:
     """A queued EVALUATE job was cancelled: so is its evaluation."""
     if job.status != JobState.CANCELLED.value:
         return []
@@ -216,11 +210,11 @@ def after_cancel(conn: sqlite3.Connection, job: Job, now: int) -> list[EventRow]
     return _finished(conn, evaluation.id, now)
 
 
-def after_retry(conn: sqlite3.Connection, job_id: str) -> None:
+def after_retry(conn: Connection, job_id: str) -> None:
     evaluation_rows.requeue(conn, job_id)
 
 
-def _finished(conn: sqlite3.Connection, eval_id: str, at: int) -> list[EventRow]:
+def _finished(conn: Connection, eval_id: str, at: int) -> list[EventRow]:
     ev = evaluation_rows.get(conn, eval_id)
     assert ev is not None
     what = ", ".join(f"{k}={v:.6g}" for k, v in list(ev.metrics.items())[:5])
@@ -238,7 +232,7 @@ def _finished(conn: sqlite3.Connection, eval_id: str, at: int) -> list[EventRow]
     return [row]
 
 
-def record_sdk(conn: sqlite3.Connection, job_id: str | None, records: Sequence[EvaluationRecord]) -> None:
+def record_sdk(conn: Connection, job_id: str | None, records: Sequence[EvaluationRecord]) -> None:
     """``run.log_evaluation`` metrics of a run of ``job_id``: kept on the job's evaluation
     while it has not ended; dropped (logged) for a job that has none."""
     if not records:
@@ -255,8 +249,8 @@ def record_sdk(conn: sqlite3.Connection, job_id: str | None, records: Sequence[E
 
 
 async def list_for_checkpoint(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
-    def read(conn: sqlite3.Connection) -> dict[str, Any]:
-        if conn.execute("SELECT 1 FROM checkpoints WHERE id = ?", (checkpoint_id,)).fetchone() is None:
+    def read(conn: Connection) -> dict[str, Any]:
+        if checkpoint_rows.get(conn, checkpoint_id) is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
         return {"evaluations": evaluation_rows.list_for_checkpoint(conn, checkpoint_id)}
 
@@ -265,7 +259,7 @@ async def list_for_checkpoint(shared: ServerContext, checkpoint_id: str) -> dict
 
 async def list_for_experiment(shared: ServerContext, experiment_key: str, project_key: str | None,
                               limit: int) -> dict[str, Any]:
-    def read(conn: sqlite3.Connection) -> dict[str, Any]:
+    def read(conn: Connection) -> dict[str, Any]:
         project = project_rows.require_project(conn, project_key, "project") if project_key is not None else None
         experiment = project_rows.require_experiment(conn, experiment_key, project)
         return {"evaluations": evaluation_rows.list_for_experiment(conn, experiment.id, min(limit, MAX_LIST)),

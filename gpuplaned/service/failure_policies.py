@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -47,6 +46,7 @@ from gpuplaned.service import detector, evaluations, resume
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
 from gpuplaned.store import job_rows, policy_rows, resume_rows
+from gpuplaned.store.connection import Connection, savepoint
 from gpuplaned.store.event_rows import EventRow, insert_events
 from gpuplaned.store.writer import write
 
@@ -71,10 +71,10 @@ async def run_pass(shared: ServerContext, store: Any) -> tuple[int, int | None]:
 
     limit = shared.config.detector.stall_restarts
 
-    def apply(conn: sqlite3.Connection) -> tuple[Settled, int | None]:
+    def apply(conn: Connection) -> tuple[Settled, int | None]:
         return settle(conn, now_ms(), stall_restarts=limit), policy_rows.next_due(conn)
 
-    def idle(conn: sqlite3.Connection) -> int | None | bool:
+    def idle(conn: Connection) -> int | None | bool:
         return False if policy_rows.open_actions(conn, now_ms(), limit=1) else policy_rows.next_due(conn)
 
     quiet = await shared.readers.run(idle)  # most passes find nothing: no write for them
@@ -100,7 +100,7 @@ def _policies(job: Job) -> JobPolicies:
                        on_preempted=job.on_preempted)
 
 
-def settle(conn: sqlite3.Connection, now: int, *, stall_restarts: int = STALL_RESTARTS) -> Settled:
+def settle(conn: Connection, now: int, *, stall_restarts: int = STALL_RESTARTS) -> Settled:
     """Settle every open trigger that is due; one write transaction. ``stall_restarts``: the
     most times ``on_stalled = restart`` restarts one job."""
     out = Settled([], [], False)
@@ -108,25 +108,23 @@ def settle(conn: sqlite3.Connection, now: int, *, stall_restarts: int = STALL_RE
         # Each row in a savepoint: one that fails undoes only its own writes and is settled as
         # skipped, so it never stops the pass (nor, raised again, every pass after a restart).
         events, cancels = len(out.events), len(out.cancels)
-        conn.execute("SAVEPOINT policy_row")
         try:
-            requeued = _settle_one(conn, row, now, out, stall_restarts=stall_restarts)
+            with savepoint(conn, "policy_row"):
+                requeued = _settle_one(conn, row, now, out, stall_restarts=stall_restarts)
         except Exception as exc:  # noqa: BLE001 - an ApiError is a job that moved on (the state table refused)
-            conn.execute("ROLLBACK TO policy_row")
             del out.events[events:], out.cancels[cancels:]
             if not isinstance(exc, ApiError):
                 log.exception("policy for job %s (event %s) could not be applied", row.job_id, row.event_id)
             reason = exc.message if isinstance(exc, ApiError) else f"the policy could not be applied: {exc!r}"
             policy_rows.settle(conn, row.job_id, row.event_id, "done", now, action="skip", reason=reason)
             requeued = False
-        conn.execute("RELEASE policy_row")
         out = attrs.evolve(out, requeued=out.requeued or requeued)
     if out.events:
         insert_events(conn, out.events)
     return out
 
 
-def _settle_one(conn: sqlite3.Connection, row: policy_rows.OpenAction, now: int, out: Settled, *,
+def _settle_one(conn: Connection, row: policy_rows.OpenAction, now: int, out: Settled, *,
                 stall_restarts: int = STALL_RESTARTS) -> bool:
     job = job_rows.get_job(conn, row.job_id)
     event = policy_rows.event(conn, row.event_id)
@@ -155,7 +153,7 @@ def _settle_one(conn: sqlite3.Connection, row: policy_rows.OpenAction, now: int,
                                reason=decision.reason, due_at=decision.due_at)
         return False
     if decision.action == "restart" and policy == "on_stalled":
-        done = _stall_restarts(conn, job.id)
+        done = policy_rows.stall_restarts(conn, job.id)
         if done >= stall_restarts:
             reason = (f"{decision.reason}, but it was restarted for a stall {done} time{'s' * (done != 1)} already "
                       f"(at most {stall_restarts}): gave up, the job keeps running")
@@ -166,13 +164,7 @@ def _settle_one(conn: sqlite3.Connection, row: policy_rows.OpenAction, now: int,
     return _act(conn, job, event, policy, decision, now, out)
 
 
-def _stall_restarts(conn: sqlite3.Connection, job_id: str) -> int:
-    """How many times ``on_stalled`` restarted the job (or began to: the row in ``restarting``)."""
-    return int(conn.execute("SELECT COUNT(*) FROM policy_actions WHERE job_id = ? AND trigger = 'RUN_STALLED' "
-                            "AND action = 'restart'", (job_id,)).fetchone()[0])
-
-
-def _act(conn: sqlite3.Connection, job: Job, event: EventRow, policy: str, decision: Decision, now: int,
+def _act(conn: Connection, job: Job, event: EventRow, policy: str, decision: Decision, now: int,
          out: Settled) -> bool:
     fields: dict[str, Any] = {"action": decision.action, "reason": decision.reason}
     state, requeued, context = "done", False, {}
@@ -207,7 +199,7 @@ def _act(conn: sqlite3.Connection, job: Job, event: EventRow, policy: str, decis
     return requeued
 
 
-def _still_stalled(conn: sqlite3.Connection, job: Job, event: EventRow) -> bool:
+def _still_stalled(conn: Connection, job: Job, event: EventRow) -> bool:
     """No metric point and no log line since the RUN_STALLED: the detector's fingerprint of the
     attempt is still the one the event keeps."""
     if event.type != "RUN_STALLED" or "fingerprint" not in event.context:
@@ -217,13 +209,13 @@ def _still_stalled(conn: sqlite3.Connection, job: Job, event: EventRow) -> bool:
     return json.loads(json.dumps(now)) == event.context["fingerprint"]
 
 
-def _requeue(conn: sqlite3.Connection, job: Job, checkpoint_id: str | None) -> None:
+def _requeue(conn: Connection, job: Job, checkpoint_id: str | None) -> None:
     job_rows.retry_job(conn, job.id)
     resume_rows.set_resume_from(conn, job.id, checkpoint_id)
     evaluations.after_retry(conn, job.id)
 
 
-def _resume_point(conn: sqlite3.Connection, job_id: str, which: str) -> str | None:
+def _resume_point(conn: Connection, job_id: str, which: str) -> str | None:
     """The checkpoint to resume from whose file is there; None (start afresh) when none is."""
     try:
         candidates = resume.candidates_for(conn, job_id, which)

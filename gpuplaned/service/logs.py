@@ -43,9 +43,9 @@ from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
-from gpuplaned.store import uplink_rows
+from gpuplaned.store import log_rows, uplink_rows
 from gpuplaned.service.log_feeds import Key, LogBatch, LogFeeds
-from gpuplaned.service.remote_logs import RemoteReader, end_at_least, read_remote_lines, stored_count
+from gpuplaned.service.remote_logs import RemoteReader, end_at_least, read_remote_lines
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -92,7 +92,7 @@ async def read_lines(shared: ServerContext, job_id: str, stream: str, *, attempt
     if not await trio.to_thread.run_sync(path.exists):
         remote = await _remote_node(shared, job)
         if remote is not None and offset is not None:
-            stored = await shared.readers.run(lambda conn: stored_count(conn, job_id, number, stream))
+            stored = await shared.readers.run(lambda conn: log_rows.line_count(conn, job_id, number, stream))
             found, after = await read_remote_lines(shared, remote, job_id, number, stream, offset, limit,
                                                    stored_lines=stored)
             return _page(job_id, number, stream, found, after)
@@ -125,13 +125,10 @@ async def _stored_lines(shared: ServerContext, job_id: str, attempt: int, stream
     begins with that next line all the same."""
 
     def query(conn: Any) -> tuple[list[tuple[int, str]], int | None]:
-        where = "job_id = ? AND attempt = ? AND stream = ?"
         if offset is None:
-            rows = conn.execute(f"SELECT offset, line FROM job_logs WHERE {where} ORDER BY offset DESC LIMIT ?",
-                                (job_id, attempt, stream, count)).fetchall()[::-1]
+            rows = log_rows.last_lines(conn, job_id, attempt, stream, count)
             return rows, end_at_least(rows[-1]) if rows else None
-        rows = conn.execute(f"SELECT offset, line FROM job_logs WHERE {where} AND offset >= ? ORDER BY offset LIMIT ?",
-                            (job_id, attempt, stream, offset, count + 1)).fetchall()
+        rows = log_rows.lines_from(conn, job_id, attempt, stream, offset, count + 1)
         if len(rows) > count:
             return rows[:count], rows[count][0]
         return rows, end_at_least(rows[-1]) if rows else None

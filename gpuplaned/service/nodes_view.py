@@ -86,22 +86,7 @@ class NodeInfo:
 
 
 def _query(conn: Any) -> list[tuple[Any, ...]]:
-    nodes = conn.execute(
-        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at, drained, uplink FROM nodes "
-        "ORDER BY name"
-    ).fetchall()
-    out = []
-    for node in nodes:
-        slots = conn.execute(
-            "SELECT s.gpu_index, s.model, s.vram_mb, s.owner_job_id, j.name FROM gpu_slots s "
-            "LEFT JOIN jobs j ON j.id = s.owner_job_id WHERE s.node_id = ? ORDER BY s.gpu_index", (node[0],)
-        ).fetchall()
-        cpu_jobs = conn.execute(
-            f"SELECT count(*) FROM jobs WHERE node_id = ? AND status IN ({', '.join('?' * len(_ACTIVE))}) "
-            "AND json_extract(resources, '$.gpu') = 0", (node[0], *_ACTIVE)
-        ).fetchone()[0]
-        out.append((node, slots, cpu_jobs))
-    return out
+    return node_rows.node_table(conn, _ACTIVE)
 
 
 async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
@@ -189,9 +174,7 @@ async def set_drained(shared: ServerContext, key: str, drained: bool) -> NodeInf
         if found is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"no node {key!r}", {"node": key})
         node_id, name = found
-        changed = conn.execute("UPDATE nodes SET drained = ? WHERE id = ? AND drained != ?",
-                               (int(drained), node_id, int(drained))).rowcount
-        return node_id, name, bool(changed)
+        return node_id, name, node_rows.set_drained(conn, node_id, drained)
 
     node_id, name, changed = await write(access.store_port(shared, "node registry"), apply, small=True)
     if changed:

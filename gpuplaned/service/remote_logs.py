@@ -29,7 +29,7 @@ from gpuplaned.logtail import DEFAULT_MAX_LINE, Line, LineSplitter
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.uplink_frames import LogData, LogRead
 from gpuplaned.service.registry import NodeUnavailable
-from gpuplaned.store import uplink_rows
+from gpuplaned.store import log_rows, uplink_rows
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuplaned.logs")
 
-__all__ = ["LOG_READ_BYTES", "RemoteReader", "RemoteTail", "end_at_least", "read_remote_lines", "stored_count"]
+__all__ = ["LOG_READ_BYTES", "RemoteReader", "RemoteTail", "end_at_least", "read_remote_lines"]
 
 LOG_READ_BYTES = 1 << 20  # what one log_read asks the agent for
 LOG_READ_TIMEOUT_S = 30.0
@@ -126,18 +126,11 @@ async def read_remote_lines(shared: ServerContext, node_id: str, job_id: str, at
     return lines, tail.offset
 
 
-def stored_count(conn: Any, job_id: str, attempt: int, stream: str) -> int:
-    return conn.execute("SELECT count(*) FROM job_logs WHERE job_id = ? AND attempt = ? AND stream = ?",
-                        (job_id, attempt, stream)).fetchone()[0]
-
-
 def _stored_after(conn: Any, job_id: str, attempt: int, stream: str, position: int,
                   limit: int) -> tuple[int | None, list[Line]]:
     """The stored tail's first offset, and up to ``limit`` of its lines after ``position``."""
-    where = "job_id = ? AND attempt = ? AND stream = ?"
-    first = conn.execute(f"SELECT min(offset) FROM job_logs WHERE {where}", (job_id, attempt, stream)).fetchone()[0]
-    rows = conn.execute(f"SELECT offset, line FROM job_logs WHERE {where} AND offset > ? ORDER BY offset LIMIT ?",
-                        (job_id, attempt, stream, position, limit)).fetchall()
+    first = log_rows.first_offset(conn, job_id, attempt, stream)
+    rows = log_rows.lines_after(conn, job_id, attempt, stream, position, limit)
     return first, [(offset, line) for offset, line in rows]
 
 

@@ -20,7 +20,6 @@ deleted checkpoint or a file gone are 409s.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,8 @@ from gpuplaned.domain.run_records import rank_checkpoints
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.run_records import value_at_step
-from gpuplaned.store import job_rows, project_rows, resume_rows
+from gpuplaned.store import job_rows, project_rows, resume_rows, run_rows
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.resume_rows import ResumePoint
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ async def choose(shared: ServerContext, job_id: str, which: str) -> ResumePoint:
     return found
 
 
-def candidates_for(conn: sqlite3.Connection, job_id: str, which: str) -> list[ResumePoint]:
+def candidates_for(conn: Connection, job_id: str, which: str) -> list[ResumePoint]:
     """The checkpoints to try, in order (the first whose file is there wins)."""
     job = job_rows.get_job(conn, job_id)
     if job is None:
@@ -70,7 +70,7 @@ def candidates_for(conn: sqlite3.Connection, job_id: str, which: str) -> list[Re
     return alive if which == "last" else _ranked(conn, job_id, alive)
 
 
-def _named(conn: sqlite3.Connection, job_id: str, checkpoint_id: str, lineage: Sequence[ResumePoint]) -> ResumePoint:
+def _named(conn: Connection, job_id: str, checkpoint_id: str, lineage: Sequence[ResumePoint]) -> ResumePoint:
     point = resume_rows.resume_point(conn, checkpoint_id)
     if point is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
@@ -86,9 +86,9 @@ def _named(conn: sqlite3.Connection, job_id: str, checkpoint_id: str, lineage: S
     return point
 
 
-def _ranked(conn: sqlite3.Connection, job_id: str, alive: Sequence[ResumePoint]) -> list[ResumePoint]:
-    latest = conn.execute("SELECT id FROM runs WHERE job_id = ? ORDER BY attempt DESC LIMIT 1", (job_id,)).fetchone()
-    metric = project_rows.run_context(conn, latest[0])[0].metric if latest else None
+def _ranked(conn: Connection, job_id: str, alive: Sequence[ResumePoint]) -> list[ResumePoint]:
+    latest = run_rows.latest_of_job(conn, job_id)
+    metric = project_rows.run_context(conn, latest)[0].metric if latest else None
     if not metric:
         raise ApiError(ErrorCode.CONFLICT, f"job {job_id}: no primary metric to rank its checkpoints by; resume "
                        "from last or a checkpoint id", {"job_id": job_id, "resume_from": "best"})

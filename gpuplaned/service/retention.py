@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,13 +38,14 @@ from gpuplaned.domain.event_types import CHECKPOINT_DELETED
 from gpuplaned.domain.retention import Candidate, Choice, choose
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
-from gpuplaned.protocol.job_policies import RetentionPolicy, load_policies
+from gpuplaned.protocol.job_policies import RetentionPolicy
 from gpuplaned.service import access, budgets, checkpoint_files
 from gpuplaned.service.projects import METRIC_PATTERN
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import values_at_steps
-from gpuplaned.store import checkpoint_rows, event_rows, project_rows, retention_rows
+from gpuplaned.store import checkpoint_rows, event_rows, job_rows, project_rows, retention_rows, run_rows
 from gpuplaned.store.checkpoint_rows import Checkpoint
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
 
@@ -98,7 +98,7 @@ def not_ours(ck: Checkpoint) -> str | None:
     return None
 
 
-def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int, metric: str | None = None) -> Plan:
+def decide(conn: Connection, run_id: str, keep_best: int, keep_last: int, metric: str | None = None) -> Plan:
     """Step 1, on a reader (whose one transaction reads every row as of one moment); ranked by
     ``metric``, else the run's primary metric.
 
@@ -111,7 +111,8 @@ def decide(conn: sqlite3.Connection, run_id: str, keep_best: int, keep_last: int
     else:
         definition = project_rows.get_definition(conn, metric)
         direction = definition.direction if definition else None
-    job_id = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+    origin = run_rows.origin(conn, run_id)
+    job_id = origin.job_id if origin else None
     live = [ck for ck in checkpoint_rows.list_for_run(conn, run_id) if ck.deleted_at is None]
     used = retention_rows.in_use(conn, run_id, live)
     values = values_at_steps(conn, run_id, metric, [ck.step for ck in live]) if metric else [None] * len(live)
@@ -135,7 +136,7 @@ async def remove_all(shared: ServerContext, doomed: Sequence[Checkpoint], dry_ru
     return outcomes
 
 
-def mark(conn: sqlite3.Connection, plan: Plan, gone: Sequence[Outcome], keep: str, now: int) -> list[EventRow]:
+def mark(conn: Connection, plan: Plan, gone: Sequence[Outcome], keep: str, now: int) -> list[EventRow]:
     """Step 3, in the store's transaction: mark each row whose file is gone; returns the events."""
     rows = []
     for outcome in gone:
@@ -165,7 +166,7 @@ async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: i
             a run of a job it did not submit; store_unavailable (nothing marked: a later
             prune marks the files already gone).
     """
-    def look(conn: sqlite3.Connection) -> Plan:
+    def look(conn: Connection) -> Plan:
         budgets.check_run_owner(conn, caller, run_id, "prune")  # a limited token: only its own runs
         return decide(conn, run_id, keep_best, keep_last, metric)
 
@@ -195,9 +196,8 @@ def reply(plan: Plan, outcomes: Sequence[Outcome], keep_best: int, keep_last: in
 
 async def apply_policy(shared: ServerContext, job_id: str, run_id: str) -> dict[str, Any] | None:
     """The job's ``retention`` policy over its run ``run_id``, if it has one; the prune's reply."""
-    stored = await access.readers(shared, "jobs").run(
-        lambda conn: conn.execute("SELECT policies FROM jobs WHERE id = ?", (job_id,)).fetchone())
-    policy = load_policies(stored[0]).retention if stored else None
+    stored = await access.readers(shared, "jobs").run(lambda conn: job_rows.job_policies(conn, job_id))
+    policy = stored.retention if stored else None
     if policy is None:
         return None
     done = await prune(shared, run_id, policy.keep_best, policy.keep_last, dry_run=False)

@@ -9,7 +9,6 @@ last point at or before it) and marks the best one by that metric's direction.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +29,9 @@ from gpuplaned.service import access, checkpoint_details
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import checkpoint_rows
 from gpuplaned.store import event_rows
-from gpuplaned.store import project_rows
+from gpuplaned.store import project_rows, run_rows
 from gpuplaned.store.checkpoint_rows import Checkpoint
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.tsdb.nearest import points_at_or_before
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
 
 
-def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, events: Sequence[ScriptEvent],
+def store_records(conn: Connection, run_id: str, job_id: str | None, events: Sequence[ScriptEvent],
                   checkpoints: Sequence[CheckpointRecord], now: int) -> list[EventRow]:
     """Store a batch's script events and checkpoints; returns the event rows to publish
     after the commit (the script's own events, then one CHECKPOINT_CREATED per checkpoint)."""
@@ -51,7 +51,7 @@ def store_records(conn: sqlite3.Connection, run_id: str, job_id: str | None, eve
     return rows
 
 
-def store_found(conn: sqlite3.Connection, job_id: str, run_id: str, found: Sequence[FoundCheckpoint],
+def store_found(conn: Connection, job_id: str, run_id: str, found: Sequence[FoundCheckpoint],
                 now: int) -> list[EventRow]:
     """Register the checkpoints the node's watcher found for ``job_id``'s run ``run_id``;
     returns a CHECKPOINT_CREATED row, to publish after the commit, for each one that is news.
@@ -59,21 +59,17 @@ def store_found(conn: sqlite3.Connection, job_id: str, run_id: str, found: Seque
     neither does a file another run registered as it is now: a job sharing the folder (an
     evaluation run in the training's folder) saw a checkpoint that is not its own.
     """
-    owner = conn.execute("SELECT job_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if owner is None or owner[0] != job_id:
+    origin = run_rows.origin(conn, run_id)
+    if origin is None or origin.job_id != job_id:
         raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id} of job {job_id}", {"run_id": run_id})
     rows = [_created(ck, job_id) for f in found
-            if not _anothers(conn, run_id, f) and (ck := checkpoint_rows.register_found(conn, run_id, f, now))]
+            if not checkpoint_rows.held_by_another(conn, run_id, f.path, f.fingerprint)
+            and (ck := checkpoint_rows.register_found(conn, run_id, f, now))]
     event_rows.insert_events(conn, rows)
     return rows
 
 
-def _anothers(conn: sqlite3.Connection, run_id: str, found: FoundCheckpoint) -> bool:
-    return conn.execute("SELECT 1 FROM checkpoints WHERE path = ? AND run_id != ? AND fingerprint = ? "
-                        "AND deleted_at IS NULL LIMIT 1", (found.path, run_id, found.fingerprint)).fetchone() is not None
-
-
-def store_imported(conn: sqlite3.Connection, run_id: str, found: Sequence[FoundCheckpoint],
+def store_imported(conn: Connection, run_id: str, found: Sequence[FoundCheckpoint],
                    now: int) -> list[EventRow]:
     """Register the checkpoints ``import-run`` found in an imported run's dir (a run with no
     job) as the watcher's are; returns a CHECKPOINT_CREATED row for each new one."""
@@ -97,12 +93,12 @@ def _readers(shared: ServerContext) -> Any:
     return access.readers(shared, "runs")
 
 
-def value_at_step(conn: sqlite3.Connection, run_id: str, name: str, step: int | None) -> float | None:
+def value_at_step(conn: Connection, run_id: str, name: str, step: int | None) -> float | None:
     """The run's last ``name`` point at or before ``step``; None if there is none."""
     return values_at_steps(conn, run_id, name, [step])[0]
 
 
-def values_at_steps(conn: sqlite3.Connection, run_id: str, name: str,
+def values_at_steps(conn: Connection, run_id: str, name: str,
                     steps: Sequence[int | None]) -> list[float | None]:
     """``value_at_step`` of each step (None: None), decoding each chunk around them once."""
     known = [s for s in steps if s is not None]
@@ -128,7 +124,7 @@ class RankedCheckpoints:
     best_id: str | None  # never a deleted one, never NaN
 
 
-def ranked_checkpoints(conn: sqlite3.Connection, run_id: str, metric: str | None) -> RankedCheckpoints:
+def ranked_checkpoints(conn: Connection, run_id: str, metric: str | None) -> RankedCheckpoints:
     """The run's checkpoints, ``metric`` (default: the run's primary metric, resolved
     experiment -> project -> global) at each one's step, and the best."""
     primary, _, _ = project_rows.run_context(conn, run_id)  # not_found for an unknown run
@@ -143,7 +139,7 @@ def ranked_checkpoints(conn: sqlite3.Connection, run_id: str, metric: str | None
     return RankedCheckpoints(metric, direction, found, values, best)
 
 
-def checkpoint_table(conn: sqlite3.Connection, run_id: str, metric: str | None) -> dict[str, Any]:
+def checkpoint_table(conn: Connection, run_id: str, metric: str | None) -> dict[str, Any]:
     """The run's checkpoints ranked (``ranked_checkpoints``), each with its parent, the run's
     metrics nearest its step (``metric`` first) and its evaluations
     (``service/checkpoint_details.py``)."""

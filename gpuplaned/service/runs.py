@@ -96,9 +96,8 @@ async def get_summary(shared: ServerContext, run_id: str) -> dict[str, Any]:
     resolved experiment -> project -> global when asked, with that metric's latest and best."""
     def read(conn: Any) -> tuple[Any, ...]:
         primary, direction, summary = project_rows.run_context(conn, run_id)
-        config = conn.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
-        settings = json.loads(config) if config else {}  # {"config": what init(config=) passed, "tags": [...]}
-        return primary, direction, summary, settings.get("config"), detector.open_stall(conn, run_id)
+        config = run_rows.settings(conn, run_id).get("config")  # what init(config=) passed
+        return primary, direction, summary, config, detector.open_stall(conn, run_id)
 
     primary, direction, summary, config, stalled = await _readers(shared).run(read)
     health = run_progress.health(summary, run_summary.SPIKE_GAP) + ([stalled] if stalled else [])

@@ -12,44 +12,33 @@ never depends on which arrived first. ``run_series_sources`` keeps the claims.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Collection
 
 from gpuplaned import tsdb
 from gpuplaned.domain import run_summary
-from gpuplaned.store import project_rows, tb_cursor_rows
+from gpuplaned.store import project_rows, run_rows, series_source_rows, tb_cursor_rows
+from gpuplaned.store.connection import Connection
 
 SDK, TENSORBOARD = "sdk", "tensorboard"
 _EVERY_STEP = -(2 ** 63)
 
 
-def _claims(conn: sqlite3.Connection, run_id: str, names: Collection[str]) -> dict[str, str]:
-    if not names:
-        return {}
-    return dict(conn.execute(f"SELECT name, source FROM run_series_sources WHERE run_id = ? AND name IN "
-                             f"({','.join('?' * len(names))})", (run_id, *names)))
-
-
-def for_tensorboard(conn: sqlite3.Connection, run_id: str, names: Collection[str]) -> set[str]:
+def for_tensorboard(conn: Connection, run_id: str, names: Collection[str]) -> set[str]:
     """Of ``names``, those the tailer may store for ``run_id`` (not the SDK's); claims them."""
-    claims = _claims(conn, run_id, names)
+    claims = series_source_rows.sources(conn, run_id, names)
     taken = {name for name in names if claims.get(name) != SDK}
-    conn.executemany("INSERT OR IGNORE INTO run_series_sources (run_id, name, source) VALUES (?, ?, ?)",
-                     [(run_id, name, TENSORBOARD) for name in taken if name not in claims])
+    series_source_rows.claim_new(conn, run_id, [name for name in taken if name not in claims], TENSORBOARD)
     return taken
 
 
-def claim_for_sdk(conn: sqlite3.Connection, run_id: str, names: Collection[str]) -> list[str]:
+def claim_for_sdk(conn: Connection, run_id: str, names: Collection[str]) -> list[str]:
     """The SDK logs ``names`` for ``run_id``: they are its from now on. Returns those the tailer
     had fed, whose points were dropped."""
-    claims = _claims(conn, run_id, names)
+    claims = series_source_rows.sources(conn, run_id, names)
     new = [name for name in names if claims.get(name) != SDK]
     if not new:
         return []  # the common case: one indexed read per batch
-    conn.executemany("INSERT INTO run_series_sources (run_id, name, source) VALUES (?, ?, ?) "
-                     "ON CONFLICT (run_id, name) DO UPDATE SET source = excluded.source",
-                     [(run_id, name, SDK) for name in new])
+    series_source_rows.claim(conn, run_id, new, SDK)
     taken_over = [name for name in new if claims.get(name) == TENSORBOARD]
     for name in taken_over:
         removed = tsdb.drop_from_step(conn, run_id, name, _EVERY_STEP)
@@ -58,13 +47,12 @@ def claim_for_sdk(conn: sqlite3.Connection, run_id: str, names: Collection[str])
     return taken_over
 
 
-def recount(conn: sqlite3.Connection, run_id: str, name: str) -> None:
+def recount(conn: Connection, run_id: str, name: str) -> None:
     """The run summary's view of ``name`` once some of its points were dropped."""
-    stored = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()
-    before = json.loads(stored[0]) if stored and stored[0] else None
+    before = run_rows.summary(conn, run_id)
     left = tsdb.remaining(conn, run_id, name, finite=run_summary.WINDOW if run_summary.is_loss(name) else 0)
     direction = ((before or {}).get("metrics") or {}).get(name, {}).get("direction")
     best = project_rows.best_point(conn, left.series_id, direction) if left.series_id is not None else None
     after = run_summary.after_rewind(before, name, left.count, left.latest, best, left.last_finite)
     if after is not None:
-        conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(after, separators=(",", ":")), run_id))
+        run_rows.set_summary(conn, run_id, after)

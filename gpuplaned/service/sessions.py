@@ -27,7 +27,6 @@ from gpuplaned.domain import run_summary
 from gpuplaned.domain.run_records import MAX_RECORDS, CheckpointRecord, ScriptEvent, parse_checkpoints, parse_events
 from gpuplaned.domain.evaluations import MAX_RECORDS as EVAL_RECORDS
 from gpuplaned.domain.evaluations import EvaluationRecord, parse_evaluations
-from gpuplaned.domain.run_summary import direction_for
 from gpuplaned.protocol import columns
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
@@ -40,7 +39,7 @@ from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_records
 from gpuplaned.service.series_owner import claim_for_sdk
 from gpuplaned.store import event_rows
-from gpuplaned.store import run_owners, session_rows
+from gpuplaned.store import project_rows, run_owners, run_rows, session_rows
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.session_rows import Session, SessionRequest
 from gpuplaned.store.writer import write
@@ -253,11 +252,11 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate,
             if metrics:
                 events = summarize(conn, session.run_id, metrics, now, shared.config.detector)
             if batch.events or batch.checkpoints or batch.evaluations:
-                job = conn.execute("SELECT job_id FROM runs WHERE id = ?", (session.run_id,)).fetchone()
-                events += store_records(conn, session.run_id, job[0] if job else None, batch.events,
-                                        batch.checkpoints, now)
+                origin = run_rows.origin(conn, session.run_id)
+                job_id = origin.job_id if origin else None
+                events += store_records(conn, session.run_id, job_id, batch.events, batch.checkpoints, now)
                 run_owners.set_fingerprints(conn, session.run_id, fingerprints)
-                evaluations.record_sdk(conn, job[0] if job else None, batch.evaluations)
+                evaluations.record_sdk(conn, job_id, batch.evaluations)
         return {"seq": seq, "duplicate": result.duplicate, "points": result.points}, events
 
     reply, events = await write(_store(shared), apply)
@@ -315,18 +314,15 @@ def summarize(conn: Any, run_id: str, metrics: Mapping[str, Any], now: int,
     """Fold a stored batch into the run's summary and metric definitions; record the events
     of the rules ``rules`` has on, with their evidence (``gpuplaned.service.detector``)."""
     names = list(metrics)
-    conn.executemany("INSERT OR IGNORE INTO metric_definitions (name, direction, created_at) VALUES (?, ?, ?)",
-                     [(name, direction_for(name), now) for name in names])
-    directions = dict(conn.execute(
-        f"SELECT name, direction FROM metric_definitions WHERE name IN ({','.join('?' * len(names))})", names))
-    stored = conn.execute("SELECT summary, job_id, node_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-    before = json.loads(stored[0]) if stored and stored[0] else None
-    job_id, node_id = (stored[1], stored[2]) if stored else (None, None)  # a job's run: its job and node
+    directions = project_rows.directions(conn, names, now)
+    before = run_rows.summary(conn, run_id)
+    origin = run_rows.origin(conn, run_id)
+    job_id, node_id = (origin.job_id, origin.node_id) if origin else (None, None)  # a job's run: its job and node
     points = {name: (cols["step"], cols["ts"], cols["value"]) for name, cols in metrics.items()}
     after, raised = run_summary.update(before, points, directions, detector.overfit_policy(rules),
                                        detector.spike_policy(rules))
     raised = detector.summary_events(raised, metrics, run_id, rules)
-    conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(after, separators=(",", ":")), run_id))
+    run_rows.set_summary(conn, run_id, after)
     rows = [EventRow(new_id("ev"), now, e.type, e.severity, node_id, job_id, run_id, e.step, e.message, e.context)
             for e in raised]
     event_rows.insert_events(conn, rows)
@@ -352,7 +348,7 @@ async def finish_session(shared: ServerContext, session_id: str, body: SessionFi
 async def list_run_sessions(shared: ServerContext, run_id: str) -> list[Session]:
 
     def read(conn: Any) -> list[Session]:
-        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+        if not run_rows.run_exists(conn, run_id):
             raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
         return session_rows.list_for_run(conn, run_id)
 

@@ -21,7 +21,6 @@ in TensorBoard's file order:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,19 +33,20 @@ from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.tb_frames import TbCursors, TbFile, TbPoints, TbStored
 from gpuplaned.service.series_owner import for_tensorboard, recount
 from gpuplaned.service.sessions import summarize
-from gpuplaned.store import event_rows, tb_cursor_rows
+from gpuplaned.store import event_rows, run_rows, tb_cursor_rows
+from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.tsdb.ingest import MAX_BATCH_POINTS
 
 __all__ = ["store_points", "stored_cursors"]
 
 
-def stored_cursors(conn: sqlite3.Connection, request: TbCursors) -> TbCursors:
+def stored_cursors(conn: Connection, request: TbCursors) -> TbCursors:
     return TbCursors(request.job_id, request.attempt,
                      tuple(tb_cursor_rows.stored(conn, request.job_id, request.attempt)))
 
 
-def store_points(conn: sqlite3.Connection, batch: TbPoints, now: int,
+def store_points(conn: Connection, batch: TbPoints, now: int,
                  stored: list[dict[str, Any]] | None = None,
                  rules: DetectorConfig = DetectorConfig()) -> tuple[TbStored, list[EventRow]]:
     """Store one tailer pass (a write function); returns the answer and the events to publish
@@ -57,11 +57,11 @@ def store_points(conn: sqlite3.Connection, batch: TbPoints, now: int,
         ApiError: the run is not that job attempt's (nothing stored), or a file's columns
             are not whole (that pass is refused).
     """
-    row = conn.execute("SELECT job_id, attempt, node_id FROM runs WHERE id = ?", (batch.run_id,)).fetchone()
-    if row is None or (row[0], row[1]) != (batch.job_id, batch.attempt):
+    origin = run_rows.origin(conn, batch.run_id)
+    if origin is None or (origin.job_id, origin.attempt) != (batch.job_id, batch.attempt):
         raise ApiError(ErrorCode.NOT_FOUND, f"run {batch.run_id} is not attempt {batch.attempt} of job {batch.job_id}",
                        {"run_id": batch.run_id})
-    node_id = row[2]
+    node_id = origin.node_id
     stale: list[str] = []
     events: list[EventRow] = []
     problems: list[EventRow] = []

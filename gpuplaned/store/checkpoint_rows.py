@@ -160,3 +160,18 @@ def mark_deleted(conn: sqlite3.Connection, ck: Checkpoint, now: int) -> bool:
     return conn.execute("UPDATE checkpoints SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL "
                         "AND fingerprint IS ? AND created_at = ?",
                         (now, ck.id, ck.fingerprint, ck.created_at)).rowcount == 1
+
+
+def held_by_another(conn: sqlite3.Connection, run_id: str, path: str, fingerprint: str | None) -> bool:
+    """Another run has a live checkpoint at ``path`` with this fingerprint (the same file)."""
+    return conn.execute("SELECT 1 FROM checkpoints WHERE path = ? AND run_id != ? AND fingerprint = ? "
+                        "AND deleted_at IS NULL LIMIT 1", (path, run_id, fingerprint)).fetchone() is not None
+
+
+def runs_of(conn: sqlite3.Connection, checkpoint_ids: Sequence[str]) -> set[str]:
+    """The runs the checkpoints belong to."""
+    if not checkpoint_ids:
+        return set()
+    return {row[0] for row in conn.execute(
+        f"SELECT DISTINCT run_id FROM checkpoints WHERE id IN ({','.join('?' * len(checkpoint_ids))})",
+        list(checkpoint_ids))}

@@ -117,6 +117,27 @@ def finish(conn: sqlite3.Connection, eval_id: str, *, status: str, error: str | 
                  "finished_at = ? WHERE id = ?", (status, error, run_id, runtime_s, at, eval_id))
 
 
+@attrs.frozen
+class Target:
+    """What an evaluation of a checkpoint starts from: its file and step, and the job that
+    made it (None for an SDK or imported run) with that job's folder."""
+
+    path: str
+    step: int | None
+    deleted_at: int | None
+    job_id: str | None
+    job_cwd: str | None
+
+
+def target(conn: sqlite3.Connection, checkpoint_id: str) -> Target | None:
+    """None: no such checkpoint."""
+    row = conn.execute(
+        "SELECT c.path, c.step, c.deleted_at, r.job_id, j.working_dir FROM checkpoints c "
+        "JOIN runs r ON r.id = c.run_id LEFT JOIN jobs j ON j.id = r.job_id WHERE c.id = ?",
+        (checkpoint_id,)).fetchone()
+    return Target(*row) if row else None
+
+
 def requeue(conn: sqlite3.Connection, job_id: str) -> None:
     """The job is queued again (retried): its evaluation starts over."""
     conn.execute("UPDATE evaluations SET status = ?, metrics = '{}', error = NULL, runtime_s = NULL, "

@@ -30,7 +30,7 @@ from gpuplaned.domain.scheduling import (
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
-from gpuplaned.protocol.job_policies import dump_policies, load_policies
+from gpuplaned.protocol.job_policies import JobPolicies, dump_policies, load_policies
 from gpuplaned.protocol.job_states import ACTIVE, ON_NODE, FailureReason, JobState, NodeReport, values
 from gpuplaned.protocol.job_wire import Job, JobSpec
 from gpuplaned.store import resume_rows
@@ -391,6 +391,22 @@ def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str, queued: JobStat
 def job_token(conn: sqlite3.Connection, job_id: str) -> str | None:
     """The id of the API token that submitted the job (None: none, or no such job)."""
     row = conn.execute("SELECT token_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def job_exists(conn: sqlite3.Connection, job_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is not None
+
+
+def job_policies(conn: sqlite3.Connection, job_id: str) -> JobPolicies | None:
+    """The job's failure and retention policies; None: no such job."""
+    row = conn.execute("SELECT policies FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return load_policies(row[0]) if row else None
+
+
+def current_run(conn: sqlite3.Connection, job_id: str) -> str | None:
+    """The run of the job's current attempt; None before its first (or no such job)."""
+    row = conn.execute("SELECT run_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return row[0] if row else None
 
 

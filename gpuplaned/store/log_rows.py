@@ -25,6 +25,40 @@ def stored_offsets(conn: sqlite3.Connection, attempts: Iterable[tuple[str, int]]
     return out
 
 
+_STREAM = "job_id = ? AND attempt = ? AND stream = ?"
+
+
+def line_count(conn: sqlite3.Connection, job_id: str, attempt: int, stream: str) -> int:
+    """How many lines of the stream's tail are stored."""
+    return conn.execute(f"SELECT count(*) FROM job_logs WHERE {_STREAM}", (job_id, attempt, stream)).fetchone()[0]
+
+
+def first_offset(conn: sqlite3.Connection, job_id: str, attempt: int, stream: str) -> int | None:
+    """Where the stored tail begins; None when nothing is stored."""
+    return conn.execute(f"SELECT min(offset) FROM job_logs WHERE {_STREAM}", (job_id, attempt, stream)).fetchone()[0]
+
+
+def lines_after(conn: sqlite3.Connection, job_id: str, attempt: int, stream: str, position: int,
+                limit: int) -> list[tuple[int, str]]:
+    """Up to ``limit`` stored ``(offset, line)`` after ``position``, in order."""
+    return conn.execute(f"SELECT offset, line FROM job_logs WHERE {_STREAM} AND offset > ? ORDER BY offset LIMIT ?",
+                        (job_id, attempt, stream, position, limit)).fetchall()
+
+
+def lines_from(conn: sqlite3.Connection, job_id: str, attempt: int, stream: str, offset: int,
+               limit: int) -> list[tuple[int, str]]:
+    """Up to ``limit`` stored ``(offset, line)`` from ``offset`` on, in order."""
+    return conn.execute(f"SELECT offset, line FROM job_logs WHERE {_STREAM} AND offset >= ? ORDER BY offset LIMIT ?",
+                        (job_id, attempt, stream, offset, limit)).fetchall()
+
+
+def last_lines(conn: sqlite3.Connection, job_id: str, attempt: int, stream: str,
+               count: int) -> list[tuple[int, str]]:
+    """The last ``count`` stored ``(offset, line)``, in order."""
+    return conn.execute(f"SELECT offset, line FROM job_logs WHERE {_STREAM} ORDER BY offset DESC LIMIT ?",
+                        (job_id, attempt, stream, count)).fetchall()[::-1]
+
+
 def keep_tails(conn: sqlite3.Connection, chunks: Iterable[LogChunk], keep: int) -> int:
     """Store the last ``keep`` lines of each chunk and drop what falls out of each stream's
     last ``keep``; returns how many lines were new."""

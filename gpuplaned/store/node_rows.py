@@ -4,7 +4,8 @@ and forgetting one that is gone for good (renamed, or retired)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_states import ACTIVE, values
@@ -77,3 +78,33 @@ def run_on_node(conn: sqlite3.Connection, node_id: str, run_id: str) -> bool:
     """Whether the run ran (or runs) on the node."""
     row = conn.execute("SELECT node_id FROM runs WHERE id = ?", (run_id,)).fetchone()
     return row is not None and row[0] == node_id
+
+
+# --- what `node list` shows -------------------------------------------------------------------
+
+def node_table(conn: sqlite3.Connection, cpu_statuses: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Each node by name: ``(its row, its GPU slots with their jobs' names, how many of its CPU
+    jobs are in ``cpu_statuses``)``. The row: id, name, status, labels, hardware, max_cpu_jobs,
+    last_heartbeat_at, drained, uplink; a slot: gpu_index, model, vram_mb, owner_job_id, job name."""
+    nodes = conn.execute(
+        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at, drained, uplink FROM nodes "
+        "ORDER BY name"
+    ).fetchall()
+    out = []
+    for node in nodes:
+        slots = conn.execute(
+            "SELECT s.gpu_index, s.model, s.vram_mb, s.owner_job_id, j.name FROM gpu_slots s "
+            "LEFT JOIN jobs j ON j.id = s.owner_job_id WHERE s.node_id = ? ORDER BY s.gpu_index", (node[0],)
+        ).fetchall()
+        cpu_jobs = conn.execute(
+            f"SELECT count(*) FROM jobs WHERE node_id = ? AND status IN ({', '.join('?' * len(cpu_statuses))}) "
+            "AND json_extract(resources, '$.gpu') = 0", (node[0], *cpu_statuses)
+        ).fetchone()[0]
+        out.append((node, slots, cpu_jobs))
+    return out
+
+
+def set_drained(conn: sqlite3.Connection, node_id: str, drained: bool) -> bool:
+    """False: the node already was (or was not) drained."""
+    return conn.execute("UPDATE nodes SET drained = ? WHERE id = ? AND drained != ?",
+                        (int(drained), node_id, int(drained))).rowcount > 0

@@ -55,6 +55,12 @@ def taken(conn: sqlite3.Connection, job_id: str, trigger: str) -> int:
                             (job_id, trigger)).fetchone()[0])
 
 
+def stall_restarts(conn: sqlite3.Connection, job_id: str) -> int:
+    """How many times ``on_stalled`` restarted the job (or began to: the row in ``restarting``)."""
+    return int(conn.execute("SELECT COUNT(*) FROM policy_actions WHERE job_id = ? AND trigger = 'RUN_STALLED' "
+                            "AND action = 'restart'", (job_id,)).fetchone()[0])
+
+
 def settle(conn: sqlite3.Connection, job_id: str, event_id: str, state: str, now_ms: int, **fields: Any) -> None:
     """Move the row to ``state`` with ``fields`` (action, reason, checkpoint_id, due_at)."""
     sets = ", ".join(f"{name} = :{name}" for name in fields)

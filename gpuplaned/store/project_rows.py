@@ -278,6 +278,14 @@ def ensure_definition(conn: sqlite3.Connection, name: str, now_ms: int) -> None:
                  (name, direction_for(name), now_ms))
 
 
+def directions(conn: sqlite3.Connection, names: Sequence[str], now_ms: int) -> dict[str, str | None]:
+    """Each name's direction, a definition made first for those new (``ensure_definition``)."""
+    conn.executemany("INSERT OR IGNORE INTO metric_definitions (name, direction, created_at) VALUES (?, ?, ?)",
+                     [(name, direction_for(name), now_ms) for name in names])
+    return dict(conn.execute(f"SELECT name, direction FROM metric_definitions WHERE name IN "
+                             f"({','.join('?' * len(names))})", tuple(names)))
+
+
 def list_definitions(conn: sqlite3.Connection, *, project_id: str | None, experiment_id: str | None, limit: int,
                      before: tuple[int, str] | None) -> list[MetricDefinition]:
     """Newest first (then by name, descending); with a project or experiment, only the metrics

@@ -88,3 +88,54 @@ def list_runs(conn: sqlite3.Connection, *, job_id: str | None = None, statuses: 
         params += statuses
     rows = newest_first(conn, f"SELECT {_LIST_COLUMNS} FROM runs", clauses, params, before, limit)
     return [_run(r) for r in rows]
+
+
+@attrs.frozen
+class Origin:
+    """Whose a run is: its job's attempt on a node (all None for an SDK run outside a job), the
+    token that opened it, when it started."""
+
+    job_id: str | None
+    attempt: int | None
+    node_id: str | None
+    created_by: str | None
+    started_at: int | None
+
+
+def origin(conn: sqlite3.Connection, run_id: str) -> Origin | None:
+    """None: no such run."""
+    row = conn.execute("SELECT job_id, attempt, node_id, created_by, started_at FROM runs WHERE id = ?",
+                       (run_id,)).fetchone()
+    return Origin(*row) if row else None
+
+
+def run_exists(conn: sqlite3.Connection, run_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
+
+
+def settings(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """What the script passed to ``init``: ``{"config": ..., "tags": [...]}``; {} for none (or no run)."""
+    row = conn.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return json.loads(row[0]) if row and row[0] else {}
+
+
+def summary(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    """The run's summary (``gpuplaned.domain.run_summary``); None before its first point, or no run."""
+    row = conn.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return json.loads(row[0]) if row and row[0] else None
+
+
+def set_summary(conn: sqlite3.Connection, run_id: str, summary: dict[str, Any]) -> None:
+    conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(summary, separators=(",", ":")), run_id))
+
+
+def experiment_runs(conn: sqlite3.Connection, experiment_id: str) -> list[str]:
+    """The ids of an experiment's runs, oldest first."""
+    return [row[0] for row in conn.execute("SELECT id FROM runs WHERE experiment_id = ? ORDER BY created_at, id",
+                                           (experiment_id,))]
+
+
+def latest_of_job(conn: sqlite3.Connection, job_id: str) -> str | None:
+    """The run of the job's latest attempt; None before its first."""
+    row = conn.execute("SELECT id FROM runs WHERE job_id = ? ORDER BY attempt DESC LIMIT 1", (job_id,)).fetchone()
+    return row[0] if row else None

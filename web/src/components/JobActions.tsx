@@ -3,11 +3,9 @@
 import { useState } from "react";
 import { api } from "../api/client";
 import type { Job } from "../api/types";
+import { CANCELLABLE, RETRYABLE } from "../lib/jobStates";
 import { ConfirmDialog } from "./Dialog";
 import { Icon } from "./Icon";
-
-export const CANCELLABLE = new Set(["CREATED", "QUEUED", "DISPATCHING", "RUNNING"]);
-export const RETRYABLE = new Set(["SUCCEEDED", "FAILED", "CANCELLED", "LOST"]);
 
 export function JobActions({ job, onChange, compact }: { job: Job; onChange: (job: Job) => void; compact?: boolean }) {
   const [confirm, setConfirm] = useState<"cancel" | "retry" | null>(null);
@@ -34,7 +32,9 @@ export function JobActions({ job, onChange, compact }: { job: Job; onChange: (jo
           onConfirm={() => api.cancelJob(job.id).then(onChange)}>
           {job.status === "RUNNING"
             ? <p>The process group gets SIGTERM, then SIGKILL after {job.stop_grace_s} s. Output written so far is kept.</p>
-            : <p>The job leaves the queue and will not start.</p>}
+            : job.status === "LOST"
+              ? <p>Its node is out of touch: the job is stopped when the node is back.</p>
+              : <p>The job leaves the queue and will not start.</p>}
         </ConfirmDialog>
       )}
       {confirm === "retry" && (

@@ -2,11 +2,10 @@
 // counts the attempts started, and `max_attempts` is the retry policy's, which a manual retry is
 // not bound by. So a job retried by hand past its policy is "attempt 3 (2 retries)", never "3/1",
 // and a waiting job (new, or queued again) shows the attempt it will run as, not the one that ended.
-import type { Job, JobState } from "../api/types";
+import type { Job } from "../api/types";
+import { WAITING } from "./jobStates";
 
 type AttemptFields = Pick<Job, "status" | "attempt" | "max_attempts">;
-
-const WAITING: ReadonlySet<JobState> = new Set<JobState>(["CREATED", "QUEUED"]);
 
 /** The attempt shown: the one running or ended, or for a waiting job the one it will run as. */
 export function shownAttempt(job: AttemptFields): number {

@@ -4,6 +4,7 @@
 
 import type { Job, NodeInfo, NodeLink } from "../api/types";
 import { fmtBytes } from "./format";
+import { ENDED } from "./jobStates";
 
 export type LinkState = "local" | "attached" | "detached";
 
@@ -32,8 +33,6 @@ export function fmtSkew(ms: number | null | undefined): string {
   const abs = Math.abs(ms);
   return abs < 10_000 ? `${sign}${abs} ms` : `${sign}${Math.round(abs / 1000)} s`;
 }
-
-const ENDED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
 export interface LogSource {
   live: boolean;

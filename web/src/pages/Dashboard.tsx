@@ -11,6 +11,7 @@ import { Sparkline } from "../charts/Sparkline";
 import { Icon } from "../components/Icon";
 import { Ago, Empty, ErrorBanner, LiveDot, Loading, Meter, PageHeader, SeverityBadge, StatusBadge } from "../components/ui";
 import { fmtDuration, fmtInt, fmtMiB, fmtPct, fmtValue, lastSeen } from "../lib/format";
+import { ACTIVE, WAITING } from "../lib/jobStates";
 import { GPU_FIELDS, gpuKey, snapshotPoints } from "../lib/nodeKeys";
 import { useTheme } from "../lib/theme";
 import { Link, navigate } from "../router/router";
@@ -22,7 +23,7 @@ const WINDOW_MS = 10 * 60_000;
 const SPARK_COLORS: Record<string, string> = {
   utilization: "#4e79d8", memory_used_mb: "#9b6fd0", temperature_c: "#f28e2b", power_w: "#3fae5a",
 };
-const ACTIVE = ["CREATED", "QUEUED", "DISPATCHING", "RUNNING"];
+const SHOWN = [...WAITING, ...ACTIVE]; // the queued and the running panes
 
 export function Dashboard() {
   const now = useNow(1000);
@@ -30,7 +31,7 @@ export function Dashboard() {
   useEffect(() => () => store.dispose(), [store]);
 
   const nodes = useResource((s) => api.listNodes(s), [], { pollMs: 2000 });
-  const jobs = useResource((s) => api.listJobs({ status: ACTIVE, limit: 500 }, s), [], { pollMs: 3000 });
+  const jobs = useResource((s) => api.listJobs({ status: SHOWN, limit: 500 }, s), [], { pollMs: 3000 });
 
   // Each poll adds the latest readings; the first sight of a node seeds 10 minutes of history.
   const seeded = useRef(new Set<string>());
@@ -49,8 +50,8 @@ export function Dashboard() {
   }, [nodes.data, store]);
 
   const all = jobs.data?.jobs ?? [];
-  const running = all.filter((j) => j.status === "RUNNING" || j.status === "DISPATCHING");
-  const queued = all.filter((j) => j.status === "QUEUED" || j.status === "CREATED")
+  const running = all.filter((j) => ACTIVE.has(j.status));
+  const queued = all.filter((j) => WAITING.has(j.status))
     .sort((a, b) => b.priority - a.priority || a.created_at - b.created_at);
   const gpus = (nodes.data ?? []).reduce((n, node) => n + node.gpus.length, 0);
   const busy = (nodes.data ?? []).reduce((n, node) => n + node.gpus.filter((g) => g.owner_job_id).length, 0);

@@ -12,14 +12,15 @@ import { Ago, CopyId, Empty, ErrorBanner, Loading, PageHeader, StatusBadge, Tabs
 import { attemptText } from "../lib/attempts";
 import { fmtDuration } from "../lib/format";
 import { joinCommand } from "../lib/jobForm";
+import { WAITING, WENT_WRONG } from "../lib/jobStates";
 import { Link, navigate, useUrlState } from "../router/router";
 import { bool, int, oneOf, str } from "../router/urlState";
 
 const TABS = ["all", "queued", "running", "succeeded", "failed", "cancelled"] as const;
 type Tab = (typeof TABS)[number];
 const STATES: Record<Tab, string[]> = {
-  all: [], queued: ["CREATED", "QUEUED", "DISPATCHING"], running: ["RUNNING"], succeeded: ["SUCCEEDED"],
-  failed: ["FAILED", "LOST"], cancelled: ["CANCELLED"],
+  all: [], queued: [...WAITING, "DISPATCHING"], running: ["RUNNING"], succeeded: ["SUCCEEDED"],
+  failed: [...WENT_WRONG], cancelled: ["CANCELLED"],
 };
 const schema = { tab: oneOf(TABS, "all"), q: str(), n: int(100, 1, 10_000), submit: bool(false) };
 
