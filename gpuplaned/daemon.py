@@ -73,6 +73,8 @@ class DaemonContext:
     log_feeds: LogFeeds = attrs.field(factory=LogFeeds)  # running jobs' new output, for live followers
     metric_feeds: MetricFeeds = attrs.field(factory=MetricFeeds)  # runs' newly committed points, for live charts
     uplink: UplinkNodeLink | None = None  # role agent: the link to the server (the agent's control app shows it)
+    # This machine's runner, whose jobs' processes the control socket tells from the user (none in role server).
+    runner: Callable[[], RunningJobs | None] = attrs.field(default=lambda: None)
     exit_status: int = 0  # what ``serve`` returns: non-zero after ``fail``
     exit_message: str | None = None
     _shutdown: trio.Event = attrs.field(factory=trio.Event)
@@ -114,6 +116,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
             shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
             # Role all: the node side reaches this server through the in-memory link.
             node = _node_context(cfg, endpoint, LocalNodeLink(shared), supervisor)
+            shared.runner = node.runner
             supervisor.shared_for.update({name: node for name in NODE_ACTORS})
         try:
             prepare_home(cfg.home)  # once the endpoint is ours: a second daemon touches nothing
@@ -179,6 +182,7 @@ def _agent_context(cfg: Config, endpoint: ClaimedEndpoint, shared: DaemonContext
     assert cfg.server is not None  # load_config refuses role agent without one
     link = shared.uplink = UplinkNodeLink(spool, cfg.server)
     node = _node_context(cfg, endpoint, link, supervisor)
+    shared.runner = node.runner
     shared_for: dict[str, Any] = {name: node for name in NODE_ACTORS}
     shared_for["uplink"] = UplinkContext(cfg, link, shared.fail)
     supervisor.shared_for.update(shared_for)

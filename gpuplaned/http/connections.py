@@ -49,6 +49,7 @@ from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import TCPServer
 
 from gpuplaned.config import HttpLimits
+from gpuplaned.launching.peers import PEER, PeerCred, peer_cred
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
 
@@ -141,6 +142,16 @@ class ConnectionCap:
         slot.holder, slot.agent = holder, agent
 
 
+class _WithPeer:
+    """The app, seen through one Unix-socket connection: every request's scope names its peer."""
+
+    def __init__(self, app: Any, peer: PeerCred) -> None:
+        self.app, self.peer = app, peer
+
+    async def __call__(self, scope: dict[str, Any], *args: Any) -> None:
+        await self.app({**scope, PEER: self.peer}, *args)
+
+
 VOUCH = "gpuplane.vouch"  # ASGI scope key: ``vouch(holder, agent=...)`` for the request's connection
 
 
@@ -208,6 +219,9 @@ class _TCPServer(TCPServer):
         await self.idle_task.stop()
 
     async def run(self) -> None:
+        peer_of_socket = peer_cred(self.stream.socket)
+        if peer_of_socket is not None:  # the control socket: the app tells a job's process from the user
+            self.app = _WithPeer(self.app, peer_of_socket)
         cap: ConnectionCap | None = getattr(self.config, _CAP, None)
         if cap is None:
             await super().run()

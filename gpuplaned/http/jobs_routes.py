@@ -138,7 +138,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @SUMMARY.on(app)
     async def run_summary(run_id: str) -> Response:
-        return ok({"summary": await runs.get_summary(shared, run_id)})
+        return ok({"summary": await runs.get_summary(shared, run_id, getattr(g, "caller", None))})
 
     @METRICS.on(app)
     async def run_metrics(run_id: str, query: RunMetricsArgs) -> Response:

@@ -13,7 +13,8 @@ it: another token naming it gets 404.
 Who calls: on the HTTP front, ``Authorization: Bearer <token>`` (a session cookie alone is
 refused: a browser must not drive an agent's tools), and a 401 carries our error body and no
 ``WWW-Authenticate`` (some clients read that as an OAuth challenge and stop); on the control
-socket the caller is the trusted local user (None), behind the loopback secret when there is
+socket the caller is the trusted local user (None; a job's own process is refused: it has no
+scope but ``sdk``, ``gpuplaned.service.confined_callers``), behind the loopback secret when there is
 one. A token needs the ``read`` scope (an ``sdk``- or ``agent``-only token gets 403), and may
 have ``[http] mcp_sessions_per_token`` sessions open at once (one more: 503 naming it), so one
 token cannot spend ``MAX_SESSIONS`` for everyone. Before READY and while stopping, 503 as REST answers.
@@ -38,7 +39,7 @@ import trio
 from gpuplaned.http.connections import vouch_for
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import ui_sessions
+from gpuplaned.service import confined_callers, ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -162,6 +163,10 @@ class McpMount:
             # training script's, a node's) has no business here; a write tool also needs write.
             ui_sessions.require_scope(caller, "read")
             vouch_for(scope, caller.key)
+        else:
+            job = confined_callers.of_peer(self.shared, scope)
+            if job is not None:  # a job's process acts for its run alone: no tools for it
+                confined_callers.require_sdk_route(job, None, scope)
         state = self.shared.lifecycle.state
         if state is DaemonState.NOT_READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})

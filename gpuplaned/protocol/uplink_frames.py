@@ -160,11 +160,16 @@ class Goodbye:
 
 @attrs.frozen
 class SessionCall:
-    """Request body: an SDK call the agent's local socket took (``/api/v1/sessions...``)."""
+    """Request body: an SDK call the agent's local socket took (``/api/v1/sessions...``).
+
+    ``job_id``: the job whose process made it, as the agent tells by the process's ancestors
+    (``gpuplaned.launching.peers``); None for a process on the host that is no job's. The
+    server holds the call to that job, which must be on the agent's node."""
 
     method: str = field(enum=("GET", "POST"))
     path: str = field(min_length=1, max_length=300, pattern="^/api/v1/(sessions|runs/[A-Za-z0-9_-]+/summary)")
     body: dict[str, Any] | None = None
+    job_id: str | None = field(default=None, min_length=1, max_length=64, pattern="^[A-Za-z0-9_-]+$")
 
 
 @attrs.frozen

@@ -45,10 +45,11 @@ def readers(shared: ServerContext, what: str) -> Any:
 
 
 # --------------------------------------------------------------- who may write to a run
-# The local Unix socket is trusted (its folder is the user's own); on the HTTP front an SDK
-# credential writes only to the runs it owns (issue 29 item 2): a token's sessions, metric
-# batches, events, checkpoints and finishes cannot reach another's run (its NaN would stop
-# their job; its checkpoint paths would be retention's to delete).
+# The user on the local Unix socket is trusted (its folder is the user's own); every other
+# credential writes only to the runs it owns (issue 29 items 2 and 6): a token's, a job's
+# process's or an agent host's sessions, metric batches, events, checkpoints and finishes
+# cannot reach another's run (its NaN would stop their job; its checkpoint paths would be
+# retention's to delete).
 
 
 class Caller(Protocol):
@@ -58,6 +59,8 @@ class Caller(Protocol):
     key: str
     name: str
     token_id: str | None
+    job_id: str | None
+    node_id: str | None
 
 
 def credential_of(caller: Caller | None) -> str | None:
@@ -69,21 +72,36 @@ def credential_of(caller: Caller | None) -> str | None:
 
 
 def credential_job(caller: Caller | None) -> str | None:
-    """The job a caller's credential belongs to: a job's own credential owns that job's runs.
-    None today: tokens belong to no job (issue 29 item 6 may give each job its own)."""
+    """The job a caller's credential belongs to (a job's process: ``confined_callers``); None for a token."""
     return getattr(caller, "job_id", None)
 
 
 def owns_run(caller: Caller | None, run: RunOwnership) -> bool:
     """Whether ``caller`` may write to ``run``: the trusted socket or an admin always, else a
-    credential that created the run, or the credential of the run's own job."""
+    credential that created the run; a job's process also its job's runs, and an agent host's
+    process (no job's) the runs of that node's jobs."""
     credential = credential_of(caller)
     if credential is None:
         return True
     if run.created_by is not None and run.created_by == credential:
         return True
     job = credential_job(caller)
-    return job is not None and run.job_id == job
+    if job is not None:
+        return run.job_id == job
+    node = getattr(caller, "node_id", None)
+    return node is not None and run.job_id is not None and run.node_id == node
+
+
+def may_report_to_job(caller: Caller | None, job_id: str, job_node: str | None) -> bool:
+    """Whether ``caller`` may open a session for ``job_id`` (on ``job_node``): the user; the
+    job's own processes; a process on the job's node that is no job's (the host's user)."""
+    if credential_of(caller) is None:
+        return True
+    job = credential_job(caller)
+    if job is not None:
+        return job == job_id
+    node = getattr(caller, "node_id", None)
+    return node is not None and node == job_node
 
 
 def require_run_owner(caller: Caller | None, run: RunOwnership) -> None:
@@ -94,5 +112,6 @@ def require_run_owner(caller: Caller | None, run: RunOwnership) -> None:
         whose = f"job {run.job_id}'s run" if run.job_id else "a run another credential created"
         raise ApiError(ErrorCode.FORBIDDEN,
                        f"{caller.name if caller else 'this caller'} may not write to run {run.run_id}: it is {whose}; "
-                       "an SDK token writes only to the runs it created (open a session without run_id)",
+                       "a token writes only to the runs it created (open a session without run_id), and a job's "
+                       "process only to its job's",
                        {"run_id": run.run_id})

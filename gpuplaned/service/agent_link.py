@@ -91,17 +91,18 @@ from gpuplaned.protocol.uplink_frames import (
     SessionReply,
     Skip,
 )
-from gpuplaned.service import runs, sessions
+from gpuplaned.service import access, confined_callers, runs, sessions
 from gpuplaned.service.dispatch import wake_scheduler
 from gpuplaned.service.events import job_failure_row
-from gpuplaned.service.nodes import LocalNodeLink, NotOnNode, Once
+from gpuplaned.service.nodes import LocalNodeLink, NotOnNode, Once, require_on_node
 from gpuplaned.service.registry import NodeUnavailable, now_ms
-from gpuplaned.store import event_rows, job_rows, node_rows, uplink_rows
+from gpuplaned.store import event_rows, job_rows, node_rows, run_owners, uplink_rows
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.service.ui_sessions import Caller
 
 log = logging.getLogger("gpuplaned.agent_link")
 
@@ -645,6 +646,17 @@ class AgentSession:
         self._skipped[skip.stream] = skip.through
         return True
 
+    async def _require_own(self, node_id: str, attempts: Sequence[tuple[str, int]]) -> None:
+        """A node reads only its own jobs' stored state (log offsets, TensorBoard cursors).
+
+        Raises:
+            ApiError: forbidden, naming the attempt that is another node's.
+        """
+        try:
+            await access.readers(self._shared, "jobs").run(lambda conn: require_on_node(conn, node_id, attempts))
+        except NotOnNode as exc:
+            raise ApiError(ErrorCode.FORBIDDEN, f"{exc}; a node reads only about its own jobs") from None
+
     async def _answer(self, node_id: str, request: Request) -> Reply:
         try:
             body = REQUEST_BODIES.structure(request.body)
@@ -655,6 +667,7 @@ class AgentSession:
         try:
             match body:
                 case LogOffsets():
+                    await self._require_own(node_id, body.attempts)
                     answer: Any = await link.log_offsets(body)
                 case TbPoints():
                     try:
@@ -666,9 +679,10 @@ class AgentSession:
                                         "%s (further ones are counted, not logged)", node_id, exc)
                         raise ApiError(ErrorCode.FORBIDDEN, f"{exc}; a node writes only about its own jobs") from None
                 case TbCursors():
+                    await self._require_own(node_id, [(body.job_id, body.attempt)])
                     answer = await link.tb_cursors(body)
                 case SessionCall():
-                    answer = await session_call(self._shared, body)
+                    answer = await session_call(self._shared, body, node_id)
                 case _:
                     return Reply(request.id, error=FrameFault(
                         ErrorCode.BAD_REQUEST.value, f"a {REQUEST_BODIES.tag_of(body)} request is the server's to "
@@ -679,40 +693,41 @@ class AgentSession:
 
 
 # --- SDK calls forwarded by an agent (the same functions as gpuplaned/http/sessions_routes.py) ---
+# Each is the call of a process on the agent's host, held to its own (confined_callers): the
+# job the agent names, which must be on its node, or else that node's jobs' runs.
 
 _ID = "([A-Za-z0-9_-]+)"
-Handler = Callable[["ServerContext", tuple[str, ...], Any], Awaitable[tuple[int, Any]]]
+Handler = Callable[["ServerContext", tuple[str, ...], Any, "Caller"], Awaitable[tuple[int, Any]]]
 
 
-async def _open(shared: ServerContext, _: tuple[str, ...], body: Any) -> tuple[int, Any]:
-    # A run it creates is the agent's host's: the server never reads or deletes its files here.
-    session = await sessions.open_session(shared, structure(body or {}, sessions.SessionCreate), relayed=True)
+async def _open(shared: ServerContext, _: tuple[str, ...], body: Any, caller: Caller) -> tuple[int, Any]:
+    session = await sessions.open_session(shared, structure(body or {}, sessions.SessionCreate), caller)
     return 201, {"session_id": session.id, "run_id": session.run_id, "session": session}
 
 
-async def _run_sessions(shared: ServerContext, path: tuple[str, ...], _: Any) -> tuple[int, Any]:
+async def _run_sessions(shared: ServerContext, path: tuple[str, ...], _: Any, caller: Caller) -> tuple[int, Any]:
     return 200, {"sessions": await sessions.list_run_sessions(shared, path[0])}
 
 
-async def _get(shared: ServerContext, path: tuple[str, ...], _: Any) -> tuple[int, Any]:
+async def _get(shared: ServerContext, path: tuple[str, ...], _: Any, caller: Caller) -> tuple[int, Any]:
     return 200, {"session": await sessions.get_session(shared, path[0])}
 
 
-async def _batch(shared: ServerContext, path: tuple[str, ...], body: Any) -> tuple[int, Any]:
-    return 200, await sessions.add_batch(shared, path[0], structure(body or {}, sessions.BatchCreate))
+async def _batch(shared: ServerContext, path: tuple[str, ...], body: Any, caller: Caller) -> tuple[int, Any]:
+    return 200, await sessions.add_batch(shared, path[0], structure(body or {}, sessions.BatchCreate), caller)
 
 
-async def _env(shared: ServerContext, path: tuple[str, ...], body: Any) -> tuple[int, Any]:
-    return 200, await sessions.add_env(shared, path[0], body or {})
+async def _env(shared: ServerContext, path: tuple[str, ...], body: Any, caller: Caller) -> tuple[int, Any]:
+    return 200, await sessions.add_env(shared, path[0], body or {}, caller)
 
 
-async def _finish(shared: ServerContext, path: tuple[str, ...], body: Any) -> tuple[int, Any]:
+async def _finish(shared: ServerContext, path: tuple[str, ...], body: Any, caller: Caller) -> tuple[int, Any]:
     return 200, {"session": await sessions.finish_session(shared, path[0],
-                                                         structure(body or {}, sessions.SessionFinish))}
+                                                         structure(body or {}, sessions.SessionFinish), caller)}
 
 
-async def _summary(shared: ServerContext, path: tuple[str, ...], _: Any) -> tuple[int, Any]:
-    return 200, {"summary": await runs.get_summary(shared, path[0])}
+async def _summary(shared: ServerContext, path: tuple[str, ...], _: Any, caller: Caller) -> tuple[int, Any]:
+    return 200, {"summary": await runs.get_summary(shared, path[0], caller)}
 
 
 SESSION_CALLS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
@@ -726,17 +741,31 @@ SESSION_CALLS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
 )
 
 
-async def session_call(shared: ServerContext, call: SessionCall) -> SessionReply:
-    """Answer an SDK call an agent's local socket took, as the HTTP route would (errors included)."""
+async def session_call(shared: ServerContext, call: SessionCall, node_id: str) -> SessionReply:
+    """Answer an SDK call the agent of ``node_id`` took on its socket, as the HTTP route would
+    (errors included), held to the job whose process made it, or to the node's jobs."""
     try:
+        caller = await _relayed_caller(shared, call.job_id, node_id)
         for method, pattern, handler in SESSION_CALLS:
             match = pattern.fullmatch(call.path)
             if match is not None and method == call.method:
-                status, value = await handler(shared, match.groups(), call.body)
+                status, value = await handler(shared, match.groups(), call.body, caller)
                 return SessionReply(status, unstructure(value))
         raise ApiError(ErrorCode.NOT_FOUND, f"no such endpoint: {call.method} {call.path}")
     except ApiError as exc:
         return SessionReply(exc.code.http_status, exc.body())
+
+
+async def _relayed_caller(shared: ServerContext, job_id: str | None, node_id: str) -> Caller:
+    """Raises:
+        ApiError: forbidden, when the agent names a job of another node (or none at all).
+    """
+    if job_id is not None:
+        on = await access.readers(shared, "jobs").run(lambda conn: run_owners.job_node(conn, job_id))
+        if on != node_id:
+            raise ApiError(ErrorCode.FORBIDDEN, f"job {job_id} is not on node {node_id}: a node's processes report "
+                           "only to its own jobs", {"job_id": job_id})
+    return confined_callers.node_caller(node_id, job_id)
 
 
 # --- the liveness sweep (the scheduler's tick) -------------------------------------------------------

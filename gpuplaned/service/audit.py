@@ -98,6 +98,8 @@ def _who(caller: Caller | None) -> tuple[str, str | None, str | None]:
         return "public", None, None
     if caller.via == "token":
         return "token", caller.token_id or caller.key, caller.name.removeprefix("token ").strip("'")
+    if caller.token_id is None:  # a job's process ("job:<id>"), or an agent's host ("node:<id>")
+        return caller.via, None, caller.key
     return caller.via, caller.token_id, None
 
 

@@ -27,11 +27,32 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.service.registry import now_ms
-from gpuplaned.store import budget_rows, job_rows, run_rows
+from gpuplaned.store import budget_rows, job_rows, run_rows, token_rows
 from gpuplaned.store.connection import Connection
 
 if TYPE_CHECKING:
     from gpuplaned.service.ui_sessions import Caller
+
+
+def submitter(conn: Connection, job_id: str) -> Caller | None:
+    """The token that submitted ``job_id``, as the caller of what the job's policies queue for it
+    (its evaluations): its limits and budget apply as they do to its own submits. None for a
+    job the local socket submitted.
+
+    Raises:
+        ApiError: ``forbidden``, the token is revoked or has expired: it queues nothing more.
+    """
+    from gpuplaned.service.ui_sessions import Caller  # the service's caller, built for the daemon's own act
+
+    token_id = job_rows.job_token(conn, job_id)
+    token = token_rows.get_token(conn, token_id) if token_id is not None else None
+    if token is None:
+        return None
+    if token.revoked_at is not None or (token.expires_at is not None and token.expires_at <= now_ms()):
+        raise ApiError(ErrorCode.FORBIDDEN, f"token {token.name!r}, which submitted job {job_id}, is revoked or "
+                       "has expired: nothing more is queued on its behalf", {"token": token.name})
+    return Caller("token", token.scopes, token.expires_at, token.id, f"token {token.name!r}", token_id=token.id,
+                  limits=token.limits)
 
 
 def limited(caller: Caller | None) -> bool:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from gpuplaned.config import Config
     from gpuplaned.endpoint import ClaimedEndpoint
     from gpuplaned.lifecycle import Lifecycle
+    from gpuplaned.node_context import RunningJobs
     from gpuplaned.runtime.broadcast import Broadcast
     from gpuplaned.runtime.supervisor import Supervisor
     from gpuplaned.service.log_feeds import LogFeeds
@@ -60,9 +61,11 @@ class Reading(Protocol):
 
 
 class Nodes(Protocol):
-    """The connected nodes: how to reach each one's runner, and their latest readings."""
+    """The connected nodes: how to reach each one's runner, and their latest readings; and
+    this machine's own runner, whose jobs' processes the control socket tells from the user."""
 
     nodes: NodeRegistry
+    runner: Callable[[], RunningJobs | None]
 
 
 class Feeds(Protocol):

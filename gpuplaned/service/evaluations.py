@@ -126,7 +126,8 @@ def queue_for_policy(conn: Connection, job_id: str | None, new: Sequence[str]) -
     run's best when it arrives (``best``, by the run's primary metric; NaN never best). A
     policy whose job could never be placed is logged and skipped: it never undoes the
     checkpoints' registration. Its evaluations run with the job's env and cwd, on one GPU (none
-    for a CPU-only job's)."""
+    for a CPU-only job's), admitted as the job's submitter's own (``budgets.submitter``: a
+    limited token's limits and budget; one past them, or revoked, gets none, logged)."""
     if job_id is None or not new:
         return []
     job = job_rows.get_job(conn, job_id)
@@ -140,9 +141,10 @@ def queue_for_policy(conn: Connection, job_id: str | None, new: Sequence[str]) -
             path, _step, _job, _cwd = _target(conn, checkpoint_id)  # deleted meanwhile: not evaluated
             body = EvaluationCreate(command=list(policy.command), gpu=min(job.gpu, 1),  # a CPU job's: on a CPU
                                     env={k: v for k, v in job.env.items() if v is not None})  # as it ran
-            # Queued by the daemon for the policy the job's submitter set: no caller's limits apply
-            spec = eval_spec(checkpoint_id, path, body, job.cwd or os.path.dirname(path))
-            out.append(queue_in(conn, checkpoint_id, spec, body, now_ms())[1])
+            # Queued for the policy the job's submitter set: as if it asked (its limits, its budget).
+            caller = budgets.submitter(conn, job_id)
+            spec = budgets.shaped(eval_spec(checkpoint_id, path, body, job.cwd or os.path.dirname(path)), caller)
+            out.append(queue_in(conn, checkpoint_id, spec, body, now_ms(), caller)[1])
         except ApiError as exc:
             log.warning("evaluate policy of job %s: no evaluation of %s: %s", job_id, checkpoint_id, exc.message)
     return out

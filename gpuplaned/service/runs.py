@@ -15,7 +15,7 @@ from gpuplaned.protocol.converter import FieldInvalid, structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_states import RUN_STATES
-from gpuplaned.service import access, detector
+from gpuplaned.service import access, confined_callers, detector
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.series_query import MAX_MS, RunMetricsArgs, duration_ms, expand_names, given, json_finite
 from gpuplaned.store import project_rows
@@ -25,6 +25,7 @@ from gpuplaned.tsdb.query import MAX_POINTS
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
+    from gpuplaned.service.ui_sessions import Caller
 
 
 def _readers(shared: ServerContext) -> Any:
@@ -90,10 +91,12 @@ async def get_run_detail(shared: ServerContext, run_id: str) -> dict[str, Any]:
     return await _readers(shared).run(read)
 
 
-async def get_summary(shared: ServerContext, run_id: str) -> dict[str, Any]:
+async def get_summary(shared: ServerContext, run_id: str, caller: Caller | None = None) -> dict[str, Any]:
     """The run's summary: per metric the latest and best point and count (and, for losses, the
     trend), the run's progress, and warnings (seed 000 section 10.2); and its primary metric,
-    resolved experiment -> project -> global when asked, with that metric's latest and best."""
+    resolved experiment -> project -> global when asked, with that metric's latest and best.
+    A job's process (``confined_callers``) reads only its own runs'."""
+    await confined_callers.require_own_run(shared, run_id, caller)
     def read(conn: Any) -> tuple[Any, ...]:
         primary, direction, summary = project_rows.run_context(conn, run_id)
         config = run_rows.settings(conn, run_id).get("config")  # what init(config=) passed

@@ -33,7 +33,7 @@ from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_states import FINISH_STATES
 from gpuplaned.protocol.sdk_spool import SESSION_ID
-from gpuplaned.service import access, checkpoint_files, detector, evaluations
+from gpuplaned.service import access, checkpoint_files, confined_callers, detector, evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import store_records
@@ -102,12 +102,10 @@ def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "runs")
 
 
-async def open_session(shared: ServerContext, body: SessionCreate, caller: Caller | None = None, *,
-                       relayed: bool = False) -> Session:
-    """Open (or re-open) a session; a network ``caller`` only on a run it owns (``access.owns_run``),
-    and a run it creates is recorded as its own. ``relayed``: an agent forwards its node's
-    local SDK call; a run it creates is recorded as the agent's (``RELAYED``), so that its
-    files, on the agent's host, are never taken for the server's.
+async def open_session(shared: ServerContext, body: SessionCreate, caller: Caller | None = None) -> Session:
+    """Open (or re-open) a session; a ``caller`` other than the user only on a run it owns
+    (``access.owns_run``), and a run it creates is recorded as its own (one an agent's host
+    made, as that node's: its files, on that host, are never taken for the server's).
 
     Raises:
         ApiError: forbidden, the session's run or ``run_id`` is not the caller's, or it names a job that is
@@ -115,12 +113,13 @@ async def open_session(shared: ServerContext, body: SessionCreate, caller: Calle
     """
     req = body.request()
     credential = access.credential_of(caller)
-    if credential is not None and req.job_id is not None and access.credential_job(caller) != req.job_id:
-        raise ApiError(ErrorCode.FORBIDDEN, f"job_id: {caller.name if caller else 'this caller'} may not report "
-                       f"to job {req.job_id}: a job's runs take only its own processes' sessions (through the local "
-                       "socket)", {"field": "job_id"})
 
     def apply(conn: Any) -> Session:
+        if credential is not None and req.job_id is not None \
+                and not access.may_report_to_job(caller, req.job_id, run_owners.job_node(conn, req.job_id)):
+            raise ApiError(ErrorCode.FORBIDDEN, f"job_id: {caller.name if caller else 'this caller'} may not report "
+                           f"to job {req.job_id}: a job's runs take only its own processes' sessions",
+                           {"field": "job_id"})
         existing = session_rows.get_session(conn, req.session_id) if req.session_id else None
         joined = run_owners.ownership(conn, existing.run_id if existing else req.run_id) \
             if existing or req.run_id else None
@@ -128,15 +127,12 @@ async def open_session(shared: ServerContext, body: SessionCreate, caller: Calle
             access.require_run_owner(caller, joined)
         session = session_rows.open_session(conn, req, now_ms())
         if joined is None:  # a run it made now
-            run_owners.claim(conn, session.run_id, credential or (RELAYED if relayed else None), body.cwd)
+            run_owners.claim(conn, session.run_id, credential, body.cwd)
         elif body.cwd is not None:  # its owner, on a script's run that declared none yet
             run_owners.declare_cwd(conn, session.run_id, body.cwd)
         return session
 
     return await write(_store(shared), apply)
-
-
-RELAYED = "agent-relay"  # runs.created_by of a run an agent's node opened: its files are on that host
 
 
 def _owned_session(conn: Any, session_id: str, caller: Caller | None) -> Session:
@@ -220,20 +216,21 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate,
                     caller: Caller | None = None) -> dict[str, Any]:
     """Store a batch of run metrics, script events and checkpoints once; answered after the commit.
 
-    A network ``caller`` writes only to a run it owns, and registers checkpoint files only
-    under its run's folders (``checkpoint_paths``). A checkpoint the trusted local socket
-    registers gets its fingerprint taken here, so retention can later tell it is the same file.
+    A ``caller`` other than the user writes only to a run it owns; a token registers
+    checkpoint files only under its run's folders (``checkpoint_paths``). A checkpoint that
+    the user or a local job registers gets its fingerprint taken here, so retention can later
+    tell it is the same file (one outside the run's folders gets none, and is never deleted).
     """
     batch = parse_batch(body)
     seq, metrics = batch.seq, batch.metrics
     run_of: list[str] = []  # the session's run, for the live metric feed
     fingerprints = await _fingerprints(shared, session_id, batch.checkpoints) \
-        if batch.checkpoints and access.credential_of(caller) is None else {}
+        if batch.checkpoints and confined_callers.files_here(caller) else {}
 
     def apply(conn: Any) -> dict[str, Any]:
         session = _owned_session(conn, session_id, caller)
         run_of[:] = [session.run_id]
-        if batch.checkpoints and access.credential_of(caller) is not None:
+        if batch.checkpoints and access.credential_of(caller) is not None and not confined_callers.confined(caller):
             checkpoint_paths(conn, session.run_id, batch.checkpoints)
         if session.status != "OPEN":
             if session_rows.batch_stored(conn, session_id, seq):

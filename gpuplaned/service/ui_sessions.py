@@ -63,7 +63,9 @@ log = logging.getLogger("gpuplaned.ui")
 COOKIE = "gpuplane_session"
 CSRF_HEADER = "X-GPUPlane-CSRF"
 LINK_SCOPES = ("read", "write")
-VIAS = ("cookie", "token", "local")  # how a request was authenticated (local: the trusted control endpoint)
+# How a request was authenticated (local: the trusted control endpoint; job: a job's process
+# on it; node: a process on an agent's host, forwarded: gpuplaned.service.confined_callers).
+VIAS = ("cookie", "token", "local", "job", "node")
 CACHE_TTL_S = 5.0
 MAX_CACHED = 1024
 MAX_CODES = 256
@@ -90,6 +92,8 @@ class Caller:
     session_hash: str | None = None
     token_id: str | None = None  # the api_tokens id of a token caller, else None
     limits: TokenLimits | None = None  # a token's limits (gpuplaned.protocol.token_limits); None: none
+    job_id: str | None = None  # a job's own credential: it writes to that job's runs (confined_callers)
+    node_id: str | None = None  # an agent's host: its processes write to that node's jobs' runs
 
 
 @attrs.frozen

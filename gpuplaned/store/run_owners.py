@@ -11,6 +11,10 @@ import attrs
 from gpuplaned.checkpoints.roots import declared, job_roots
 
 
+NODE_CREDENTIAL = "node:"  # runs.created_by of a run a process on an agent's host opened (confined_callers)
+RELAYED = "agent-relay"  # what runs.created_by said of such a run before it named the node
+
+
 @attrs.frozen
 class RunOwnership:
     """What says who may write to a run."""
@@ -19,12 +23,20 @@ class RunOwnership:
     job_id: str | None  # a job's run
     created_by: str | None  # the network credential that created it; None: the local socket or the scheduler
     sdk_cwd: str | None  # the working directory the SDK session that created it declared
+    node_id: str | None = None  # the node its job is on (None: no job, or not yet placed)
 
 
 def ownership(conn: sqlite3.Connection, run_id: str) -> RunOwnership | None:
     """The run's ownership; None when there is no such run."""
-    row = conn.execute("SELECT job_id, created_by, sdk_cwd FROM runs WHERE id = ?", (run_id,)).fetchone()
+    row = conn.execute("SELECT r.job_id, r.created_by, r.sdk_cwd, j.node_id FROM runs r "
+                       "LEFT JOIN jobs j ON j.id = r.job_id WHERE r.id = ?", (run_id,)).fetchone()
     return RunOwnership(run_id, *row) if row else None
+
+
+def job_node(conn: sqlite3.Connection, job_id: str) -> str | None:
+    """The node a job is (or was last) placed on; None for no such job, or one not yet placed."""
+    row = conn.execute("SELECT node_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
 
 
 def claim(conn: sqlite3.Connection, run_id: str, created_by: str | None, sdk_cwd: str | None) -> None:
@@ -43,11 +55,13 @@ def checkpoint_roots(conn: sqlite3.Connection, run_id: str) -> tuple[str, ...]:
     folders (``GPUPLANE_CKPT_DIR``), else the working directory its SDK session declared (an
     older SDK's: the ``cwd`` of the environment it sent); none when nothing says (then nothing
     of it is read or deleted)."""
-    row = conn.execute("SELECT j.working_dir, j.env, r.sdk_cwd, r.env_snapshot FROM runs r "
+    row = conn.execute("SELECT j.working_dir, j.env, r.sdk_cwd, r.env_snapshot, r.created_by FROM runs r "
                        "LEFT JOIN jobs j ON j.id = r.job_id WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return ()
-    working_dir, env, sdk_cwd, snapshot = row
+    working_dir, env, sdk_cwd, snapshot, created_by = row
+    if created_by is not None and (created_by == RELAYED or created_by.startswith(NODE_CREDENTIAL)):
+        return ()  # a script on an agent's host made it: its files are there, not here
     if working_dir:
         variables = _json_object(env)
         return job_roots(working_dir, declared({k: v for k, v in variables.items() if isinstance(v, str)}))

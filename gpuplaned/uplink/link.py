@@ -321,7 +321,8 @@ class UplinkNodeLink:
         in, else the parsed body as it is (the converter's walk over a batch of 10,000 points
         would cost three times its decoding, its encoding once more)."""
         wire: dict[str, Any] | str = {"type": REQUEST_BODIES.tag_of(call), "method": call.method, "path": call.path,
-                                      "body": call.body}
+                                      **({"job_id": call.job_id} if call.job_id is not None else {}),
+                                      "body": call.body}  # last: spliced in below
         if raw is not None and call.body is not None:
             try:
                 text = raw.decode("utf-8")

@@ -279,3 +279,43 @@ async def test_records_about_another_nodes_job_are_refused_and_the_job_is_untouc
         assert len(server.events(type="DISK_LOW", node_id=box_b.hello_ok["node_id"])) == 1
     finally:
         server.client.post(f"/api/v1/jobs/{local['id']}/cancel")
+
+
+async def test_a_node_reads_and_relays_only_for_its_own_jobs(server):
+    """An agent's reads of stored state (log offsets, TensorBoard cursors) and the SDK calls it
+    forwards name its own node's jobs (issue 29 items 5 and 6): naming the server's local job,
+    each is refused and nothing of that job's run is written."""
+    local = server.submit(OWN_NODE, ["sleep", "600"], cwd="/")
+    await script.until(lambda: server.job(local["id"])["status"] == "RUNNING", what="the local job to run")
+    job = server.job(local["id"])
+    run_id, attempt = job["run_id"], job["attempt"]
+    sessions_before = server.query(f"SELECT count(*) FROM sessions WHERE run_id = '{run_id}'")
+    try:
+        async with script.agent(other(server), node_name()) as box_b:
+            asks = [
+                {"type": "log_offsets", "attempts": [[local["id"], attempt]]},
+                {"type": "tb_cursors", "job_id": local["id"], "attempt": attempt},
+            ]
+            for request_id, body in enumerate(asks, 100):
+                await box_b.send({"type": "request", "id": request_id, "body": body})
+                reply = await box_b.next("reply", id=request_id)
+                assert reply["error"]["code"] == "forbidden" and "not on node" in reply["error"]["message"], reply
+            relayed = [  # as a job of the local node, then as the host's user
+                {"type": "session_call", "method": "POST", "path": "/api/v1/sessions", "job_id": local["id"],
+                 "body": {"job_id": local["id"], "run_id": run_id}},
+                {"type": "session_call", "method": "POST", "path": "/api/v1/sessions",
+                 "body": {"job_id": local["id"], "run_id": run_id}},
+                {"type": "session_call", "method": "POST", "path": "/api/v1/sessions", "body": {"run_id": run_id}},
+                {"type": "session_call", "method": "GET", "path": f"/api/v1/runs/{run_id}/summary"},
+            ]
+            for request_id, body in enumerate(relayed, 200):
+                await box_b.send({"type": "request", "id": request_id, "body": body})
+                reply = await box_b.next("reply", id=request_id)
+                assert reply["body"]["status"] == 403, (body, reply)
+            # Its own script's run, made through it, is its own to write.
+            await box_b.send({"type": "request", "id": 300, "body": {
+                "type": "session_call", "method": "POST", "path": "/api/v1/sessions", "body": {"project": "p"}}})
+            assert (await box_b.next("reply", id=300))["body"]["status"] == 201
+        assert server.query(f"SELECT count(*) FROM sessions WHERE run_id = '{run_id}'") == sessions_before
+    finally:
+        server.client.post(f"/api/v1/jobs/{local['id']}/cancel")

@@ -168,3 +168,38 @@ def test_a_limited_token_prunes_only_its_own_runs(env):
     assert own.status_code == 200, own.text
     free, _ = token(jobs, "free-pruner")
     assert post(url, free, f"/api/v1/runs/{others}/checkpoints/prune", {"dry_run": True}).status_code == 200
+
+
+POLICY_JOB = """
+import os, time, gpuplane
+run = gpuplane.init(project="p", experiment="policy")
+for step in (1, 2):
+    with open(f"ck{step}.pt", "wb") as f:
+        f.write(b"weights")
+    run.log_checkpoint(os.path.abspath(f"ck{step}.pt"), step=step)
+run.finish()
+"""
+
+
+def test_a_limited_tokens_evaluate_policy_queues_as_the_token(env):
+    """The evaluate policy of a limited token's job queues its evaluations as that token's
+    own: recorded as its jobs, shaped by its limits, and none past its budget."""
+    jobs, url, root = env
+    work = jobs.workdir
+    (work / "policy_job.py").write_text(POLICY_JOB)
+    secret, token_id = token(jobs, "policy", {"max_job_hours": 0.25, "gpu_hours": 0.6})
+    submitted = post(url, secret, "/api/v1/jobs", {
+        "command": [sys.executable, "policy_job.py"], "cwd": str(work), "gpu": 1, "timeout_s": 900,
+        "name": "policy", "evaluate": {"every": "each", "command": ["true", "{checkpoint}"]}})
+    assert submitted.status_code == 201, submitted.text
+    job_id = submitted.json()["job"]["id"]
+    assert jobs.wait(job_id, timeout=60)["status"] == "SUCCEEDED"
+    run_id = jobs.get(job_id)["run_id"]
+    checkpoints = wait_for(lambda: (lambda c: c if len(c) == 2 else None)(
+        jobs.client.get(f"/api/v1/runs/{run_id}/checkpoints")["checkpoints"]), what="both checkpoints")
+    evaluations = [e for ck in checkpoints for e in jobs.client.get(f"/api/v1/checkpoints/{ck['id']}/evaluations")
+                   ["evaluations"]]
+    # 0.25 GPU-hour for the job, 0.25 (its max_job_hours) for the first evaluation; a second is over 0.6.
+    assert len(evaluations) == 1, evaluations
+    token_of, gpu, timeout_s = job_row(jobs, evaluations[0]["job_id"])
+    assert (token_of, gpu, timeout_s) == (token_id, 1, 900)
