@@ -15,27 +15,8 @@ from quart import Response, g, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gpuplaned.http import (
-    agent_routes,
-    audit_routes,
-    auth_routes,
-    checkpoints_routes,
-    control_routes,
-    diagnosis_routes,
-    evaluations_routes,
-    idempotency,
-    import_routes,
-    jobs_routes,
-    nodes_routes,
-    openapi_routes,
-    projects_routes,
-    sessions_routes,
-    tokens_routes,
-    webhook_routes,
-    metric_stream_routes,
-    ui_routes,
-)
-from gpuplaned.http import connections
+from gpuplaned.http import agent_routes, audit_routes, connections, idempotency, openapi_routes, ui_routes
+from gpuplaned.http.route_modules import DOCUMENTED
 from gpuplaned.http.responses import error_response
 from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
@@ -186,22 +167,8 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
         log.exception("unhandled error in %s %s", request.method, request.path)
         return error_response(ApiError(ErrorCode.INTERNAL, f"internal error: {type(error).__name__}"))
 
-    control_routes.register(app, shared)
-    jobs_routes.register(app, shared)
-    nodes_routes.register(app, shared)
-    openapi_routes.register(app, shared)
-    tokens_routes.register(app, shared)
-    agent_routes.register(app, shared)
-    sessions_routes.register(app, shared)
-    projects_routes.register(app, shared)
-    checkpoints_routes.register(app, shared)
-    diagnosis_routes.register(app, shared)
-    evaluations_routes.register(app, shared)
-    import_routes.register(app, shared)
-    webhook_routes.register(app, shared)
-    metric_stream_routes.register(app, shared)
-    auth_routes.register(app, shared)
-    audit_routes.register(app, shared)
+    for module in (*DOCUMENTED, openapi_routes, agent_routes):
+        module.register(app, shared)
     if tokens:
         ui_routes.register(app, shared)  # the web UI: on the HTTP front only
     return app, stats

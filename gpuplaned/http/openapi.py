@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document of the control API, served at ``GET /api/v1/openapi.json``: generated.
 
 Paths come from the route declarations (``gpuplaned.http.routes``: each route's rule, body,
-query, reply and error statuses, the same declaration that mounts and checks it). Schemas
+query, reply and error statuses, the same declaration that mounts and checks it) of the
+modules ``route_modules.DOCUMENTED`` lists, the list the app registers too. Schemas
 come from the attrs classes those name: a field's type hint gives its JSON type, and the
 words and bounds declared with it (``gpuplaned.protocol.fields``: ``field`` for what a
 request's validator checks, ``doc`` for a reply's) are added. A body or query field with a
@@ -25,23 +26,8 @@ import attrs
 
 import gpuplaned
 from gpuplaned.config import ROLES
-from gpuplaned.http import (  # noqa: F401  (imported for their declarations)
-    audit_routes,
-    auth_routes,
-    checkpoints_routes,
-    control_routes,
-    diagnosis_routes,
-    evaluations_routes,
-    idempotency,
-    import_routes,
-    jobs_routes,
-    nodes_routes,
-    projects_routes,
-    sessions_routes,
-    tokens_routes,
-    webhook_routes,
-    metric_stream_routes,
-)
+from gpuplaned.http import idempotency
+from gpuplaned.http import route_modules  # noqa: F401  (importing them declares the routes described)
 from gpuplaned.http.replies import OpenApiDocument
 from gpuplaned.http.routes import ALL, Reply, Route, Routes, Stream
 from gpuplaned.http.scopes import is_public, required_scope
