@@ -10,8 +10,8 @@ from quart_trio import QuartTrio
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.control import ActorList, ActorReply, DaemonInfo, ShutdownReply
+from gpuplaned.protocol.vocabulary import ACTOR_VERBS
 from gpuplaned.service import control
-from gpuplaned.service.control import ACTOR_VERBS
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

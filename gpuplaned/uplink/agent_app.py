@@ -7,7 +7,8 @@ socket (published in the runtime dir's port-file like any daemon's, so the SDK a
 - ``GET /api/v1/daemon``: the daemon (role agent, state, endpoints) and ``uplink``: the
   link's state, the server's URL, the node id, the spool's backlog;
 - ``GET /api/v1/actors``, ``GET /api/v1/actors/<name>``, ``POST /api/v1/actors/<name>/<verb>``
-  and ``POST /api/v1/daemon/shutdown``, as every daemon does;
+  and ``POST /api/v1/daemon/shutdown``, as every daemon does (in the same words as the server:
+  ``gpuplaned.runtime.actor_control``);
 - the SDK's calls (``/api/v1/sessions...``, ``GET /api/v1/runs/<id>/summary``), forwarded to
   the server over the uplink as ``session_call`` requests, the server's answer passed back
   as it is. While the link is down they get 503 ``not_ready`` naming it: the SDK then keeps
@@ -30,7 +31,6 @@ import hmac
 import json
 import logging
 import math
-import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
@@ -41,19 +41,17 @@ import trio
 import gpuplaned
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol import bounded_json
-from gpuplaned.protocol.control import ActorInfo, DaemonInfo, Endpoints
 from gpuplaned.protocol.converter import FieldInvalid, check, unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.uplink_frames import SessionCall
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
-from gpuplaned.runtime.supervisor import ActorNotStoppable, ActorSnapshot, UnknownActor
+from gpuplaned.runtime import actor_control
 from gpuplaned.uplink.link import LinkDown, LinkRefused, UplinkNodeLink
 
 __all__ = ["AgentApp", "AgentRequestStats", "create_agent_app"]
 
 log = logging.getLogger("gpuplaned.agent_app")
 
-ACTOR_VERBS = ("start", "stop", "restart")
 MAX_BODY = 1 << 20  # as the server's API takes
 
 Scope = dict[str, Any]
@@ -167,7 +165,7 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
             raise ApiError(ErrorCode.STOPPING, "gpuplaned is shutting down", {"state": state.value})
 
     async def get_daemon(request: _Request) -> _Reply:
-        body = unstructure(_daemon_info(shared))
+        body = unstructure(actor_control.daemon_info(shared, gpuplaned.__version__))
         body["uplink"] = unstructure(link.status())
         return _json(200, body)
 
@@ -177,26 +175,14 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
         return _ok({"state": DaemonState.STOPPING.value}, 202)
 
     async def get_actors(request: _Request) -> _Reply:
-        return _ok({"actors": [_actor_info(s) for s in shared.supervisor.snapshots()]})
+        return _ok({"actors": actor_control.list_actors(shared.supervisor)})
 
     async def get_actor(request: _Request, name: str) -> _Reply:
-        try:
-            return _ok({"actor": _actor_info(shared.supervisor.snapshot(name))})
-        except UnknownActor:
-            raise _unknown_actor(shared, name) from None
+        return _ok({"actor": actor_control.get_actor(shared.supervisor, name)})
 
     async def actor_command(request: _Request, name: str, verb: str) -> _Reply:
-        if verb not in ACTOR_VERBS:
-            raise ApiError(ErrorCode.NOT_FOUND, f"unknown actor command {verb!r}", {"verbs": list(ACTOR_VERBS)})
-        if shared.lifecycle.state is not DaemonState.READY:
-            raise ApiError(ErrorCode.STOPPING, "the daemon is not running its actors now")
-        try:
-            snapshot = await getattr(shared.supervisor, verb)(name)
-        except UnknownActor:
-            raise _unknown_actor(shared, name) from None
-        except ActorNotStoppable as exc:
-            raise ApiError(ErrorCode.CONFLICT, str(exc), {"actor": name}) from None
-        return _ok({"actor": _actor_info(snapshot)})
+        running = shared.lifecycle.state is DaemonState.READY
+        return _ok({"actor": await actor_control.command_actor(shared.supervisor, name, verb, running=running)})
 
     async def forward(request: _Request, *_: str) -> _Reply:
         """An SDK call, to the server over the uplink; its answer as the server gave it."""
@@ -295,49 +281,3 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
 
     return app, stats
 
-
-def _daemon_info(shared: Any) -> DaemonInfo:
-    endpoint = shared.endpoint
-    cfg = shared.config
-    return DaemonInfo(
-        version=gpuplaned.__version__,
-        api_version=API_VERSION,
-        pid=os.getpid(),
-        role=cfg.role,
-        state=shared.lifecycle.state.value,
-        uptime_s=round(trio.current_time() - shared.started_at, 3),
-        started_at=int(shared.started_wall * 1000),
-        endpoints=Endpoints(unix=endpoint.unix_path,
-                            tcp=f"127.0.0.1:{endpoint.tcp_port}" if endpoint.tcp_port is not None else None),
-        runtime_dir=str(cfg.runtime_dir),
-        home=str(cfg.home),
-        config_file=str(cfg.config_file) if cfg.config_file else None,
-        tasks=_count_tasks(),
-    )
-
-
-def _count_tasks() -> int:
-    count, pending = 0, [trio.lowlevel.current_root_task()]
-    while pending:
-        task = pending.pop()
-        count += 1
-        for nursery in task.child_nurseries:
-            pending.extend(nursery.child_tasks)
-    return count
-
-
-def _actor_info(snapshot: ActorSnapshot) -> ActorInfo:
-    return ActorInfo(
-        name=snapshot.name,
-        state=snapshot.state.value,
-        uptime_s=round(snapshot.uptime_s, 3),
-        restarts=snapshot.restarts,
-        last_error=snapshot.last_error,
-        last_error_at=int(snapshot.last_error_at * 1000) if snapshot.last_error_at is not None else None,
-        depends_on=list(snapshot.depends_on),
-        stats=unstructure(snapshot.stats) if snapshot.stats is not None else None,
-    )
-
-
-def _unknown_actor(shared: Any, name: str) -> ApiError:
-    return ApiError(ErrorCode.NOT_FOUND, f"no actor named {name!r}", {"actor": name, "actors": shared.supervisor.names})
