@@ -1346,7 +1346,7 @@ export interface components {
              * @description how the caller was authenticated
              * @enum {string}
              */
-            caller_kind: "token" | "cookie" | "local" | "public";
+            caller_kind: "token" | "cookie" | "local" | "public" | "job" | "node";
             /** @description the API token's id (token callers, and browser sessions made from one) */
             token_id: string | null;
             /** @description the API token's name, or 'local' for the control socket */
@@ -1376,7 +1376,7 @@ export interface components {
              * @description how this request was authenticated: the session cookie, an API token, or nothing needed (local: the control socket)
              * @enum {string}
              */
-            via: "cookie" | "token" | "local";
+            via: "cookie" | "token" | "local" | "job" | "node";
         };
         LoginRequest: {
             /** @description an API token (gpp_...) holding at least read */
@@ -5731,10 +5731,10 @@ export const pathsApiV1EventsGetParametersQueryTypeValues: ReadonlyArray<Flatten
 export const pathsApiV1EventsStreamGetParametersQuerySeverityValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["severity"]> = ["info", "warning", "critical"];
 export const pathsApiV1EventsStreamGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "LOSS_NAN", "LOSS_SPIKE", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
 export const errorErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["error"]["code"]> = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "payload_too_large", "unsupported_media_type", "request_timeout", "not_ready", "stopping", "unavailable", "store_unavailable", "internal"];
-export const auditRowCaller_kindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AuditRow"]["caller_kind"]> = ["token", "cookie", "local", "public"];
+export const auditRowCaller_kindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AuditRow"]["caller_kind"]> = ["token", "cookie", "local", "public", "job", "node"];
 export const auditRowViaValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AuditRow"]["via"]> = ["rest", "mcp"];
 export const uiSessionScopesValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UiSession"]["scopes"]> = ["read", "write", "agent", "sdk", "admin"];
-export const uiSessionViaValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UiSession"]["via"]> = ["cookie", "token", "local"];
+export const uiSessionViaValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UiSession"]["via"]> = ["cookie", "token", "local", "job", "node"];
 export const bestCheckpointDirectionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BestCheckpoint"]["direction"]> = ["minimize", "maximize"];
 export const daemonInfoRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DaemonInfo"]["role"]> = ["all", "server", "agent"];
 export const daemonInfoStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DaemonInfo"]["state"]> = ["NOT_READY", "READY", "STOPPING", "CLOSED"];
