@@ -19,6 +19,7 @@ from typing import Any
 from gpuplanectl.client import DaemonClient, DaemonUnreachable, NoDaemon
 
 from gpuplaned.protocol.errors import ApiError
+from gpuplaned.protocol.job_states import ENDED, values
 
 READY_TIMEOUT = 20.0
 
@@ -174,7 +175,7 @@ class DaemonProcess:
         )
 
 
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+TERMINAL = set(values(ENDED))  # a LOST job has not ended: its node may yet tell how it did
 
 
 class Jobs:

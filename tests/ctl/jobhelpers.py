@@ -11,7 +11,9 @@ from typing import Any
 
 from helpers import DaemonProcess, wait_for
 
-ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")
+from gpuplaned.protocol.job_states import RETRYABLE, values
+
+ENDED = values(RETRYABLE)  # ended, or LOST: what a CLI test waits for before it looks
 
 
 def ctl(daemon: DaemonProcess, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
