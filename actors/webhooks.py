@@ -31,7 +31,7 @@ from gpuplaned.domain.webhooks import MAX_ATTEMPTS, retry_delay_s
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import ServerContext
 from gpuplaned.service.registry import now_ms
-from gpuplaned.service.webhooks import SEND_TIMEOUT_S, send
+from gpuplaned.service.webhooks import SEND_TIMEOUT_S, seal_legacy_urls, send
 from gpuplaned.store import webhook_rows
 from gpuplaned.store.webhook_rows import Pending
 from gpuplaned.store.writer import write
@@ -73,6 +73,7 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
     async with httpx.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False) as client, \
             trio.open_nursery() as nursery:
         nursery.start_soon(_wake_on_events, shared, handle)
+        await seal_legacy_urls(shared)  # rows from before URLs were sealed (migration 0021)
         task_status.started(handle)
         pruned_at = -PRUNE_EVERY_S
         while True:

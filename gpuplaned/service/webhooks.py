@@ -5,8 +5,9 @@ is enough), so it is sealed (``gpuplaned.service.sealing``). A copy of ``gpuplan
 backup, a bug report) then carries no secret; the secret is opened only in memory to sign, is
 never logged, and no reply shows it back: a subscription says only ``"signed": true``. Slack
 and Bark URLs are secrets of their own (their path is the key), so the routes need the
-``admin`` scope (``gpuplaned.http.scopes``), and no reply or log shows more of a URL than its
-host (``shown_url``).
+``admin`` scope (``gpuplaned.http.scopes``), are sealed at rest as the secret is, and no
+reply or log shows more of a URL than its host (``shown_url``, which is all the row keeps in
+the clear).
 """
 
 from __future__ import annotations
@@ -101,12 +102,30 @@ def _info(row: WebhookRow, counts: dict[str, Any] | None) -> WebhookInfo:
 
 async def create_webhook(shared: ServerContext, made: WebhookCreate) -> WebhookInfo:
     types = ("*",) if "*" in made.events else tuple(dict.fromkeys(t.upper() for t in made.events))
-    sealed = seal(shared.config.home, made.secret) if made.secret else None
-    row = WebhookRow(new_id("wh"), made.url, types, made.severity, made.format, sealed, True, now_ms())
+    home = shared.config.home
+    sealed = seal(home, made.secret) if made.secret else None
+    row = WebhookRow(new_id("wh"), shown_url(made.url), types, made.severity, made.format, sealed, True, now_ms(),
+                     seal(home, made.url))
     await write(access.store_port(shared, "webhooks"), lambda conn: webhook_rows.insert_webhook(conn, row), small=True)
-    log.info("webhook %s added: %s for %s (%s, %s)", row.id, shown_url(row.url), ",".join(types), row.severity,
-             row.format)
+    log.info("webhook %s added: %s for %s (%s, %s)", row.id, row.url, ",".join(types), row.severity, row.format)
     return _info(row, None)
+
+
+async def seal_legacy_urls(shared: ServerContext) -> int:
+    """Seal the URLs of subscriptions made before they were sealed (migration 0021); how many."""
+    home = shared.config.home
+    legacy = await access.readers(shared, "webhooks").run(webhook_rows.unsealed_urls)
+    if not legacy:
+        return 0
+    sealed = [(webhook_id, shown_url(url), seal(home, url)) for webhook_id, url in legacy]
+
+    def apply(conn: Any) -> None:
+        for webhook_id, shown, closed in sealed:
+            webhook_rows.seal_url(conn, webhook_id, shown, closed)
+
+    await write(access.store_port(shared, "webhooks"), apply, small=True)
+    log.info("sealed the URLs of %d webhook subscription(s) stored before URLs were sealed", len(sealed))
+    return len(sealed)
 
 
 def _read(conn: Any) -> list[WebhookInfo]:
@@ -162,7 +181,8 @@ async def send(client: httpx.AsyncClient, home: Path, webhook: WebhookRow, event
     """POST one notification: ``(status, None)`` on a 2xx, else ``(status or None, why)``."""
     out = formats.render(webhook.format, to_json(event), secret=unseal(home, webhook.sealed_secret), now_ms=now_ms())
     try:
-        response = await client.post(webhook.url, content=out.body, headers=out.headers)
+        url = unseal(home, webhook.sealed_url) or webhook.url  # a row not sealed yet holds the URL itself
+        response = await client.post(url, content=out.body, headers=out.headers)
     except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:300] or type(exc).__name__
     if 200 <= response.status_code < 300:

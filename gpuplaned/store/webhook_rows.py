@@ -2,7 +2,9 @@
 
 The outbox is filled by a trigger on ``events`` (0017_job_failed_kinds.sql), in the transaction
 that records the event; this module reads what is due and records each attempt. ``secret``
-here is always the sealed form (``gpuplaned.service.webhooks``), never the secret itself.
+here is always the sealed form (``gpuplaned.service.webhooks``), never the secret itself; so
+is ``sealed_url``, and ``url`` holds only what replies show of it (``scheme://host/***``; a row
+made before migration 0021 holds the URL itself there until ``seal_legacy_urls``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class WebhookRow:
     sealed_secret: str | None
     enabled: bool
     created_at: int
+    sealed_url: str | None = None  # None: a row made before 0021, not sealed yet
 
 
 @attrs.frozen
@@ -39,18 +42,29 @@ class Pending:
     event: EventRow
 
 
-_SUB = "id, url, event_types, severity, format, secret, enabled, created_at"
+_SUB = "id, url, event_types, severity, format, secret, enabled, created_at, url_sealed"
 
 
 def _webhook(row: Sequence[Any]) -> WebhookRow:
-    id_, url, types, severity, fmt, secret, enabled, created = row
-    return WebhookRow(id_, url, tuple(t for t in types.split(",") if t), severity, fmt, secret, bool(enabled), created)
+    id_, url, types, severity, fmt, secret, enabled, created, sealed_url = row
+    return WebhookRow(id_, url, tuple(t for t in types.split(",") if t), severity, fmt, secret, bool(enabled), created,
+                      sealed_url)
 
 
 def insert_webhook(conn: sqlite3.Connection, row: WebhookRow) -> None:
-    conn.execute(f"INSERT INTO webhook_subscriptions ({_SUB}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    conn.execute(f"INSERT INTO webhook_subscriptions ({_SUB}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  (row.id, row.url, ",".join(row.event_types), row.severity, row.format, row.sealed_secret,
-                  int(row.enabled), row.created_at))
+                  int(row.enabled), row.created_at, row.sealed_url))
+
+
+def unsealed_urls(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(id, URL) of the rows made before URLs were sealed (migration 0021)."""
+    return conn.execute("SELECT id, url FROM webhook_subscriptions WHERE url_sealed IS NULL").fetchall()
+
+
+def seal_url(conn: sqlite3.Connection, webhook_id: str, shown: str, sealed: str) -> None:
+    conn.execute("UPDATE webhook_subscriptions SET url = ?, url_sealed = ? WHERE id = ? AND url_sealed IS NULL",
+                 (shown, sealed, webhook_id))
 
 
 def list_webhooks(conn: sqlite3.Connection) -> list[WebhookRow]:

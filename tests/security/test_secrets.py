@@ -3,7 +3,7 @@
 it, and nothing else: no reply to any token or the local socket (REST, MCP, the CLI), no audit
 row, no byte of the SQLite file or its WAL, no file of the daemon's home. Plain env whose name
 names a credential (``DB_PASS``, ``AUTH_HEADER``) is hidden, a URL's password masked in env
-and argv, the audit log keeps no env value, and ``GET /webhooks`` hides a hook's secret path."""
+and argv, the audit log keeps no env value, and ``GET /webhooks`` hides a hook's secret path, which is sealed at rest."""
 
 from __future__ import annotations
 
@@ -208,6 +208,9 @@ def test_webhook_listing_hides_the_hooks_secret_path(setup):
                            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert shown.returncode == 0 and "hooks.slack.com/***" in shown.stdout, shown.stderr
     assert "s3cret" not in shown.stdout + shown.stderr
+    # Sealed at rest as the signing secret is: neither the database nor its WAL holds the path.
+    stored = b"".join(path.read_bytes() for path in setup.jobs.daemon.home.glob("gpuplane.db*"))
+    assert b"XYZhook-s3cret" not in stored and b"barkkey-s3cret" not in stored and b"hooks.slack.com" in stored
 
 
 def test_a_secret_env_that_cannot_be_opened_fails_its_job_not_the_scheduler(daemon_factory, tmp_path):

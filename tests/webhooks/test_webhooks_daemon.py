@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 
 import pytest
 from helpers import Jobs, wait_for
@@ -36,6 +37,11 @@ def test_a_pending_notification_survives_kill_9_and_arrives_once(daemon_factory,
     wait_for(lambda: daemon.client().get("/api/v1/webhooks")["webhooks"][0]["last_error"], what="a failed attempt")
     daemon.signal(signal.SIGKILL)
     daemon.wait_exit()
+    db = daemon.home / "gpuplane.db"
+    with sqlite3.connect(db) as conn:  # its URL is sealed; made as before migration 0021, it is not
+        [(shown, sealed)] = conn.execute("SELECT url, url_sealed FROM webhook_subscriptions").fetchall()
+        assert shown.endswith("/***") and receiver.url not in shown and sealed
+        conn.execute("UPDATE webhook_subscriptions SET url = ?, url_sealed = NULL", (receiver.url,))
 
     receiver.start()
     try:
@@ -47,6 +53,9 @@ def test_a_pending_notification_survives_kill_9_and_arrives_once(daemon_factory,
         listed = wait_for(lambda: [h for h in jobs.client.get("/api/v1/webhooks")["webhooks"] if h["delivered"] == 1],
                           what="the delivery recorded")
         assert listed[0]["pending"] == 0 and len(receiver.received) == 1
+        with sqlite3.connect(db) as conn:  # sealed at the start, and delivered all the same
+            [(shown, sealed)] = conn.execute("SELECT url, url_sealed FROM webhook_subscriptions").fetchall()
+        assert shown.endswith("/***") and receiver.url not in shown and sealed
 
         text = jobs.daemon.run_ctl("webhook", "list").stdout
         assert hook["id"] in text and SECRET not in text
