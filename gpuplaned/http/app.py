@@ -22,7 +22,7 @@ from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
-from gpuplaned.service import ui_sessions
+from gpuplaned.service import confined_callers, ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -103,6 +103,16 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
         g.caller = caller
         g.token_id = caller.key
 
+    def check_peer(incoming: Any) -> None:
+        """The control socket: the user is trusted; a job's own process may use the SDK's
+        routes alone, on its own runs (``gpuplaned.service.confined_callers``)."""
+        caller = confined_callers.of_peer(shared, incoming.scope)
+        if caller is not None:
+            g.caller = caller  # first: a refusal below is audited as the job's
+            g.token_id = caller.key
+            rule = incoming.url_rule.rule if incoming.url_rule is not None else None
+            confined_callers.require_sdk_route(caller, rule, incoming.scope)
+
     @app.before_request
     async def gate() -> Response | None:
         stats.requests += 1
@@ -114,6 +124,8 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
                 raise ApiError(ErrorCode.UNAUTHORIZED, "missing or wrong bearer token for the control endpoint")
         if tokens:
             await check_token(request)
+        else:
+            check_peer(request)
         state = shared.lifecycle.state
         if state is DaemonState.NOT_READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})
@@ -128,6 +140,8 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
         stats.requests += 1
         if tokens:
             await check_token(websocket, is_websocket=True)
+        else:
+            check_peer(websocket)
         if shared.lifecycle.state is not DaemonState.READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is not ready", {"state": shared.lifecycle.state.value})
 

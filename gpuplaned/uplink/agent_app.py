@@ -39,6 +39,7 @@ import attrs
 import trio
 
 import gpuplaned
+from gpuplaned.launching.peers import PEER, JobPeer, PeerCred, beyond_sdk, identify, unclaimed
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.converter import FieldInvalid, check, unstructure
@@ -80,6 +81,8 @@ class _Request(NamedTuple):
     query_string: bytes
     headers: list[tuple[bytes, bytes]]
     receive: Receive
+    peer: PeerCred | None = None  # the process that connected (the control socket)
+    job_id: str | None = None  # the job that process is of (``answer`` finds it)
 
     def header(self, name: bytes) -> bytes | None:
         return next((value for key, value in self.headers if key == name), None)
@@ -197,7 +200,8 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
                 raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
         path = request.path + (f"?{request.query_string.decode('latin-1')}" if request.query_string else "")
         try:
-            call = check({"method": request.method, "path": path, "body": body}, SessionCall)
+            call = check({"method": request.method, "path": path, "body": body, "job_id": request.job_id},
+                         SessionCall)
         except FieldInvalid as fault:
             raise ApiError(ErrorCode.BAD_REQUEST, f"{fault.field or 'request'}: {fault.message}") from None
         try:
@@ -224,8 +228,16 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
             (f"/api/v1/runs/{_SEGMENT}/summary", {"GET"}, forward),
         ))
 
+    def job_of(request: _Request) -> JobPeer | None:
+        """The job whose process sent ``request``; None for the host's user (``gpuplaned.launching.peers``)."""
+        if request.peer is None:
+            return None
+        running = shared.runner()
+        return identify(request.peer.pid, running.live.values() if running is not None else ())
+
     async def answer(request: _Request) -> _Reply:
         gate(request)
+        job = job_of(request)
         # As Werkzeug: HEAD is GET (without the body), OPTIONS names the methods.
         method = "GET" if request.method == "HEAD" else request.method
         allowed: set[str] = set()
@@ -233,6 +245,13 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
             match = pattern.fullmatch(request.path)
             if match is not None:
                 if method in methods:
+                    if job is not None:  # a job's process acts for its run alone (issue 29 item 6)
+                        if job.job_id is None:
+                            raise unclaimed(job)
+                        if handler is not forward:
+                            raise beyond_sdk(f"job {job.job_id}'s process {job.pid}", job.job_id, request.method,
+                                             request.path)
+                        request = request._replace(job_id=job.job_id)
                     return await handler(request, *match.groups())
                 allowed |= methods | {"OPTIONS", *(("HEAD",) if "GET" in methods else ())}
         if not allowed:
@@ -265,7 +284,7 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
             stats.requests += 1
             # Werkzeug's request path: leading slashes make one, the rest is as it came.
             request = _Request(scope["method"].upper(), "/" + scope["path"].lstrip("/"), scope["query_string"],
-                               scope["headers"], receive)
+                               scope["headers"], receive, scope.get(PEER))
             await respond(request, send)
         elif scope["type"] == "lifespan":
             while True:
