@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuplaned.protocol.job_states import ENDED
+from gpuplaned.protocol.job_states import ENDED, WAITING
 from gpuplaned.protocol.printable import printable, printable_lines
 from gpuplaned.protocol.vocabulary import SEVERITIES
 
@@ -251,9 +251,6 @@ def attempt_detail(job: Mapping[str, Any]) -> str:
         return str(attempt)
     retries = f"{attempt - 1} retr{'y' if attempt == 2 else 'ies'}"
     return f"{attempt} ({retries}; the retry policy allows {most})" if most > 1 else f"{attempt} ({retries})"
-
-
-WAITING = frozenset({"CREATED", "QUEUED"})
 
 
 def job_gpus_text(job: Mapping[str, Any]) -> str:
