@@ -229,6 +229,7 @@ class _Runner:
         self.nursery = nursery
         self.blocking = blocking
         cfg = ctx.shared.config
+        self.node_name = cfg.node.name
         self.home: Path = cfg.home
         self.environment = JobEnvironment.of(cfg.runtime_dir, cfg.home, ctx.shared.endpoint.portfile().endpoint,
                                              cfg.fake_gpu_dir if cfg.node.gpus.kind == "fake" else None)
@@ -342,6 +343,14 @@ class _Runner:
                                       run.oom_kills_at_start, run.pgid, run.gpu_indexes,
                                       machine.spawn_id, run.run_id, run.cwd, run.env))
 
+    async def _why_not_started(self, request: SpawnRequest, exc: SpawnError) -> str:
+        """The launcher's reason, or for a working directory missing here, that, with this
+        node's name: the server queued the job without looking (the folder is this node's to
+        have, not the server's), so its failure is where the user learns it."""
+        if not await self.blocking(os.path.isdir, request.cwd):
+            return f"the working directory {request.cwd} does not exist on node {self.node_name}"
+        return exc.message
+
     def _unlist(self, run: _Run) -> None:
         self.handle.unlist_live(run.machine.job_id, run.machine.attempt)
 
@@ -355,7 +364,7 @@ class _Runner:
                     return a.Spawned(await self.launcher.spawn(request))
                 except SpawnError as exc:
                     log.warning("job %s attempt %d did not start: %s", job_id, attempt, exc)
-                    return a.SpawnFailed(str(exc))
+                    return a.SpawnFailed(await self._why_not_started(request, exc))
                 # LauncherGone: the runner restarts; on its hello this job comes back as
                 # active and, having no runtime.json, is handed back to the queue.
             case a.Report(status):

@@ -3,8 +3,10 @@ into one ``POST /api/v1/jobs`` body.
 
 Pure: reads the job file and is handed the environment and working directory; talks to no
 daemon and prints nothing. Type errors are caught here, naming the file and the key, so
-nothing is submitted from a half-understood file; value ranges (``gpu`` between 0 and 64,
-a ``cwd`` that exists, a known ``node``) are the daemon's to judge, and it names the field.
+nothing is submitted from a half-understood file; value ranges (``gpu`` between 0 and 64, a
+known ``node``) are the daemon's to judge, and it names the field. Whether the job's folder
+exists is its node's to say; ``check_folder_here`` looks on this machine, for a job that
+will run here.
 
 Precedence, lowest first: the inherited environment subset, the job file, the flags. A
 flag replaces the file's value; ``--env`` entries override single variables; ``--label``
@@ -286,3 +288,25 @@ def build_body(
         for name in secrets:
             env.pop(name, None)
     return body
+
+
+def check_folder_here(body: Mapping[str, Any], flags: Mapping[str, Any], file_body: Mapping[str, Any],
+                      file: Path | None) -> None:
+    """The job's folder must exist on the node that runs it, and only that node can tell (the
+    daemon queues it without looking). A job not pinned to a node usually runs here, where a
+    missing folder is a typo: say so now, naming where the folder came from (``--dir``, the
+    job file's ``cwd``), rather than as the job's failure. A job pinned with ``--node`` (or
+    the file's ``node``) may name a folder that only that node has.
+
+    Raises:
+        SubmissionError: the folder is not a directory here.
+    """
+    cwd = body["cwd"]
+    if body.get("node") is not None or os.path.isdir(cwd):
+        return
+    why = (f"no such directory on this machine ({cwd}); the job runs in it: give one that exists, "
+           "or pin the job with --node to the node that has it")
+    key = next((k for k in ("cwd", "dir") if k in file_body), None)
+    if flags.get("dir") is None and file is not None and key is not None:
+        raise JobFileError(file, key, why)
+    raise SubmissionError(f"--dir {flags.get('dir') or cwd}: {why}", "cwd")

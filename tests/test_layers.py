@@ -37,10 +37,7 @@ import pytest
 
 # (rule, edge as an fnmatch pattern, why it is still there). A pattern stands for a family of
 # edges with one cause, so that renames inside a layer leave the entry as it is.
-KNOWN: list[tuple[str, str, str]] = [
-    ("protocol-looks-at-disk", "gpuplaned.protocol.job_wire -> os.path.isdir",
-     "a job's cwd is on its node: the node checks it (issue 30 item 3)"),
-]
+KNOWN: list[tuple[str, str, str]] = []
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import typer
 from gpuplanectl import render
 from gpuplanectl.commands import JsonOption, connect, fail, globals_of, reporting
 from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_USAGE
-from gpuplanectl.submission import INHERITED_ENV, SubmissionError, build_body, load_job_file
+from gpuplanectl.submission import INHERITED_ENV, SubmissionError, build_body, check_folder_here, load_job_file
 
 from gpuplaned.protocol.errors import ErrorCode
 
@@ -138,8 +138,14 @@ def submit(
              "on_preempted": on_preempted, "gpu_model": gpu_model, "min_gpu_memory": min_gpu_memory,
              "placement": placement}
     try:
+        here = os.getcwd()
+    except FileNotFoundError:  # the shell's folder was deleted under it
+        fail(json_output, ErrorCode.BAD_REQUEST, "this shell's current directory no longer exists (deleted?): cd to "
+             "a folder that does, and submit from there", {"field": "cwd"}, exit_code=EXIT_USAGE)
+    try:
         file_body = load_job_file(file) if file is not None else {}
-        body = build_body(file_body, flags, environ=os.environ, cwd=os.getcwd())
+        body = build_body(file_body, flags, environ=os.environ, cwd=here)
+        check_folder_here(body, flags, file_body, file)
     except SubmissionError as exc:
         fail(json_output, ErrorCode.BAD_REQUEST, str(exc), exc.details(), exit_code=EXIT_USAGE)
     if dry_run:

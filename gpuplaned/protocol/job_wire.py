@@ -195,8 +195,6 @@ class JobSubmit:
         cwd = self.cwd if self.cwd is not UNSET else self.dir
         if cwd is UNSET:
             raise FieldInvalid("cwd", "the working directory is required (absolute path)")
-        if not os.path.isdir(cwd):
-            raise FieldInvalid("cwd", f"directory {cwd} does not exist")
         gpu = self.gpus if self.gpus is not UNSET else self.gpu
         for name in ("gpu_model", "min_gpu_memory_mb"):
             if getattr(self, name) is not None and gpu == 0:

@@ -10,6 +10,8 @@ import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 from gpuplanectl.submission import INHERITED_ENV, JobFileError, SubmissionError, build_body, load_job_file
@@ -123,13 +125,17 @@ def test_bad_submissions_exit_2_and_create_nothing(gpu_daemon, tmp_path, capsys)
     (tmp_path / "deep.toml").write_text('command = ["echo"]\nlabels = ' + '[' * 5000 + '\n')
     (tmp_path / "typed.toml").write_text('command = ["echo"]\ngpu = "two"\n')
     (tmp_path / "unknown.toml").write_text('command = ["echo"]\ngpus_wanted = 1\n')
+    (tmp_path / "nowhere.toml").write_text('command = ["echo"]\ncwd = "gone"\n')
     cases = [
         (["--node", "nope", "--", "true"], "node", "node: no node named 'nope'"),
         (["--gpu", "-1", "--", "true"], "gpu", "gpu: must be between 0 and 64, got -1"),
         (["--gpu", "3", "--", "true"], "gpu", "gpu: the job asks for 3 GPU(s) but the largest matching node has 2"),
         (["--"], "command", "no command to run"),
         (["--", ""], "command", "command: every argument must be a string and the program name non-empty"),
-        (["--dir", str(tmp_path / "missing"), "--", "true"], "cwd", f"cwd: directory {tmp_path / 'missing'} does not exist"),
+        (["--dir", str(tmp_path / "missing"), "--", "true"], "cwd",
+         f"--dir {tmp_path / 'missing'}: no such directory on this machine ({tmp_path / 'missing'})"),
+        (["--file", str(tmp_path / "nowhere.toml")], "cwd",
+         f"{tmp_path / 'nowhere.toml'}: cwd: no such directory on this machine ({tmp_path / 'gone'})"),
         (["--type", "nope", "--", "true"], "type", "type: must be one of"),
         (["--env", "NOT_SET_ANYWHERE", "--", "true"], "env", "--env NOT_SET_ANYWHERE: not set in this shell"),
         (["--file", str(tmp_path / "broken.toml")], None, f"{tmp_path / 'broken.toml'}: not valid TOML"),
@@ -154,6 +160,31 @@ def test_bad_submissions_exit_2_and_create_nothing(gpu_daemon, tmp_path, capsys)
     result = ctl(gpu_daemon, "submit", "--gpu", "-1", "--", "true")
     assert (result.returncode, result.stdout, result.stderr) == (2, "", "error: gpu: must be between 0 and 64, got -1\n")
     assert json.loads(ctl(gpu_daemon, "jobs", "--json").stdout) == {"jobs": []}
+
+
+def test_a_shell_in_a_deleted_folder_is_told_so(gpu_daemon, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    # The shell enters the folder and removes it, as `rm -rf` from another terminal would.
+    script = f"cd {shlex.quote(str(gone))} && rmdir {shlex.quote(str(gone))} && exec {shlex.quote(sys.executable)} " \
+             "-m gpuplanectl submit -- true"
+    result = subprocess.run(["sh", "-c", script], env=gpu_daemon.env, capture_output=True, text=True, timeout=30)
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr.startswith("error: this shell's current directory no longer exists"), result.stderr
+    assert json.loads(ctl(gpu_daemon, "jobs", "--json").stdout) == {"jobs": []}
+
+
+def test_a_job_pinned_to_a_node_fails_there_when_its_folder_is_missing(gpu_daemon, tmp_path):
+    """The daemon queues a job without looking for its folder (it is the node's to have);
+    the node that runs it finds it missing, and the job's failure says so, naming the node."""
+    [node] = json.loads(ctl(gpu_daemon, "node", "list", "--json").stdout)["nodes"]
+    missing = tmp_path / "not-here"
+    job = submit(gpu_daemon, "--node", node["name"], "--dir", str(missing), "--gpu", "0", "--", "true")
+    done = wait_job(gpu_daemon, job["id"])
+    why = f"the working directory {missing} does not exist on node {node['name']}"
+    assert (done["status"], done["failure_reason"], done["failure_message"]) == ("FAILED", "SPAWN_FAILED", why)
+    shown = ctl(gpu_daemon, "job", "show", job["id"])
+    assert shown.returncode == 0 and f"does not exist on node {node['name']}" in shown.stdout, shown.stdout
 
 
 def test_cancel_a_running_job_while_status_shows_its_gpus_and_the_queue(gpu_daemon, tmp_path):

@@ -29,6 +29,21 @@ def events_of(jobs: Jobs, job_id: str, kind: str, count: int = 1) -> list[dict]:
     return wait_for(listed, what=f"{count} {kind} event(s) of {job_id}")
 
 
+def test_a_folder_missing_on_its_node_fails_the_job_saying_so(jobs):
+    """The API queues a job whose cwd it cannot see (the folder is the node's, and a remote
+    agent's is not on the server); the node finds it missing, and the job says where."""
+    missing = jobs.workdir / "not" / "here"
+    job = jobs.client.post("/api/v1/jobs", {"command": ["true"], "cwd": str(missing), "gpu": 0})["job"]
+    done = jobs.wait(job["id"])
+    node = jobs.client.get(f"/api/v1/nodes/{done['node_id']}")["node"]["name"]
+    why = f"the working directory {missing} does not exist on node {node}"
+    assert (done["status"], done["failure_reason"], done["failure_message"]) == ("FAILED", "SPAWN_FAILED", why)
+    shown = jobs.daemon.run_ctl("job", "show", job["id"])
+    assert shown.returncode == 0 and why in shown.stdout, shown.stdout
+    [event] = events_of(jobs, job["id"], "JOB_FAILED")
+    assert why in event["message"] and event["node_id"] == done["node_id"]
+
+
 def test_a_command_that_cannot_start_says_why(jobs):
     done = jobs.daemon.run_ctl("submit", "--gpu", "0", "--quiet", "--dir", str(jobs.workdir), "--",
                                "/nonexistent/prog", "--flag")

@@ -160,7 +160,7 @@ def test_spawn_failure_is_recorded(jobs):
     ({"command": ["true"], "gpu": 3}, "gpu"),
     ({"command": []}, "command"),
     ({"command": "echo hi"}, "command"),
-    ({"command": ["true"], "cwd": "/no/such/dir"}, "cwd"),
+    ({"command": ["true"], "cwd": "work/dir"}, "cwd"),  # relative (a missing folder is the node's to find)
     ({"command": ["true"], "timeout_s": -5}, "timeout_s"),
     ({"command": ["true"], "colour": "red"}, "colour"),
     ({"command": ["true"], "env": {"X": "a\x00b"}}, "env"),  # exec could never take it
