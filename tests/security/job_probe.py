@@ -17,21 +17,22 @@ SOCKET = os.environ["GPUPLANE_ENDPOINT"].removeprefix("unix://")
 JOB, RUN = os.environ["GPUPLANE_JOB_ID"], os.environ["GPUPLANE_RUN_ID"]
 
 
-class UnixConnection(http.client.HTTPConnection):
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(SOCKET)
-
-
 def call(method, path, body=None):
-    connection = UnixConnection("localhost", timeout=10)
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    connection.request(method, path, json.dumps(body) if body is not None else None, headers)
-    response = connection.getresponse()
-    data = response.read()
-    connection.close()
+    """One request on a connection of its own, written in one piece (a refusal may close the
+    connection at once: a body sent after the reply's close would meet a broken pipe)."""
+    data = json.dumps(body).encode() if body is not None else b""
+    head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nContent-Length: {len(data)}\r\n"
+            "Connection: close\r\n\r\n")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(SOCKET)
+        sock.sendall(head.encode() + data)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        reply = response.read()
     try:
-        return response.status, json.loads(data)
+        return response.status, json.loads(reply)
     except ValueError:
         return response.status, None
 

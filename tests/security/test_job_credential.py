@@ -35,13 +35,13 @@ run.finish()
 """
 
 
-def probe(api, submit, wait, workdir: Path, name: str) -> dict:
+def probe(api, submit, wait, workdir: Path, name: str, stderr=lambda job: "") -> dict:
     """Run the probe as a job (beside a run the user opened, its 'other' run); its findings."""
     other = api.post("/api/v1/sessions", {"project": "p", "experiment": "owner"})["run_id"]
     out = workdir / f"{name}.json"
     job = submit([sys.executable, str(PROBE), str(out), other], name=name)
     ended = wait(job["id"])
-    assert ended["status"] == "SUCCEEDED", ended
+    assert ended["status"] == "SUCCEEDED", (ended.get("failure_message"), stderr(ended))
     return json.loads(out.read_text())
 
 
@@ -103,7 +103,8 @@ def test_a_job_on_an_agent_gets_only_the_sdk_and_its_own_runs(tmp_path):
                                                      "node": "boxA"})["job"]
 
         found = probe(cluster.api, submit, lambda job_id: cluster.wait_job(job_id, "SUCCEEDED", "FAILED",
-                                                                            timeout=60), workdir, "remote")
+                                                                            timeout=60), workdir, "remote",
+                      lambda job: agent.log_file(job, "stderr").read_text())
         assert_confined(found, agent=True)
         assert agent.daemon.client().get("/api/v1/daemon")["state"] == "READY"  # its shutdown was refused
     finally:
