@@ -18,6 +18,7 @@ import trio
 
 from gpuplaned.config import Config
 from gpuplaned.endpoint import ClaimedEndpoint
+from gpuplaned.launching.peers import LiveJob
 from gpuplaned.node_link import NodeLink
 
 log = logging.getLogger("gpuplaned.logs")
@@ -56,17 +57,9 @@ class LogsPort:
             log.warning("logs actor is not keeping up; %r dropped (the files still have everything)", message)
 
 
-class LiveJobView(Protocol):
-    """What the monitor, the checkpoint watcher and the TensorBoard tailer read of one of the runner's live jobs."""
-
-    @property
-    def job_id(self) -> str: ...
-
-    @property
-    def attempt(self) -> int: ...
-
-    @property
-    def run_id(self) -> str | None: ...
+class LiveJobView(LiveJob, Protocol):
+    """What the monitor, the checkpoint watcher and the TensorBoard tailer read of one of the
+    runner's live jobs: what tells its processes (``peers.LiveJob``), and where and on what it runs."""
 
     @property
     def cwd(self) -> str | None: ...
@@ -75,13 +68,7 @@ class LiveJobView(Protocol):
     def env(self) -> Mapping[str, str]: ...
 
     @property
-    def pgid(self) -> int | None: ...
-
-    @property
     def gpu_indexes(self) -> tuple[int, ...]: ...
-
-    @property
-    def shim_pid(self) -> int: ...
 
 
 class RunningJobs(Protocol):

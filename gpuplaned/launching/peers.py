@@ -66,7 +66,8 @@ def peer_cred(sock: socket.socket) -> PeerCred | None:
 
 
 class LiveJob(Protocol):
-    """What ``identify`` reads of a live job (``gpuplaned.node_context.LiveJobView``)."""
+    """What tells a live job's processes (``identify``): its ids, its shim, its process group.
+    The runner's view of a job (``gpuplaned.node_context.LiveJobView``) has these and more."""
 
     @property
     def job_id(self) -> str: ...
