@@ -3,22 +3,16 @@
 Paths come from the route declarations (``gpuplaned.http.routes``: each route's rule, body,
 query, reply and error statuses, the same declaration that mounts and checks it) of the
 modules ``route_modules.DOCUMENTED`` lists, the list the app registers too. Schemas
-come from the attrs classes those name: a field's type hint gives its JSON type, and the
-words and bounds declared with it (``gpuplaned.protocol.fields``: ``field`` for what a
-request's validator checks, ``doc`` for a reply's) are added. A body or query field with a
-default is optional; a reply's fields are all written, so all required (``doc(optional=True)``
-says otherwise). Every object is closed: no property is added. ``tests/http/test_openapi.py``
+come from the attrs classes those name, through ``gpuplaned.protocol.schemas`` (the generator
+MCP's tools use too). ``tests/http/test_openapi.py``
 fails when the document and the app's routes differ, and checks real replies against it.
 """
 
 from __future__ import annotations
 
 import copy
-import enum
 import functools
-import inspect
 import re
-import types
 import typing
 from typing import Any
 
@@ -34,16 +28,14 @@ from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorInfo, DaemonInfo, ShutdownReply
 from gpuplaned.protocol.errors import ErrorCode
-from gpuplaned.protocol.fields import DOCUMENTED_AS, schema_of
 from gpuplaned.protocol.job_states import FINISH_STATES
 from gpuplaned.protocol.job_wire import Job
+from gpuplaned.protocol.schemas import REF, SchemaSet
 from gpuplaned.protocol.version import API_VERSION
 from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.projects import METRIC_SCOPES
 from gpuplaned.service.runs import RUN_STATES
-from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER
-from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.project_rows import MetricDefinition
 from gpuplaned.store.run_rows import Run
 from gpuplaned.store.session_rows import Session
@@ -51,9 +43,6 @@ from gpuplaned.store.session_rows import Session
 OPENAPI_VERSION = "3.1.0"
 PATH = "/api/v1/openapi.json"
 
-_REF = "#/components/schemas/"
-_SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
-_NAMES = {EventRow: "Event", TokenInfo: "Token"}  # the API's words for a store's or service's type
 # Enums whose values another layer owns (the wire type cannot import them).
 _ENUMS: dict[tuple[type, str], typing.Iterable[Any]] = {
     (Run, "status"): RUN_STATES, (Session, "status"): ("OPEN", *FINISH_STATES),
@@ -72,100 +61,23 @@ DOCUMENT = Routes("daemon").get(PATH, "getOpenApi", "This document", Reply(200, 
 # --- schemas from the attrs classes ---------------------------------------------------------
 
 
-class SchemaSet:
-    """The components, filled as classes are referenced (a request class: its defaults are optional)."""
-
-    def __init__(self) -> None:
-        self.components: dict[str, dict[str, Any]] = {}
-
-    def ref(self, cls: type, request: bool = False) -> dict[str, Any]:
-        name = _NAMES.get(cls, cls.__name__)
-        if name not in self.components:
-            self.components[name] = {}  # taken before its fields: a class may refer to itself
-            self.components[name] = self.object(cls, request)
-        return {"$ref": _REF + name}
-
-    def of(self, hint: Any, request: bool) -> dict[str, Any]:
-        """JSON Schema for a type, as the converter writes it (attrs classes by $ref)."""
-        if hint is Any:
-            return {}
-        if hint in _SCALARS:
-            return {"type": _SCALARS[hint]}
-        if attrs.has(hint):
-            return self.ref(hint, request)
-        if hint is dict:
-            return {"type": "object"}
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            return {"type": "string", "enum": [member.value for member in hint]}
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if origin in (typing.Union, types.UnionType):
-            present = [a for a in args if a is not type(None)]
-            if len(present) != 1:
-                raise TypeError(f"no schema for the union {hint!r}")
-            inner = self.of(present[0], request)
-            return _nullable(inner) if len(present) < len(args) else inner
-        if origin in (list, tuple):
-            return {"type": "array", "items": self.of(args[0], request)}
-        if origin is dict:
-            return {"type": "object", "additionalProperties": self.of(args[1], request)}
-        raise TypeError(f"no schema for {hint!r}")
-
-    def field(self, cls: type, attribute: attrs.Attribute, hint: Any, request: bool) -> tuple[dict[str, Any], bool]:
-        """A field's schema, and whether it is required."""
-        keywords = schema_of(attribute)
-        optional = keywords.pop("optional", False)
-        for owner in cls.__mro__:
-            if (owner, attribute.name) in _ENUMS:
-                keywords["enum"] = list(_ENUMS[owner, attribute.name])
-        schema = self.of(attribute.metadata.get(DOCUMENTED_AS, hint), request)
-        if "anyOf" in keywords:
-            schema = {}
-        if isinstance(keywords.get("items"), dict) and "items" in schema:
-            keywords["items"] = {**schema["items"], **keywords["items"]}
-        schema.update(keywords)
-        if "enum" in schema and "null" in schema.get("type", ()) and None not in schema["enum"]:
-            schema["enum"] = [*schema["enum"], None]
-        required = attribute.default is attrs.NOTHING if request else not optional
-        return schema, required
-
-    def object(self, cls: type, request: bool) -> dict[str, Any]:
-        hints = typing.get_type_hints(cls)
-        properties, required = {}, []
-        for attribute in attrs.fields(cls):
-            properties[attribute.name], needed = self.field(cls, attribute, hints[attribute.name], request)
-            if needed:
-                required.append(attribute.name)
-        out: dict[str, Any] = {"type": "object"}
-        if cls.__doc__:
-            out["description"] = " ".join(inspect.cleandoc(cls.__doc__).split("\n\n")[0].split())
-        out.update(properties=properties, required=required, additionalProperties=False)
-        out.update(getattr(cls, "__schema__", {}))
-        return out
-
-    def stream(self, stream: Stream) -> dict[str, Any]:
-        """One Server-Sent Event of ``stream``: its schema describes the event (``event``, ``data``, ``id``),
-        as OpenAPI 3.2's ``itemSchema`` does and as tools such as schemathesis read it in 3.1."""
-        kinds = []
-        for kind in stream.kinds:
-            payload: dict[str, Any] = {"type": "string"}
-            if kind.data is not None:
-                payload.update(contentMediaType="application/json", contentSchema=self.ref(kind.data))
-            one: dict[str, Any] = {"type": "object", "properties": {"event": {"enum": list(kind.names)},
-                                                                    "data": payload}, "required": ["event", "data"]}
-            if kind.id_pattern is not None:
-                one["properties"]["id"] = {"type": "string", "pattern": kind.id_pattern}
-                one["required"].append("id")
-            kinds.append(one)
-        out = kinds[0] if len(kinds) == 1 else {"oneOf": kinds}
-        self.components[stream.name] = {**out, "description": stream.description}
-        return {"$ref": _REF + stream.name}
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return {**schema, "type": [kind, "null"]}
-    return {"anyOf": [schema, {"type": "null"}]}
+def _stream(schemas: SchemaSet, stream: Stream) -> dict[str, Any]:
+    """One Server-Sent Event of ``stream``: its schema describes the event (``event``, ``data``, ``id``),
+    as OpenAPI 3.2's ``itemSchema`` does and as tools such as schemathesis read it in 3.1."""
+    kinds = []
+    for kind in stream.kinds:
+        payload: dict[str, Any] = {"type": "string"}
+        if kind.data is not None:
+            payload.update(contentMediaType="application/json", contentSchema=schemas.ref(kind.data))
+        one: dict[str, Any] = {"type": "object", "properties": {"event": {"enum": list(kind.names)},
+                                                                "data": payload}, "required": ["event", "data"]}
+        if kind.id_pattern is not None:
+            one["properties"]["id"] = {"type": "string", "pattern": kind.id_pattern}
+            one["required"].append("id")
+        kinds.append(one)
+    out = kinds[0] if len(kinds) == 1 else {"oneOf": kinds}
+    schemas.components[stream.name] = {**out, "description": stream.description}
+    return {"$ref": REF + stream.name}
 
 
 def _error_schema() -> dict[str, Any]:
@@ -204,7 +116,7 @@ def _error_responses() -> dict[str, Any]:
     out = {}
     for status, text in _STATUS_TEXT.items():
         codes = [c.value for c in ErrorCode if c.http_status == status]
-        schema = {"allOf": [{"$ref": _REF + "Error"},
+        schema = {"allOf": [{"$ref": REF + "Error"},
                             {"properties": {"error": {"properties": {"code": {"enum": codes}}}}}]}
         out[f"E{status}"] = {"description": text, "headers": _HEADERS,
                              "content": {"application/json": {"schema": schema}}}
@@ -242,7 +154,7 @@ def _operation(route: Route, schemas: SchemaSet) -> dict[str, Any]:
                     "description": p.description} for p in route.params if p.where != "path"]
     reply = route.reply
     if isinstance(reply.type, Stream):
-        content = {"text/event-stream": {"schema": schemas.stream(reply.type)}}
+        content = {"text/event-stream": {"schema": _stream(schemas, reply.type)}}
     else:
         content = {"application/json": {"schema": schemas.ref(reply.type)}}
     responses: dict[str, Any] = {str(reply.status): {"description": reply.description,
@@ -310,7 +222,7 @@ Not described here: the agents' WebSocket, `/api/v1/agent/ws`.
 
 @functools.cache
 def _build() -> dict[str, Any]:
-    schemas = SchemaSet()
+    schemas = SchemaSet(_ENUMS)
     schemas.components["Error"] = _error_schema()
     paths = _paths(schemas)
     return {

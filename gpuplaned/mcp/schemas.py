@@ -1,17 +1,17 @@
 """JSON Schema for the tools' inputs and outputs, from the same attrs classes (and the same
-generator) as the REST document, so an agent and a REST client read the same bounds.
+generator, ``gpuplaned.protocol.schemas``) as the REST document, so an agent and a REST client
+read the same bounds.
 
-``gpuplaned.http.openapi`` writes ``$ref``s into ``#/components/schemas``; an MCP tool's schema
-must stand alone, so the components it uses travel with it as ``$defs``.
+The generator writes ``$ref``s into ``#/components/schemas``; an MCP tool's schema must stand
+alone, so the components it uses travel with it as ``$defs``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpuplaned.http.openapi import SchemaSet
-
-_COMPONENTS = "#/components/schemas/"
+from gpuplaned.protocol.schemas import REF as _COMPONENTS
+from gpuplaned.protocol.schemas import SchemaSet
 
 
 def _relink(value: Any) -> Any:

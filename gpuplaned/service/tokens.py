@@ -82,6 +82,8 @@ class TokenInfo:
     remaining_gpu_hours: float | None = doc("its budget less what its jobs used and may still use (listed tokens "
                                             "with a budget)", default=None)
 
+    __schema_name__ = "Token"  # the API's word for it
+
 
 def _info(row: TokenRow) -> TokenInfo:
     return TokenInfo(row.id, row.name, row.scopes, row.created_at, row.expires_at, row.last_used_at, row.revoked_at,

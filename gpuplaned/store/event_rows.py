@@ -31,6 +31,8 @@ class EventRow:
     message: str | None
     context: dict[str, Any]
 
+    __schema_name__ = "Event"  # the API's word for it
+
 
 @attrs.frozen
 class EventFilter:
