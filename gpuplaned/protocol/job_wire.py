@@ -23,7 +23,7 @@ from gpuplaned.protocol.job_policies import (
     StalledPolicy,
     env_refusal,
 )
-from gpuplaned.protocol.job_states import JobState
+from gpuplaned.protocol.job_states import FailureReason, JobState, signal_failure
 from gpuplaned.protocol.vocabulary import PLACEMENTS
 
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
@@ -56,6 +56,8 @@ class JobSpec:
 
 
 _MS = "ms since the epoch"
+# A job's failure reasons (REQUEUED is a run's only: the job itself went back to the queue).
+_FAILURES = ", ".join(reason.value for reason in FailureReason if reason is not FailureReason.REQUEUED)
 
 
 @attrs.frozen
@@ -85,7 +87,7 @@ class Job:
     started_at: int | None = doc(_MS)
     finished_at: int | None = doc(_MS)
     exit_code: int | None
-    failure_reason: str | None = doc("a code: EXIT_CODE, SIGNAL(SIGSEGV), OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST")
+    failure_reason: str | None = doc(f"a code: {_FAILURES}, or {signal_failure('SIGSEGV')} for a signal")
     failure_message: str | None = doc("why it failed, in words")
     cancel_requested: bool
     retention: RetentionPolicy | None = doc("keep the best K and last K checkpoints; null: keep all")

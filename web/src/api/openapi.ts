@@ -1771,7 +1771,7 @@ export interface components {
             /** @description ms since the epoch */
             finished_at: number | null;
             exit_code: number | null;
-            /** @description a code: EXIT_CODE, SIGNAL(SIGSEGV), OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST */
+            /** @description a code: EXIT_CODE, OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST, DISPATCH_TIMEOUT, or SIGNAL(SIGSEGV) for a signal */
             failure_reason: string | null;
             /** @description why it failed, in words */
             failure_message: string | null;
