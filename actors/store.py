@@ -32,7 +32,7 @@ import trio
 from gpuplaned.runtime.context import IDLE, ActorContext
 from gpuplaned.service.context import Configured
 from gpuplaned.store.database import checkpoint, open_writer, schema_version
-from gpuplaned.store.writer import StoreUnavailable, Write
+from gpuplaned.store.writer import StoreUnavailable, Write, commit_batch
 
 log = logging.getLogger("gpuplaned.store")
 
@@ -85,30 +85,6 @@ class StoreHandle:
             db_bytes=size,
             checkpoints=self.checkpoints,
         )
-
-
-def _commit_batch(conn: sqlite3.Connection, batch: list[Write]) -> list[tuple[bool, Any]]:
-    """Runs on a worker thread. One transaction; a savepoint per write."""
-    outcomes: list[tuple[bool, Any]] = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for item in batch:
-            conn.execute("SAVEPOINT write")
-            try:
-                result = item.apply(conn)
-            except Exception as exc:  # noqa: BLE001 - reported to that write's caller
-                conn.execute("ROLLBACK TO write")
-                conn.execute("RELEASE write")
-                outcomes.append((False, exc))
-            else:
-                conn.execute("RELEASE write")
-                outcomes.append((True, result))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return outcomes
 
 
 async def run(ctx: ActorContext[Configured], *, task_status: trio.TaskStatus[StoreHandle] = trio.TASK_STATUS_IGNORED) -> None:
@@ -164,9 +140,9 @@ async def _commit(conn: sqlite3.Connection, handle: StoreHandle, batch: list[Wri
     start = trio.current_time()
     # Not cancellable: a batch half-handed to SQLite finishes (it is one transaction either way).
     if all(w.small for w in batch):
-        outcomes = _commit_batch(conn, batch)
+        outcomes = commit_batch(conn, batch)
     else:
-        outcomes = await trio.to_thread.run_sync(_commit_batch, conn, batch)
+        outcomes = await trio.to_thread.run_sync(commit_batch, conn, batch)
     handle.last_commit_ms = (trio.current_time() - start) * 1000
     handle.unchecked = True
     handle.batches += 1

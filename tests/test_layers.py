@@ -16,7 +16,9 @@ function-local ones included; nothing of the daemon is imported here.
 - actor-imports-actor: an actor does not import another actor;
 - sqlite3-outside-store: ``sqlite3`` is imported by ``gpuplaned.store`` and
   ``gpuplaned.tsdb`` only, and by the two that only call into them: the store actor and
-  ``gpuplanectl backup``;
+  ``gpuplanectl backup``; no other module runs a statement (``x.execute(...)``, on a
+  connection it was handed), the backup's integrity check aside (the CLI may not import the
+  store);
 - protocol-looks-at-disk: ``gpuplaned.protocol``'s modules open, stat or list no file (the
   port-file and SDK spool readers, whose job it is, aside).
 
@@ -199,9 +201,12 @@ def test_planted_rule(tmp_path, files, expected):
     pytest.param({"ctl/commands/jobs.py": "import sqlite3\n"},
                  {("sqlite3-outside-store", "gpuplanectl.commands.jobs -> sqlite3")}, id="ctl"),
     pytest.param({"gpuplaned/store/run_rows.py": "import sqlite3\n", "gpuplaned/tsdb/query.py": "import sqlite3\n",
-                  "actors/store.py": "import sqlite3\ndef commit(conn):\n    conn.execute('COMMIT')\n",
-                  "ctl/commands/backup.py": "import sqlite3\n"},
+                  "actors/store.py": "import sqlite3\nfrom gpuplaned.store.writer import commit_batch\n",
+                  "gpuplaned/store/writer.py": "",
+                  "ctl/commands/backup.py": "import sqlite3\ndef check(conn):\n    conn.execute('PRAGMA integrity_check')\n"},
                  set(), id="the-store-and-its-two-callers"),
+    pytest.param({"actors/store.py": "import sqlite3\ndef commit(conn):\n    conn.execute('COMMIT')\n"},
+                 {("sqlite3-outside-store", "gpuplaned.actors.store -> *.execute")}, id="the-store-actor-runs-no-sql"),
 ])
 def test_planted_sqlite3_outside_the_store(tmp_path, files, expected):
     assert found(plant(tmp_path, files)) == expected

@@ -134,3 +134,29 @@ async def write(port: trio.MemorySendChannel[Any] | RequestPort, apply: Callable
     if isinstance(port, RequestPort):
         return await port.write(apply, small)
     return await call(port, lambda reply: Write(apply, reply, small))
+
+
+def commit_batch(conn: sqlite3.Connection, batch: list[Write]) -> list[tuple[bool, Any]]:
+    """The store actor's group commit, on its worker thread: the batch in one transaction, each
+    write in a savepoint of its own, so a write that raises is undone alone and its caller gets
+    the error. Returns ``(ok, result or error)`` per write."""
+    outcomes: list[tuple[bool, Any]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for item in batch:
+            conn.execute("SAVEPOINT write")
+            try:
+                result = item.apply(conn)
+            except Exception as exc:  # noqa: BLE001 - reported to that write's caller
+                conn.execute("ROLLBACK TO write")
+                conn.execute("RELEASE write")
+                outcomes.append((False, exc))
+            else:
+                conn.execute("RELEASE write")
+                outcomes.append((True, result))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return outcomes
