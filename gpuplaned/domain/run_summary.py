@@ -44,6 +44,7 @@ from gpuplaned.domain import run_progress
 from gpuplaned.domain.rules import loss_spike, overfitting
 from gpuplaned.domain.rules.loss_spike import SpikePolicy
 from gpuplaned.domain.rules.overfitting import OverfitPolicy
+from gpuplaned.protocol.run_replies import PRIMARY_SOURCES
 
 WINDOW = loss_spike.WINDOW  # [detector] spike_window's default
 MIN_WINDOW = loss_spike.MIN_WINDOW
@@ -51,7 +52,6 @@ SPIKE_MADS = loss_spike.MADS  # [detector] spike_mads's default
 SPIKE_GAP = 100
 TREND_MIN = 8
 DIRECTIONS = ("minimize", "maximize")
-PRIMARY_SOURCES = ("experiment", "project", "global")
 _MINIMIZE = ("loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll")
 _MAXIMIZE = ("acc", "accuracy", "f1", "ndcg", "mrr", "bleu", "rouge", "reward", "auc", "precision", "recall",
              "map", "iou", "dice")

@@ -10,9 +10,15 @@ from quart import Response, g
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import BestCheckpointQuery, CheckpointsQuery
-from gpuplaned.http.replies import BestCheckpoint, CheckpointList, CheckpointReply, CheckpointVerify, PruneResult
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
+from gpuplaned.protocol.checkpoint_replies import (
+    BestCheckpoint,
+    CheckpointList,
+    CheckpointReply,
+    CheckpointVerify,
+    PruneResult,
+)
 from gpuplaned.service import best_checkpoint, checkpoint_verify, retention, run_records
 from gpuplaned.service.retention import PruneRequest
 

@@ -14,9 +14,9 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import CompareCheckpointsQuery, CompareRunsQuery
-from gpuplaned.http.replies import CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
+from gpuplaned.protocol.diagnosis_replies import CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
 from gpuplaned.service import diagnosis
 
 if TYPE_CHECKING:

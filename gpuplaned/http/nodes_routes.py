@@ -8,10 +8,12 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import EventsQuery, EventStreamQuery
-from gpuplaned.http.replies import EventList, ForgottenNode, Lagged, NodeList, NodeMetrics, NodeReply, NodeSnapshot
+from gpuplaned.http.replies import EventList, ForgottenNode
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
+from gpuplaned.protocol.job_replies import Lagged
+from gpuplaned.protocol.node_replies import NodeList, NodeMetrics, NodeReply, NodeSnapshot
 from gpuplaned.service import budgets, events, node_metrics, nodes_view
 from gpuplaned.service.series_query import NodeMetricsArgs
 from gpuplaned.store.event_rows import EventRow

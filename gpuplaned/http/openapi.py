@@ -22,7 +22,6 @@ import gpuplaned
 from gpuplaned.config import ROLES
 from gpuplaned.http import idempotency
 from gpuplaned.http import route_modules  # noqa: F401  (importing them declares the routes described)
-from gpuplaned.http.replies import OpenApiDocument
 from gpuplaned.http.routes import ALL, Reply, Route, Routes, Stream
 from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
@@ -54,6 +53,16 @@ _ENUMS: dict[tuple[type, str], typing.Iterable[Any]] = {
 # and "." or ".." are folded away by URL normalisation before the request leaves the client.
 _SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]*[^/.][^/]*$"}
 _RULE_PARAM = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
+
+
+@attrs.frozen(kw_only=True)
+class OpenApiDocument:  # the reply of the route below
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]
+
+    __schema__ = {"additionalProperties": True}
+
 
 DOCUMENT = Routes("daemon").get(PATH, "getOpenApi", "This document", Reply(200, OpenApiDocument, "OpenAPI 3.1."))
 

@@ -9,7 +9,6 @@ import attrs
 import trio
 
 from gpuplaned.domain.event_types import with_kinds
-from gpuplaned.http.replies import CheckpointList, JobList, JobReply, NodeList, NodeReply, RunSummary
 from gpuplaned.mcp import args as a
 from gpuplaned.mcp.digests import (
     LogLineOut,
@@ -21,10 +20,14 @@ from gpuplaned.mcp.digests import (
 )
 from gpuplaned.mcp.table import Call, Result, Tool, next_action
 from gpuplaned.mcp.tasks import describe_progress
+from gpuplaned.protocol.checkpoint_replies import CheckpointList
 from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.job_replies import JobList, JobReply
 from gpuplaned.protocol.job_states import WENT_WRONG, JobState
+from gpuplaned.protocol.node_replies import NodeList, NodeReply
 from gpuplaned.protocol.patterns import scan_lines
+from gpuplaned.protocol.run_replies import RunSummary
 from gpuplaned.service import evaluations, events, jobs, logs, nodes_view, run_records, runs
 from gpuplaned.service.series_query import RunMetricsArgs
 from gpuplaned.store.evaluation_rows import Evaluation

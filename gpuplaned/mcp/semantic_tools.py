@@ -4,9 +4,10 @@ their own summary; the next actions point along the study (compare, best, evalua
 
 from __future__ import annotations
 
-from gpuplaned.http.replies import BestCheckpoint, CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
 from gpuplaned.mcp import args as a
 from gpuplaned.mcp.table import Call, Result, Tool, next_action
+from gpuplaned.protocol.checkpoint_replies import BestCheckpoint
+from gpuplaned.protocol.diagnosis_replies import CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.service import best_checkpoint, diagnosis, runs
 

@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuplaned import tsdb
+from gpuplaned.protocol.checkpoint_replies import MAX_LISTED_METRICS as MAX_METRICS
 from gpuplaned.store.connection import Connection
 from gpuplaned.tsdb.nearest import nearest_points
 from gpuplaned.service.series_query import json_finite
 from gpuplaned.store import retention_rows
 from gpuplaned.store.checkpoint_rows import Checkpoint
-
-MAX_METRICS = 8  # of each checkpoint: a listing, not the run's whole summary
 
 
 def metric_names(conn: Connection, run_id: str, primary: str | None) -> list[str]:

@@ -8,13 +8,11 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_states import ACTIVE, values
+from gpuplaned.protocol.node_replies import LinkView, NodeInfo, SlotInfo
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
 from gpuplaned.service.dispatch import wake_scheduler
@@ -33,56 +31,11 @@ _ACTIVE = values(ACTIVE)  # the jobs that take a CPU place
 DRAINED = "DRAINED"  # the condition a drained node shows (it is the server's, not the node's)
 
 
-@attrs.frozen
-class SlotInfo:
-    index: int
-    model: str | None
-    memory_mb: int | None
-    owner_job_id: str | None
-    owner_job_name: str | None
-
-
-@attrs.frozen(kw_only=True)
-class LinkView:
-    """A remote node's link to this server, as this server saw it since it started."""
-
-    state: str = doc("attached: its agent's connection is up; detached: it dropped (the node is OFFLINE)",
-                     enum=("attached", "detached"))
-    last_heard_at: int | None = doc("ms since the epoch: the last frame of any kind from its agent")
-    last_heartbeat_at: int | None = doc("ms since the epoch: its agent's last heartbeat; null: none yet")
-    backlog_records: int | None = doc("records in the agent's spool not yet acknowledged, as its last heartbeat "
-                                      "said; null: no heartbeat yet", minimum=0)
-    backlog_bytes: int | None = doc("those records' size in bytes", minimum=0)
-    skew_ms: int | None = doc("the agent's clock minus this server's, in ms (from its hello and heartbeats)")
-
-
 def link_view(info: LinkInfo | None) -> LinkView | None:
     if info is None:
         return None
     return LinkView(state=info.state, last_heard_at=info.last_heard_ms, last_heartbeat_at=info.last_heartbeat_ms,
                     backlog_records=info.backlog_records, backlog_bytes=info.backlog_bytes, skew_ms=info.skew_ms)
-
-
-@attrs.frozen
-class NodeInfo:
-    id: str
-    name: str
-    status: str
-    connected: bool
-    labels: list[str]
-    gpu_backend: str
-    max_cpu_jobs: int
-    cpu_jobs: int
-    gpus: list[SlotInfo]
-    last_heartbeat_at: int | None
-    gpu_backend_note: str | None = None
-    hardware: dict[str, Any] = attrs.field(factory=dict)  # host facts from the node's hello
-    accepting: bool = True  # False while the node takes no new work (a disk is low)
-    conditions: list[str] = attrs.field(factory=list)
-    snapshot: dict[str, Any] | None = None  # latest readings, None until the first sample
-    drained: bool = False  # `node drain`: no new jobs (its running ones go on) until `node undrain`
-    remote: bool = False  # a remote agent's node (it said hello over the agent WebSocket), not the server's own
-    link: LinkView | None = None  # None: no remote link since this server started (its own node, or not back yet)
 
 
 def _query(conn: Any) -> list[tuple[Any, ...]]:

@@ -15,6 +15,7 @@ from gpuplaned.protocol.converter import FieldInvalid, structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_states import RUN_STATES
+from gpuplaned.protocol.run_replies import SERIES_ENCODINGS
 from gpuplaned.service import access, confined_callers, detector
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.series_query import MAX_MS, RunMetricsArgs, duration_ms, expand_names, given, json_finite
@@ -144,7 +145,6 @@ async def query_many(shared: ServerContext, query: RunMetricsQuery) -> dict[str,
 
 
 SERIES_COLUMNS = ("step", "ts", "value")
-SERIES_ENCODINGS = ("json", "base64")
 DEFAULT_SERIES_LIMIT = 100_000
 MAX_SERIES_LIMIT = 1_000_000
 _NONFINITE = ("NaN", "Infinity", "-Infinity")

@@ -22,7 +22,7 @@ import trio
 from helpers import Jobs, wait_for
 from mcp import Client, StdioServerParameters
 
-from gpuplaned.domain.diagnosis.failure import CAUSES
+from gpuplaned.protocol.diagnosis_replies import CAUSES
 
 pytestmark = pytest.mark.e2e
 

@@ -25,8 +25,6 @@ from gpuplaned.domain.diagnosis import evidence as ev
 from gpuplaned.domain.failures import OOM_MARKERS
 from gpuplaned.protocol.job_states import WENT_WRONG, FailureReason, JobState
 
-CAUSES = ("spawn_failure", "timeout", "oom", "disk_full", "nan_divergence", "dataloader_hang", "stalled",
-          "killed_or_preempted", "exit_code", "none")
 MAX_LINES = 5
 _DISK = re.compile(r"No space left on device|ENOSPC|Disk quota exceeded", re.I)
 _NAN = re.compile(r"\bloss\b.*\b(nan|inf)\b|\b(nan|inf)\b.*\bloss\b", re.I)

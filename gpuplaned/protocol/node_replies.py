@@ -1,0 +1,130 @@
+"""Nodes as the API shows them: hardware, GPU slots with their owning jobs, whether connected or
+drained, a remote node's link, the latest readings, and a node's metrics as columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.node_samples import GpuSample, HostSample
+from gpuplaned.protocol.reply_words import MS
+from gpuplaned.protocol.run_replies import Buckets
+
+
+@attrs.frozen
+class SlotInfo:
+    index: int
+    model: str | None
+    memory_mb: int | None
+    owner_job_id: str | None
+    owner_job_name: str | None
+
+
+@attrs.frozen(kw_only=True)
+class LinkView:
+    """A remote node's link to this server, as this server saw it since it started."""
+
+    state: str = doc("attached: its agent's connection is up; detached: it dropped (the node is OFFLINE)",
+                     enum=("attached", "detached"))
+    last_heard_at: int | None = doc("ms since the epoch: the last frame of any kind from its agent")
+    last_heartbeat_at: int | None = doc("ms since the epoch: its agent's last heartbeat; null: none yet")
+    backlog_records: int | None = doc("records in the agent's spool not yet acknowledged, as its last heartbeat "
+                                      "said; null: no heartbeat yet", minimum=0)
+    backlog_bytes: int | None = doc("those records' size in bytes", minimum=0)
+    skew_ms: int | None = doc("the agent's clock minus this server's, in ms (from its hello and heartbeats)")
+
+
+@attrs.frozen
+class NodeInfo:
+    id: str
+    name: str
+    status: str
+    connected: bool
+    labels: list[str]
+    gpu_backend: str
+    max_cpu_jobs: int
+    cpu_jobs: int
+    gpus: list[SlotInfo]
+    last_heartbeat_at: int | None
+    gpu_backend_note: str | None = None
+    hardware: dict[str, Any] = attrs.field(factory=dict)  # host facts from the node's hello
+    accepting: bool = True  # False while the node takes no new work (a disk is low)
+    conditions: list[str] = attrs.field(factory=list)
+    snapshot: dict[str, Any] | None = None  # latest readings, None until the first sample
+    drained: bool = False  # `node drain`: no new jobs (its running ones go on) until `node undrain`
+    remote: bool = False  # a remote agent's node (it said hello over the agent WebSocket), not the server's own
+    link: LinkView | None = None  # None: no remote link since this server started (its own node, or not back yet)
+
+
+@attrs.frozen(kw_only=True)
+class ProcessReading:
+    pid: int
+    gpu_memory_mb: int | None
+    job_id: str | None
+    foreign: bool = doc("not started by GPUPlane")
+
+
+@attrs.frozen(kw_only=True)
+class GpuReading(GpuSample):
+    """One GPU's latest readings; any reading may be null where the card lacks it."""
+
+    error: str | None = doc("set when the GPU could not be read this period (gpu_lost: ...)", default=None)
+    processes: tuple[ProcessReading, ...] = ()
+    owner_job_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotJob:
+    job_id: str
+    gpu_indexes: list[int]
+    gpu_memory_mb: int
+
+
+@attrs.frozen(kw_only=True)
+class NodeSnapshot:
+    """The node's latest readings (about every 2 s)."""
+
+    ts: int = doc(MS)
+    backend: str = doc("nvml, fake or none")
+    gpus: list[GpuReading]
+    host: HostSample | None
+    jobs: list[SnapshotJob]
+    blocked_gpus: list[int] = doc("GPUs that take no new job (lost, or used outside GPUPlane)")
+
+
+@attrs.frozen(kw_only=True)
+class Node(NodeInfo):
+    status: str = doc(enum=("ONLINE", "OFFLINE", "UNHEALTHY"))
+    last_heartbeat_at: int | None = doc(MS)
+    hardware: dict[str, Any] = doc("host facts from the node's hello (hostname, cpu_count, memory_mb...)",
+                                   factory=dict)
+    accepting: bool = doc("false while the node takes no new work (a disk is low)", default=True)
+    snapshot: NodeSnapshot | None = doc("null until the first sample, and while the node is not connected",
+                                        default=None)
+    remote: bool = doc("a remote agent's node (`--role agent`), whose link the server judges by its heartbeats; "
+                       "false: the server's own node", default=False)
+    link: LinkView | None = doc("the remote node's link as this server saw it; null for the server's own node, and "
+                                "for a remote node this server has not heard from since it started", default=None)
+
+
+@attrs.frozen(kw_only=True)
+class NodeReply:
+    node: Node
+
+
+@attrs.frozen(kw_only=True)
+class NodeList:
+    nodes: list[Node]
+
+
+@attrs.frozen(kw_only=True)
+class NodeMetrics:
+    node_id: str
+    start: int = doc(MS)
+    end: int = doc(MS)
+    resolution: str = doc(enum=("raw", "1m", "5m"))
+    width: int = doc("bucket width in ms (1: raw points)", minimum=1)
+    x: list[int] = doc("each bucket's start, in ms")
+    series: dict[str, Buckets] = doc("metric name -> columns aligned with x")
