@@ -28,8 +28,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import attrs
@@ -37,21 +36,36 @@ import attrs
 from gpuplaned.launching.client import SHIM_PATH
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
-__all__ = ["PEER", "JobPeer", "PeerCred", "beyond_sdk", "identify", "peer_cred", "unclaimed"]
+__all__ = ["PEER", "JobPeer", "PeerCred", "beyond_sdk", "identify", "identify_once", "peer_cred", "unclaimed"]
 
 MAX_DEPTH = 128  # ancestors looked at; a deeper tree is not a job's (the kernel has no such limit)
 PEER = "gpuplane.peer"  # ASGI scope key: the ``PeerCred`` of a control-socket request's process
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class PeerCred:
     """The process that connected to a Unix socket, as the kernel recorded it at ``connect()``
-    (who it is: ``identify``)."""
+    (who it is: ``identify_once``), one per connection."""
 
     pid: int
     uid: int
     gid: int
+    # What ``identify_once`` found for this connection's process: it stays what it was (a
+    # process cannot move into a job's tree or out of it), so the next request on it is free.
+    found: list[JobPeer | None] = attrs.field(factory=list)
+
+
+def identify_once(cred: PeerCred, live: Callable[[], Iterable[LiveJob]]) -> JobPeer | None:
+    """``identify`` of the connection's process, looked up once a connection (``live``: the
+    node's live jobs now). A process no live job claims yet is looked up again next time: its
+    job may be listed by then."""
+    if cred.found:
+        return cred.found[0]
+    peer = identify(cred.pid, live())
+    if peer is None or peer.job_id is not None:
+        cred.found.append(peer)
+    return peer
 
 
 def peer_cred(sock: socket.socket) -> PeerCred | None:
@@ -134,7 +148,9 @@ def identify(pid: int, live: Iterable[LiveJob], *, daemon_pid: int | None = None
         for proc in lineage:
             if proc.pid == job.shim_pid or proc.session == job.shim_pid or (job.pgid and proc.pgrp == job.pgid):
                 return JobPeer(pid, job.job_id, job.attempt, job.run_id)
-    if any(_runs(proc.pid, shim_program) for proc in lineage[1:]):
+    # The launcher and each shim lead a session of their own (``setsid``): only a session
+    # leader's command line is worth reading (a shell's login or tmux's, besides ours).
+    if any(proc.pid == proc.session and _runs(proc.pid, shim_program) for proc in lineage[1:]):
         return JobPeer(pid, None)
     return None
 
@@ -151,19 +167,32 @@ def _lineage(pid: int) -> list[_Proc]:
     return chain
 
 
-def _stat(pid: int) -> _Proc | None:
+def _read(path: str) -> bytes | None:
+    """A small ``/proc`` file (a raw read: half the cost of ``open()``'s buffered one)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rpartition(b")")[2].split()  # the name, in parentheses, may hold anything
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _stat(pid: int) -> _Proc | None:
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat.rpartition(b")")[2].split()  # the name, in parentheses, may hold anything
+    try:
         return _Proc(pid, int(fields[1]), int(fields[2]), int(fields[3]))
-    except (OSError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
 
 
 def _runs(pid: int, program: str) -> bool:
     """Whether ``pid`` runs ``program`` (the launcher, and the shims it forks, run the shim's file)."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return os.fsencode(program) in argv[:4]
+    cmdline = _read(f"/proc/{pid}/cmdline")
+    return cmdline is not None and os.fsencode(program) in cmdline.split(b"\0")[:4]

@@ -39,7 +39,7 @@ import attrs
 import trio
 
 import gpuplaned
-from gpuplaned.launching.peers import PEER, JobPeer, PeerCred, beyond_sdk, identify, unclaimed
+from gpuplaned.launching.peers import PEER, JobPeer, PeerCred, beyond_sdk, identify_once, unclaimed
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.converter import FieldInvalid, check, unstructure
@@ -232,8 +232,12 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
         """The job whose process sent ``request``; None for the host's user (``gpuplaned.launching.peers``)."""
         if request.peer is None:
             return None
-        running = shared.runner()
-        return identify(request.peer.pid, running.live.values() if running is not None else ())
+
+        def live() -> Any:
+            running = shared.runner()
+            return running.live.values() if running is not None else ()
+
+        return identify_once(request.peer, live)
 
     async def answer(request: _Request) -> _Reply:
         gate(request)
