@@ -72,18 +72,6 @@ class SessionList:
     sessions: list[Session]
 
 
-@attrs.frozen(kw_only=True)
-class SessionEnvReply:
-    stored: bool = doc("false: the run already had one (the first wins)")
-
-
-@attrs.frozen(kw_only=True)
-class BatchReply:
-    seq: int
-    duplicate: bool
-    points: int = doc(minimum=0)
-
-
 # --- nodes and events --------------------------------------------------------------------------
 
 

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 from quart import Response, g
 from quart_trio import QuartTrio
 
-from gpuplaned.http.replies import BatchReply, SessionCreated, SessionEnvReply, SessionList, SessionReply
+from gpuplaned.http.replies import SessionCreated, SessionList, SessionReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
+from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
 from gpuplaned.service import sessions
 from gpuplaned.service.sessions import BatchCreate, SessionCreate, SessionFinish
 

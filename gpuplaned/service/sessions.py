@@ -33,6 +33,7 @@ from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_states import FINISH_STATES
 from gpuplaned.protocol.sdk_spool import SESSION_ID
+from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
 from gpuplaned.service import access, checkpoint_files, confined_callers, detector, evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.registry import now_ms
@@ -213,7 +214,7 @@ def _decoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate,
-                    caller: Caller | None = None) -> dict[str, Any]:
+                    caller: Caller | None = None) -> BatchReply:
     """Store a batch of run metrics, script events and checkpoints once; answered after the commit.
 
     A ``caller`` other than the user writes only to a run it owns; a token registers
@@ -227,14 +228,14 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate,
     fingerprints = await _fingerprints(shared, session_id, batch.checkpoints) \
         if batch.checkpoints and confined_callers.files_here(caller) else {}
 
-    def apply(conn: Any) -> dict[str, Any]:
+    def apply(conn: Any) -> tuple[BatchReply, list[EventRow]]:
         session = _owned_session(conn, session_id, caller)
         run_of[:] = [session.run_id]
         if batch.checkpoints and access.credential_of(caller) is not None and not confined_callers.confined(caller):
             checkpoint_paths(conn, session.run_id, batch.checkpoints)
         if session.status != "OPEN":
             if session_rows.batch_stored(conn, session_id, seq):
-                return {"seq": seq, "duplicate": True, "points": 0}, []
+                return BatchReply(seq=seq, duplicate=True, points=0), []
             raise ApiError(ErrorCode.CONFLICT, f"session {session_id} has finished", {"session_id": session_id})
         if metrics:  # the tailer's points of these names go (a resent batch finds them claimed)
             claim_for_sdk(conn, session.run_id, list(metrics))
@@ -254,10 +255,10 @@ async def add_batch(shared: ServerContext, session_id: str, body: BatchCreate,
                 events += store_records(conn, session.run_id, job_id, batch.events, batch.checkpoints, now)
                 run_owners.set_fingerprints(conn, session.run_id, fingerprints)
                 evaluations.record_sdk(conn, job_id, batch.evaluations)
-        return {"seq": seq, "duplicate": result.duplicate, "points": result.points}, events
+        return BatchReply(seq=seq, duplicate=result.duplicate, points=result.points), events
 
     reply, events = await write(_store(shared), apply)
-    if metrics and not reply["duplicate"]:
+    if metrics and not reply.duplicate:
         shared.metric_feeds.publish(run_of[0], metrics)  # after the commit, like the events
     for event in events:  # after the commit: followers never see an event that was rolled back
         shared.event_feed.publish(event)
@@ -359,7 +360,7 @@ async def get_session(shared: ServerContext, session_id: str) -> Session:
 MAX_ENV_BYTES = 64 * 1024
 
 
-async def add_env(shared: ServerContext, session_id: str, body: Any, caller: Caller | None = None) -> dict[str, Any]:
+async def add_env(shared: ServerContext, session_id: str, body: Any, caller: Caller | None = None) -> SessionEnvReply:
     """The training process's environment (python, git commit, packages...) for its run."""
     if not isinstance(body, Mapping):
         raise ApiError(ErrorCode.BAD_REQUEST, "the body must be a JSON object")
@@ -370,4 +371,4 @@ async def add_env(shared: ServerContext, session_id: str, body: Any, caller: Cal
         return session_rows.store_env(conn, session_id, dict(body))
 
     stored = await write(_store(shared), apply)
-    return {"stored": stored}
+    return SessionEnvReply(stored=stored)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gpuplaned.lifecycle import DaemonState
-from gpuplaned.protocol.converter import structure
+from gpuplaned.protocol.converter import structure, unstructure
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.sdk_spool import FileReport, Replay, Step, spool_files, take_claim
 from gpuplaned.service import sessions
@@ -95,9 +95,9 @@ async def _apply(shared: ServerContext, step: Step, session_id: str) -> Any:
         session = await sessions.open_session(shared, structure(step.body, sessions.SessionCreate))
         return {"session_id": session.id, "run_id": session.run_id}
     if step.kind == "env":
-        return await sessions.add_env(shared, session_id, step.body)
+        return unstructure(await sessions.add_env(shared, session_id, step.body))
     if step.kind == "batch":
-        return await sessions.add_batch(shared, session_id, structure(step.body, sessions.BatchCreate))
+        return unstructure(await sessions.add_batch(shared, session_id, structure(step.body, sessions.BatchCreate)))
     return {"session": await sessions.finish_session(shared, session_id,
                                                      structure(step.body, sessions.SessionFinish))}
 
