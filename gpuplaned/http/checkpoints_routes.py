@@ -69,7 +69,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @CHECKPOINT.on(app)
     async def get_checkpoint(checkpoint_id: str) -> Response:
-        return ok({"checkpoint": await run_records.get_checkpoint(shared, checkpoint_id)})
+        return ok(await run_records.get_checkpoint(shared, checkpoint_id))
 
     @VERIFY.on(app)
     async def verify_checkpoint(checkpoint_id: str) -> Response:

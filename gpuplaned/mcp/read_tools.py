@@ -162,12 +162,12 @@ async def list_events(call: Call, args: a.ListEventsArgs) -> Result:
 
 async def list_checkpoints(call: Call, args: a.CheckpointsArgs) -> Result:
     table = await run_records.list_checkpoints(call.shared, args.run_id, args.metric)
-    best = table.get("best_id")
-    words = f"{len(table['checkpoints'])} checkpoint(s) of run {args.run_id}"
-    words += f", best {best} by {table.get('metric')}." if best else "."
+    best = table.best_id
+    words = f"{len(table.checkpoints)} checkpoint(s) of run {args.run_id}"
+    words += f", best {best} by {table.metric}." if best else "."
     more = []
-    if len(table["checkpoints"]) >= 2:
-        ids = [c["id"] if isinstance(c, dict) else c.id for c in table["checkpoints"]][-2:]
+    if len(table.checkpoints) >= 2:
+        ids = [c.id for c in table.checkpoints][-2:]
         more.append(next_action("compare_checkpoints", "the last two side by side", checkpoint_ids=ids))
     if best:
         more.append(next_action("evaluate_checkpoint", "evaluate the best", checkpoint_id=best,

@@ -34,7 +34,7 @@ async def _rankable_by(call: Call, experiment_id: str) -> str | None:
         found = await best_checkpoint.best_for_experiment(call.shared, experiment_id, None, None)
     except ApiError:  # no primary metric, no direction, or no checkpoint to rank
         return None
-    return found["metric"]
+    return found.metric
 
 
 async def compare_runs(call: Call, args: a.CompareRunsArgs) -> Result:
@@ -52,12 +52,11 @@ async def compare_checkpoints(call: Call, args: a.CompareCheckpointsArgs) -> Res
 
 async def get_best_checkpoint(call: Call, args: a.BestCheckpointArgs) -> Result:
     found = await best_checkpoint.best_for_experiment(call.shared, args.experiment_id, args.project, args.metric)
-    ck = found["checkpoint"]
-    ck_id = ck["id"] if isinstance(ck, dict) else ck.id
-    words = (f"The best checkpoint of experiment {found['experiment_id']} is {ck_id} (run {found['run_id']}), "
-             f"{found['metric']} {found['metric_value']:.4g} ({found['direction']}).")
-    if found.get("skipped"):
-        words += f" {len(found['skipped'])} better one(s) passed over: file gone or changed."
+    ck_id = found.checkpoint.id
+    words = (f"The best checkpoint of experiment {found.experiment_id} is {ck_id} (run {found.run_id}), "
+             f"{found.metric} {found.metric_value:.4g} ({found.direction}).")
+    if found.skipped:
+        words += f" {len(found.skipped)} better one(s) passed over: file gone or changed."
     return Result(words, found, [next_action("evaluate_checkpoint", "evaluate it", checkpoint_id=ck_id,
                                              command=["python", "eval.py", "{checkpoint}"], dry_run=True)])
 

@@ -105,11 +105,11 @@ async def evaluate_checkpoint(call: Call, raw: dict[str, Any]) -> Result:
     structure({"checkpoint_id": checkpoint_id}, a.CheckpointArgs, what="arguments")
     body = structure(raw, EvaluationCreate, what="arguments")
     if call.dry_run:
-        found = await run_records.get_checkpoint(call.shared, checkpoint_id)
-        if found.get("deleted_at") is not None:
+        found = (await run_records.get_checkpoint(call.shared, checkpoint_id)).checkpoint
+        if found.deleted_at is not None:
             raise ApiError(ErrorCode.CONFLICT, f"checkpoint {checkpoint_id} was deleted: its file is gone",
                            {"checkpoint_id": checkpoint_id})
-        return _would(call, f"an EVALUATE job of checkpoint {checkpoint_id} (step {found.get('step')}) would be queued "
+        return _would(call, f"an EVALUATE job of checkpoint {checkpoint_id} (step {found.step}) would be queued "
                       f"with {body.gpu} GPU(s): {' '.join(body.command)}.")
     queued = await evaluations.create(call.shared, checkpoint_id, body, caller=call.caller)
     job = queued["job"]

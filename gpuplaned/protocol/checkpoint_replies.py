@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.fields import doc
-from gpuplaned.protocol.reply_words import MS
+from gpuplaned.protocol.reply_words import MS, listed
 
 MAX_LISTED_METRICS = 8  # of each checkpoint in a run's list: a listing, not the run's whole summary
 
@@ -49,13 +49,12 @@ class Checkpoint:
     parent_id: str | None = doc("the resume chain: the run's checkpoint before it by step, or for the run's first "
                                 "the checkpoint the run resumed from")
     deleted_at: int | None = doc("when retention deleted its file (the row stays for the lineage); null: not deleted")
-    metric_value: float | None = doc("in a run's list: the ranking metric's last value at or before the step "
-                                     "(null: none, NaN or infinite)", optional=True)
-    best: bool = doc("in a run's list: the best checkpoint by the metric's direction (never NaN, never deleted)",
-                     optional=True)
-    metrics: list[CheckpointMetric] = doc(f"in a run's list: the run's metrics nearest its step, the ranking metric "
-                                          f"first, at most {MAX_LISTED_METRICS}", optional=True)
-    evaluations: list[CheckpointEvaluation] = doc("in a run's list: its evaluations, newest first", optional=True)
+    metric_value: float | None = listed("in a run's list: the ranking metric's last value at or before the step "
+                                        "(null: none, NaN or infinite)")
+    best: bool = listed("in a run's list: the best checkpoint by the metric's direction (never NaN, never deleted)")
+    metrics: list[CheckpointMetric] = listed(f"in a run's list: the run's metrics nearest its step, the ranking "
+                                             f"metric first, at most {MAX_LISTED_METRICS}")
+    evaluations: list[CheckpointEvaluation] = listed("in a run's list: its evaluations, newest first")
 
 
 @attrs.frozen(kw_only=True)
@@ -144,3 +143,14 @@ class PruneResult:
     deleted: list[DeletedCheckpoint] = doc("its file is gone and its row marked deleted, with a CHECKPOINT_DELETED "
                                            "event; a dry run: what would be deleted")
     refused: list[RefusedCheckpoint] = doc("the rule would delete it, but its file is not what was registered")
+
+
+def checkpoint_of(row: Any, **listed_fields: Any) -> Checkpoint:
+    """The reply for a store's checkpoint row (a class with ``Checkpoint``'s first fields), with
+    what a run's list adds (``metric_value``, ``best``, ``metrics``, ``evaluations``)."""
+    return Checkpoint(**attrs.asdict(row, recurse=False), **listed_fields)
+
+
+def pruned(row: Any) -> dict[str, Any]:
+    """A prune's words for a checkpoint row: the fields ``PrunedCheckpoint`` and its kinds share."""
+    return {"checkpoint_id": row.id, "path": row.path, "step": row.step, "size_bytes": row.size_bytes}

@@ -17,13 +17,14 @@ experiment, or no checkpoint with a value and a present file, is a 404.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from gpuplaned.checkpoints.files import fingerprint, observe
 from gpuplaned.domain.run_records import rank_checkpoints
+from gpuplaned.protocol.checkpoint_replies import BestCheckpoint, SkippedCheckpoint, checkpoint_of
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.run_records import values_at_steps
@@ -92,19 +93,19 @@ def why_not_present(ck: Checkpoint) -> str | None:
 
 
 def first_present(candidates: list[tuple[Checkpoint, float]]) -> tuple[tuple[Checkpoint, float] | None,
-                                                                      list[dict[str, str]]]:
+                                                                      list[SkippedCheckpoint]]:
     """Runs on a worker thread: the best candidate whose file checks out, and those skipped before it."""
     skipped = []
     for candidate in candidates:
         reason = why_not_present(candidate[0])
         if reason is None:
             return candidate, skipped
-        skipped.append({"checkpoint_id": candidate[0].id, "reason": reason})
+        skipped.append(SkippedCheckpoint(checkpoint_id=candidate[0].id, reason=reason))
     return None, skipped
 
 
 async def best_for_experiment(shared: ServerContext, experiment_key: str, project_key: str | None,
-                              metric: str | None) -> dict[str, Any]:
+                              metric: str | None) -> BestCheckpoint:
     found = await access.readers(shared, "runs").run(lambda conn: ranked(conn, experiment_key, project_key, metric))
     best, skipped = await trio.to_thread.run_sync(first_present, found.candidates)
     if best is None:
@@ -112,6 +113,6 @@ async def best_for_experiment(shared: ServerContext, experiment_key: str, projec
                        f"value and its file present ({len(skipped)} skipped: gone or changed)",
                        {"experiment": experiment_key, "metric": found.metric, "skipped": len(skipped)})
     ck, value = best
-    return {"checkpoint": attrs.asdict(ck) | {"metric_value": value, "best": True}, "run_id": ck.run_id,
-            "experiment_id": found.experiment_id, "metric": found.metric, "direction": found.direction,
-            "metric_value": value, "skipped": skipped}
+    return BestCheckpoint(checkpoint=checkpoint_of(ck, metric_value=value, best=True), run_id=ck.run_id,
+                          experiment_id=found.experiment_id, metric=found.metric, direction=found.direction,
+                          metric_value=value, skipped=skipped)

@@ -10,10 +10,10 @@ step; a NaN or infinite value is null. ``evaluations``: the evaluations of it, n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from gpuplaned import tsdb
 from gpuplaned.protocol.checkpoint_replies import MAX_LISTED_METRICS as MAX_METRICS
+from gpuplaned.protocol.checkpoint_replies import CheckpointEvaluation, CheckpointMetric
 from gpuplaned.store.connection import Connection
 from gpuplaned.tsdb.nearest import nearest_points
 from gpuplaned.service.series_query import json_finite
@@ -28,9 +28,9 @@ def metric_names(conn: Connection, run_id: str, primary: str | None) -> list[str
 
 
 def nearest_metrics(conn: Connection, run_id: str, primary: str | None,
-                    checkpoints: Sequence[Checkpoint]) -> dict[str, list[dict[str, Any]]]:
-    """``{checkpoint id: [{"name", "value", "step"}, ...]}``; a checkpoint without a step has none."""
-    out: dict[str, list[dict[str, Any]]] = {ck.id: [] for ck in checkpoints}
+                    checkpoints: Sequence[Checkpoint]) -> dict[str, list[CheckpointMetric]]:
+    """``{checkpoint id: [metric, ...]}``; a checkpoint without a step has none."""
+    out: dict[str, list[CheckpointMetric]] = {ck.id: [] for ck in checkpoints}
     with_step = [ck for ck in checkpoints if ck.step is not None]
     if not with_step:
         return out
@@ -38,11 +38,11 @@ def nearest_metrics(conn: Connection, run_id: str, primary: str | None,
         found = nearest_points(conn, run_id, name, [ck.step for ck in with_step])  # type: ignore[misc]
         for ck, point in zip(with_step, found):
             if point is not None:
-                out[ck.id].append({"name": name, "value": json_finite(point[1]), "step": point[0]})
+                out[ck.id].append(CheckpointMetric(name=name, value=json_finite(point[1]), step=point[0]))
     return out
 
 
-def evaluations(conn: Connection, run_id: str) -> dict[str, list[dict[str, Any]]]:
+def evaluations(conn: Connection, run_id: str) -> dict[str, list[CheckpointEvaluation]]:
     """``{checkpoint id: [evaluation, newest first]}``."""
-    return {ck_id: [ev | {"metrics": json_finite(ev["metrics"])} for ev in found]
+    return {ck_id: [CheckpointEvaluation(**(ev | {"metrics": json_finite(ev["metrics"])})) for ev in found]
             for ck_id, found in retention_rows.evaluations_by_checkpoint(conn, run_id).items()}

@@ -15,11 +15,12 @@ elsewhere is answered not present, with the reason in ``error``, and nothing is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from gpuplaned.protocol.checkpoint_ops import CheckpointReading
+from gpuplaned.protocol.checkpoint_replies import CheckpointVerify, checkpoint_of
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access, checkpoint_files
 from gpuplaned.service.registry import now_ms
@@ -39,7 +40,7 @@ def changed(ck: checkpoint_rows.Checkpoint, now: CheckpointReading) -> bool | No
     return any(was != is_ for was, is_ in known) if known else None
 
 
-async def verify(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
+async def verify(shared: ServerContext, checkpoint_id: str) -> CheckpointVerify:
     """The checkpoint, what its file is now, and whether it changed since it was registered.
 
     Raises:
@@ -56,6 +57,6 @@ async def verify(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
         await write(access.store_port(shared, "runs"),
                     lambda conn: checkpoint_rows.set_full_hash(conn, ck.id, now.full_hash, at), small=True)
         ck = attrs.evolve(ck, full_hash=now.full_hash, verified_at=at)
-    return {"checkpoint": attrs.asdict(ck), "present": now.present, "changed": verdict,
-            "size_bytes": now.size_bytes, "fingerprint": now.fingerprint, "full_hash": now.full_hash,
-            "error": now.error}
+    return CheckpointVerify(checkpoint=checkpoint_of(ck), present=now.present, changed=verdict,
+                            size_bytes=now.size_bytes, fingerprint=now.fingerprint, full_hash=now.full_hash,
+                            error=now.error)

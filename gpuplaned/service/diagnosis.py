@@ -25,6 +25,7 @@ from gpuplaned.domain import run_summary
 from gpuplaned.domain.diagnosis import compare_checkpoints, compare_runs, diagnose_run, explain_failure
 from gpuplaned.domain.diagnosis.curves import Curve, is_loss, train_loss
 from gpuplaned.domain.diagnosis.run import nan_window
+from gpuplaned.protocol.converter import unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access, jobs, logs, resume
 from gpuplaned.service.run_records import checkpoint_table
@@ -200,7 +201,8 @@ def _checkpoints_data(conn: Connection, ids: list[str]) -> dict[str, Any]:
             raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {ck_id}", {"checkpoint_id": ck_id})
         found.append(ck)
     metric = project_rows.run_context(conn, found[0].run_id)[0].metric
-    tables = {run_id: checkpoint_table(conn, run_id, metric) for run_id in dict.fromkeys(c.run_id for c in found)}
+    tables = {run_id: unstructure(checkpoint_table(conn, run_id, metric))  # the domain reads their JSON
+              for run_id in dict.fromkeys(c.run_id for c in found)}
     direction = next(iter(tables.values()))["direction"]
     rows = []
     for ck in found:

@@ -36,6 +36,13 @@ import attrs
 
 from gpuplaned.domain.event_types import CHECKPOINT_DELETED
 from gpuplaned.domain.retention import Candidate, Choice, choose
+from gpuplaned.protocol.checkpoint_replies import (
+    DeletedCheckpoint,
+    KeptCheckpoint,
+    PruneResult,
+    RefusedCheckpoint,
+    pruned,
+)
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import RetentionPolicy
@@ -156,7 +163,7 @@ def mark(conn: Connection, plan: Plan, gone: Sequence[Outcome], keep: str, now: 
 
 
 async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: int, dry_run: bool,
-                metric: str | None = None, *, caller: Caller | None = None) -> dict[str, Any]:
+                metric: str | None = None, *, caller: Caller | None = None) -> PruneResult:
     """Decide (ranked by ``metric``, else the run's primary metric), delete (unless ``dry_run``),
     mark; the reply says what was kept and why, what was (or would be) deleted and what was
     refused and why.
@@ -183,25 +190,25 @@ async def prune(shared: ServerContext, run_id: str, keep_best: int, keep_last: i
     return reply(plan, outcomes, keep_best, keep_last, dry_run)
 
 
-def reply(plan: Plan, outcomes: Sequence[Outcome], keep_best: int, keep_last: int, dry_run: bool) -> dict[str, Any]:
-    def brief(ck: Checkpoint) -> dict[str, Any]:
-        return {"checkpoint_id": ck.id, "path": ck.path, "step": ck.step, "size_bytes": ck.size_bytes}
+def reply(plan: Plan, outcomes: Sequence[Outcome], keep_best: int, keep_last: int, dry_run: bool) -> PruneResult:
+    return PruneResult(
+        run_id=plan.run_id, dry_run=dry_run, keep_best=keep_best, keep_last=keep_last, metric=plan.metric,
+        direction=plan.direction,
+        kept=[KeptCheckpoint(**pruned(plan.rows[ck_id]), reasons=list(why)) for ck_id, why in plan.choice.kept.items()],
+        deleted=[DeletedCheckpoint(**pruned(o.checkpoint), already_gone=o.already_gone)
+                 for o in outcomes if o.refused is None],
+        refused=[RefusedCheckpoint(**pruned(o.checkpoint), reason=o.refused)
+                 for o in outcomes if o.refused is not None])
 
-    return {"run_id": plan.run_id, "dry_run": dry_run, "keep_best": keep_best, "keep_last": keep_last,
-            "metric": plan.metric, "direction": plan.direction,
-            "kept": [brief(plan.rows[ck_id]) | {"reasons": list(why)} for ck_id, why in plan.choice.kept.items()],
-            "deleted": [brief(o.checkpoint) | {"already_gone": o.already_gone} for o in outcomes if o.refused is None],
-            "refused": [brief(o.checkpoint) | {"reason": o.refused} for o in outcomes if o.refused is not None]}
 
-
-async def apply_policy(shared: ServerContext, job_id: str, run_id: str) -> dict[str, Any] | None:
+async def apply_policy(shared: ServerContext, job_id: str, run_id: str) -> PruneResult | None:
     """The job's ``retention`` policy over its run ``run_id``, if it has one; the prune's reply."""
     stored = await access.readers(shared, "jobs").run(lambda conn: job_rows.job_policies(conn, job_id))
     policy = stored.retention if stored else None
     if policy is None:
         return None
     done = await prune(shared, run_id, policy.keep_best, policy.keep_last, dry_run=False)
-    if done["deleted"] or done["refused"]:
-        log.info("retention of run %s (job %s): %d deleted, %d refused", run_id, job_id, len(done["deleted"]),
-                 len(done["refused"]))
+    if done.deleted or done.refused:
+        log.info("retention of run %s (job %s): %d deleted, %d refused", run_id, job_id, len(done.deleted),
+                 len(done.refused))
     return done

@@ -23,6 +23,7 @@ from gpuplaned.domain.run_records import (
     best_checkpoint,
 )
 from gpuplaned.protocol.agent import FoundCheckpoint
+from gpuplaned.protocol.checkpoint_replies import CheckpointList, CheckpointReply, checkpoint_of
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.service import access, checkpoint_details
@@ -139,26 +140,26 @@ def ranked_checkpoints(conn: Connection, run_id: str, metric: str | None) -> Ran
     return RankedCheckpoints(metric, direction, found, values, best)
 
 
-def checkpoint_table(conn: Connection, run_id: str, metric: str | None) -> dict[str, Any]:
+def checkpoint_table(conn: Connection, run_id: str, metric: str | None) -> CheckpointList:
     """The run's checkpoints ranked (``ranked_checkpoints``), each with its parent, the run's
     metrics nearest its step (``metric`` first) and its evaluations
     (``service/checkpoint_details.py``)."""
     ranked = ranked_checkpoints(conn, run_id, metric)
     nearest = checkpoint_details.nearest_metrics(conn, run_id, ranked.metric, ranked.checkpoints)
     evaluations = checkpoint_details.evaluations(conn, run_id)
-    rows = [attrs.asdict(ck) | {"metric_value": json_finite(ranked.values.get(ck.id)), "best": ck.id == ranked.best_id,
-                                "metrics": nearest[ck.id], "evaluations": evaluations.get(ck.id, [])}
+    rows = [checkpoint_of(ck, metric_value=json_finite(ranked.values.get(ck.id)), best=ck.id == ranked.best_id,
+                          metrics=nearest[ck.id], evaluations=evaluations.get(ck.id, []))
             for ck in ranked.checkpoints]
-    return {"checkpoints": rows, "metric": ranked.metric, "direction": ranked.direction, "best_id": ranked.best_id}
+    return CheckpointList(checkpoints=rows, metric=ranked.metric, direction=ranked.direction, best_id=ranked.best_id)
 
 
-async def list_checkpoints(shared: ServerContext, run_id: str, metric: str | None) -> dict[str, Any]:
+async def list_checkpoints(shared: ServerContext, run_id: str, metric: str | None) -> CheckpointList:
     """``metric`` comes checked by the route's ``CheckpointsQuery``."""
     return await _readers(shared).run(lambda conn: checkpoint_table(conn, run_id, metric))
 
 
-async def get_checkpoint(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
+async def get_checkpoint(shared: ServerContext, checkpoint_id: str) -> CheckpointReply:
     found = await _readers(shared).run(lambda conn: checkpoint_rows.get(conn, checkpoint_id))
     if found is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
-    return attrs.asdict(found)
+    return CheckpointReply(checkpoint=checkpoint_of(found))

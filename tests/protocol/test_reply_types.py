@@ -3,11 +3,14 @@ tools pass them on, and MCP takes no shape, and no schema generator, from the ht
 
 from __future__ import annotations
 
+import attrs
 import layerkit
 
 from gpuplaned.protocol import converter
+from gpuplaned.protocol.checkpoint_replies import checkpoint_of
 from gpuplaned.protocol.schemas import SchemaSet
 from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
+from gpuplaned.store.checkpoint_rows import Checkpoint as StoredCheckpoint
 from gpuplaned.store.event_rows import EventRow
 
 # The one import of the http layer MCP still has: the front's connection vouching (its ASGI
@@ -33,3 +36,12 @@ def test_a_batch_reply_is_written_as_the_dict_it_replaces():
     assert list(converter.unstructure(BatchReply(seq=3, duplicate=False, points=12)).items()) == \
         [("seq", 3), ("duplicate", False), ("points", 12)]
     assert converter.unstructure(SessionEnvReply(stored=False)) == {"stored": False}
+
+
+def test_a_checkpoint_carries_a_lists_fields_only_in_a_list():
+    row = StoredCheckpoint("ck_1", "run_a", 5, None, "/w/a.pt", 10, {}, 1000)
+    alone = converter.unstructure(checkpoint_of(row))  # a verify's, a get's
+    assert list(alone) == [a.name for a in attrs.fields(StoredCheckpoint)]
+    listed = converter.unstructure(checkpoint_of(row, metric_value=None, best=False, metrics=[], evaluations=[]))
+    assert list(listed) == [*alone, "metric_value", "best", "metrics", "evaluations"]
+    assert listed["metric_value"] is None  # listed, with no value: null, not left out

@@ -18,6 +18,7 @@ from gpuplaned.checkpoints.files import fingerprint, observe
 from gpuplaned.domain.run_records import parse_checkpoints
 from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.checkpoint_ops import CheckpointRemove
+from gpuplaned.protocol.converter import unstructure
 from gpuplaned.service import retention
 from gpuplaned.service.run_records import store_found, store_records
 from gpuplaned.store import checkpoint_rows, run_owners
@@ -76,7 +77,7 @@ def _prune(conn, reader, keep_best, keep_last, dry_run):
     outcomes = [_remove_here(plan.rows[i], dry_run, roots) for i in plan.choice.deleted]
     gone = [o for o in outcomes if o.gone]
     events = [] if dry_run else retention.mark(conn, plan, gone, "k", 20)
-    return retention.reply(plan, outcomes, keep_best, keep_last, dry_run), events
+    return unstructure(retention.reply(plan, outcomes, keep_best, keep_last, dry_run)), events  # as the API writes it
 
 
 def test_a_dry_run_deletes_nothing_then_the_prune_keeps_exactly_the_best_and_the_last(db, tmp_path):

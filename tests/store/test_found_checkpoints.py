@@ -45,7 +45,7 @@ def test_a_find_is_registered_once_and_a_rewrite_again(conn):
     assert (again.id, again.size_bytes, again.fingerprint) == (ck.id, 120, FP2)
     assert len(_events(conn)) == 2
     table = checkpoint_table(conn, "run_a", None)
-    assert [c["fingerprint"] for c in table["checkpoints"]] == [FP2]
+    assert [c.fingerprint for c in table.checkpoints] == [FP2]
 
 
 def test_a_path_the_script_registered_gains_the_fingerprint_and_no_second_event(conn):

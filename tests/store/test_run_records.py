@@ -77,7 +77,7 @@ def test_records_are_stored_with_their_events_and_a_path_saved_again_moves(conn)
                           parse_checkpoints({"checkpoints": [{"path": "/c/last.pt", "step": 20, "ts": 2000}]}), 3000)
     assert again[0].context["checkpoint_id"] == first_id
     table = checkpoint_table(conn, "run_a", None)
-    assert [(c["path"], c["step"]) for c in table["checkpoints"]] == [("/c/best.pt", 10), ("/c/last.pt", 20)]
+    assert [(c.path, c.step) for c in table.checkpoints] == [("/c/best.pt", 10), ("/c/last.pt", 20)]
     stored = event_rows.list_events(conn, EventFilter(run_id="run_a"), 10)
     assert len(stored) == 4
 
@@ -90,12 +90,12 @@ def test_the_table_ranks_checkpoints_by_the_metric_at_their_step(conn):
     store_records(conn, "run_a", None, [], parse_checkpoints({"checkpoints": [
         {"path": f"/c/{s}.pt", "step": s} for s in (20, 50, 55, 99)] + [{"path": "/c/nostep.pt"}]}), 1)
     table = checkpoint_table(conn, "run_a", "val/loss")
-    assert table["direction"] == "minimize"
-    got = {c["path"]: (c["metric_value"], c["best"]) for c in table["checkpoints"]}
+    assert table.direction == "minimize"
+    got = {c.path: (c.metric_value, c.best) for c in table.checkpoints}
     assert got == {"/c/20.pt": (3.0, False), "/c/50.pt": (0.0, True), "/c/55.pt": (0.5, False),
                    "/c/99.pt": (4.9, False), "/c/nostep.pt": (None, False)}
-    assert table["best_id"] == next(c["id"] for c in table["checkpoints"] if c["path"] == "/c/50.pt")
-    assert checkpoint_table(conn, "run_a", "no/such")["best_id"] is None
+    assert table.best_id == next(c.id for c in table.checkpoints if c.path == "/c/50.pt")
+    assert checkpoint_table(conn, "run_a", "no/such").best_id is None
     with pytest.raises(ApiError):
         checkpoint_table(conn, "run_nope", None)
 
@@ -109,7 +109,7 @@ def test_a_nan_or_infinite_value_at_a_step_is_never_best(conn, direction):
     store_records(conn, "run_a", None, [], parse_checkpoints({"checkpoints": [
         {"path": f"/c/{s}.pt", "step": s} for s in (1, 2, 3)]}), 1)
     table = checkpoint_table(conn, "run_a", "m")
-    assert [(c["metric_value"], c["best"]) for c in table["checkpoints"]] == [(None, False), (None, False),
+    assert [(c.metric_value, c.best) for c in table.checkpoints] == [(None, False), (None, False),
                                                                                (0.5, True)]
     assert best_checkpoint({"a": math.nan, "b": math.inf, "c": -math.inf}, direction) is None
 
@@ -119,8 +119,8 @@ def test_without_a_metric_the_table_ranks_by_the_runs_primary_metric(conn):
                 source="s", seq=1)
     store_records(conn, "run_a", None, [], parse_checkpoints({"checkpoints": [
         {"path": f"/c/{s}.pt", "step": s} for s in (1, 2, 3)]}), 1)
-    assert checkpoint_table(conn, "run_a", None)["metric"] is None  # no primary metric anywhere yet
+    assert checkpoint_table(conn, "run_a", None).metric is None  # no primary metric anywhere yet
     set_primary(conn, "acc", 5)  # the global one; "acc" is maximized by its name
     table = checkpoint_table(conn, "run_a", None)
-    assert (table["metric"], table["direction"]) == ("acc", "maximize")
-    assert [c["best"] for c in table["checkpoints"]] == [False, True, False]
+    assert (table.metric, table.direction) == ("acc", "maximize")
+    assert [c.best for c in table.checkpoints] == [False, True, False]
