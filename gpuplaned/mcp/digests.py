@@ -12,6 +12,7 @@ import attrs
 
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.patterns import Pattern, compile_regex
+from gpuplaned.protocol.run_replies import RunMetrics
 
 FLAT = 0.02  # a relative change under 2% between the first and last tenth reads as flat
 
@@ -76,10 +77,10 @@ def digest_series(x: Sequence[int], columns: dict[str, list[Any]]) -> SeriesDige
     return SeriesDigest(stats=stats, x=xs, min=lows, max=highs)
 
 
-def digest_metrics(answer: dict[str, Any]) -> MetricsDigest:
+def digest_metrics(answer: RunMetrics) -> MetricsDigest:
     """``runs.query_metrics``'s answer, digested."""
-    series = {name: digest_series(answer["x"], columns) for name, columns in answer["series"].items()}
-    return MetricsDigest(run_id=answer["run_id"], x_axis=answer["x_axis"], width=answer["width"],
+    series = {name: digest_series(answer.x, attrs.asdict(columns)) for name, columns in answer.series.items()}
+    return MetricsDigest(run_id=answer.run_id, x_axis=answer.x_axis, width=answer.width,
                          buckets=max((len(s.x) for s in series.values()), default=0), series=series)
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from gpuplaned import tsdb
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET
-from gpuplaned.service.series_query import NodeMetricsArgs, duration_ms, expand_names, given, json_finite
+from gpuplaned.protocol.node_replies import NodeMetrics
+from gpuplaned.service.series_query import NO_SERIES, NodeMetricsArgs, duration_ms, expand_names, given, series_columns
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 DEFAULT_WINDOW_MS = 3_600_000
 
 
-async def query(shared: ServerContext, node_id: str, q: NodeMetricsArgs) -> dict[str, Any]:
+async def query(shared: ServerContext, node_id: str, q: NodeMetricsArgs) -> NodeMetrics:
     if shared.readers is None:
         raise ApiError(ErrorCode.UNAVAILABLE, "this daemon's role keeps no metrics")
     end = q.end if q.end is not UNSET else int(time.time() * 1000)
@@ -34,8 +35,8 @@ async def query(shared: ServerContext, node_id: str, q: NodeMetricsArgs) -> dict
     def read(conn: Any) -> dict[str, Any]:
         names = expand_names(tuple(given(q.names) or ()), tsdb.list_names(conn, "node", node_id))
         if not names:
-            return {"resolution": "raw", "width": 1, "x": [], "series": {}}
+            return NO_SERIES
         return tsdb.query_series(conn, "node", node_id, names, start, end, q.points)
 
     result = await shared.readers.run(read)
-    return {"node_id": node_id, "start": start, "end": end, **json_finite(result)}
+    return NodeMetrics(node_id=node_id, start=start, end=end, **series_columns(result))

@@ -15,10 +15,18 @@ from gpuplaned.protocol.converter import FieldInvalid, structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_states import RUN_STATES
-from gpuplaned.protocol.run_replies import SERIES_ENCODINGS
+from gpuplaned.protocol.run_replies import SERIES_ENCODINGS, RunMetrics, RunMetricsMany
 from gpuplaned.service import access, confined_callers, detector
 from gpuplaned.service.registry import now_ms
-from gpuplaned.service.series_query import MAX_MS, RunMetricsArgs, duration_ms, expand_names, given, json_finite
+from gpuplaned.service.series_query import (
+    MAX_MS,
+    NO_SERIES,
+    RunMetricsArgs,
+    duration_ms,
+    expand_names,
+    given,
+    series_columns,
+)
 from gpuplaned.store import project_rows
 from gpuplaned.store import run_rows
 from gpuplaned.store.run_rows import Run
@@ -57,7 +65,7 @@ async def get_run(shared: ServerContext, run_id: str) -> Run:
     return run
 
 
-async def query_metrics(shared: ServerContext, run_id: str, args: RunMetricsArgs) -> dict[str, Any]:
+async def query_metrics(shared: ServerContext, run_id: str, args: RunMetricsArgs) -> RunMetrics:
     """Chart columns of a run's metrics: ``names`` (patterns allowed), ``x`` step (default) or
     ts, ``start``/``end`` in x units or ``window`` (ts only), at most ``points`` buckets keeping
     each one's min and max. No range: the whole run."""
@@ -71,11 +79,11 @@ async def query_metrics(shared: ServerContext, run_id: str, args: RunMetricsArgs
     def read(conn: Any) -> dict[str, Any]:
         found = expand_names(names, tsdb.list_names(conn, "run", run_id))
         if not found:
-            return {"resolution": "raw", "width": 1, "x": [], "series": {}}
+            return NO_SERIES
         return tsdb.query_series(conn, "run", run_id, found, start, end, points, x)
 
     result = await _readers(shared).run(read)
-    return {"run_id": run_id, "x_axis": x, **json_finite(result)}
+    return RunMetrics(run_id=run_id, x_axis=x, **series_columns(result))
 
 
 async def get_run_detail(shared: ServerContext, run_id: str) -> dict[str, Any]:
@@ -134,14 +142,14 @@ class RunMetricsQuery:
     points: int | None = field(default=None, minimum=1, maximum=MAX_POINTS)
 
 
-async def query_many(shared: ServerContext, query: RunMetricsQuery) -> dict[str, Any]:
+async def query_many(shared: ServerContext, query: RunMetricsQuery) -> RunMetricsMany:
     """Several runs' series in one call, for overlaid charts (``POST /runs/metrics:query``):
     ``{"run_ids": [...], "names": "a,b" or [...], "x": "step", "start", "end", "points"}``."""
     names = query.names.split(",") if isinstance(query.names, str) else query.names or []
     wanted = {"names": [n.strip() for n in names if n.strip()] or None, "x": query.x, "start": query.start,
               "end": query.end, "points": query.points}
     args = structure({k: v for k, v in wanted.items() if v is not None}, RunMetricsArgs)
-    return {"runs": [await query_metrics(shared, run_id, args) for run_id in dict.fromkeys(query.run_ids)]}
+    return RunMetricsMany(runs=[await query_metrics(shared, run_id, args) for run_id in dict.fromkeys(query.run_ids)])
 
 
 SERIES_COLUMNS = ("step", "ts", "value")

@@ -18,6 +18,7 @@ import attrs
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.patterns import NameFilter, glob_fault, is_glob
+from gpuplaned.protocol.run_replies import Buckets
 from gpuplaned.tsdb.query import MAX_POINTS
 
 MAX_WINDOW_MS = 400 * 86_400_000
@@ -131,3 +132,13 @@ def json_finite(value: Any) -> Any:
     if isinstance(value, list):
         return [json_finite(v) for v in value]
     return value
+
+
+NO_SERIES = {"resolution": "raw", "width": 1, "x": [], "series": {}}  # what a query of no names answers
+
+
+def series_columns(result: dict[str, Any]) -> dict[str, Any]:
+    """``tsdb.query_series``'s answer as a reply's fields: ``resolution``, ``width``, ``x``, and each
+    series' columns as ``Buckets``, NaN and infinities as null (``json_finite``)."""
+    return {"resolution": result["resolution"], "width": result["width"], "x": result["x"],
+            "series": {name: Buckets(**json_finite(columns)) for name, columns in result["series"].items()}}

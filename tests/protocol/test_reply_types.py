@@ -3,14 +3,21 @@ tools pass them on, and MCP takes no shape, and no schema generator, from the ht
 
 from __future__ import annotations
 
+import json
+import math
+
 import attrs
 import layerkit
 
+from gpuplaned import tsdb
 from gpuplaned.protocol import converter
 from gpuplaned.protocol.checkpoint_replies import checkpoint_of
+from gpuplaned.protocol.run_replies import RunMetrics
 from gpuplaned.protocol.schemas import SchemaSet
+from gpuplaned.service.series_query import json_finite, series_columns
 from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
 from gpuplaned.store.checkpoint_rows import Checkpoint as StoredCheckpoint
+from gpuplaned.store.database import open_writer
 from gpuplaned.store.event_rows import EventRow
 
 # The one import of the http layer MCP still has: the front's connection vouching (its ASGI
@@ -45,3 +52,19 @@ def test_a_checkpoint_carries_a_lists_fields_only_in_a_list():
     listed = converter.unstructure(checkpoint_of(row, metric_value=None, best=False, metrics=[], evaluations=[]))
     assert list(listed) == [*alone, "metric_value", "best", "metrics", "evaluations"]
     assert listed["metric_value"] is None  # listed, with no value: null, not left out
+
+
+def test_a_runs_metrics_are_written_as_the_dict_they_replace(tmp_path):
+    """The columns through ``Buckets``: the same JSON, byte for byte, NaN and infinities null."""
+    conn = open_writer(tmp_path / "g.db")
+    try:
+        conn.execute("INSERT INTO runs (id, source, status, created_at) VALUES ('run_a', 'sdk', 'RUNNING', 1)")
+        tsdb.ingest(conn, "run", "run_a", {"loss": {"step": [1, 2, 3, 4], "ts": [1, 2, 3, 4],
+                                                    "value": [0.5, math.nan, math.inf, 0.25]}}, source="s", seq=1)
+        result = tsdb.query_series(conn, "run", "run_a", ["loss", "absent"], None, None, 2, "step")
+    finally:
+        conn.close()
+    reply = RunMetrics(run_id="run_a", x_axis="step", **series_columns(result))
+    before = {"run_id": "run_a", "x_axis": "step", **json_finite(result)}  # what query_metrics built by hand
+    assert json.dumps(converter.unstructure(reply)) == json.dumps(before)
+    assert None in converter.unstructure(reply)["series"]["loss"]["max"]  # the infinite bucket: null
