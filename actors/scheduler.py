@@ -1,7 +1,7 @@
 """The scheduler actor: the one owner of dispatch. A scheduling pass on a 2 s tick and
 whenever it is woken.
 
-Owns: every scheduling pass (``gpuplaned.service.dispatch.run_pass``, i.e. ``job_rows.schedule``:
+Owns: every scheduling pass (``gpuplaned.service.dispatch.run_pass``, i.e. ``dispatch.schedule``:
 queued jobs -> free GPU slots, assigned inside one store transaction) and the delivery of
 what it placed. No other code places a job.
 Inputs: ``WAKE`` on its inbox (``gpuplaned.service.dispatch.wake_scheduler``: a submit, a job's

@@ -1,27 +1,14 @@
-"""Pure slot assignment: (queue, nodes) -> which jobs go where, on which GPUs, and why the
-others wait.
+"""How one queued job fits the nodes, pure: its selectors, its GPU constraints, whether a
+node could run it when idle and, when none can whatever frees up, why in words. The pass
+over the whole queue (its order, placement, reservations) is ``gpuplaned.domain.queue``'s.
 
-Rules (seed 000 section 6.2, no preemption):
-- The queue is taken in order: highest priority first, oldest first within a priority.
-- A node is usable for new work while it is ONLINE, accepting (no low disk) and not drained
-  (``gpuplanectl node drain``: its running jobs go on, it gets no new ones).
+Rules (seed 000 section 6.2):
 - Selectors: a job runs only on a node with every one of its labels, and on the node it
   names, if it names one.
 - Constraints: ``gpu_model`` (a case-insensitive substring) and ``min_gpu_memory_mb`` hold
   for every GPU the job gets; a GPU whose model or memory is unknown meets neither.
-- A GPU job needs ``gpu`` free GPUs that meet its constraints on one usable node that
-  matches its selectors. Placement among the nodes that fit (the job's own, else the
-  pass's default from ``[scheduler] placement``):
-  - ``pack`` (default): the node with the fewest free GPUs (best fit keeps whole machines
-    free for big jobs);
-  - ``spread``: the node with the most free GPUs (jobs share no machine while they need not).
-  Ties go to the node whose name sorts first; the lowest suitable GPU indexes are taken.
-- A GPU job that some usable node could run when idle, but none can now, *reserves* those
-  nodes: no later (lower in the queue) GPU job is placed on them in this pass, so a 4-GPU
-  job is not starved by a stream of 1-GPU jobs. A job no node could ever run reserves
-  nothing (it would block its nodes for good).
-- A CPU job (``gpu == 0``) takes no GPU and is bounded by the node's ``max_cpu_jobs``;
-  ``pack`` takes the first node (by name) with room, ``spread`` the one running fewest.
+- A node could run a GPU job when it has ``gpu`` GPUs, free or not, that meet its
+  constraints; a CPU job (``gpu == 0``) when its ``max_cpu_jobs`` is above 0.
 - A job that waits because of what the nodes are, not because they are busy (no node has
   its labels or GPU model, every node that could run it is drained or offline) has a
   reason in words (``waiting_reason``), which the job shows while it is QUEUED.
@@ -48,6 +35,9 @@ class QueuedJob:
     gpu_model: str | None = None  # a substring of each GPU's model, any case
     min_gpu_memory_mb: int | None = None  # each GPU's total memory at least this
     placement: str | None = None  # pack | spread; None: the pass's default
+    priority: int = 0  # higher first (``gpuplaned.domain.queue.ORDER``)
+    submitted_at: int = 0  # ms; older first within a priority
+    stored_reason: str | None = None  # the queue reason its row holds (what the last pass said)
 
 
 @attrs.frozen
@@ -83,15 +73,6 @@ class Assignment:
     job_id: str
     node_id: str
     gpu_indexes: tuple[int, ...]
-
-
-@attrs.frozen
-class Placement:
-    """A pass's outcome: what is placed, and for each job it looked at but did not place,
-    why it waits (None: only for capacity to free up)."""
-
-    assignments: list[Assignment]
-    waiting: dict[str, str | None]
 
 
 def constrained(job: QueuedJob) -> bool:
@@ -175,53 +156,3 @@ def waiting_reason(job: QueuedJob, nodes: Sequence[NodeCapacity]) -> str | None:
     away = [n.name for n in runnable if not n.usable]
     return f"every node that could run it is drained, offline or not accepting jobs: {', '.join(away)}"
 
-
-def assign(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
-           placement: str = DEFAULT_PLACEMENT) -> list[Assignment]:
-    return place(queue, nodes, placement).assignments
-
-
-def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
-          placement: str = DEFAULT_PLACEMENT) -> Placement:
-    """One pass over ``queue`` (read lazily: it stops once nothing is left to give).
-
-    Args:
-        placement: ``pack`` or ``spread``, for jobs that name none.
-    """
-    nodes = list(nodes)
-    facts = {n.node_id: {g.index: g for g in n.gpus} for n in nodes}
-    free = {n.node_id: sorted(n.free_gpus) for n in nodes}
-    cpu = {n.node_id: n.cpu_jobs for n in nodes}
-    usable = [n for n in nodes if n.usable]
-    reserved: set[str] = set()
-    out: list[Assignment] = []
-    waiting: dict[str, str | None] = {}
-    for job in queue:
-        if not any(free[n.node_id] or cpu[n.node_id] < n.max_cpu_jobs for n in usable):
-            break  # nothing left to give: the rest of the queue need not even be read
-        how = job.placement or placement
-        candidates = [n for n in usable if could_run(job, n)]
-        if job.gpu == 0:
-            roomy = [n for n in candidates if cpu[n.node_id] < n.max_cpu_jobs]
-            if roomy:
-                node = min(roomy, key=lambda n: (cpu[n.node_id], n.name)) if how == PlacementMode.SPREAD else roomy[0]
-                cpu[node.node_id] += 1
-                out.append(Assignment(job.job_id, node.node_id, ()))
-            else:
-                waiting[job.job_id] = None if candidates else waiting_reason(job, nodes)
-            continue
-        suitable = {n.node_id: [i for i in free[n.node_id] if gpu_suits(job, facts[n.node_id].get(i))]
-                    for n in candidates if n.node_id not in reserved}
-        fitting = [n for n in candidates if len(suitable.get(n.node_id, ())) >= job.gpu]
-        if not fitting:
-            reserved.update(n.node_id for n in candidates)
-            waiting[job.job_id] = None if candidates else waiting_reason(job, nodes)  # None: it waits its turn
-            continue
-        if how == PlacementMode.SPREAD:
-            node = min(fitting, key=lambda n: (-len(free[n.node_id]), n.name))
-        else:
-            node = min(fitting, key=lambda n: (len(free[n.node_id]), n.name))
-        taken = tuple(suitable[node.node_id][: job.gpu])
-        free[node.node_id] = [i for i in free[node.node_id] if i not in taken]
-        out.append(Assignment(job.job_id, node.node_id, taken))
-    return Placement(out, waiting)

@@ -6,13 +6,16 @@ job's end, a node's hello, a snapshot that changes what a node accepts, a cancel
 queued job, a retry) calls ``wake_scheduler`` after its own transaction has committed,
 and the woken pass places the job: no service code runs a pass, and none reads the
 scheduler's state. Stopping the scheduler actor (``gpuplanectl actor stop scheduler``, or one
-gone FATAL) therefore pauses dispatching and nothing else. Every pass runs inside one
-store transaction, which the store serializes, so no slot is ever given twice.
+gone FATAL) therefore pauses dispatching and nothing else. Every pass (``schedule``) runs
+inside one store transaction, which the store serializes, so no slot is ever given twice: it
+reads the rows (``gpuplaned.store.job_rows``), lets the queue decide
+(``gpuplaned.domain.queue.place``) and records what it decided.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -20,8 +23,9 @@ import trio
 
 from gpuplaned.protocol.job_states import FailureReason
 from gpuplaned.protocol.job_states import NodeReport
-from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT
-from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus
+from gpuplaned.domain import queue
+from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT, NodeCapacity
+from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.service.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.service.sealing import KEY_FILE, unseal_env
 from gpuplaned.store import job_rows
@@ -61,7 +65,30 @@ def run_pass(nodes: NodeRegistry, conn: Connection, placement: str = DEFAULT_PLA
     Args:
         placement: ``[scheduler] placement`` (``placement_of``), for jobs that name none.
     """
-    return job_rows.schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement)
+    return schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement)
+
+
+def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[NodeCapacity] | None = None,
+             health: Mapping[str, NodeSnapshot] | None = None, *,
+             placement: str = DEFAULT_PLACEMENT) -> list[job_rows.Dispatched]:
+    """Give queued jobs free slots on connected nodes, inside the caller's store transaction:
+    each placed job becomes DISPATCHING (a new run each), and each job the pass looked at and
+    left queued gets its ``queue_reason`` (written only when it changed).
+
+    Args:
+        nodes: every node's capacity; None: read now (``job_rows.capacities``), judged with
+            ``connected`` (node ids) and ``health`` (node id -> its latest snapshot).
+        placement: ``[scheduler] placement``, for jobs that name none.
+    """
+    if nodes is None:
+        nodes = job_rows.capacities(conn, connected, health)
+    queued = job_rows.queued_jobs(conn)
+    try:
+        plan = queue.place(queued, nodes, placement)
+    finally:
+        queued.close()
+    job_rows.set_queue_reasons(conn, plan.reasons)
+    return [job_rows.record_dispatch(conn, decision, now_ms) for decision in plan.assignments]
 
 
 def placement_of(shared: object) -> str:

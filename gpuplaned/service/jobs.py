@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from gpuplaned.domain import gpu_budget
+from gpuplaned.domain import gpu_budget, queue
 from gpuplaned.domain.gpu_budget import SubmitFacts
 from gpuplaned.domain.secret_values import looks_secret, mask_url_passwords
-from gpuplaned.domain.scheduling import assign, waiting_reason
+from gpuplaned.domain.scheduling import waiting_reason
 from gpuplaned.home import attempt_dir
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import Cancel
@@ -91,7 +91,7 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
 
 async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None = None) -> SubmitPlan:
     """What ``submit`` would do, without doing it: the same checks, the scheduler's own placement
-    (``gpuplaned.domain.scheduling.assign`` over the queue with this job in its place, under
+    (``gpuplaned.domain.queue.assign`` over the queue with this job in its place, under
     ``[scheduler] placement``), and the
     budget left after it. Nothing is written."""
     limits = caller.limits if budgets.limited(caller) else None
@@ -106,15 +106,14 @@ async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None 
             reasons += [r.message for r in refusals]
             after = gpu_budget.budget_after(limits, facts, used)
         nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
-        try:
-            job_rows.check_placeable(spec, nodes)
-        except ApiError as error:
-            reasons.append(error.message)
+        planned = queue.as_queued(spec, _PLANNED, now_ms())
+        refused = queue.refusal(planned, nodes)
+        if refused is not None:
+            reasons.append(refused.message)
         if reasons:
             return SubmitPlan("refuse", None, [], None, after, reasons)
-        planned = job_rows.queued_of(spec, _PLANNED)
-        queue, position = job_rows.queue_with(conn, planned, spec.priority)
-        placed = next((a for a in assign(queue, nodes, placement_of(shared)) if a.job_id == _PLANNED), None)
+        line, position = queue.in_line(list(job_rows.queued_jobs(conn)), planned)
+        placed = next((a for a in queue.assign(line, nodes, placement_of(shared)) if a.job_id == _PLANNED), None)
         if placed is not None:
             return SubmitPlan("dispatch", placed.node_id, list(placed.gpu_indexes), None, after, [])
         # The scheduler's own reason when no node could take it whatever frees up (a GPU model or

@@ -1,32 +1,25 @@
 """Job, node and slot rows: the SQL behind submit, schedule, status, cancel and retry.
 
 Write functions take the store's connection inside its transaction (the store actor calls
-them); read functions take a reader connection. Slot assignment happens inside the same
-transaction that reads the free slots, so a slot is never booked twice. The state a write
-sets is the one the state table (``gpuplaned.domain.job_states``) returns for the move.
+them); read functions take a reader connection. The state a write sets is the one the state
+table (``gpuplaned.domain.job_states``) returns for the move; what the queue decides (its
+order, admission, which job gets which slots) is ``gpuplaned.domain.queue``'s. A scheduling
+pass (``gpuplaned.service.dispatch.schedule``) reads the queue and the free slots, and records
+its placements, inside one transaction, so a slot is never booked twice.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 import attrs
 
+from gpuplaned.domain import queue
 from gpuplaned.domain.job_states import IllegalTransition, JobEvent, next_state, on_report, run_state
-from gpuplaned.domain.scheduling import (
-    DEFAULT_PLACEMENT,
-    Assignment,
-    GpuFacts,
-    NodeCapacity,
-    QueuedJob,
-    can_ever_fit,
-    matches,
-    place,
-    waiting_reason,
-)
+from gpuplaned.domain.scheduling import Assignment, GpuFacts, NodeCapacity, QueuedJob
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
@@ -133,14 +126,15 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
         nodes: every node's capacity (``capacities``); whether a node is online does not matter here.
         token_id: the API token that submitted it (its limits and budget count it); None: none.
 
-    A job whose GPU constraints (model, memory) no node meets is queued, not refused: a node
-    that meets them may say hello later. It waits with a ``queue_reason`` naming them.
+    Admission is the queue's (``queue.admit``): a job whose GPU constraints (model, memory) no
+    node meets is queued, not refused, since a node that meets them may say hello later. It
+    waits with a ``queue_reason`` naming them.
 
     Raises:
         ApiError: bad_request naming why it can never fit.
     """
-    check_placeable(spec, nodes)
     job_id = new_id("job")
+    reason = queue.admit(queue.as_queued(spec, job_id, now_ms), nodes)
     conn.execute(
         "INSERT INTO jobs (id, name, type, status, priority, working_dir, command, env, resources, "
         "node_selector, max_attempts, timeout_s, stop_grace_s, created_at, policies, token_id, queue_reason, "
@@ -149,7 +143,7 @@ def insert_job(conn: sqlite3.Connection, spec: JobSpec, now_ms: int, nodes: list
          json.dumps(spec.env), json.dumps(_resources(spec)),
          json.dumps({"labels": list(spec.labels), "node": spec.node}), spec.max_attempts,
          spec.timeout_s, spec.stop_grace_s, now_ms, dump_policies(spec.policies), token_id,
-         waiting_reason(queued_of(spec, job_id), nodes),
+         reason,
          json.dumps(list(spec.secret_env_names)) if spec.secret_env_names else None, spec.secret_env_sealed),
     )
     return job_id
@@ -164,33 +158,6 @@ def _resources(spec: JobSpec) -> dict[str, Any]:
     return wants
 
 
-def queued_of(spec: JobSpec, job_id: str) -> QueuedJob:
-    """The job as the scheduler sees it (the dry run places one under a made-up id)."""
-    return QueuedJob(job_id, spec.gpu, spec.labels, spec.node, spec.gpu_model, spec.min_gpu_memory_mb,
-                     spec.placement)
-
-
-def check_placeable(spec: JobSpec, nodes: list[NodeCapacity]) -> None:
-    """Refuse a job no known node could ever run (``insert_job`` and the dry run both ask).
-
-    Raises:
-        ApiError: bad_request naming why it can never fit.
-    """
-    # Selectors and the GPU count only: GPU constraints queue the job with a reason instead.
-    wanted = QueuedJob("new", spec.gpu, spec.labels, spec.node)
-    if spec.node is not None and not any(n.name == spec.node for n in nodes):
-        raise ApiError(ErrorCode.BAD_REQUEST, f"node: no node named {spec.node!r}",
-                       {"field": "node", "nodes": [n.name for n in nodes]})
-    if not can_ever_fit(wanted, nodes):
-        biggest = max((n.total_gpus for n in nodes if matches(wanted, n)), default=0)
-        raise ApiError(
-            ErrorCode.BAD_REQUEST,
-            f"gpu: the job asks for {spec.gpu} GPU(s) but the largest matching node has {biggest}"
-            if spec.gpu else "no matching node runs CPU jobs",
-            {"field": "gpu", "requested": spec.gpu, "largest_matching_node": biggest},
-        )
-
-
 @attrs.frozen
 class Dispatched:
     node_id: str
@@ -200,53 +167,48 @@ class Dispatched:
     secret_env_sealed: str | None = None
 
 
-def schedule(conn: sqlite3.Connection, now_ms: int, connected: set[str],
-             nodes: list[NodeCapacity] | None = None,
-             health: Mapping[str, NodeSnapshot] | None = None, *,
-             placement: str = DEFAULT_PLACEMENT) -> list[Dispatched]:
-    """Assign free slots on connected nodes to queued jobs; mark them DISPATCHING (a new Run each).
+_QUEUE_COLUMNS = {"priority": "priority", "submitted_at": "created_at", "job_id": "id"}
+_QUEUE_ORDER = ", ".join(_QUEUE_COLUMNS[k.field] + (" DESC" if k.descending else "") for k in queue.ORDER)
 
-    Runs on every submit and every job end, so it reads the queue lazily (a cursor over the
-    queue index, four columns) and stops as soon as no capacity is left. Each job it looked
-    at and left queued gets its ``queue_reason`` (written only when it changed).
 
-    Args:
-        placement: ``[scheduler] placement``, for jobs that name none.
+def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT) -> Generator[QueuedJob, None, None]:
+    """The queue, its first ``limit`` jobs in ``queue.ORDER``, as the scheduler sees them.
+
+    Read lazily (a cursor over the queue index, a few columns), since a pass runs on every
+    submit and every job end and stops as soon as no capacity is left: close the iterator
+    (``.close()``) when done with it before the end.
     """
-    if nodes is None:
-        nodes = capacities(conn, connected, health)
     rows = conn.execute(
-        "SELECT id, resources, node_selector, queue_reason FROM jobs WHERE status = ? "
-        "ORDER BY priority DESC, created_at, id LIMIT ?", (JobState.QUEUED.value, QUEUE_SCAN_LIMIT),
-    )
-    reasons: dict[str, str | None] = {}  # the stored reason of each job read
-
-    def queue() -> Iterable[QueuedJob]:
+        "SELECT id, resources, node_selector, priority, created_at, queue_reason FROM jobs WHERE status = ? "
+        f"ORDER BY {_QUEUE_ORDER} LIMIT ?", (JobState.QUEUED.value, limit))
+    try:
         for row in rows:
-            reasons[row[0]] = row[3]
-            yield _queued(row[:3])
-
-    outcome = place(queue(), nodes, placement)
-    rows.close()
-    for job_id, reason in outcome.waiting.items():
-        if reasons[job_id] != reason:
-            conn.execute("UPDATE jobs SET queue_reason = ? WHERE id = ?", (reason, job_id))
-    dispatched = []
-    for decision in outcome.assignments:
-        if reasons[decision.job_id] is not None:
-            conn.execute("UPDATE jobs SET queue_reason = NULL WHERE id = ?", (decision.job_id,))
-        job = get_job(conn, decision.job_id)
-        assert job is not None
-        dispatched.append(_dispatch(conn, job, decision, now_ms))
-    return dispatched
+            yield _queued(row)
+    finally:
+        rows.close()
 
 
-def _queued(row: tuple[str, str, str | None]) -> QueuedJob:
-    job_id, resources, selector = row
+def _queued(row: tuple[str, str, str | None, int, int, str | None]) -> QueuedJob:
+    job_id, resources, selector, priority, created_at, reason = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     return QueuedJob(job_id, int(wants.get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"),
-                     wants.get("gpu_model"), wants.get("min_gpu_memory_mb"), wants.get("placement"))
+                     wants.get("gpu_model"), wants.get("min_gpu_memory_mb"), wants.get("placement"),
+                     priority, created_at, reason)
+
+
+def set_queue_reasons(conn: sqlite3.Connection, reasons: Mapping[str, str | None]) -> None:
+    """Write queued jobs' reasons to wait (job id -> reason; None clears it)."""
+    for job_id, reason in reasons.items():
+        conn.execute("UPDATE jobs SET queue_reason = ? WHERE id = ?", (reason, job_id))
+
+
+def record_dispatch(conn: sqlite3.Connection, decision: Assignment, now_ms: int) -> Dispatched:
+    """Record a placement: the job DISPATCHING as its next attempt, a new run, its GPU slots
+    booked (refused, raising, if one is not free: the pass read them in this transaction)."""
+    job = get_job(conn, decision.job_id)
+    assert job is not None
+    return _dispatch(conn, job, decision, now_ms)
 
 
 def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: int) -> Dispatched:
@@ -408,18 +370,6 @@ def current_run(conn: sqlite3.Connection, job_id: str) -> str | None:
     """The run of the job's current attempt; None before its first (or no such job)."""
     row = conn.execute("SELECT run_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return row[0] if row else None
-
-
-def queue_with(conn: sqlite3.Connection, job: QueuedJob, priority: int) -> tuple[list[QueuedJob], int]:
-    """The queue in ``schedule``'s order with ``job`` (submitted now, at ``priority``) in its
-    place (behind every queued job of its priority or higher), and that place (1: first)."""
-    rows = conn.execute(
-        "SELECT id, resources, node_selector, priority FROM jobs WHERE status = ? "
-        "ORDER BY priority DESC, created_at, id LIMIT ?", (JobState.QUEUED.value, QUEUE_SCAN_LIMIT)).fetchall()
-    ahead = sum(1 for row in rows if row[3] >= priority)
-    queue = [_queued(row[:3]) for row in rows]
-    queue.insert(ahead, job)
-    return queue, ahead + 1
 
 
 def _require(conn: sqlite3.Connection, job_id: str) -> Job:

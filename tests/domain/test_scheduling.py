@@ -1,4 +1,5 @@
-from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, assign, can_ever_fit
+from gpuplaned.domain.queue import assign
+from gpuplaned.domain.scheduling import Assignment, NodeCapacity, QueuedJob, can_ever_fit
 
 
 def node(name="a", gpus=(0, 1), total=None, cpu=0, max_cpu=2, labels=(), **kw):

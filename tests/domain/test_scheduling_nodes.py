@@ -2,14 +2,13 @@
 drained nodes, max_cpu_jobs, reservations that only cover nodes that could run the job, and
 the reason a job waits."""
 
+from gpuplaned.domain.queue import assign, place
 from gpuplaned.domain.scheduling import (
     Assignment,
     GpuFacts,
     NodeCapacity,
     QueuedJob,
-    assign,
     can_ever_fit,
-    place,
     waiting_reason,
 )
 

@@ -1,4 +1,4 @@
-"""The scheduling pass on a real SQLite file (``job_rows.schedule``): GPU facts and drained
+"""The scheduling pass on a real SQLite file (``dispatch.schedule``): GPU facts and drained
 flags read from the node rows, constraints and placement kept with the job, and the
 queue reason written, refreshed and cleared."""
 
@@ -12,7 +12,7 @@ import trio
 from gpuplaned.config import load_config
 from gpuplaned.protocol.agent import GpuInfo, Hello
 from gpuplaned.protocol.job_wire import JobSpec
-from gpuplaned.service.dispatch import placement_of, run_pass
+from gpuplaned.service.dispatch import placement_of, run_pass, schedule
 from gpuplaned.service.registry import NodeRegistry
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
@@ -39,7 +39,7 @@ def _submit(conn, connected, **spec):
 
 
 def _placed(conn, connected, **kw):
-    return {d.job.job_id: (d.node_id, d.job.gpu_indexes) for d in job_rows.schedule(conn, NOW, connected, **kw)}
+    return {d.job.job_id: (d.node_id, d.job.gpu_indexes) for d in schedule(conn, NOW, connected, **kw)}
 
 
 def test_a_constraint_no_node_meets_waits_with_its_reason_until_a_node_does(conn):

@@ -12,6 +12,7 @@ from gpuplaned.mcp import args, tasks, write_tools
 from gpuplaned.mcp.table import Call
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus
 from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.service.dispatch import schedule
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
 from gpuplaned.store.readers import Readers
@@ -27,7 +28,7 @@ def lost_job(tmp_path):
     node, _ = job_rows.register_node(conn, Hello("n1", "0", (GpuInfo(0, "Fake", 1024),)), NOW)
     spec = JobSpec(name="j", command=("true",), cwd="/", env={}, gpu=1)
     job_id = job_rows.insert_job(conn, spec, NOW, job_rows.capacities(conn, {node}))
-    job_rows.schedule(conn, NOW, {node})
+    schedule(conn, NOW, {node})
     for report in ("RUNNING", "LOST"):
         assert job_rows.apply_status(conn, node, JobStatus(job_id, 1, report), NOW).applied
     conn.close()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from gpuplaned.domain import queue
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus
 from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.service.dispatch import schedule
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
 
@@ -26,7 +28,7 @@ def _submit(conn, node_id, *, max_attempts=1, name="j", at=NOW):
 
 
 def _schedule(conn, node_id):
-    return [d.job.job_id for d in job_rows.schedule(conn, NOW, {node_id})]
+    return [d.job.job_id for d in schedule(conn, NOW, {node_id})]
 
 
 def _report(conn, node_id, job_id, status, **fields):
@@ -127,3 +129,43 @@ def test_a_nodes_hello_lists_its_active_jobs_with_their_variables_as_submitted(d
     _schedule(conn, node)
     _, active = job_rows.register_node(conn, Hello("n1", "0", (GpuInfo(0, "Fake", 1024),)), NOW + 1)
     assert [(a.job_id, a.env) for a in active] == [(job_id, {"GPUPLANE_CKPT_DIR": "/w/saved"})]
+
+
+def _queue_with_ties(conn, node, **more):
+    """Jobs of mixed priorities, some submitted in the same millisecond, in a scrambled order."""
+    for priority, at in [(0, NOW + 5), (2, NOW + 9), (0, NOW + 1), (0, NOW + 5), (-1, NOW), (2, NOW + 9), (5, NOW + 20)]:
+        spec = JobSpec(name="j", command=("true",), cwd="/", env={}, gpu=1, priority=priority, **more)
+        job_rows.insert_job(conn, spec, at, job_rows.capacities(conn, {node}))
+
+
+def test_the_queue_is_read_in_the_queues_one_order(db):
+    conn, node = db
+    _queue_with_ties(conn, node)
+    read = list(job_rows.queued_jobs(conn))
+    assert len(read) == 7 and read == sorted(read, key=queue.order_key)
+    assert [(j.priority, j.submitted_at - NOW) for j in read] == [(5, 20), (2, 9), (2, 9), (0, 1), (0, 5), (0, 5), (-1, 0)]
+    assert [j.job_id for j in read[:3]] == [j.job_id for j in job_rows.queued_jobs(conn, limit=3)]
+
+
+@pytest.mark.parametrize("priority", [-2, -1, 0, 2, 9])
+def test_a_dry_runs_place_in_line_is_the_place_the_job_gets(db, priority):
+    conn, node = db
+    _queue_with_ties(conn, node)
+    spec = JobSpec(name="j", command=("true",), cwd="/", env={}, gpu=1, priority=priority)
+    _, position = queue.in_line(list(job_rows.queued_jobs(conn)), queue.as_queued(spec, "planned", NOW + 20))
+    job_id = job_rows.insert_job(conn, spec, NOW + 20, job_rows.capacities(conn, {node}))
+    assert [j.job_id for j in job_rows.queued_jobs(conn)].index(job_id) + 1 == position
+
+
+def test_a_pass_that_changes_nothing_writes_nothing(db):
+    conn, node = db
+    _queue_with_ties(conn, node, gpu_model="A100")  # no node has one: each waits with that reason
+    reason = "no node has 1 GPU(s) whose model contains 'A100' (the most on one matching node: 0)"
+    assert [j.stored_reason for j in job_rows.queued_jobs(conn)] == [reason] * 7
+    before = conn.total_changes
+    assert _schedule(conn, node) == []  # it looks at each job and finds the reason it holds
+    assert conn.total_changes == before
+    conn.execute("UPDATE gpu_slots SET model = 'NVIDIA A100-SXM4-80GB' WHERE node_id = ?", (node,))
+    (placed,) = _schedule(conn, node)
+    assert job_rows.get_job(conn, placed).priority == 5
+    assert [j.stored_reason for j in job_rows.queued_jobs(conn)] == [None] * 6  # they wait for the GPU now

@@ -1,0 +1,241 @@
+"""The queue's decisions, pure: its order, admission at submit, and each scheduling pass
+(which queued jobs get which free slots, and why each other one waits).
+
+No SQL and no trio. The store reads the rows these decide on and writes what they decide
+(``gpuplaned.store.job_rows``: the queue read in ``ORDER``, each node's free slots, a
+placement recorded with its slots booked); the scheduler joins the three inside one store
+transaction (``gpuplaned.service.dispatch.schedule``), so a slot is never booked twice.
+How one job fits one node (selectors, GPU constraints, why no node can ever run it) is
+``gpuplaned.domain.scheduling``'s.
+
+Rules (seed 000 section 6.2, no preemption):
+- The queue is taken in ``ORDER``: highest priority first, oldest first within a priority,
+  then by id (jobs submitted in the same millisecond).
+- A node is usable for new work while it is ONLINE, accepting (no low disk) and not drained
+  (``gpuplanectl node drain``: its running jobs go on, it gets no new ones).
+- A GPU job needs ``gpu`` free GPUs that meet its constraints on one usable node that
+  matches its selectors. Placement among the nodes that fit (the job's own, else the
+  pass's default from ``[scheduler] placement``):
+  - ``pack`` (default): the node with the fewest free GPUs (best fit keeps whole machines
+    free for big jobs);
+  - ``spread``: the node with the most free GPUs (jobs share no machine while they need not).
+  Ties go to the node whose name sorts first; the lowest suitable GPU indexes are taken.
+- A GPU job that some usable node could run when idle, but none can now, *reserves* those
+  nodes: no later (lower in the queue) GPU job is placed on them in this pass, so a 4-GPU
+  job is not starved by a stream of 1-GPU jobs. A job no node could ever run reserves
+  nothing (it would block its nodes for good).
+- A CPU job (``gpu == 0``) takes no GPU and is bounded by the node's ``max_cpu_jobs``;
+  ``pack`` takes the first node (by name) with room, ``spread`` the one running fewest.
+- A job the pass looks at and leaves queued waits either for capacity (no reason) or
+  because of what the nodes are (``scheduling.waiting_reason``, which the job shows while
+  QUEUED). Admission refuses at submit a job that no known node could run even when idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from gpuplaned.domain.scheduling import (
+    DEFAULT_PLACEMENT,
+    Assignment,
+    NodeCapacity,
+    QueuedJob,
+    can_ever_fit,
+    could_run,
+    gpu_suits,
+    matches,
+    waiting_reason,
+)
+from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.protocol.vocabulary import PlacementMode
+
+# --- the order ---------------------------------------------------------------
+
+
+@attrs.frozen
+class SortKey:
+    field: str  # a QueuedJob field
+    descending: bool = False  # only for numbers
+
+
+ORDER = (SortKey("priority", descending=True), SortKey("submitted_at"), SortKey("job_id"))
+"""The queue's one order. The store reads the queue in it (``job_rows.queued_jobs`` builds its
+``ORDER BY`` from it), and the dry run puts a new job in its place by it."""
+
+
+def order_key(job: QueuedJob) -> tuple[Any, ...]:
+    """``job``'s place in ``ORDER`` as a sort key (``sorted(jobs, key=order_key)``)."""
+    return tuple(-getattr(job, k.field) if k.descending else getattr(job, k.field) for k in ORDER)
+
+
+def _ahead_of_newcomer(job: QueuedJob, newcomer: QueuedJob) -> bool:
+    for key in ORDER:
+        mine, theirs = getattr(job, key.field), getattr(newcomer, key.field)
+        if mine != theirs:
+            return mine > theirs if key.descending else mine < theirs
+    return True
+
+
+def in_line(queued: Sequence[QueuedJob], newcomer: QueuedJob) -> tuple[list[QueuedJob], int]:
+    """The queue (``queued``, in ``ORDER``) with ``newcomer`` in its place, and that place (1:
+    first). A newcomer loses every tie: it is the last submitted, so it goes behind every
+    queued job of its priority or higher."""
+    ahead = sum(1 for job in queued if _ahead_of_newcomer(job, newcomer))
+    line = list(queued)
+    line.insert(ahead, newcomer)
+    return line, ahead + 1
+
+
+# --- admission ---------------------------------------------------------------
+
+
+def as_queued(spec: JobSpec, job_id: str, submitted_at: int = 0) -> QueuedJob:
+    """The job as the queue sees it (the dry run places one under a made-up id)."""
+    return QueuedJob(job_id, spec.gpu, spec.labels, spec.node, spec.gpu_model, spec.min_gpu_memory_mb,
+                     spec.placement, spec.priority, submitted_at)
+
+
+def refusal(job: QueuedJob, nodes: Sequence[NodeCapacity]) -> ApiError | None:
+    """Why no known node could ever run the job, as submit's ``bad_request``; None: some could.
+
+    Selectors and the GPU count only: a GPU constraint (model, memory) that no node meets
+    queues the job with a reason instead, since a node that meets it may say hello later.
+    """
+    wanted = attrs.evolve(job, gpu_model=None, min_gpu_memory_mb=None)
+    if job.node is not None and not any(n.name == job.node for n in nodes):
+        return ApiError(ErrorCode.BAD_REQUEST, f"node: no node named {job.node!r}",
+                        {"field": "node", "nodes": [n.name for n in nodes]})
+    if can_ever_fit(wanted, nodes):
+        return None
+    biggest = max((n.total_gpus for n in nodes if matches(wanted, n)), default=0)
+    return ApiError(
+        ErrorCode.BAD_REQUEST,
+        f"gpu: the job asks for {job.gpu} GPU(s) but the largest matching node has {biggest}"
+        if job.gpu else "no matching node runs CPU jobs",
+        {"field": "gpu", "requested": job.gpu, "largest_matching_node": biggest},
+    )
+
+
+def admit(job: QueuedJob, nodes: Sequence[NodeCapacity]) -> str | None:
+    """Admit a new job to the queue: the reason it waits from the start (None: none but capacity).
+
+    Raises:
+        ApiError: ``refusal``'s, for a job no known node could ever run.
+    """
+    refused = refusal(job, nodes)
+    if refused is not None:
+        raise refused
+    return waiting_reason(job, nodes)
+
+
+# --- a scheduling pass -------------------------------------------------------
+
+
+@attrs.frozen
+class Placement:
+    """A pass's outcome.
+
+    Attributes:
+        assignments: what is placed where, in queue order.
+        waiting: for each job the pass looked at and left queued, why it waits (None: only
+            for capacity to free up).
+        reasons: the queue reasons to write, each job's whose reason differs from the one
+            its row holds (``QueuedJob.stored_reason``); a placed job's is cleared.
+    """
+
+    assignments: list[Assignment]
+    waiting: dict[str, str | None]
+    reasons: dict[str, str | None] = attrs.field(factory=dict)
+
+
+class _FreeSlots:
+    """What a pass has left to give: each node's free GPUs and CPU slots, and the nodes
+    reserved by a GPU job that waits for them."""
+
+    __slots__ = ("cpu", "facts", "gpus", "nodes", "reserved", "usable")
+
+    def __init__(self, nodes: Sequence[NodeCapacity]) -> None:
+        self.nodes = nodes
+        self.usable = [n for n in nodes if n.usable]
+        self.facts = {n.node_id: {g.index: g for g in n.gpus} for n in nodes}
+        self.gpus = {n.node_id: sorted(n.free_gpus) for n in nodes}
+        self.cpu = {n.node_id: n.cpu_jobs for n in nodes}
+        self.reserved: set[str] = set()
+
+    def exhausted(self) -> bool:
+        gpus, cpu = self.gpus, self.cpu  # locals: this runs once per job read
+        return not any(gpus[n.node_id] or cpu[n.node_id] < n.max_cpu_jobs for n in self.usable)
+
+    def take(self, job: QueuedJob, how: str) -> Assignment | str | None:
+        """Book the job's slots: its assignment, or why it waits (None: for capacity)."""
+        candidates = [n for n in self.usable if could_run(job, n)]
+        assignment = self._cpu(job, how, candidates) if job.gpu == 0 else self._gpus(job, how, candidates)
+        if assignment is not None:
+            return assignment
+        return None if candidates else waiting_reason(job, self.nodes)
+
+    def _cpu(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
+        roomy = [n for n in candidates if self.cpu[n.node_id] < n.max_cpu_jobs]
+        if not roomy:
+            return None
+        node = min(roomy, key=lambda n: (self.cpu[n.node_id], n.name)) if how == PlacementMode.SPREAD else roomy[0]
+        self.cpu[node.node_id] += 1
+        return Assignment(job.job_id, node.node_id, ())
+
+    def _gpus(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
+        gpus, facts, reserved = self.gpus, self.facts, self.reserved
+        suitable = {n.node_id: [i for i in gpus[n.node_id] if gpu_suits(job, facts[n.node_id].get(i))]
+                    for n in candidates if n.node_id not in reserved}
+        fitting = [n for n in candidates if len(suitable.get(n.node_id, ())) >= job.gpu]
+        if not fitting:
+            reserved.update(n.node_id for n in candidates)
+            return None
+        sign = -1 if how == PlacementMode.SPREAD else 1
+        node = min(fitting, key=lambda n: (sign * len(gpus[n.node_id]), n.name))
+        taken = tuple(suitable[node.node_id][: job.gpu])
+        gpus[node.node_id] = [i for i in gpus[node.node_id] if i not in taken]
+        return Assignment(job.job_id, node.node_id, taken)
+
+
+def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
+          placement: str = DEFAULT_PLACEMENT) -> Placement:
+    """One pass over ``queue`` (in ``ORDER``; read lazily: it stops once nothing is left to give).
+
+    Args:
+        placement: ``pack`` or ``spread``, for jobs that name none.
+    """
+    slots = _FreeSlots(list(nodes))
+    out: list[Assignment] = []
+    waiting: dict[str, str | None] = {}
+    reasons: dict[str, str | None] = {}
+    # A job that asks for what an earlier job of this pass waits for waits too, for the same
+    # reason: what a pass has left only shrinks. So a long queue of alike jobs (a sweep's
+    # trials) costs one fit per kind, not one per job.
+    waits_alike: dict[tuple[Any, ...], str | None] = {}
+    for job in queue:
+        if slots.exhausted():
+            break  # nothing left to give: the rest of the queue need not even be read
+        needs = (job.gpu, job.labels, job.node, job.gpu_model, job.min_gpu_memory_mb)
+        if needs in waits_alike:
+            outcome: Assignment | str | None = waits_alike[needs]
+        else:
+            outcome = slots.take(job, job.placement or placement)
+            if not isinstance(outcome, Assignment):
+                waits_alike[needs] = outcome
+        if isinstance(outcome, Assignment):
+            out.append(outcome)
+            reason = None
+        else:
+            reason = waiting[job.job_id] = outcome
+        if reason != job.stored_reason:
+            reasons[job.job_id] = reason
+    return Placement(out, waiting, reasons)
+
+
+def assign(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
+           placement: str = DEFAULT_PLACEMENT) -> list[Assignment]:
+    return place(queue, nodes, placement).assignments
