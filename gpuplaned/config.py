@@ -407,7 +407,7 @@ class UplinkConfig:
 @_section
 @attrs.frozen
 class SchedulerConfig:
-    """How queued jobs are placed (``[scheduler]``; ``gpuplaned.domain.scheduling``)."""
+    """How queued jobs are placed (``[scheduler]``; ``gpuplaned.domain.queue``)."""
 
     # pack: the node with the fewest free GPUs that fit; spread: the most. A job's own placement wins.
     placement: str = _key(_choice(PLACEMENTS), PlacementMode.PACK.value)

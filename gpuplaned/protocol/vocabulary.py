@@ -23,7 +23,7 @@ SEVERITY_RANK = {s.value: rank for rank, s in enumerate(Severity)}  # info 0 .. 
 
 
 class PlacementMode(enum.StrEnum):
-    """How the scheduler picks a job's GPUs (``gpuplaned.domain.scheduling`` says what each does)."""
+    """How the scheduler picks a job's GPUs (``gpuplaned.domain.queue`` says what each does)."""
 
     PACK = "pack"
     SPREAD = "spread"
