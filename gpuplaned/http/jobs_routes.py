@@ -129,7 +129,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @SUMMARY.on(app)
     async def run_summary(run_id: str) -> Response:
-        return ok({"summary": await runs.get_summary(shared, run_id, getattr(g, "caller", None))})
+        return ok(RunSummaryReply(summary=await runs.get_summary(shared, run_id, getattr(g, "caller", None))))
 
     @METRICS.on(app)
     async def run_metrics(run_id: str, query: RunMetricsArgs) -> Response:

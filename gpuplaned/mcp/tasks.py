@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplaned.mcp.table import TaskHandle, next_action
 from gpuplaned.protocol.job_states import OPEN, JobState
+from gpuplaned.protocol.run_replies import RunSummary
 from gpuplaned.service import jobs, runs
 from gpuplaned.service.registry import now_ms
 
@@ -27,10 +28,10 @@ TASK_STATUS = {**{state.value: "working" for state in OPEN},
                JobState.CANCELLED.value: "cancelled"}
 
 
-def _loss(summary: dict[str, Any]) -> tuple[str, float] | None:
-    metrics = summary.get("metrics") or {}
-    primary = summary.get("primary_metric") or {}
-    names = [primary.get("name")] if primary.get("name") in metrics else []
+def _loss(summary: RunSummary) -> tuple[str, float] | None:
+    metrics = summary.metrics
+    primary = summary.primary_metric
+    names = [primary.name] if primary is not None and primary.name in metrics else []
     names += sorted(n for n in metrics if "loss" in n.lower())
     for name in names:
         value = ((metrics.get(name) or {}).get("latest") or {}).get("value")
@@ -39,11 +40,11 @@ def _loss(summary: dict[str, Any]) -> tuple[str, float] | None:
     return None
 
 
-def describe_progress(summary: dict[str, Any]) -> str:
+def describe_progress(summary: RunSummary) -> str:
     """Step, loss and ETA of a run's summary, in one sentence."""
-    progress = summary.get("progress") or {}
-    parts = [f"run {summary.get('run_id')}"]
-    step, total = progress.get("step"), progress.get("max_steps")
+    progress = summary.progress
+    parts = [f"run {summary.run_id}"]
+    step, total = progress.step, progress.max_steps
     if step is not None:
         parts.append(f"step {step}" + (f"/{total}" if total else ""))
     else:
@@ -51,11 +52,10 @@ def describe_progress(summary: dict[str, Any]) -> str:
     loss = _loss(summary)
     if loss is not None:
         parts.append(f"{loss[0]} {loss[1]:.4g}")
-    if progress.get("eta_s") is not None:
-        parts.append(f"ETA {round(progress['eta_s'])} s")
-    warnings = summary.get("health") or []
-    if warnings:
-        parts.append(f"{len(warnings)} health warning(s): {warnings[0].get('type')}")
+    if progress.eta_s is not None:
+        parts.append(f"ETA {round(progress.eta_s)} s")
+    if summary.health:
+        parts.append(f"{len(summary.health)} health warning(s): {summary.health[0].type}")
     text = ", ".join(parts)
     return text[0].upper() + text[1:] + "."
 

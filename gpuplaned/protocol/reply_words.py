@@ -35,7 +35,7 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
-def listed(description: str, **keywords: Any) -> Any:
+def listed(description: str | None = None, **keywords: Any) -> Any:
     """A reply field some replies of its type leave out (``ABSENT``): optional in the schema."""
     return doc(description, default=ABSENT, optional=True, **keywords)
 

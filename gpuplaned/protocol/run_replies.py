@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.fields import doc
-from gpuplaned.protocol.reply_words import AXES, DIRECTIONS, MS
+from gpuplaned.protocol.reply_words import AXES, DIRECTIONS, MS, listed
 
 PRIMARY_SOURCES = ("experiment", "project", "global")  # where a run's primary metric is set, nearest first
 SERIES_ENCODINGS = ("json", "base64")
@@ -68,9 +68,9 @@ class HealthWarning:
     type: str = doc("the rule: LOSS_NAN, LOSS_SPIKE, OVERFITTING_SUSPECTED, RUN_STALLED")
     severity: str
     message: str
-    metric: str | None = doc(default=None, optional=True)
-    step: int | None = doc(default=None, optional=True)
-    job_id: str | None = doc(default=None, optional=True)
+    metric: str | None = listed()  # the loss rules' warnings name the metric, a stall its job
+    step: int | None = listed()
+    job_id: str | None = listed()
 
 
 @attrs.frozen(kw_only=True)

@@ -24,6 +24,7 @@ from gpuplaned.domain.rules.overfitting import OverfitPolicy
 from gpuplaned.domain.rules.stall import StallPolicy
 from gpuplaned.domain.run_summary import SummaryEvent
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.run_replies import HealthWarning
 from gpuplaned.store import detector_reads, event_rows, log_rows, run_rows
 from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventRow
@@ -119,7 +120,7 @@ def stall_pass(conn: Connection, states: dict[tuple[str, int], dict[str, Any]], 
     return rows
 
 
-def open_stall(conn: Connection, run_id: str) -> dict[str, Any] | None:
+def open_stall(conn: Connection, run_id: str) -> HealthWarning | None:
     """The run's stall episode still open, as a health warning: its job runs, and its last
     RUN_STALLED holds the fingerprint the job still has (nothing produced since)."""
     row = detector_reads.running_attempt_of(conn, run_id)
@@ -129,8 +130,8 @@ def open_stall(conn: Connection, run_id: str) -> dict[str, Any] | None:
     kept = _last_stall(conn, job_id, attempt)
     if kept is None or kept != fingerprint(conn, job_id, attempt, run_id):
         return None
-    return {"type": stall.RUN_STALLED, "severity": "warning", "job_id": job_id,
-            "message": f"job {job_id} has written no metric and no log line since its RUN_STALLED event"}
+    return HealthWarning(type=stall.RUN_STALLED, severity="warning", job_id=job_id,
+                         message=f"job {job_id} has written no metric and no log line since its RUN_STALLED event")
 
 
 LIFECYCLE_SLACK_MS = 3_600_000  # a start reported late still counts: look back this far past the last one

@@ -15,7 +15,15 @@ from gpuplaned.protocol.converter import FieldInvalid, structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_states import RUN_STATES
-from gpuplaned.protocol.run_replies import SERIES_ENCODINGS, RunMetrics, RunMetricsMany
+from gpuplaned.protocol.run_replies import (
+    SERIES_ENCODINGS,
+    HealthWarning,
+    Progress,
+    RunMetrics,
+    RunMetricsMany,
+    RunPrimaryMetric,
+    RunSummary,
+)
 from gpuplaned.service import access, confined_callers, detector
 from gpuplaned.service.registry import now_ms
 from gpuplaned.service.series_query import (
@@ -100,7 +108,7 @@ async def get_run_detail(shared: ServerContext, run_id: str) -> dict[str, Any]:
     return await _readers(shared).run(read)
 
 
-async def get_summary(shared: ServerContext, run_id: str, caller: Caller | None = None) -> dict[str, Any]:
+async def get_summary(shared: ServerContext, run_id: str, caller: Caller | None = None) -> RunSummary:
     """The run's summary: per metric the latest and best point and count (and, for losses, the
     trend), the run's progress, and warnings (seed 000 section 10.2); and its primary metric,
     resolved experiment -> project -> global when asked, with that metric's latest and best.
@@ -112,10 +120,13 @@ async def get_summary(shared: ServerContext, run_id: str, caller: Caller | None 
         return primary, direction, summary, config, detector.open_stall(conn, run_id)
 
     primary, direction, summary, config, stalled = await _readers(shared).run(read)
-    health = run_progress.health(summary, run_summary.SPIKE_GAP) + ([stalled] if stalled else [])
-    return {"run_id": run_id, **run_summary.public(summary), "progress": run_progress.progress(summary, config),
-            "health": health,
-            "primary_metric": run_summary.primary_view(summary, primary.metric, primary.source, direction)}
+    health = [HealthWarning(**warning) for warning in run_progress.health(summary, run_summary.SPIKE_GAP)]
+    shown = run_summary.public(summary)
+    view = run_summary.primary_view(summary, primary.metric, primary.source, direction)
+    progress = Progress(**run_progress.progress(summary, config))
+    return RunSummary(run_id=run_id, metrics=shown["metrics"], progress=progress, warnings=shown["warnings"],
+                      health=health + ([stalled] if stalled else []),
+                      primary_metric=None if view is None else RunPrimaryMetric(**view))
 
 
 MAX_QUERY_RUNS = 50

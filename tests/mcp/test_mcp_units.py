@@ -14,6 +14,7 @@ from gpuplaned.lifecycle import DaemonState
 from gpuplaned.mcp import asgi, digests, policy, server, tasks, tools
 from gpuplaned.protocol import patterns
 from gpuplaned.protocol.errors import ApiError
+from gpuplaned.protocol.run_replies import Progress, RunSummary
 
 
 def test_every_tool_has_a_policy_and_every_policy_a_tool():
@@ -73,8 +74,9 @@ def test_poll_intervals_and_progress_words():
     running = SimpleNamespace(status="RUNNING", started_at=0)
     assert tasks.poll_interval_ms(running, 1_000) == tasks.QUICK_MS
     assert tasks.poll_interval_ms(running, 10 * 60_000) == tasks.SLOW_MS
-    summary = {"run_id": "run_1", "progress": {"step": 50, "max_steps": 100, "eta_s": 12.4},
-               "metrics": {"train/loss": {"latest": {"value": 0.25}}}, "health": []}
+    progress = Progress(step=50, max_steps=100, percent=50.0, epoch=None, steps_per_s=None, eta_s=12.4, eta_ts=None)
+    summary = RunSummary(run_id="run_1", metrics={"train/loss": {"latest": {"value": 0.25}}}, progress=progress,
+                         warnings=[], health=[], primary_metric=None)
     assert tasks.describe_progress(summary) == "Run run_1, step 50/100, train/loss 0.25, ETA 12 s."
     assert set(tasks.TASK_STATUS.values()) <= {"working", "completed", "failed", "cancelled"}
 

@@ -12,7 +12,7 @@ import layerkit
 from gpuplaned import tsdb
 from gpuplaned.protocol import converter
 from gpuplaned.protocol.checkpoint_replies import checkpoint_of
-from gpuplaned.protocol.run_replies import RunMetrics
+from gpuplaned.protocol.run_replies import HealthWarning, RunMetrics
 from gpuplaned.protocol.schemas import SchemaSet
 from gpuplaned.service.series_query import json_finite, series_columns
 from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
@@ -68,3 +68,10 @@ def test_a_runs_metrics_are_written_as_the_dict_they_replace(tmp_path):
     before = {"run_id": "run_a", "x_axis": "step", **json_finite(result)}  # what query_metrics built by hand
     assert json.dumps(converter.unstructure(reply)) == json.dumps(before)
     assert None in converter.unstructure(reply)["series"]["loss"]["max"]  # the infinite bucket: null
+
+
+def test_a_health_warning_writes_only_the_words_its_rule_has():
+    nan = HealthWarning(type="LOSS_NAN", severity="critical", metric="loss", message="loss went NaN or infinite")
+    stall = HealthWarning(type="RUN_STALLED", severity="warning", job_id="job_1", message="no metric, no line")
+    assert set(converter.unstructure(nan)) == {"type", "severity", "metric", "message"}
+    assert set(converter.unstructure(stall)) == {"type", "severity", "job_id", "message"}
