@@ -9,7 +9,7 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import JobsQuery, LogsQuery, LogStreamQuery, RunsQuery
-from gpuplaned.http.replies import RunList, RunReply, SubmitPlanReply
+from gpuplaned.http.replies import SubmitPlanReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
@@ -17,7 +17,7 @@ from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_replies import JobList, JobReply, LogEnd
 from gpuplaned.protocol.job_wire import Job, JobSubmit
-from gpuplaned.protocol.run_replies import RunMetrics, RunMetricsMany, RunSeries, RunSummaryReply
+from gpuplaned.protocol.run_replies import RunList, RunMetrics, RunMetricsMany, RunReply, RunSeries, RunSummaryReply
 from gpuplaned.service import jobs, logs, runs
 from gpuplaned.service.jobs import STREAMS
 from gpuplaned.service.logs import LogPage

@@ -8,12 +8,12 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import EventsQuery, EventStreamQuery
-from gpuplaned.http.replies import EventList, ForgottenNode
+from gpuplaned.http.replies import EventList
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
 from gpuplaned.protocol.job_replies import Lagged
-from gpuplaned.protocol.node_replies import NodeList, NodeMetrics, NodeReply, NodeSnapshot
+from gpuplaned.protocol.node_replies import ForgottenNode, NodeList, NodeMetrics, NodeReply, NodeSnapshot
 from gpuplaned.service import budgets, events, node_metrics, nodes_view
 from gpuplaned.service.series_query import NodeMetricsArgs
 from gpuplaned.store.event_rows import EventRow
@@ -92,7 +92,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @FORGET.on(app)
     async def forget_node(node: str) -> Response:
         budgets.refuse_node_change(getattr(g, "caller", None), "forget", node)
-        return ok({"forgotten": await nodes_view.forget_node(shared, node)})
+        return ok(await nodes_view.forget_node(shared, node))
 
     @NODE_STREAM.on(app)
     async def node_snapshot_stream(node: str) -> Response:

@@ -33,10 +33,8 @@ from gpuplaned.protocol.schemas import REF, SchemaSet
 from gpuplaned.protocol.version import API_VERSION
 from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.projects import METRIC_SCOPES
-from gpuplaned.service.runs import RUN_STATES
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER
 from gpuplaned.store.project_rows import MetricDefinition
-from gpuplaned.store.run_rows import Run
 from gpuplaned.store.session_rows import Session
 
 OPENAPI_VERSION = "3.1.0"
@@ -44,7 +42,7 @@ PATH = "/api/v1/openapi.json"
 
 # Enums whose values another layer owns (the wire type cannot import them).
 _ENUMS: dict[tuple[type, str], typing.Iterable[Any]] = {
-    (Run, "status"): RUN_STATES, (Session, "status"): ("OPEN", *FINISH_STATES),
+    (Session, "status"): ("OPEN", *FINISH_STATES),
     (DaemonInfo, "state"): [s.value for s in DaemonState], (DaemonInfo, "role"): ROLES,
     (ActorInfo, "state"): [s.value for s in ActorState], (ShutdownReply, "state"): [DaemonState.STOPPING.value],
     (MetricDefinition, "scope"): METRIC_SCOPES,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import attrs
 
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.protocol.reply_words import next_cursor_field as _next
-from gpuplaned.protocol.run_replies import RunPrimaryMetric
 from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service.run_logs import RunLogFile
 from gpuplaned.service.tokens import TokenInfo
@@ -21,25 +21,10 @@ from gpuplaned.service.ui_sessions import UiSession
 from gpuplaned.service.webhooks import WebhookInfo, WebhookTestResult
 from gpuplaned.store.audit_rows import AuditRow
 from gpuplaned.store.event_rows import EventRow
-from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project, Ref
-from gpuplaned.store.run_rows import Run
+from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project
 from gpuplaned.store.session_rows import Session
 
 # --- jobs and runs ---------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class RunReply:
-    run: Run
-    project: Ref | None
-    experiment: Ref | None
-    primary_metric: RunPrimaryMetric | None
-
-
-@attrs.frozen(kw_only=True)
-class RunList:
-    runs: list[Run]
-    next_cursor: str | None = _next()
 
 
 @attrs.frozen(kw_only=True)
@@ -73,11 +58,6 @@ class SessionList:
 
 
 # --- nodes and events --------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class ForgottenNode:
-    forgotten: Ref
 
 
 @attrs.frozen(kw_only=True)

@@ -16,9 +16,8 @@ async def diagnose_run(call: Call, args: a.RunArgs) -> Result:
     found = await diagnosis.diagnose(call.shared, args.run_id)
     more = [next_action("list_checkpoints", "its checkpoints, the best marked", run_id=args.run_id)]
     detail = await runs.get_run_detail(call.shared, args.run_id)
-    experiment = detail.get("experiment")
-    if experiment is not None:
-        exp_id = experiment["id"] if isinstance(experiment, dict) else experiment.id
+    if detail.experiment is not None:
+        exp_id = detail.experiment.id
         metric = await _rankable_by(call, exp_id)
         if metric is not None:
             more.append(next_action("get_best_checkpoint", "the best checkpoint over the experiment",

@@ -9,7 +9,7 @@ import attrs
 
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.node_samples import GpuSample, HostSample
-from gpuplaned.protocol.reply_words import MS
+from gpuplaned.protocol.reply_words import MS, Ref
 from gpuplaned.protocol.run_replies import Buckets
 
 
@@ -117,6 +117,11 @@ class NodeReply:
 @attrs.frozen(kw_only=True)
 class NodeList:
     nodes: list[Node]
+
+
+@attrs.frozen(kw_only=True)
+class ForgottenNode:
+    forgotten: Ref
 
 
 @attrs.frozen(kw_only=True)

@@ -21,6 +21,12 @@ AXES = ("step", "ts")  # a run's series by step, or by time
 DIRECTIONS = ("minimize", "maximize", None)
 
 
+@attrs.frozen
+class Ref:  # another object, named (the project a run is in, a node forgotten)
+    id: str
+    name: str
+
+
 def next_cursor_field() -> Any:
     """A list reply's ``next_cursor`` field."""
     return doc("pass as cursor= for the next page; null: no more")

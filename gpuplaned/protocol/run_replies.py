@@ -7,7 +7,8 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.fields import doc
-from gpuplaned.protocol.reply_words import AXES, DIRECTIONS, MS, listed
+from gpuplaned.protocol.reply_words import AXES, DIRECTIONS, MS, Ref, listed, next_cursor_field
+from gpuplaned.protocol.run_wire import Run
 
 PRIMARY_SOURCES = ("experiment", "project", "global")  # where a run's primary metric is set, nearest first
 SERIES_ENCODINGS = ("json", "base64")
@@ -23,6 +24,20 @@ class RunPrimaryMetric:
     count: int = doc("the run's points of it", minimum=0)
     latest: dict[str, Any] | None = doc("{step, ts, value}; null until the run logs it")
     best: dict[str, Any] | None = doc("{step, value} by the direction; null without one")
+
+
+@attrs.frozen(kw_only=True)
+class RunReply:
+    run: Run
+    project: Ref | None
+    experiment: Ref | None
+    primary_metric: RunPrimaryMetric | None
+
+
+@attrs.frozen(kw_only=True)
+class RunList:
+    runs: list[Run]
+    next_cursor: str | None = next_cursor_field()
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,8 @@ from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_states import ACTIVE, values
-from gpuplaned.protocol.node_replies import LinkView, NodeInfo, SlotInfo
+from gpuplaned.protocol.node_replies import ForgottenNode, LinkView, NodeInfo, SlotInfo
+from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
 from gpuplaned.service.dispatch import wake_scheduler
@@ -136,7 +137,7 @@ async def set_drained(shared: ServerContext, key: str, drained: bool) -> NodeInf
     return await get_node(shared, node_id)
 
 
-async def forget_node(shared: ServerContext, key: str) -> dict[str, str]:
+async def forget_node(shared: ServerContext, key: str) -> ForgottenNode:
     """Forget a node that is gone for good (renamed, retired): its record, GPU slots and
     metrics. Its jobs and runs keep their history; if it says hello again, it is a new node.
 
@@ -158,4 +159,4 @@ async def forget_node(shared: ServerContext, key: str) -> dict[str, str]:
 
     node_id, name = await write(access.store_port(shared, "node registry"), forget)
     log.info("forgot node %s (%s)", name, node_id)
-    return {"id": node_id, "name": name}
+    return ForgottenNode(forgotten=Ref(id=node_id, name=name))

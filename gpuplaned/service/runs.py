@@ -22,6 +22,7 @@ from gpuplaned.protocol.run_replies import (
     RunMetrics,
     RunMetricsMany,
     RunPrimaryMetric,
+    RunReply,
     RunSummary,
 )
 from gpuplaned.service import access, confined_callers, detector
@@ -94,16 +95,17 @@ async def query_metrics(shared: ServerContext, run_id: str, args: RunMetricsArgs
     return RunMetrics(run_id=run_id, x_axis=x, **series_columns(result))
 
 
-async def get_run_detail(shared: ServerContext, run_id: str) -> dict[str, Any]:
+async def get_run_detail(shared: ServerContext, run_id: str) -> RunReply:
     """``GET /runs/{id}``: the run, its project and experiment, and its primary metric."""
 
-    def read(conn: Any) -> dict[str, Any]:
+    def read(conn: Any) -> RunReply:
         run = run_rows.get_run(conn, run_id)
         if run is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
         primary, direction, summary = project_rows.run_context(conn, run_id)
-        return {"run": run, "project": primary.project, "experiment": primary.experiment,
-                "primary_metric": run_summary.primary_view(summary, primary.metric, primary.source, direction)}
+        view = run_summary.primary_view(summary, primary.metric, primary.source, direction)
+        return RunReply(run=run, project=primary.project, experiment=primary.experiment,
+                        primary_metric=None if view is None else RunPrimaryMetric(**view))
 
     return await _readers(shared).run(read)
 

@@ -30,15 +30,10 @@ from gpuplaned.domain.run_summary import PRIMARY_SOURCES, best_of, better, direc
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.store.paging import newest_first
 from gpuplaned.tsdb import chunks
 from gpuplaned.tsdb.series import RAW
-
-
-@attrs.frozen
-class Ref:
-    id: str
-    name: str
 
 
 @attrs.frozen
