@@ -12,6 +12,7 @@ import pytest
 from gpuplaned import tsdb
 from gpuplaned.domain.run_records import parse_checkpoints
 from gpuplaned.protocol.agent import FoundCheckpoint
+from gpuplaned.protocol.converter import unstructure
 from gpuplaned.service.run_records import checkpoint_table, store_found, store_records
 from gpuplaned.store import checkpoint_rows, retention_rows
 from gpuplaned.store.database import open_writer
@@ -82,7 +83,7 @@ def test_the_listing_shows_parents_nearest_metrics_evaluations_and_deleted_ones(
                      "VALUES (?, ?, 'job_done', 'glue', 'sst2', ?, 'SUCCEEDED', ?)",
                      (ev_id, middle.id, json.dumps(metrics), created))
     assert checkpoint_rows.mark_deleted(conn, first, 7)  # the best by value, but gone: never marked best
-    table = checkpoint_table(conn, "run_a", "val/loss")
+    table = unstructure(checkpoint_table(conn, "run_a", "val/loss"))  # as the API writes it
     rows = {c["step"]: c for c in table["checkpoints"]}
     assert (rows[20]["deleted_at"], rows[20]["best"], rows[35]["best"]) == (7, False, True)
     assert rows[35]["parent_id"] == first.id and rows[50]["parent_id"] == middle.id
