@@ -12,30 +12,12 @@ from quart_trio import QuartTrio
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.evaluation_wire import EvaluationCreate
-from gpuplaned.protocol.fields import UNSET, doc, field
-from gpuplaned.protocol.job_wire import Job
+from gpuplaned.protocol.evaluation_replies import EvaluationList, EvaluationQueued, ExperimentEvaluations
+from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.service import evaluations, jobs
-from gpuplaned.store.evaluation_rows import Evaluation
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
-
-
-@attrs.frozen(kw_only=True)
-class EvaluationQueued:
-    evaluation: Evaluation
-    job: Job = doc("the EVALUATE job (its env's names only)")
-
-
-@attrs.frozen(kw_only=True)
-class EvaluationList:
-    evaluations: list[Evaluation]
-
-
-@attrs.frozen(kw_only=True)
-class ExperimentEvaluations:
-    evaluations: list[Evaluation] = doc("newest first")
-    experiment_id: str
 
 
 @attrs.frozen(kw_only=True)
@@ -70,7 +52,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @CREATE.on(app)
     async def create_evaluation(checkpoint_id: str, body: EvaluationCreate) -> Response:
         queued = await evaluations.create(shared, checkpoint_id, body, caller=getattr(g, "caller", None))
-        return ok({**queued, "job": jobs.env_view(queued["job"], values=False)}, 201)
+        return ok(attrs.evolve(queued, job=jobs.env_view(queued.job, values=False)), 201)
 
     @LIST.on(app)
     async def checkpoint_evaluations(checkpoint_id: str) -> Response:

@@ -22,6 +22,7 @@ from gpuplaned.mcp.table import Call, Result, Tool, next_action
 from gpuplaned.mcp.tasks import describe_progress
 from gpuplaned.protocol.checkpoint_replies import CheckpointList
 from gpuplaned.protocol.converter import structure
+from gpuplaned.protocol.evaluation_replies import Evaluation
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_replies import JobList, JobReply
 from gpuplaned.protocol.job_states import WENT_WRONG, JobState
@@ -30,7 +31,6 @@ from gpuplaned.protocol.patterns import scan_lines
 from gpuplaned.protocol.run_replies import RunSummary
 from gpuplaned.service import evaluations, events, jobs, logs, nodes_view, run_records, runs
 from gpuplaned.service.series_query import RunMetricsArgs
-from gpuplaned.store.evaluation_rows import Evaluation
 from gpuplaned.store.event_rows import EventFilter, EventRow
 
 GREP_SCAN = 20_000  # tail_logs with grep reads at most this many lines back
@@ -184,13 +184,13 @@ class Evaluations:
 async def list_evaluations(call: Call, args: a.EvaluationsArgs) -> Result:
     if args.checkpoint_id is not None:
         found = await evaluations.list_for_checkpoint(call.shared, args.checkpoint_id)
-        data = {"evaluations": found["evaluations"], "experiment_id": None}
+        data = {"evaluations": found.evaluations, "experiment_id": None}
         where = f"checkpoint {args.checkpoint_id}"
     else:
         assert args.experiment_id is not None  # the class's schema: one of the two
         found = await evaluations.list_for_experiment(call.shared, args.experiment_id, args.project, args.limit)
-        data = {"evaluations": found["evaluations"], "experiment_id": found["experiment_id"]}
-        where = f"experiment {found['experiment_id']}"
+        data = {"evaluations": found.evaluations, "experiment_id": found.experiment_id}
+        where = f"experiment {found.experiment_id}"
     return Result(f"{len(data['evaluations'])} evaluation(s) of {where}.", data)
 
 

@@ -13,13 +13,13 @@ from gpuplaned.mcp.table import DRY_RUN, Call, Result, TaskHandle, Tool, next_ac
 from gpuplaned.mcp.tasks import handle_for
 from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.evaluation_replies import Evaluation
 from gpuplaned.protocol.evaluation_wire import EvaluationCreate, RetryBody
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_states import CANCELLABLE, RETRYABLE, WENT_WRONG, JobState
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service import evaluations, jobs, run_records
-from gpuplaned.store.evaluation_rows import Evaluation
 
 
 @attrs.frozen(kw_only=True)
@@ -112,9 +112,9 @@ async def evaluate_checkpoint(call: Call, raw: dict[str, Any]) -> Result:
         return _would(call, f"an EVALUATE job of checkpoint {checkpoint_id} (step {found.step}) would be queued "
                       f"with {body.gpu} GPU(s): {' '.join(body.command)}.")
     queued = await evaluations.create(call.shared, checkpoint_id, body, caller=call.caller)
-    job = queued["job"]
-    return await _done(call, job, f"Evaluation {queued['evaluation'].id} of {checkpoint_id} is queued as job {job.id}.",
-                       queued["evaluation"])
+    job = queued.job
+    return await _done(call, job, f"Evaluation {queued.evaluation.id} of {checkpoint_id} is queued as job {job.id}.",
+                       queued.evaluation)
 
 
 _CHECKPOINT = {"checkpoint_id": {"type": "string", "pattern": "^ck_[0-9A-Za-z]{1,64}$",

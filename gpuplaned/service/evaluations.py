@@ -30,6 +30,7 @@ from gpuplaned.domain.evaluations import EVALUATION_FINISHED, EvaluationRecord, 
 from gpuplaned.protocol.job_states import JobState, NodeReport
 from gpuplaned.protocol.agent import JobStatus
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.evaluation_replies import Evaluation, EvaluationList, EvaluationQueued, ExperimentEvaluations
 from gpuplaned.protocol.evaluation_wire import EVAL_CHECKPOINT_VAR, EvaluationCreate
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_wire import Job, JobSpec
@@ -39,7 +40,7 @@ from gpuplaned.service.registry import now_ms
 from gpuplaned.service.run_records import ranked_checkpoints
 from gpuplaned.store import checkpoint_rows, evaluation_rows, event_rows, job_rows, project_rows, run_rows
 from gpuplaned.store.connection import Connection
-from gpuplaned.store.evaluation_rows import ENDED, Evaluation
+from gpuplaned.store.evaluation_rows import ENDED
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
 
@@ -117,7 +118,7 @@ async def create(shared: ServerContext, checkpoint_id: str, body: EvaluationCrea
     port = access.store_port(shared, "evaluations")
     wake_scheduler(shared)  # queued behind the insert, as a submit's pass is
     job, evaluation = await write(port, insert, small=True)
-    return {"evaluation": evaluation, "job": job}
+    return EvaluationQueued(evaluation=evaluation, job=job)
 
 
 def queue_for_policy(conn: Connection, job_id: str | None, new: Sequence[str]) -> list[Evaluation]:
@@ -250,21 +251,22 @@ def record_sdk(conn: Connection, job_id: str | None, records: Sequence[Evaluatio
 # --- reads -------------------------------------------------------------------------------------
 
 
-async def list_for_checkpoint(shared: ServerContext, checkpoint_id: str) -> dict[str, Any]:
-    def read(conn: Connection) -> dict[str, Any]:
+async def list_for_checkpoint(shared: ServerContext, checkpoint_id: str) -> EvaluationList:
+    def read(conn: Connection) -> EvaluationList:
         if checkpoint_rows.get(conn, checkpoint_id) is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"no checkpoint {checkpoint_id}", {"checkpoint_id": checkpoint_id})
-        return {"evaluations": evaluation_rows.list_for_checkpoint(conn, checkpoint_id)}
+        return EvaluationList(evaluations=evaluation_rows.list_for_checkpoint(conn, checkpoint_id))
 
     return await access.readers(shared, "checkpoints").run(read)
 
 
 async def list_for_experiment(shared: ServerContext, experiment_key: str, project_key: str | None,
-                              limit: int) -> dict[str, Any]:
-    def read(conn: Connection) -> dict[str, Any]:
+                              limit: int) -> ExperimentEvaluations:
+    def read(conn: Connection) -> ExperimentEvaluations:
         project = project_rows.require_project(conn, project_key, "project") if project_key is not None else None
         experiment = project_rows.require_experiment(conn, experiment_key, project)
-        return {"evaluations": evaluation_rows.list_for_experiment(conn, experiment.id, min(limit, MAX_LIST)),
-                "experiment_id": experiment.id}
+        return ExperimentEvaluations(
+            evaluations=evaluation_rows.list_for_experiment(conn, experiment.id, min(limit, MAX_LIST)),
+            experiment_id=experiment.id)
 
     return await access.readers(shared, "checkpoints").run(read)

@@ -138,7 +138,7 @@ NO_SERIES = {"resolution": "raw", "width": 1, "x": [], "series": {}}  # what a q
 
 
 def series_columns(result: dict[str, Any]) -> dict[str, Any]:
-    """``tsdb.query_series``'s answer as a reply's fields: ``resolution``, ``width``, ``x``, and each
-    series' columns as ``Buckets``, NaN and infinities as null (``json_finite``)."""
-    return {"resolution": result["resolution"], "width": result["width"], "x": result["x"],
-            "series": {name: Buckets(**json_finite(columns)) for name, columns in result["series"].items()}}
+    """``tsdb.query_series``'s answer as a reply's fields: its ``resolution``, ``width`` and ``x``, and
+    each series' columns as ``Buckets``, NaN and infinities as null (``json_finite``)."""
+    series = {name: Buckets(**json_finite(columns)) for name, columns in result["series"].items()}
+    return dict(result, series=series)

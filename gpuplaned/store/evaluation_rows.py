@@ -16,35 +16,12 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.protocol.evaluation_replies import Evaluation
 from gpuplaned.protocol.evaluation_wire import EVALUATION_STATES
-from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.ids import new_id
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = EVALUATION_STATES
 ENDED = (SUCCEEDED, FAILED, CANCELLED)
-_MS = "ms since the epoch"
-
-
-@attrs.frozen(kw_only=True)
-class Evaluation:
-    id: str = doc("eval_<ULID>")
-    checkpoint_id: str
-    checkpoint_run_id: str = doc("the run that saved the checkpoint")
-    checkpoint_step: int | None
-    checkpoint_path: str
-    job_id: str | None = doc("the EVALUATE job")
-    run_id: str | None = doc("the evaluation job's run (its latest attempt)")
-    name: str | None
-    suite: str | None
-    dataset: str | None
-    dataset_version: str | None
-    status: str = doc(enum=EVALUATION_STATES)
-    metrics: dict[str, float] = doc("name -> value, from $GPUPLANE_EVAL_RESULT or run.log_evaluation")
-    error: str | None = doc("why it failed, in words")
-    runtime_s: float | None = doc("how long the evaluation job ran")
-    created_at: int = doc(_MS)
-    started_at: int | None = doc(_MS)
-    finished_at: int | None = doc(_MS)
 
 
 _SELECT = (
