@@ -33,7 +33,7 @@ PLACEMENTS = tuple(p.value for p in PlacementMode)
 
 
 class ActorVerb(enum.StrEnum):
-    """What ``POST /api/v1/actors/{name}/{verb}`` (and ``gpuplanectl start|stop|restart``) asks."""
+    """What ``POST /api/v1/actors/{name}/{verb}`` (and ``gpuplanectl actor start|stop|restart``) asks."""
 
     START = "start"
     STOP = "stop"
