@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
 from quart import Response
 from quart_trio import QuartTrio
 
@@ -18,65 +17,13 @@ from gpuplaned.http.queries import RunLogsQuery
 from gpuplaned.http.replies import RunLogs
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
-from gpuplaned.protocol.fields import UNSET, doc
+from gpuplaned.protocol.fields import UNSET
+from gpuplaned.protocol.import_replies import ImportReply
 from gpuplaned.service import import_run, run_logs
 from gpuplaned.service.import_run import RunImport
-from gpuplaned.store.run_rows import Run
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
-
-
-@attrs.frozen(kw_only=True)
-class ImportCounts:
-    points: int = doc("metric points")
-    checkpoints: int
-    logs: int = doc("log files")
-
-
-@attrs.frozen(kw_only=True)
-class ImportedCounts:
-    points: int = doc("metric points, each series' rewinds resolved as TensorBoard does")
-    series: int
-    checkpoints: int
-    logs: int = doc("log files")
-
-
-@attrs.frozen(kw_only=True)
-class ImportedLog:
-    path: str
-    stream: str = doc(enum=("stdout", "stderr"))
-    size_bytes: int
-    lines: int
-
-
-@attrs.frozen(kw_only=True)
-class ImportProblem:
-    path: str = doc("the event file (for a series skipped whole: its name)")
-    offset: int = doc("the byte offset of the record skipped")
-    what: str = doc("bad data crc, bad length crc, ends in a half-written record...")
-
-
-@attrs.frozen(kw_only=True)
-class ImportedRun:
-    run: Run
-    run_id: str
-    dir: str | None = doc("the dir's realpath: the import's key")
-    created: bool = doc("false: the dir was imported before, into this run")
-    changed: bool = doc("the dir's files changed since it was imported; the run is as it was imported")
-    added: ImportCounts = doc("what this call stored: nothing for a dir imported before")
-    imported: ImportedCounts = doc("what the run holds from the dir")
-    logs: list[ImportedLog] = doc("the stdout and stderr logs registered, never copied")
-    problems: list[ImportProblem] = doc("records skipped, the rest of their files imported")
-    more_problems: int = doc("problems beyond those listed")
-
-
-@attrs.frozen(kw_only=True)
-class ImportReply(ImportedRun):
-    """One run's import, or (a dir of several runs) their sum, with run and run_id the first's."""
-
-    runs: list[ImportedRun] = doc("each run the dir made: one per folder holding a run, as tensorboard --logdir "
-                                  "shows them (the dir itself for a dir that is one run)")
 
 
 api = Routes("runs")

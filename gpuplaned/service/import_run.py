@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import numpy as np
@@ -42,6 +42,14 @@ import trio
 from gpuplaned import tsdb
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.import_replies import (
+    ImportCounts,
+    ImportedCounts,
+    ImportedLog,
+    ImportedRun,
+    ImportProblem,
+    ImportReply,
+)
 from gpuplaned.service import access, import_scan
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.import_scan import ImportRefused, Points, Runs, Survey
@@ -59,6 +67,7 @@ if TYPE_CHECKING:
 BATCH_POINTS = 50_000  # points per write transaction: other writes wait at most one of these
 MAX_PROBLEMS = 100  # told in the reply and kept on the run; the rest are counted
 MAX_NAME = 200  # characters of a run's name (RunImport.name's limit)
+T = TypeVar("T")
 
 
 def _text(description: str) -> Any:
@@ -80,7 +89,7 @@ def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "runs")
 
 
-async def import_run(shared: ServerContext, body: RunImport) -> dict[str, Any]:
+async def import_run(shared: ServerContext, body: RunImport) -> ImportReply:
     """Import ``body.dir`` (once): one run, or one per run folder it holds; the runs and what
     this call added.
 
@@ -92,7 +101,7 @@ async def import_run(shared: ServerContext, body: RunImport) -> dict[str, Any]:
     runs: Runs = await _refused_as_400(import_scan.runs_in, body.dir)
     if runs.dirs == [runs.root]:
         one = await _import_one(shared, body)
-        return {**one, "runs": [one]}
+        return ImportReply(**attrs.asdict(one, recurse=False), runs=[one])
     experiment = body.experiment or os.path.basename(runs.root)
     replies = []
     for folder in runs.dirs:
@@ -100,16 +109,21 @@ async def import_run(shared: ServerContext, body: RunImport) -> dict[str, Any]:
         replies.append(await _import_one(shared, RunImport(
             dir=folder, project=body.project, experiment=experiment,
             name=(f"{body.name}/{named}" if body.name else named)[:MAX_NAME])))
-    outside = [{"path": p, "offset": 0, "what": "in none of the dir's run folders: not imported"}
+    outside = [ImportProblem(path=p, offset=0, what="in none of the dir's run folders: not imported")
                for p in runs.outside]
-    problems = [p for r in replies for p in r["problems"]] + outside
-    return {**replies[0], "dir": runs.root, "created": any(r["created"] for r in replies),
-            "changed": any(r["changed"] for r in replies),
-            "added": {k: sum(r["added"][k] for r in replies) for k in replies[0]["added"]},
-            "imported": {k: sum(r["imported"][k] for r in replies) for k in replies[0]["imported"]},
-            "logs": [log for r in replies for log in r["logs"]], "problems": problems[:MAX_PROBLEMS],
-            "more_problems": sum(r["more_problems"] for r in replies) + max(0, len(problems) - MAX_PROBLEMS),
-            "runs": replies}
+    problems = [p for r in replies for p in r.problems] + outside
+    return ImportReply(run=replies[0].run, run_id=replies[0].run_id, dir=runs.root,
+                       created=any(r.created for r in replies), changed=any(r.changed for r in replies),
+                       added=_summed(ImportCounts, [r.added for r in replies]),
+                       imported=_summed(ImportedCounts, [r.imported for r in replies]),
+                       logs=[log for r in replies for log in r.logs], problems=problems[:MAX_PROBLEMS],
+                       more_problems=sum(r.more_problems for r in replies) + max(0, len(problems) - MAX_PROBLEMS),
+                       runs=replies)
+
+
+def _summed(cls: type[T], counts: list[T]) -> T:
+    """Each count of ``cls`` added up over ``counts``."""
+    return cls(**{a.name: sum(getattr(c, a.name) for c in counts) for a in attrs.fields(cls)})
 
 
 async def _refused_as_400(read: Callable[[str], Any], path: str) -> Any:
@@ -119,7 +133,7 @@ async def _refused_as_400(read: Callable[[str], Any], path: str) -> Any:
         raise ApiError(ErrorCode.BAD_REQUEST, f"dir: {exc}", {"field": "dir", "path": exc.path}) from None
 
 
-async def _import_one(shared: ServerContext, body: RunImport) -> dict[str, Any]:
+async def _import_one(shared: ServerContext, body: RunImport) -> ImportedRun:
     """Import ``body.dir`` as one run (once)."""
     found: Survey = await _refused_as_400(import_scan.survey, body.dir)
     claim = await write(_store(shared), lambda conn: import_rows.claim(
@@ -210,19 +224,21 @@ def _span(points: Points, found: Survey) -> tuple[int | None, int | None]:
     return (min(mtimes), max(mtimes)) if mtimes else (None, None)
 
 
-def _counts(points: int = 0, checkpoints: int = 0, logs: int = 0) -> dict[str, int]:
-    return {"points": points, "checkpoints": checkpoints, "logs": logs}
+def _counts(points: int = 0, checkpoints: int = 0, logs: int = 0) -> ImportCounts:
+    return ImportCounts(points=points, checkpoints=checkpoints, logs=logs)
 
 
-async def _reply(shared: ServerContext, run_id: str, *, created: bool, changed: bool, added: dict[str, int],
-                 record: dict[str, Any]) -> dict[str, Any]:
+async def _reply(shared: ServerContext, run_id: str, *, created: bool, changed: bool, added: ImportCounts,
+                 record: dict[str, Any]) -> ImportedRun:
+    """The run as its import record (kept on the run) tells it."""
 
-    def read(conn: Any) -> dict[str, Any]:
-        return {"run": run_rows.get_run(conn, run_id), "logs": import_rows.list_logs(conn, run_id)}
+    def read(conn: Any) -> tuple[Any, list[dict[str, Any]]]:
+        return run_rows.get_run(conn, run_id), import_rows.list_logs(conn, run_id)
 
-    stored = await access.readers(shared, "runs").run(read)
-    imported = {"points": record.get("points", 0), "series": record.get("series", 0),
-                "checkpoints": record.get("checkpoints", 0), "logs": record.get("logs", 0)}
-    return {"run": stored["run"], "run_id": run_id, "dir": record.get("dir"), "created": created, "changed": changed,
-            "added": added, "imported": imported, "logs": stored["logs"], "problems": record.get("problems", []),
-            "more_problems": record.get("more_problems", 0)}
+    run, logs = await access.readers(shared, "runs").run(read)
+    imported = ImportedCounts(points=record.get("points", 0), series=record.get("series", 0),
+                              checkpoints=record.get("checkpoints", 0), logs=record.get("logs", 0))
+    return ImportedRun(run=run, run_id=run_id, dir=record.get("dir"), created=created, changed=changed, added=added,
+                       imported=imported, logs=[ImportedLog(**log) for log in logs],
+                       problems=[ImportProblem(**problem) for problem in record.get("problems", [])],
+                       more_problems=record.get("more_problems", 0))
