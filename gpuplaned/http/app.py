@@ -6,6 +6,7 @@ never an HTML page or a traceback. Before READY every request gets 503 ``not_rea
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 from typing import TYPE_CHECKING, Any
@@ -103,15 +104,24 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
         g.caller = caller
         g.token_id = caller.key
 
-    def check_peer(incoming: Any) -> None:
+    async def check_peer(incoming: Any) -> None:
         """The control socket: the user is trusted; a job's own process may use the SDK's
         routes alone, on its own runs (``gpuplaned.service.confined_callers``)."""
-        caller = confined_callers.of_peer(shared, incoming.scope)
-        if caller is not None:
-            g.caller = caller  # first: a refusal below is audited as the job's
-            g.token_id = caller.key
-            rule = incoming.url_rule.rule if incoming.url_rule is not None else None
-            confined_callers.require_sdk_route(caller, rule, incoming.scope)
+        try:
+            caller = confined_callers.of_peer(shared, incoming.scope)
+            if caller is not None:
+                g.caller = caller  # first: a refusal below is audited as the job's
+                g.token_id = caller.key
+                rule = incoming.url_rule.rule if incoming.url_rule is not None else None
+                confined_callers.require_sdk_route(caller, rule, incoming.scope)
+        except ApiError:
+            # Read the body first (it is local, and at most MAX_CONTENT_LENGTH): a connection
+            # closed with a body unread is reset, and a client that sends its body after the
+            # head (http.client does) would meet a broken pipe instead of the reason.
+            if incoming is request:
+                with contextlib.suppress(Exception):
+                    await request.get_data(cache=False)
+            raise
 
     @app.before_request
     async def gate() -> Response | None:
@@ -125,7 +135,7 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
         if tokens:
             await check_token(request)
         else:
-            check_peer(request)
+            await check_peer(request)
         state = shared.lifecycle.state
         if state is DaemonState.NOT_READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})
@@ -141,7 +151,7 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
         if tokens:
             await check_token(websocket, is_websocket=True)
         else:
-            check_peer(websocket)
+            await check_peer(websocket)
         if shared.lifecycle.state is not DaemonState.READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is not ready", {"state": shared.lifecycle.state.value})
 

@@ -250,11 +250,11 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
             if match is not None:
                 if method in methods:
                     if job is not None:  # a job's process acts for its run alone (issue 29 item 6)
-                        if job.job_id is None:
-                            raise unclaimed(job)
-                        if handler is not forward:
-                            raise beyond_sdk(f"job {job.job_id}'s process {job.pid}", job.job_id, request.method,
-                                             request.path)
+                        if job.job_id is None or handler is not forward:
+                            # Its body read first, so the refusal is not lost to a reset (app.check_peer).
+                            await _read_body(request, body_timeout_s)
+                            raise unclaimed(job) if job.job_id is None else beyond_sdk(
+                                f"job {job.job_id}'s process {job.pid}", job.job_id, request.method, request.path)
                         request = request._replace(job_id=job.job_id)
                     return await handler(request, *match.groups())
                 allowed |= methods | {"OPTIONS", *(("HEAD",) if "GET" in methods else ())}

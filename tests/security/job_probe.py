@@ -37,6 +37,23 @@ def call(method, path, body=None):
         return response.status, None
 
 
+class UnixConnection(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(SOCKET)
+
+
+def http_client_call(method, path, body):
+    """As http.client asks: the head, then the body in a second write (the SDK's and most
+    clients' way); a refusal must still reach it, not a broken pipe."""
+    connection = UnixConnection("localhost", timeout=10)
+    connection.request(method, path, json.dumps(body), {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    return response.status
+
+
 def escaped_call():
     """From a grandchild that left the job's session and group (setsid, double fork)."""
     path = OUT + ".escaped"
@@ -64,6 +81,7 @@ result["create_admin_token"], _ = call("POST", "/api/v1/tokens", {"name": "stole
 result["submit"], _ = call("POST", "/api/v1/jobs", {"command": ["true"], "cwd": "/"})
 result["list_jobs"], _ = call("GET", "/api/v1/jobs")
 result["shutdown"], _ = call("POST", "/api/v1/daemon/shutdown")
+result["shutdown_http_client"] = http_client_call("POST", "/api/v1/daemon/shutdown", {"reason": "x" * 5000})
 result["mcp_initialize"], _ = call("POST", "/mcp", {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}})

@@ -24,7 +24,8 @@ from remote_cluster import Cluster
 pytestmark = pytest.mark.e2e
 
 PROBE = Path(__file__).with_name("job_probe.py")
-REFUSED = ("create_admin_token", "submit", "list_jobs", "shutdown", "mcp_initialize", "foreign_session",
+REFUSED = ("create_admin_token", "submit", "list_jobs", "shutdown", "shutdown_http_client", "mcp_initialize",
+           "foreign_session",
            "other_job_session", "foreign_summary", "escaped_shutdown")
 NOT_ON_AGENTS = ("create_admin_token", "submit", "list_jobs", "mcp_initialize")  # 404 there, for anyone
 SDK_SCRIPT = """
