@@ -14,11 +14,11 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import RunLogsQuery
-from gpuplaned.http.replies import RunLogs
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.fields import UNSET
 from gpuplaned.protocol.import_replies import ImportReply
+from gpuplaned.protocol.log_replies import RunLogs
 from gpuplaned.service import import_run, run_logs
 from gpuplaned.service.import_run import RunImport
 

@@ -17,10 +17,10 @@ from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_replies import JobList, JobReply, LogEnd
 from gpuplaned.protocol.job_wire import Job, JobSubmit
+from gpuplaned.protocol.log_replies import LogPage
 from gpuplaned.protocol.run_replies import RunList, RunMetrics, RunMetricsMany, RunReply, RunSeries, RunSummaryReply
 from gpuplaned.service import jobs, logs, runs
 from gpuplaned.service.jobs import STREAMS
-from gpuplaned.service.logs import LogPage
 from gpuplaned.service.runs import RunMetricsQuery, SeriesQuery
 from gpuplaned.service.series_query import RunMetricsArgs
 

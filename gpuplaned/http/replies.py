@@ -15,7 +15,6 @@ from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.protocol.reply_words import next_cursor_field as _next
 from gpuplaned.protocol.submit_plan import SubmitPlan
-from gpuplaned.service.run_logs import RunLogFile
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import UiSession
 from gpuplaned.service.webhooks import WebhookInfo, WebhookTestResult
@@ -25,16 +24,6 @@ from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMe
 from gpuplaned.store.session_rows import Session
 
 # --- jobs and runs ---------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class RunLogs:
-    """An imported run's stdout and stderr files (import-run registers them, never copied), read on the daemon's
-    host as they are now."""
-
-    run_id: str
-    job_id: str | None = doc("the run's job, if it has one: its output is GET /api/v1/jobs/{job_id}/logs")
-    logs: list[RunLogFile] = doc("every log file of the run, by path; empty: it has none")
 
 
 # --- SDK sessions and checkpoints ------------------------------------------------------------

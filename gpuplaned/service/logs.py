@@ -32,15 +32,14 @@ from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from gpuplaned.protocol.job_states import ENDED
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.logtail import FileTail, read_page, tail_page
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_wire import Job
+from gpuplaned.protocol.log_replies import LogLine, LogPage
 from gpuplaned.runtime.broadcast import Lagged, Subscription
 from gpuplaned.service import jobs
 from gpuplaned.store import log_rows, uplink_rows
@@ -55,22 +54,6 @@ FEED_WAIT = 0.5  # the longest wait for the logs actor's next batch before readi
 STATUS_EVERY = 0.5
 MAX_PAGE = 100_000
 READ_CHUNK = 256 * 1024
-
-
-@attrs.frozen
-class LogLine:
-    offset: int = doc("the line's byte offset in the file", minimum=0)
-    line: str
-
-
-@attrs.frozen
-class LogPage:
-    job_id: str
-    attempt: int = doc("0: the job has not run yet (no lines)", minimum=0)
-    stream: str
-    lines: list[LogLine]
-    next_offset: int | None = doc("where the line after the page's last starts: pass it as offset= for the next "
-                                  "page; null when the page is empty")
 
 
 def _page(job_id: str, attempt: int, stream: str, found: list[tuple[int, str]], next_offset: int | None) -> LogPage:

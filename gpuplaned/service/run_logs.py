@@ -26,9 +26,8 @@ import trio
 
 from gpuplaned.logtail import Line, read_page, tail_page
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.log_replies import LogLine, RunLogFile, RunLogPage, RunLogs
 from gpuplaned.service import access
-from gpuplaned.service.logs import LogLine
 from gpuplaned.store import import_rows, run_rows
 
 if TYPE_CHECKING:
@@ -36,27 +35,6 @@ if TYPE_CHECKING:
 
 DEFAULT_TAIL = 100  # as a job's logs
 MAX_LINES = 10_000  # per file and request: the reply stays a page, whatever the file's size
-STATES = ("ok", "changed", "gone", "unreadable")
-
-
-@attrs.frozen(kw_only=True)
-class RunLogPage:
-    lines: list[LogLine]
-    next_offset: int | None = doc("where the line after the page's last starts: pass it as offset= (with path=) for "
-                                  "the next page; null when the page is empty")
-
-
-@attrs.frozen(kw_only=True)
-class RunLogFile:
-    path: str = doc("where import-run found it, on the daemon's host")
-    stream: str = doc(enum=("stdout", "stderr"))
-    size_bytes: int = doc("its size when imported", minimum=0)
-    lines: int = doc("its line count when imported", minimum=0)
-    state: str = doc("ok; changed: its size differs since the import (read as it is now); gone; unreadable",
-                     enum=STATES)
-    problem: str | None = doc("what is wrong with it, for a state other than ok")
-    size_now: int | None = doc("its size now; null when gone or unreadable", minimum=0)
-    page: RunLogPage | None = doc("its lines; null when not asked for (path=, stream=) or gone or unreadable")
 
 
 @attrs.frozen
@@ -73,7 +51,7 @@ class Selection:
         return (self.path is None or log["path"] == self.path) and self.stream in ("all", log.get("stream"))
 
 
-async def read_logs(shared: ServerContext, run_id: str, selection: Selection) -> dict[str, Any]:
+async def read_logs(shared: ServerContext, run_id: str, selection: Selection) -> RunLogs:
     """The run's log files, each with its state and, when selected, its lines.
 
     Raises:
@@ -89,7 +67,7 @@ async def read_logs(shared: ServerContext, run_id: str, selection: Selection) ->
         raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
     _check(run_id, logs, selection)
     files = await trio.to_thread.run_sync(lambda: [_read(log, selection) for log in logs])
-    return {"run_id": run_id, "job_id": run.job_id, "logs": files}
+    return RunLogs(run_id=run_id, job_id=run.job_id, logs=files)
 
 
 def _check(run_id: str, logs: list[dict[str, Any]], selection: Selection) -> None:
