@@ -27,7 +27,6 @@ from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.control import ActorInfo, DaemonInfo, ShutdownReply
 from gpuplaned.protocol.errors import ErrorCode
-from gpuplaned.protocol.job_states import FINISH_STATES
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.protocol.schemas import REF, SchemaSet
 from gpuplaned.protocol.version import API_VERSION
@@ -35,14 +34,12 @@ from gpuplaned.runtime.states import ActorState
 from gpuplaned.service.projects import METRIC_SCOPES
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER
 from gpuplaned.store.project_rows import MetricDefinition
-from gpuplaned.store.session_rows import Session
 
 OPENAPI_VERSION = "3.1.0"
 PATH = "/api/v1/openapi.json"
 
 # Enums whose values another layer owns (the wire type cannot import them).
 _ENUMS: dict[tuple[type, str], typing.Iterable[Any]] = {
-    (Session, "status"): ("OPEN", *FINISH_STATES),
     (DaemonInfo, "state"): [s.value for s in DaemonState], (DaemonInfo, "role"): ROLES,
     (ActorInfo, "state"): [s.value for s in ActorState], (ShutdownReply, "state"): [DaemonState.STOPPING.value],
     (MetricDefinition, "scope"): METRIC_SCOPES,

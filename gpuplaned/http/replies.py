@@ -21,29 +21,11 @@ from gpuplaned.service.webhooks import WebhookInfo, WebhookTestResult
 from gpuplaned.store.audit_rows import AuditRow
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project
-from gpuplaned.store.session_rows import Session
 
 # --- jobs and runs ---------------------------------------------------------------------------
 
 
 # --- SDK sessions and checkpoints ------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class SessionCreated:
-    session_id: str
-    run_id: str
-    session: Session
-
-
-@attrs.frozen(kw_only=True)
-class SessionReply:
-    session: Session
-
-
-@attrs.frozen(kw_only=True)
-class SessionList:
-    sessions: list[Session]
 
 
 # --- nodes and events --------------------------------------------------------------------------

@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Any
 from quart import Response, g
 from quart_trio import QuartTrio
 
-from gpuplaned.http.replies import SessionCreated, SessionList, SessionReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
-from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
+from gpuplaned.protocol.session_replies import BatchReply, SessionCreated, SessionEnvReply, SessionList, SessionReply
 from gpuplaned.service import sessions
 from gpuplaned.service.sessions import BatchCreate, SessionCreate, SessionFinish
 
@@ -56,16 +55,15 @@ def _caller() -> Any:
 def register(app: QuartTrio, shared: ServerContext) -> None:
     @OPEN.on(app)
     async def open_session(body: SessionCreate) -> Response:
-        session = await sessions.open_session(shared, body, _caller())
-        return ok({"session_id": session.id, "run_id": session.run_id, "session": session}, 201)
+        return ok(await sessions.open_session(shared, body, _caller()), 201)
 
     @RUN_SESSIONS.on(app)
     async def list_run_sessions(run_id: str) -> Response:
-        return ok({"sessions": await sessions.list_run_sessions(shared, run_id)})
+        return ok(await sessions.list_run_sessions(shared, run_id))
 
     @SESSION.on(app)
     async def get_session(session_id: str) -> Response:
-        return ok({"session": await sessions.get_session(shared, session_id)})
+        return ok(await sessions.get_session(shared, session_id))
 
     @BATCH.on(app)
     async def add_batch(session_id: str, body: BatchCreate) -> Response:
@@ -77,4 +75,4 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @FINISH.on(app)
     async def finish_session(session_id: str, body: SessionFinish) -> Response:
-        return ok({"session": await sessions.finish_session(shared, session_id, body, _caller())})
+        return ok(await sessions.finish_session(shared, session_id, body, _caller()))

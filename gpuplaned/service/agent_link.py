@@ -75,6 +75,7 @@ from gpuplaned.protocol.agent import (
 from gpuplaned.protocol.converter import FieldInvalid, structure, unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.run_replies import RunSummaryReply
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints
 from gpuplaned.protocol.uplink_frames import (
     Ack,
@@ -701,16 +702,15 @@ Handler = Callable[["ServerContext", tuple[str, ...], Any, "Caller"], Awaitable[
 
 
 async def _open(shared: ServerContext, _: tuple[str, ...], body: Any, caller: Caller) -> tuple[int, Any]:
-    session = await sessions.open_session(shared, structure(body or {}, sessions.SessionCreate), caller)
-    return 201, {"session_id": session.id, "run_id": session.run_id, "session": session}
+    return 201, await sessions.open_session(shared, structure(body or {}, sessions.SessionCreate), caller)
 
 
 async def _run_sessions(shared: ServerContext, path: tuple[str, ...], _: Any, caller: Caller) -> tuple[int, Any]:
-    return 200, {"sessions": await sessions.list_run_sessions(shared, path[0])}
+    return 200, await sessions.list_run_sessions(shared, path[0])
 
 
 async def _get(shared: ServerContext, path: tuple[str, ...], _: Any, caller: Caller) -> tuple[int, Any]:
-    return 200, {"session": await sessions.get_session(shared, path[0])}
+    return 200, await sessions.get_session(shared, path[0])
 
 
 async def _batch(shared: ServerContext, path: tuple[str, ...], body: Any, caller: Caller) -> tuple[int, Any]:
@@ -722,12 +722,11 @@ async def _env(shared: ServerContext, path: tuple[str, ...], body: Any, caller: 
 
 
 async def _finish(shared: ServerContext, path: tuple[str, ...], body: Any, caller: Caller) -> tuple[int, Any]:
-    return 200, {"session": await sessions.finish_session(shared, path[0],
-                                                         structure(body or {}, sessions.SessionFinish), caller)}
+    return 200, await sessions.finish_session(shared, path[0], structure(body or {}, sessions.SessionFinish), caller)
 
 
 async def _summary(shared: ServerContext, path: tuple[str, ...], _: Any, caller: Caller) -> tuple[int, Any]:
-    return 200, {"summary": await runs.get_summary(shared, path[0], caller)}
+    return 200, RunSummaryReply(summary=await runs.get_summary(shared, path[0], caller))
 
 
 SESSION_CALLS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (

@@ -33,7 +33,14 @@ from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_states import FINISH_STATES
 from gpuplaned.protocol.sdk_spool import SESSION_ID
-from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
+from gpuplaned.protocol.session_replies import (
+    BatchReply,
+    Session,
+    SessionCreated,
+    SessionEnvReply,
+    SessionList,
+    SessionReply,
+)
 from gpuplaned.service import access, checkpoint_files, confined_callers, detector, evaluations
 from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.registry import now_ms
@@ -42,7 +49,7 @@ from gpuplaned.service.series_owner import claim_for_sdk
 from gpuplaned.store import event_rows
 from gpuplaned.store import project_rows, run_owners, run_rows, session_rows
 from gpuplaned.store.event_rows import EventRow
-from gpuplaned.store.session_rows import Session, SessionRequest
+from gpuplaned.store.session_rows import SessionRequest
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -103,7 +110,7 @@ def _store(shared: ServerContext) -> Any:
     return access.store_port(shared, "runs")
 
 
-async def open_session(shared: ServerContext, body: SessionCreate, caller: Caller | None = None) -> Session:
+async def open_session(shared: ServerContext, body: SessionCreate, caller: Caller | None = None) -> SessionCreated:
     """Open (or re-open) a session; a ``caller`` other than the user only on a run it owns
     (``access.owns_run``), and a run it creates is recorded as its own (one an agent's host
     made, as that node's: its files, on that host, are never taken for the server's).
@@ -133,7 +140,8 @@ async def open_session(shared: ServerContext, body: SessionCreate, caller: Calle
             run_owners.declare_cwd(conn, session.run_id, body.cwd)
         return session
 
-    return await write(_store(shared), apply)
+    session = await write(_store(shared), apply)
+    return SessionCreated(session_id=session.id, run_id=session.run_id, session=session)
 
 
 def _owned_session(conn: Any, session_id: str, caller: Caller | None) -> Session:
@@ -333,28 +341,29 @@ class SessionFinish:
 
 
 async def finish_session(shared: ServerContext, session_id: str, body: SessionFinish,
-                         caller: Caller | None = None) -> Session:
+                         caller: Caller | None = None) -> SessionReply:
     status = body.status
 
     def apply(conn: Any) -> Session:
         _owned_session(conn, session_id, caller)
         return session_rows.finish_session(conn, session_id, status, now_ms())
 
-    return await write(_store(shared), apply)
+    return SessionReply(session=await write(_store(shared), apply))
 
 
-async def list_run_sessions(shared: ServerContext, run_id: str) -> list[Session]:
+async def list_run_sessions(shared: ServerContext, run_id: str) -> SessionList:
 
     def read(conn: Any) -> list[Session]:
         if not run_rows.run_exists(conn, run_id):
             raise ApiError(ErrorCode.NOT_FOUND, f"no run {run_id!r}", {"run_id": run_id})
         return session_rows.list_for_run(conn, run_id)
 
-    return await access.readers(shared, "runs").run(read)
+    return SessionList(sessions=await access.readers(shared, "runs").run(read))
 
 
-async def get_session(shared: ServerContext, session_id: str) -> Session:
-    return await access.readers(shared, "runs").run(lambda conn: session_rows.require_open(conn, session_id))
+async def get_session(shared: ServerContext, session_id: str) -> SessionReply:
+    return SessionReply(session=await access.readers(shared, "runs").run(
+        lambda conn: session_rows.require_open(conn, session_id)))
 
 
 MAX_ENV_BYTES = 64 * 1024

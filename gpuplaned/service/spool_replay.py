@@ -92,14 +92,12 @@ async def replay_file(shared: ServerContext, path: Path) -> FileReport:
 
 async def _apply(shared: ServerContext, step: Step, session_id: str) -> Any:
     if step.kind == "open":
-        session = await sessions.open_session(shared, structure(step.body, sessions.SessionCreate))
-        return {"session_id": session.id, "run_id": session.run_id}
+        return unstructure(await sessions.open_session(shared, structure(step.body, sessions.SessionCreate)))
     if step.kind == "env":
         return unstructure(await sessions.add_env(shared, session_id, step.body))
     if step.kind == "batch":
         return unstructure(await sessions.add_batch(shared, session_id, structure(step.body, sessions.BatchCreate)))
-    return {"session": await sessions.finish_session(shared, session_id,
-                                                     structure(step.body, sessions.SessionFinish))}
+    return unstructure(await sessions.finish_session(shared, session_id, structure(step.body, sessions.SessionFinish)))
 
 
 def _log_report(report: FileReport) -> None:

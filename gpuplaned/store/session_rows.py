@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.ids import new_id, uuid7
+from gpuplaned.protocol.session_replies import Session
 
 
 @attrs.frozen
@@ -27,22 +27,6 @@ class SessionRequest:
     pid: int | None
     session_id: str | None = None  # the SDK's own UUIDv7 (it makes one to spool under); None: the daemon's
     started_at: int | None = None  # when the script opened it (ms); None: now
-
-
-@attrs.frozen
-class Session:
-    """One SDK process (a rank) reporting to a run."""
-
-    id: str = doc("a UUIDv7")
-    run_id: str
-    rank: int | None
-    host: str | None
-    pid: int | None
-    status: str
-    last_seq: int | None
-    points: int
-    created_at: int = doc("ms since the epoch")
-    finished_at: int | None = doc("ms since the epoch")
 
 
 _COLUMNS = "id, run_id, rank, host, pid, status, last_seq, points, created_at, finished_at"
