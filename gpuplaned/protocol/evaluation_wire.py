@@ -156,10 +156,13 @@ class EvaluationCreate:
 
 @attrs.frozen(kw_only=True)
 class RetryBody:
-    """``POST /api/v1/jobs/{id}/retry``: optionally, the checkpoint the next attempt resumes from."""
+    """``POST /api/v1/jobs/{id}/retry``: optionally, the checkpoint the next attempt resumes from,
+    and whether its cancelled chain of dependants comes back with it."""
 
     resume_from: str | None = field(default=None, pattern=r"^(best|last|ck_[0-9A-Za-z]{1,64})$",
                                     message="best, last or a checkpoint id (ck_...), got {value!r}",
                                     description="best (by the run's primary metric), last (the newest saved) or a "
                                                 "checkpoint id of the job's lineage; the attempt gets "
                                                 "GPUPLANE_RESUME_FROM and GPUPLANE_RESUME_STEP")
+    with_dependants: bool = field(default=False, description="also queue again, behind it, its dependants (and "
+                                                             "theirs) that were cancelled with DEPENDENCY_FAILED")

@@ -57,6 +57,16 @@ class FailureReason(enum.StrEnum):
     LOST = "LOST"  # nothing tells how it ended (no exit record, or a corrupt one), or its node fell silent
     REQUEUED = "REQUEUED"  # on a run only: the dispatch never started and went back to the queue
     DISPATCH_TIMEOUT = "DISPATCH_TIMEOUT"  # a remote node never said it started it, dispatch after dispatch
+    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"  # cancelled while queued: its dependencies can never be met
+
+
+class AfterCondition(enum.StrEnum):
+    """When a job with dependencies may run (``submit --after``, ``--after-any``, ``--after-failed``;
+    ``gpuplaned.domain.dependencies`` decides)."""
+
+    SUCCEEDED = "succeeded"  # once every dependency SUCCEEDED
+    ENDED = "ended"  # once every dependency ended, whatever the outcome
+    FAILED = "failed"  # once every dependency ended, if one did not succeed
 
 
 def signal_failure(name: str) -> str:

@@ -23,10 +23,12 @@ from gpuplaned.protocol.job_policies import (
     StalledPolicy,
     env_refusal,
 )
-from gpuplaned.protocol.job_states import FailureReason, JobState, signal_failure
+from gpuplaned.protocol.job_states import AfterCondition, FailureReason, JobState, signal_failure
 from gpuplaned.protocol.vocabulary import PLACEMENTS
 
 JOB_TYPES = ("TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM")
+AFTER_CONDITIONS = tuple(c.value for c in AfterCondition)
+MAX_DEPENDENCIES = 1000
 DEFAULT_STOP_GRACE_S = 10.0
 MAX_PRIORITY = 1_000_000
 
@@ -58,6 +60,14 @@ class JobSpec:
 _MS = "ms since the epoch"
 # A job's failure reasons (REQUEUED is a run's only: the job itself went back to the queue).
 _FAILURES = ", ".join(reason.value for reason in FailureReason if reason is not FailureReason.REQUEUED)
+
+
+@attrs.frozen
+class JobLink:
+    """A job another one depends on, or one that depends on it, with its status now."""
+
+    job_id: str = doc("job_<ULID>")
+    status: JobState = attrs.field(converter=JobState)
 
 
 @attrs.frozen
@@ -108,6 +118,11 @@ class Job:
                                    "waits for a free slot, or is not queued", default=None)
     secret_env: list[str] = doc("the names of its secret env (--secret-env, [secrets]); their values are "
                                 "never shown", factory=list)
+    after: str | None = doc("when it may run after its dependencies: succeeded (every one SUCCEEDED), ended (every "
+                            "one ended) or failed (every one ended, one not SUCCEEDED); null: it has none",
+                            enum=AFTER_CONDITIONS, default=None)
+    dependencies: list[JobLink] = doc("the jobs it waits for (submit --after), with their status", factory=list)
+    dependants: list[JobLink] = doc("the jobs that wait for it, with their status", factory=list)
 
 
 def _argv(command: list[str]) -> str | None:
@@ -127,6 +142,21 @@ def _env_names(env: dict[str, str]) -> str | None:
 
 def _finite(value: float) -> str | None:
     return None if math.isfinite(value) else f"must be a positive number of seconds, got {value!r}"
+
+
+@attrs.frozen(kw_only=True)
+class JobAfter:
+    """A job's dependencies: it stays queued until they have ended. One that can never run (a
+    dependency FAILED or CANCELLED under succeeded; all SUCCEEDED under failed) is CANCELLED with
+    failure reason DEPENDENCY_FAILED, and so are its own dependants."""
+
+    ids: list[str] = field(min_items=1, max_items=MAX_DEPENDENCIES, items={"pattern": "^job_[0-9A-Za-z]{1,64}$"},
+                           message="must be one or more job ids (job_...), got {value!r}",
+                           description="the jobs it depends on (each must exist)")
+    when: str = field(default=AfterCondition.SUCCEEDED.value, enum=AFTER_CONDITIONS,
+                      description="succeeded: run once every one SUCCEEDED (--after); ended: once every one ended, "
+                                  "whatever the outcome (--after-any); failed: once every one ended, if one did not "
+                                  "succeed (--after-failed)")
 
 
 _SECONDS = {"exclusive_minimum": 0, "message": "must be a positive number of seconds, got {value!r}", "check": _finite}
@@ -190,6 +220,9 @@ class JobSubmit:
     placement: str | None = field(default=None, enum=PLACEMENTS,
                                   description="pack: the node with the fewest free GPUs that fit; spread: the most; "
                                               "default: the daemon's [scheduler] placement")
+
+    after: JobAfter | None = field(default=None, description="run only after these jobs: its dependencies "
+                                                             "(submit --after, --after-any, --after-failed)")
 
     __schema__ = {"anyOf": [{"required": ["cwd"]}, {"required": ["dir"]}]}
 

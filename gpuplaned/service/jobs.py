@@ -39,7 +39,7 @@ from gpuplaned.service.dispatch import placement_of, wake_scheduler
 from gpuplaned.service.registry import NodeUnavailable, now_ms
 from gpuplaned.service.sealing import seal_env
 from gpuplaned.service.tokens import grants
-from gpuplaned.store import event_rows, job_rows, resume_rows
+from gpuplaned.store import dependency_rows, event_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
 
@@ -76,7 +76,10 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
     def insert(conn: Any) -> Job:
         token_id = budgets.admit(conn, caller, spec)
         nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
-        job_id = job_rows.insert_job(conn, spec, now_ms(), nodes, token_id)
+        now = now_ms()
+        job_id = job_rows.insert_job(conn, spec, now, nodes, token_id)
+        if body.after is not None:  # held until they end; cancelled at once if they never can be met
+            dependency_rows.attach(conn, job_id, body.after.ids, body.after.when, now)
         job = job_rows.get_job(conn, job_id)
         assert job is not None
         return job
@@ -186,8 +189,9 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
                 caller: Caller | None = None) -> Job:
     """Queue an ended job again; with ``resume_from`` (best, last or a checkpoint id of its
     lineage: ``gpuplaned.service.resume``) its next attempts resume from that checkpoint,
-    without it they start afresh. A token with limits may retry only its own jobs, and the
-    job is checked against its limits and budget as a new submit is."""
+    without it they start afresh. ``with_dependants``: its dependants cancelled because it failed
+    (DEPENDENCY_FAILED), and theirs, are queued again behind it. A token with limits may retry
+    only its own jobs, and the job is checked against its limits and budget as a new submit is."""
     which = body.resume_from if body is not None else None
     point = await resume.choose(shared, job_id, which) if which else None
 
@@ -203,7 +207,8 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
             if current is None or current.deleted_at is not None:  # deleted since it was chosen
                 raise ApiError(ErrorCode.CONFLICT, f"checkpoint {point.checkpoint_id} was deleted: its file is gone",
                                {"job_id": job_id, "checkpoint_id": point.checkpoint_id})
-        job_rows.retry_job(conn, job_id)
+        job_rows.retry_job(conn, job_id, with_dependants=body is not None and body.with_dependants,
+                           now_ms=now_ms())
         resume_rows.set_resume_from(conn, job_id, point.checkpoint_id if point else None)
         evaluations.after_retry(conn, job_id)
         job = job_rows.get_job(conn, job_id)

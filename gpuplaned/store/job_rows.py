@@ -17,16 +17,16 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain import queue
+from gpuplaned.domain import dependencies, queue
 from gpuplaned.domain.job_states import IllegalTransition, JobEvent, next_state, on_report, run_state
 from gpuplaned.domain.scheduling import Assignment, GpuFacts, NodeCapacity, QueuedJob
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import JobPolicies, dump_policies, load_policies
-from gpuplaned.protocol.job_states import ACTIVE, ON_NODE, FailureReason, JobState, NodeReport, values
-from gpuplaned.protocol.job_wire import Job, JobSpec
-from gpuplaned.store import resume_rows
+from gpuplaned.protocol.job_states import ACTIVE, ENDED, ON_NODE, FailureReason, JobState, NodeReport, values
+from gpuplaned.protocol.job_wire import Job, JobLink, JobSpec
+from gpuplaned.store import dependency_rows, resume_rows
 from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
@@ -70,8 +70,36 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
 
 
 def get_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
+    """The job with its dependencies and dependants (``Job.dependencies``, ``Job.dependants``)."""
+    job = _bare_job(conn, job_id)
+    return _linked(conn, [job])[0] if job else None
+
+
+def _bare_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     row = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return _job(row) if row else None
+
+
+def _linked(conn: sqlite3.Connection, jobs: list[Job]) -> list[Job]:
+    """``jobs`` with their dependencies and dependants; a queued job held by one shows why it
+    waits (``after job_... (RUNNING)``) as its ``queue_reason``."""
+    needs, needed_by = dependency_rows.links(conn, [j.id for j in jobs])
+    out = []
+    for job in jobs:
+        when, parents = needs.get(job.id, (None, []))
+        children = needed_by.get(job.id, [])
+        if when is None and not children:
+            out.append(job)
+            continue
+        reason = job.queue_reason
+        if when is not None and job.status == JobState.QUEUED.value:
+            states = dict(parents)
+            if dependencies.verdict(when, states.values()) is dependencies.Verdict.WAIT:
+                reason = dependencies.waiting_reason(when, states)
+        out.append(attrs.evolve(job, after=when, queue_reason=reason,
+                                dependencies=[JobLink(i, s) for i, s in parents],
+                                dependants=[JobLink(i, s) for i, s in children]))
+    return out
 
 
 def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: int = 100,
@@ -80,7 +108,7 @@ def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: 
     statuses = list(statuses)
     clauses = [one_of("status", statuses)] if statuses else []
     rows = newest_first(conn, f"SELECT {_JOB_COLUMNS} FROM jobs", clauses, statuses, before, limit)
-    return [_job(r) for r in rows]
+    return _linked(conn, [_job(r) for r in rows])
 
 
 def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
@@ -179,8 +207,8 @@ def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT) -> Gene
     (``.close()``) when done with it before the end.
     """
     rows = conn.execute(
-        "SELECT id, resources, node_selector, priority, created_at, queue_reason FROM jobs WHERE status = ? "
-        f"ORDER BY {_QUEUE_ORDER} LIMIT ?", (JobState.QUEUED.value, limit))
+        "SELECT id, resources, node_selector, priority, created_at, queue_reason FROM jobs "
+        f"WHERE status = ? AND dependencies_pending = 0 ORDER BY {_QUEUE_ORDER} LIMIT ?", (JobState.QUEUED.value, limit))
     try:
         for row in rows:
             yield _queued(row)
@@ -206,7 +234,7 @@ def set_queue_reasons(conn: sqlite3.Connection, reasons: Mapping[str, str | None
 def record_dispatch(conn: sqlite3.Connection, decision: Assignment, now_ms: int) -> Dispatched:
     """Record a placement: the job DISPATCHING as its next attempt, a new run, its GPU slots
     booked (refused, raising, if one is not free: the pass read them in this transaction)."""
-    job = get_job(conn, decision.job_id)
+    job = _bare_job(conn, decision.job_id)
     assert job is not None
     return _dispatch(conn, job, decision, now_ms)
 
@@ -304,6 +332,8 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
         (run.value, when, msg.exit_code, msg.failure_reason or requeued, run_id),
     )
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,))
+    if new in ENDED:  # its final state: its dependants may run now, or never
+        dependency_rows.settle(conn, msg.job_id, now_ms)
     return StatusOutcome(True, new.value, run_id=run_id, run_status=run.value)
 
 
@@ -318,7 +348,9 @@ def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutc
     state = JobState(job.status)
     if state is JobState.QUEUED:
         new = next_state(state, JobEvent.CANCELLED)
-        conn.execute("UPDATE jobs SET status = ?, finished_at = ? WHERE id = ?", (new.value, now_ms, job_id))
+        conn.execute("UPDATE jobs SET status = ?, finished_at = ?, dependencies_pending = 0 WHERE id = ?",
+                     (new.value, now_ms, job_id))
+        dependency_rows.settle(conn, job_id, now_ms)
         return CancelOutcome(_require(conn, job_id))
     if state in ON_NODE:  # its node stops it, now or when it is back
         conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
@@ -327,15 +359,33 @@ def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutc
                    {"job_id": job_id, "status": job.status})
 
 
-def retry_job(conn: sqlite3.Connection, job_id: str) -> Job:
+def retry_job(conn: sqlite3.Connection, job_id: str, *, with_dependants: bool = False,
+              now_ms: int = 0) -> Job:
+    """Queue an ended (or LOST) job again. A job with dependencies waits for them again while one
+    is pending; one whose dependencies can never be met is refused (retry the failed one with
+    ``with_dependants``). ``with_dependants``: its dependants cancelled with DEPENDENCY_FAILED,
+    and theirs, are queued again behind it.
+
+    Raises:
+        ApiError: conflict, for a job that has not ended or whose dependencies can never be met.
+    """
     job = _require(conn, job_id)
     try:
         new = next_state(JobState(job.status), JobEvent.RETRY)
     except IllegalTransition:
         raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is {job.status}; only an ended job can be retried",
                        {"job_id": job_id, "status": job.status}) from None
+    never = dependency_rows.never_met(conn, job_id)
+    if never is not None:
+        raise ApiError(ErrorCode.CONFLICT, f"job {job_id} can never run: {never}; retry that job with its "
+                                           "dependants instead", {"job_id": job_id, "reason": never})
+    chain = dependency_rows.cancelled_chain(conn, job_id) if with_dependants else []
     _clear_attempt_fields(conn, job_id, new)
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
+    dependency_rows.recheck(conn, job_id, now_ms)
+    for child in chain:  # parents first: each waits for the one queued before it
+        _clear_attempt_fields(conn, child, next_state(JobState.CANCELLED, JobEvent.RETRY))
+        dependency_rows.recheck(conn, child, now_ms)
     return _require(conn, job_id)
 
 
@@ -450,6 +500,7 @@ def fail_dispatch(conn: sqlite3.Connection, job_id: str, attempt: int, message: 
     new = next_state(JobState.DISPATCHING, JobEvent.FAILED)
     conn.execute("UPDATE jobs SET status = ?, finished_at = ?, failure_reason = ?, failure_message = ? WHERE id = ?",
                  (new.value, now_ms, DISPATCH_TIMEOUT, message, job_id))
+    dependency_rows.settle(conn, job_id, now_ms)
     conn.execute("UPDATE runs SET status = ?, finished_at = ?, failure_reason = ? WHERE id = ?",
                  (new.value, now_ms, DISPATCH_TIMEOUT, row[0]))
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))

@@ -1771,7 +1771,7 @@ export interface components {
             /** @description ms since the epoch */
             finished_at: number | null;
             exit_code: number | null;
-            /** @description a code: EXIT_CODE, OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST, DISPATCH_TIMEOUT, or SIGNAL(SIGSEGV) for a signal */
+            /** @description a code: EXIT_CODE, OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST, DISPATCH_TIMEOUT, DEPENDENCY_FAILED, or SIGNAL(SIGSEGV) for a signal */
             failure_reason: string | null;
             /** @description why it failed, in words */
             failure_message: string | null;
@@ -1805,6 +1805,15 @@ export interface components {
             queue_reason: string | null;
             /** @description the names of its secret env (--secret-env, [secrets]); their values are never shown */
             secret_env: string[];
+            /**
+             * @description when it may run after its dependencies: succeeded (every one SUCCEEDED), ended (every one ended) or failed (every one ended, one not SUCCEEDED); null: it has none
+             * @enum {string|null}
+             */
+            after: "succeeded" | "ended" | "failed" | null;
+            /** @description the jobs it waits for (submit --after), with their status */
+            dependencies: components["schemas"]["JobLink"][];
+            /** @description the jobs that wait for it, with their status */
+            dependants: components["schemas"]["JobLink"][];
         };
         /** @description Keep the ``keep_best`` best checkpoints by the primary metric and the ``keep_last`` newest; the rest registered by GPUPlane are deleted as new ones arrive. */
         RetentionPolicy: {
@@ -1864,6 +1873,13 @@ export interface components {
              * @enum {string}
              */
             resume_from: "last" | "best";
+        };
+        /** @description A job another one depends on, or one that depends on it, with its status now. */
+        JobLink: {
+            /** @description job_<ULID> */
+            job_id: string;
+            /** @enum {string} */
+            status: "CREATED" | "QUEUED" | "DISPATCHING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "LOST";
         };
         /** @description ``POST /api/v1/checkpoints/{id}/evaluations``: an EVALUATE job for the checkpoint. */
         EvaluationCreate: {
@@ -2166,6 +2182,8 @@ export interface components {
              * @enum {string|null}
              */
             placement?: "pack" | "spread" | null;
+            /** @description run only after these jobs: its dependencies (submit --after, --after-any, --after-failed) */
+            after?: components["schemas"]["JobAfter"] | null;
         } & ({
             /** @description an existing absolute directory */
             cwd: string;
@@ -2173,6 +2191,17 @@ export interface components {
             /** @description alias of cwd */
             dir: string;
         });
+        /** @description A job's dependencies: it stays queued until they have ended. One that can never run (a dependency FAILED or CANCELLED under succeeded; all SUCCEEDED under failed) is CANCELLED with failure reason DEPENDENCY_FAILED, and so are its own dependants. */
+        JobAfter: {
+            /** @description the jobs it depends on (each must exist) */
+            ids: string[];
+            /**
+             * @description succeeded: run once every one SUCCEEDED (--after); ended: once every one ended, whatever the outcome (--after-any); failed: once every one ended, if one did not succeed (--after-failed)
+             * @default succeeded
+             * @enum {string}
+             */
+            when?: "succeeded" | "ended" | "failed";
+        };
         JobList: {
             jobs: components["schemas"]["Job"][];
             /** @description pass as cursor= for the next page; null: no more */
@@ -2316,10 +2345,15 @@ export interface components {
             id: string;
             name: string;
         };
-        /** @description ``POST /api/v1/jobs/{id}/retry``: optionally, the checkpoint the next attempt resumes from. */
+        /** @description ``POST /api/v1/jobs/{id}/retry``: optionally, the checkpoint the next attempt resumes from, and whether its cancelled chain of dependants comes back with it. */
         RetryBody: {
             /** @description best (by the run's primary metric), last (the newest saved) or a checkpoint id of the job's lineage; the attempt gets GPUPLANE_RESUME_FROM and GPUPLANE_RESUME_STEP */
             resume_from?: string | null;
+            /**
+             * @description also queue again, behind it, its dependants (and theirs) that were cancelled with DEPENDENCY_FAILED
+             * @default false
+             */
+            with_dependants?: boolean;
         };
         LogPage: {
             job_id: string;
@@ -5749,6 +5783,7 @@ export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["s
 export const evaluatePolicyEveryValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EvaluatePolicy"]["every"]> = ["best", "each"];
 export const stalledPolicyActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["StalledPolicy"]["action"]> = ["restart", "stop", "notify"];
 export const preemptedPolicyResume_fromValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PreemptedPolicy"]["resume_from"]> = ["last", "best"];
+export const jobLinkStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobLink"]["status"]> = ["CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
 export const runSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Run"]["source"]> = ["job", "sdk", "import"];
 export const runStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Run"]["status"]> = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
 export const importedLogStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ImportedLog"]["stream"]> = ["stdout", "stderr"];
@@ -5756,6 +5791,7 @@ export const runLogFileStreamValues: ReadonlyArray<FlattenedDeepRequired<compone
 export const runLogFileStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunLogFile"]["state"]> = ["ok", "changed", "gone", "unreadable"];
 export const submitPlanWouldValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SubmitPlan"]["would"]> = ["dispatch", "queue", "refuse"];
 export const jobSubmitTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobSubmit"]["type"]> = ["TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM"];
+export const jobAfterWhenValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobAfter"]["when"]> = ["succeeded", "ended", "failed"];
 export const runMetricsX_axisValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunMetrics"]["x_axis"]> = ["step", "ts"];
 export const runMetricsResolutionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunMetrics"]["resolution"]> = ["raw"];
 export const runPrimaryMetricSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunPrimaryMetric"]["source"]> = ["experiment", "project", "global"];
