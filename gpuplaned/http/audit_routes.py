@@ -24,10 +24,10 @@ import trio
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from gpuplaned.http.replies import AuditList
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.http.scopes import is_public
+from gpuplaned.protocol.audit_replies import AuditList
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.service import audit
 from gpuplaned.service.ui_sessions import Caller
@@ -61,9 +61,8 @@ LIST = api.get(AUDIT_RULE, "listAudit", "The audit log: every REST write and MCP
 def register(app: QuartTrio, shared: ServerContext) -> None:
     @LIST.on(app)
     async def list_audit(query: AuditQuery) -> Response:
-        entries, next_cursor = await audit.list_audit(shared, token_name=query.token or None, limit=query.limit,
-                                                      cursor=query.cursor or None)
-        return ok({"entries": entries, "next_cursor": next_cursor})
+        return ok(await audit.list_audit(shared, token_name=query.token or None, limit=query.limit,
+                                         cursor=query.cursor or None))
 
 
 # Who a request on the HTTP front to a public route (signing in) is: nobody yet.

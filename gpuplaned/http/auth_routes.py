@@ -24,9 +24,10 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.idempotency import secret_reply
-from gpuplaned.http.replies import LogoutReply, UiSessionReply
+from gpuplaned.http.replies import UiSessionReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
+from gpuplaned.protocol.auth_replies import LogoutReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import ui_sessions
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, LoginLink, LoginLinkCreate, LoginRequest
@@ -108,7 +109,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @LOGOUT.on(app)
     async def auth_logout() -> Response:
         ended = await ui_sessions.logout(shared, request.cookies.get(COOKIE))
-        response = ok({"logged_out": ended})
+        response = ok(LogoutReply(logged_out=ended))
         clear_session_cookie(response)
         return response
 

@@ -9,13 +9,12 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import JobsQuery, LogsQuery, LogStreamQuery, RunsQuery
-from gpuplaned.http.replies import SubmitPlanReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
 from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.fields import UNSET, field
-from gpuplaned.protocol.job_replies import JobList, JobReply, LogEnd
+from gpuplaned.protocol.job_replies import JobList, JobReply, LogEnd, SubmitPlanReply
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.protocol.log_replies import LogPage
 from gpuplaned.protocol.run_replies import RunList, RunMetrics, RunMetricsMany, RunReply, RunSeries, RunSummaryReply
@@ -107,7 +106,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     async def submit_job(body: JobSubmit, query: SubmitQuery) -> Response:
         caller = getattr(g, "caller", None)
         if query.dry_run == "true":
-            return ok({"plan": await jobs.plan(shared, body, caller=caller)})
+            return ok(SubmitPlanReply(plan=await jobs.plan(shared, body, caller=caller)))
         return ok(one_job(await jobs.submit(shared, body, caller=caller)), 201)
 
     @LIST.on(app)

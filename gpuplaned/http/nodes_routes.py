@@ -8,10 +8,10 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import EventsQuery, EventStreamQuery
-from gpuplaned.http.replies import EventList
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
+from gpuplaned.protocol.event_replies import EventList
 from gpuplaned.protocol.job_replies import Lagged
 from gpuplaned.protocol.node_replies import ForgottenNode, NodeList, NodeMetrics, NodeReply, NodeSnapshot
 from gpuplaned.service import budgets, events, node_metrics, nodes_view
@@ -107,8 +107,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @EVENTS.on(app)
     async def list_events(query: EventsQuery) -> Response:
         where = events.parse_filter(request.args)
-        page, next_cursor = await events.list_events(shared, where, query.limit, query.cursor or None)
-        return ok({"events": page, "next_cursor": next_cursor})
+        return ok(await events.list_events(shared, where, query.limit, query.cursor or None))
 
     @EVENT_STREAM.on(app)
     async def event_stream(query: EventStreamQuery) -> Response:

@@ -14,12 +14,9 @@ import attrs
 from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.protocol.reply_words import next_cursor_field as _next
-from gpuplaned.protocol.submit_plan import SubmitPlan
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import UiSession
 from gpuplaned.service.webhooks import WebhookInfo, WebhookTestResult
-from gpuplaned.store.audit_rows import AuditRow
-from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project
 
 # --- jobs and runs ---------------------------------------------------------------------------
@@ -29,12 +26,6 @@ from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMe
 
 
 # --- nodes and events --------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class EventList:
-    events: list[EventRow]
-    next_cursor: str | None = _next()
 
 
 # --- tokens, projects, the web UI's sign-in --------------------------------------------------
@@ -106,11 +97,6 @@ class UiSessionReply:
     session: UiSession
 
 
-@attrs.frozen(kw_only=True)
-class LogoutReply:
-    logged_out: bool = doc("whether a session was ended")
-
-
 # --- webhooks (issue 16) -------------------------------------------------------------------
 
 
@@ -135,14 +121,3 @@ class WebhookTested:
 
 
 # --- capability tokens: the dry run and the audit log (issue 17) ---------------------------
-
-
-@attrs.frozen(kw_only=True)
-class SubmitPlanReply:
-    plan: SubmitPlan
-
-
-@attrs.frozen(kw_only=True)
-class AuditList:
-    entries: list[AuditRow] = doc("newest first")
-    next_cursor: str | None = doc("pass as cursor for the next page; null: no more")

@@ -85,6 +85,12 @@ async def get_job(call: Call, args: a.JobArgs) -> Result:
     words = f"Job {job.id} ({job.name}) is {job.status}, attempt {job.attempt}/{job.max_attempts}"
     if job.failure_reason:
         words += f", {job.failure_reason}: {job.failure_message or ''}".rstrip(": ")
+    if job.queue_reason:
+        words += f"; it waits: {job.queue_reason}"
+    if job.dependencies:
+        words += f"; runs after ({job.after}) " + ", ".join(f"{d.job_id} ({d.status})" for d in job.dependencies)
+    if job.dependants:
+        words += "; waited for by " + ", ".join(f"{d.job_id} ({d.status})" for d in job.dependants)
     # One job: REST's rule, through its code (values for a caller who may write, secret names excepted).
     return Result(words + ".", {"job": jobs.view_for(job, call.caller)}, job_next(job))
 
@@ -149,14 +155,14 @@ def event_filter(args: a.EventFilterArgs) -> EventFilter:
 
 
 async def list_events(call: Call, args: a.ListEventsArgs) -> Result:
-    page, next_cursor = await events.list_events(call.shared, event_filter(args), args.limit, args.cursor)
+    found = await events.list_events(call.shared, event_filter(args), args.limit, args.cursor)
     # The wake-up cursor is the newest event of all (not of this filter's): waiting after it
     # misses nothing recorded since, whatever filter the wait uses.
-    newest, _ = await events.list_events(call.shared, EventFilter(), 1, None)
-    cursor = newest[0]["id"] if newest else events.FROM_THE_START
-    kinds = sorted({e["type"] for e in page})
-    return Result(f"{len(page)} event(s), newest first{': ' + ', '.join(kinds[:8]) if kinds else ''}.",
-                  {"events": page, "next_cursor": next_cursor, "cursor": cursor},
+    newest = (await events.list_events(call.shared, EventFilter(), 1, None)).events
+    cursor = newest[0].id if newest else events.FROM_THE_START
+    kinds = sorted({e.type for e in found.events})
+    return Result(f"{len(found.events)} event(s), newest first{': ' + ', '.join(kinds[:8]) if kinds else ''}.",
+                  {"events": found.events, "next_cursor": found.next_cursor, "cursor": cursor},
                   [next_action("wait_for_events", "be woken by the next ones", cursor=cursor, timeout_s=45)])
 
 

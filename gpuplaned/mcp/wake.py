@@ -49,8 +49,8 @@ async def _after(shared: Any, cursor: str | None, where: EventFilter, limit: int
 
 
 async def _newest(shared: Any) -> str:
-    newest, _ = await events.list_events(shared, EventFilter(), 1, None)
-    return newest[0]["id"] if newest else events.FROM_THE_START
+    newest = (await events.list_events(shared, EventFilter(), 1, None)).events
+    return newest[0].id if newest else events.FROM_THE_START
 
 
 async def _progress_words(call: Call, args: a.WaitArgs) -> str:

@@ -8,6 +8,7 @@ from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_states import JobState
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.protocol.reply_words import next_cursor_field
+from gpuplaned.protocol.submit_plan import SubmitPlan
 
 
 @attrs.frozen(kw_only=True)
@@ -32,3 +33,8 @@ class LogEnd:
     attempt: int = doc(minimum=0)
     exit_code: int | None
     failure_reason: str | None
+
+
+@attrs.frozen(kw_only=True)
+class SubmitPlanReply:
+    plan: SubmitPlan

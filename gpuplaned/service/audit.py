@@ -30,12 +30,12 @@ import trio
 
 from gpuplaned.domain.secret_values import mask_url_passwords
 from gpuplaned.protocol import cursors
+from gpuplaned.protocol.audit_replies import AuditList, AuditRow
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.runtime.call import Reply
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import audit_rows
-from gpuplaned.store.audit_rows import AuditRow
 from gpuplaned.store.writer import Write, write
 
 if TYPE_CHECKING:
@@ -134,13 +134,14 @@ async def record(shared: ServerContext, *, caller: Caller | None, via: str, acti
 
 
 async def list_audit(shared: ServerContext, *, token_name: str | None, limit: int,
-                     cursor: str | None) -> tuple[list[AuditRow], str | None]:
+                     cursor: str | None) -> AuditList:
     """A page of the log, newest first, and the next page's cursor (None: no more)."""
     before = cursors.decode("audit", cursor, (int,))
     rows = await access.readers(shared, "the audit log").run(
         lambda conn: audit_rows.page(conn, token_name=token_name, limit=limit + 1,
                                      before_id=before[0] if before else None))
-    return cursors.split_page("audit", rows, limit, key=lambda r: (r.id,))
+    entries, next_cursor = cursors.split_page("audit", rows, limit, key=lambda r: (r.id,))
+    return AuditList(entries=entries, next_cursor=next_cursor)
 
 
 async def prune(shared: ServerContext) -> int:

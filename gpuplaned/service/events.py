@@ -19,6 +19,7 @@ from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.agent import JobStatus, NodeEvent
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.event_replies import EventList
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.service import access
@@ -93,13 +94,13 @@ def _readers(shared: ServerContext) -> Any:
 
 
 async def list_events(shared: ServerContext, where: EventFilter, limit: int,
-                      cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+                      cursor: str | None = None) -> EventList:
     """A page of events, newest first, and the cursor of the next page (None: no more)."""
     before = cursors.decode("events", cursor, (int,))
     rows = await _readers(shared).run(
         lambda conn: event_rows.list_events(conn, where, limit + 1, before[0] if before else None))
     page, next_cursor = cursors.split_page("events", rows, limit, key=lambda r: (r[0],))
-    return [to_json(row) for _, row in page], next_cursor
+    return EventList(events=[row for _, row in page], next_cursor=next_cursor)
 
 
 def _frame(event: EventRow) -> bytes:

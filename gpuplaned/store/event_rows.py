@@ -13,25 +13,8 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.protocol.fields import doc
-from gpuplaned.protocol.vocabulary import SEVERITIES
+from gpuplaned.protocol.event_replies import EventRow
 
-
-
-@attrs.frozen
-class EventRow:
-    id: str = doc("ev_<ULID>; also the SSE id to resume after")
-    ts: int = doc("ms since the epoch")
-    type: str = doc("a word like DISK_LOW or GPU_LOST")
-    severity: str = doc(enum=SEVERITIES)
-    node_id: str | None
-    job_id: str | None
-    run_id: str | None
-    step: int | None
-    message: str | None
-    context: dict[str, Any]
-
-    __schema_name__ = "Event"  # the API's word for it
 
 
 @attrs.frozen
