@@ -31,9 +31,7 @@ from gpuplaned.protocol.job_wire import Job
 from gpuplaned.protocol.schemas import REF, SchemaSet
 from gpuplaned.protocol.version import API_VERSION
 from gpuplaned.runtime.states import ActorState
-from gpuplaned.service.projects import METRIC_SCOPES
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER
-from gpuplaned.store.project_rows import MetricDefinition
 
 OPENAPI_VERSION = "3.1.0"
 PATH = "/api/v1/openapi.json"
@@ -42,7 +40,6 @@ PATH = "/api/v1/openapi.json"
 _ENUMS: dict[tuple[type, str], typing.Iterable[Any]] = {
     (DaemonInfo, "state"): [s.value for s in DaemonState], (DaemonInfo, "role"): ROLES,
     (ActorInfo, "state"): [s.value for s in ActorState], (ShutdownReply, "state"): [DaemonState.STOPPING.value],
-    (MetricDefinition, "scope"): METRIC_SCOPES,
 }
 # A path segment: werkzeug routes on the decoded path, so a "/" would reach another route,
 # and "." or ".." are folded away by URL normalisation before the request leaves the client.

@@ -22,7 +22,9 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from gpuplaned.http.queries import DefinitionsQuery, Page, ScopeQuery
-from gpuplaned.http.replies import (
+from gpuplaned.http.responses import ok
+from gpuplaned.http.routes import Param, Reply, Routes
+from gpuplaned.protocol.project_replies import (
     ExperimentList,
     ExperimentReply,
     MetricDefinitionList,
@@ -32,8 +34,6 @@ from gpuplaned.http.replies import (
     ProjectList,
     ProjectReply,
 )
-from gpuplaned.http.responses import ok
-from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.service import projects
 from gpuplaned.service.projects import (
     ExperimentCreate,
@@ -113,67 +113,62 @@ PUT_PRIMARY = api.put("/api/v1/primary-metric", "putPrimaryMetric", "Set or clea
 def register(app: QuartTrio, shared: ServerContext) -> None:
     @PROJECTS.on(app)
     async def list_projects(query: Page) -> Response:
-        page, next_cursor = await projects.list_projects(shared, query.limit, query.cursor or None)
-        return ok({"projects": page, "next_cursor": next_cursor})
+        return ok(await projects.list_projects(shared, query.limit, query.cursor or None))
 
     @CREATE_PROJECT.on(app)
     async def create_project(body: ProjectCreate) -> Response:
-        return ok({"project": await projects.create_project(shared, body)}, 201)
+        return ok(await projects.create_project(shared, body), 201)
 
     @PROJECT.on(app)
     async def get_project(project: str) -> Response:
-        return ok({"project": await projects.get_project(shared, project)})
+        return ok(await projects.get_project(shared, project))
 
     @UPDATE_PROJECT.on(app)
     async def update_project(project: str, body: ProjectPatch) -> Response:
-        return ok({"project": await projects.update_project(shared, project, body)})
+        return ok(await projects.update_project(shared, project, body))
 
     @DELETE_PROJECT.on(app)
     async def delete_project(project: str) -> Response:
-        return ok({"project": await projects.delete_project(shared, project)})
+        return ok(await projects.delete_project(shared, project))
 
     @EXPERIMENTS.on(app)
     async def list_experiments(project: str, query: Page) -> Response:
-        page, next_cursor = await projects.list_experiments(shared, project, query.limit, query.cursor or None)
-        return ok({"experiments": page, "next_cursor": next_cursor})
+        return ok(await projects.list_experiments(shared, project, query.limit, query.cursor or None))
 
     @CREATE_EXPERIMENT.on(app)
     async def create_experiment(project: str, body: ExperimentCreate) -> Response:
-        return ok({"experiment": await projects.create_experiment(shared, project, body)}, 201)
+        return ok(await projects.create_experiment(shared, project, body), 201)
 
     @EXPERIMENT.on(app)
     async def get_experiment(experiment_id: str) -> Response:
-        return ok({"experiment": await projects.get_experiment(shared, experiment_id)})
+        return ok(await projects.get_experiment(shared, experiment_id))
 
     @UPDATE_EXPERIMENT.on(app)
     async def update_experiment(experiment_id: str, body: ExperimentPatch) -> Response:
-        return ok({"experiment": await projects.update_experiment(shared, experiment_id, body)})
+        return ok(await projects.update_experiment(shared, experiment_id, body))
 
     @DELETE_EXPERIMENT.on(app)
     async def delete_experiment(experiment_id: str) -> Response:
-        return ok({"experiment": await projects.delete_experiment(shared, experiment_id)})
+        return ok(await projects.delete_experiment(shared, experiment_id))
 
     @DEFINITIONS.on(app)
     async def list_definitions(query: DefinitionsQuery) -> Response:
-        page, next_cursor = await projects.list_definitions(
+        return ok(await projects.list_definitions(
             shared, project=query.project or None, experiment=query.experiment or None, limit=query.limit,
-            cursor=query.cursor or None)
-        return ok({"metric_definitions": page, "next_cursor": next_cursor})
+            cursor=query.cursor or None))
 
     @DEFINITION.on(app)
     async def get_definition(metric: str) -> Response:
-        return ok({"metric_definition": await projects.get_definition(shared, metric)})
+        return ok(await projects.get_definition(shared, metric))
 
     @UPDATE_DEFINITION.on(app)
     async def update_definition(metric: str, body: MetricDefinitionPatch) -> Response:
-        definition, updated = await projects.update_definition(shared, metric, body)
-        return ok({"metric_definition": definition, "runs_updated": updated})
+        return ok(await projects.update_definition(shared, metric, body))
 
     @PRIMARY.on(app)
     async def get_primary(query: ScopeQuery) -> Response:
-        return ok({"primary_metric": await projects.get_primary(shared, query.project or None,
-                                                                query.experiment or None)})
+        return ok(await projects.get_primary(shared, query.project or None, query.experiment or None))
 
     @PUT_PRIMARY.on(app)
     async def put_primary(body: PrimaryMetricPut) -> Response:
-        return ok({"primary_metric": await projects.put_primary(shared, body)})
+        return ok(await projects.put_primary(shared, body))

@@ -17,7 +17,6 @@ from gpuplaned.protocol.reply_words import next_cursor_field as _next
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import UiSession
 from gpuplaned.service.webhooks import WebhookInfo, WebhookTestResult
-from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project
 
 # --- jobs and runs ---------------------------------------------------------------------------
 
@@ -46,50 +45,6 @@ class TokenReply:
 class TokenList:
     tokens: list[TokenInfo]
     next_cursor: str | None = _next()
-
-
-@attrs.frozen(kw_only=True)
-class ProjectReply:
-    project: Project
-
-
-@attrs.frozen(kw_only=True)
-class ProjectList:
-    projects: list[Project]
-    next_cursor: str | None = _next()
-
-
-@attrs.frozen(kw_only=True)
-class ExperimentReply:
-    experiment: Experiment
-
-
-@attrs.frozen(kw_only=True)
-class ExperimentList:
-    experiments: list[Experiment]
-    next_cursor: str | None = _next()
-
-
-@attrs.frozen(kw_only=True)
-class MetricDefinitionReply:
-    metric_definition: MetricDefinition
-
-
-@attrs.frozen(kw_only=True)
-class MetricDefinitionList:
-    metric_definitions: list[MetricDefinition]
-    next_cursor: str | None = _next()
-
-
-@attrs.frozen(kw_only=True)
-class MetricDefinitionUpdated:
-    metric_definition: MetricDefinition
-    runs_updated: int = doc("runs whose summary (best point) was recomputed", minimum=0)
-
-
-@attrs.frozen(kw_only=True)
-class PrimaryMetricReply:
-    primary_metric: PrimaryMetric
 
 
 @attrs.frozen(kw_only=True)

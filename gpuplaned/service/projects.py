@@ -24,10 +24,24 @@ import attrs
 
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.fields import UNSET, field, say
+from gpuplaned.protocol.project_replies import (
+    METRIC_SCOPES,
+    Experiment,
+    ExperimentList,
+    ExperimentReply,
+    MetricDefinition,
+    MetricDefinitionList,
+    MetricDefinitionReply,
+    MetricDefinitionUpdated,
+    PrimaryMetric,
+    PrimaryMetricReply,
+    Project,
+    ProjectList,
+    ProjectReply,
+)
 from gpuplaned.service import access
 from gpuplaned.service.registry import now_ms
 from gpuplaned.store import project_rows
-from gpuplaned.store.project_rows import Experiment, MetricDefinition, PrimaryMetric, Project
 from gpuplaned.store.writer import write
 from gpuplaned.tsdb.series import MAX_NAME
 
@@ -39,7 +53,6 @@ MAX_DESCRIPTION = 2000
 MAX_DISPLAY_NAME = 200
 MAX_UNIT = 50
 DIRECTIONS = ("minimize", "maximize", "none")
-METRIC_SCOPES = ("train", "eval", "system")
 _ID = re.compile(r"^(prj|exp)_[0-9A-HJKMNP-TV-Z]{26}$")
 # Also the OpenAPI pattern: a name is a path segment (/projects/{key}), so no "/", no leading "."
 NAME_PATTERN = r"^[^\s/.\x00-\x1f\x7f]([^/\x00-\x1f\x7f]{0,198}[^\s/\x00-\x1f\x7f])?$"
@@ -144,17 +157,18 @@ def parse_definition_patch(body: MetricDefinitionPatch) -> dict[str, Any]:
 # --- projects ------------------------------------------------------------------------------
 
 
-async def list_projects(shared: ServerContext, limit: int, cursor: str | None) -> tuple[list[Project], str | None]:
+async def list_projects(shared: ServerContext, limit: int, cursor: str | None) -> ProjectList:
     before = cursors.decode("projects", cursor, (int, str))
     found = await _readers(shared).run(lambda conn: project_rows.list_projects(conn, limit + 1, before))  # type: ignore
-    return cursors.split_page("projects", found, limit)
+    page, next_cursor = cursors.split_page("projects", found, limit)
+    return ProjectList(projects=page, next_cursor=next_cursor)
 
 
-async def get_project(shared: ServerContext, key: str) -> Project:
-    return await _readers(shared).run(lambda conn: project_rows.require_project(conn, key))
+async def get_project(shared: ServerContext, key: str) -> ProjectReply:
+    return ProjectReply(project=await _readers(shared).run(lambda conn: project_rows.require_project(conn, key)))
 
 
-async def create_project(shared: ServerContext, body: ProjectCreate) -> Project:
+async def create_project(shared: ServerContext, body: ProjectCreate) -> ProjectReply:
     fields = _present(body)
 
     def apply(conn: Any) -> Project:
@@ -165,10 +179,10 @@ async def create_project(shared: ServerContext, body: ProjectCreate) -> Project:
             project_rows.set_primary(conn, fields["primary_metric"], now, project=project)
         return project_rows.require_project(conn, project_id)
 
-    return await write(_store(shared), apply)
+    return ProjectReply(project=await write(_store(shared), apply))
 
 
-async def update_project(shared: ServerContext, key: str, body: ProjectPatch) -> Project:
+async def update_project(shared: ServerContext, key: str, body: ProjectPatch) -> ProjectReply:
     changes = _present(body)
 
     def apply(conn: Any) -> Project:
@@ -178,33 +192,34 @@ async def update_project(shared: ServerContext, key: str, body: ProjectPatch) ->
             project_rows.set_primary(conn, changes["primary_metric"], now_ms(), project=project)
         return project_rows.require_project(conn, project.id)
 
-    return await write(_store(shared), apply)
+    return ProjectReply(project=await write(_store(shared), apply))
 
 
-async def delete_project(shared: ServerContext, key: str) -> Project:
+async def delete_project(shared: ServerContext, key: str) -> ProjectReply:
     def apply(conn: Any) -> Project:
         project = project_rows.require_project(conn, key)
         project_rows.delete_project(conn, project)
         return project
 
-    return await write(_store(shared), apply)
+    return ProjectReply(project=await write(_store(shared), apply))
 
 
 # --- experiments ---------------------------------------------------------------------------
 
 
 async def list_experiments(shared: ServerContext, project_key: str, limit: int,
-                           cursor: str | None) -> tuple[list[Experiment], str | None]:
+                           cursor: str | None) -> ExperimentList:
     before = cursors.decode("experiments", cursor, (int, str))
 
     def read(conn: Any) -> list[Experiment]:
         project = project_rows.require_project(conn, project_key)
         return project_rows.list_experiments(conn, project.id, limit + 1, before)  # type: ignore[arg-type]
 
-    return cursors.split_page("experiments", await _readers(shared).run(read), limit)
+    page, next_cursor = cursors.split_page("experiments", await _readers(shared).run(read), limit)
+    return ExperimentList(experiments=page, next_cursor=next_cursor)
 
 
-async def create_experiment(shared: ServerContext, project_key: str, body: ExperimentCreate) -> Experiment:
+async def create_experiment(shared: ServerContext, project_key: str, body: ExperimentCreate) -> ExperimentReply:
     fields = _present(body)
 
     def apply(conn: Any) -> Experiment:
@@ -216,14 +231,15 @@ async def create_experiment(shared: ServerContext, project_key: str, body: Exper
             project_rows.set_primary(conn, fields["primary_metric"], now_ms(), experiment=experiment)
         return project_rows.require_experiment(conn, experiment_id)
 
-    return await write(_store(shared), apply)
+    return ExperimentReply(experiment=await write(_store(shared), apply))
 
 
-async def get_experiment(shared: ServerContext, experiment_id: str) -> Experiment:
-    return await _readers(shared).run(lambda conn: project_rows.require_experiment(conn, experiment_id))
+async def get_experiment(shared: ServerContext, experiment_id: str) -> ExperimentReply:
+    return ExperimentReply(experiment=await _readers(shared).run(
+        lambda conn: project_rows.require_experiment(conn, experiment_id)))
 
 
-async def update_experiment(shared: ServerContext, experiment_id: str, body: ExperimentPatch) -> Experiment:
+async def update_experiment(shared: ServerContext, experiment_id: str, body: ExperimentPatch) -> ExperimentReply:
     changes = _present(body)
 
     def apply(conn: Any) -> Experiment:
@@ -233,16 +249,16 @@ async def update_experiment(shared: ServerContext, experiment_id: str, body: Exp
             project_rows.set_primary(conn, changes["primary_metric"], now_ms(), experiment=experiment)
         return project_rows.require_experiment(conn, experiment.id)
 
-    return await write(_store(shared), apply)
+    return ExperimentReply(experiment=await write(_store(shared), apply))
 
 
-async def delete_experiment(shared: ServerContext, experiment_id: str) -> Experiment:
+async def delete_experiment(shared: ServerContext, experiment_id: str) -> ExperimentReply:
     def apply(conn: Any) -> Experiment:
         experiment = project_rows.require_experiment(conn, experiment_id)
         project_rows.delete_experiment(conn, experiment)
         return experiment
 
-    return await write(_store(shared), apply)
+    return ExperimentReply(experiment=await write(_store(shared), apply))
 
 
 def _scope(conn: Any, project_key: str | None, experiment_key: str | None) -> tuple[Project | None,
@@ -259,7 +275,7 @@ def _scope(conn: Any, project_key: str | None, experiment_key: str | None) -> tu
 
 
 async def list_definitions(shared: ServerContext, *, project: str | None, experiment: str | None, limit: int,
-                           cursor: str | None) -> tuple[list[MetricDefinition], str | None]:
+                           cursor: str | None) -> MetricDefinitionList:
     before = cursors.decode("metric_definitions", cursor, (int, str))
 
     def read(conn: Any) -> list[MetricDefinition]:
@@ -268,16 +284,18 @@ async def list_definitions(shared: ServerContext, *, project: str | None, experi
                                              experiment_id=found_experiment.id if found_experiment else None,
                                              limit=limit + 1, before=before)  # type: ignore[arg-type]
 
-    return cursors.split_page("metric_definitions", await _readers(shared).run(read), limit,
-                              key=lambda d: (d.created_at, d.name))
+    page, next_cursor = cursors.split_page("metric_definitions", await _readers(shared).run(read), limit,
+                                           key=lambda d: (d.created_at, d.name))
+    return MetricDefinitionList(metric_definitions=page, next_cursor=next_cursor)
 
 
-async def get_definition(shared: ServerContext, name: str) -> MetricDefinition:
-    return await _readers(shared).run(lambda conn: project_rows.require_definition(conn, name))
+async def get_definition(shared: ServerContext, name: str) -> MetricDefinitionReply:
+    return MetricDefinitionReply(metric_definition=await _readers(shared).run(
+        lambda conn: project_rows.require_definition(conn, name)))
 
 
 async def update_definition(shared: ServerContext, name: str,
-                            body: MetricDefinitionPatch) -> tuple[MetricDefinition, int]:
+                            body: MetricDefinitionPatch) -> MetricDefinitionUpdated:
     """The edited definition, and how many runs' summaries were recomputed."""
     changes = parse_definition_patch(body)
 
@@ -285,14 +303,16 @@ async def update_definition(shared: ServerContext, name: str,
         updated = project_rows.update_definition(conn, project_rows.require_definition(conn, name), changes)
         return project_rows.require_definition(conn, name), updated
 
-    return await write(_store(shared), apply)
+    definition, updated = await write(_store(shared), apply)
+    return MetricDefinitionUpdated(metric_definition=definition, runs_updated=updated)
 
 
-async def get_primary(shared: ServerContext, project: str | None, experiment: str | None) -> PrimaryMetric:
-    return await _readers(shared).run(lambda conn: project_rows.resolve(conn, *_scope(conn, project, experiment)))
+async def get_primary(shared: ServerContext, project: str | None, experiment: str | None) -> PrimaryMetricReply:
+    return PrimaryMetricReply(primary_metric=await _readers(shared).run(
+        lambda conn: project_rows.resolve(conn, *_scope(conn, project, experiment))))
 
 
-async def put_primary(shared: ServerContext, body: PrimaryMetricPut) -> PrimaryMetric:
+async def put_primary(shared: ServerContext, body: PrimaryMetricPut) -> PrimaryMetricReply:
     """``{"metric": name or null, "project": id or name, "experiment": id (or name, with project)}``:
     neither project nor experiment sets the global primary metric."""
     metric, project_key, experiment_key = body.metric, body.project, body.experiment
@@ -304,4 +324,4 @@ async def put_primary(shared: ServerContext, body: PrimaryMetricPut) -> PrimaryM
         experiment = project_rows.find_experiment(conn, experiment.id) if experiment else None
         return project_rows.resolve(conn, project, experiment)
 
-    return await write(_store(shared), apply)
+    return PrimaryMetricReply(primary_metric=await write(_store(shared), apply))

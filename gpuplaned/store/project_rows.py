@@ -24,63 +24,14 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import attrs
-
-from gpuplaned.domain.run_summary import PRIMARY_SOURCES, best_of, better, direction_for, resolve_primary
+from gpuplaned.domain.run_summary import best_of, better, direction_for, resolve_primary
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.project_replies import Experiment, MetricDefinition, PrimaryMetric, Project
 from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.store.paging import newest_first
 from gpuplaned.tsdb import chunks
 from gpuplaned.tsdb.series import RAW
-
-
-@attrs.frozen
-class Project:
-    id: str = doc("prj_<ULID>")
-    name: str
-    description: str | None
-    created_at: int = doc("ms since the epoch")
-    primary_metric: str | None = doc("set on this project; null: the global one applies")
-    experiments: int = doc(minimum=0)
-    runs: int = doc(minimum=0)
-
-
-@attrs.frozen
-class Experiment:
-    id: str = doc("exp_<ULID>")
-    project_id: str
-    project: str = doc("the project's name")
-    name: str
-    description: str | None
-    created_at: int = doc("ms since the epoch")
-    primary_metric: str | None = doc("set on this experiment; null: its project's applies")
-    runs: int = doc(minimum=0)
-
-
-@attrs.frozen
-class MetricDefinition:
-    name: str
-    display_name: str | None
-    direction: str | None = doc("which way is better; null: none (no best is kept)", enum=("minimize", "maximize"))
-    scope: str | None  # one of service.projects.METRIC_SCOPES
-    unit: str | None
-    is_primary: bool = doc("the global primary metric")
-    created_at: int = doc("when a run first logged it (or it was first named)")
-
-
-@attrs.frozen
-class PrimaryMetric:
-    """Which metric is primary for a scope, where that came from, and what each level sets."""
-
-    metric: str | None = doc("the primary metric, resolved experiment -> project -> global")
-    source: str | None = doc("where the primary metric was set; null: nowhere", enum=PRIMARY_SOURCES)
-    project: Ref | None
-    experiment: Ref | None
-    settings: dict[str, str | None] = doc("each level's own setting", additionalProperties=False,
-                                          properties={level: {"type": ["string", "null"]} for level in PRIMARY_SOURCES},
-                                          required=list(PRIMARY_SOURCES))
 
 
 # --- projects ------------------------------------------------------------------------------
