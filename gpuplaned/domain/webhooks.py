@@ -28,7 +28,6 @@ import attrs
 from gpuplaned.domain.event_types import with_kinds
 from gpuplaned.protocol.vocabulary import SEVERITY_RANK
 
-FORMATS = ("json", "ntfy", "bark", "slack")
 SIGNATURE_HEADER = "X-GPUPlane-Signature"
 TIMESTAMP_HEADER = "X-GPUPlane-Timestamp"
 DELIVERY_HEADER = "X-GPUPlane-Delivery"

@@ -12,11 +12,9 @@ from __future__ import annotations
 import attrs
 
 from gpuplaned.protocol.fields import doc
-from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.protocol.reply_words import next_cursor_field as _next
 from gpuplaned.service.tokens import TokenInfo
 from gpuplaned.service.ui_sessions import UiSession
-from gpuplaned.service.webhooks import WebhookInfo, WebhookTestResult
 
 # --- jobs and runs ---------------------------------------------------------------------------
 
@@ -53,26 +51,6 @@ class UiSessionReply:
 
 
 # --- webhooks (issue 16) -------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class WebhookReply:
-    webhook: WebhookInfo
-
-
-@attrs.frozen(kw_only=True)
-class WebhookList:
-    webhooks: list[WebhookInfo]
-
-
-@attrs.frozen(kw_only=True)
-class WebhookDeleted:
-    deleted: Ref
-
-
-@attrs.frozen(kw_only=True)
-class WebhookTested:
-    result: WebhookTestResult
 
 
 # --- capability tokens: the dry run and the audit log (issue 17) ---------------------------

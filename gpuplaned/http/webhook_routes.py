@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from quart import Response
 from quart_trio import QuartTrio
 
-from gpuplaned.http.replies import WebhookDeleted, WebhookList, WebhookReply, WebhookTested
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
+from gpuplaned.protocol.webhook_replies import WebhookDeleted, WebhookList, WebhookReply, WebhookTested
 from gpuplaned.service import webhooks
 from gpuplaned.service.webhooks import WebhookCreate
 
@@ -44,11 +44,11 @@ TEST = api.post("/api/v1/webhooks/<webhook_id>/test", "testWebhook", "Send a tes
 def register(app: QuartTrio, shared: ServerContext) -> None:
     @CREATE.on(app)
     async def create_webhook(body: WebhookCreate) -> Response:
-        return ok({"webhook": await webhooks.create_webhook(shared, body)}, 201)
+        return ok(await webhooks.create_webhook(shared, body), 201)
 
     @LIST.on(app)
     async def list_webhooks() -> Response:
-        return ok({"webhooks": await webhooks.list_webhooks(shared)})
+        return ok(await webhooks.list_webhooks(shared))
 
     @DELETE.on(app)
     async def delete_webhook(webhook_id: str) -> Response:
@@ -57,4 +57,4 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
 
     @TEST.on(app)
     async def test_webhook(webhook_id: str) -> Response:
-        return ok({"result": await webhooks.test_webhook(shared, webhook_id)})
+        return ok(await webhooks.test_webhook(shared, webhook_id))

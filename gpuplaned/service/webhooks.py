@@ -23,8 +23,16 @@ import httpx
 from gpuplaned.domain import webhooks as formats
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.fields import doc, field
+from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.ids import new_id
+from gpuplaned.protocol.webhook_replies import (
+    FORMATS,
+    WebhookInfo,
+    WebhookList,
+    WebhookReply,
+    WebhookTested,
+    WebhookTestResult,
+)
 from gpuplaned.service import access
 from gpuplaned.service.events import to_json
 from gpuplaned.service.registry import now_ms
@@ -59,34 +67,9 @@ class WebhookCreate:
     events: list[str] = field(min_items=1, max_items=64, check=_event_types_fault,
                               description="event types, or [\"*\"] for every type")
     severity: str = field(default="info", enum=SEVERITIES, description="the least severity notified")
-    format: str = field(default="json", enum=formats.FORMATS)
+    format: str = field(default="json", enum=FORMATS)
     secret: str | None = field(default=None, min_length=8, max_length=256,
                                description="signs each body (HMAC-SHA256); never shown back")
-
-
-@attrs.frozen
-class WebhookInfo:
-    """A subscription as the API shows it: never its secret."""
-
-    id: str = doc("wh_<ULID>")
-    url: str = doc("scheme://host/***: the path and query, a hook's credential, are never shown")
-    events: tuple[str, ...]
-    severity: str = doc(enum=SEVERITIES)
-    format: str = doc(enum=formats.FORMATS)
-    signed: bool = doc("whether a secret signs its bodies")
-    created_at: int = doc("ms since the epoch")
-    pending: int = doc("notifications not yet delivered", minimum=0)
-    delivered: int = doc(minimum=0)
-    gave_up: int = doc("notifications given up after every retry failed", minimum=0)
-    last_delivered_at: int | None = doc("ms since the epoch")
-    last_error: str | None
-
-
-@attrs.frozen
-class WebhookTestResult:
-    delivered: bool
-    status: int | None = doc("the endpoint's HTTP status; null: no answer")
-    error: str | None
 
 
 # --- the API ---------------------------------------------------------------------------------
@@ -100,7 +83,7 @@ def _info(row: WebhookRow, counts: dict[str, Any] | None) -> WebhookInfo:
                        counts.get("gave_up") or 0, counts.get("last_delivered_at"), counts.get("last_error"))
 
 
-async def create_webhook(shared: ServerContext, made: WebhookCreate) -> WebhookInfo:
+async def create_webhook(shared: ServerContext, made: WebhookCreate) -> WebhookReply:
     types = ("*",) if "*" in made.events else tuple(dict.fromkeys(t.upper() for t in made.events))
     home = shared.config.home
     sealed = seal(home, made.secret) if made.secret else None
@@ -108,7 +91,7 @@ async def create_webhook(shared: ServerContext, made: WebhookCreate) -> WebhookI
                      seal(home, made.url))
     await write(access.store_port(shared, "webhooks"), lambda conn: webhook_rows.insert_webhook(conn, row), small=True)
     log.info("webhook %s added: %s for %s (%s, %s)", row.id, row.url, ",".join(types), row.severity, row.format)
-    return _info(row, None)
+    return WebhookReply(webhook=_info(row, None))
 
 
 async def seal_legacy_urls(shared: ServerContext) -> int:
@@ -133,8 +116,8 @@ def _read(conn: Any) -> list[WebhookInfo]:
     return [_info(row, counts.get(row.id)) for row in webhook_rows.list_webhooks(conn)]
 
 
-async def list_webhooks(shared: ServerContext) -> list[WebhookInfo]:
-    return await access.readers(shared, "webhooks").run(_read)
+async def list_webhooks(shared: ServerContext) -> WebhookList:
+    return WebhookList(webhooks=await access.readers(shared, "webhooks").run(_read))
 
 
 async def _get(shared: ServerContext, webhook_id: str) -> WebhookRow:
@@ -151,14 +134,14 @@ async def delete_webhook(shared: ServerContext, webhook_id: str) -> None:
         raise ApiError(ErrorCode.NOT_FOUND, f"no webhook {webhook_id}", {"webhook_id": webhook_id})
 
 
-async def test_webhook(shared: ServerContext, webhook_id: str) -> WebhookTestResult:
+async def test_webhook(shared: ServerContext, webhook_id: str) -> WebhookTested:
     """Send a ``WEBHOOK_TEST`` event now, outside the outbox, and say how the endpoint answered."""
     row = await _get(shared, webhook_id)
     event = EventRow(new_id("ev"), now_ms(), TEST_EVENT, "info", None, None, None, None,
                      f"a test notification from GPUPlane for webhook {row.id}", {})
     async with httpx.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False) as client:
         status, error = await send(client, shared.config.home, row, event)
-    return WebhookTestResult(error is None, status, error)
+    return WebhookTested(result=WebhookTestResult(error is None, status, error))
 
 
 # --- sending ---------------------------------------------------------------------------------
