@@ -24,10 +24,9 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.idempotency import secret_reply
-from gpuplaned.http.replies import UiSessionReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
-from gpuplaned.protocol.auth_replies import LogoutReply
+from gpuplaned.protocol.auth_replies import LogoutReply, UiSessionReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import ui_sessions
 from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, LoginLink, LoginLinkCreate, LoginRequest
@@ -97,14 +96,14 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @LOGIN.on(app)
     async def auth_login(body: LoginRequest) -> Response:
         session, cookie = await ui_sessions.login_with_token(shared, ui_sessions.parse_login(body))
-        response = ok({"session": session})
+        response = ok(UiSessionReply(session=session))
         assert session.expires_at is not None  # a new browser session always ends
         set_session_cookie(response, cookie, session.expires_at, shared.wall_ms())
         return response
 
     @SESSION.on(app)
     async def auth_session() -> Response:
-        return ok({"session": ui_sessions.session_of(getattr(g, "caller", None))})
+        return ok(UiSessionReply(session=ui_sessions.session_of(getattr(g, "caller", None))))
 
     @LOGOUT.on(app)
     async def auth_logout() -> Response:

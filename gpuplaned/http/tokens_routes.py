@@ -23,9 +23,9 @@ from quart_trio import QuartTrio
 
 from gpuplaned.http.idempotency import secret_reply
 from gpuplaned.http.queries import Page
-from gpuplaned.http.replies import TokenCreated, TokenList, TokenReply
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
+from gpuplaned.protocol.token_replies import TokenCreated, TokenList, TokenReply
 from gpuplaned.service import tokens
 from gpuplaned.service.tokens import TokenCreate
 
@@ -50,16 +50,16 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @CREATE.on(app)
     async def create_token(body: TokenCreate) -> Response:
         name, scopes, expires_in_ms = tokens.parse_create(body)
-        info, secret = await tokens.create_token(shared, name, scopes, expires_in_ms, limits=body.limits)
-        return secret_reply(ok({"token": info, "secret": secret}, 201), f"token {info.id} ({info.name!r})",
+        created = await tokens.create_token(shared, name, scopes, expires_in_ms, limits=body.limits)
+        info = created.token
+        return secret_reply(ok(created, 201), f"token {info.id} ({info.name!r})",
                             f"If that reply was lost, revoke the token (`gpuplanectl token revoke {info.id}`). ",
                             token_id=info.id)
 
     @LIST.on(app)
     async def list_tokens(query: Page) -> Response:
-        page, next_cursor = await tokens.list_tokens(shared, query.limit, query.cursor or None)
-        return ok({"tokens": page, "next_cursor": next_cursor})
+        return ok(await tokens.list_tokens(shared, query.limit, query.cursor or None))
 
     @REVOKE.on(app)
     async def revoke_token(id_or_name: str) -> Response:
-        return ok({"token": await tokens.revoke_token(shared, id_or_name)})
+        return ok(await tokens.revoke_token(shared, id_or_name))

@@ -36,9 +36,10 @@ import trio
 from gpuplaned.domain import gpu_budget
 from gpuplaned.protocol import cursors
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.fields import doc, field, say
+from gpuplaned.protocol.fields import field, say
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.token_limits import TokenLimits
+from gpuplaned.protocol.token_replies import SCOPES, TokenCreated, TokenInfo, TokenList, TokenReply
 from gpuplaned.runtime.call import Reply
 from gpuplaned.service import access
 from gpuplaned.service.context_state import PerContext
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuplaned.tokens")
 
-SCOPES = ("read", "write", "agent", "sdk", "admin")
 TOKEN_PREFIX = "gpp_"
 ID_PREFIX = "tok_"
 CACHE_TTL_S = 5.0
@@ -64,25 +64,6 @@ _TOKEN = re.compile(r"gpp_([0-9A-HJKMNP-TV-Z]{26})_([A-Za-z0-9_-]{43})")
 # Compared against when no row matches, so an unknown id costs what a wrong secret costs.
 _NO_HASH = "0" * 64
 _NAME_RULE = "must be 1-63 characters: letters, digits, '.', '_' or '-', starting with a letter or digit; got {value!r}"
-
-
-@attrs.frozen
-class TokenInfo:
-    """A token as the API shows it: never its secret, nor the secret's hash. Times are wall-clock ms."""
-
-    id: str = doc("tok_<ULID>")
-    name: str
-    scopes: tuple[str, ...] = doc(items={"enum": list(SCOPES)})
-    created_at: int = doc("ms since the epoch")
-    expires_at: int | None = doc("ms since the epoch")
-    last_used_at: int | None = doc("ms since the epoch")
-    revoked_at: int | None = doc("ms since the epoch")
-    limits: TokenLimits | None = doc("an agent token's limits; null: only its scopes limit it", default=None)
-    used_gpu_hours: float | None = doc("GPU-hours its jobs have used (listed tokens with a budget)", default=None)
-    remaining_gpu_hours: float | None = doc("its budget less what its jobs used and may still use (listed tokens "
-                                            "with a budget)", default=None)
-
-    __schema_name__ = "Token"  # the API's word for it
 
 
 def _info(row: TokenRow) -> TokenInfo:
@@ -220,7 +201,7 @@ def hash_secret(secret: str) -> str:
 
 async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
                        expires_in_ms: int | None = None, *,
-                       limits: TokenLimits | None = None) -> tuple[TokenInfo, str]:
+                       limits: TokenLimits | None = None) -> TokenCreated:
     """Create a token.
 
     Args:
@@ -230,7 +211,7 @@ async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
         limits: what its jobs may do beyond its scopes (``TokenLimits``); None: nothing more.
 
     Returns:
-        The token, and its plaintext ``gpp_<ULID>_<secret>``: the only time it is seen.
+        The token, and its plaintext ``gpp_<ULID>_<secret>`` (``secret``): the only time it is seen.
 
     Raises:
         ApiError: ``bad_request`` naming the field; ``conflict`` when the name is taken.
@@ -249,11 +230,11 @@ async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
                    None if expires_in_ms is None else created + expires_in_ms, None, None, limits)
     await write(_store(shared), lambda conn: token_rows.insert_token(conn, row))
     log.info("created API token %s (%s) with scopes %s", token_id, name, ",".join(scopes))
-    return _info(row), f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}"
+    return TokenCreated(token=_info(row), secret=f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}")
 
 
 async def list_tokens(shared: ServerContext, limit: int = 100,
-                      cursor: str | None = None) -> tuple[list[TokenInfo], str | None]:
+                      cursor: str | None = None) -> TokenList:
     """A page of tokens, revoked and expired ones included, newest first, and the next page's cursor."""
     before = cursors.decode("tokens", cursor, (str,))
     rows = await _readers(shared).run(
@@ -266,7 +247,7 @@ async def list_tokens(shared: ServerContext, limit: int = 100,
         usages = await _readers(shared).run(
             lambda conn: {i.id: gpu_budget.usage(budget_rows.token_jobs(conn, i.id), i.limits, now) for i in budgeted})
         infos = [_with_usage(i, usages[i.id]) if i.id in usages else i for i in infos]
-    return infos, next_cursor
+    return TokenList(tokens=infos, next_cursor=next_cursor)
 
 
 def _with_usage(info: TokenInfo, used: gpu_budget.Usage) -> TokenInfo:
@@ -275,7 +256,7 @@ def _with_usage(info: TokenInfo, used: gpu_budget.Usage) -> TokenInfo:
                         remaining_gpu_hours=round(max(0.0, info.limits.gpu_hours - used.committed_gpu_hours), 6))
 
 
-async def revoke_token(shared: ServerContext, id_or_name: str) -> TokenInfo:
+async def revoke_token(shared: ServerContext, id_or_name: str) -> TokenReply:
     """Revoke a token by id, or by name (the one not revoked of that name). Revoking a revoked
     token changes nothing and returns it.
 
@@ -288,7 +269,7 @@ async def revoke_token(shared: ServerContext, id_or_name: str) -> TokenInfo:
         raise ApiError(ErrorCode.NOT_FOUND, f"no token {id_or_name!r}", {"token": id_or_name})
     cache_of(shared).forget(row.id)
     log.info("revoked API token %s (%s)", row.id, row.name)
-    return _info(row)
+    return TokenReply(token=_info(row))
 
 
 # --- authentication --------------------------------------------------------------

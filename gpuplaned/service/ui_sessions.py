@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
+from gpuplaned.protocol.auth_replies import UiSession
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc, field, say
 from gpuplaned.protocol.token_limits import TokenLimits
@@ -63,9 +64,6 @@ log = logging.getLogger("gpuplaned.ui")
 COOKIE = "gpuplane_session"
 CSRF_HEADER = "X-GPUPlane-CSRF"
 LINK_SCOPES = ("read", "write")
-# How a request was authenticated (local: the trusted control endpoint; job: a job's process
-# on it; node: a process on an agent's host, forwarded: gpuplaned.service.confined_callers).
-VIAS = ("cookie", "token", "local", "job", "node")
 CACHE_TTL_S = 5.0
 MAX_CACHED = 1024
 MAX_CODES = 256
@@ -94,16 +92,6 @@ class Caller:
     limits: TokenLimits | None = None  # a token's limits (gpuplaned.protocol.token_limits); None: none
     job_id: str | None = None  # a job's own credential: it writes to that job's runs (confined_callers)
     node_id: str | None = None  # an agent's host: its processes write to that node's jobs' runs
-
-
-@attrs.frozen
-class UiSession:
-    """What ``/api/v1/auth/*`` shows of the caller: never a secret."""
-
-    expires_at: int | None = doc("when the session (or the token) stops working, ms since the epoch; null: never")
-    scopes: tuple[str, ...] = doc(items={"enum": list(tokens.SCOPES)})
-    via: str = doc("how this request was authenticated: the session cookie, an API token, or nothing needed "
-                   "(local: the control socket)", enum=VIAS)
 
 
 @attrs.frozen

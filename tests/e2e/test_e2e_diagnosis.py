@@ -50,7 +50,7 @@ def _train(jobs: Jobs, lr: float, nan_at: int = -1) -> str:
 
 
 def _fits(body: dict, schema: str) -> dict:
-    """The body as its route documents it (``gpuplaned.http.replies``)."""
+    """The body as its route documents it (the reply types of ``gpuplaned.protocol``)."""
     doc = openapi.document()
     jsonschema.Draft202012Validator({"$ref": f"#/components/schemas/{schema}",
                                      "components": doc["components"]}).validate(body)

@@ -41,7 +41,7 @@ class Front:
 
     async def token(self, name: str, scopes: list[str], expires_in_s: float | None = None) -> str:
         expires_in_ms = None if expires_in_s is None else round(expires_in_s * 1000)
-        return (await tokens.create_token(self.ctx, name, scopes, expires_in_ms))[1]
+        return (await tokens.create_token(self.ctx, name, scopes, expires_in_ms)).secret
 
 
 @pytest.fixture

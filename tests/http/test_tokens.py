@@ -18,7 +18,12 @@ from gpuplaned.http.app import create_app
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.service import tokens
+from gpuplaned.protocol.token_replies import TokenCreated, TokenList
 from gpuplaned.service.tokens import SCOPES, TokenInfo, authenticate, create_token, grants, list_tokens, revoke_token
+
+
+def _made(created: TokenCreated) -> tuple[TokenInfo, str]:
+    return created.token, created.secret
 
 
 @pytest.fixture
@@ -85,7 +90,7 @@ def test_hash_is_hex_sha256_of_the_secret_part():
 
 
 async def test_create_then_authenticate(shared):
-    info, secret = await create_token(shared, "ci", ["write", "read"], None)
+    info, secret = _made(await create_token(shared, "ci", ["write", "read"], None))
     assert info.id.startswith("tok_") and info.name == "ci"
     assert info.scopes == ("read", "write")  # in SCOPES order, without repeats
     assert info.expires_at is None and info.revoked_at is None and info.last_used_at is None
@@ -93,11 +98,11 @@ async def test_create_then_authenticate(shared):
     assert (prefix, "tok_" + ulid) == ("gpp", info.id) and len(rest) == 43
     assert await authenticate(shared, bearer(secret)) == info
     assert await authenticate(shared, f"bearer   {secret}  ") == info  # the scheme is case-insensitive
-    assert [t.id for t in (await list_tokens(shared))[0]] == [info.id]
+    assert [t.id for t in (await list_tokens(shared)).tokens] == [info.id]
 
 
 async def test_the_secret_is_never_stored(shared):
-    info, secret = await create_token(shared, "laptop", ["read"], None)
+    info, secret = _made(await create_token(shared, "laptop", ["read"], None))
     secret_part = secret.split("_", 2)[2]
     await authenticate(shared, bearer(secret))
     await revoke_token(shared, info.id)
@@ -114,7 +119,7 @@ async def test_the_secret_is_never_stored(shared):
 
 
 async def test_a_wrong_secret_is_refused_through_compare_digest(shared, monkeypatch):
-    info, secret = await create_token(shared, "ci", ["read"], None)
+    info, secret = _made(await create_token(shared, "ci", ["read"], None))
     calls = []
     real = hmac.compare_digest
 
@@ -165,16 +170,16 @@ async def test_malformed_headers(shared, header, says):
 
 
 async def test_revoked_and_expired_tokens_are_refused(shared, autojump_clock):
-    revoked, revoked_secret = await create_token(shared, "old", ["admin"], None)
+    revoked, revoked_secret = _made(await create_token(shared, "old", ["admin"], None))
     await authenticate(shared, bearer(revoked_secret))  # now cached
-    again = await revoke_token(shared, "old")
+    again = (await revoke_token(shared, "old")).token
     assert again.id == revoked.id and again.revoked_at is not None
     assert await unauthorized(shared, bearer(revoked_secret)) == "unknown or revoked API token"
     # Revoking twice is fine and keeps the first time.
-    assert (await revoke_token(shared, revoked.id)).revoked_at == again.revoked_at
-    assert (await revoke_token(shared, "old")).revoked_at == again.revoked_at
+    assert (await revoke_token(shared, revoked.id)).token.revoked_at == again.revoked_at
+    assert (await revoke_token(shared, "old")).token.revoked_at == again.revoked_at
 
-    short, short_secret = await create_token(shared, "short", ["read"], 1000)
+    short, short_secret = _made(await create_token(shared, "short", ["read"], 1000))
     assert short.expires_at == short.created_at + 1000
     assert await authenticate(shared, bearer(short_secret)) == short
     # Expiry is wall-clock data, checked on cached rows as well.
@@ -184,7 +189,7 @@ async def test_revoked_and_expired_tokens_are_refused(shared, autojump_clock):
 
 
 async def test_the_cache_spares_the_store_for_5_s(shared, autojump_clock, monkeypatch):
-    info, secret = await create_token(shared, "burst", ["read"], None)
+    info, secret = _made(await create_token(shared, "burst", ["read"], None))
     reads = []
     real_run = shared.readers.run
 
@@ -202,7 +207,7 @@ async def test_the_cache_spares_the_store_for_5_s(shared, autojump_clock, monkey
 
 
 async def test_last_used_is_recorded_at_most_once_a_minute(shared, autojump_clock):
-    info, secret = await create_token(shared, "ci", ["read"], None)
+    info, secret = _made(await create_token(shared, "ci", ["read"], None))
     wall = [info.created_at + 5]
     shared.wall_ms = lambda: wall[0]
     port = shared.supervisor.ports["store"]
@@ -210,7 +215,7 @@ async def test_last_used_is_recorded_at_most_once_a_minute(shared, autojump_cloc
     async def last_used():
         # A write through the same store commits after the fire-and-forget touch before it.
         await tokens.write(port, lambda conn: None)
-        return (await list_tokens(shared))[0][0].last_used_at
+        return (await list_tokens(shared)).tokens[0].last_used_at
 
     await authenticate(shared, bearer(secret))
     first = await last_used()
@@ -226,7 +231,7 @@ async def test_last_used_is_recorded_at_most_once_a_minute(shared, autojump_cloc
 
 
 async def test_a_full_store_inbox_skips_the_touch_without_failing(shared, monkeypatch):
-    info, secret = await create_token(shared, "ci", ["read"], None)
+    info, secret = _made(await create_token(shared, "ci", ["read"], None))
 
     class Full:
         def send_nowait(self, message):
@@ -255,19 +260,20 @@ async def test_validation_names_the_field(shared):
 
 
 async def test_names_are_unique_among_active_tokens(shared):
-    first, _ = await create_token(shared, "ci", ["read"], None)
+    first, _ = _made(await create_token(shared, "ci", ["read"], None))
     with pytest.raises(ApiError) as caught:
         await create_token(shared, "ci", ["write"], None)
     assert caught.value.code is ErrorCode.CONFLICT and caught.value.details["token_id"] == first.id
     await revoke_token(shared, "ci")
-    second, _ = await create_token(shared, "ci", ["write"], None)
+    second, _ = _made(await create_token(shared, "ci", ["write"], None))
     # By name, revoke finds the active one; the revoked one stays listed.
-    assert (await revoke_token(shared, "ci")).id == second.id
-    assert [(t.id, t.revoked_at is not None) for t in (await list_tokens(shared))[0]] == [
+    assert (await revoke_token(shared, "ci")).token.id == second.id
+    assert [(t.id, t.revoked_at is not None) for t in (await list_tokens(shared)).tokens] == [
         (second.id, True), (first.id, True)]  # newest first
-    page, cursor = await list_tokens(shared, limit=1)
+    listed = await list_tokens(shared, limit=1)
+    page, cursor = listed.tokens, listed.next_cursor
     assert [t.id for t in page] == [second.id]
-    assert [t.id for t in (await list_tokens(shared, 1, cursor))[0]] == [first.id]
+    assert [t.id for t in (await list_tokens(shared, 1, cursor)).tokens] == [first.id]
 
 
 async def test_revoking_an_unknown_token_is_404(shared):
@@ -277,7 +283,7 @@ async def test_revoking_an_unknown_token_is_404(shared):
 
 
 async def test_a_revoke_during_a_read_is_not_undone_by_the_cache(shared):
-    info, secret = await create_token(shared, "race", ["read"], None)
+    info, secret = _made(await create_token(shared, "race", ["read"], None))
     real_run = shared.readers.run
 
     async def slow_read(fn):
@@ -344,7 +350,7 @@ async def test_bad_create_bodies_are_400_naming_the_field(shared, body, field):
     assert response.status_code == 400
     error = (await response.get_json())["error"]
     assert error["code"] == "bad_request" and error["details"]["field"] == field
-    assert await list_tokens(shared) == ([], None)
+    assert await list_tokens(shared) == TokenList(tokens=[], next_cursor=None)
 
 
 def test_the_cache_goes_with_its_context():
