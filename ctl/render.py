@@ -289,7 +289,12 @@ def job_table(jobs: Sequence[Mapping[str, Any]], now: float | None = None) -> st
         ]
         for job in jobs
     ]
-    return table(["ID", "NAME", "STATUS", "GPUS", "ATTEMPT", "AGE", "RUNTIME", "EXIT/REASON"], rows)
+    header = ["ID", "NAME", "STATUS", "GPUS", "ATTEMPT", "AGE", "RUNTIME", "EXIT/REASON"]
+    if any(job.get("queue_reason") for job in jobs):  # why a queued job waits, when one says
+        header.append("WAIT")
+        for row, job in zip(rows, jobs, strict=True):
+            row.append(job.get("queue_reason") or "")
+    return table(header, rows)
 
 
 def job_line(job: Mapping[str, Any]) -> str:
@@ -369,10 +374,20 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("failure", job.get("failure_reason") or NONE),
         *((("why", job["failure_message"]),) if job.get("failure_message") else ()),
         ("run", job.get("run_id") or NONE),
+        *((("after", _links(job, "dependencies", job.get("after"))),) if job.get("dependencies") else ()),
+        *((("dependants", _links(job, "dependants")),) if job.get("dependants") else ()),
         ("env", " ".join(sorted(job.get("env") or {})) or NONE),
         *((("secret env", " ".join(job["secret_env"])),) if job.get("secret_env") else ()),  # names only
     ]
     return "\n".join(kv_lines(fields))
+
+
+def _links(job: Mapping[str, Any], key: str, when: str | None = None) -> str:
+    """``job_a (SUCCEEDED), job_b (RUNNING)``, after ``when`` for the dependencies:
+    ``every one ended: job_a (FAILED)``."""
+    listed = ", ".join(f"{link['job_id']} ({link['status']})" for link in job.get(key) or [])
+    prefix = {"ended": "every one ended: ", "failed": "one failed: "}.get(when or "", "")
+    return prefix + listed
 
 
 def submit_plan(plan: Mapping[str, Any]) -> str:

@@ -190,6 +190,30 @@ def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
+AFTER_FLAGS = (("after", "--after", "succeeded"), ("after_any", "--after-any", "ended"),
+               ("after_failed", "--after-failed", "failed"))
+
+
+def parse_after(*given: Sequence[str] | None) -> dict[str, Any] | None:
+    """The body's ``after`` from ``--after``, ``--after-any`` and ``--after-failed`` (in that order:
+    each a list of ``JOB[,JOB...]`` values, or None); None when none is given.
+
+    Raises:
+        SubmissionError: more than one of them, or one without a job id.
+    """
+    used = [(flag, when, values) for (_, flag, when), values in zip(AFTER_FLAGS, given, strict=True) if values]
+    if not used:
+        return None
+    if len(used) > 1:
+        raise SubmissionError(f"give one of {', '.join(flag for flag, _, _ in used)}: a job runs after its "
+                              "dependencies under one condition", "after")
+    flag, when, values = used[0]
+    ids = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    if not ids:
+        raise SubmissionError(f"{flag}: give job ids (job_...), separated by commas", "after")
+    return {"ids": ids, "when": when}
+
+
 def parse_env_pairs(pairs: Sequence[str], environ: Mapping[str, str], flag: str = "--env") -> dict[str, str]:
     """``--env K=V`` sets K; a bare ``--env K`` passes this shell's value of K (``flag``: the
     option's name, ``--env`` or ``--secret-env``, for the errors).
@@ -260,6 +284,9 @@ def build_body(
         body["on_oom"] = oom
     if flags.get("labels"):
         body["labels"] = list(flags["labels"])
+    after = parse_after(flags.get("after"), flags.get("after_any"), flags.get("after_failed"))
+    if after is not None:
+        body["after"] = after
     if flags.get("command"):
         body["command"] = list(flags["command"])
     if not body.get("command"):

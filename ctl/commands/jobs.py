@@ -117,6 +117,17 @@ def submit(
     on_preempted: Annotated[str | None, typer.Option(
         "--on-preempted", metavar="last|best", show_default=False,
         help="Killed from outside (SIGTERM, SIGKILL): queue it again resuming from that checkpoint.")] = None,
+    after: Annotated[list[str] | None, typer.Option(
+        "--after", metavar="JOB[,JOB...]", show_default=False,
+        help="Run once these jobs all SUCCEEDED; if one fails or is cancelled, this one is cancelled "
+             "(DEPENDENCY_FAILED), and so are the jobs that wait for it.")] = None,
+    after_any: Annotated[list[str] | None, typer.Option(
+        "--after-any", metavar="JOB[,JOB...]", show_default=False,
+        help="Run once these jobs all ended, whatever the outcome.")] = None,
+    after_failed: Annotated[list[str] | None, typer.Option(
+        "--after-failed", metavar="JOB[,JOB...]", show_default=False,
+        help="Run once these jobs all ended, only if one did not succeed (a clean-up or a notifier); "
+             "cancelled if they all succeeded.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say where it would run, or why it would wait or be refused, and queue nothing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
@@ -136,7 +147,7 @@ def submit(
              "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir, "tb_dirs": tb_dir,
              "on_oom_retry": on_oom_retry, "on_oom_half": on_oom_half, "on_nan": on_nan, "on_lost": on_lost,
              "on_preempted": on_preempted, "gpu_model": gpu_model, "min_gpu_memory": min_gpu_memory,
-             "placement": placement}
+             "placement": placement, "after": after, "after_any": after_any, "after_failed": after_failed}
     try:
         here = os.getcwd()
     except FileNotFoundError:  # the shell's folder was deleted under it
@@ -162,6 +173,8 @@ def submit(
         render.print_json({"job": job})
     elif quiet:
         print(job["id"])
+    elif job.get("failure_message") and job["status"] in render.ENDED:  # a dependency that failed already
+        print(f"{job['id']} {job['status']} ({job.get('failure_reason')}): {render.printable(job['failure_message'])}")
     elif job.get("queue_reason"):
         print(f"{job['id']} {job['status']}: waits, {render.printable(job['queue_reason'])}")
     else:
@@ -230,14 +243,19 @@ def retry(
         "--resume-from", metavar="best|last|CKPT", show_default=False,
         help="Resume from a checkpoint of the job's lineage: best (by the primary metric), last (the newest "
              "saved) or its id. The attempt gets GPUPLANE_RESUME_FROM (the path) and GPUPLANE_RESUME_STEP.")] = None,
+    with_dependants: Annotated[bool, typer.Option(
+        "--with-dependants",
+        help="Also queue again, behind it, the jobs cancelled because it failed (DEPENDENCY_FAILED), and "
+             "theirs.")] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Queue an ended job again, as its next attempt (afresh, or resumed from a checkpoint).
 
-    Exits 1 while the job has not ended, or when the checkpoint cannot be resumed from
-    (none yet, another job's, deleted, its file gone).
+    Exits 1 while the job has not ended, when the checkpoint cannot be resumed from
+    (none yet, another job's, deleted, its file gone), or when a dependency it needs has
+    failed (retry that one --with-dependants).
     """
-    retry_job(ctx, job_id, json_output, resume_from=resume_from)
+    retry_job(ctx, job_id, json_output, resume_from=resume_from, with_dependants=with_dependants)
 
 
 def cancel_job(ctx: typer.Context, job_id: str, json_output: bool, *, wait: bool = False) -> None:
@@ -256,13 +274,22 @@ def cancel_job(ctx: typer.Context, job_id: str, json_output: bool, *, wait: bool
         raise typer.Exit(EXIT_FAILURE)
 
 
-def retry_job(ctx: typer.Context, job_id: str, json_output: bool, *, resume_from: str | None = None) -> None:
+def retry_job(ctx: typer.Context, job_id: str, json_output: bool, *, resume_from: str | None = None,
+              with_dependants: bool = False) -> None:
     g = globals_of(ctx)
+    body: dict[str, Any] = {}
+    if resume_from:
+        body["resume_from"] = resume_from
+    if with_dependants:
+        body["with_dependants"] = True
     with reporting(g, json_output):
-        job = connect(g).post(f"{_path(job_id)}/retry", {"resume_from": resume_from} if resume_from else None)["job"]
+        job = connect(g).post(f"{_path(job_id)}/retry", body or None)["job"]
     _report(job, json_output)
     if resume_from and not json_output:
         print(f"resumes from {job['resume_from']}")
+    if with_dependants and not json_output:
+        back = [link["job_id"] for link in job.get("dependants") or [] if link["status"] == "QUEUED"]
+        print(f"queued again behind it: {', '.join(back)}" if back else "no dependant was queued again")
 
 
 def _report(job: dict[str, Any], json_output: bool) -> None:

@@ -141,6 +141,8 @@ class RetryArgs:
     job_id: str = _id("job", "job")
     resume_from: str | None = field(default=None, pattern=r"^(best|last|ck_[0-9A-Za-z]{1,64})$",
                                     description="best, last or a checkpoint id: resume from it; null: start afresh")
+    with_dependants: bool = field(default=False, description="also queue again, behind it, its dependants (and "
+                                                             "theirs) cancelled with DEPENDENCY_FAILED")
 
 
 @attrs.frozen(kw_only=True)

@@ -95,9 +95,15 @@ async def retry_job(call: Call, args: a.RetryArgs) -> Result:
         if job.status not in RETRYABLE:
             return _would(call, f"job {job.id} is {job.status}, not ended; a retry would be refused.", job)
         start = f", resuming from {args.resume_from}" if args.resume_from else ", starting afresh"
-        return _would(call, f"job {job.id} ({job.status}) would be queued again{start}.", job)
-    job = await jobs.retry(call.shared, args.job_id, RetryBody(resume_from=args.resume_from), caller=call.caller)
-    return await _done(call, job, f"Job {job.id} is queued again (attempt {job.attempt + 1} next).")
+        chain = [d.job_id for d in job.dependants if d.status == JobState.CANCELLED] if args.with_dependants else []
+        behind = f", with its cancelled dependants {', '.join(chain)} behind it" if chain else ""
+        return _would(call, f"job {job.id} ({job.status}) would be queued again{start}{behind}.", job)
+    job = await jobs.retry(call.shared, args.job_id,
+                           RetryBody(resume_from=args.resume_from, with_dependants=args.with_dependants),
+                           caller=call.caller)
+    back = [d.job_id for d in job.dependants if d.status == JobState.QUEUED] if args.with_dependants else []
+    behind = f" Queued again behind it: {', '.join(back)}." if back else ""
+    return await _done(call, job, f"Job {job.id} is queued again (attempt {job.attempt + 1} next).{behind}")
 
 
 async def evaluate_checkpoint(call: Call, raw: dict[str, Any]) -> Result:
