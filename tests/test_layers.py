@@ -160,6 +160,8 @@ def test_planted_node_actor_importing_the_store(tmp_path):
                  {("layer-not-allowed", "gpuplaned.service.logs -> gpuplaned.http")}, id="service-imports-http"),
     pytest.param({"gpuplaned/mcp/server.py": "", "gpuplaned/service/jobs.py": "from gpuplaned.mcp import server\n"},
                  {("layer-not-allowed", "gpuplaned.service.jobs -> gpuplaned.mcp")}, id="service-imports-mcp"),
+    pytest.param({"gpuplaned/http/replies.py": "", "gpuplaned/mcp/tools.py": "from gpuplaned.http import replies\n"},
+                 {("layer-not-allowed", "gpuplaned.mcp.tools -> gpuplaned.http")}, id="mcp-imports-http"),
     pytest.param({"gpuplaned/service/jobs.py": "import quart\n"},
                  {("library-not-allowed", "gpuplaned.service.jobs -> quart")}, id="service-imports-quart"),
     pytest.param({"gpuplaned/mcp/asgi.py": "", "ctl/bridge.py": "def pipe():\n    import mcp.client\n"
