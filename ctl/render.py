@@ -398,7 +398,8 @@ def submit_plan(plan: Mapping[str, Any]) -> str:
         head = f"would run now on node {plan['node_id']} (GPU {gpus})" if plan.get("gpus") else \
             f"would run now on node {plan['node_id']} (CPU only)"
     elif would == "queue":
-        head = f"would wait in the queue at position {plan.get('queue_position')}"
+        head = (f"would wait in the queue at position {plan['queue_position']}" if plan.get("queue_position")
+                else "would wait in the queue")  # for its dependencies: no place in line yet
     else:
         head = "would be refused"
     lines = [head, *(f"  {reason}" for reason in plan.get("reasons") or [])]

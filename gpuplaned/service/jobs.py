@@ -113,8 +113,13 @@ async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None 
         refused = queue.refusal(planned, nodes)
         if refused is not None:
             reasons.append(refused.message)
+        held = dependency_rows.preview(conn, body.after.ids, body.after.when) if body.after is not None else None
+        if held is not None and held[0]:  # an unknown id
+            reasons.append(held[1])
         if reasons:
             return SubmitPlan("refuse", None, [], None, after, reasons)
+        if held is not None:  # it waits for its dependencies (or would be cancelled at once), not for a slot
+            return SubmitPlan("queue", None, [], None, after, [held[1]])
         line, position = queue.in_line(list(job_rows.queued_jobs(conn)), planned)
         placed = next((a for a in queue.assign(line, nodes, placement_of(shared)) if a.job_id == _PLANNED), None)
         if placed is not None:

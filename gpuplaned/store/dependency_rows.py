@@ -63,6 +63,24 @@ def recheck(conn: sqlite3.Connection, job_id: str, now_ms: int) -> list[str]:
     return _decide(conn, job_id, now_ms) if _condition(conn, job_id) is not None else []
 
 
+def preview(conn: sqlite3.Connection, after: Sequence[str], when: str) -> tuple[bool, str] | None:
+    """What a new job depending on ``after`` under ``when`` would meet (a submit's dry run), as
+    (refused, in words): the refusal of unknown ids (``after: no job ...``), or why it would wait,
+    or that it would be cancelled at once; None: its dependencies are met already."""
+    wanted = list(dict.fromkeys(after))
+    found = dict(conn.execute(f"SELECT id, status FROM jobs WHERE {one_of('id', wanted)}", wanted).fetchall())
+    missing = dependencies.unknown(wanted, found)
+    if missing:
+        return True, f"after: no job {', '.join(missing)}"
+    states = {job_id: found[job_id] for job_id in wanted}
+    verdict = dependencies.verdict(when, states.values())
+    if verdict is Verdict.WAIT:
+        return False, dependencies.waiting_reason(when, states)
+    if verdict is Verdict.NEVER:
+        return False, f"it would be cancelled at once (DEPENDENCY_FAILED): {dependencies.never_reason(when, states)}"
+    return None
+
+
 def never_met(conn: sqlite3.Connection, job_id: str) -> str | None:
     """Why the job's dependencies can never be met now (None: they can, or it has none)."""
     when, states = state_of(conn, job_id)

@@ -37,6 +37,10 @@ def test_a_failure_in_the_middle_of_a_chain_cancels_it_and_retry_with_dependants
     assert re.search(rf"^after:\s+{a} \(RUNNING\)$", shown.stdout, re.M), shown.stdout
     assert re.search(rf"^dependants:\s+{c} \(QUEUED\)$", shown.stdout, re.M), shown.stdout
 
+    dry = ctl(gpu_daemon, "submit", "--dry-run", "--after", a, "--", "true", cwd=work)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[:2] == ["would wait in the queue", f"  after {a} (RUNNING)"]
+
     (work / "go").touch()  # a fails (no `ok`)
     assert wait_job(gpu_daemon, a)["status"] == "FAILED"
     for job_id, parent in ((b, a), (c, b)):
@@ -86,6 +90,9 @@ def test_unknown_ids_and_two_conditions_are_refused(gpu_daemon, tmp_path):
     both = ctl(gpu_daemon, "submit", "--after", known, "--after-any", known, "--", "true", cwd=tmp_path)
     assert both.returncode == 2
     assert "give one of --after, --after-any" in both.stderr
+    dry = ctl(gpu_daemon, "submit", "--dry-run", "--after", "job_nope1", "--", "true", cwd=tmp_path)
+    assert dry.returncode == 1
+    assert dry.stdout.splitlines()[:2] == ["would be refused", "  after: no job job_nope1"]
     bad = ctl(gpu_daemon, "submit", "--after", "train", "--", "true", cwd=tmp_path)
     assert bad.returncode == 2
     assert "after" in bad.stderr and "job ids" in bad.stderr

@@ -136,3 +136,14 @@ def test_a_cycle_is_refused(db):
     b = _submit(conn, node, "b", after=[a])
     with pytest.raises(ApiError, match=f"cycle of dependencies {a} -> {b} -> {a}"):
         dependency_rows.attach(conn, a, [b], "succeeded", NOW)
+
+
+def test_a_dry_run_previews_what_the_dependencies_would_do(db):
+    conn, node = db
+    a = _submit(conn, node, "a")
+    assert dependency_rows.preview(conn, [a, "job_nope"], "succeeded") == (True, "after: no job job_nope")
+    assert dependency_rows.preview(conn, [a], "succeeded") == (False, f"after {a} (QUEUED)")
+    _run(conn, node, a, "FAILED", 1)
+    assert dependency_rows.preview(conn, [a], "ended") is None
+    assert dependency_rows.preview(conn, [a], "succeeded") == (
+        False, f"it would be cancelled at once (DEPENDENCY_FAILED): dependency {a} FAILED")
