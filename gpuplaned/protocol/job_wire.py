@@ -113,9 +113,10 @@ class Job:
     min_gpu_memory_mb: int | None = doc("every GPU it gets has at least this much memory (MiB)", default=None)
     placement: str | None = doc("pack or spread; null: the daemon's [scheduler] placement", enum=PLACEMENTS,
                                 default=None)
-    queue_reason: str | None = doc("while QUEUED: why no node can take it whatever frees up (the selector or "
-                                   "constraint no node meets, every node that could run it drained); null: it "
-                                   "waits for a free slot, or is not queued", default=None)
+    queue_reason: str | None = doc("while QUEUED: the dependencies it waits for (after job_... (RUNNING)), or why "
+                                   "no node can take it whatever frees up (the selector or constraint no node "
+                                   "meets, every node that could run it drained); null: it waits for a free slot, "
+                                   "or is not queued", default=None)
     secret_env: list[str] = doc("the names of its secret env (--secret-env, [secrets]); their values are "
                                 "never shown", factory=list)
     after: str | None = doc("when it may run after its dependencies: succeeded (every one SUCCEEDED), ended (every "

@@ -1801,7 +1801,7 @@ export interface components {
              * @enum {string|null}
              */
             placement: "pack" | "spread" | null;
-            /** @description while QUEUED: why no node can take it whatever frees up (the selector or constraint no node meets, every node that could run it drained); null: it waits for a free slot, or is not queued */
+            /** @description while QUEUED: the dependencies it waits for (after job_... (RUNNING)), or why no node can take it whatever frees up (the selector or constraint no node meets, every node that could run it drained); null: it waits for a free slot, or is not queued */
             queue_reason: string | null;
             /** @description the names of its secret env (--secret-env, [secrets]); their values are never shown */
             secret_env: string[];
