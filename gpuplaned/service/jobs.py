@@ -200,8 +200,12 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
     which = body.resume_from if body is not None else None
     point = await resume.choose(shared, job_id, which) if which else None
 
+    with_dependants = body is not None and body.with_dependants
+
     def apply(conn: Any) -> Job:
         budgets.check_owner(conn, caller, job_id, "retry")
+        for dependant in dependency_rows.cancelled_chain(conn, job_id) if with_dependants else ():
+            budgets.check_owner(conn, caller, dependant, "retry")  # the chain too: each one its own
         if budgets.limited(caller):
             ended = job_rows.get_job(conn, job_id)
             if ended is not None and ended.status in RETRYABLE:  # else retry_job says why not
@@ -212,8 +216,7 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
             if current is None or current.deleted_at is not None:  # deleted since it was chosen
                 raise ApiError(ErrorCode.CONFLICT, f"checkpoint {point.checkpoint_id} was deleted: its file is gone",
                                {"job_id": job_id, "checkpoint_id": point.checkpoint_id})
-        job_rows.retry_job(conn, job_id, with_dependants=body is not None and body.with_dependants,
-                           now_ms=now_ms())
+        job_rows.retry_job(conn, job_id, with_dependants=with_dependants, now_ms=now_ms())
         resume_rows.set_resume_from(conn, job_id, point.checkpoint_id if point else None)
         evaluations.after_retry(conn, job_id)
         job = job_rows.get_job(conn, job_id)
