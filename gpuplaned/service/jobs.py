@@ -216,7 +216,7 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
             if current is None or current.deleted_at is not None:  # deleted since it was chosen
                 raise ApiError(ErrorCode.CONFLICT, f"checkpoint {point.checkpoint_id} was deleted: its file is gone",
                                {"job_id": job_id, "checkpoint_id": point.checkpoint_id})
-        job_rows.retry_job(conn, job_id, with_dependants=with_dependants, now_ms=now_ms())
+        job_rows.retry_job(conn, job_id, asked_ms=now_ms(), with_dependants=with_dependants)
         resume_rows.set_resume_from(conn, job_id, point.checkpoint_id if point else None)
         evaluations.after_retry(conn, job_id)
         job = job_rows.get_job(conn, job_id)

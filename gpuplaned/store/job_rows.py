@@ -359,12 +359,18 @@ def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutc
                    {"job_id": job_id, "status": job.status})
 
 
-def retry_job(conn: sqlite3.Connection, job_id: str, *, with_dependants: bool = False,
-              now_ms: int = 0) -> Job:
-    """Queue an ended (or LOST) job again. A job with dependencies waits for them again while one
-    is pending; one whose dependencies can never be met is refused (retry the failed one with
-    ``with_dependants``). ``with_dependants``: its dependants cancelled with DEPENDENCY_FAILED,
-    and theirs, are queued again behind it.
+def retry_job(conn: sqlite3.Connection, job_id: str, *, asked_ms: int | None = None,
+              with_dependants: bool = False) -> Job:
+    """Queue an ended (or LOST) job again.
+
+    Args:
+        asked_ms: when a user asked for it (REST, MCP, the CLI). The job's dependencies are then
+            looked at again: it waits for one that is pending (retried itself), and is refused
+            when they can never be met (retry the failed one with ``with_dependants``). None: the
+            daemon's own requeue (a failure policy), which goes on with the job as its automatic
+            retries do, its dependencies met once.
+        with_dependants: (with ``asked_ms``) its dependants cancelled with DEPENDENCY_FAILED,
+            and theirs, are queued again behind it.
 
     Raises:
         ApiError: conflict, for a job that has not ended or whose dependencies can never be met.
@@ -375,6 +381,10 @@ def retry_job(conn: sqlite3.Connection, job_id: str, *, with_dependants: bool = 
     except IllegalTransition:
         raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is {job.status}; only an ended job can be retried",
                        {"job_id": job_id, "status": job.status}) from None
+    if asked_ms is None:
+        _clear_attempt_fields(conn, job_id, new)
+        conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
+        return _require(conn, job_id)
     never = dependency_rows.never_met(conn, job_id)
     if never is not None:
         raise ApiError(ErrorCode.CONFLICT, f"job {job_id} can never run: {never}; retry that job with its "
@@ -382,10 +392,10 @@ def retry_job(conn: sqlite3.Connection, job_id: str, *, with_dependants: bool = 
     chain = dependency_rows.cancelled_chain(conn, job_id) if with_dependants else []
     _clear_attempt_fields(conn, job_id, new)
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
-    dependency_rows.recheck(conn, job_id, now_ms)
+    dependency_rows.recheck(conn, job_id, asked_ms)
     for child in chain:  # parents first: each waits for the one queued before it
         _clear_attempt_fields(conn, child, next_state(JobState.CANCELLED, JobEvent.RETRY))
-        dependency_rows.recheck(conn, child, now_ms)
+        dependency_rows.recheck(conn, child, asked_ms)
     return _require(conn, job_id)
 
 

@@ -73,8 +73,8 @@ def test_a_failure_in_the_middle_of_a_chain_cancels_the_rest_and_retry_puts_it_b
     assert job_rows.get_job(conn, c).failure_message == f"dependency {b} FAILED"
 
     with pytest.raises(ApiError, match="can never run"):  # c alone cannot: b is still FAILED
-        job_rows.retry_job(conn, c, now_ms=NOW)
-    job_rows.retry_job(conn, b, with_dependants=True, now_ms=NOW)
+        job_rows.retry_job(conn, c, asked_ms=NOW)
+    job_rows.retry_job(conn, b, asked_ms=NOW, with_dependants=True)
     assert _state(conn, b) == ("QUEUED", None) and _state(conn, c) == ("QUEUED", None)
     assert job_rows.get_job(conn, c).queue_reason == f"after {b} (QUEUED)"
     _run(conn, node, b, "SUCCEEDED", 0)
@@ -147,3 +147,16 @@ def test_a_dry_run_previews_what_the_dependencies_would_do(db):
     assert dependency_rows.preview(conn, [a], "ended") is None
     assert dependency_rows.preview(conn, [a], "succeeded") == (
         False, f"it would be cancelled at once (DEPENDENCY_FAILED): dependency {a} FAILED")
+
+
+def test_the_daemons_own_requeue_goes_on_with_the_job_whatever_its_dependencies_do_since(db):
+    conn, node = db
+    a = _submit(conn, node, "a")
+    b = _submit(conn, node, "b", after=[a])
+    _run(conn, node, a, "SUCCEEDED", 0)
+    _run(conn, node, b, "FAILED", 1)
+    job_rows.retry_job(conn, a, asked_ms=NOW)
+    _run(conn, node, a, "FAILED", 1)  # b's dependency can no longer be met...
+    job_rows.retry_job(conn, b)  # ...but a failure policy's requeue of b is not refused
+    assert _state(conn, b) == ("QUEUED", None)
+    assert [d.job.job_id for d in schedule(conn, NOW, {node})] == [b]
