@@ -192,7 +192,8 @@ def jobs(
 
     GPUS: the indexes a job holds (or held), else how many it asks for in parentheses,
     `cpu` for a CPU-only job. EXIT/REASON: the exit code, or why it failed (TIMEOUT, OOM,
-    SIGNAL(SIGSEGV), LOST, SPAWN_FAILED, SHIM_DIED).
+    SIGNAL(SIGSEGV), LOST, SPAWN_FAILED, SHIM_DIED, DEPENDENCY_FAILED). WAIT, when a queued
+    job says why it waits: the jobs it runs after (`after job_... (RUNNING)`), or what no node has.
     """
     g = globals_of(ctx)
     query = {"limit": limit}
