@@ -7,7 +7,7 @@ far (log offsets, point counts), and the runs started or ended lately, from the 
 Outputs: RUN_STALLED, RUN_STARTED and RUN_FINISHED events through the one event path: stored
 in the pass's transaction, then published on the event feed after the commit. The metric rules (LOSS_NAN, LOSS_SPIKE,
 OVERFITTING_SUSPECTED) are not here: they run in the ingest's summary fold, in the batch's
-transaction (``gpuplaned.service.detector``).
+transaction (``gpuplaned.service.passes.detector``).
 Restart: permanent. A restarted detector measures silence afresh, and a stall episode raised
 before the restart is not raised again (its event keeps the job's fingerprint); a run's start
 and end are raised once each (the events table is their watermark).
@@ -23,8 +23,8 @@ import trio
 
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import ServerContext
-from gpuplaned.service.detector import lifecycle_pass, stall_pass, stall_policy
-from gpuplaned.service.registry import now_ms
+from gpuplaned.service.link.registry import now_ms
+from gpuplaned.service.passes.detector import lifecycle_pass, stall_pass, stall_policy
 from gpuplaned.store.writer import write
 
 log = logging.getLogger("gpuplaned.detector")

@@ -8,7 +8,7 @@ Inputs: ``FollowLogs`` and ``LogsEnded`` from the runner (``gpuplaned.node_conte
 Outputs, through the node link (``LogLines``, one per pass): per stream the last
 ``node.log_tail_lines`` new lines, which the server keeps in ``job_logs``; for an attempt
 that has live followers every line read, which the server publishes on its feed
-(``gpuplaned.service.log_feeds``). A slow follower lags and reads the files instead, so it
+(``gpuplaned.service.link.log_feeds``). A slow follower lags and reads the files instead, so it
 can never hold anything up. While any attempt has followers the loop polls every
 ``FOLLOWED_POLL`` instead of ``POLL``, and a new follower starts a pass at once.
 Restart: permanent; a restarted tailer asks the server where its stored tails end

@@ -6,10 +6,10 @@ queued by a trigger in each event's own transaction.
 Inputs: newly recorded events on ``shared.event_feed`` (a wake-up: their triggers are queued
 already), and a tick for stalls that come due, restarts whose attempt ended, and events
 written without a publish (a daemon killed between the two).
-Also, every ``[tokens] budget_interval_s``, the budget pass (``gpuplaned.service.budget_pass``:
+Also, every ``[tokens] budget_interval_s``, the budget pass (``gpuplaned.service.passes.budget``:
 the jobs of a token whose GPU-hour budget is spent are cancelled, each with a ``BUDGET_EXHAUSTED``
-event) and, hourly, the audit log's retention (``gpuplaned.service.audit.prune``).
-Outputs: per pass one store write (``gpuplaned.service.failure_policies.settle``: requeues,
+event) and, hourly, the audit log's retention (``gpuplaned.service.api.audit.prune``).
+Outputs: per pass one store write (``gpuplaned.service.passes.failure_policies.settle``: requeues,
 env changes, cancels' marks, ``POLICY_ACTION`` events), then the cancels sent to the nodes and
 the scheduler woken.
 Restart: permanent. A pass is one transaction that marks what it did, so a crash repeats
@@ -24,14 +24,15 @@ import logging
 import attrs
 import trio
 
-from gpuplaned.runtime.context import ActorContext
-from gpuplaned.service.context import ServerContext
 from gpuplaned.domain.failure_policies import TRIGGERS
-from gpuplaned.runtime.broadcast import Lagged
 from gpuplaned.protocol.errors import ApiError
-from gpuplaned.service import audit, budget_pass
-from gpuplaned.service.failure_policies import run_pass
-from gpuplaned.service.registry import now_ms
+from gpuplaned.runtime.broadcast import Lagged
+from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service.api import audit
+from gpuplaned.service.context import ServerContext
+from gpuplaned.service.link.registry import now_ms
+from gpuplaned.service.passes import budget as budget_pass
+from gpuplaned.service.passes.failure_policies import run_pass
 
 log = logging.getLogger("gpuplaned.policies")
 

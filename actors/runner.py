@@ -2,8 +2,8 @@
 
 Owns: the launcher process (which forks one shim per job) and a task per attempt on this node.
 Inputs: ``Dispatch`` and ``Cancel`` on its inbox, which its hello hands to the server's node
-registry: a dispatch from any scheduling pass (``gpuplaned.service.dispatch``), a cancel from
-a cancel request (``gpuplaned.service.jobs.cancel``); ``Reconcile`` from the node link when a
+registry: a dispatch from any scheduling pass (``gpuplaned.service.passes.dispatch``), a cancel from
+a cancel request (``gpuplaned.service.api.jobs.cancel``); ``Reconcile`` from the node link when a
 remote agent's link is back after an outage (``gpuplaned.node_link.Reconcile``).
 Outputs: ``JobStatus`` reports to the server through the node link (RUNNING, then how it ended);
 on its handle, the live jobs and the attempts that ended lately (``recent_ends``, those found
@@ -46,13 +46,13 @@ import gpuplaned
 from gpuplaned.cgroup import oom_kill_count, oom_kill_file, read_oom_kills
 from gpuplaned.domain import attempts as a
 from gpuplaned.domain.failures import ExitReason
-from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.gpus import inventory
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching import orphans
 from gpuplaned.launching.client import Launching, LauncherGone, SpawnError, SpawnRequest, open_launcher
 from gpuplaned.launching.environment import JobEnvironment
 from gpuplaned.launching.eval_result import read_result, result_path
+from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.launching.job_files import (
     EXIT_FILE,
     CorruptRecord,

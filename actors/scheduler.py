@@ -1,17 +1,17 @@
 """The scheduler actor: the one owner of dispatch. A scheduling pass on a 2 s tick and
 whenever it is woken.
 
-Owns: every scheduling pass (``gpuplaned.service.dispatch.run_pass``, i.e. ``dispatch.schedule``:
+Owns: every scheduling pass (``gpuplaned.service.passes.dispatch.run_pass``, i.e. ``dispatch.schedule``:
 queued jobs -> free GPU slots, assigned inside one store transaction) and the delivery of
 what it placed. No other code places a job.
-Inputs: ``WAKE`` on its inbox (``gpuplaned.service.dispatch.wake_scheduler``: a submit, a job's
+Inputs: ``WAKE`` on its inbox (``gpuplaned.service.passes.dispatch.wake_scheduler``: a submit, a job's
 end, a node's hello, a snapshot that changes what a node accepts, the cancel of a queued
 job, a retry), and the tick. A wake is answered by a pass at once, so a submit to a free
 slot starts without waiting for the tick; a burst of wakes is one pass.
 Outputs: ``Dispatch`` messages to nodes through the node registry
-(``gpuplaned.service.dispatch.deliver``, which requeues a job whose node is not connected).
+(``gpuplaned.service.passes.dispatch.deliver``, which requeues a job whose node is not connected).
 Liveness (DESIGN: the scheduler owns LOST detection): on its own cadence (the tick, or
-``[uplink] heartbeat_s`` when shorter) ``gpuplaned.service.agent_link.sweep`` judges remote
+``[uplink] heartbeat_s`` when shorter) ``gpuplaned.service.link.agent_link.sweep`` judges remote
 agents' links: a node silent for 3 heartbeats and not attached goes OFFLINE with its jobs LOST,
 and a dispatch an attached agent has not started in ``[uplink] dispatch_ack_s`` is requeued.
 Restart: permanent. Stopping it pauses dispatching (so does a scheduler gone FATAL; one
@@ -28,9 +28,9 @@ import attrs
 import trio
 
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.service import agent_link
 from gpuplaned.service.context import Dispatching
-from gpuplaned.service.dispatch import deliver, placement_of, run_pass
+from gpuplaned.service.link import agent_link
+from gpuplaned.service.passes.dispatch import deliver, placement_of, run_pass
 from gpuplaned.store.writer import write
 
 log = logging.getLogger("gpuplaned.scheduler")

@@ -5,7 +5,7 @@ event's own transaction: 0013_events_policies.sql) and its HTTP client.
 Inputs: newly recorded events on ``shared.event_feed`` (a wake-up: their notifications are
 queued already), and a ``TICK`` for retries that come due and events written without a
 publish.
-Outputs: one POST per notification (``gpuplaned.service.webhooks.send``, rendered by
+Outputs: one POST per notification (``gpuplaned.service.api.webhooks.send``, rendered by
 ``gpuplaned.domain.webhooks``); each attempt's result written back to its outbox row.
 Isolation: each subscription is sent to by its own task, one notification at a time, so a
 dead or slow endpoint holds up only itself (at most ``SEND_TIMEOUT_S`` an attempt); a failure
@@ -29,9 +29,9 @@ import trio
 
 from gpuplaned.domain.webhooks import MAX_ATTEMPTS, retry_delay_s
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.service.api.webhooks import SEND_TIMEOUT_S, seal_legacy_urls, send
 from gpuplaned.service.context import ServerContext
-from gpuplaned.service.registry import now_ms
-from gpuplaned.service.webhooks import SEND_TIMEOUT_S, seal_legacy_urls, send
+from gpuplaned.service.link.registry import now_ms
 from gpuplaned.store import webhook_rows
 from gpuplaned.store.webhook_rows import Pending
 from gpuplaned.store.writer import write

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpuplaned import tsdb  # noqa: E402
-from gpuplaned.service.run_records import values_at_steps  # noqa: E402
+from gpuplaned.service.api.run_records import values_at_steps  # noqa: E402
 from gpuplaned.store.database import open_reader, open_writer  # noqa: E402
 
 T0 = 1_700_000_000_000

@@ -31,7 +31,8 @@ from gpuplaned.config import DetectorConfig  # noqa: E402
 from gpuplaned.domain import run_progress, run_summary  # noqa: E402
 from gpuplaned.domain.rules.stall import StallPolicy  # noqa: E402
 from gpuplaned.protocol.agent import LogChunk  # noqa: E402
-from gpuplaned.service import detector, sessions  # noqa: E402
+from gpuplaned.service.api import sessions
+from gpuplaned.service.passes import detector
 from gpuplaned.store import log_rows  # noqa: E402
 from gpuplaned.store.database import open_writer  # noqa: E402
 

@@ -10,7 +10,7 @@ the daemon's compaction had a moment), it times:
    daemon's compaction packed the run (within a minute or so of its last point): p50 and p99
    against the 200 ms target (seed 000 / issue 16); and ``FRESH`` times at once, before that
    (every point still in plain chunks, decoded outright: the worst case);
-2. ``gpuplaned.service.diagnosis.diagnosis_data`` on a read-only connection to the daemon's
+2. ``gpuplaned.service.api.diagnosis.diagnosis_data`` on a read-only connection to the daemon's
    database in this process: the reads and the rules without HTTP.
 
 Usage::
@@ -122,7 +122,7 @@ def main() -> int:
             found = d.client.get(f"/api/v1/runs/{run_id}/diagnosis")
             http_ms.append((time.perf_counter() - t) * 1000)
 
-        from gpuplaned.service.diagnosis import diagnosis_data
+        from gpuplaned.service.api.diagnosis import diagnosis_data
         from gpuplaned.store.database import open_reader
 
         conn = open_reader(d.home / "gpuplane.db")

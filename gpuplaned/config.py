@@ -343,7 +343,7 @@ class TensorboardConfig:
 @_section
 @attrs.frozen
 class UiConfig:
-    """The browser UI on the HTTP front (``[ui]``; ``gpuplaned.http.ui_routes``, ``gpuplaned.service.ui_sessions``)."""
+    """The browser UI on the HTTP front (``[ui]``; ``gpuplaned.http.ui_routes``, ``gpuplaned.service.api.ui_sessions``)."""
 
     web_dir: Path | None = _key(_path, None)  # the built app (index.html, assets/); None: the package's or the checkout's
     session_ttl_s: int = _key(_int_between(60, 366 * 86_400), 7 * 86_400)  # how long a browser stays signed in
@@ -377,8 +377,8 @@ class DetectorConfig:
 @_section
 @attrs.frozen
 class TokensConfig:
-    """Capability tokens' budgets and the audit log (``[tokens]``; ``gpuplaned.service.budgets``,
-    ``gpuplaned.service.audit``, run by ``actors/policies.py``)."""
+    """Capability tokens' budgets and the audit log (``[tokens]``; ``gpuplaned.service.api.budgets``,
+    ``gpuplaned.service.api.audit``, run by ``actors/policies.py``)."""
 
     budget_interval_s: float = _key(_number_between(0.1, 3600), 30.0)  # how often running jobs are charged against budgets
     audit_keep_days: float = _key(_number_between(1, 36_600), 90.0)  # audit rows older than this are dropped
@@ -388,7 +388,7 @@ class TokensConfig:
 @attrs.frozen
 class UplinkConfig:
     """A remote agent's link to its server (``[uplink]``; ``actors/uplink.py``, ``gpuplaned.uplink``) and
-    how the server judges it (``gpuplaned.service.agent_link``)."""
+    how the server judges it (``gpuplaned.service.link.agent_link``)."""
 
     token_file: Path | None = _key(_path, None)  # the agent token (else GPUPLANE_TOKEN); never logged
     heartbeat_s: float = _key(_number_between(0.05, 3600), 25.0)  # a heartbeat this often; 3 missed: OFFLINE, jobs LOST

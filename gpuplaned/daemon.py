@@ -42,9 +42,9 @@ from gpuplaned.owner import watch_owner
 from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
-from gpuplaned.service.log_feeds import LogFeeds
-from gpuplaned.service.metric_feeds import MetricFeeds
-from gpuplaned.service.registry import NodeRegistry, now_ms
+from gpuplaned.service.link.log_feeds import LogFeeds
+from gpuplaned.service.link.metric_feeds import MetricFeeds
+from gpuplaned.service.link.registry import NodeRegistry, now_ms
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.readers import Readers
 from gpuplaned.uplink.link import UplinkContext, UplinkNodeLink
@@ -111,7 +111,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
         serves = any(spec.name == "store" for spec in specs)
         if serves:
             # Imported by the roles that serve only: an agent has no use for the service layer.
-            from gpuplaned.service.nodes import LocalNodeLink
+            from gpuplaned.service.link.nodes import LocalNodeLink
 
             shared.readers = Readers(cfg.db_path, cfg.store.read_connections)
             # Role all: the node side reaches this server through the in-memory link.
@@ -134,7 +134,7 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
                     # longer walks ~120k objects (tens of ms with the event loop stopped).
                     gc.freeze()
                     if serves:
-                        from gpuplaned.service import spool_replay
+                        from gpuplaned.service.passes import spool_replay
 
                         nursery.start_soon(spool_replay.replay_at_start, shared)  # SDK spools left by ended processes
                     log.info("gpuplaned %s ready (pid %d, role %s, %s)", __version__, os.getpid(),

@@ -4,13 +4,13 @@ A node-side actor holds a ``NodeLink`` and nothing else of the server: no store,
 service, no HTTP. Every message is a wire type of ``gpuplaned.protocol.agent``, so the
 same calls work in memory and over a network:
 
-- role ``all``: ``gpuplaned.service.nodes.LocalNodeLink`` is the server's half, called in
+- role ``all``: ``gpuplaned.service.link.nodes.LocalNodeLink`` is the server's half, called in
   the node actor's own task (the daemon wires it);
 - tests: ``gpuplaned.testing`` has a memory link that records what the node sent;
 - issue "remote agents": the uplink sends the same messages as JSON frames over WebSocket.
 
 What a node sends is about itself and its own jobs: the server refuses a record or a tailer pass
-that names a job attempt or run not on the node (``gpuplaned.service.nodes.NotOnNode``).
+that names a job attempt or run not on the node (``gpuplaned.service.link.nodes.NotOnNode``).
 
 The server's messages to the node (``ServerToNode``) come on channels the node hands over:
 the runner's inbox with its ``hello`` (``Dispatch``, ``Cancel``), the logs actor's with

@@ -293,7 +293,7 @@ def layer_of(module: str) -> Layer | None:
 
 
 def _layer(module: str) -> str:
-    """``gpuplaned.service.jobs`` -> ``gpuplaned.service``; an actor is its own."""
+    """``gpuplaned.service.api.jobs`` -> ``gpuplaned.service``; an actor is its own."""
     return _actor(module) or ".".join(module.split(".")[:2])
 
 

@@ -150,20 +150,20 @@ def test_planted_node_actor_importing_the_store(tmp_path):
                   "gpuplaned/protocol/ids.py": ""},
                  {("library-not-allowed", "gpuplaned.shim.serve -> attrs"),
                   ("layer-not-allowed", "gpuplaned.shim.serve -> gpuplaned.protocol")}, id="shim-stdlib-only"),
-    pytest.param({"gpuplaned/daemon.py": "", "gpuplaned/service/jobs.py": """\
+    pytest.param({"gpuplaned/daemon.py": "", "gpuplaned/service/api/jobs.py": """\
                       from typing import TYPE_CHECKING
                       if TYPE_CHECKING:
                           from gpuplaned.daemon import DaemonContext
                       """},
-                 {("layer-not-allowed", "gpuplaned.service.jobs -> gpuplaned.daemon")}, id="service-imports-daemon"),
-    pytest.param({"gpuplaned/http/sse.py": "", "gpuplaned/service/logs.py": "from gpuplaned.http.sse import fmt\n"},
-                 {("layer-not-allowed", "gpuplaned.service.logs -> gpuplaned.http")}, id="service-imports-http"),
-    pytest.param({"gpuplaned/mcp/server.py": "", "gpuplaned/service/jobs.py": "from gpuplaned.mcp import server\n"},
-                 {("layer-not-allowed", "gpuplaned.service.jobs -> gpuplaned.mcp")}, id="service-imports-mcp"),
+                 {("layer-not-allowed", "gpuplaned.service.api.jobs -> gpuplaned.daemon")}, id="service-imports-daemon"),
+    pytest.param({"gpuplaned/http/sse.py": "", "gpuplaned/service/api/logs.py": "from gpuplaned.http.sse import fmt\n"},
+                 {("layer-not-allowed", "gpuplaned.service.api.logs -> gpuplaned.http")}, id="service-imports-http"),
+    pytest.param({"gpuplaned/mcp/server.py": "", "gpuplaned/service/api/jobs.py": "from gpuplaned.mcp import server\n"},
+                 {("layer-not-allowed", "gpuplaned.service.api.jobs -> gpuplaned.mcp")}, id="service-imports-mcp"),
     pytest.param({"gpuplaned/http/replies.py": "", "gpuplaned/mcp/tools.py": "from gpuplaned.http import replies\n"},
                  {("layer-not-allowed", "gpuplaned.mcp.tools -> gpuplaned.http")}, id="mcp-imports-http"),
-    pytest.param({"gpuplaned/service/jobs.py": "import quart\n"},
-                 {("library-not-allowed", "gpuplaned.service.jobs -> quart")}, id="service-imports-quart"),
+    pytest.param({"gpuplaned/service/api/jobs.py": "import quart\n"},
+                 {("library-not-allowed", "gpuplaned.service.api.jobs -> quart")}, id="service-imports-quart"),
     pytest.param({"gpuplaned/mcp/asgi.py": "", "ctl/bridge.py": "def pipe():\n    import mcp.client\n"
                                                               "    from gpuplaned.mcp import asgi\n"},
                  {("layer-not-allowed", "gpuplanectl.bridge -> gpuplaned.mcp"),
@@ -187,19 +187,19 @@ def test_planted_rule(tmp_path, files, expected):
 
 
 @pytest.mark.parametrize(("files", "expected"), [
-    pytest.param({"gpuplaned/service/jobs.py": "import sqlite3\n"},
-                 {("sqlite3-outside-store", "gpuplaned.service.jobs -> sqlite3")}, id="service"),
+    pytest.param({"gpuplaned/service/api/jobs.py": "import sqlite3\n"},
+                 {("sqlite3-outside-store", "gpuplaned.service.api.jobs -> sqlite3")}, id="service"),
     pytest.param({"gpuplaned/http/idempotency.py": """\
                       from typing import TYPE_CHECKING
                       if TYPE_CHECKING:
                           from sqlite3 import Connection
                       """},
                  {("sqlite3-outside-store", "gpuplaned.http.idempotency -> sqlite3")}, id="http-type-checking"),
-    pytest.param({"gpuplaned/service/runs.py": "def read():\n    import sqlite3.dbapi2\n"},
-                 {("sqlite3-outside-store", "gpuplaned.service.runs -> sqlite3")}, id="function-local"),
-    pytest.param({"gpuplaned/service/runs.py": "def config(conn, run_id):\n"
+    pytest.param({"gpuplaned/service/api/runs.py": "def read():\n    import sqlite3.dbapi2\n"},
+                 {("sqlite3-outside-store", "gpuplaned.service.api.runs -> sqlite3")}, id="function-local"),
+    pytest.param({"gpuplaned/service/api/runs.py": "def config(conn, run_id):\n"
                                                "    return conn.execute('SELECT config FROM runs WHERE id = ?', (run_id,))\n"},
-                 {("sqlite3-outside-store", "gpuplaned.service.runs -> *.execute")}, id="sql-on-a-connection-handed-in"),
+                 {("sqlite3-outside-store", "gpuplaned.service.api.runs -> *.execute")}, id="sql-on-a-connection-handed-in"),
     pytest.param({"ctl/commands/jobs.py": "import sqlite3\n"},
                  {("sqlite3-outside-store", "gpuplanectl.commands.jobs -> sqlite3")}, id="ctl"),
     pytest.param({"gpuplaned/store/run_rows.py": "import sqlite3\n", "gpuplaned/tsdb/query.py": "import sqlite3\n",

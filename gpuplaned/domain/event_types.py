@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuplaned.domain import evaluations, failure_policies, gpu_budget, node_health, run_records
-from gpuplaned.domain.rules import lifecycle, overfitting, stall
 from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
+from gpuplaned.domain.rules import lifecycle, overfitting, stall
 
 NODE_EVENTS = (node_health.DISK_LOW, node_health.DISK_OK, node_health.GPU_LOST, node_health.GPU_RECOVERED,
                node_health.GPU_PINNING_VIOLATION, node_health.GPU_UNDERUTILIZED)
 JOB_EVENTS = (JOB_FAILED[0], *(kind for kind, _severity in FAILURE_EVENTS.values()))
 RUN_EVENTS = ("LOSS_NAN", "LOSS_SPIKE", run_records.USER_EVENT, run_records.CHECKPOINT_CREATED)  # run_summary's rules
-# The TensorBoard tailer's (service/tb_points.py): a record skipped after its CRC grace; a file
+# The TensorBoard tailer's (service/link/tb_points.py): a record skipped after its CRC grace; a file
 # whose path now names another file, read again from its start.
 TB_RECORD_SKIPPED = "TB_RECORD_SKIPPED"
 TB_FILE_REPLACED = "TB_FILE_REPLACED"
@@ -27,11 +27,11 @@ TB_EVENTS = (TB_RECORD_SKIPPED, TB_FILE_REPLACED)
 UNATTRIBUTED_FILE = "UNATTRIBUTED_FILE"
 # The detector's rules (gpuplaned.domain.rules): overfitting in the summary fold, stalls in actors/detector.py.
 DETECTOR_EVENTS = (overfitting.OVERFITTING_SUSPECTED, stall.RUN_STALLED, lifecycle.RUN_STARTED, lifecycle.RUN_FINISHED)
-# Retention's (service/retention.py): a checkpoint's file deleted, recorded once it is gone.
+# Retention's (service/passes/retention.py): a checkpoint's file deleted, recorded once it is gone.
 CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
-# The failure policies' (service/failure_policies.py): what a policy did about a trigger, or why it could not.
+# The failure policies' (service/passes/failure_policies.py): what a policy did about a trigger, or why it could not.
 POLICY_EVENTS = (failure_policies.POLICY_ACTION, failure_policies.POLICY_SKIPPED)
-# A remote agent's link (service/agent_link.py): silent for 3 heartbeats (its node OFFLINE, its
+# A remote agent's link (service/link/agent_link.py): silent for 3 heartbeats (its node OFFLINE, its
 # jobs LOST, their ids in the context), and back again with a hello.
 AGENT_DISCONNECTED = "AGENT_DISCONNECTED"
 AGENT_RECONNECTED = "AGENT_RECONNECTED"
@@ -53,5 +53,5 @@ def with_kinds(types: Sequence[str]) -> tuple[str, ...]:
 
 EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *AGENT_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
                             CHECKPOINT_DELETED, UNATTRIBUTED_FILE,
-                            gpu_budget.BUDGET_EXHAUSTED,  # service/budget_pass.py: a token's budget is spent
-                            evaluations.EVALUATION_FINISHED}))  # service/evaluations.py: an evaluation ended
+                            gpu_budget.BUDGET_EXHAUSTED,  # service/passes/budget.py: a token's budget is spent
+                            evaluations.EVALUATION_FINISHED}))  # service/api/evaluations.py: an evaluation ended

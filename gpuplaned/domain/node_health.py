@@ -223,7 +223,7 @@ class NodeHealth:
 def _idle_evidence(gpus: Sequence[GpuReading | None], since: int, now: int) -> list[dict[str, object]]:
     """Each idle GPU's utilization and memory series over the idle stretch, with the readings
     that closed it. The node does not know its own id: the server fills ``node_id`` in
-    (``gpuplaned.service.events.record_node_events``)."""
+    (``gpuplaned.service.api.events.record_node_events``)."""
     out: list[dict[str, object]] = []
     for gpu in gpus:
         if gpu is None:

@@ -4,7 +4,7 @@
 No SQL and no trio. The store reads the rows these decide on and writes what they decide
 (``gpuplaned.store.job_rows``: the queue read in ``ORDER``, each node's free slots, a
 placement recorded with its slots booked); the scheduler joins the three inside one store
-transaction (``gpuplaned.service.dispatch.schedule``), so a slot is never booked twice.
+transaction (``gpuplaned.service.passes.dispatch.schedule``), so a slot is never booked twice.
 How one job fits one node (selectors, GPU constraints, why no node can ever run it) is
 ``gpuplaned.domain.scheduling``'s.
 

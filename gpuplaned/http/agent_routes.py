@@ -2,7 +2,7 @@
 
 The handshake is authenticated before it completes (an ``agent`` token in the header:
 ``gpuplaned.http.app``'s websocket gate answers 401/403 otherwise). The connection is then one
-``gpuplaned.service.agent_link.AgentSession``: this module only adapts Quart's websocket to
+``gpuplaned.service.link.agent_link.AgentSession``: this module only adapts Quart's websocket to
 its ``Transport``.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from quart import g, websocket
 from quart_trio import QuartTrio
 
-from gpuplaned.service.agent_link import AgentSession
+from gpuplaned.service.link.agent_link import AgentSession
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

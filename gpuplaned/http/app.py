@@ -17,13 +17,13 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from gpuplaned.http import agent_routes, audit_routes, connections, idempotency, openapi_routes, ui_routes
-from gpuplaned.http.route_modules import DOCUMENTED
 from gpuplaned.http.responses import error_response
+from gpuplaned.http.route_modules import DOCUMENTED
 from gpuplaned.http.scopes import is_public, required_scope
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
-from gpuplaned.service import confined_callers, ui_sessions
+from gpuplaned.service.api import confined_callers, ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -80,7 +80,7 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
     expected = f"Bearer {secret}".encode() if secret else None
 
     async def check_token(incoming: Any, *, is_websocket: bool = False) -> None:
-        """``incoming``: the request or the WebSocket handshake (``gpuplaned.service.ui_sessions``)."""
+        """``incoming``: the request or the WebSocket handshake (``gpuplaned.service.api.ui_sessions``)."""
         rule = incoming.url_rule.rule if incoming.url_rule is not None else None
         # On the audit route ``token`` is a name filter (its query class refuses a token's text);
         # by path, so that a method it does not take still gets its 405.
@@ -106,7 +106,7 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
 
     async def check_peer(incoming: Any) -> None:
         """The control socket: the user is trusted; a job's own process may use the SDK's
-        routes alone, on its own runs (``gpuplaned.service.confined_callers``)."""
+        routes alone, on its own runs (``gpuplaned.service.api.confined_callers``)."""
         try:
             caller = confined_callers.of_peer(shared, incoming.scope)
             if caller is not None:

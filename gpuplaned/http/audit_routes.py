@@ -8,7 +8,7 @@
 ``record_write`` runs after every answered request that is not a GET/HEAD/OPTIONS to a route
 under ``/api/`` on either front (``/mcp`` is audited per tool call by the MCP server). It
 records the route as ``METHOD /rule``, the path parameters, the query and the JSON body
-(redacted by ``gpuplaned.service.audit``), and ``ok`` or the error code. A request refused
+(redacted by ``gpuplaned.service.api.audit``), and ``ok`` or the error code. A request refused
 before anyone was authenticated (401) is not recorded: it did nothing, and a flood of them
 must not fill the table.
 """
@@ -29,8 +29,8 @@ from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.http.scopes import is_public
 from gpuplaned.protocol.audit_replies import AuditList
 from gpuplaned.protocol.fields import UNSET, field
-from gpuplaned.service import audit
-from gpuplaned.service.ui_sessions import Caller
+from gpuplaned.service.api import audit
+from gpuplaned.service.api.ui_sessions import Caller
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

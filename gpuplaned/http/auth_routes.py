@@ -1,4 +1,4 @@
-"""Routes for signing a browser in and out of the web UI (``gpuplaned.service.ui_sessions``).
+"""Routes for signing a browser in and out of the web UI (``gpuplaned.service.api.ui_sessions``).
 
 - ``POST /api/v1/auth/login`` ``{"token": "gpp_..."}`` (no credentials needed) -> 200
   ``{"session": UiSession}`` and ``Set-Cookie: gpuplane_session=...; HttpOnly; SameSite=Strict;
@@ -28,8 +28,8 @@ from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.protocol.auth_replies import LogoutReply, UiSessionReply
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import ui_sessions
-from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, LoginLink, LoginLinkCreate, LoginRequest
+from gpuplaned.service.api import ui_sessions
+from gpuplaned.service.api.ui_sessions import COOKIE, CSRF_HEADER, LINK_SCOPES, LoginLink, LoginLinkCreate, LoginRequest
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -1,6 +1,6 @@
 """Routes for checkpoints (seed 000 section 11.1, Checkpoints): a run's, their pruning
-(``gpuplaned.service.retention``), one, its verify, and an experiment's best
-(``gpuplaned.service.best_checkpoint``)."""
+(``gpuplaned.service.passes.retention``), one, its verify, and an experiment's best
+(``gpuplaned.service.api.checkpoints.best``)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from gpuplaned.protocol.checkpoint_replies import (
     CheckpointVerify,
     PruneResult,
 )
-from gpuplaned.service import best_checkpoint, checkpoint_verify, retention, run_records
-from gpuplaned.service.retention import PruneRequest
+from gpuplaned.service.api import run_records
+from gpuplaned.service.api.checkpoints import best as best_checkpoint, verify as checkpoint_verify
+from gpuplaned.service.passes import retention
+from gpuplaned.service.passes.retention import PruneRequest
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -11,7 +11,7 @@ from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.control import ActorList, ActorReply, DaemonInfo, ShutdownReply
 from gpuplaned.protocol.vocabulary import ACTOR_VERBS
-from gpuplaned.service import control
+from gpuplaned.service.api import control
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -1,5 +1,5 @@
 """Routes for the semantic functions (seed 000 section 11.1, Semantics): a run's diagnosis,
-runs and checkpoints compared, a job's failure explained (``gpuplaned.service.diagnosis``).
+runs and checkpoints compared, a job's failure explained (``gpuplaned.service.api.diagnosis``).
 
 ``/api/v1/runs/compare`` and ``/api/v1/checkpoints/compare`` sit beside ``/runs/<run_id>`` and
 ``/checkpoints/<checkpoint_id>``: werkzeug matches a static segment before a variable one,
@@ -17,7 +17,7 @@ from gpuplaned.http.queries import CompareCheckpointsQuery, CompareRunsQuery
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.diagnosis_replies import CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
-from gpuplaned.service import diagnosis
+from gpuplaned.service.api import diagnosis
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

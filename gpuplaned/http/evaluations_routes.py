@@ -1,4 +1,4 @@
-"""Routes for evaluations (seed 000 section 11.1, Evaluations; ``gpuplaned.service.evaluations``):
+"""Routes for evaluations (seed 000 section 11.1, Evaluations; ``gpuplaned.service.api.evaluations``):
 queue one of a checkpoint, list a checkpoint's, list an experiment's."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from quart_trio import QuartTrio
 
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
-from gpuplaned.protocol.evaluation_wire import EvaluationCreate
 from gpuplaned.protocol.evaluation_replies import EvaluationList, EvaluationQueued, ExperimentEvaluations
+from gpuplaned.protocol.evaluation_wire import EvaluationCreate
 from gpuplaned.protocol.fields import UNSET, field
-from gpuplaned.service import evaluations, jobs
+from gpuplaned.service.api import evaluations, jobs
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

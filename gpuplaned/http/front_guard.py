@@ -43,7 +43,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 CLOSE = (b"connection", b"close")
 GUARDED = ("/api/", "/mcp")  # what needs credentials (the web UI's files do not: gpuplaned.http.scopes)
-SESSION_COOKIE = b"gpuplane_session="  # gpuplaned.service.ui_sessions.COOKIE
+SESSION_COOKIE = b"gpuplane_session="  # gpuplaned.service.api.ui_sessions.COOKIE
 SETTING = "[http] allowed_hosts"
 
 

@@ -1,5 +1,5 @@
-"""The routes of ``import-run``: a finished run's dir made a run (``gpuplaned.service.import_run``),
-and that run's logs read back (``gpuplaned.service.run_logs``).
+"""The routes of ``import-run``: a finished run's dir made a run (``gpuplaned.service.api.imports.run``),
+and that run's logs read back (``gpuplaned.service.api.run_logs``).
 
 The import is a write (the ``write`` scope on the HTTP front), reading the logs a read. The
 dir is read on the daemon's host, so the path is one there; ``gpuplanectl run import`` sends
@@ -19,8 +19,9 @@ from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.fields import UNSET
 from gpuplaned.protocol.import_replies import ImportReply
 from gpuplaned.protocol.log_replies import RunLogs
-from gpuplaned.service import import_run, run_logs
-from gpuplaned.service.import_run import RunImport
+from gpuplaned.service.api import run_logs
+from gpuplaned.service.api.imports import run as import_run
+from gpuplaned.service.api.imports.run import RunImport
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -18,10 +18,10 @@ from gpuplaned.protocol.job_replies import JobList, JobReply, LogEnd, SubmitPlan
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.protocol.log_replies import LogPage
 from gpuplaned.protocol.run_replies import RunList, RunMetrics, RunMetricsMany, RunReply, RunSeries, RunSummaryReply
-from gpuplaned.service import jobs, logs, runs
-from gpuplaned.service.jobs import STREAMS
-from gpuplaned.service.runs import RunMetricsQuery, SeriesQuery
-from gpuplaned.service.series_query import RunMetricsArgs
+from gpuplaned.service.api import jobs, logs, runs
+from gpuplaned.service.api.jobs import STREAMS
+from gpuplaned.service.api.runs import RunMetricsQuery, SeriesQuery
+from gpuplaned.service.api.series_query import RunMetricsArgs
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -1,5 +1,5 @@
 """``GET /api/v1/runs/{id}/metrics/stream?names=``: a run's new points as Server-Sent Events
-(``gpuplaned.service.metric_feeds``), resumable with ``Last-Event-ID``.
+(``gpuplaned.service.link.metric_feeds``), resumable with ``Last-Event-ID``.
 
 A chart opens the stream first, reads the series (``GET /api/v1/runs/{id}/metrics``) once the
 ``ready`` event came, and merges what follows (a point may be in both: same step and ts).
@@ -17,8 +17,8 @@ from quart_trio import QuartTrio
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
 from gpuplaned.protocol.fields import UNSET, doc, field
-from gpuplaned.service import runs
-from gpuplaned.service.series_query import MAX_NAMES, names_fault
+from gpuplaned.service.api import runs
+from gpuplaned.service.api.series_query import MAX_NAMES, names_fault
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

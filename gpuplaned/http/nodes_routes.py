@@ -14,8 +14,8 @@ from gpuplaned.http.sse import parse_last_event_id, sse_response
 from gpuplaned.protocol.event_replies import EventList
 from gpuplaned.protocol.job_replies import Lagged
 from gpuplaned.protocol.node_replies import ForgottenNode, NodeList, NodeMetrics, NodeReply, NodeSnapshot
-from gpuplaned.service import budgets, events, node_metrics, nodes_view
-from gpuplaned.service.series_query import NodeMetricsArgs
+from gpuplaned.service.api import budgets, events, node_metrics, nodes_view
+from gpuplaned.service.api.series_query import NodeMetricsArgs
 from gpuplaned.store.event_rows import EventRow
 
 if TYPE_CHECKING:

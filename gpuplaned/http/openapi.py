@@ -31,7 +31,7 @@ from gpuplaned.protocol.job_wire import Job
 from gpuplaned.protocol.schemas import REF, SchemaSet
 from gpuplaned.protocol.version import API_VERSION
 from gpuplaned.runtime.states import ActorState
-from gpuplaned.service.ui_sessions import COOKIE, CSRF_HEADER
+from gpuplaned.service.api.ui_sessions import COOKIE, CSRF_HEADER
 
 OPENAPI_VERSION = "3.1.0"
 PATH = "/api/v1/openapi.json"

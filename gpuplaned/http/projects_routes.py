@@ -11,7 +11,7 @@
 - ``GET /api/v1/primary-metric?project=&experiment=`` (resolved experiment -> project ->
   global) and ``PUT /api/v1/primary-metric`` ``{"metric", "project"?, "experiment"?}``.
 
-Semantics and checks live in ``gpuplaned.service.projects``.
+Semantics and checks live in ``gpuplaned.service.api.projects``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from gpuplaned.protocol.project_replies import (
     ProjectList,
     ProjectReply,
 )
-from gpuplaned.service import projects
-from gpuplaned.service.projects import (
+from gpuplaned.service.api import projects
+from gpuplaned.service.api.projects import (
     ExperimentCreate,
     ExperimentPatch,
     MetricDefinitionPatch,

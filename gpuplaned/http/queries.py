@@ -16,12 +16,12 @@ import attrs
 
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.protocol.fields import UNSET, field
-from gpuplaned.service.jobs import JOB_STATES, STREAMS
-from gpuplaned.service.logs import MAX_PAGE
-from gpuplaned.service.projects import METRIC_PATTERN
-from gpuplaned.service.run_logs import DEFAULT_TAIL, MAX_LINES
-from gpuplaned.service.runs import RUN_STATES
 from gpuplaned.protocol.vocabulary import SEVERITIES
+from gpuplaned.service.api.jobs import JOB_STATES, STREAMS
+from gpuplaned.service.api.logs import MAX_PAGE
+from gpuplaned.service.api.projects import METRIC_PATTERN
+from gpuplaned.service.api.run_logs import DEFAULT_TAIL, MAX_LINES
+from gpuplaned.service.api.runs import RUN_STATES
 
 
 

@@ -3,12 +3,12 @@
 One rule for every route, so a new route cannot go unguarded: reading needs ``read``,
 anything else ``write``; tokens, daemon shutdown, actor commands and the audit log need ``admin``; the
 agent WebSocket needs ``agent``; SDK sessions need ``sdk``. ``admin`` grants everything and ``write`` grants ``read``
-(``gpuplaned.service.tokens.grants``).
+(``gpuplaned.service.api.tokens.grants``).
 
 Signing out needs only ``read``, so every browser session can end itself; so does
 ``POST /api/v1/runs/metrics:query``, a read with its (long) list of runs in a body, so a
 read-only browser session can compare runs (a cookie-authenticated POST still needs the CSRF
-header: ``gpuplaned.service.ui_sessions``). Forgetting a node (``DELETE /api/v1/nodes/{node}``)
+header: ``gpuplaned.service.api.ui_sessions``). Forgetting a node (``DELETE /api/v1/nodes/{node}``)
 is a write like any other. Nothing at all is
 needed to sign in or for the web UI's own files (``PUBLIC_RULES``): the page holds no data,
 and everything it shows comes from ``/api/``. That list names each such route: a new route

@@ -10,8 +10,8 @@ from quart_trio import QuartTrio
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.session_replies import BatchReply, SessionCreated, SessionEnvReply, SessionList, SessionReply
-from gpuplaned.service import sessions
-from gpuplaned.service.sessions import BatchCreate, SessionCreate, SessionFinish
+from gpuplaned.service.api import sessions
+from gpuplaned.service.api.sessions import BatchCreate, SessionCreate, SessionFinish
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

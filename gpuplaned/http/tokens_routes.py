@@ -26,8 +26,8 @@ from gpuplaned.http.queries import Page
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.token_replies import TokenCreated, TokenList, TokenReply
-from gpuplaned.service import tokens
-from gpuplaned.service.tokens import TokenCreate
+from gpuplaned.service.api import tokens
+from gpuplaned.service.api.tokens import TokenCreate
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

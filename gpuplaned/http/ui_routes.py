@@ -38,7 +38,7 @@ import gpuplaned
 from gpuplaned.http.auth_routes import set_session_cookie
 from gpuplaned.http.scopes import UI_RULES
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import ui_sessions
+from gpuplaned.service.api import ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.config import Config

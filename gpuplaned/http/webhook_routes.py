@@ -19,8 +19,8 @@ from quart_trio import QuartTrio
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.webhook_replies import WebhookDeleted, WebhookList, WebhookReply, WebhookTested
-from gpuplaned.service import webhooks
-from gpuplaned.service.webhooks import WebhookCreate
+from gpuplaned.service.api import webhooks
+from gpuplaned.service.api.webhooks import WebhookCreate
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -13,8 +13,8 @@ import attrs
 
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.protocol.fields import field
-from gpuplaned.service.jobs import JOB_STATES, STREAMS
 from gpuplaned.protocol.vocabulary import SEVERITIES
+from gpuplaned.service.api.jobs import JOB_STATES, STREAMS
 
 MAX_POINTS = 2000  # query_metrics: more than this is a chart, not something to read
 DEFAULT_POINTS = 200

@@ -14,7 +14,7 @@ Who calls: on the HTTP front, ``Authorization: Bearer <token>`` (a session cooki
 refused: a browser must not drive an agent's tools), and a 401 carries our error body and no
 ``WWW-Authenticate`` (some clients read that as an OAuth challenge and stop); on the control
 socket the caller is the trusted local user (None; a job's own process is refused: it has no
-scope but ``sdk``, ``gpuplaned.service.confined_callers``), behind the loopback secret when there is
+scope but ``sdk``, ``gpuplaned.service.api.confined_callers``), behind the loopback secret when there is
 one. A token needs the ``read`` scope (an ``sdk``- or ``agent``-only token gets 403), and may
 have ``[http] mcp_sessions_per_token`` sessions open at once (one more: 503 naming it), so one
 token cannot spend ``MAX_SESSIONS`` for everyone. Before READY and while stopping, 503 as REST answers.
@@ -39,7 +39,7 @@ import trio
 from gpuplaned.http.connections import vouch_for
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import confined_callers, ui_sessions
+from gpuplaned.service.api import confined_callers, ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -11,7 +11,7 @@ import mcp_types as types
 
 from gpuplaned.protocol.converter import unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import runs
+from gpuplaned.service.api import runs
 
 SUMMARY_TEMPLATE = "gpuplane://runs/{run_id}/summary"
 _SUMMARY_URI = re.compile(r"^gpuplane://runs/(run_[0-9A-Za-z]{1,64})/summary$")

@@ -29,8 +29,8 @@ from gpuplaned.protocol.job_states import WENT_WRONG, JobState
 from gpuplaned.protocol.node_replies import NodeList, NodeReply
 from gpuplaned.protocol.patterns import scan_lines
 from gpuplaned.protocol.run_replies import RunSummary
-from gpuplaned.service import evaluations, events, jobs, logs, nodes_view, run_records, runs
-from gpuplaned.service.series_query import RunMetricsArgs
+from gpuplaned.service.api import evaluations, events, jobs, logs, nodes_view, run_records, runs
+from gpuplaned.service.api.series_query import RunMetricsArgs
 from gpuplaned.store.event_rows import EventFilter, EventRow
 
 GREP_SCAN = 20_000  # tail_logs with grep reads at most this many lines back

@@ -1,5 +1,5 @@
 """The semantic tools: a run diagnosed, runs and checkpoints compared, the best checkpoint, a
-failure explained (``gpuplaned.service.diagnosis``, ``best_checkpoint``). Their answers carry
+failure explained (``gpuplaned.service.api.diagnosis``, ``best_checkpoint``). Their answers carry
 their own summary; the next actions point along the study (compare, best, evaluate)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from gpuplaned.mcp.table import Call, Result, Tool, next_action
 from gpuplaned.protocol.checkpoint_replies import BestCheckpoint
 from gpuplaned.protocol.diagnosis_replies import CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
 from gpuplaned.protocol.errors import ApiError
-from gpuplaned.service import best_checkpoint, diagnosis, runs
+from gpuplaned.service.api import diagnosis, runs
+from gpuplaned.service.api.checkpoints import best as best_checkpoint
 
 
 async def diagnose_run(call: Call, args: a.RunArgs) -> Result:

@@ -3,7 +3,7 @@
 Each tool is listed from its declaration (input schema from its attrs class, output schema
 from its reply class, annotations from the policy table) and called through ``_call``: the
 scope is checked, the arguments structured by the one converter (the REST error for a bad
-one), the handler run, the call audited (``gpuplaned.service.audit``, via ``mcp``), and the
+one), the handler run, the call audited (``gpuplaned.service.api.audit``, via ``mcp``), and the
 answer sent as structured content with the summary first. Who calls comes from the ASGI
 mount (``asgi``): a ``Caller`` for a token on the HTTP front, None on the control socket.
 
@@ -30,7 +30,7 @@ from gpuplaned.mcp.table import Call, Result, Tool
 from gpuplaned.mcp.tools import BY_NAME, RAW_ARGS, TOOLS, check
 from gpuplaned.protocol.converter import structure, unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import audit, ui_sessions
+from gpuplaned.service.api import audit, ui_sessions
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -13,8 +13,8 @@ import attrs
 from gpuplaned.protocol.fields import doc
 
 if TYPE_CHECKING:
+    from gpuplaned.service.api.ui_sessions import Caller
     from gpuplaned.service.context import ServerContext
-    from gpuplaned.service.ui_sessions import Caller
 
 DRY_RUN = {"dry_run": {"type": "boolean", "default": False,
                        "description": "say what would happen (node, GPUs, queue position, budget after) and do "

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 
 from gpuplaned.mcp import task_methods
 from gpuplaned.mcp.tools import BY_NAME
-from gpuplaned.service import jobs
+from gpuplaned.service.api import jobs
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

@@ -23,7 +23,7 @@ import trio
 from gpuplaned.mcp import tasks
 from gpuplaned.mcp.table import Call
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service import jobs, ui_sessions
+from gpuplaned.service.api import jobs, ui_sessions
 
 if TYPE_CHECKING:
     from mcp.server import Server

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from gpuplaned.mcp.table import TaskHandle, next_action
 from gpuplaned.protocol.job_states import OPEN, JobState
 from gpuplaned.protocol.run_replies import RunSummary
-from gpuplaned.service import jobs, runs
-from gpuplaned.service.registry import now_ms
+from gpuplaned.service.api import jobs, runs
+from gpuplaned.service.link.registry import now_ms
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext

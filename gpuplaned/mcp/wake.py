@@ -22,7 +22,8 @@ from gpuplaned.mcp.table import Call, Result, Tool, next_action
 from gpuplaned.mcp.tasks import describe_progress
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import doc
-from gpuplaned.service import access, events, jobs, runs
+from gpuplaned.service import access
+from gpuplaned.service.api import events, jobs, runs
 from gpuplaned.store import event_rows
 from gpuplaned.store.event_rows import EventFilter, EventRow
 

@@ -19,7 +19,7 @@ from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.job_states import CANCELLABLE, RETRYABLE, WENT_WRONG, JobState
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.protocol.submit_plan import SubmitPlan
-from gpuplaned.service import evaluations, jobs, run_records
+from gpuplaned.service.api import evaluations, jobs, run_records
 
 
 @attrs.frozen(kw_only=True)

@@ -13,12 +13,12 @@ from typing import Any, Union
 import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointReading, CheckpointRemoval, CheckpointRemove
 from gpuplaned.protocol.converter import TaggedUnion, converter
 from gpuplaned.protocol.evaluation_wire import EvalResult
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
-from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointReading, CheckpointRemoval, CheckpointRemove
 from gpuplaned.protocol.uplink_frames import (
     Ack,
     Goodbye,
@@ -96,7 +96,7 @@ class JobSpecWire:
     name: str
     argv: tuple[str, ...]
     cwd: str
-    # Holds the job's secret env too (opened by gpuplaned.service.dispatch): a logged message
+    # Holds the job's secret env too (opened by gpuplaned.service.passes.dispatch): a logged message
     # shows its names only.
     env: dict[str, str] = attrs.field(repr=lambda env: f"<env {', '.join(env)}>")
     gpu_indexes: tuple[int, ...]

@@ -9,7 +9,7 @@ import attrs
 from gpuplaned.protocol.fields import doc
 
 # public: a sign-in, before any credentials; job: a job's own process on the control socket
-# (its token_name is "job:<id>"); node: a process on an agent's host (gpuplaned.service.confined_callers).
+# (its token_name is "job:<id>"); node: a process on an agent's host (gpuplaned.service.api.confined_callers).
 CALLER_KINDS = ("token", "cookie", "local", "public", "job", "node")
 VIAS = ("rest", "mcp")
 

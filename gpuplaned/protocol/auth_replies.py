@@ -8,7 +8,7 @@ from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.token_replies import SCOPES
 
 # How a request was authenticated (local: the trusted control endpoint; job: a job's process
-# on it; node: a process on an agent's host, forwarded: gpuplaned.service.confined_callers).
+# on it; node: a process on an agent's host, forwarded: gpuplaned.service.api.confined_callers).
 VIAS = ("cookie", "token", "local", "job", "node")
 
 

@@ -1,12 +1,12 @@
 """A job's per-job policies (issue 15): what happens to its checkpoints as they arrive.
 
 ``retention`` keeps the best K and the last K of a run's checkpoints and deletes the rest
-that GPUPlane registered (``gpuplaned.service.retention``); ``evaluate`` queues an EVALUATE
-job for each new checkpoint, or for each new best one (``gpuplaned.service.evaluations``).
+that GPUPlane registered (``gpuplaned.service.passes.retention``); ``evaluate`` queues an EVALUATE
+job for each new checkpoint, or for each new best one (``gpuplaned.service.api.evaluations``).
 Both come in the ``POST /api/v1/jobs`` body and as tables in a job file
 (``retention = {keep_best = 1, keep_last = 2}``), and are kept as JSON in ``jobs.policies``.
 
-The failure policies (issue 16), carried out by ``gpuplaned.service.failure_policies``, each
+The failure policies (issue 16), carried out by ``gpuplaned.service.passes.failure_policies``, each
 once per trigger event: ``on_oom`` (retry N times, halving integer variables), ``on_nan``
 (stop), ``on_lost`` (requeue), ``on_stalled`` (after a stall lasted ``after``: restart, stop or
 notify), ``on_preempted`` (requeue resuming from the last checkpoint).

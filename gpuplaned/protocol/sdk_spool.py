@@ -25,7 +25,7 @@ replayed to its end is removed; one with lines that could not be read is kept, r
 ``*.jsonl.corrupt``, and every such line is named in a warning.
 
 ``Replay`` is the pure part (lines in, steps out, answers in, a report out); the daemon
-(``gpuplaned.service.spool_replay``) and ``gpuplanectl sync`` each drive it with their own
+(``gpuplaned.service.passes.spool_replay``) and ``gpuplanectl sync`` each drive it with their own
 way of sending a step. Stdlib only; no trio.
 """
 

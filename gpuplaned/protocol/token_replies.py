@@ -8,7 +8,7 @@ from gpuplaned.protocol.fields import doc
 from gpuplaned.protocol.reply_words import next_cursor_field
 from gpuplaned.protocol.token_limits import TokenLimits
 
-SCOPES = ("read", "write", "agent", "sdk", "admin")  # what a token may do (gpuplaned.service.tokens.grants)
+SCOPES = ("read", "write", "agent", "sdk", "admin")  # what a token may do (gpuplaned.service.api.tokens.grants)
 
 
 @attrs.frozen

@@ -1,6 +1,6 @@
 """What every daemon's control API says of the daemon and does to its actors.
 
-The server's app (through ``gpuplaned.service.control``) and a remote agent's
+The server's app (through ``gpuplaned.service.api.control``) and a remote agent's
 (``gpuplaned.uplink.agent_app``, which must not import the service layer) answer
 ``GET /api/v1/daemon``, ``GET /api/v1/actors[/<name>]`` and ``POST /api/v1/actors/<name>/<verb>``
 from here, so both say the same thing the same way.

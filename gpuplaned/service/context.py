@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from gpuplaned.node_context import RunningJobs
     from gpuplaned.runtime.broadcast import Broadcast
     from gpuplaned.runtime.supervisor import Supervisor
-    from gpuplaned.service.log_feeds import LogFeeds
-    from gpuplaned.service.metric_feeds import MetricFeeds
-    from gpuplaned.service.registry import NodeRegistry
+    from gpuplaned.service.link.log_feeds import LogFeeds
+    from gpuplaned.service.link.metric_feeds import MetricFeeds
+    from gpuplaned.service.link.registry import NodeRegistry
     from gpuplaned.store.event_rows import EventRow
     from gpuplaned.store.readers import Readers
 

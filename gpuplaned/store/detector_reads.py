@@ -1,4 +1,4 @@
-"""What the detector's passes read (``gpuplaned.service.detector``): the running attempts,
+"""What the detector's passes read (``gpuplaned.service.passes.detector``): the running attempts,
 a run's stored point count, the events that mark what was already raised, the runs that
 started or finished without their lifecycle event."""
 

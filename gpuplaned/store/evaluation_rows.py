@@ -1,6 +1,6 @@
 """Rows of the ``evaluations`` table: one per EVALUATE job GPUPlane queued for a checkpoint.
 
-Inserted QUEUED with its job, in the job's transaction (``gpuplaned.service.evaluations``);
+Inserted QUEUED with its job, in the job's transaction (``gpuplaned.service.api.evaluations``);
 RUNNING when the job's attempt starts, with that attempt's run; finished (SUCCEEDED, FAILED,
 CANCELLED) in the transaction that records the job's end, with its metrics, runtime and, for
 a failure, why in words. A retried job's evaluation is QUEUED again. Listed with the

@@ -4,7 +4,7 @@ Write functions take the store's connection inside its transaction (the store ac
 them); read functions take a reader connection. The state a write sets is the one the state
 table (``gpuplaned.domain.job_states``) returns for the move; what the queue decides (its
 order, admission, which job gets which slots) is ``gpuplaned.domain.queue``'s. A scheduling
-pass (``gpuplaned.service.dispatch.schedule``) reads the queue and the free slots, and records
+pass (``gpuplaned.service.passes.dispatch.schedule``) reads the queue and the free slots, and records
 its placements, inside one transaction, so a slot is never booked twice.
 """
 
@@ -191,7 +191,7 @@ class Dispatched:
     node_id: str
     job: JobSpecWire
     # The job's secret env, still sealed: the service opens it into ``job.env`` just before
-    # the dispatch is sent (gpuplaned.service.dispatch), so no store row ever holds it open.
+    # the dispatch is sent (gpuplaned.service.passes.dispatch), so no store row ever holds it open.
     secret_env_sealed: str | None = None
 
 
@@ -479,7 +479,7 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
                      for job_id, attempt, run_id, cancel, gpus, env in active]
 
 
-# --- remote nodes: LOST and unacknowledged dispatches (gpuplaned.service.agent_link) ----------
+# --- remote nodes: LOST and unacknowledged dispatches (gpuplaned.service.link.agent_link) ----------
 
 DISPATCH_TIMEOUT = FailureReason.DISPATCH_TIMEOUT.value  # a run's failure_reason: its node never said it started
 

@@ -1,7 +1,7 @@
 """Rows of ``policy_actions``: the failure policies' triggers still to settle, and how each was.
 
 A row is queued by the ``policy_actions_on_event`` trigger (0013_events_policies.sql) in the
-transaction that records its event; ``gpuplaned.service.failure_policies`` settles it.
+transaction that records its event; ``gpuplaned.service.passes.failure_policies`` settles it.
 """
 
 from __future__ import annotations

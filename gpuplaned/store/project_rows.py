@@ -1,7 +1,7 @@
 """Rows of projects, experiments, metric definitions and primary metrics (seed 000 sections 4.2 and 9).
 
 SDK sessions also create projects, experiments and metric definitions on first sight
-(``gpuplaned.store.session_rows``, ``gpuplaned.service.sessions.summarize``); what is edited here
+(``gpuplaned.store.session_rows``, ``gpuplaned.service.api.sessions.summarize``); what is edited here
 is kept by them (they only insert what is missing).
 
 The primary metric is set per experiment (``experiment_primary_metrics``), per project

@@ -1,7 +1,7 @@
 """Resuming a job from a checkpoint: ``jobs.resume_from`` and what a dispatch makes of it.
 
 ``gpuplanectl job retry JOB --resume-from best|last|CKPT`` stores the checkpoint in
-``jobs.resume_from`` (``gpuplaned.service.resume`` picks it); each attempt dispatched while it
+``jobs.resume_from`` (``gpuplaned.service.passes.resume`` picks it); each attempt dispatched while it
 is set gets ``GPUPLANE_RESUME_FROM`` (the path) and ``GPUPLANE_RESUME_STEP`` (its step, when
 known), and its run records ``resumed_from`` and ``resume_step``: the first link of the run's
 checkpoints' ``parent_id`` chain. A retry without it clears it: that attempt starts afresh.

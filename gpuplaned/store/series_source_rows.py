@@ -1,5 +1,5 @@
 """The ``run_series_sources`` table: which source feeds each series of a run, ``sdk`` or
-``tensorboard`` (``gpuplaned.service.series_owner`` decides who wins a name)."""
+``tensorboard`` (``gpuplaned.service.api.series_owner`` decides who wins a name)."""
 
 from __future__ import annotations
 

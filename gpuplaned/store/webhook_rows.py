@@ -2,7 +2,7 @@
 
 The outbox is filled by a trigger on ``events`` (0017_job_failed_kinds.sql), in the transaction
 that records the event; this module reads what is due and records each attempt. ``secret``
-here is always the sealed form (``gpuplaned.service.webhooks``), never the secret itself; so
+here is always the sealed form (``gpuplaned.service.api.webhooks``), never the secret itself; so
 is ``sealed_url``, and ``url`` holds only what replies show of it (``scheme://host/***``; a row
 made before migration 0021 holds the URL itself there until ``seal_legacy_urls``).
 """

@@ -1,5 +1,5 @@
 """When a series had points, from summaries only: its extent, and marks for finding gaps in
-time, without decoding a point (``gpuplaned.service.diagnosis``: a run's pace and stalls).
+time, without decoding a point (``gpuplaned.service.api.diagnosis``: a run's pace and stalls).
 
 A packed chunk gives each of its 64-point blocks' first and last ts; a plain chunk (one
 ingest batch, not compacted yet) its own first and last. A long stretch between two

@@ -22,10 +22,10 @@ from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
-from gpuplaned.service.dispatch import wake_scheduler
-from gpuplaned.service.log_feeds import LogFeeds
-from gpuplaned.service.nodes import LocalNodeLink
-from gpuplaned.service.registry import NodeRegistry, now_ms
+from gpuplaned.service.link.log_feeds import LogFeeds
+from gpuplaned.service.link.nodes import LocalNodeLink
+from gpuplaned.service.link.registry import NodeRegistry, now_ms
+from gpuplaned.service.passes.dispatch import wake_scheduler
 from gpuplaned.store import job_rows
 from gpuplaned.store.writer import write
 from gpuplaned.testing.launcher import FakeLauncher, Script, inline

@@ -1,6 +1,6 @@
 """Replays corpus curves through the detector's real rules and scores them.
 
-The metric rules run as the ingest runs them (``gpuplaned.service.sessions.summarize``):
+The metric rules run as the ingest runs them (``gpuplaned.service.api.sessions.summarize``):
 the points in batches (``BATCH`` steps of every metric at a time), each folded into the
 run's summary by ``run_summary.update`` with the ``[detector]`` policies, the summary
 stored as JSON between batches, the events passed through ``detector.summary_events``.
@@ -19,7 +19,7 @@ import attrs
 from gpuplaned.config import DetectorConfig
 from gpuplaned.domain import run_summary
 from gpuplaned.domain.rules import stall
-from gpuplaned.service import detector
+from gpuplaned.service.passes import detector
 
 from alarm_corpus.corpus import Curve
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplaned.config import ConfigError, DetectorConfig, load_config
-from gpuplaned.service.detector import overfit_policy, stall_policy
+from gpuplaned.service.passes.detector import overfit_policy, stall_policy
 
 
 def _load(tmp_path, text: str):

@@ -104,7 +104,7 @@ def test_underutilized_after_ten_idle_minutes_once_and_rearmed_by_use():
     assert types(events) == ["GPU_UNDERUTILIZED"] and events[0].job_id == "job_idle"
     idle = next(g for g in reading(0).gpus if g.index == 1)
     # The evidence: GPU 1's utilization and memory series over the idle stretch (the server
-    # names the node: gpuplaned.service.events.record_node_events).
+    # names the node: gpuplaned.service.api.events.record_node_events).
     assert events[0].context["evidence"] == [
         {"kind": "gpu", "node_id": None, "gpu": 1, "name": "gpu1.utilization", "ts": [0, 10 * MINUTE],
          "values": [idle.utilization_pct]},

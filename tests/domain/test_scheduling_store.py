@@ -12,8 +12,8 @@ import trio
 from gpuplaned.config import load_config
 from gpuplaned.protocol.agent import GpuInfo, Hello
 from gpuplaned.protocol.job_wire import JobSpec
-from gpuplaned.service.dispatch import placement_of, run_pass, schedule
-from gpuplaned.service.registry import NodeRegistry
+from gpuplaned.service.link.registry import NodeRegistry
+from gpuplaned.service.passes.dispatch import placement_of, run_pass, schedule
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
 

@@ -89,7 +89,7 @@ async def test_internal_errors_never_leak_a_traceback(shared, monkeypatch, caplo
     def broken(_shared):
         raise ZeroDivisionError("secret internals")
 
-    monkeypatch.setattr("gpuplaned.service.control.list_actors", broken)
+    monkeypatch.setattr("gpuplaned.service.api.control.list_actors", broken)
     response = await client.get("/api/v1/actors")
     assert response.status_code == 500
     err = error_of(await response.get_json())

@@ -15,7 +15,7 @@ import pytest
 from gpuplaned.checkpoints.files import fingerprint
 from gpuplaned.http import openapi
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service.best_checkpoint import why_not_present
+from gpuplaned.service.api.checkpoints.best import why_not_present
 from gpuplaned.store.checkpoint_rows import Checkpoint
 
 pytestmark = pytest.mark.e2e

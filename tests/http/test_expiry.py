@@ -20,8 +20,8 @@ from gpuplaned.actors import specs_for_role
 from gpuplaned.config import HttpFront, UiConfig
 from gpuplaned.daemon import DaemonContext
 from gpuplaned.http.scopes import is_public
-from gpuplaned.service import tokens
-from gpuplaned.service.ui_sessions import COOKIE
+from gpuplaned.service.api import tokens
+from gpuplaned.service.api.ui_sessions import COOKIE
 
 SESSION_TTL_S = 120
 LINK_TTL_S = 1

@@ -8,7 +8,7 @@ import sqlite3
 import httpx
 import pytest
 
-from gpuplaned.service.ui_sessions import COOKIE
+from gpuplaned.service.api.ui_sessions import COOKIE
 
 pytestmark = pytest.mark.e2e
 

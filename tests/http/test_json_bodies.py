@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 import pytest
 from unixhttp import BASE_URL
 
-from gpuplaned.service import agent_link
-from gpuplaned.protocol import agent
 from gpuplaned.http.bodies import _may_hold_surrogates
+from gpuplaned.protocol import agent
 from gpuplaned.protocol import bounded_json
+from gpuplaned.service.link import agent_link
 
 pytestmark = pytest.mark.e2e
 

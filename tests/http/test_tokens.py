@@ -16,10 +16,10 @@ from gpuplaned.actors import store
 
 from gpuplaned.http.app import create_app
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.service import tokens
 from gpuplaned.protocol.token_replies import TokenCreated, TokenList
-from gpuplaned.service.tokens import SCOPES, TokenInfo, authenticate, create_token, grants, list_tokens, revoke_token
+from gpuplaned.runtime.spec import ActorSpec
+from gpuplaned.service.api import tokens
+from gpuplaned.service.api.tokens import SCOPES, TokenInfo, authenticate, create_token, grants, list_tokens, revoke_token
 
 
 def _made(created: TokenCreated) -> tuple[TokenInfo, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuplaned.actors.logs import FollowLogs, LogsHandle, _Tailer
 
-from gpuplaned.service.log_feeds import LogFeeds
+from gpuplaned.service.link.log_feeds import LogFeeds
 
 
 async def test_the_first_follower_of_an_attempt_and_the_last_one_leaving_call_on_change():

@@ -12,7 +12,7 @@ from gpuplaned.mcp import args, tasks, write_tools
 from gpuplaned.mcp.table import Call
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus
 from gpuplaned.protocol.job_wire import JobSpec
-from gpuplaned.service.dispatch import schedule
+from gpuplaned.service.passes.dispatch import schedule
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
 from gpuplaned.store.readers import Readers

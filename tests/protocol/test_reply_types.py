@@ -14,8 +14,8 @@ from gpuplaned.protocol import converter
 from gpuplaned.protocol.checkpoint_replies import checkpoint_of
 from gpuplaned.protocol.run_replies import HealthWarning, RunMetrics
 from gpuplaned.protocol.schemas import SchemaSet
-from gpuplaned.service.series_query import json_finite, series_columns
 from gpuplaned.protocol.session_replies import BatchReply, SessionEnvReply
+from gpuplaned.service.api.series_query import json_finite, series_columns
 from gpuplaned.store.checkpoint_rows import Checkpoint as StoredCheckpoint
 from gpuplaned.store.database import open_writer
 from gpuplaned.store.event_rows import EventRow

@@ -1,5 +1,5 @@
 """The rules behind what is hidden (gpuplaned.domain.secret_values), what the audit log keeps of a
-job's env and argv (gpuplaned.service.audit.redact), and how `job submit` builds a body's
+job's env and argv (gpuplaned.service.api.audit.redact), and how `job submit` builds a body's
 ``secret_env`` from ``--secret-env`` and a job file's ``[secrets]`` (gpuplanectl.submission)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplaned.domain.secret_values import looks_secret, mask_url_passwords
-from gpuplaned.service.audit import REDACTED, redact
+from gpuplaned.service.api.audit import REDACTED, redact
 from gpuplanectl.submission import JobFileError, SubmissionError, build_body, load_job_file
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplaned.service.audit import REDACTED, redact
+from gpuplaned.service.api.audit import REDACTED, redact
 
 TOKEN = "gpp_01HZZZZZZZZZZZZZZZZZZZZZZZ_" + "a" * 43
 

@@ -10,8 +10,8 @@ import pytest
 import trio
 import trio.testing
 
-from gpuplaned.service import checkpoint_arrival
-from gpuplaned.service.checkpoint_arrival import checkpoints_arrived
+from gpuplaned.service.passes import checkpoint_arrival
+from gpuplaned.service.passes.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.store.event_rows import EventRow
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplaned.service.detector import lifecycle_pass
+from gpuplaned.service.passes.detector import lifecycle_pass
 from gpuplaned.store.database import open_writer
 
 T0 = 1_700_000_000_000

@@ -15,9 +15,9 @@ from gpuplaned.config import ConfigError, DetectorConfig, load_config
 from gpuplaned.domain.rules import loss_spike
 from gpuplaned.domain.rules.loss_spike import MADS, WINDOW, SpikePolicy
 from gpuplaned.protocol.tb_frames import TbCursor, TbFile, TbPoints, TbSeries
-from gpuplaned.service import failure_policies
-from gpuplaned.service.detector import fingerprint, lifecycle_pass, spike_policy
-from gpuplaned.service.tb_points import store_points
+from gpuplaned.service.link.tb_points import store_points
+from gpuplaned.service.passes import failure_policies
+from gpuplaned.service.passes.detector import fingerprint, lifecycle_pass, spike_policy
 from gpuplaned.store.database import open_writer
 from gpuplaned.store.event_rows import EventRow, insert_events
 

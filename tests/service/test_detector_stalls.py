@@ -1,4 +1,4 @@
-"""The stall pass over a real store (``gpuplaned.service.detector.stall_pass``), on a clock the
+"""The stall pass over a real store (``gpuplaned.service.passes.detector.stall_pass``), on a clock the
 test sets: a running job that falls silent raises RUN_STALLED once per episode with evidence
 pointing at its last lines and point, output in time keeps it quiet, a job that ends is
 forgotten, and a restarted detector (fresh state) does not raise an open episode again."""
@@ -12,8 +12,8 @@ import pytest
 from gpuplaned import tsdb
 from gpuplaned.domain.rules.stall import StallPolicy
 from gpuplaned.protocol.agent import LogChunk
-from gpuplaned.service import sessions
-from gpuplaned.service.detector import stall_pass
+from gpuplaned.service.api import sessions
+from gpuplaned.service.passes.detector import stall_pass
 from gpuplaned.store import log_rows
 from gpuplaned.store.database import open_writer
 

@@ -9,7 +9,7 @@ import pytest
 
 from gpuplaned import tsdb
 from gpuplaned.config import DetectorConfig
-from gpuplaned.service.sessions import summarize
+from gpuplaned.service.api.sessions import summarize
 from gpuplaned.store.database import open_writer
 
 

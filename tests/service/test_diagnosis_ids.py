@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplaned.protocol.errors import ApiError
-from gpuplaned.service.diagnosis import parse_ids
+from gpuplaned.service.api.diagnosis import parse_ids
 
 
 @pytest.mark.parametrize("raw, prefix, ids", [

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplaned.service import import_run
-from gpuplaned.service.import_scan import is_log
+from gpuplaned.service.api.imports import run as import_run
+from gpuplaned.service.api.imports.scan import is_log
 from gpuplaned.tensorboard.events import Columns
 
 
@@ -35,7 +35,7 @@ def test_which_files_are_logs():
 
 
 def test_a_dir_with_too_many_entries_is_refused(tmp_path, monkeypatch):
-    from gpuplaned.service import import_scan
+    from gpuplaned.service.api.imports import scan as import_scan
 
     monkeypatch.setattr(import_scan, "MAX_ENTRIES", 10)
     for i in range(4):
@@ -53,7 +53,7 @@ def test_a_dir_with_too_many_entries_is_refused(tmp_path, monkeypatch):
 def test_a_tag_too_long_to_store_is_reported_and_the_rest_read(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
-    from gpuplaned.service import import_scan
+    from gpuplaned.service.api.imports import scan as import_scan
 
     with SummaryWriter(tmp_path) as writer:
         writer.add_scalar("x" * 300, 1.0, 0)

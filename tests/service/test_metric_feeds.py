@@ -6,8 +6,8 @@ import json
 
 import trio
 
-from gpuplaned.service import metric_feeds
-from gpuplaned.service.metric_feeds import MetricFeeds
+from gpuplaned.service.link import metric_feeds
+from gpuplaned.service.link.metric_feeds import MetricFeeds
 
 
 def batch(step: int, n: int = 1) -> dict:

@@ -13,9 +13,9 @@ from gpuplaned.actors import store
 from gpuplaned.http.app import create_app
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus, LogChunk, LogFollow, LogLines, LogOffsets
 from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.service import jobs
-from gpuplaned.service.dispatch import WAKE, deliver, run_pass
-from gpuplaned.service.nodes import LocalNodeLink
+from gpuplaned.service.api import jobs
+from gpuplaned.service.link.nodes import LocalNodeLink
+from gpuplaned.service.passes.dispatch import WAKE, deliver, run_pass
 from gpuplaned.store.writer import write
 
 

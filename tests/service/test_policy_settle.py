@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gpuplaned.service import failure_policies
+from gpuplaned.service.passes import failure_policies
 from gpuplaned.store.database import open_writer
 from gpuplaned.store.event_rows import EventRow, insert_events
 

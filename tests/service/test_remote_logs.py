@@ -1,5 +1,5 @@
 """A remote agent's log records on the server's live feed, and a remote follower's reads of the
-stored tail while the agent is away (``gpuplaned.service.remote_logs``), over a real store actor
+stored tail while the agent is away (``gpuplaned.service.link.remote_logs``), over a real store actor
 and SQLite file. The reads through a live agent: ``tests/e2e/test_e2e_remote_logs.py``."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from gpuplaned.actors import store
 from gpuplaned.logtail import LineSplitter
 from gpuplaned.protocol.agent import LogChunk, LogLines
 from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.service.log_feeds import batches_of
-from gpuplaned.service.nodes import LocalNodeLink, Once
-from gpuplaned.service.remote_logs import RemoteReader, end_at_least
+from gpuplaned.service.link.log_feeds import batches_of
+from gpuplaned.service.link.nodes import LocalNodeLink, Once
+from gpuplaned.service.link.remote_logs import RemoteReader, end_at_least
 from gpuplaned.store import log_rows
 from gpuplaned.store.writer import write
 

@@ -19,8 +19,8 @@ from gpuplaned.domain.run_records import parse_checkpoints
 from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.checkpoint_ops import CheckpointRemove
 from gpuplaned.protocol.converter import unstructure
-from gpuplaned.service import retention
-from gpuplaned.service.run_records import store_found, store_records
+from gpuplaned.service.api.run_records import store_found, store_records
+from gpuplaned.service.passes import retention
 from gpuplaned.store import checkpoint_rows, run_owners
 from gpuplaned.store.database import open_reader, open_writer
 from gpuplaned.store.project_rows import set_primary

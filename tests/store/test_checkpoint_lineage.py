@@ -13,7 +13,7 @@ from gpuplaned import tsdb
 from gpuplaned.domain.run_records import parse_checkpoints
 from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.converter import unstructure
-from gpuplaned.service.run_records import checkpoint_table, store_found, store_records
+from gpuplaned.service.api.run_records import checkpoint_table, store_found, store_records
 from gpuplaned.store import checkpoint_rows, retention_rows
 from gpuplaned.store.database import open_writer
 

@@ -8,7 +8,7 @@ import pytest
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.job_wire import JobSpec
-from gpuplaned.service.dispatch import schedule
+from gpuplaned.service.passes.dispatch import schedule
 from gpuplaned.store import dependency_rows, job_rows
 from gpuplaned.store.database import open_writer
 

@@ -8,7 +8,7 @@ import pytest
 from gpuplaned.domain.run_records import parse_checkpoints
 from gpuplaned.protocol.agent import FoundCheckpoint
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.service.run_records import checkpoint_table, store_found, store_records
+from gpuplaned.service.api.run_records import checkpoint_table, store_found, store_records
 from gpuplaned.store import checkpoint_rows
 from gpuplaned.store.database import open_writer
 

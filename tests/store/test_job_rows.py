@@ -7,7 +7,7 @@ import pytest
 from gpuplaned.domain import queue
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus
 from gpuplaned.protocol.job_wire import JobSpec
-from gpuplaned.service.dispatch import schedule
+from gpuplaned.service.passes.dispatch import schedule
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
 

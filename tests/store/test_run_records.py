@@ -9,7 +9,7 @@ import pytest
 from gpuplaned import tsdb
 from gpuplaned.domain.run_records import best_checkpoint, parse_checkpoints, parse_events
 from gpuplaned.protocol.errors import ApiError
-from gpuplaned.service.run_records import checkpoint_table, store_records
+from gpuplaned.service.api.run_records import checkpoint_table, store_records
 from gpuplaned.store import event_rows
 from gpuplaned.store.database import open_writer
 from gpuplaned.store.event_rows import EventFilter

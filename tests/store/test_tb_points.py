@@ -14,9 +14,9 @@ import pytest
 from gpuplaned import tsdb
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.tb_frames import TbCursor, TbCursors, TbFile, TbPoints, TbProblem, TbRewind, TbSeries
-from gpuplaned.service.series_owner import claim_for_sdk
-from gpuplaned.service.sessions import summarize
-from gpuplaned.service.tb_points import store_points, stored_cursors
+from gpuplaned.service.api.series_owner import claim_for_sdk
+from gpuplaned.service.api.sessions import summarize
+from gpuplaned.service.link.tb_points import store_points, stored_cursors
 from gpuplaned.store import run_rows
 from gpuplaned.store.database import open_writer
 
@@ -116,7 +116,7 @@ def test_metric_sources_say_what_fed_the_run(conn):
 
 
 def test_a_part_over_a_batchs_points_is_ingested_in_slices(conn, monkeypatch):
-    from gpuplaned.service import tb_points
+    from gpuplaned.service.link import tb_points
     monkeypatch.setattr(tb_points, "MAX_BATCH_POINTS", 3)
     store(conn, part(A, None, 10, series("a", [0, 1, 2, 3, 4], [0.0] * 5), series("b", [0, 1], [1.0, 1.0])))
     assert [s for s, _ in steps(conn, "a")] == [0, 1, 2, 3, 4] and len(steps(conn, "b")) == 2

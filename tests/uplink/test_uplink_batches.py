@@ -11,7 +11,7 @@ import pytest
 from gpuplaned.actors.uplink import Pacer, _tail_batch, records_frame
 from gpuplaned.config import ConfigError, UplinkConfig, load_config
 from gpuplaned.protocol.uplink_frames import MAX_BATCH_BYTES, Records
-from gpuplaned.service.agent_link import _metric_columns, read_frame
+from gpuplaned.service.link.agent_link import _metric_columns, read_frame
 from gpuplaned.uplink.link import LiveTail
 from gpuplaned.uplink.spool import Spool
 

@@ -15,7 +15,7 @@ from gpuplaned.domain import webhooks as formats
 from gpuplaned.http.app import create_app
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.runtime.spec import ActorSpec
-from gpuplaned.service.registry import now_ms
+from gpuplaned.service.link.registry import now_ms
 from gpuplaned.store import event_rows
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write

@@ -1,7 +1,7 @@
 """Semantic functions over a run's data (seed 000 section 11.1, Semantics): plain Python, no
 LLM, no I/O. Each answers ``{"summary", "findings": [{"kind", "severity", "claim", "evidence"}],
 "next_actions"}``; every evidence item is a pointer the API resolves (``evidence.py``). The
-service (``gpuplaned.service.diagnosis``) reads what they need and passes it as plain data.
+service (``gpuplaned.service.api.diagnosis``) reads what they need and passes it as plain data.
 """
 
 from gpuplaned.domain.diagnosis.compare import compare_checkpoints, compare_runs

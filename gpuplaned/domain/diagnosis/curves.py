@@ -4,7 +4,7 @@ with its min, max, avg, NaN count and count, over step or time.
 A short series comes point by point (``width`` 1: min = max = avg = the value); a million
 points come as a couple of thousand buckets, each keeping its extremes, so a spike or a NaN
 anywhere is still seen; the finding then asks for the exact points of one bucket
-(``gpuplaned.service.diagnosis`` reads those raw).
+(``gpuplaned.service.api.diagnosis`` reads those raw).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Where each rule runs, one implementation each:
 - DISK_LOW, GPU_UNDERUTILIZED, GPU_LOST: ``gpuplaned.domain.node_health``, on every monitor
   sample on the node (the raw GPU readings never need to cross the link for them).
 - OOM, JOB_FAILED, JOB_LOST, AGENT_DISCONNECTED: the job and node paths
-  (``gpuplaned.domain.failures``, ``gpuplaned.service.nodes``).
+  (``gpuplaned.domain.failures``, ``gpuplaned.service.link.nodes``).
 
 ``evidence`` builds the pointers every event's context carries (``context["evidence"]``).
 """

@@ -5,7 +5,7 @@ Pure: the wording from the run's row. Both are info, whatever the run's status: 
 that something happened, and what went wrong has its own event at its own severity
 (JOB_FAILED, OOM, JOB_TIMEOUT, LOSS_NAN...), so a run that fails is not counted twice as a
 warning. The detector finds the runs that started
-or ended since its last look (``gpuplaned.service.detector.lifecycle_pass``); each event is
+or ended since its last look (``gpuplaned.service.passes.detector.lifecycle_pass``); each event is
 raised once per run (the events table is the episode's memory). Imported runs are history
 and raise neither.
 """

@@ -1,0 +1,1 @@
+"""Checkpoints for the API: the best of an experiment, a listing's details, verification."""

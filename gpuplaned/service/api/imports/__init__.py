@@ -1,0 +1,1 @@
+"""``import-run``: reading a finished run's folder, and making it a run."""

@@ -1,0 +1,161 @@
+"""Live run metrics: each committed batch of a run's points, fanned out to its followers, and
+the SSE stream ``GET /api/v1/runs/{id}/metrics/stream`` resumes from.
+
+Owns: one sequence for the daemon (``seq``, bumped per published batch, after its commit) and,
+per run, the last ``KEEP_BATCHES`` batches and a ``Broadcast`` of new ones. An event's id is
+``<epoch>-<seq>``: ``epoch`` is this daemon process's, so a ``Last-Event-ID`` from before a
+restart, or older than what a run keeps, cannot be resumed from without a gap, and the
+follower gets a ``reset`` event instead: "read the series again (GET /runs/{id}/metrics),
+then follow from this id". Within that, a resume sends every batch after the id once: the
+follower subscribes before it reads what it missed, both in memory on the event loop, so
+nothing falls between them.
+
+Published after the commit by the SDK's batch route (``gpuplaned.service.api.sessions.add_batch``)
+and the TensorBoard tailer's points (``gpuplaned.service.link.nodes`` ``tb_points``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict, deque
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from gpuplaned.protocol.patterns import NameFilter
+from gpuplaned.protocol.sse_frames import format_event
+from gpuplaned.runtime.broadcast import Broadcast, Lagged
+
+# Per run, what a reconnect resumes from: the last batches up to this many points (at
+# 100 points a second, over 8 minutes; a few MB), and up to this many batches.
+KEEP_POINTS = 50_000
+KEEP_BATCHES = 1024
+MAX_RUNS = 64  # runs kept (least recently published first to go, never one with followers)
+FEED_MAXLEN = 1024
+
+
+@attrs.frozen
+class MetricBatch:
+    seq: int
+    series: Mapping[str, Mapping[str, Sequence[Any]]]  # name -> {"ts", "step", "value"}, as ingested
+    points: int
+
+
+@attrs.define
+class _RunFeed:
+    broadcast: Broadcast[MetricBatch] = attrs.field(factory=Broadcast)
+    recent: deque[MetricBatch] = attrs.field(factory=deque)
+    kept_points: int = 0
+    dropped_through: int = 0  # a resume from before this seq may have missed batches
+    followers: int = 0
+
+
+class MetricFeeds:
+    def __init__(self) -> None:
+        self.epoch = os.urandom(4).hex()
+        self.seq = 0
+        self._runs: OrderedDict[str, _RunFeed] = OrderedDict()
+
+    def _feed(self, run_id: str) -> _RunFeed:
+        feed = self._runs.get(run_id)
+        if feed is None:
+            feed = self._runs[run_id] = _RunFeed(dropped_through=self.seq)
+            while len(self._runs) > MAX_RUNS:
+                victim = next((k for k, f in self._runs.items() if not f.followers and k != run_id), None)
+                if victim is None:
+                    break
+                del self._runs[victim]
+        self._runs.move_to_end(run_id)
+        return feed
+
+    def publish(self, run_id: str, series: Mapping[str, Mapping[str, Sequence[Any]]]) -> None:
+        """A committed batch of ``run_id``'s points (the ingest's columns)."""
+        feed = self._feed(run_id)  # before the seq moves: a new feed misses nothing up to here
+        self.seq += 1
+        # Kept as ingested (lists, or arrays from base64), not copied: the store is done with them.
+        batch = MetricBatch(self.seq, {name: dict(cols) for name, cols in series.items()},
+                            sum(len(cols.get("value", ())) for cols in series.values()))
+        feed.recent.append(batch)
+        feed.kept_points += batch.points
+        while len(feed.recent) > 1 and (feed.kept_points > KEEP_POINTS or len(feed.recent) > KEEP_BATCHES):
+            gone = feed.recent.popleft()
+            feed.kept_points -= gone.points
+            feed.dropped_through = gone.seq
+        feed.broadcast.publish(batch)
+
+    def event_id(self, seq: int) -> str:
+        return f"{self.epoch}-{seq}"
+
+    def resume_point(self, run_id: str, last_event_id: str | None) -> int | None:
+        """The seq to send after, or None when ``last_event_id`` cannot be resumed without a gap."""
+        if last_event_id is None:
+            return self.seq
+        epoch, _, seq = last_event_id.partition("-")
+        if epoch != self.epoch or not seq.isdigit() or int(seq) > self.seq:
+            return None
+        return int(seq) if int(seq) >= self._feed(run_id).dropped_through else None
+
+    async def follow(self, run_id: str, names: tuple[str, ...], last_event_id: str | None
+                     ) -> AsyncGenerator[bytes, None]:
+        """SSE frames: ``reset`` when the resume point is gone, the batches after it, then new ones."""
+        wanted = NameFilter(names, "names")  # each series name matched once, not in every batch
+        feed = self._feed(run_id)
+        feed.followers += 1
+        try:
+            async with feed.broadcast.subscribe(maxlen=FEED_MAXLEN) as live:
+                after = self.resume_point(run_id, last_event_id)
+                if after is None:
+                    after = self.seq
+                    yield format_event(json.dumps({"reason": "resume point unknown: read the series again"}),
+                                       id=self.event_id(after), event="reset")
+                elif last_event_id is None:
+                    yield format_event("{}", id=self.event_id(after), event="ready")
+                for batch in list(feed.recent):
+                    if batch.seq > after:
+                        after = batch.seq
+                        frame = _frame(self, batch, wanted)
+                        if frame is not None:
+                            yield frame
+                async for item in live:
+                    if isinstance(item, Lagged):  # what it missed is in ``recent`` no longer, or soon not
+                        yield format_event(json.dumps({"reason": f"fell behind by {item.skipped} batches"}),
+                                           id=self.event_id(self.seq), event="reset")
+                        return
+                    if item.seq > after:
+                        after = item.seq
+                        frame = _frame(self, item, wanted)
+                        if frame is not None:
+                            yield frame
+        finally:
+            feed.followers -= 1
+
+
+def _finite(values: Sequence[Any]) -> tuple[list[Any], dict[str, list[int]]]:
+    nonfinite: dict[str, list[int]] = {"NaN": [], "Infinity": [], "-Infinity": []}
+    out: list[Any] = []
+    for i, v in enumerate(values):
+        if isinstance(v, float) and v - v != 0:
+            nonfinite["NaN" if v != v else "Infinity" if v > 0 else "-Infinity"].append(i)
+            out.append(None)
+        else:
+            out.append(v)
+    return out, nonfinite
+
+
+def _list(column: Sequence[Any] | None) -> list[Any] | None:
+    return None if column is None else list(column)
+
+
+def _frame(feeds: MetricFeeds, batch: MetricBatch, wanted: NameFilter) -> bytes | None:
+    series: dict[str, Any] = {}
+    for name, cols in batch.series.items():
+        if wanted(name):
+            values, nonfinite = _finite(cols.get("value", ()))
+            series[name] = {"step": _list(cols.get("step")), "ts": _list(cols.get("ts")), "value": values,
+                            "nonfinite": nonfinite}
+    if not series:
+        return None
+    return format_event(json.dumps({"seq": batch.seq, "series": series}, separators=(",", ":"), allow_nan=False),
+                        id=feeds.event_id(batch.seq), event="points")

@@ -1,0 +1,159 @@
+"""Dispatch: waking its one owner, the scheduler actor, and the pieces of its pass.
+
+Only the scheduler actor (``gpuplaned.actors.scheduler``) runs scheduling passes, on its
+2 s tick and whenever it is woken. Whatever may have made work placeable (a submit, a
+job's end, a node's hello, a snapshot that changes what a node accepts, a cancel of a
+queued job, a retry) calls ``wake_scheduler`` after its own transaction has committed,
+and the woken pass places the job: no service code runs a pass, and none reads the
+scheduler's state. Stopping the scheduler actor (``gpuplanectl actor stop scheduler``, or one
+gone FATAL) therefore pauses dispatching and nothing else. Every pass (``schedule``) runs
+inside one store transaction, which the store serializes, so no slot is ever given twice: it
+reads the rows (``gpuplaned.store.job_rows``), lets the queue decide
+(``gpuplaned.domain.queue.place``) and records what it decided.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from gpuplaned.domain import queue
+from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT, NodeCapacity
+from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus, NodeSnapshot
+from gpuplaned.protocol.job_states import FailureReason
+from gpuplaned.protocol.job_states import NodeReport
+from gpuplaned.service.link.registry import NodeRegistry, NodeUnavailable, now_ms
+from gpuplaned.service.sealing import KEY_FILE, unseal_env
+from gpuplaned.store import job_rows
+from gpuplaned.store.connection import Connection
+from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    from gpuplaned.service.context import Actors, Dispatching
+
+log = logging.getLogger("gpuplaned.scheduler")
+
+
+class _Wake:
+    def __repr__(self) -> str:
+        return "WAKE"
+
+
+WAKE = _Wake()  # what ``wake_scheduler`` sends; any message on its inbox asks for a pass
+
+
+def wake_scheduler(shared: Actors) -> None:
+    """Ask the scheduler for a pass now; never blocks (a pending wake is as good as two)."""
+    port = shared.supervisor.ports.get("scheduler")
+    if port is None:
+        return
+    try:
+        port.send_nowait(WAKE)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
+def run_pass(nodes: NodeRegistry, conn: Connection, placement: str = DEFAULT_PLACEMENT,
+             ) -> list[job_rows.Dispatched]:
+    """A scheduling pass inside the caller's (the scheduler's) store transaction: queued jobs
+    to free slots of connected nodes, within what each node's latest readings allow.
+
+    Args:
+        placement: ``[scheduler] placement`` (``placement_of``), for jobs that name none.
+    """
+    return schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement)
+
+
+def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[NodeCapacity] | None = None,
+             health: Mapping[str, NodeSnapshot] | None = None, *,
+             placement: str = DEFAULT_PLACEMENT) -> list[job_rows.Dispatched]:
+    """Give queued jobs free slots on connected nodes, inside the caller's store transaction:
+    each placed job becomes DISPATCHING (a new run each), and each job the pass looked at and
+    left queued gets its ``queue_reason`` (written only when it changed).
+
+    Args:
+        nodes: every node's capacity; None: read now (``job_rows.capacities``), judged with
+            ``connected`` (node ids) and ``health`` (node id -> its latest snapshot).
+        placement: ``[scheduler] placement``, for jobs that name none.
+    """
+    if nodes is None:
+        nodes = job_rows.capacities(conn, connected, health)
+    queued = job_rows.queued_jobs(conn)
+    try:
+        plan = queue.place(queued, nodes, placement)
+    finally:
+        queued.close()
+    job_rows.set_queue_reasons(conn, plan.reasons)
+    return [job_rows.record_dispatch(conn, decision, now_ms) for decision in plan.assignments]
+
+
+def placement_of(shared: object) -> str:
+    """The daemon's ``[scheduler] placement`` (a context without a config: the default)."""
+    config = getattr(shared, "config", None)
+    return config.scheduler.placement if config is not None else DEFAULT_PLACEMENT
+
+
+class SealBroken(Exception):
+    """A dispatch's secret env cannot be opened (its key was replaced or lost)."""
+
+
+def with_secret_env(shared: object, item: job_rows.Dispatched) -> JobSpecWire:
+    """The dispatch's job spec with its secret env opened into its env, only here, in memory, on
+    its way to the node: the node's launcher hands it to the job's process alone (its
+    ``runtime.json`` lists names, never values), and no store row or log holds it open."""
+    if item.secret_env_sealed is None:
+        return item.job
+    config = getattr(shared, "config", None)
+    if config is None:  # a context with no home has no key: nothing was sealed under it
+        raise SealBroken("its secret env cannot be opened: this daemon has no home, so no sealing key")
+    from cryptography.fernet import InvalidToken  # imported where used, as gpuplaned.service.sealing does
+
+    try:
+        opened = unseal_env(config.home, item.secret_env_sealed)
+    except (InvalidToken, OSError, ValueError) as exc:
+        raise SealBroken(f"its secret env cannot be opened: {config.home / KEY_FILE} is not the key it was "
+                         f"sealed with, or cannot be read ({type(exc).__name__}); submit it again") from None
+    return attrs.evolve(item.job, env=item.job.env | opened)
+
+
+async def deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
+    """Send each dispatch to its node; a node that has gone away gets its job requeued.
+
+    Not cancellable: the dispatches are committed, and one never sent would stay
+    DISPATCHING, holding its slots, for as long as its node stays connected.
+
+    Returns how many were delivered.
+    """
+    with trio.CancelScope(shield=True):
+        return await _deliver(shared, dispatched)
+
+
+async def _deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -> int:
+    delivered = 0
+    for item in dispatched:
+        try:
+            job = with_secret_env(shared, item)
+        except SealBroken as broken:
+            # One job's unreadable secret fails that job's attempt, not the scheduler.
+            log.error("%s attempt %d: %s", item.job.job_id, item.job.attempt, broken)
+            failed = JobStatus(item.job.job_id, item.job.attempt, NodeReport.FAILED,
+                               failure_reason=FailureReason.SPAWN_FAILED.value, message=str(broken))
+            await write(shared.supervisor.ports["store"],
+                        lambda conn, s=failed, n=item.node_id: job_rows.apply_status(conn, n, s, now_ms()))
+            continue
+        try:
+            await shared.nodes.send(item.node_id, Dispatch(job))
+        except NodeUnavailable:
+            log.warning("node %s is not connected; %s goes back to the queue", item.node_id, job.job_id)
+            status = JobStatus(job.job_id, job.attempt, NodeReport.REQUEUE, message="node not connected")
+            await write(shared.supervisor.ports["store"],
+                        lambda conn, s=status, n=item.node_id: job_rows.apply_status(conn, n, s, now_ms()))
+            continue
+        delivered += 1
+        log.info("dispatched %s attempt %d to %s (gpus %s)", job.job_id, job.attempt, item.node_id,
+                 list(job.gpu_indexes) or "none")
+    return delivered
