@@ -221,7 +221,7 @@ NODE_LIBRARIES = ("gpuplaned.launching", "gpuplaned.telemetry", "gpuplaned.gpus"
                   "gpuplaned.cgroup", "gpuplaned.tensorboard", "gpuplaned.checkpoints",
                   "gpuplaned.job_processes", "gpuplaned.testing")
 CORE = ("gpuplaned.config", "gpuplaned.home", "gpuplaned.endpoint", "gpuplaned.lifecycle", "gpuplaned.owner",
-        "gpuplaned.node_link", "gpuplaned.node_context")
+        "gpuplaned.node_link", "gpuplaned.node_context", "gpuplaned.front_scope")
 
 _NODE_SIDE = ("package", "protocol", "domain", "runtime", "shim", "node libraries", "core")
 _SERVER_SIDE = (*_NODE_SIDE, "store")
@@ -242,12 +242,9 @@ LAYERS = (
     Layer("http", ("gpuplaned.http",), (*_SERVER_SIDE, "service"),
           ("attrs", "trio", "quart", "quart_trio", "hypercorn", "werkzeug", "h11")),
     Layer("mcp", ("gpuplaned.mcp",), (*_SERVER_SIDE, "service"), ("attrs", "trio", "hypercorn", "mcp", "mcp_types")),
-    Layer("mcp front", (), (*_SERVER_SIDE, "service", "http", "mcp"),
-          ("attrs", "trio", "hypercorn", "mcp", "mcp_types"),
-          modules=("gpuplaned.mcp.asgi",)),  # the /mcp mount: its connections are the HTTP front's
     Layer("node actors", tuple(f"gpuplaned.actors.{actor}" for actor in NODE_ACTORS), (*_NODE_SIDE, "uplink"),
           ("attrs", "trio", "trio_websocket", "psutil", "watchfiles", "numpy")),
-    Layer("server actors", ("gpuplaned.actors",), (*_SERVER_SIDE, "uplink", "service", "http", "mcp", "mcp front"),
+    Layer("server actors", ("gpuplaned.actors",), (*_SERVER_SIDE, "uplink", "service", "http", "mcp"),
           ("attrs", "trio", "hypercorn", "httpx", "numpy")),
     Layer("daemon", ("gpuplaned.daemon", "gpuplaned.cli", "gpuplaned.__main__"),
           (*_SERVER_SIDE, "uplink", "service", "http", "mcp", "node actors", "server actors"), None,

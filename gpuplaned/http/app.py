@@ -16,7 +16,8 @@ from quart import Response, g, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gpuplaned.http import agent_routes, audit_routes, connections, idempotency, openapi_routes, ui_routes
+from gpuplaned.front_scope import vouch_for
+from gpuplaned.http import agent_routes, audit_routes, idempotency, openapi_routes, ui_routes
 from gpuplaned.http.responses import error_response
 from gpuplaned.http.route_modules import DOCUMENTED
 from gpuplaned.http.scopes import is_public, required_scope
@@ -100,7 +101,7 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
             origin=incoming.headers.get("Origin"), host=incoming.headers.get("Host"))
         needed = required_scope(rule, incoming.method)
         ui_sessions.require_scope(caller, needed)
-        connections.vouch_for(incoming.scope, caller.key, agent=needed == "agent")  # its slot is held now
+        vouch_for(incoming.scope, caller.key, agent=needed == "agent")  # its slot is held now
         g.caller = caller
         g.token_id = caller.key
 

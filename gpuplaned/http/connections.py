@@ -152,16 +152,6 @@ class _WithPeer:
         await self.app({**scope, PEER: self.peer}, *args)
 
 
-VOUCH = "gpuplane.vouch"  # ASGI scope key: ``vouch(holder, agent=...)`` for the request's connection
-
-
-def vouch_for(scope: dict[str, Any], holder: str, *, agent: bool = False) -> None:
-    """Tell the front that the request of ``scope`` authenticated as ``holder`` (no-op off the TCP front)."""
-    vouch = scope.get(VOUCH)
-    if vouch is not None:
-        vouch(holder, agent=agent)
-
-
 def cap_for(limits: HttpLimits) -> ConnectionCap:
     return ConnectionCap(limits.max_connections, limits.max_connections_per_address,
                          limits.max_connections_per_token, limits.agent_connections_reserved)

@@ -17,7 +17,7 @@
   without credentials holds a connection for no longer than it takes to send the headers
   (a slow body used to keep it for ``body_timeout_s``). The app still checks what is sent.
 - **Slots.** Its connection is marked as having asked (quiet ones give way first), and each
-  request carries ``vouch`` (``gpuplaned.http.connections.VOUCH``) for its
+  request carries ``vouch`` (``gpuplaned.front_scope.VOUCH``) for its
   connection, which the app calls once the request authenticated.
 
 A refused ``Host`` is 400 ``bad_request`` naming the ``Host`` and the setting.
@@ -31,7 +31,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gpuplaned.config import HttpFront
-from gpuplaned.http.connections import VOUCH, ConnectionCap
+from gpuplaned.front_scope import VOUCH
+from gpuplaned.http.connections import ConnectionCap
 from gpuplaned.http.scopes import PUBLIC_RULES
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gpuplaned.http.connections import vouch_for
+from gpuplaned.front_scope import vouch_for
 from gpuplaned.lifecycle import DaemonState
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service.api import confined_callers, ui_sessions
