@@ -23,7 +23,7 @@ async def diagnose_run(call: Call, args: a.RunArgs) -> Result:
         if metric is not None:
             more.append(next_action("get_best_checkpoint", "the best checkpoint over the experiment",
                                     experiment_id=exp_id, metric=metric))
-    return Result(found["summary"], found, more)
+    return Result(found.summary, found, more)
 
 
 async def _rankable_by(call: Call, experiment_id: str) -> str | None:
@@ -39,13 +39,13 @@ async def _rankable_by(call: Call, experiment_id: str) -> str | None:
 
 async def compare_runs(call: Call, args: a.CompareRunsArgs) -> Result:
     found = await diagnosis.compare(call.shared, ",".join(args.run_ids), args.align)
-    return Result(found["summary"], found,
+    return Result(found.summary, found,
                   [next_action("diagnose_run", "the baseline's findings", run_id=args.run_ids[0])])
 
 
 async def compare_checkpoints(call: Call, args: a.CompareCheckpointsArgs) -> Result:
     found = await diagnosis.compare_checkpoint_ids(call.shared, ",".join(args.checkpoint_ids))
-    return Result(found["summary"], found, [next_action(
+    return Result(found.summary, found, [next_action(
         "evaluate_checkpoint", "evaluate one of them", checkpoint_id=args.checkpoint_ids[0],
         command=["python", "eval.py", "{checkpoint}"], dry_run=True)])
 
@@ -65,9 +65,9 @@ async def explain_failure(call: Call, args: a.JobArgs) -> Result:
     found = await diagnosis.explain(call.shared, args.job_id)
     more = [next_action("tail_logs", "the lines around the error", job_id=args.job_id, grep="(?i)error|traceback",
                         max_lines=40)]
-    if found.get("cause") not in (None, "none"):
+    if found.cause != "none":
         more.append(next_action("retry_job", "queue it again (dry run first)", job_id=args.job_id, dry_run=True))
-    return Result(found["summary"], found, more)
+    return Result(found.summary, found, more)
 
 
 TOOLS = [

@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -25,7 +25,8 @@ from gpuplaned.domain import run_summary
 from gpuplaned.domain.diagnosis import compare_checkpoints, compare_runs, diagnose_run, explain_failure
 from gpuplaned.domain.diagnosis.curves import Curve, is_loss, train_loss
 from gpuplaned.domain.diagnosis.run import nan_window
-from gpuplaned.protocol.converter import unstructure
+from gpuplaned.protocol.converter import converter, unstructure
+from gpuplaned.protocol.diagnosis_replies import CheckpointComparison, FailureExplanation, RunComparison, RunDiagnosis
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.api import jobs, logs
@@ -36,6 +37,8 @@ from gpuplaned.store import checkpoint_rows, job_rows, project_rows, run_rows
 from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import EventFilter, list_events
 from gpuplaned.tsdb.marks import extent, time_marks
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -140,8 +143,9 @@ def diagnosis_data(conn: Connection, run_id: str) -> dict[str, Any]:
     return diagnose_run(facts, by_step, by_time=by_time, raw=raw, gpu=gpu, span=span)
 
 
-async def diagnose(shared: ServerContext, run_id: str) -> dict[str, Any]:
-    return json_finite({"run_id": run_id, **await _readers(shared).run(lambda c: diagnosis_data(c, run_id))})
+async def diagnose(shared: ServerContext, run_id: str) -> RunDiagnosis:
+    found = await _readers(shared).run(lambda c: diagnosis_data(c, run_id))
+    return _reply({"run_id": run_id, **found}, RunDiagnosis)
 
 
 def _mean_util(gpu: dict[int, dict[str, list[Any]]]) -> float | None:
@@ -180,9 +184,9 @@ def _compare_data(conn: Connection, ids: list[str], align: str) -> dict[str, Any
     return compare_runs(rows, metric, direction, align, shared=shared, left_out=left_out)
 
 
-async def compare(shared: ServerContext, raw_ids: str | None, align: str) -> dict[str, Any]:
+async def compare(shared: ServerContext, raw_ids: str | None, align: str) -> RunComparison:
     ids = parse_ids(raw_ids, "run")
-    return json_finite(await _readers(shared).run(lambda c: _compare_data(c, ids, align)))
+    return _reply(await _readers(shared).run(lambda c: _compare_data(c, ids, align)), RunComparison)
 
 
 def _ancestors(conn: Connection, ck: checkpoint_rows.Checkpoint) -> list[str]:
@@ -217,12 +221,12 @@ def _checkpoints_data(conn: Connection, ids: list[str]) -> dict[str, Any]:
     return out
 
 
-async def compare_checkpoint_ids(shared: ServerContext, raw_ids: str | None) -> dict[str, Any]:
+async def compare_checkpoint_ids(shared: ServerContext, raw_ids: str | None) -> CheckpointComparison:
     ids = parse_ids(raw_ids, "ck")
-    return json_finite(await _readers(shared).run(lambda c: _checkpoints_data(c, ids)))
+    return _reply(await _readers(shared).run(lambda c: _checkpoints_data(c, ids)), CheckpointComparison)
 
 
-async def explain(shared: ServerContext, job_id: str) -> dict[str, Any]:
+async def explain(shared: ServerContext, job_id: str) -> FailureExplanation:
     """``explain_failure`` of a job's latest attempt: its last lines (files first, else the
     store's copy), its GPUs' samples over the attempt, its run's and its own events."""
     job = await jobs.get_job(shared, job_id)  # 404 for an unknown job
@@ -243,7 +247,12 @@ async def explain(shared: ServerContext, job_id: str) -> dict[str, Any]:
 
     gpu, events, resumable = await _readers(shared).run(read)
     out = explain_failure(attrs.asdict(job), tails, gpu=gpu, events=events, resumable=resumable)
-    return json_finite({"job_id": job_id, "attempt": job.attempt, **out})
+    return _reply({"job_id": job_id, "attempt": job.attempt, **out}, FailureExplanation)
+
+
+def _reply(found: dict[str, Any], kind: type[T]) -> T:
+    """The domain's answer (plain data: the rules are pure) as the API's reply type, NaN as null."""
+    return converter.structure(json_finite(found), kind)
 
 
 def _resumable(conn: Connection, job_id: str) -> bool:
