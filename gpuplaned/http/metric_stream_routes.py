@@ -16,7 +16,8 @@ from quart_trio import QuartTrio
 
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
-from gpuplaned.protocol.fields import UNSET, doc, field
+from gpuplaned.protocol.fields import UNSET, field
+from gpuplaned.protocol.metric_stream_frames import StreamedPoints, StreamReady, StreamReset
 from gpuplaned.service.api import runs
 from gpuplaned.service.api.series_query import MAX_NAMES, names_fault
 
@@ -33,23 +34,6 @@ class MetricStreamQuery:
                              message="not a metric name or pattern: {value!r}", check=names_fault,
                              schema={"maxItems": MAX_NAMES},
                              description="comma-separated names or shell patterns (train/*); absent: every series")
-
-
-@attrs.frozen(kw_only=True)
-class StreamedPoints:
-    seq: int = doc("the daemon's batch sequence (the id's second part)", minimum=1)
-    series: dict[str, Any] = doc("name -> {step: [int], ts: [ms], value: [number | null], nonfinite: "
-                                 "{NaN: [index], Infinity: [index], -Infinity: [index]}}")
-
-
-@attrs.frozen(kw_only=True)
-class StreamReset:
-    reason: str
-
-
-@attrs.frozen(kw_only=True)
-class StreamReady:
-    pass
 
 
 api = Routes("runs")

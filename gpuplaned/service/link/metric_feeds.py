@@ -25,6 +25,8 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.patterns import NameFilter
+from gpuplaned.protocol.converter import unstructure
+from gpuplaned.protocol.metric_stream_frames import StreamedPoints, StreamReady, StreamReset
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.runtime.broadcast import Broadcast, Lagged
 
@@ -108,10 +110,10 @@ class MetricFeeds:
                 after = self.resume_point(run_id, last_event_id)
                 if after is None:
                     after = self.seq
-                    yield format_event(json.dumps({"reason": "resume point unknown: read the series again"}),
-                                       id=self.event_id(after), event="reset")
+                    yield _event(StreamReset(reason="resume point unknown: read the series again"),
+                                 self.event_id(after), "reset")
                 elif last_event_id is None:
-                    yield format_event("{}", id=self.event_id(after), event="ready")
+                    yield _event(StreamReady(), self.event_id(after), "ready")
                 for batch in list(feed.recent):
                     if batch.seq > after:
                         after = batch.seq
@@ -120,8 +122,8 @@ class MetricFeeds:
                             yield frame
                 async for item in live:
                     if isinstance(item, Lagged):  # what it missed is in ``recent`` no longer, or soon not
-                        yield format_event(json.dumps({"reason": f"fell behind by {item.skipped} batches"}),
-                                           id=self.event_id(self.seq), event="reset")
+                        yield _event(StreamReset(reason=f"fell behind by {item.skipped} batches"),
+                                     self.event_id(self.seq), "reset")
                         return
                     if item.seq > after:
                         after = item.seq
@@ -157,5 +159,10 @@ def _frame(feeds: MetricFeeds, batch: MetricBatch, wanted: NameFilter) -> bytes 
                             "nonfinite": nonfinite}
     if not series:
         return None
-    return format_event(json.dumps({"seq": batch.seq, "series": series}, separators=(",", ":"), allow_nan=False),
-                        id=feeds.event_id(batch.seq), event="points")
+    return _event(StreamedPoints(seq=batch.seq, series=series), feeds.event_id(batch.seq), "points")
+
+
+def _event(frame: StreamedPoints | StreamReady | StreamReset, event_id: str, kind: str) -> bytes:
+    """One SSE event of the stream (``protocol.metric_stream_frames``: what the route documents)."""
+    return format_event(json.dumps(unstructure(frame), separators=(",", ":"), allow_nan=False), id=event_id,
+                        event=kind)
