@@ -12,13 +12,14 @@ from gpuplaned.http.queries import JobsQuery, LogsQuery, LogStreamQuery, RunsQue
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import LAST_EVENT_ID, Param, Reply, Routes, SseKind, Stream
 from gpuplaned.http.sse import parse_last_event_id, sse_response
+from gpuplaned.protocol.batch_wire import BatchSubmit, BatchSubmitted
 from gpuplaned.protocol.evaluation_wire import RetryBody
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.protocol.job_replies import JobList, JobReply, LogEnd, SubmitPlanReply
 from gpuplaned.protocol.job_wire import Job, JobSubmit
 from gpuplaned.protocol.log_replies import LogPage
 from gpuplaned.protocol.run_replies import RunList, RunMetrics, RunMetricsMany, RunReply, RunSeries, RunSummaryReply
-from gpuplaned.service.api import jobs, logs, runs
+from gpuplaned.service.api import batches, jobs, logs, runs
 from gpuplaned.service.api.jobs import STREAMS
 from gpuplaned.service.api.runs import RunMetricsQuery, SeriesQuery
 from gpuplaned.service.api.series_query import RunMetricsArgs
@@ -45,6 +46,14 @@ SUBMIT = api.post("/api/v1/jobs", "submitJob", "Queue a job", Reply(201, JobRepl
                               "budget) is refused past them with 403, details.limit naming the limit and, for the "
                               "budget, details.remaining_gpu_hours. dry_run=true answers 200 with the plan: would "
                               "(dispatch, queue or refuse), node, GPUs, queue position, budget after.")
+BATCH = api.post("/api/v1/jobs:batch", "submitJobs", "Queue many jobs at once: all of them or none",
+                 Reply(201, BatchSubmitted, "The jobs, queued, in the body's order."), errors=(400, 403, 413),
+                 body=BatchSubmit,
+                 description="One transaction: each entry is admitted as POST /api/v1/jobs admits one (a token's "
+                             "limits, and its budget for the whole batch together); if any is refused none is "
+                             "queued, and details.refused names each refused entry (index, field, code, limit, "
+                             "message). 403 when every refusal is a token's limit, else 400. With "
+                             "Idempotency-Key a repeat gets the first reply and queues nothing more.")
 LIST = api.get("/api/v1/jobs", "listJobs", "Jobs, newest first", Reply(200, JobList, "The jobs."), errors=(400,),
                query=JobsQuery)
 RUNS = api.get("/api/v1/runs", "listRuns", "Runs (each attempt of a job), newest first",
@@ -108,6 +117,12 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
         if query.dry_run == "true":
             return ok(SubmitPlanReply(plan=await jobs.plan(shared, body, caller=caller)))
         return ok(one_job(await jobs.submit(shared, body, caller=caller)), 201)
+
+    @BATCH.on(app)
+    async def submit_jobs(body: BatchSubmit) -> Response:
+        caller = getattr(g, "caller", None)
+        queued = await batches.submit_many(shared, body, caller=caller)
+        return ok({"jobs": [jobs.view_for(job, caller) for job in queued]}, 201)
 
     @LIST.on(app)
     async def list_jobs(query: JobsQuery) -> Response:

@@ -7,8 +7,8 @@ content type, with a body and headers that fit the document. One daemon serves t
 Kept away from the fuzzer, because they would stop or wedge the daemon under test:
 ``POST /daemon/shutdown``, ``POST /actors/{name}/{verb}`` (stopping the store or the control
 actor), ``GET /events/stream`` and ``GET /nodes/{node}/stream`` (they stream until the client
-leaves). Their replies are checked in ``test_openapi.py``. ``POST /jobs`` is fuzzed with
-schema-valid bodies only, with ``command`` pinned to ``["true"]``, ``cwd`` to a scratch dir
+leaves). Their replies are checked in ``test_openapi.py``. ``POST /jobs`` (and ``/jobs:batch``, its
+entries) is fuzzed with schema-valid bodies only, with ``command`` pinned to ``["true"]``, ``cwd`` to a scratch dir
 and ``env`` names to a ``GPUPLANE_FUZZ_`` prefix, so nothing the fuzzer makes up can run.
 """
 
@@ -32,7 +32,7 @@ from unixhttp import BASE_URL, unix_session
 from gpuplaned.http import openapi
 
 # A body that breaks the schema could name any command, or any dir for import-run to read.
-POSITIVE_ONLY = {("POST", "/api/v1/jobs"), ("POST", "/api/v1/runs/import")}
+POSITIVE_ONLY = {("POST", "/api/v1/jobs"), ("POST", "/api/v1/jobs:batch"), ("POST", "/api/v1/runs/import")}
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
 
 

@@ -492,6 +492,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/jobs:batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Queue many jobs at once: all of them or none
+         * @description One transaction: each entry is admitted as POST /api/v1/jobs admits one (a token's limits, and its budget for the whole batch together); if any is refused none is queued, and details.refused names each refused entry (index, field, code, limit, message). 403 when every refusal is a token's limit, else 400. With Idempotency-Key a repeat gets the first reply and queues nothing more. HTTP front: a token with the `write` scope.
+         */
+        post: operations["submitJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/runs": {
         parameters: {
             query?: never;
@@ -2201,6 +2221,15 @@ export interface components {
              * @enum {string}
              */
             when?: "succeeded" | "ended" | "failed";
+        };
+        BatchSubmitted: {
+            /** @description the jobs queued, in the order of the body's entries */
+            jobs: components["schemas"]["Job"][];
+        };
+        /** @description Jobs to queue together: all of them, or none. */
+        BatchSubmit: {
+            /** @description 1 to 10000 jobs, each as POST /api/v1/jobs takes it; `after` may name only jobs that exist already, not another entry of the batch */
+            jobs: components["schemas"]["JobSubmit"][];
         };
         JobList: {
             jobs: components["schemas"]["Job"][];
@@ -4018,6 +4047,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    submitJobs: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchSubmit"];
+            };
+        };
+        responses: {
+            /** @description The jobs, queued, in the body's order. */
+            201: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchSubmitted"];
                 };
             };
             400: components["responses"]["E400"];
