@@ -28,6 +28,7 @@ from gpuplanectl.commands import (
     eval,
     event_hook,
     events,
+    groups,
     import_run,
     jobs,
     logs,
@@ -107,6 +108,8 @@ job.command("show")(jobs.show)
 job.command("logs")(logs.logs)
 job.command("cancel")(jobs.cancel)
 job.command("retry")(jobs.retry)
+job.command("priority")(groups.priority)
+job.command("remove")(groups.remove)
 job.command("explain")(diagnosis.explain)
 app.add_typer(job)
 
@@ -133,6 +136,9 @@ app.add_typer(checkpoint)
 
 for noun in (projects, primary_metric, nodes, tokens, webhooks, actors):
     app.add_typer(noun.app)
+app.add_typer(groups.group_app)
+app.add_typer(groups.queue_app)
+app.command("clean")(groups.clean)
 
 # Earlier spellings, hidden from --help but kept so that scripts go on working: each runs the
 # same function as its new spelling (start and stop also take a job id, as they did).

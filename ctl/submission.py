@@ -263,7 +263,8 @@ def build_body(
         SubmissionError: no command, or a bad ``--env``.
     """
     body = dict(file_body)
-    for key in ("name", "gpu", "node", "priority", "retry", "timeout_s", "stop_grace_s", "gpu_model", "placement"):
+    for key in ("name", "gpu", "node", "priority", "retry", "timeout_s", "stop_grace_s", "gpu_model", "placement",
+                "group"):
         if flags.get(key) is not None:
             body[key] = flags[key]
     if flags.get("type") is not None:

@@ -128,6 +128,10 @@ def submit(
         "--after-failed", metavar="JOB[,JOB...]", show_default=False,
         help="Run once these jobs all ended, only if one did not succeed (a clean-up or a notifier); "
              "cancelled if they all succeeded.")] = None,
+    group: Annotated[str | None, typer.Option(
+        "--group", metavar="NAME", show_default=False,
+        help="Put it in this group: at most the group's parallel limit of its jobs run at once, none starts while "
+             "it is paused (gpuplanectl group set|pause|resume); made on first use.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say where it would run, or why it would wait or be refused, and queue nothing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
@@ -147,7 +151,8 @@ def submit(
              "stop_grace_s": grace, "type": type_, "ckpt_dirs": ckpt_dir, "tb_dirs": tb_dir,
              "on_oom_retry": on_oom_retry, "on_oom_half": on_oom_half, "on_nan": on_nan, "on_lost": on_lost,
              "on_preempted": on_preempted, "gpu_model": gpu_model, "min_gpu_memory": min_gpu_memory,
-             "placement": placement, "after": after, "after_any": after_any, "after_failed": after_failed}
+             "placement": placement, "after": after, "after_any": after_any, "after_failed": after_failed,
+             "group": group}
     try:
         here = os.getcwd()
     except FileNotFoundError:  # the shell's folder was deleted under it

@@ -26,6 +26,9 @@ Rules (seed 000 section 6.2, no preemption):
   nothing (it would block its nodes for good).
 - A CPU job (``gpu == 0``) takes no GPU and is bounded by the node's ``max_cpu_jobs``;
   ``pack`` takes the first node (by name) with room, ``spread`` the one running fewest.
+- Before a job gets slots, its group and the queue's pause may hold it back
+  (``gpuplaned.domain.groups``: "queue paused", "group train paused", "group train: 2 of 2
+  running"); a held job books nothing and reserves no node.
 - A job the pass looks at and leaves queued waits either for capacity (no reason) or
   because of what the nodes are (``scheduling.waiting_reason``, which the job shows while
   QUEUED). Admission refuses at submit a job that no known node could run even when idle.
@@ -38,6 +41,7 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.domain.groups import QUEUE_PAUSED, GroupGate, Holds
 from gpuplaned.domain.scheduling import (
     DEFAULT_PLACEMENT,
     Assignment,
@@ -202,13 +206,19 @@ class _FreeSlots:
 
 
 def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
-          placement: str = DEFAULT_PLACEMENT) -> Placement:
-    """One pass over ``queue`` (in ``ORDER``; read lazily: it stops once nothing is left to give).
+          placement: str = DEFAULT_PLACEMENT, holds: Holds | None = None) -> Placement:
+    """One pass over ``queue`` (in ``ORDER``; read lazily: it stops once nothing is left to give,
+    unless groups or the queue's pause have reasons to write).
 
     Args:
         placement: ``pack`` or ``spread``, for jobs that name none.
+        holds: the queue's pause and the groups' limits (None: nothing holds a job back).
     """
     slots = _FreeSlots(list(nodes))
+    gate = GroupGate(holds)
+    # With groups or a paused queue, a pass with no slot left still reads on, to say why each
+    # held job waits (a cheap look per job, no fit).
+    read_on = gate.holds.queue_paused or bool(gate.holds.groups)
     out: list[Assignment] = []
     waiting: dict[str, str | None] = {}
     reasons: dict[str, str | None] = {}
@@ -217,23 +227,36 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
     # trials) costs one fit per kind, not one per job.
     waits_alike: dict[tuple[Any, ...], str | None] = {}
     for job in queue:
-        if slots.exhausted():
-            break  # nothing left to give: the rest of the queue need not even be read
+        held = gate.held(job.group)
+        if held is None and slots.exhausted():
+            if not read_on:
+                break  # nothing left to give: the rest of the queue need not even be read
+            if job.stored_reason is not None and is_hold(job.stored_reason):
+                reasons[job.job_id] = None  # no longer held: it waits for capacity now
+            continue
         needs = (job.gpu, job.labels, job.node, job.gpu_model, job.min_gpu_memory_mb)
-        if needs in waits_alike:
-            outcome: Assignment | str | None = waits_alike[needs]
+        if held is not None:
+            outcome: Assignment | str | None = held
+        elif needs in waits_alike:
+            outcome = waits_alike[needs]
         else:
             outcome = slots.take(job, job.placement or placement)
             if not isinstance(outcome, Assignment):
                 waits_alike[needs] = outcome
         if isinstance(outcome, Assignment):
             out.append(outcome)
+            gate.count(job.group)
             reason = None
         else:
             reason = waiting[job.job_id] = outcome
         if reason != job.stored_reason:
             reasons[job.job_id] = reason
     return Placement(out, waiting, reasons)
+
+
+def is_hold(reason: str) -> bool:
+    """Whether ``reason`` is one a group or the queue's pause gives (``gpuplaned.domain.groups``)."""
+    return reason == QUEUE_PAUSED or reason.startswith("group ")
 
 
 def assign(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],

@@ -38,6 +38,7 @@ class QueuedJob:
     priority: int = 0  # higher first (``gpuplaned.domain.queue.ORDER``)
     submitted_at: int = 0  # ms; older first within a priority
     stored_reason: str | None = None  # the queue reason its row holds (what the last pass said)
+    group: str | None = None  # its group (submit --group); None: the default group
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ import attrs
 
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.fields import UNSET, doc, field
+from gpuplaned.protocol.group_wire import GROUP_MESSAGE, GROUP_PATTERN
 from gpuplaned.protocol.job_policies import (
     EvaluatePolicy,
     JobPolicies,
@@ -124,6 +125,8 @@ class Job:
                             enum=AFTER_CONDITIONS, default=None)
     dependencies: list[JobLink] = doc("the jobs it waits for (submit --after), with their status", factory=list)
     dependants: list[JobLink] = doc("the jobs that wait for it, with their status", factory=list)
+    group: str | None = doc("its group (submit --group), whose parallel limit and pause hold it back; null: "
+                            "the default group", default=None)
 
 
 def _argv(command: list[str]) -> str | None:
@@ -224,6 +227,9 @@ class JobSubmit:
 
     after: JobAfter | None = field(default=None, description="run only after these jobs: its dependencies "
                                                              "(submit --after, --after-any, --after-failed)")
+    group: str | None = field(default=None, pattern=GROUP_PATTERN, message=GROUP_MESSAGE,
+                              description="its group: at most the group's parallel limit of its jobs run at once, "
+                                          "and none starts while the group is paused (made on first use)")
 
     __schema__ = {"anyOf": [{"required": ["cwd"]}, {"required": ["dir"]}]}
 

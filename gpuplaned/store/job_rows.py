@@ -37,14 +37,14 @@ _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
     "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from, "
-    "queue_reason, secret_env_names"
+    "queue_reason, secret_env_names, group_name"
 )
 
 
 def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
-     failure, failure_message, cancel, policies, resume_from, queue_reason, secret_names) = row
+     failure, failure_message, cancel, policies, resume_from, queue_reason, secret_names, group) = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     policy = load_policies(policies)
@@ -63,6 +63,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         min_gpu_memory_mb=wants.get("min_gpu_memory_mb"), placement=wants.get("placement"),
         queue_reason=queue_reason if status == JobState.QUEUED.value else None,
         secret_env=json.loads(secret_names) if secret_names else [],
+        group=group,
     )
 
 
@@ -207,7 +208,7 @@ def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT) -> Gene
     (``.close()``) when done with it before the end.
     """
     rows = conn.execute(
-        "SELECT id, resources, node_selector, priority, created_at, queue_reason FROM jobs "
+        "SELECT id, resources, node_selector, priority, created_at, queue_reason, group_name FROM jobs "
         f"WHERE status = ? AND dependencies_pending = 0 ORDER BY {_QUEUE_ORDER} LIMIT ?", (JobState.QUEUED.value, limit))
     try:
         for row in rows:
@@ -216,13 +217,13 @@ def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT) -> Gene
         rows.close()
 
 
-def _queued(row: tuple[str, str, str | None, int, int, str | None]) -> QueuedJob:
-    job_id, resources, selector, priority, created_at, reason = row
+def _queued(row: tuple[str, str, str | None, int, int, str | None, str | None]) -> QueuedJob:
+    job_id, resources, selector, priority, created_at, reason, group = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     return QueuedJob(job_id, int(wants.get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"),
                      wants.get("gpu_model"), wants.get("min_gpu_memory_mb"), wants.get("placement"),
-                     priority, created_at, reason)
+                     priority, created_at, reason, group)
 
 
 def set_queue_reasons(conn: sqlite3.Connection, reasons: Mapping[str, str | None]) -> None:

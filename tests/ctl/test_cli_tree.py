@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from jobhelpers import ctl_in_process, wait_job
 
 DAEMON_WIDE = ["status", "top", "events", "event-hook", "daemon", "shutdown", "ui", "mcp-stdio", "sync", "audit",
-               "backup", "restore"]
+               "backup", "restore", "clean"]
 NOUNS = {
-    "job": ["submit", "list", "show", "logs", "cancel", "retry", "explain"],
+    "job": ["submit", "list", "show", "logs", "cancel", "retry", "priority", "remove", "explain"],
     "run": ["list", "show", "metrics", "logs", "diagnose", "compare", "import"],
     "ckpt": ["list", "best", "verify", "prune", "eval", "evals"],
     "project": ["list", "show"],
@@ -27,6 +27,8 @@ NOUNS = {
     "token": ["create", "list", "revoke"],
     "webhook": ["add", "list", "test", "remove"],
     "actor": ["list", "start", "stop", "restart"],
+    "group": ["list", "set", "pause", "resume"],
+    "queue": ["status", "pause", "resume"],
 }
 OLD = ["start", "stop", "restart", "submit", "jobs", "logs", "explain", "runs", "metrics", "diagnose", "compare",
        "import-run", "checkpoints", "eval", "evals", "projects"]

@@ -41,7 +41,7 @@ from gpuplaned.service.link.registry import NodeUnavailable, now_ms
 from gpuplaned.service.passes import resume
 from gpuplaned.service.passes.dispatch import placement_of, wake_scheduler
 from gpuplaned.service.sealing import seal_env
-from gpuplaned.store import dependency_rows, event_rows, job_rows, resume_rows
+from gpuplaned.store import dependency_rows, event_rows, group_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
 from gpuplaned.store.writer import write
 
@@ -80,6 +80,8 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
         nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
         now = now_ms()
         job_id = job_rows.insert_job(conn, spec, now, nodes, token_id)
+        if body.group is not None:  # its group's limit and pause hold it (gpuplaned.domain.groups)
+            group_rows.put_in_group(conn, job_id, body.group)
         if body.after is not None:  # held until they end; cancelled at once if they never can be met
             dependency_rows.attach(conn, job_id, body.after.ids, body.after.when, now)
         job = job_rows.get_job(conn, job_id)

@@ -28,7 +28,7 @@ from gpuplaned.protocol.job_states import FailureReason
 from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.service.link.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.service.sealing import KEY_FILE, unseal_env
-from gpuplaned.store import job_rows
+from gpuplaned.store import group_rows, job_rows
 from gpuplaned.store.connection import Connection
 from gpuplaned.store.writer import write
 
@@ -84,7 +84,7 @@ def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[Nod
         nodes = job_rows.capacities(conn, connected, health)
     queued = job_rows.queued_jobs(conn)
     try:
-        plan = queue.place(queued, nodes, placement)
+        plan = queue.place(queued, nodes, placement, group_rows.holds(conn))
     finally:
         queued.close()
     job_rows.set_queue_reasons(conn, plan.reasons)

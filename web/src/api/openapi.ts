@@ -428,46 +428,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/runs/import": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Import a finished run's dir: TensorBoard event files, checkpoints and stdout logs
-         * @description The daemon reads the dir on its own host. A dir holding several runs (folders with event files, none below another: a sweep's, Lightning's versions) makes one run per folder, in one experiment (experiment=, else the dir's name), named by its folder; what lies outside them is told in problems. Each run is keyed by its realpath: importing it again adds nothing (an interrupted import is finished by importing again; 409 if the dir changed in between). 400 names the problem: no such dir, not a dir, no event files and no checkpoints, a file that cannot be read. HTTP front: a token with the `write` scope.
-         */
-        post: operations["importRun"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/runs/{run_id}/logs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * An imported run's stdout and stderr files and their lines
-         * @description The files import-run registered, read on the daemon's host as they are now: each says whether it changed since the import (read as it is now), is gone or unreadable. Without offset: the last tail lines of each file selected (path=, stream=), read from its end. With offset (one file): the lines from that byte offset on (after it, when > 0), up to limit. A run without logs (a job's run: see its job's logs) has an empty list. 404: an unknown run, or a path that is none of its logs. HTTP front: a token with the `read` scope.
-         */
-        get: operations["getRunLogs"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/v1/jobs": {
         parameters: {
             query?: never;
@@ -646,7 +606,11 @@ export interface paths {
         get: operations["getJob"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Remove a queued or ended job
+         * @description Removes the job's row, its output in the store and its own folder in the daemon's home (jobs/<id>/: its attempts' logs); its runs (metrics, checkpoints) stay, no longer naming a job, and no file outside that folder is touched. 409 for a job on a node (cancel it first) or one that jobs still waiting depend on (naming them). HTTP front: a token with the `write` scope.
+         */
+        delete: operations["removeJob"];
         options?: never;
         head?: never;
         patch?: never;
@@ -724,6 +688,190 @@ export interface paths {
          * @description HTTP front: a token with the `read` scope.
          */
         get: operations["streamJobLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job groups, with their limit, pause and jobs counted
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["listGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One job group
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["getGroup"];
+        /**
+         * Make a job group, or change its parallel limit
+         * @description At most `parallel` of the group's jobs run at once (null: no limit); the queued ones wait with the reason "group NAME: K of K running". A job submitted with `group` makes its group too, with no limit. HTTP front: a token with the `write` scope.
+         */
+        put: operations["setGroup"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{name}/{verb}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause or resume a job group
+         * @description HTTP front: a token with the `write` scope.
+         */
+        post: operations["pauseGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whether the whole queue is paused
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["getQueue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/queue/{verb}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause or resume the whole queue
+         * @description HTTP front: a token with the `write` scope.
+         */
+        post: operations["pauseQueue"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/priority": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change a queued job's priority
+         * @description 409 for a job that is not QUEUED, naming its state. HTTP front: a token with the `write` scope.
+         */
+        post: operations["setJobPriority"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs:clean": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove ended jobs
+         * @description Removes every ended job (of `group`; that ended `older_than_s` ago or more) as DELETE /api/v1/jobs/{job_id} does; one that jobs still waiting depend on is kept (listed in `kept`). HTTP front: a token with the `write` scope.
+         */
+        post: operations["cleanJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import a finished run's dir: TensorBoard event files, checkpoints and stdout logs
+         * @description The daemon reads the dir on its own host. A dir holding several runs (folders with event files, none below another: a sweep's, Lightning's versions) makes one run per folder, in one experiment (experiment=, else the dir's name), named by its folder; what lies outside them is told in problems. Each run is keyed by its realpath: importing it again adds nothing (an interrupted import is finished by importing again; 409 if the dir changed in between). 400 names the problem: no such dir, not a dir, no event files and no checkpoints, a file that cannot be read. HTTP front: a token with the `write` scope.
+         */
+        post: operations["importRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An imported run's stdout and stderr files and their lines
+         * @description The files import-run registered, read on the daemon's host as they are now: each says whether it changed since the import (read as it is now), is gone or unreadable. Without offset: the last tail lines of each file selected (path=, stream=), read from its end. With offset (one file): the lines from that byte offset on (after it, when > 0), up to limit. A run without logs (a job's run: see its job's logs) has an empty list. 404: an unknown run, or a path that is none of its logs. HTTP front: a token with the `read` scope.
+         */
+        get: operations["getRunLogs"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1834,6 +1982,8 @@ export interface components {
             dependencies: components["schemas"]["JobLink"][];
             /** @description the jobs that wait for it, with their status */
             dependants: components["schemas"]["JobLink"][];
+            /** @description its group (submit --group), whose parallel limit and pause hold it back; null: the default group */
+            group: string | null;
         };
         /** @description Keep the ``keep_best`` best checkpoints by the primary metric and the ``keep_last`` newest; the rest registered by GPUPlane are deleted as new ones arrive. */
         RetentionPolicy: {
@@ -1940,168 +2090,6 @@ export interface components {
             evaluations: components["schemas"]["Evaluation"][];
             experiment_id: string;
         };
-        /** @description One run's import, or (a dir of several runs) their sum, with run and run_id the first's. */
-        ImportReply: {
-            run: components["schemas"]["Run"];
-            run_id: string;
-            /** @description the dir's realpath: the import's key */
-            dir: string | null;
-            /** @description false: the dir was imported before, into this run */
-            created: boolean;
-            /** @description the dir's files changed since it was imported; the run is as it was imported */
-            changed: boolean;
-            /** @description what this call stored: nothing for a dir imported before */
-            added: components["schemas"]["ImportCounts"];
-            /** @description what the run holds from the dir */
-            imported: components["schemas"]["ImportedCounts"];
-            /** @description the stdout and stderr logs registered, never copied */
-            logs: components["schemas"]["ImportedLog"][];
-            /** @description records skipped, the rest of their files imported */
-            problems: components["schemas"]["ImportProblem"][];
-            /** @description problems beyond those listed */
-            more_problems: number;
-            /** @description each run the dir made: one per folder holding a run, as tensorboard --logdir shows them (the dir itself for a dir that is one run) */
-            runs: components["schemas"]["ImportedRun"][];
-        };
-        /** @description One attempt of a job, or a run a training script opened with the SDK. */
-        Run: {
-            /** @description run_<ULID> */
-            id: string;
-            job_id: string | null;
-            /** @description which attempt of its job this run is */
-            attempt: number | null;
-            node_id: string | null;
-            name: string | null;
-            /** @enum {string} */
-            source: "job" | "sdk" | "import";
-            /** @enum {string} */
-            status: "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "LOST";
-            /** @description ms since the epoch */
-            created_at: number;
-            /** @description ms since the epoch */
-            started_at: number | null;
-            /** @description ms since the epoch */
-            finished_at: number | null;
-            exit_code: number | null;
-            failure_reason: string | null;
-            env_snapshot: {
-                [key: string]: unknown;
-            } | null;
-            /** @description the project's name */
-            project: string | null;
-            /** @description the experiment's name */
-            experiment: string | null;
-            /** @description what the script passed to gpuplane.init(config=...) */
-            config: {
-                [key: string]: unknown;
-            } | null;
-            tags: string[];
-            /** @description what fed the run's metrics: sdk (gpuplane.init), tensorboard (event files the node read, or import-run); empty: none yet */
-            metric_sources: string[];
-            /** @description the checkpoint this attempt resumed from (job retry --resume-from) */
-            resumed_from: string | null;
-            /** @description that checkpoint's step */
-            resume_step: number | null;
-        };
-        ImportCounts: {
-            /** @description metric points */
-            points: number;
-            checkpoints: number;
-            /** @description log files */
-            logs: number;
-        };
-        ImportedCounts: {
-            /** @description metric points, each series' rewinds resolved as TensorBoard does */
-            points: number;
-            series: number;
-            checkpoints: number;
-            /** @description log files */
-            logs: number;
-        };
-        ImportedLog: {
-            path: string;
-            /** @enum {string} */
-            stream: "stdout" | "stderr";
-            size_bytes: number;
-            lines: number;
-        };
-        ImportProblem: {
-            /** @description the event file (for a series skipped whole: its name) */
-            path: string;
-            /** @description the byte offset of the record skipped */
-            offset: number;
-            /** @description bad data crc, bad length crc, ends in a half-written record... */
-            what: string;
-        };
-        ImportedRun: {
-            run: components["schemas"]["Run"];
-            run_id: string;
-            /** @description the dir's realpath: the import's key */
-            dir: string | null;
-            /** @description false: the dir was imported before, into this run */
-            created: boolean;
-            /** @description the dir's files changed since it was imported; the run is as it was imported */
-            changed: boolean;
-            /** @description what this call stored: nothing for a dir imported before */
-            added: components["schemas"]["ImportCounts"];
-            /** @description what the run holds from the dir */
-            imported: components["schemas"]["ImportedCounts"];
-            /** @description the stdout and stderr logs registered, never copied */
-            logs: components["schemas"]["ImportedLog"][];
-            /** @description records skipped, the rest of their files imported */
-            problems: components["schemas"]["ImportProblem"][];
-            /** @description problems beyond those listed */
-            more_problems: number;
-        };
-        RunImport: {
-            /** @description the finished run's dir, an absolute path on the daemon's host (read there) */
-            dir: string;
-            /** @description the project's name (made on first use) */
-            project?: string | null;
-            /** @description the experiment's name (made on first use; without project=, in "default") */
-            experiment?: string | null;
-            /** @description the run's name; absent: the dir's name */
-            name?: string | null;
-        };
-        /** @description An imported run's stdout and stderr files (import-run registers them, never copied), read on the daemon's host as they are now. */
-        RunLogs: {
-            run_id: string;
-            /** @description the run's job, if it has one: its output is GET /api/v1/jobs/{job_id}/logs */
-            job_id: string | null;
-            /** @description every log file of the run, by path; empty: it has none */
-            logs: components["schemas"]["RunLogFile"][];
-        };
-        RunLogFile: {
-            /** @description where import-run found it, on the daemon's host */
-            path: string;
-            /** @enum {string} */
-            stream: "stdout" | "stderr";
-            /** @description its size when imported */
-            size_bytes: number;
-            /** @description its line count when imported */
-            lines: number;
-            /**
-             * @description ok; changed: its size differs since the import (read as it is now); gone; unreadable
-             * @enum {string}
-             */
-            state: "ok" | "changed" | "gone" | "unreadable";
-            /** @description what is wrong with it, for a state other than ok */
-            problem: string | null;
-            /** @description its size now; null when gone or unreadable */
-            size_now: number | null;
-            /** @description its lines; null when not asked for (path=, stream=) or gone or unreadable */
-            page: components["schemas"]["RunLogPage"] | null;
-        };
-        RunLogPage: {
-            lines: components["schemas"]["LogLine"][];
-            /** @description where the line after the page's last starts: pass it as offset= (with path=) for the next page; null when the page is empty */
-            next_offset: number | null;
-        };
-        LogLine: {
-            /** @description the line's byte offset in the file */
-            offset: number;
-            line: string;
-        };
         JobReply: {
             job: components["schemas"]["Job"];
         };
@@ -2204,6 +2192,8 @@ export interface components {
             placement?: "pack" | "spread" | null;
             /** @description run only after these jobs: its dependencies (submit --after, --after-any, --after-failed) */
             after?: components["schemas"]["JobAfter"] | null;
+            /** @description its group: at most the group's parallel limit of its jobs run at once, and none starts while the group is paused (made on first use) */
+            group?: string | null;
         } & ({
             /** @description an existing absolute directory */
             cwd: string;
@@ -2240,6 +2230,46 @@ export interface components {
             runs: components["schemas"]["Run"][];
             /** @description pass as cursor= for the next page; null: no more */
             next_cursor: string | null;
+        };
+        /** @description One attempt of a job, or a run a training script opened with the SDK. */
+        Run: {
+            /** @description run_<ULID> */
+            id: string;
+            job_id: string | null;
+            /** @description which attempt of its job this run is */
+            attempt: number | null;
+            node_id: string | null;
+            name: string | null;
+            /** @enum {string} */
+            source: "job" | "sdk" | "import";
+            /** @enum {string} */
+            status: "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "LOST";
+            /** @description ms since the epoch */
+            created_at: number;
+            /** @description ms since the epoch */
+            started_at: number | null;
+            /** @description ms since the epoch */
+            finished_at: number | null;
+            exit_code: number | null;
+            failure_reason: string | null;
+            env_snapshot: {
+                [key: string]: unknown;
+            } | null;
+            /** @description the project's name */
+            project: string | null;
+            /** @description the experiment's name */
+            experiment: string | null;
+            /** @description what the script passed to gpuplane.init(config=...) */
+            config: {
+                [key: string]: unknown;
+            } | null;
+            tags: string[];
+            /** @description what fed the run's metrics: sdk (gpuplane.init), tensorboard (event files the node read, or import-run); empty: none yet */
+            metric_sources: string[];
+            /** @description the checkpoint this attempt resumed from (job retry --resume-from) */
+            resumed_from: string | null;
+            /** @description that checkpoint's step */
+            resume_step: number | null;
         };
         RunMetricsMany: {
             runs: components["schemas"]["RunMetrics"][];
@@ -2393,6 +2423,11 @@ export interface components {
             /** @description where the line after the page's last starts: pass it as offset= for the next page; null when the page is empty */
             next_offset: number | null;
         };
+        LogLine: {
+            /** @description the line's byte offset in the file */
+            offset: number;
+            line: string;
+        };
         LogEnd: {
             /**
              * @description RETRIED: a later attempt has begun
@@ -2413,6 +2448,170 @@ export interface components {
             /** @enum {unknown} */
             event: "end";
             data: string;
+        };
+        GroupList: {
+            groups: components["schemas"]["GroupView"][];
+            /** @description the whole queue is paused (queue pause): no job starts */
+            queue_paused: boolean;
+        };
+        GroupView: {
+            name: string;
+            /** @description at most this many of its jobs run at once; null: no limit */
+            parallel: number | null;
+            /** @description no new job of it starts; its running jobs go on */
+            paused: boolean;
+            /** @description its jobs waiting in the queue */
+            queued: number;
+            /** @description its jobs on a node (DISPATCHING, RUNNING, LOST) */
+            running: number;
+        };
+        GroupReply: {
+            group: components["schemas"]["GroupView"];
+        };
+        /** @description ``PUT /api/v1/groups/{name}``: make the group, or change its limit. */
+        GroupBody: {
+            /** @description at most this many of its jobs run at once; null: no limit */
+            parallel: number | null;
+        };
+        QueueState: {
+            /** @description no queued job starts; running jobs go on */
+            paused: boolean;
+        };
+        PriorityBody: {
+            /** @description higher runs first */
+            priority: number;
+        };
+        Removed: {
+            /** @description the ids of the jobs removed */
+            removed: string[];
+            /** @description ended jobs that matched but were kept: jobs still waiting depend on them */
+            kept: string[];
+            /** @description the folders removed: each job's own folder in the daemon's home (jobs/<id>/: its attempts' logs and records) */
+            files_removed: string[];
+        };
+        /** @description ``POST /api/v1/jobs:clean``: which ended jobs to remove. */
+        CleanBody: {
+            /** @description only this group's jobs */
+            group?: string | null;
+            /** @description only jobs that ended at least this many seconds ago */
+            older_than_s?: number | null;
+        };
+        /** @description One run's import, or (a dir of several runs) their sum, with run and run_id the first's. */
+        ImportReply: {
+            run: components["schemas"]["Run"];
+            run_id: string;
+            /** @description the dir's realpath: the import's key */
+            dir: string | null;
+            /** @description false: the dir was imported before, into this run */
+            created: boolean;
+            /** @description the dir's files changed since it was imported; the run is as it was imported */
+            changed: boolean;
+            /** @description what this call stored: nothing for a dir imported before */
+            added: components["schemas"]["ImportCounts"];
+            /** @description what the run holds from the dir */
+            imported: components["schemas"]["ImportedCounts"];
+            /** @description the stdout and stderr logs registered, never copied */
+            logs: components["schemas"]["ImportedLog"][];
+            /** @description records skipped, the rest of their files imported */
+            problems: components["schemas"]["ImportProblem"][];
+            /** @description problems beyond those listed */
+            more_problems: number;
+            /** @description each run the dir made: one per folder holding a run, as tensorboard --logdir shows them (the dir itself for a dir that is one run) */
+            runs: components["schemas"]["ImportedRun"][];
+        };
+        ImportCounts: {
+            /** @description metric points */
+            points: number;
+            checkpoints: number;
+            /** @description log files */
+            logs: number;
+        };
+        ImportedCounts: {
+            /** @description metric points, each series' rewinds resolved as TensorBoard does */
+            points: number;
+            series: number;
+            checkpoints: number;
+            /** @description log files */
+            logs: number;
+        };
+        ImportedLog: {
+            path: string;
+            /** @enum {string} */
+            stream: "stdout" | "stderr";
+            size_bytes: number;
+            lines: number;
+        };
+        ImportProblem: {
+            /** @description the event file (for a series skipped whole: its name) */
+            path: string;
+            /** @description the byte offset of the record skipped */
+            offset: number;
+            /** @description bad data crc, bad length crc, ends in a half-written record... */
+            what: string;
+        };
+        ImportedRun: {
+            run: components["schemas"]["Run"];
+            run_id: string;
+            /** @description the dir's realpath: the import's key */
+            dir: string | null;
+            /** @description false: the dir was imported before, into this run */
+            created: boolean;
+            /** @description the dir's files changed since it was imported; the run is as it was imported */
+            changed: boolean;
+            /** @description what this call stored: nothing for a dir imported before */
+            added: components["schemas"]["ImportCounts"];
+            /** @description what the run holds from the dir */
+            imported: components["schemas"]["ImportedCounts"];
+            /** @description the stdout and stderr logs registered, never copied */
+            logs: components["schemas"]["ImportedLog"][];
+            /** @description records skipped, the rest of their files imported */
+            problems: components["schemas"]["ImportProblem"][];
+            /** @description problems beyond those listed */
+            more_problems: number;
+        };
+        RunImport: {
+            /** @description the finished run's dir, an absolute path on the daemon's host (read there) */
+            dir: string;
+            /** @description the project's name (made on first use) */
+            project?: string | null;
+            /** @description the experiment's name (made on first use; without project=, in "default") */
+            experiment?: string | null;
+            /** @description the run's name; absent: the dir's name */
+            name?: string | null;
+        };
+        /** @description An imported run's stdout and stderr files (import-run registers them, never copied), read on the daemon's host as they are now. */
+        RunLogs: {
+            run_id: string;
+            /** @description the run's job, if it has one: its output is GET /api/v1/jobs/{job_id}/logs */
+            job_id: string | null;
+            /** @description every log file of the run, by path; empty: it has none */
+            logs: components["schemas"]["RunLogFile"][];
+        };
+        RunLogFile: {
+            /** @description where import-run found it, on the daemon's host */
+            path: string;
+            /** @enum {string} */
+            stream: "stdout" | "stderr";
+            /** @description its size when imported */
+            size_bytes: number;
+            /** @description its line count when imported */
+            lines: number;
+            /**
+             * @description ok; changed: its size differs since the import (read as it is now); gone; unreadable
+             * @enum {string}
+             */
+            state: "ok" | "changed" | "gone" | "unreadable";
+            /** @description what is wrong with it, for a state other than ok */
+            problem: string | null;
+            /** @description its size now; null when gone or unreadable */
+            size_now: number | null;
+            /** @description its lines; null when not asked for (path=, stream=) or gone or unreadable */
+            page: components["schemas"]["RunLogPage"] | null;
+        };
+        RunLogPage: {
+            lines: components["schemas"]["LogLine"][];
+            /** @description where the line after the page's last starts: pass it as offset= (with path=) for the next page; null when the page is empty */
+            next_offset: number | null;
         };
         NodeList: {
             nodes: components["schemas"]["Node"][];
@@ -3900,83 +4099,6 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
-    importRun: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["RunImport"];
-            };
-        };
-        responses: {
-            /** @description The imported run; the same run, nothing added, for a dir imported before. */
-            201: {
-                headers: {
-                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ImportReply"];
-                };
-            };
-            400: components["responses"]["E400"];
-            401: components["responses"]["E401"];
-            403: components["responses"]["E403"];
-            408: components["responses"]["E408"];
-            409: components["responses"]["E409"];
-            413: components["responses"]["E413"];
-            500: components["responses"]["E500"];
-            503: components["responses"]["E503"];
-        };
-    };
-    getRunLogs: {
-        parameters: {
-            query?: {
-                /** @description only this file (a path of logs[]); absent: every file */
-                path?: string;
-                /** @description only this stream's files */
-                stream?: "stdout" | "stderr" | "all";
-                /** @description the last N lines of each file */
-                tail?: number;
-                /** @description page one file instead (path=, or the one file selected): from next_offset of a previous page (0: its start) */
-                offset?: number;
-                /** @description with offset: at most this many lines */
-                limit?: number;
-            };
-            header?: never;
-            path: {
-                /** @description the run's id (run_<ULID>) */
-                run_id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Every log file of the run with its state, and the lines of those selected. */
-            200: {
-                headers: {
-                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["RunLogs"];
-                };
-            };
-            400: components["responses"]["E400"];
-            401: components["responses"]["E401"];
-            403: components["responses"]["E403"];
-            404: components["responses"]["E404"];
-            500: components["responses"]["E500"];
-            503: components["responses"]["E503"];
-        };
-    };
     listJobs: {
         parameters: {
             query?: {
@@ -4344,6 +4466,36 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    removeJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the job's id (job_<ULID>) */
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What was removed. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Removed"];
+                };
+            };
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
     cancelJob: {
         parameters: {
             query?: never;
@@ -4489,6 +4641,340 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": components["schemas"]["LogStreamEvent"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    listGroups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every group, by name, and whether the whole queue is paused. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupList"];
+                };
+            };
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    getGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the group's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    setGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the group's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupBody"];
+            };
+        };
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            408: components["responses"]["E408"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    pauseGroup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description the group's name */
+                name: string;
+                /** @description pause: none of its queued jobs starts (they wait with the reason "group NAME paused"); its running jobs go on. resume: they may start again */
+                verb: "pause" | "resume";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    getQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description It. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueState"];
+                };
+            };
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    pauseQueue: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description pause: no queued job starts (they wait with the reason "queue paused"); running jobs go on. The pause survives a daemon restart */
+                verb: "pause" | "resume";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queue. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueState"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            409: components["responses"]["E409"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    setJobPriority: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description the job's id (job_<ULID>) */
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PriorityBody"];
+            };
+        };
+        responses: {
+            /** @description The job, in its new place in the queue. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    cleanJobs: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CleanBody"];
+            };
+        };
+        responses: {
+            /** @description What was removed. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Removed"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    importRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunImport"];
+            };
+        };
+        responses: {
+            /** @description The imported run; the same run, nothing added, for a dir imported before. */
+            201: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    getRunLogs: {
+        parameters: {
+            query?: {
+                /** @description only this file (a path of logs[]); absent: every file */
+                path?: string;
+                /** @description only this stream's files */
+                stream?: "stdout" | "stderr" | "all";
+                /** @description the last N lines of each file */
+                tail?: number;
+                /** @description page one file instead (path=, or the one file selected): from next_offset of a previous page (0: its start) */
+                offset?: number;
+                /** @description with offset: at most this many lines */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the run's id (run_<ULID>) */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every log file of the run with its state, and the lines of those selected. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunLogs"];
                 };
             };
             400: components["responses"]["E400"];
@@ -5815,7 +6301,6 @@ type ReadonlyArray<T> = [
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
 export const pathsApiV1ActorsNameVerbPostParametersPathVerbValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/actors/{name}/{verb}"]["post"]["parameters"]["path"]["verb"]> = ["start", "stop", "restart"];
 export const pathsApiV1RunsCompareGetParametersQueryAlignValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/runs/compare"]["get"]["parameters"]["query"]["align"]> = ["step", "time"];
-export const pathsApiV1RunsRun_idLogsGetParametersQueryStreamValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/runs/{run_id}/logs"]["get"]["parameters"]["query"]["stream"]> = ["stdout", "stderr", "all"];
 export const pathsApiV1JobsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/jobs"]["get"]["parameters"]["query"]["status"]> = ["CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
 export const pathsApiV1JobsPostParametersQueryDry_runValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/jobs"]["post"]["parameters"]["query"]["dry_run"]> = ["true", "false"];
 export const pathsApiV1RunsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/runs"]["get"]["parameters"]["query"]["status"]> = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
@@ -5825,6 +6310,9 @@ export const pathsApiV1RunsRun_idSeriesGetParametersQueryColumnsValues: Readonly
 export const pathsApiV1RunsRun_idSeriesGetParametersQueryEncodingValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/runs/{run_id}/series"]["get"]["parameters"]["query"]["encoding"]> = ["json", "base64"];
 export const pathsApiV1JobsJob_idLogsGetParametersQueryStreamValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/jobs/{job_id}/logs"]["get"]["parameters"]["query"]["stream"]> = ["stdout", "stderr"];
 export const pathsApiV1JobsJob_idLogsStreamGetParametersQueryStreamValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/jobs/{job_id}/logs/stream"]["get"]["parameters"]["query"]["stream"]> = ["stdout", "stderr", "all"];
+export const pathsApiV1GroupsNameVerbPostParametersPathVerbValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/groups/{name}/{verb}"]["post"]["parameters"]["path"]["verb"]> = ["pause", "resume"];
+export const pathsApiV1QueueVerbPostParametersPathVerbValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/queue/{verb}"]["post"]["parameters"]["path"]["verb"]> = ["pause", "resume"];
+export const pathsApiV1RunsRun_idLogsGetParametersQueryStreamValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/runs/{run_id}/logs"]["get"]["parameters"]["query"]["stream"]> = ["stdout", "stderr", "all"];
 export const pathsApiV1EventsGetParametersQuerySeverityValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events"]["get"]["parameters"]["query"]["severity"]> = ["info", "warning", "critical"];
 export const pathsApiV1EventsGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "LOSS_NAN", "LOSS_SPIKE", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
 export const pathsApiV1EventsStreamGetParametersQuerySeverityValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["severity"]> = ["info", "warning", "critical"];
@@ -5849,14 +6337,11 @@ export const evaluatePolicyEveryValues: ReadonlyArray<FlattenedDeepRequired<comp
 export const stalledPolicyActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["StalledPolicy"]["action"]> = ["restart", "stop", "notify"];
 export const preemptedPolicyResume_fromValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PreemptedPolicy"]["resume_from"]> = ["last", "best"];
 export const jobLinkStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobLink"]["status"]> = ["CREATED", "QUEUED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
-export const runSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Run"]["source"]> = ["job", "sdk", "import"];
-export const runStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Run"]["status"]> = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
-export const importedLogStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ImportedLog"]["stream"]> = ["stdout", "stderr"];
-export const runLogFileStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunLogFile"]["stream"]> = ["stdout", "stderr"];
-export const runLogFileStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunLogFile"]["state"]> = ["ok", "changed", "gone", "unreadable"];
 export const submitPlanWouldValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SubmitPlan"]["would"]> = ["dispatch", "queue", "refuse"];
 export const jobSubmitTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobSubmit"]["type"]> = ["TRAIN", "EVALUATE", "INFERENCE", "EXPORT", "CUSTOM"];
 export const jobAfterWhenValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobAfter"]["when"]> = ["succeeded", "ended", "failed"];
+export const runSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Run"]["source"]> = ["job", "sdk", "import"];
+export const runStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Run"]["status"]> = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
 export const runMetricsX_axisValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunMetrics"]["x_axis"]> = ["step", "ts"];
 export const runMetricsResolutionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunMetrics"]["resolution"]> = ["raw"];
 export const runPrimaryMetricSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunPrimaryMetric"]["source"]> = ["experiment", "project", "global"];
@@ -5869,6 +6354,9 @@ export const logStreamEventOneOf0EventValues: ReadonlyArray<Extract<FlattenedDee
 export const logStreamEventOneOf1EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["LogStreamEvent"], {
     event: unknown;
 }>["event"]> = ["end"];
+export const importedLogStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ImportedLog"]["stream"]> = ["stdout", "stderr"];
+export const runLogFileStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunLogFile"]["stream"]> = ["stdout", "stderr"];
+export const runLogFileStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunLogFile"]["state"]> = ["ok", "changed", "gone", "unreadable"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Node"]["status"]> = ["ONLINE", "OFFLINE", "UNHEALTHY"];
 export const linkViewStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["LinkView"]["state"]> = ["attached", "detached"];
 export const nodeStreamEventEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStreamEvent"]["event"]> = ["snapshot"];

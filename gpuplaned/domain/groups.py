@@ -1,0 +1,78 @@
+"""Groups and the queue's pause, pure (issue 31 item 2, pueue-style): what holds a queued job
+back before the scheduler looks for a slot for it.
+
+- ``queue pause`` holds every queued job ("queue paused"); running jobs go on.
+- ``group pause NAME`` holds the group's queued jobs ("group NAME paused"); its running jobs go on.
+- A group with a parallel limit K runs at most K jobs at once ("group NAME: K of K running");
+  jobs on a node count (DISPATCHING, RUNNING, LOST: they hold their slots).
+- A job in no group (the default) has no limit.
+
+A held job books no slot and reserves no node, so the jobs behind it in the queue may run.
+The store reads the state (``gpuplaned.store.group_rows.holds``); ``gpuplaned.domain.queue.place``
+applies it, counting the jobs it places in this pass against their group's limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import attrs
+
+from gpuplaned.protocol.group_wire import GROUP_MESSAGE, GROUP_PATTERN
+
+GROUP_NAME = re.compile(GROUP_PATTERN)
+QUEUE_PAUSED = "queue paused"
+
+
+@attrs.frozen
+class Group:
+    name: str
+    parallel: int | None = None  # None: no limit
+    paused: bool = False
+    running: int = 0  # its jobs on a node now
+
+
+@attrs.frozen
+class Holds:
+    """What holds queued jobs back in one pass: the queue's pause and each named group."""
+
+    queue_paused: bool = False
+    groups: Mapping[str, Group] = attrs.field(factory=dict)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is no group name (None: it is one)."""
+    if GROUP_NAME.match(name):
+        return None
+    return f"{name!r} is not a group name: it {GROUP_MESSAGE}"
+
+
+class GroupGate:
+    """One pass's view of the holds: why a job is held, and the jobs placed so far per group."""
+
+    __slots__ = ("holds", "placed")
+
+    def __init__(self, holds: Holds | None) -> None:
+        self.holds = holds or Holds()
+        self.placed: dict[str, int] = {}
+
+    def held(self, group: str | None) -> str | None:
+        """Why a job of ``group`` may not be placed now (None: it may)."""
+        if self.holds.queue_paused:
+            return QUEUE_PAUSED
+        found = self.holds.groups.get(group) if group is not None else None
+        if found is None:
+            return None
+        if found.paused:
+            return f"group {found.name} paused"
+        if found.parallel is not None:
+            running = found.running + self.placed.get(found.name, 0)
+            if running >= found.parallel:
+                return f"group {found.name}: {running} of {found.parallel} running"
+        return None
+
+    def count(self, group: str | None) -> None:
+        """A job of ``group`` was placed in this pass."""
+        if group is not None:
+            self.placed[group] = self.placed.get(group, 0) + 1
