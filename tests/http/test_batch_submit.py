@@ -125,6 +125,37 @@ def test_a_budgeted_tokens_batch_must_fit_its_budget_together(env):
         jobs.client.post(f"/api/v1/jobs/{job['id']}/cancel", {})
 
 
+def test_a_tokens_queued_jobs_limit_counts_the_batchs_own_entries(env):
+    jobs, url = env
+    secret = token(jobs, "capped", {"max_queued_jobs": 2})
+    before = stored_jobs(jobs)
+    held = [entry(jobs, f"q{i}", command=["sleep", "60"]) for i in range(3)]
+    reply = post(url, secret, {"jobs": held})
+    assert reply.status_code == 403, reply.text
+    assert [(r["index"], r["limit"]) for r in reply.json()["error"]["details"]["refused"]] == [(2, "max_queued_jobs")]
+    assert stored_jobs(jobs) == before
+
+
+def test_a_batch_entrys_secret_env_reaches_its_job_and_is_shown_and_audited_by_name_only(env):
+    jobs, url = env
+    secret = token(jobs, "secretive")
+    admin = jobs.client.post("/api/v1/tokens", {"name": "auditor", "scopes": ["admin"]})["secret"]
+    value = "batch-secret-0f3c9a"
+    reply = post(url, secret, {"jobs": [entry(jobs, "s", command=["sh", "-c", 'printf %s "$API_KEY" > got-secret'],
+                                              secret_env={"API_KEY": value})]})
+    assert reply.status_code == 201, reply.text
+    assert value not in reply.text
+    job = reply.json()["jobs"][0]
+    assert jobs.wait(job["id"])["status"] == "SUCCEEDED"
+    assert jobs.file("got-secret").read_text() == value  # the job's process got it
+    audit = httpx.get(url + "/api/v1/audit?limit=200", headers={"Authorization": f"Bearer {admin}"}, timeout=10)
+    assert audit.status_code == 200, audit.text
+    assert any(row["action"] == "POST /api/v1/jobs:batch" for row in audit.json()["entries"])
+    assert value not in audit.text
+    with sqlite3.connect(jobs.daemon.home / "gpuplane.db") as conn:
+        assert value not in json.dumps(conn.execute("SELECT * FROM jobs WHERE id = ?", (job["id"],)).fetchall())
+
+
 def test_the_batch_size_is_capped(env):
     jobs, url = env
     secret = token(jobs, "greedy")
