@@ -29,6 +29,7 @@ from gpuplaned.protocol.batch_wire import BatchRefusal, BatchSubmit
 from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_wire import Job, JobSpec, JobSubmit, to_spec
+from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.service import access
 from gpuplaned.service.api import budgets
 from gpuplaned.service.link.registry import now_ms
@@ -61,10 +62,10 @@ async def submit_many(shared: ServerContext, batch: BatchSubmit, *, caller: Call
     entries, refused = _parse(shared, batch.jobs, caller)
 
     def insert(conn: Connection) -> list[Job]:
-        admitted = _admit(shared, conn, entries, caller, refused)
-        if refused:
-            raise _refusal(refused, len(batch.jobs), admitted[1])
-        return [job for job in (job_rows.get_job(conn, job_id) for job_id in admitted[0]) if job is not None]
+        ids, remaining = _admit(shared, conn, entries, caller, refused)
+        if refused:  # raised inside the write: its transaction is rolled back
+            raise _refusal(refused, len(batch.jobs), remaining)
+        return [job for job in (job_rows.get_job(conn, job_id) for job_id in ids) if job is not None]
 
     queued = await write(access.store_port(shared, "jobs"), insert)
     wake_scheduler(shared)  # once for the lot: one pass places as many as fit
@@ -94,9 +95,9 @@ def _admit(shared: ServerContext, conn: Connection, entries: list[_Entry], calle
     """Insert each entry that passes; a refused one is added to ``refused`` and the rest go on
     (the caller rolls it all back). Returns the ids inserted and, for a budgeted token, the
     GPU-hours it had left before the batch (None: no budget)."""
-    limits = caller.limits if budgets.limited(caller) else None
     token_id = caller.token_id if caller is not None else None
-    used = budgets.usage(conn, caller.token_id, limits) if caller is not None and limits is not None else None
+    limits = caller.limits if budgets.limited(caller) else None
+    used = budgets.usage(conn, token_id, limits) if token_id is not None and limits is not None else None
     remaining = (max(0.0, limits.gpu_hours - used.committed_gpu_hours)
                  if limits is not None and used is not None and limits.gpu_hours is not None else None)
     nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
@@ -118,7 +119,7 @@ def _admit(shared: ServerContext, conn: Connection, entries: list[_Entry], calle
     return ids, remaining
 
 
-def _check_limits(caller: Caller, limits: Any, spec: JobSpec, used: Usage) -> None:
+def _check_limits(caller: Caller, limits: TokenLimits, spec: JobSpec, used: Usage) -> None:
     """``budgets.check`` against the usage so far of this batch, not only of the stored jobs.
 
     Raises:
@@ -129,7 +130,7 @@ def _check_limits(caller: Caller, limits: Any, spec: JobSpec, used: Usage) -> No
         raise ApiError(ErrorCode.FORBIDDEN, found[0].message, {"limit": found[0].limit, **found[0].details})
 
 
-def _with(used: Usage, spec: JobSpec, limits: Any) -> Usage:
+def _with(used: Usage, spec: JobSpec, limits: TokenLimits) -> Usage:
     """The token's usage once this queued job is counted: open, and its worst case reserved
     (as ``gpu_budget.job_reserved_gpu_hours`` counts a job not started)."""
     hours = gpu_budget.job_hours(spec.timeout_s, limits) or 0.0
