@@ -132,11 +132,15 @@ def schema_of(attribute: attrs.Attribute) -> dict[str, Any]:
 
 
 def doc(description: str | None = None, *, default: Any = attrs.NOTHING, factory: Callable[[], Any] | None = None,
-        **keywords: Any) -> Any:
+        documented_as: Any = None, **keywords: Any) -> Any:
     """A reply field's documentation (JSON Schema keywords, e.g. ``enum``, ``minimum``), never checked:
-    what the daemon writes needs no validator, but its readers need the words."""
+    what the daemon writes needs no validator, but its readers need the words. ``documented_as``:
+    the type to document for a field that carries JSON made elsewhere (a node's readings)."""
     if description is not None:
         keywords["description"] = description
     if "enum" in keywords:
         keywords["enum"] = list(keywords["enum"])
-    return attrs.field(default=default, factory=factory, metadata={SCHEMA: keywords})
+    metadata: dict[str, Any] = {SCHEMA: keywords}
+    if documented_as is not None:
+        metadata[DOCUMENTED_AS] = documented_as
+    return attrs.field(default=default, factory=factory, metadata=metadata)

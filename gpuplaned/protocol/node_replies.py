@@ -52,7 +52,7 @@ class NodeInfo:
     hardware: dict[str, Any] = attrs.field(factory=dict)  # host facts from the node's hello
     accepting: bool = True  # False while the node takes no new work (a disk is low)
     conditions: list[str] = attrs.field(factory=list)
-    snapshot: dict[str, Any] | None = None  # latest readings, None until the first sample
+    snapshot: NodeSnapshot | None = None  # latest readings, None until the first sample
     drained: bool = False  # `node drain`: no new jobs (its running ones go on) until `node undrain`
     remote: bool = False  # a remote agent's node (it said hello over the agent WebSocket), not the server's own
     link: LinkView | None = None  # None: no remote link since this server started (its own node, or not back yet)
@@ -86,12 +86,20 @@ class SnapshotJob:
 class NodeSnapshot:
     """The node's latest readings (about every 2 s)."""
 
+    # gpus, host and jobs are the JSON the node made of its sample (actors/monitor.snapshot_of),
+    # passed on as it came: an agent of another version may add a key, which a reader ignores.
     ts: int = doc(MS)
     backend: str = doc("nvml, fake or none")
-    gpus: list[GpuReading]
-    host: HostSample | None
-    jobs: list[SnapshotJob]
+    gpus: list[dict[str, Any]] = doc(documented_as=list[GpuReading])
+    host: dict[str, Any] | None = doc(documented_as=HostSample | None)
+    jobs: list[dict[str, Any]] = doc(documented_as=list[SnapshotJob])
     blocked_gpus: list[int] = doc("GPUs that take no new job (lost, or used outside GPUPlane)")
+
+    @classmethod
+    def of(cls, frame: Any) -> NodeSnapshot:
+        """The API's view of a node's snapshot frame (``protocol.agent.NodeSnapshot``)."""
+        return cls(ts=frame.ts, backend=frame.backend, gpus=list(frame.gpus), host=frame.host,
+                   jobs=list(frame.jobs), blocked_gpus=list(frame.blocked_gpus))
 
 
 @attrs.frozen(kw_only=True)

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_states import ACTIVE, values
+from gpuplaned.protocol.converter import unstructure
 from gpuplaned.protocol.node_replies import ForgottenNode, LinkView, NodeInfo, SlotInfo
+from gpuplaned.protocol.node_replies import NodeSnapshot as SnapshotView  # the API's, of the frame's
 from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.runtime.broadcast import Lagged
@@ -62,7 +64,7 @@ async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
             hardware=hw.get("host", {}),
             accepting=(snapshot.accepting if snapshot else True) and not drained,
             conditions=[*conditions, DRAINED] if drained else conditions,
-            snapshot=_snapshot_json(snapshot) if snapshot else None,
+            snapshot=SnapshotView.of(snapshot) if snapshot else None,
             drained=bool(drained),
             remote=bool(uplink), link=link_view(shared.nodes.link_info(node_id)),
         ))
@@ -78,9 +80,6 @@ def node_status(connected: bool, snapshot: NodeSnapshot | None) -> str:
     return "ONLINE"
 
 
-def _snapshot_json(snapshot: NodeSnapshot) -> dict[str, Any]:
-    return {"ts": snapshot.ts, "backend": snapshot.backend, "gpus": list(snapshot.gpus), "host": snapshot.host,
-            "jobs": list(snapshot.jobs), "blocked_gpus": list(snapshot.blocked_gpus)}
 
 
 async def follow_snapshots(shared: ServerContext, node_id: str) -> AsyncGenerator[bytes, None]:
@@ -102,8 +101,8 @@ async def follow_snapshots(shared: ServerContext, node_id: str) -> AsyncGenerato
 
 
 def _snapshot_frame(snapshot: NodeSnapshot) -> bytes:
-    return format_event(json.dumps(_snapshot_json(snapshot), separators=(",", ":")), id=str(snapshot.ts),
-                        event="snapshot")
+    return format_event(json.dumps(unstructure(SnapshotView.of(snapshot)), separators=(",", ":")),
+                        id=str(snapshot.ts), event="snapshot")
 
 
 async def get_node(shared: ServerContext, key: str) -> NodeInfo:
