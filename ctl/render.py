@@ -364,6 +364,7 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("node", where),
         ("labels", ", ".join(job.get("labels") or []) or NONE),
         ("priority", str(job.get("priority", 0))),
+        *((("group", job["group"]),) if job.get("group") else ()),
         ("timeout", _number(job.get("timeout_s"))),
         ("stop grace", _number(job.get("stop_grace_s"))),
         ("created", when_text(job.get("created_at"), now)),

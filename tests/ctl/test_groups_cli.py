@@ -67,7 +67,11 @@ def test_pausing_a_group_leaves_its_running_job_alone_and_holds_the_queued_ones(
     other = submit(gpu_daemon, "--", "true", cwd=work)["id"]  # another group's (none) job runs meanwhile
     assert wait_job(gpu_daemon, other)["status"] == "SUCCEEDED"
     assert show(gpu_daemon, running)["status"] == "RUNNING"
-    assert "group exp paused" in _ok(ctl(gpu_daemon, "job", "show", held))
+    shown = _ok(ctl(gpu_daemon, "job", "show", held))
+    assert re.search(r"^waits:\s+group exp paused$", shown, re.M) and re.search(r"^group:\s+exp$", shown, re.M), shown
+    dry = ctl(gpu_daemon, "submit", "--dry-run", "--group", "exp", "--", "true", cwd=work)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[:2] == ["would wait in the queue at position 2", "  group exp paused"]
 
     (work / "go-r").touch()
     assert wait_job(gpu_daemon, running)["status"] == "SUCCEEDED"  # the pause let it finish

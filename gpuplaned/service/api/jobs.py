@@ -113,7 +113,7 @@ async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None 
             reasons += [r.message for r in refusals]
             after = gpu_budget.budget_after(limits, facts, used)
         nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
-        planned = queue.as_queued(spec, _PLANNED, now_ms())
+        planned = attrs.evolve(queue.as_queued(spec, _PLANNED, now_ms()), group=body.group)
         refused = queue.refusal(planned, nodes)
         if refused is not None:
             reasons.append(refused.message)
@@ -125,12 +125,13 @@ async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None 
         if held is not None:  # it waits for its dependencies (or would be cancelled at once), not for a slot
             return SubmitPlan("queue", None, [], None, after, [held[1]])
         line, position = queue.in_line(list(job_rows.queued_jobs(conn)), planned)
-        placed = next((a for a in queue.assign(line, nodes, placement_of(shared)) if a.job_id == _PLANNED), None)
+        passed = queue.place(line, nodes, placement_of(shared), group_rows.holds(conn))
+        placed = next((a for a in passed.assignments if a.job_id == _PLANNED), None)
         if placed is not None:
             return SubmitPlan("dispatch", placed.node_id, list(placed.gpu_indexes), None, after, [])
         # The scheduler's own reason when no node could take it whatever frees up (a GPU model or
         # memory no node has, a drained node); else it waits its turn for capacity.
-        why = waiting_reason(planned, nodes) or (
+        why = passed.waiting.get(_PLANNED) or waiting_reason(planned, nodes) or (
             "no matching node has enough free GPUs now" if spec.gpu else "no matching node has a free CPU slot now")
         return SubmitPlan("queue", None, [], position, after, [why])
 
