@@ -21,6 +21,7 @@ from gpuplanectl.commands import (
     actors,
     audit,
     backup,
+    batch_submit,
     checkpoints,
     ckpt,
     daemon,
@@ -103,6 +104,7 @@ app.command("restore")(backup.restore)
 job = typer.Typer(name="job", help="Submit jobs, list them, show one, print its logs, cancel, retry or explain it.",
                   **NOUN)
 job.command("submit", epilog=jobs.SUBMIT_EPILOG, context_settings=COMMAND_LAST)(jobs.submit)
+job.command("submit-batch")(batch_submit.submit_batch)
 job.command("list")(jobs.jobs)
 job.command("show")(jobs.show)
 job.command("logs")(logs.logs)

@@ -114,6 +114,16 @@ def load_job_file(path: Path) -> dict[str, Any]:
     return _check_table(path, data)
 
 
+def job_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
+    """One job's table of ``path`` (a job file's, or a ``[[jobs]]`` entry of a batch file:
+    ``gpuplanectl.commands.batch_submit``) as the body's keys, checked as ``load_job_file`` checks one.
+
+    Raises:
+        JobFileError: an unknown key or a value of the wrong type.
+    """
+    return _check_table(path, data)
+
+
 def _check_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(data) - set(FILE_KEYS))
     if unknown:

@@ -18,7 +18,7 @@ from jobhelpers import ctl_in_process, wait_job
 DAEMON_WIDE = ["status", "top", "events", "event-hook", "daemon", "shutdown", "ui", "mcp-stdio", "sync", "audit",
                "backup", "restore", "clean"]
 NOUNS = {
-    "job": ["submit", "list", "show", "logs", "cancel", "retry", "priority", "remove", "explain"],
+    "job": ["submit", "submit-batch", "list", "show", "logs", "cancel", "retry", "priority", "remove", "explain"],
     "run": ["list", "show", "metrics", "logs", "diagnose", "compare", "import"],
     "ckpt": ["list", "best", "verify", "prune", "eval", "evals"],
     "project": ["list", "show"],
