@@ -174,3 +174,15 @@ def test_clean_removes_ended_jobs_of_a_group_and_keeps_those_not_old_enough(gpu_
     assert _ok(ctl(gpu_daemon, "clean")) == f"removed 1 job(s): {b}\n"
     bad = ctl(gpu_daemon, "clean", "--older-than", "soon")
     assert bad.returncode == 2 and "--older-than" in bad.stderr
+
+
+def test_a_batchs_entries_join_their_group_and_its_limit_holds_them(gpu_daemon, tmp_path):
+    _ok(ctl(gpu_daemon, "group", "set", "sweep", "--parallel", "1"))
+    _ok(ctl(gpu_daemon, "queue", "pause"))
+    entry = {"command": ["true"], "cwd": str(tmp_path), "group": "sweep"}
+    queued = gpu_daemon.client().post("/api/v1/jobs:batch", {"jobs": [entry, entry]})["jobs"]
+    assert [j["group"] for j in queued] == ["sweep", "sweep"]
+    assert json.loads(_ok(ctl(gpu_daemon, "group", "list", "--json")))["groups"][0]["queued"] == 2
+    _ok(ctl(gpu_daemon, "queue", "resume"))
+    for job in queued:
+        assert wait_job(gpu_daemon, job["id"])["status"] == "SUCCEEDED"

@@ -35,7 +35,7 @@ from gpuplaned.service.api import budgets
 from gpuplaned.service.link.registry import now_ms
 from gpuplaned.service.passes.dispatch import wake_scheduler
 from gpuplaned.service.sealing import seal_env
-from gpuplaned.store import dependency_rows, job_rows
+from gpuplaned.store import dependency_rows, group_rows, job_rows
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
@@ -108,6 +108,8 @@ def _admit(shared: ServerContext, conn: Connection, entries: list[_Entry], calle
             if caller is not None and limits is not None and used is not None:
                 _check_limits(caller, limits, entry.spec, used)
             job_id = job_rows.insert_job(conn, entry.spec, now, nodes, token_id)
+            if entry.body.group is not None:  # as a single submit's (gpuplaned.service.api.jobs.submit)
+                group_rows.put_in_group(conn, job_id, entry.body.group)
             if entry.body.after is not None:
                 dependency_rows.attach(conn, job_id, entry.body.after.ids, entry.body.after.when, now)
         except ApiError as exc:
