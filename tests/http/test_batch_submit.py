@@ -63,7 +63,7 @@ def test_a_batch_that_fits_is_queued_whole_in_its_order_and_runs(env):
     assert [j["name"] for j in queued] == [f"trial-{i}" for i in range(5)]
     assert [j["env"] for j in queued] == [{"TRIAL": str(i)} for i in range(5)]  # a writer sees its values
     assert stored_jobs(jobs) == before + 5
-    for job in queued:  # the scheduler was woken: they run without another submit
+    for job in queued:  # queued for real: they are dispatched and run
         assert jobs.wait(job["id"])["status"] == "SUCCEEDED"
 
 
