@@ -49,7 +49,7 @@ PAUSE_GROUP = api.post("/api/v1/groups/<name>/<verb>", "pauseGroup", "Pause or r
                                              {"type": "string", "enum": list(_PAUSE)})))
 QUEUE = api.get("/api/v1/queue", "getQueue", "Whether the whole queue is paused", Reply(200, QueueState, "It."))
 PAUSE_QUEUE = api.post("/api/v1/queue/<verb>", "pauseQueue", "Pause or resume the whole queue",
-                       Reply(200, QueueState, "The queue."), errors=(403,),
+                       Reply(200, QueueState, "The queue."), errors=(403, 404),
                        params=(Param("verb", "pause: no queued job starts (they wait with the reason \"queue "
                                              "paused\"); running jobs go on. The pause survives a daemon restart",
                                      {"type": "string", "enum": list(_PAUSE)}),))

@@ -25,6 +25,10 @@ EXCLUDED = {
     ("GET", "/api/v1/events/stream"): "a valid filter streams until the client leaves",
     ("GET", "/api/v1/nodes/{node}/stream"): "a known node streams until the client leaves",
     ("GET", "/api/v1/runs/{run_id}/metrics/stream"): "a known run streams until the client leaves",
+    # Checked in test_groups_api.py instead:
+    ("DELETE", "/api/v1/jobs/{job_id}"): "removes the known jobs the other cases name",
+    ("POST", "/api/v1/jobs:clean"): "removes the ended jobs the other cases need",
+    ("POST", "/api/v1/queue/{verb}"): "a pause left behind holds every later job of the fuzz",
 }
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           response_headers_conformance]

@@ -4829,6 +4829,7 @@ export interface operations {
             400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
             409: components["responses"]["E409"];
             500: components["responses"]["E500"];
             503: components["responses"]["E503"];
