@@ -220,7 +220,9 @@ async def test_mcp_grep_with_catastrophic_patterns_keeps_the_socket_answering(da
         (LINES, LINES - 2, [LINE, LINE])
 
 
-ADVERSARIAL_GLOBS = ["*a" * 100, "*a*" * 66 + "b", "*?" * 100, "*[ab]" * 40 + "c", "a*" * 100, "*" * 199 + "b"]
+# None may match a node's metric: the last ends in Z, which no metric name does ("b" matched
+# gpu0.memory_total_mb once the node's first batch was in: a failure 1 run in a few).
+ADVERSARIAL_GLOBS = ["*a" * 100, "*a*" * 66 + "b", "*?" * 100, "*[ab]" * 40 + "c", "a*" * 100, "*" * 199 + "Z"]
 
 
 @pytest.mark.e2e
