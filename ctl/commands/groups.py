@@ -151,7 +151,7 @@ def remove(ctx: typer.Context, job_id: _JOB, json_output: JsonOption = False) ->
     # its help: below, with what it removes
     g = globals_of(ctx)
     with reporting(g, json_output):
-        removed = connect(g).request("DELETE", _job_path(job_id))
+        removed = connect(g).post(f"{_job_path(job_id)}/remove")
     _out(json_output, removed, _removed_text(removed))
 
 

@@ -57,7 +57,7 @@ PRIORITY = api.post("/api/v1/jobs/<job_id>/priority", "setJobPriority", "Change 
                     Reply(200, JobReply, "The job, in its new place in the queue."), errors=(400, 403, 404, 409),
                     params=(_JOB,), body=PriorityBody,
                     description="409 for a job that is not QUEUED, naming its state.")
-REMOVE = api.delete("/api/v1/jobs/<job_id>", "removeJob", "Remove a queued or ended job",
+REMOVE = api.post("/api/v1/jobs/<job_id>/remove", "removeJob", "Remove a queued or ended job",
                     Reply(200, Removed, "What was removed."), errors=(403, 404, 409), params=(_JOB,),
                     description="Removes the job's row, its output in the store and its own folder in the daemon's "
                                 "home (jobs/<id>/: its attempts' logs); its runs (metrics, checkpoints) stay, no "
@@ -66,7 +66,7 @@ REMOVE = api.delete("/api/v1/jobs/<job_id>", "removeJob", "Remove a queued or en
 CLEAN = api.post("/api/v1/jobs:clean", "cleanJobs", "Remove ended jobs", Reply(200, Removed, "What was removed."),
                  errors=(400, 403), body=CleanBody, body_required=False,
                  description="Removes every ended job (of `group`; that ended `older_than_s` ago or more) as "
-                             "DELETE /api/v1/jobs/{job_id} does; one that jobs still waiting depend on is kept "
+                             "POST /api/v1/jobs/{job_id}/remove does; one that jobs still waiting depend on is kept "
                              "(listed in `kept`).")
 
 

@@ -41,9 +41,9 @@ def test_group_and_queue_replies_match_their_schemas(api_jobs, api_session):
           "/api/v1/jobs/{job_id}/priority", 400)
     check(s.post(f"{url}/jobs/job_nothing/priority", json={"priority": 1}), "POST",
           "/api/v1/jobs/{job_id}/priority", 404)
-    removed = check(s.delete(f"{url}/jobs/{queued['id']}"), "DELETE", "/api/v1/jobs/{job_id}", 200)
+    removed = check(s.post(f"{url}/jobs/{queued['id']}/remove"), "POST", "/api/v1/jobs/{job_id}/remove", 200)
     assert removed == {"removed": [queued["id"]], "kept": [], "files_removed": []}  # never ran: no folder
-    check(s.delete(f"{url}/jobs/{queued['id']}"), "DELETE", "/api/v1/jobs/{job_id}", 404)
+    check(s.post(f"{url}/jobs/{queued['id']}/remove"), "POST", "/api/v1/jobs/{job_id}/remove", 404)
 
     check(s.post(f"{url}/queue/resume"), "POST", "/api/v1/queue/{verb}", 200)
     hog = api_jobs.submit(["sleep", "30"], gpu=0)
@@ -51,7 +51,7 @@ def test_group_and_queue_replies_match_their_schemas(api_jobs, api_session):
     refused = check(s.post(f"{url}/jobs/{hog['id']}/priority", json={"priority": 1}), "POST",
                     "/api/v1/jobs/{job_id}/priority", 409)
     assert refused["error"]["details"] == {"job_id": hog["id"], "status": "RUNNING"}
-    check(s.delete(f"{url}/jobs/{hog['id']}"), "DELETE", "/api/v1/jobs/{job_id}", 409)
+    check(s.post(f"{url}/jobs/{hog['id']}/remove"), "POST", "/api/v1/jobs/{job_id}/remove", 409)
     s.post(f"{url}/jobs/{hog['id']}/cancel")
     api_jobs.wait(hog["id"], "CANCELLED")
 

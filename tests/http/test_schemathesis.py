@@ -7,7 +7,7 @@ content type, with a body and headers that fit the document. One daemon serves t
 Kept away from the fuzzer, because they would stop or wedge the daemon under test:
 ``POST /daemon/shutdown``, ``POST /actors/{name}/{verb}`` (stopping the store or the control
 actor), ``GET /events/stream`` and ``GET /nodes/{node}/stream`` (they stream until the client
-leaves). Their replies are checked in ``test_openapi.py``. Nor ``DELETE /jobs/{job_id}``,
+leaves). Their replies are checked in ``test_openapi.py``. Nor ``POST /jobs/{job_id}/remove``,
 ``POST /jobs:clean`` and ``POST /queue/{verb}`` (they would remove the jobs the other cases
 name, or hold every later job): ``test_groups_api.py`` checks theirs. ``POST /jobs`` (and ``/jobs:batch``, its
 entries) is fuzzed with schema-valid bodies only, with ``command`` pinned to ``["true"]``, ``cwd`` to a scratch dir

@@ -606,11 +606,7 @@ export interface paths {
         get: operations["getJob"];
         put?: never;
         post?: never;
-        /**
-         * Remove a queued or ended job
-         * @description Removes the job's row, its output in the store and its own folder in the daemon's home (jobs/<id>/: its attempts' logs); its runs (metrics, checkpoints) stay, no longer naming a job, and no file outside that folder is touched. 409 for a job on a node (cancel it first) or one that jobs still waiting depend on (naming them). HTTP front: a token with the `write` scope.
-         */
-        delete: operations["removeJob"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -820,6 +816,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/jobs/{job_id}/remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a queued or ended job
+         * @description Removes the job's row, its output in the store and its own folder in the daemon's home (jobs/<id>/: its attempts' logs); its runs (metrics, checkpoints) stay, no longer naming a job, and no file outside that folder is touched. 409 for a job on a node (cancel it first) or one that jobs still waiting depend on (naming them). HTTP front: a token with the `write` scope.
+         */
+        post: operations["removeJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/jobs:clean": {
         parameters: {
             query?: never;
@@ -831,7 +847,7 @@ export interface paths {
         put?: never;
         /**
          * Remove ended jobs
-         * @description Removes every ended job (of `group`; that ended `older_than_s` ago or more) as DELETE /api/v1/jobs/{job_id} does; one that jobs still waiting depend on is kept (listed in `kept`). HTTP front: a token with the `write` scope.
+         * @description Removes every ended job (of `group`; that ended `older_than_s` ago or more) as POST /api/v1/jobs/{job_id}/remove does; one that jobs still waiting depend on is kept (listed in `kept`). HTTP front: a token with the `write` scope.
          */
         post: operations["cleanJobs"];
         delete?: never;
@@ -4466,36 +4482,6 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
-    removeJob: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the job's id (job_<ULID>) */
-                job_id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description What was removed. */
-            200: {
-                headers: {
-                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Removed"];
-                };
-            };
-            401: components["responses"]["E401"];
-            403: components["responses"]["E403"];
-            404: components["responses"]["E404"];
-            409: components["responses"]["E409"];
-            500: components["responses"]["E500"];
-            503: components["responses"]["E503"];
-        };
-    };
     cancelJob: {
         parameters: {
             query?: never;
@@ -4869,6 +4855,40 @@ export interface operations {
             403: components["responses"]["E403"];
             404: components["responses"]["E404"];
             408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    removeJob: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description the job's id (job_<ULID>) */
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What was removed. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Removed"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
             409: components["responses"]["E409"];
             500: components["responses"]["E500"];
             503: components["responses"]["E503"];
