@@ -190,6 +190,8 @@ def jobs(
     ctx: typer.Context,
     status: Annotated[str | None, typer.Option("--status", metavar="STATE[,STATE]", show_default=False,
                                                help="Only jobs in these states, e.g. QUEUED,RUNNING.")] = None,
+    group: Annotated[str | None, typer.Option("--group", metavar="NAME", show_default=False,
+                                              help="Only this group's jobs (job submit --group).")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="The newest N jobs.")] = 100,
     json_output: JsonOption = False,
 ) -> None:
@@ -198,13 +200,17 @@ def jobs(
     GPUS: the indexes a job holds (or held), else how many it asks for in parentheses,
     `cpu` for a CPU-only job. EXIT/REASON: the exit code, or why it failed (TIMEOUT, OOM,
     SIGNAL(SIGSEGV), LOST, SPAWN_FAILED, SHIM_DIED, DEPENDENCY_FAILED). WAIT, when a queued
-    job says why it waits: the jobs it runs after (`after job_... (RUNNING)`), or what no node has.
+    job says why it waits: the jobs it runs after (`after job_... (RUNNING)`), what no node has, or
+    its group or the queue holding it (`group train: 2 of 2 running`, `group train paused`,
+    `queue paused`).
     """
     g = globals_of(ctx)
-    query = {"limit": limit}
+    query: dict[str, Any] = {"limit": limit}
     if status:
         query["status"] = status.upper()
-    with reporting(g, json_output):
+    if group:
+        query["group"] = group
+    with reporting(g, json_output, {"group": "--group"}):
         listed = connect(g).get(f"/api/v1/jobs?{urlencode(query)}")["jobs"]
     if json_output:
         render.print_json({"jobs": listed})

@@ -127,7 +127,8 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @LIST.on(app)
     async def list_jobs(query: JobsQuery) -> Response:
         statuses = jobs.parse_statuses(query.status or None)
-        page, next_cursor = await jobs.list_jobs(shared, statuses, query.limit, query.cursor or None)
+        page, next_cursor = await jobs.list_jobs(shared, statuses, query.limit, query.cursor or None,
+                                                 query.group or None)
         return ok({"jobs": [jobs.env_view(job, values=False) for job in page], "next_cursor": next_cursor})
 
     @RUNS.on(app)

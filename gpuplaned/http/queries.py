@@ -16,6 +16,7 @@ import attrs
 
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.protocol.fields import UNSET, field
+from gpuplaned.protocol.group_wire import GROUP_MESSAGE, GROUP_PATTERN
 from gpuplaned.protocol.vocabulary import SEVERITIES
 from gpuplaned.service.api.jobs import JOB_STATES, STREAMS
 from gpuplaned.service.api.logs import MAX_PAGE
@@ -52,6 +53,7 @@ class Page:
 @attrs.frozen(kw_only=True)
 class JobsQuery:
     status: str = _any_case(JOB_STATES, "comma-separated states (any case)")
+    group: str = _text("only this group's jobs (submit --group)", pattern=GROUP_PATTERN, message=GROUP_MESSAGE)
     limit: int = _limit()
     cursor: str = _cursor()
 

@@ -13,6 +13,7 @@ import attrs
 
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.group_wire import GROUP_MESSAGE, GROUP_PATTERN
 from gpuplaned.protocol.vocabulary import SEVERITIES
 from gpuplaned.service.api.jobs import JOB_STATES, STREAMS
 
@@ -49,6 +50,8 @@ class NodeArgs:
 @attrs.frozen(kw_only=True)
 class ListJobsArgs:
     status: list[str] = field(factory=list, items={"enum": JOB_STATES}, description="only jobs in these states")
+    group: str | None = field(default=None, pattern=GROUP_PATTERN, message=GROUP_MESSAGE,
+                              description="only this group's jobs (submit_job's group)")
     limit: int = _limit(20, 100)
     cursor: str | None = field(default=None, description="next_cursor of the previous page")
 

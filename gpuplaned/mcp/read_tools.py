@@ -69,7 +69,7 @@ async def get_node_status(call: Call, args: a.NodeArgs) -> Result:
 
 
 async def list_jobs(call: Call, args: a.ListJobsArgs) -> Result:
-    page, cursor = await jobs.list_jobs(call.shared, list(args.status), args.limit, args.cursor)
+    page, cursor = await jobs.list_jobs(call.shared, list(args.status), args.limit, args.cursor, args.group)
     counts: dict[str, int] = {}
     for job in page:
         counts[job.status] = counts.get(job.status, 0) + 1
@@ -205,7 +205,7 @@ TOOLS = [
          "readings.", args=a.NoArgs, reply=NodeList, handler=list_nodes),
     Tool(name="get_node_status", title="Node status", description="One node (id or name): status, GPUs, jobs, "
          "latest readings.", args=a.NodeArgs, reply=NodeReply, handler=get_node_status),
-    Tool(name="list_jobs", title="List jobs", description="Jobs, newest first, optionally by state; page with "
+    Tool(name="list_jobs", title="List jobs", description="Jobs, newest first, optionally by state and group; page with "
          "next_cursor.", args=a.ListJobsArgs, reply=JobList, handler=list_jobs),
     Tool(name="get_job", title="Get job", description="One job: state, attempt, its run, why it failed. Poll this "
          "(every 5-30 s) for a job you started.", args=a.JobArgs, reply=JobReply, handler=get_job),

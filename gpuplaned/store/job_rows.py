@@ -104,11 +104,16 @@ def _linked(conn: sqlite3.Connection, jobs: list[Job]) -> list[Job]:
 
 
 def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: int = 100,
-              before: tuple[int, str] | None = None) -> list[Job]:
-    """Newest first; ``before`` = (created_at, id) of the last job of the previous page."""
+              before: tuple[int, str] | None = None, group: str | None = None) -> list[Job]:
+    """Newest first; ``before`` = (created_at, id) of the last job of the previous page;
+    ``group``: only that group's jobs."""
     statuses = list(statuses)
     clauses = [one_of("status", statuses)] if statuses else []
-    rows = newest_first(conn, f"SELECT {_JOB_COLUMNS} FROM jobs", clauses, statuses, before, limit)
+    params: list[Any] = list(statuses)
+    if group is not None:
+        clauses.append("group_name = ?")
+        params.append(group)
+    rows = newest_first(conn, f"SELECT {_JOB_COLUMNS} FROM jobs", clauses, params, before, limit)
     return _linked(conn, [_job(r) for r in rows])
 
 

@@ -166,6 +166,8 @@ def test_clean_removes_ended_jobs_of_a_group_and_keeps_those_not_old_enough(gpu_
     _ok(ctl(gpu_daemon, "queue", "pause"))
     queued = submit(gpu_daemon, "--group", "a", "--", "true", cwd=work)["id"]
 
+    in_a = json.loads(_ok(ctl(gpu_daemon, "job", "list", "--group", "a", "--json")))["jobs"]
+    assert sorted(j["id"] for j in in_a) == sorted([*a, queued])
     assert _ok(ctl(gpu_daemon, "clean", "--older-than", "1h")) == "removed 0 job(s)\n"
     cleaned = json.loads(_ok(ctl(gpu_daemon, "clean", "--group", "a", "--json")))
     assert cleaned["removed"] == sorted(a)

@@ -4120,6 +4120,8 @@ export interface operations {
             query?: {
                 /** @description comma-separated states (any case) */
                 status?: ("CREATED" | "QUEUED" | "DISPATCHING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "LOST")[];
+                /** @description only this group's jobs (submit --group) */
+                group?: string;
                 /** @description at most this many, newest first */
                 limit?: number;
                 /** @description next_cursor of the previous page (opaque) */
