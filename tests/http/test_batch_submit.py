@@ -61,6 +61,8 @@ def test_a_batch_that_fits_is_queued_whole_in_its_order_and_runs(env):
     assert reply.status_code == 201, reply.text
     queued = reply.json()["jobs"]
     assert [j["name"] for j in queued] == [f"trial-{i}" for i in range(5)]
+    # Their ids rise in the body's order, which is how the queue orders jobs of one priority and time.
+    assert [j["id"] for j in queued] == sorted(j["id"] for j in queued)
     assert [j["env"] for j in queued] == [{"TRIAL": str(i)} for i in range(5)]  # a writer sees its values
     assert stored_jobs(jobs) == before + 5
     for job in queued:  # queued for real: they are dispatched and run
