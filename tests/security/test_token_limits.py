@@ -203,3 +203,36 @@ def test_a_limited_tokens_evaluate_policy_queues_as_the_token(env):
     assert len(evaluations) == 1, evaluations
     token_of, gpu, timeout_s = job_row(jobs, evaluations[0]["job_id"])
     assert (token_of, gpu, timeout_s) == (token_id, 1, 900)
+
+
+def test_a_limited_token_may_not_change_the_queue_for_everyone(env):
+    """Groups and queue control (issue 31 item 2): a limited token may not set a group's limit,
+    pause or resume a group or the queue, or clean; it changes the priority of, and removes,
+    only the jobs it submitted."""
+    jobs, url, root = env
+    work = str(jobs.workdir)
+    secret, _ = token(jobs, "queue-limited", {"max_gpus_per_job": 1})
+    headers = {"Authorization": f"Bearer {secret}"}
+    jobs.client.post("/api/v1/queue/pause")  # the user's: both jobs below stay queued
+    try:
+        mine = post(url, secret, "/api/v1/jobs", {"command": ["true"], "cwd": work, "gpu": 0, "timeout_s": 60,
+                                                  "group": "limited"}).json()["job"]
+        theirs = jobs.submit(["true"], gpu=0, group="limited")
+        for method, path, body in (("PUT", "/api/v1/groups/limited", {"parallel": 1}),
+                                   ("POST", "/api/v1/groups/limited/pause", None),
+                                   ("POST", "/api/v1/queue/resume", None),
+                                   ("POST", "/api/v1/jobs:clean", {}),
+                                   ("POST", f"/api/v1/jobs/{theirs['id']}/priority", {"priority": 5}),
+                                   ("POST", f"/api/v1/jobs/{theirs['id']}/remove", None)):
+            reply = httpx.request(method, url + path, json=body, headers=headers, timeout=10)
+            assert reply.status_code == 403, (path, reply.text)
+        assert jobs.client.get("/api/v1/queue") == {"paused": True}
+        assert (jobs.get(theirs["id"])["status"], jobs.get(theirs["id"])["priority"]) == ("QUEUED", 0)
+        own = httpx.post(url + f"/api/v1/jobs/{mine['id']}/priority", json={"priority": 5}, headers=headers,
+                         timeout=10)
+        assert own.status_code == 200 and own.json()["job"]["priority"] == 5, own.text
+        gone = httpx.post(url + f"/api/v1/jobs/{mine['id']}/remove", headers=headers, timeout=10)
+        assert gone.status_code == 200 and gone.json()["removed"] == [mine["id"]], gone.text
+    finally:
+        jobs.client.post("/api/v1/queue/resume")
+    assert jobs.wait(theirs["id"])["status"] == "SUCCEEDED"
