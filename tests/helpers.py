@@ -6,6 +6,7 @@ another process. Timing logic inside the daemon is tested under trio's MockClock
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +232,18 @@ class Jobs:
         self.daemon = daemon_factory(*args).start()
         self.daemon.wait_ready()
         self.wait_node()
+
+
+@contextlib.contextmanager
+def jobs_with_front(root: Path, *args: str) -> Iterator[tuple[Jobs, str]]:
+    """A real daemon (two fake GPUs, node ``n1``, the TCP front on a free loopback port) and its
+    ``Jobs`` in ``root``: (jobs, the front's URL); killed, with its jobs, at the end."""
+    daemon = DaemonProcess(root / "d", "--gpus=fake:2", "--node-name", "n1", "--http", "127.0.0.1:0", *args).start()
+    try:
+        daemon.wait_ready()
+        jobs = Jobs(daemon, root / "work")
+        jobs.wait_node()
+        yield jobs, wait_for(lambda: jobs.client.get("/api/v1/daemon")["endpoints"].get("http"), what="the front")
+    finally:
+        daemon.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 import attrs
@@ -56,13 +56,21 @@ class PeerCred:
     found: list[JobPeer | None] = attrs.field(factory=list)
 
 
-def identify_once(cred: PeerCred, live: Callable[[], Iterable[LiveJob]]) -> JobPeer | None:
-    """``identify`` of the connection's process, looked up once a connection (``live``: the
-    node's live jobs now). A process no live job claims yet is looked up again next time: its
-    job may be listed by then."""
+class Runner(Protocol):
+    """The node's runner as ``identify_once`` reads it (``gpuplaned.node_context.RunningJobs``)."""
+
+    @property
+    def live(self) -> Mapping[str, LiveJob]: ...
+
+
+def identify_once(cred: PeerCred, runner: Callable[[], Runner | None]) -> JobPeer | None:
+    """``identify`` of the connection's process among ``runner()``'s live jobs (none while the
+    runner is away), looked up once a connection. A process no live job claims yet is looked
+    up again next time: its job may be listed by then."""
     if cred.found:
         return cred.found[0]
-    peer = identify(cred.pid, live())
+    running = runner()
+    peer = identify(cred.pid, running.live.values() if running is not None else ())
     if peer is None or peer.job_id is not None:
         cred.found.append(peer)
     return peer

@@ -230,14 +230,7 @@ def create_agent_app(shared: Any, *, secret: str | None = None,
 
     def job_of(request: _Request) -> JobPeer | None:
         """The job whose process sent ``request``; None for the host's user (``gpuplaned.launching.peers``)."""
-        if request.peer is None:
-            return None
-
-        def live() -> Any:
-            running = shared.runner()
-            return running.live.values() if running is not None else ()
-
-        return identify_once(request.peer, live)
+        return identify_once(request.peer, shared.runner) if request.peer is not None else None
 
     async def answer(request: _Request) -> _Reply:
         gate(request)

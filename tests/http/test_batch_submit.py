@@ -10,7 +10,7 @@ import sqlite3
 
 import httpx
 import pytest
-from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
+from helpers import jobs_with_front
 
 from gpuplaned.protocol.batch_wire import MAX_BATCH_JOBS
 
@@ -22,16 +22,8 @@ BATCH = "/api/v1/jobs:batch"
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("batch")
-    daemon = DaemonProcess(root / "d", "--gpus=fake:2", "--node-name", "n1", "--http", "127.0.0.1:0").start()
-    try:
-        daemon.wait_ready()
-        jobs = Jobs(daemon, root / "work")
-        jobs.wait_node()
-        url = wait_for(lambda: jobs.client.get("/api/v1/daemon")["endpoints"].get("http"), what="the front")
+    with jobs_with_front(root) as (jobs, url):
         yield jobs, url
-    finally:
-        daemon.kill()
-        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
 
 
 def token(jobs, name, limits=None):

@@ -13,7 +13,7 @@ import sys
 import httpx
 import pytest
 import trio
-from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
+from helpers import jobs_with_front, wait_for
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_http import closing_client
@@ -26,16 +26,8 @@ WAIT_FOR_STOP = [sys.executable, "-c", "import os, sys, time\nwhile not os.path.
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("limits")
-    daemon = DaemonProcess(root / "d", "--gpus=fake:2", "--node-name", "n1", "--http", "127.0.0.1:0").start()
-    try:
-        daemon.wait_ready()
-        jobs = Jobs(daemon, root / "work")
-        jobs.wait_node()
-        url = wait_for(lambda: jobs.client.get("/api/v1/daemon")["endpoints"].get("http"), what="the front")
+    with jobs_with_front(root) as (jobs, url):
         yield jobs, url, root
-    finally:
-        daemon.kill()
-        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
 
 
 def token(jobs, name, limits=None):

@@ -51,8 +51,7 @@ def submitter(conn: Connection, job_id: str) -> Caller | None:
     if token.revoked_at is not None or (token.expires_at is not None and token.expires_at <= now_ms()):
         raise ApiError(ErrorCode.FORBIDDEN, f"token {token.name!r}, which submitted job {job_id}, is revoked or "
                        "has expired: nothing more is queued on its behalf", {"token": token.name})
-    return Caller("token", token.scopes, token.expires_at, token.id, f"token {token.name!r}", token_id=token.id,
-                  limits=token.limits)
+    return Caller.of_token(token)
 
 
 def limited(caller: Caller | None) -> bool:

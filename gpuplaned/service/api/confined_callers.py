@@ -44,17 +44,12 @@ def of_peer(shared: ServerContext, scope: dict[str, Any]) -> Caller | None:
     cred = scope.get(peers.PEER)
     if cred is None:  # not a Unix socket: the loopback-TCP fallback, behind its secret
         return None
-    peer = peers.identify_once(cred, lambda: _live_jobs(shared))
+    peer = peers.identify_once(cred, shared.runner)
     if peer is None:
         return None
     if peer.job_id is None:
         raise peers.unclaimed(peer)
     return job_caller(peer.job_id, peer.pid)
-
-
-def _live_jobs(shared: ServerContext) -> Any:
-    running = shared.runner()
-    return running.live.values() if running is not None else ()
 
 
 def require_sdk_route(caller: Caller, rule: str | None, scope: dict[str, Any]) -> None:

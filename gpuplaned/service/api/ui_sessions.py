@@ -94,6 +94,13 @@ class Caller:
     job_id: str | None = None  # a job's own credential: it writes to that job's runs (confined_callers)
     node_id: str | None = None  # an agent's host: its processes write to that node's jobs' runs
 
+    @classmethod
+    def of_token(cls, token: Any) -> Caller:
+        """The caller an API token is (``tokens.TokenInfo`` or ``token_rows.TokenRow``: its id,
+        name, scopes, expiry and limits)."""
+        return cls("token", token.scopes, token.expires_at, token.id, f"token {token.name!r}", token_id=token.id,
+                   limits=token.limits)
+
 
 @attrs.frozen
 class LoginLink:
@@ -178,9 +185,7 @@ async def authenticate(shared: ServerContext, *, authorization: str | None, cook
             session; ``forbidden`` for a cookie without the CSRF header, or from another origin.
     """
     if authorization is not None or not cookie:
-        token = await tokens.authenticate(shared, authorization)
-        return Caller("token", token.scopes, token.expires_at, token.id, f"token {token.name!r}",
-                      token_id=token.id, limits=token.limits)
+        return Caller.of_token(await tokens.authenticate(shared, authorization))
     row = await _session_row(shared, cookie)
     if websocket:
         # A browser always sends Origin on a WebSocket handshake; one without it is not a page
