@@ -19,6 +19,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from gpuplaned.domain.groups import name_problem
 from gpuplaned.home import JOBS_DIR
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -142,7 +144,8 @@ async def remove(shared: ServerContext, job_id: str, *, caller: Caller | None = 
 
     keep = await write(_store(shared), apply, small=True)
     wake_scheduler(shared)  # a removed queued job may have held a slot's turn
-    return Removed(removed=[job_id], files_removed=_remove_folders(shared, keep))
+    gone = await trio.to_thread.run_sync(_remove_folders, shared, keep)  # rmtree of logs: off the loop
+    return Removed(removed=[job_id], files_removed=gone)
 
 
 async def clean(shared: ServerContext, body: CleanBody, *, caller: Caller | None = None) -> Removed:
@@ -156,7 +159,8 @@ async def clean(shared: ServerContext, body: CleanBody, *, caller: Caller | None
         return cleaned, {j: job_removal_rows.checkpoint_paths(conn, j) for j in cleaned.removed}
 
     cleaned, keep = await write(_store(shared), apply)
-    return Removed(removed=cleaned.removed, kept=cleaned.kept, files_removed=_remove_folders(shared, keep))
+    gone = await trio.to_thread.run_sync(_remove_folders, shared, keep)  # rmtree of logs: off the loop
+    return Removed(removed=cleaned.removed, kept=cleaned.kept, files_removed=gone)
 
 
 def _remove_folders(shared: ServerContext, jobs: dict[str, list[str]]) -> list[str]:
