@@ -58,6 +58,13 @@ def remove_job(conn: sqlite3.Connection, job_id: str) -> None:
 def clean(conn: sqlite3.Connection, *, group: str | None, ended_before_ms: int | None) -> Cleaned:
     """Remove the ended jobs (of ``group``; that ended before ``ended_before_ms``), but those that
     open jobs depend on."""
+    cleaned = cleanable(conn, group=group, ended_before_ms=ended_before_ms)
+    _delete(conn, cleaned.removed)
+    return cleaned
+
+
+def cleanable(conn: sqlite3.Connection, *, group: str | None, ended_before_ms: int | None) -> Cleaned:
+    """What ``clean`` would remove and keep, changing nothing (a dry run)."""
     clauses, params = [one_of("status", _ENDED)], list(_ENDED)
     if group is not None:
         clauses.append("group_name = ?")
@@ -67,9 +74,7 @@ def clean(conn: sqlite3.Connection, *, group: str | None, ended_before_ms: int |
         params.append(ended_before_ms)
     matched = [r[0] for r in conn.execute(f"SELECT id FROM jobs WHERE {' AND '.join(clauses)} ORDER BY id", params)]
     held = open_dependants(conn, matched)
-    removed = [j for j in matched if j not in held]
-    _delete(conn, removed)
-    return Cleaned(removed, sorted(held))
+    return Cleaned([j for j in matched if j not in held], sorted(held))
 
 
 def open_dependants(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[str, list[str]]:

@@ -58,7 +58,7 @@ def _checked_name(name: str) -> str:
     return name
 
 
-def _for_everyone(caller: Caller | None, what: str) -> None:
+def for_everyone(caller: Caller | None, what: str) -> None:
     """Refuse a token with limits what changes the queue for every caller."""
     if budgets.limited(caller):
         raise ApiError(ErrorCode.FORBIDDEN, f"a token with limits may not {what}: it changes the queue for "
@@ -78,7 +78,7 @@ async def get_group(shared: ServerContext, name: str) -> GroupView:
 
 async def set_group(shared: ServerContext, name: str, parallel: int | None, *, caller: Caller | None = None) -> GroupView:
     """Make the group, or change its parallel limit (None: none)."""
-    _for_everyone(caller, "change a group's limit")
+    for_everyone(caller, "change a group's limit")
     _checked_name(name)
 
     def apply(conn: Any) -> GroupView:
@@ -91,7 +91,7 @@ async def set_group(shared: ServerContext, name: str, parallel: int | None, *, c
 
 
 async def pause_group(shared: ServerContext, name: str, paused: bool, *, caller: Caller | None = None) -> GroupView:
-    _for_everyone(caller, "pause or resume a group")
+    for_everyone(caller, "pause or resume a group")
     _checked_name(name)
 
     def apply(conn: Any) -> GroupView:
@@ -108,7 +108,7 @@ async def queue_state(shared: ServerContext) -> QueueState:
 
 
 async def pause_queue(shared: ServerContext, paused: bool, *, caller: Caller | None = None) -> QueueState:
-    _for_everyone(caller, "pause or resume the queue")
+    for_everyone(caller, "pause or resume the queue")
 
     def apply(conn: Any) -> QueueState:
         group_rows.set_queue_paused(conn, paused)
@@ -151,8 +151,8 @@ async def remove(shared: ServerContext, job_id: str, *, caller: Caller | None = 
 async def clean(shared: ServerContext, body: CleanBody, *, caller: Caller | None = None) -> Removed:
     """Remove the ended jobs (of a group; that ended long enough ago) as ``job remove`` does,
     keeping those that open jobs depend on."""
-    _for_everyone(caller, "clean jobs (use job remove on its own jobs)")
-    before = None if body.older_than_s is None else now_ms() - int(body.older_than_s * 1000)
+    for_everyone(caller, "clean jobs (use job remove on its own jobs)")
+    before = _ended_before(body)
 
     def apply(conn: Any) -> tuple[job_removal_rows.Cleaned, dict[str, list[str]]]:
         cleaned = job_removal_rows.clean(conn, group=body.group, ended_before_ms=before)
@@ -161,6 +161,19 @@ async def clean(shared: ServerContext, body: CleanBody, *, caller: Caller | None
     cleaned, keep = await write(_store(shared), apply)
     gone = await trio.to_thread.run_sync(_remove_folders, shared, keep)  # rmtree of logs: off the loop
     return Removed(removed=cleaned.removed, kept=cleaned.kept, files_removed=gone)
+
+
+async def clean_preview(shared: ServerContext, body: CleanBody, *, caller: Caller | None = None) -> Removed:
+    """What ``clean`` would remove and keep (no files listed), changing nothing."""
+    for_everyone(caller, "clean jobs (use job remove on its own jobs)")
+    before = _ended_before(body)
+    found = await _readers(shared).run(
+        lambda conn: job_removal_rows.cleanable(conn, group=body.group, ended_before_ms=before))
+    return Removed(removed=found.removed, kept=found.kept)
+
+
+def _ended_before(body: CleanBody) -> int | None:
+    return None if body.older_than_s is None else now_ms() - int(body.older_than_s * 1000)
 
 
 def _remove_folders(shared: ServerContext, jobs: dict[str, list[str]]) -> list[str]:
