@@ -7,7 +7,7 @@ import threading
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-PREFIXES = ("job", "run", "nd", "ev", "slot", "tok", "prj", "exp", "ck", "art", "eval", "wh")
+PREFIXES = ("job", "run", "nd", "ev", "slot", "tok", "prj", "exp", "ck", "art", "eval", "wh", "swp")
 
 
 _RANDOM = (1 << 80) - 1
