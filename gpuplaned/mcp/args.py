@@ -13,7 +13,7 @@ import attrs
 
 from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.protocol.fields import field
-from gpuplaned.protocol.group_wire import GROUP_MESSAGE, GROUP_PATTERN
+from gpuplaned.protocol.group_wire import GROUP_MESSAGE, GROUP_PATTERN, MAX_PARALLEL, MAX_PRIORITY
 from gpuplaned.protocol.vocabulary import SEVERITIES
 from gpuplaned.service.api.jobs import JOB_STATES, STREAMS
 
@@ -146,6 +146,36 @@ class RetryArgs:
                                     description="best, last or a checkpoint id: resume from it; null: start afresh")
     with_dependants: bool = field(default=False, description="also queue again, behind it, its dependants (and "
                                                              "theirs) cancelled with DEPENDENCY_FAILED")
+
+
+def _group() -> Any:
+    return field(pattern=GROUP_PATTERN, message=GROUP_MESSAGE, description="the group's name (submit_job's group)")
+
+
+@attrs.frozen(kw_only=True)
+class GroupLimitArgs:
+    group: str = _group()
+    parallel: int | None = field(minimum=1, maximum=MAX_PARALLEL,
+                                 description="at most this many of its jobs run at once; null: no limit")
+
+
+@attrs.frozen(kw_only=True)
+class GroupPauseArgs:
+    group: str = _group()
+    paused: bool = field(default=True, description="true: pause (no new job of it starts; running ones go on); "
+                                                   "false: resume")
+
+
+@attrs.frozen(kw_only=True)
+class QueuePauseArgs:
+    paused: bool = field(default=True, description="true: pause (no queued job starts; running ones go on); "
+                                                   "false: resume")
+
+
+@attrs.frozen(kw_only=True)
+class PriorityArgs:
+    job_id: str = _id("job", "job")
+    priority: int = field(minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, description="higher runs first")
 
 
 @attrs.frozen(kw_only=True)

@@ -1,4 +1,4 @@
-"""Confirmation of a destructive tool (cancel_job) by the person behind the agent.
+"""Confirmation of a destructive tool (cancel_job, remove_job, clean_jobs) by the person behind the agent.
 
 2026-07-28 clients are asked statelessly: the tool answers ``InputRequiredResult`` with an
 elicitation, and the client calls again carrying the answer (``input_responses``) and our
@@ -36,11 +36,11 @@ def _declined(what: str) -> ApiError:
                     {"reason": "declined"})
 
 
-def _cannot_ask(what: str, why: str) -> ApiError:
+def _cannot_ask(what: str, why: str, by_hand: str) -> ApiError:
     return ApiError(ErrorCode.FORBIDDEN, f"{what} needs the user's confirmation and this client cannot ask for it "
                                          f"({why}); use a token created with unattended use allowed, or run it "
-                                         f"yourself: gpuplanectl job cancel JOB",
-                    {"reason": "confirmation_required", "ways_out": ["unattended token", "gpuplanectl job cancel"]})
+                                         f"yourself: {by_hand}",
+                    {"reason": "confirmation_required", "ways_out": ["unattended token", by_hand]})
 
 
 def _accepted(answer: Any, what: str) -> None:
@@ -49,11 +49,12 @@ def _accepted(answer: Any, what: str) -> None:
 
 
 async def confirm(ctx: Any, caller: Any, params: types.CallToolRequestParams, what: str,
-                  state: str, *, asked_by: str | None = None) -> types.InputRequiredResult | None:
+                  state: str, *, by_hand: str, asked_by: str | None = None) -> types.InputRequiredResult | None:
     """None: go ahead. An ``InputRequiredResult``: ask first (return it as the tool's answer).
 
     ``asked_by``: the method when it is not a ``tools/call`` (``tasks/cancel``), whose answer
-    cannot be an ``InputRequiredResult``.
+    cannot be an ``InputRequiredResult``. ``by_hand``: the command the user may type instead
+    (named when nobody can be asked).
 
     Raises:
         ApiError: forbidden when the user declined, or cannot be asked.
@@ -70,15 +71,15 @@ async def confirm(ctx: Any, caller: Any, params: types.CallToolRequestParams, wh
     message = f"An agent asks to {what}. Go ahead?"
     if ctx.protocol_version >= "2026-07-28":
         if not can_ask:
-            raise _cannot_ask(what, "it declared no elicitation")
+            raise _cannot_ask(what, "it declared no elicitation", by_hand)
         if asked_by is not None:
             raise _cannot_ask(what, f"{asked_by} cannot carry the question at 2026-07-28: call the cancel_job "
-                                    f"tool, which asks")
+                                    f"tool, which asks", by_hand)
         request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA))
         return types.InputRequiredResult(input_requests={KEY: request}, request_state=state)
     if not can_ask:
-        raise _cannot_ask(what, "it declared no elicitation")
+        raise _cannot_ask(what, "it declared no elicitation", by_hand)
     if not ctx.session.can_send_request:  # no session to carry the question and its answer
-        raise _cannot_ask(what, "a 2025-11-25 request outside a session: send initialize first")
+        raise _cannot_ask(what, "a 2025-11-25 request outside a session: send initialize first", by_hand)
     _accepted(await ctx.session.elicit_form(message, _SCHEMA, related_request_id=ctx.request_id), what)
     return None

@@ -37,6 +37,15 @@ POLICY: dict[str, Policy] = {
     "evaluate_checkpoint": Policy("write", "write", read_only=False, idempotent=False),
     # Cancelling twice leaves the job as cancelling once does.
     "cancel_job": Policy("write", "write", read_only=False, destructive=True, idempotent=True),
+    "list_groups": _READ,
+    "set_group_limit": Policy("write", "write", read_only=False),
+    "pause_group": Policy("write", "write", read_only=False),
+    "pause_queue": Policy("write", "write", read_only=False),
+    "set_job_priority": Policy("write", "write", read_only=False),
+    # Removing twice: the second finds no job, and changes nothing.
+    "remove_job": Policy("write", "write", read_only=False, destructive=True, idempotent=True),
+    # A second clean removes the jobs that have ended since.
+    "clean_jobs": Policy("write", "write", read_only=False, destructive=True, idempotent=False),
 }
 
 

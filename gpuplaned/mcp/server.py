@@ -127,9 +127,10 @@ async def _run(shared: ServerContext, ctx: Any, params: types.CallToolRequestPar
         ui_sessions.require_scope(caller, policy.scope)
     parsed, dry_run = _arguments(tool, params.arguments or {})
     if policy.destructive and not dry_run:
-        target = getattr(parsed, "job_id", None) or "it"
-        ask = await confirm.confirm(ctx, caller, params, f"{tool.name.replace('_', ' ')} {target}",
-                                    f"{tool.name}:{target}", asked_by=asked_by)
+        what = (tool.question(parsed) if tool.question is not None
+                else f"{tool.name.replace('_', ' ')} {getattr(parsed, 'job_id', None) or 'it'}")
+        ask = await confirm.confirm(ctx, caller, params, what, f"{tool.name}:{what}", asked_by=asked_by,
+                                    by_hand=tool.by_hand or "")
         if ask is not None:
             return ask
     result = await tool.handler(Call(shared, caller, ctx, dry_run), parsed)

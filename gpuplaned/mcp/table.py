@@ -60,6 +60,10 @@ class Tool:
     handler: Handler
     extra: dict[str, Any] = attrs.field(factory=dict)  # properties beside ``args``' (dry_run)
     extra_required: tuple[str, ...] = ()
+    # A destructive tool: what the user is asked to allow, from its arguments (None: "<tool> <job_id>"),
+    # and the command the user may type instead, named when nobody can be asked.
+    question: Callable[[Any], str] | None = None
+    by_hand: str | None = None
 
 
 @attrs.frozen(kw_only=True)

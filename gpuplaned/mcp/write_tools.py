@@ -133,7 +133,7 @@ TOOLS = [
          reply=WriteOutcome, handler=submit_job, extra=DRY_RUN),
     Tool(name="cancel_job", title="Cancel job", description="Cancel a queued or running job (asks the user to "
          "confirm unless the token allows unattended use).", args=a.CancelArgs, reply=WriteOutcome,
-         handler=cancel_job, extra=DRY_RUN),
+         handler=cancel_job, extra=DRY_RUN, by_hand="gpuplanectl job cancel JOB"),
     Tool(name="retry_job", title="Retry job", description="Queue an ended job again, optionally resuming from a "
          "checkpoint (best, last or an id).", args=a.RetryArgs, reply=WriteOutcome, handler=retry_job,
          extra=DRY_RUN),
