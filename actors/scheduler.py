@@ -30,7 +30,7 @@ import trio
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.service.context import Dispatching
 from gpuplaned.service.link import agent_link
-from gpuplaned.service.passes.dispatch import deliver, placement_of, run_pass
+from gpuplaned.service.passes.dispatch import deliver, placement_of, run_pass, util_rule_of
 from gpuplaned.store.writer import write
 
 log = logging.getLogger("gpuplaned.scheduler")
@@ -93,8 +93,8 @@ async def _pass(ctx: ActorContext[Dispatching], handle: SchedulerHandle) -> None
     shared = ctx.shared
     nodes = shared.nodes
     # Small: committed on the event loop's thread, so a woken pass costs no thread hand-off.
-    placement = placement_of(shared)
-    dispatched = await write(ctx.ports["store"], lambda conn: run_pass(nodes, conn, placement), small=True)
+    placement, util_rule = placement_of(shared), util_rule_of(shared)
+    dispatched = await write(ctx.ports["store"], lambda conn: run_pass(nodes, conn, placement, util_rule), small=True)
     handle.passes += 1
     delivered = await deliver(shared, dispatched)
     handle.dispatched += delivered

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import attrs
 from cattrs.gen import make_dict_structure_fn, override
 
+from gpuplaned.domain.gpu_free import MAX_UTIL_SAMPLES
 from gpuplaned.protocol.converter import FieldInvalid, check, converter
 from gpuplaned.protocol.discovery import default_runtime_dir
 from gpuplaned.protocol.vocabulary import PLACEMENTS, PlacementMode
@@ -411,6 +412,10 @@ class SchedulerConfig:
 
     # pack: the node with the fewest free GPUs that fit; spread: the most. A job's own placement wins.
     placement: str = _key(_choice(PLACEMENTS), PlacementMode.PACK.value)
+    # A GPU no job holds is free only while the median of its last free_util_samples utilisation
+    # readings is under this percent (gpuplaned.domain.gpu_free); unset: utilisation is not judged.
+    max_free_util: float | None = _key(_number_between(0.1, 100), None)
+    free_util_samples: int = _key(_int_between(1, MAX_UTIL_SAMPLES), 5)
 
 
 @_section

@@ -18,17 +18,17 @@ sample: a full disk is one DISK_LOW event, then one DISK_OK when it clears.
   ``foreign_min_memory_mb`` or more (a process whose memory cannot be read counts as that
   much) is in use outside GPUPlane: the node shows FOREIGN_GPU_PROCESS and, with
   ``foreign_gpu_busy``, that GPU takes no new work. Less is a desktop's display server or a
-  monitoring tool, and blocks nothing.
+  monitoring tool, and blocks nothing (``gpuplaned.domain.gpu_free``: the rules of a free GPU).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import attrs
 
 from gpuplaned.domain.diagnosis import evidence
+from gpuplaned.domain.gpu_free import ForeignProcess, foreign_blocks
 
 DISK_LOW = "DISK_LOW"
 DISK_OK = "DISK_OK"
@@ -131,11 +131,13 @@ class NodeHealth:
         return events, health
 
     def _foreign_in_use(self, foreign: Sequence[tuple[int, int, int | None]]) -> set[int]:
-        """The GPUs whose foreign processes together hold at least ``foreign_min_memory_mb``."""
-        held: dict[int, float] = {}
-        for index, _pid, memory_mb in foreign:  # an unreadable size never passes for a small one
-            held[index] = held.get(index, 0) + (math.inf if memory_mb is None else memory_mb)
-        return {index for index, mb in held.items() if mb >= self.policy.foreign_min_memory_mb}
+        """The GPUs whose foreign processes together hold at least ``foreign_min_memory_mb``
+        (``gpuplaned.domain.gpu_free.foreign_blocks``)."""
+        on_gpu: dict[int, list[ForeignProcess]] = {}
+        for index, pid, memory_mb in foreign:
+            on_gpu.setdefault(index, []).append(ForeignProcess(pid, memory_mb))
+        return {index for index, processes in on_gpu.items()
+                if foreign_blocks(processes, self.policy.foreign_min_memory_mb)}
 
     def _disks(self, disks: Sequence[DiskReading]) -> list[HealthEvent]:
         events = []

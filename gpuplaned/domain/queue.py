@@ -32,6 +32,12 @@ Rules (seed 000 section 6.2, no preemption):
 - A job the pass looks at and leaves queued waits either for capacity (no reason) or
   because of what the nodes are (``scheduling.waiting_reason``, which the job shows while
   QUEUED). Admission refuses at submit a job that no known node could run even when idle.
+- A GPU no GPUPlane job holds may still take no new job (``gpuplaned.domain.gpu_free``: a
+  foreign process on it, lost, too busy under ``[scheduler] max_free_util``). A job that would
+  fit were those GPUs free waits naming the first of them and how many more ("GPU 1: foreign
+  process 4 GiB (pid 123)"; with several nodes, "GPU 1 on box2: ..."). While any GPU is so
+  withheld, and in the pass after the last one is freed, a pass with no slot left reads on, so
+  every waiting job's reason says it, and stops saying it once it is gone.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from typing import Any
 
 import attrs
 
+from gpuplaned.domain.gpu_free import said, summary
 from gpuplaned.domain.groups import QUEUE_PAUSED, GroupGate, Holds
 from gpuplaned.domain.scheduling import (
     DEFAULT_PLACEMENT,
@@ -160,7 +167,7 @@ class _FreeSlots:
     """What a pass has left to give: each node's free GPUs and CPU slots, and the nodes
     reserved by a GPU job that waits for them."""
 
-    __slots__ = ("cpu", "facts", "gpus", "nodes", "reserved", "usable")
+    __slots__ = ("cpu", "facts", "gpus", "nodes", "reserved", "usable", "withheld")
 
     def __init__(self, nodes: Sequence[NodeCapacity]) -> None:
         self.nodes = nodes
@@ -169,6 +176,7 @@ class _FreeSlots:
         self.gpus = {n.node_id: sorted(n.free_gpus) for n in nodes}
         self.cpu = {n.node_id: n.cpu_jobs for n in nodes}
         self.reserved: set[str] = set()
+        self.withheld = {n.node_id: n.withheld for n in nodes if n.withheld}
 
     def exhausted(self) -> bool:
         gpus, cpu = self.gpus, self.cpu  # locals: this runs once per job read
@@ -177,10 +185,10 @@ class _FreeSlots:
     def take(self, job: QueuedJob, how: str) -> Assignment | str | None:
         """Book the job's slots: its assignment, or why it waits (None: for capacity)."""
         candidates = [n for n in self.usable if could_run(job, n)]
-        assignment = self._cpu(job, how, candidates) if job.gpu == 0 else self._gpus(job, how, candidates)
-        if assignment is not None:
-            return assignment
-        return None if candidates else waiting_reason(job, self.nodes)
+        outcome = self._cpu(job, how, candidates) if job.gpu == 0 else self._gpus(job, how, candidates)
+        if outcome is not None or candidates:
+            return outcome
+        return waiting_reason(job, self.nodes)
 
     def _cpu(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
         roomy = [n for n in candidates if self.cpu[n.node_id] < n.max_cpu_jobs]
@@ -190,31 +198,54 @@ class _FreeSlots:
         self.cpu[node.node_id] += 1
         return Assignment(job.job_id, node.node_id, ())
 
-    def _gpus(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
+    def _gpus(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | str | None:
         gpus, facts, reserved = self.gpus, self.facts, self.reserved
         suitable = {n.node_id: [i for i in gpus[n.node_id] if gpu_suits(job, facts[n.node_id].get(i))]
                     for n in candidates if n.node_id not in reserved}
         fitting = [n for n in candidates if len(suitable.get(n.node_id, ())) >= job.gpu]
         if not fitting:
             reserved.update(n.node_id for n in candidates)
-            return None
+            return self._withheld_from(job, candidates, suitable) if self.withheld else None
         sign = -1 if how == PlacementMode.SPREAD else 1
         node = min(fitting, key=lambda n: (sign * len(gpus[n.node_id]), n.name))
         taken = tuple(suitable[node.node_id][: job.gpu])
         gpus[node.node_id] = [i for i in gpus[node.node_id] if i not in taken]
         return Assignment(job.job_id, node.node_id, taken)
 
+    def _withheld_from(self, job: QueuedJob, candidates: list[NodeCapacity],
+                       suitable: dict[str, list[int]]) -> str | None:
+        """Why a GPU job that fits no node now waits, when GPUs no job of ours holds are what it
+        lacks on some node (free with them, it would fit there): the first such GPU, and how
+        many more (None: it waits for our own jobs' GPUs)."""
+        named = len(self.nodes) > 1
+        reasons = []
+        for n in candidates:
+            free = suitable.get(n.node_id)
+            if free is None:
+                continue  # reserved by a job ahead of it: that one's reason says why
+            lacking = [(i, why) for i, why in self.withheld.get(n.node_id, ())
+                       if gpu_suits(job, self.facts[n.node_id].get(i))]
+            if lacking and len(free) + len(lacking) >= job.gpu:
+                reasons += [said(n.name if named else "", i, why) for i, why in lacking]
+        return summary(reasons)
+
 
 def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
-          placement: str = DEFAULT_PLACEMENT, holds: Holds | None = None) -> Placement:
+          placement: str = DEFAULT_PLACEMENT, holds: Holds | None = None, *, recheck: bool = False) -> Placement:
     """One pass over ``queue`` (in ``ORDER``; read lazily: it stops once nothing is left to give,
     unless groups or the queue's pause have reasons to write).
 
     Args:
         placement: ``pack`` or ``spread``, for jobs that name none.
         holds: the queue's pause and the groups' limits (None: nothing holds a job back).
+        recheck: read the whole queue even with no slot left, so that each job's reason is
+            said again (the scheduler asks for it in the pass after the last withheld GPU is
+            freed: jobs further down the queue still name it).
     """
     slots = _FreeSlots(list(nodes))
+    # Withheld GPUs: a pass with no slot left still looks at each job (one fit per kind of
+    # job), to say which of them it waits for.
+    gpus_said = recheck or bool(slots.withheld)
     gate = GroupGate(holds)
     # With groups or a paused queue, a pass with no slot left still reads on, to say why each
     # held job waits (a cheap look per job, no fit).
@@ -228,7 +259,7 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
     waits_alike: dict[tuple[Any, ...], str | None] = {}
     for job in queue:
         held = gate.held(job.group)
-        if held is None and slots.exhausted():
+        if held is None and not gpus_said and slots.exhausted():
             if not read_on:
                 break  # nothing left to give: the rest of the queue need not even be read
             if job.stored_reason is not None and is_hold(job.stored_reason):

@@ -63,6 +63,9 @@ class NodeCapacity:
     accepting: bool = True  # False while the node must not get new work (disk low, paused)
     drained: bool = False  # `node drain`: no new work until `node undrain`
     gpus: tuple[GpuFacts, ...] = ()  # every GPU's model and memory, free or not
+    # GPUs no GPUPlane job holds that take no new job for now, and why (``gpuplaned.domain.gpu_free``:
+    # "foreign process 4 GiB (pid 123)"); not among ``free_gpus``.
+    withheld: tuple[tuple[int, str], ...] = ()
 
     @property
     def usable(self) -> bool:

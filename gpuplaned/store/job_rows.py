@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain import dependencies, queue
+from gpuplaned.domain import dependencies, gpu_free, queue
 from gpuplaned.domain.job_states import IllegalTransition, JobEvent, next_state, on_report, run_state
 from gpuplaned.domain.scheduling import Assignment, GpuFacts, NodeCapacity, QueuedJob
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
@@ -118,11 +118,15 @@ def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: 
 
 
 def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
-               health: Mapping[str, NodeSnapshot] | None = None) -> list[NodeCapacity]:
+               health: Mapping[str, NodeSnapshot] | None = None,
+               withheld: Mapping[str, Mapping[int, str]] | None = None) -> list[NodeCapacity]:
     """Every node's capacity; ``connected`` (node ids) overrides the stored ONLINE status.
 
     ``health`` (node id -> its latest snapshot) withholds what a node says must not get new
     work: the whole node while a disk is low, single GPUs that are lost or used by others.
+    ``withheld`` (node id -> GPU index -> why, ``gpuplaned.domain.gpu_free.withheld``): the GPUs
+    no job may get now and why, the node's own verdict included; None: the node's verdict
+    alone, described from ``health``.
     """
     nodes = conn.execute(
         "SELECT id, name, status, labels, max_cpu_jobs, drained FROM nodes ORDER BY name").fetchall()
@@ -137,10 +141,17 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
             "AND json_extract(resources, '$.gpu') = 0", (node_id, *_ACTIVE),
         ).fetchone()[0]
         snapshot = health.get(node_id) if health else None
-        blocked = set(snapshot.blocked_gpus) if snapshot else set()
+        if withheld is not None:
+            kept_off = withheld.get(node_id) or {}
+        elif snapshot is not None and snapshot.blocked_gpus:
+            kept_off = gpu_free.withheld(gpu_free.uses_of(snapshot.gpus), snapshot.blocked_gpus)
+        else:
+            kept_off = {}
+        unheld = [i for i, owner, _, _ in slot_rows if owner is None]
         out.append(NodeCapacity(
             node_id=node_id, name=name, labels=tuple(json.loads(labels or "[]")),
-            free_gpus=tuple(i for i, owner, _, _ in slot_rows if owner is None and i not in blocked),
+            free_gpus=tuple(i for i in unheld if i not in kept_off),
+            withheld=tuple((i, kept_off[i]) for i in unheld if i in kept_off),
             total_gpus=len(slot_rows), cpu_jobs=cpu_jobs, max_cpu_jobs=max_cpu,
             online=node_id in connected if connected is not None else status == "ONLINE",
             accepting=snapshot.accepting if snapshot else True, drained=bool(drained),

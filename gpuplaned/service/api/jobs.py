@@ -39,7 +39,7 @@ from gpuplaned.service.api import budgets, evaluations
 from gpuplaned.service.api.tokens import grants
 from gpuplaned.service.link.registry import NodeUnavailable, now_ms
 from gpuplaned.service.passes import resume
-from gpuplaned.service.passes.dispatch import placement_of, wake_scheduler
+from gpuplaned.service.passes.dispatch import placement_of, util_rule_of, wake_scheduler
 from gpuplaned.service.sealing import seal_env
 from gpuplaned.store import dependency_rows, event_rows, group_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
@@ -112,7 +112,8 @@ async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None 
             refusals, used = budgets.refusals(conn, caller, facts)
             reasons += [r.message for r in refusals]
             after = gpu_budget.budget_after(limits, facts, used)
-        nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots())
+        nodes = job_rows.capacities(conn, shared.nodes.connected(), shared.nodes.snapshots(),
+                                    shared.nodes.withheld(util_rule_of(shared)))
         planned = attrs.evolve(queue.as_queued(spec, _PLANNED, now_ms()), group=body.group)
         refused = queue.refusal(planned, nodes)
         if refused is not None:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from gpuplaned.domain import gpu_free
 from gpuplaned.protocol.agent import NodeSnapshot, ServerToNode
 from gpuplaned.protocol.uplink_frames import Heartbeat
 from gpuplaned.runtime.broadcast import Broadcast
@@ -65,6 +66,11 @@ class NodeRegistry:
     def __init__(self) -> None:
         self._ports: dict[str, trio.MemorySendChannel[Any]] = {}
         self._snapshots: dict[str, NodeSnapshot] = {}
+        # Each node's GPU utilisation readings, for ``[scheduler] max_free_util`` (``withheld``).
+        self._util: dict[str, gpu_free.UtilWindow] = {}
+        # Whether the scheduler's last pass saw a withheld GPU: the pass after the last one goes
+        # says so to every job that still names it (``gpuplaned.service.passes.dispatch.run_pass``).
+        self.withheld_at_last_pass = False
         self._links: dict[str, _Link] = {}  # remote nodes only; kept after they detach
         self.snapshot_feed: Broadcast[tuple[str, NodeSnapshot]] = Broadcast()  # (node id, snapshot), live
 
@@ -85,6 +91,7 @@ class NodeRegistry:
             return
         self._ports.pop(node_id, None)
         self._snapshots.pop(node_id, None)  # stale readings must not pass for live ones
+        self._util.pop(node_id, None)
         link = self._links.get(node_id)
         if link is not None:
             link.session = None
@@ -140,6 +147,10 @@ class NodeRegistry:
             return False
         before = self._snapshots.get(node_id)
         self._snapshots[node_id] = snapshot
+        window = self._util.get(node_id)
+        if window is None:
+            window = self._util[node_id] = gpu_free.UtilWindow()
+        window.add(gpu_free.uses_of(snapshot.gpus))
         self.snapshot_feed.publish((node_id, snapshot))
         return before is None or (before.accepting, before.blocked_gpus) != (snapshot.accepting, snapshot.blocked_gpus)
 
@@ -149,6 +160,20 @@ class NodeRegistry:
     def snapshots(self) -> dict[str, NodeSnapshot]:
         """Latest readings per connected node (what the scheduler must respect)."""
         return dict(self._snapshots)
+
+    def withheld(self, rule: gpu_free.UtilRule) -> dict[str, dict[int, str]]:
+        """Per connected node, the GPUs that take no new job now and why
+        (``gpuplaned.domain.gpu_free.withheld``): what the node withholds, and under ``rule``
+        (``[scheduler] max_free_util``) what is too busy. Nodes with none are left out."""
+        out = {}
+        for node_id, snapshot in self._snapshots.items():
+            if not snapshot.blocked_gpus and rule.max_free_util is None:
+                continue  # the common case, on every pass: nothing to read
+            found = gpu_free.withheld(gpu_free.uses_of(snapshot.gpus), snapshot.blocked_gpus,
+                                      self._util.get(node_id), rule)
+            if found:
+                out[node_id] = found
+        return out
 
     async def send(self, node_id: str, message: ServerToNode) -> None:
         """Deliver to the node's runner (waits while its inbox is full).

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from gpuplaned.domain import queue
+from gpuplaned.domain import gpu_free, queue
 from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT, NodeCapacity
 from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.job_states import FailureReason
@@ -58,19 +58,25 @@ def wake_scheduler(shared: Actors) -> None:
 
 
 def run_pass(nodes: NodeRegistry, conn: Connection, placement: str = DEFAULT_PLACEMENT,
-             ) -> list[job_rows.Dispatched]:
+             util_rule: gpu_free.UtilRule | None = None) -> list[job_rows.Dispatched]:
     """A scheduling pass inside the caller's (the scheduler's) store transaction: queued jobs
     to free slots of connected nodes, within what each node's latest readings allow.
 
     Args:
         placement: ``[scheduler] placement`` (``placement_of``), for jobs that name none.
+        util_rule: ``[scheduler] max_free_util`` (``util_rule_of``); None: not judged.
     """
-    return schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement)
+    withheld = nodes.withheld(util_rule or gpu_free.UtilRule())
+    dispatched = schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement,
+                          withheld=withheld, recheck=nodes.withheld_at_last_pass)
+    nodes.withheld_at_last_pass = bool(withheld)
+    return dispatched
 
 
 def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[NodeCapacity] | None = None,
              health: Mapping[str, NodeSnapshot] | None = None, *,
-             placement: str = DEFAULT_PLACEMENT) -> list[job_rows.Dispatched]:
+             placement: str = DEFAULT_PLACEMENT, withheld: Mapping[str, Mapping[int, str]] | None = None,
+             recheck: bool = False) -> list[job_rows.Dispatched]:
     """Give queued jobs free slots on connected nodes, inside the caller's store transaction:
     each placed job becomes DISPATCHING (a new run each), and each job the pass looked at and
     left queued gets its ``queue_reason`` (written only when it changed).
@@ -79,16 +85,27 @@ def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[Nod
         nodes: every node's capacity; None: read now (``job_rows.capacities``), judged with
             ``connected`` (node ids) and ``health`` (node id -> its latest snapshot).
         placement: ``[scheduler] placement``, for jobs that name none.
+        withheld: node id -> GPU index -> why it takes no new job (``NodeRegistry.withheld``);
+            None: what ``health`` says.
+        recheck: say each queued job's reason again (``queue.place``'s).
     """
     if nodes is None:
-        nodes = job_rows.capacities(conn, connected, health)
+        nodes = job_rows.capacities(conn, connected, health, withheld)
     queued = job_rows.queued_jobs(conn)
     try:
-        plan = queue.place(queued, nodes, placement, group_rows.holds(conn))
+        plan = queue.place(queued, nodes, placement, group_rows.holds(conn), recheck=recheck)
     finally:
         queued.close()
     job_rows.set_queue_reasons(conn, plan.reasons)
     return [job_rows.record_dispatch(conn, decision, now_ms) for decision in plan.assignments]
+
+
+def util_rule_of(shared: object) -> gpu_free.UtilRule:
+    """The daemon's ``[scheduler] max_free_util`` and ``free_util_samples`` (no config: not judged)."""
+    config = getattr(shared, "config", None)
+    if config is None:
+        return gpu_free.UtilRule()
+    return gpu_free.UtilRule(config.scheduler.max_free_util, config.scheduler.free_util_samples)
 
 
 def placement_of(shared: object) -> str:
