@@ -7,7 +7,8 @@ session at a time, and the spool's timers (fsync for policy "interval", age trim
 loses nothing.
 Inputs: the runner's hello (through the link: the session starts once it is known); the
 server's frames: ``ack`` (the spool trims), ``reply`` (a node actor's request is answered),
-``request`` (``log_read``: a part of a job's log file, answered ``log_data``), ``dispatch`` and
+``request`` (``log_read``: a part of a job's log file, answered ``log_data``; ``ckpt_read``,
+``ckpt_remove``, ``job_folders_remove``), ``dispatch`` and
 ``cancel`` (to the runner), ``log_follow`` (to the logs actor), ``heartbeat_ok``, ``ping``.
 Outputs: ``hello`` (with this agent's id from ``<home>/uplink/agent-id`` and its clock); the
 spooled records in seq order per stream, in ``records`` batches (consecutive records of one
@@ -49,6 +50,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError, WebSocketConnection
 
+from gpuplaned import job_folders
 from gpuplaned.checkpoints import on_disk
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching.job_files import EXIT_FILE
@@ -70,6 +72,7 @@ from gpuplaned.protocol.agent import (
 from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointRemove
 from gpuplaned.protocol.converter import FieldInvalid
 from gpuplaned.protocol.errors import EXIT_USAGE
+from gpuplaned.protocol.job_folder_ops import JobFoldersRemove
 from gpuplaned.protocol.uplink_frames import (
     MAX_BATCH_BYTES,
     MAX_BATCH_RECORDS,
@@ -496,7 +499,7 @@ async def _read_frames(session: _Session, link: UplinkNodeLink, shared: UplinkCo
 
 
 async def _answer(session: _Session, shared: UplinkContext, request: Request) -> None:
-    """The server's request (``log_read``, ``ckpt_read``, ``ckpt_remove``), answered with the same id."""
+    """The server's request (``log_read``, ``ckpt_read``, ``ckpt_remove``, ``job_folders_remove``), answered with the same id."""
     reply: Reply
     try:
         body = REQUEST_BODIES.structure(request.body)
@@ -519,6 +522,9 @@ async def _reply_to(shared: UplinkContext, request_id: int, body: Any) -> Reply:
         return Reply(request_id, REPLY_BODIES.unstructure(reading))
     if isinstance(body, CheckpointRemove):  # retention: one of this node's registered checkpoints
         return Reply(request_id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.remove, body)))
+    if isinstance(body, JobFoldersRemove):  # job remove / clean of jobs that ran here
+        removal = await trio.to_thread.run_sync(job_folders.remove, shared.config.home, body)
+        return Reply(request_id, REPLY_BODIES.unstructure(removal))
     return Reply(request_id, error=FrameFault("bad_request", f"an agent does not answer {REQUEST_BODIES.tag_of(body)}"))
 
 

@@ -134,9 +134,11 @@ async def serve(cfg: Config, specs: list[ActorSpec], *, task_status: trio.TaskSt
                     # longer walks ~120k objects (tens of ms with the event loop stopped).
                     gc.freeze()
                     if serves:
-                        from gpuplaned.service.passes import spool_replay
+                        from gpuplaned.service.passes import folder_removal, spool_replay
 
                         nursery.start_soon(spool_replay.replay_at_start, shared)  # SDK spools left by ended processes
+                        # removed jobs' folders a stop cut short (the agents' go at their hello)
+                        nursery.start_soon(folder_removal.run, shared, {folder_removal.HERE})
                     log.info("gpuplaned %s ready (pid %d, role %s, %s)", __version__, os.getpid(),
                              cfg.role, endpoint.portfile().endpoint)
                     task_status.started(shared)

@@ -221,7 +221,7 @@ NODE_LIBRARIES = ("gpuplaned.launching", "gpuplaned.telemetry", "gpuplaned.gpus"
                   "gpuplaned.cgroup", "gpuplaned.tensorboard", "gpuplaned.checkpoints",
                   "gpuplaned.job_processes", "gpuplaned.testing")
 CORE = ("gpuplaned.config", "gpuplaned.home", "gpuplaned.endpoint", "gpuplaned.lifecycle", "gpuplaned.owner",
-        "gpuplaned.node_link", "gpuplaned.node_context", "gpuplaned.front_scope")
+        "gpuplaned.node_link", "gpuplaned.node_context", "gpuplaned.front_scope", "gpuplaned.job_folders")
 
 _NODE_SIDE = ("package", "protocol", "domain", "runtime", "shim", "node libraries", "core")
 _SERVER_SIDE = (*_NODE_SIDE, "store")

@@ -28,8 +28,9 @@ queue_app = typer.Typer(name="queue", help="Pause or resume the whole queue.", *
 _NAME = Annotated[str, typer.Argument(metavar="NAME", show_default=False, help="The group's name.")]
 _JOB = Annotated[str, typer.Argument(metavar="JOB", show_default=False,
                                      help="A job id (job_...), as `gpuplanectl job list` shows it.")]
-REMOVES = ("the job's row and its output kept by the daemon, and its own folder in the daemon's home "
-           "(jobs/<id>/: its attempts' stdout/stderr logs and records). Its runs stay (metrics, checkpoint "
+REMOVES = ("the job's row and its output kept by the daemon, and its own folder (jobs/<id>/: its attempts' "
+           "stdout/stderr logs and records) in the daemon's home and on each remote node that ran it (an agent "
+           "away deletes it when it is back). Its runs stay (metrics, checkpoint "
            "records), no longer naming a job; its working directory, checkpoint files and TensorBoard files are "
            "never touched")
 
@@ -200,6 +201,8 @@ def _removed_text(removed: dict[str, Any]) -> str:
                                                           if removed["removed"] else "")]
     if removed.get("kept"):
         lines.append(f"kept, since jobs still waiting depend on them: {', '.join(removed['kept'])}")
+    if removed.get("files_waiting_on"):
+        lines.append(f"their folders on {', '.join(removed['files_waiting_on'])} go once the node's agent is back")
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointReading,
 from gpuplaned.protocol.converter import TaggedUnion, converter
 from gpuplaned.protocol.evaluation_wire import EvalResult
 from gpuplaned.protocol.fields import field
+from gpuplaned.protocol.job_folder_ops import JobFoldersRemoval, JobFoldersRemove
 from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
 from gpuplaned.protocol.uplink_frames import (
@@ -311,10 +312,12 @@ RECORD_BODIES = TaggedUnion({"job_status": JobStatus, "sys_metrics": SysMetrics,
                              "log_lines": LogLines, "checkpoints_found": CheckpointsFound})
 REQUEST_BODIES = TaggedUnion({"log_offsets": LogOffsets, "tb_points": TbPoints, "tb_cursors": TbCursors,
                               "session_call": SessionCall, "log_read": LogRead,
-                              "ckpt_read": CheckpointRead, "ckpt_remove": CheckpointRemove})
+                              "ckpt_read": CheckpointRead, "ckpt_remove": CheckpointRemove,
+                              "job_folders_remove": JobFoldersRemove})
 REPLY_BODIES = TaggedUnion({"log_offsets": LogOffsets, "tb_stored": TbStored, "tb_cursors": TbCursors,
                             "session_reply": SessionReply, "log_data": LogData,
-                            "ckpt_reading": CheckpointReading, "ckpt_removal": CheckpointRemoval})
+                            "ckpt_reading": CheckpointReading, "ckpt_removal": CheckpointRemoval,
+                            "job_folders_removal": JobFoldersRemoval})
 # The stream each record body travels on (uplink_frames.STREAMS).
 STREAM_OF = {JobStatus: "status", SysMetrics: "metrics", NodeEvents: "events", LogLines: "logs",
              CheckpointsFound: "checkpoints"}

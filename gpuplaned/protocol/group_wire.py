@@ -66,6 +66,9 @@ class Removed:
     removed: list[str] = doc("the ids of the jobs removed")
     kept: list[str] = doc("ended jobs that matched but were kept: jobs still waiting depend on them",
                           factory=list)
-    files_removed: list[str] = doc("the folders removed: each job's own folder in the daemon's home "
-                                   "(jobs/<id>/: its attempts' logs and records)", factory=list)
+    files_removed: list[str] = doc("the folders removed: each job's own folder (jobs/<id>/: its attempts' logs "
+                                   "and records) in the daemon's home, and as node:path on the remote agents' "
+                                   "nodes that ran it", factory=list)
+    files_waiting_on: list[str] = doc("the remote nodes whose agents are away: each deletes the jobs' folders "
+                                      "there when it is back", factory=list)
 

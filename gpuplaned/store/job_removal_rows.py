@@ -1,10 +1,11 @@
 """Removing jobs (``job remove``, ``clean``; issue 31 item 2): which jobs may go, and their rows.
 
 What a removed job takes with it: its ``jobs`` row, its dependency edges, its output in the
-store (``job_logs``), its TensorBoard read positions (``tb_cursors``) and its policy actions.
+store (``job_logs``), its TensorBoard read positions (``tb_cursors``) and its policy actions; its
+folders are recorded to delete where they lie (``folder_removal_rows``).
 What stays: its runs (an experiment's record: metrics, checkpoints, summaries), which no longer
 name a job; an evaluation's record, likewise; the event log. Files are the service's to remove
-(``gpuplaned.service.api.groups``), only the job's own folder in the daemon's home.
+(``gpuplaned.service.passes.folder_removal``): only the job's own folders.
 
 Only a QUEUED or an ended job goes; one on a node must be cancelled first. A job that open
 (not ended) jobs depend on is never removed: they would wait for it forever. ``job remove``
@@ -20,6 +21,7 @@ import attrs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_states import ENDED, OPEN, JobState, values
+from gpuplaned.store import folder_removal_rows
 from gpuplaned.store.paging import one_of
 
 _ENDED = values(ENDED)
@@ -33,7 +35,7 @@ class Cleaned:
     kept: list[str]  # matched, but open jobs depend on them
 
 
-def remove_job(conn: sqlite3.Connection, job_id: str) -> None:
+def remove_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> None:
     """Remove one queued or ended job.
 
     Raises:
@@ -52,14 +54,14 @@ def remove_job(conn: sqlite3.Connection, job_id: str) -> None:
         raise ApiError(ErrorCode.CONFLICT, f"job {job_id} cannot be removed: {', '.join(waiting)} depend on it and "
                        "would wait for it forever; cancel or remove them first",
                        {"job_id": job_id, "dependants": waiting})
-    _delete(conn, [job_id])
+    _delete(conn, [job_id], now_ms)
 
 
-def clean(conn: sqlite3.Connection, *, group: str | None, ended_before_ms: int | None) -> Cleaned:
+def clean(conn: sqlite3.Connection, *, group: str | None, ended_before_ms: int | None, now_ms: int) -> Cleaned:
     """Remove the ended jobs (of ``group``; that ended before ``ended_before_ms``), but those that
     open jobs depend on."""
     cleaned = cleanable(conn, group=group, ended_before_ms=ended_before_ms)
-    _delete(conn, cleaned.removed)
+    _delete(conn, cleaned.removed, now_ms)
     return cleaned
 
 
@@ -91,14 +93,8 @@ def open_dependants(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[st
     return out
 
 
-def checkpoint_paths(conn: sqlite3.Connection, job_id: str) -> list[str]:
-    """The paths of the job's runs' checkpoints that are not deleted (kept safe from a removal)."""
-    return [r[0] for r in conn.execute(
-        "SELECT c.path FROM checkpoints c JOIN runs r ON r.id = c.run_id WHERE r.job_id = ? AND c.deleted_at IS NULL",
-        (job_id,))]
-
-
-def _delete(conn: sqlite3.Connection, job_ids: Sequence[str]) -> None:
+def _delete(conn: sqlite3.Connection, job_ids: Sequence[str], now_ms: int) -> None:
+    folder_removal_rows.schedule(conn, job_ids, now_ms)  # while their runs still name them
     for start in range(0, len(job_ids), 500):
         chunk = list(job_ids[start:start + 500])
         ids = one_of("job_id", chunk)

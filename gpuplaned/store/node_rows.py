@@ -52,6 +52,7 @@ def forget_node(conn: sqlite3.Connection, node_id: str, name: str) -> None:
     conn.execute("DELETE FROM gpu_slots WHERE node_id = ?", (node_id,))
     conn.execute("DELETE FROM ts_series WHERE kind = 'node' AND owner = ?", (node_id,))  # chunks go with them
     conn.execute("DELETE FROM uplink_streams WHERE node_id = ?", (node_id,))  # its agent starts afresh
+    conn.execute("DELETE FROM folder_removals WHERE node_id = ?", (node_id,))  # its files are no longer ours to tidy
     conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
 
 

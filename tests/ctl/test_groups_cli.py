@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import re
 
+from helpers import wait_for
 from jobhelpers import ctl, show, submit, wait_job
+
+from gpuplaned.store import job_removal_rows
+from gpuplaned.store.database import open_writer
 
 # Waits for its own `go-NAME` file, then leaves `done-NAME`: the test says when each job ends.
 GATED = 'echo "$0" >> order; while [ ! -e "go-$0" ]; do sleep 0.05; done'
@@ -188,3 +192,28 @@ def test_a_batchs_entries_join_their_group_and_its_limit_holds_them(gpu_daemon, 
     _ok(ctl(gpu_daemon, "queue", "resume"))
     for job in queued:
         assert wait_job(gpu_daemon, job["id"])["status"] == "SUCCEEDED"
+
+
+def test_a_folder_a_crash_left_behind_is_removed_at_the_next_start(gpu_daemon, tmp_path):
+    """A daemon killed between the removal's commit and the folder's deletion: the folder is
+    recorded as still to delete, and the next start deletes it."""
+    work = tmp_path / "w"
+    work.mkdir()
+    done = submit(gpu_daemon, "--", "sh", "-c", "echo hi", cwd=work)["id"]
+    assert wait_job(gpu_daemon, done)["status"] == "SUCCEEDED"
+    folder = gpu_daemon.home / "jobs" / done
+    assert folder.is_dir()
+    gpu_daemon.kill()
+    conn = open_writer(gpu_daemon.home / "gpuplane.db")  # the removal's transaction, committed; no rmtree after
+    conn.execute("BEGIN IMMEDIATE")
+    job_removal_rows.remove_job(conn, done, 1)
+    conn.execute("COMMIT")
+    conn.close()
+    assert folder.is_dir()
+
+    gpu_daemon.start()
+    gpu_daemon.wait_ready()
+
+    wait_for(lambda: not folder.exists(), 15, what="the folder to be removed at start")
+    again = json.loads(_ok(ctl(gpu_daemon, "clean", "--json")))
+    assert again["files_removed"] == []  # done once, and forgotten

@@ -42,7 +42,7 @@ def test_group_and_queue_replies_match_their_schemas(api_jobs, api_session):
     check(s.post(f"{url}/jobs/job_nothing/priority", json={"priority": 1}), "POST",
           "/api/v1/jobs/{job_id}/priority", 404)
     removed = check(s.post(f"{url}/jobs/{queued['id']}/remove"), "POST", "/api/v1/jobs/{job_id}/remove", 200)
-    assert removed == {"removed": [queued["id"]], "kept": [], "files_removed": []}  # never ran: no folder
+    assert removed == {"removed": [queued["id"]], "kept": [], "files_removed": [], "files_waiting_on": []}  # never ran: no folder
     check(s.post(f"{url}/jobs/{queued['id']}/remove"), "POST", "/api/v1/jobs/{job_id}/remove", 404)
 
     check(s.post(f"{url}/queue/resume"), "POST", "/api/v1/queue/{verb}", 200)

@@ -91,15 +91,15 @@ def test_clean_picks_by_group_and_end_time_and_keeps_what_open_jobs_wait_for(db)
     kept_parent = _submit(conn, node)
     group_rows.set_queue_paused(conn, True)
 
-    assert job_removal_rows.clean(conn, group="a", ended_before_ms=NOW - HOUR).removed == [old_a]
+    assert job_removal_rows.clean(conn, group="a", ended_before_ms=NOW - HOUR, now_ms=NOW).removed == [old_a]
     assert job_rows.get_job(conn, new_a) is not None and job_rows.get_job(conn, old_b) is not None
-    cleaned = job_removal_rows.clean(conn, group=None, ended_before_ms=None)
+    cleaned = job_removal_rows.clean(conn, group=None, ended_before_ms=None, now_ms=NOW)
     assert (cleaned.removed, cleaned.kept) == ([new_a], [old_b])  # `held` waits for old_b's company
     with pytest.raises(ApiError, match=f"job {old_b} cannot be removed: {held} depend on it"):
-        job_removal_rows.remove_job(conn, old_b)
+        job_removal_rows.remove_job(conn, old_b, NOW)
     with pytest.raises(ApiError, match=f"job {waiter} is DISPATCHING: cancel it first"):
-        job_removal_rows.remove_job(conn, waiter)
-    job_removal_rows.remove_job(conn, kept_parent)  # queued: goes
+        job_removal_rows.remove_job(conn, waiter, NOW)
+    job_removal_rows.remove_job(conn, kept_parent, NOW)  # queued: goes
     assert job_rows.get_job(conn, kept_parent) is None
 
 

@@ -7,28 +7,25 @@ token with limits may change the priority of, or remove, only the jobs it submit
 not pause, resume, limit or clean for everyone (403 naming that).
 
 Removing a job removes its rows (``gpuplaned.store.job_removal_rows`` says which) and its own
-folder in the daemon's home, ``jobs/<id>/`` (its attempts' stdout/stderr logs and records,
-``gpuplaned.home.attempt_dir``), and nothing else on disk: its working directory, checkpoints
-and TensorBoard files are the user's. The folder stays when a checkpoint record of the job
-points inside it.
+folders, ``jobs/<id>/`` (its attempts' stdout/stderr logs and records,
+``gpuplaned.home.attempt_dir``) in the daemon's home and on each remote agent's node that ran it
+(``gpuplaned.service.passes.folder_removal``; an agent away deletes its own when it is back), and
+nothing else on disk: its working directory, checkpoints and TensorBoard files are the user's. A
+folder stays when a checkpoint record of the job points inside it.
 """
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from gpuplaned.domain.groups import name_problem
-from gpuplaned.home import JOBS_DIR
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.group_wire import CleanBody, GroupList, GroupView, QueueState, Removed
 from gpuplaned.protocol.job_wire import Job
 from gpuplaned.service import access
 from gpuplaned.service.api import budgets
 from gpuplaned.service.link.registry import now_ms
+from gpuplaned.service.passes import folder_removal
 from gpuplaned.service.passes.dispatch import wake_scheduler
 from gpuplaned.store import group_rows, job_removal_rows, job_rows
 from gpuplaned.store.writer import write
@@ -134,71 +131,42 @@ async def set_priority(shared: ServerContext, job_id: str, priority: int, *, cal
 
 
 async def remove(shared: ServerContext, job_id: str, *, caller: Caller | None = None) -> Removed:
-    """Remove a queued or ended job, its rows and its folder (409 for a job on a node, or one that
+    """Remove a queued or ended job, its rows and its folders (409 for a job on a node, or one that
     open jobs depend on, naming them)."""
-    def apply(conn: Any) -> dict[str, list[str]]:
+    def apply(conn: Any) -> None:
         budgets.check_owner(conn, caller, job_id, "remove")
-        keep = {job_id: job_removal_rows.checkpoint_paths(conn, job_id)}
-        job_removal_rows.remove_job(conn, job_id)
-        return keep
+        job_removal_rows.remove_job(conn, job_id, now_ms())
 
-    keep = await write(_store(shared), apply, small=True)
+    await write(_store(shared), apply, small=True)
     wake_scheduler(shared)  # a removed queued job may have held a slot's turn
-    gone = await trio.to_thread.run_sync(_remove_folders, shared, keep)  # rmtree of logs: off the loop
-    return Removed(removed=[job_id], files_removed=gone)
+    folders = await folder_removal.run(shared)
+    return Removed(removed=[job_id], files_removed=folders.removed, files_waiting_on=folders.waiting_on)
 
 
 async def clean(shared: ServerContext, body: CleanBody, *, caller: Caller | None = None) -> Removed:
     """Remove the ended jobs (of a group; that ended long enough ago) as ``job remove`` does,
     keeping those that open jobs depend on."""
     for_everyone(caller, "clean jobs (use job remove on its own jobs)")
-    before = _ended_before(body)
+    now = now_ms()
+    before = _ended_before(body, now)
 
-    def apply(conn: Any) -> tuple[job_removal_rows.Cleaned, dict[str, list[str]]]:
-        cleaned = job_removal_rows.clean(conn, group=body.group, ended_before_ms=before)
-        return cleaned, {j: job_removal_rows.checkpoint_paths(conn, j) for j in cleaned.removed}
+    def apply(conn: Any) -> job_removal_rows.Cleaned:
+        return job_removal_rows.clean(conn, group=body.group, ended_before_ms=before, now_ms=now)
 
-    cleaned, keep = await write(_store(shared), apply)
-    gone = await trio.to_thread.run_sync(_remove_folders, shared, keep)  # rmtree of logs: off the loop
-    return Removed(removed=cleaned.removed, kept=cleaned.kept, files_removed=gone)
+    cleaned = await write(_store(shared), apply)
+    folders = await folder_removal.run(shared)
+    return Removed(removed=cleaned.removed, kept=cleaned.kept, files_removed=folders.removed,
+                   files_waiting_on=folders.waiting_on)
 
 
 async def clean_preview(shared: ServerContext, body: CleanBody, *, caller: Caller | None = None) -> Removed:
     """What ``clean`` would remove and keep (no files listed), changing nothing."""
     for_everyone(caller, "clean jobs (use job remove on its own jobs)")
-    before = _ended_before(body)
+    before = _ended_before(body, now_ms())
     found = await _readers(shared).run(
         lambda conn: job_removal_rows.cleanable(conn, group=body.group, ended_before_ms=before))
     return Removed(removed=found.removed, kept=found.kept)
 
 
-def _ended_before(body: CleanBody) -> int | None:
-    return None if body.older_than_s is None else now_ms() - int(body.older_than_s * 1000)
-
-
-def _remove_folders(shared: ServerContext, jobs: dict[str, list[str]]) -> list[str]:
-    """Remove each job's own folder in the daemon's home (``jobs/<id>/``), unless a checkpoint
-    record of it lies inside; returns the folders removed. After the commit: a folder left by a
-    crash here is an orphan the next clean does not see, never a job without its folder."""
-    config = getattr(shared, "config", None)
-    if config is None:  # a context without a home has no job folders
-        return []
-    root = (Path(config.home) / JOBS_DIR).resolve()
-    gone = []
-    for job_id, checkpoints in jobs.items():
-        folder = root / job_id
-        if folder.parent != root or folder.is_symlink() or not folder.is_dir():
-            continue
-        if any(_inside(Path(path), folder) for path in checkpoints):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        gone.append(str(folder))
-    return gone
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder)
-    except (ValueError, OSError):
-        return False
-    return True
+def _ended_before(body: CleanBody, now: int) -> int | None:
+    return None if body.older_than_s is None else now - int(body.older_than_s * 1000)

@@ -97,6 +97,7 @@ from gpuplaned.service.api import confined_callers, runs, sessions
 from gpuplaned.service.api.events import job_failure_row
 from gpuplaned.service.link.nodes import LocalNodeLink, NotOnNode, Once, require_on_node
 from gpuplaned.service.link.registry import NodeUnavailable, now_ms
+from gpuplaned.service.passes import folder_removal
 from gpuplaned.service.passes.dispatch import wake_scheduler
 from gpuplaned.store import event_rows, job_rows, node_rows, run_owners, uplink_rows
 from gpuplaned.store.event_rows import EventRow
@@ -294,6 +295,7 @@ class AgentSession:
             with self._scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._writer)
+                    nursery.start_soon(_tidy_folders, self._shared, node_id)
                     await self._receive_loop()
                     # What is queued (the error frame that closes it, acks) still goes out, briefly.
                     registry.detach(node_id, self._out_send)
@@ -766,6 +768,14 @@ async def _relayed_caller(shared: ServerContext, job_id: str | None, node_id: st
             raise ApiError(ErrorCode.FORBIDDEN, f"job {job_id} is not on node {node_id}: a node's processes report "
                            "only to its own jobs", {"job_id": job_id})
     return confined_callers.node_caller(node_id, job_id)
+
+
+async def _tidy_folders(shared: ServerContext, node_id: str) -> None:
+    """Removed jobs' folders that wait for this node's agent (``folder_removal``), now it is here."""
+    try:
+        await folder_removal.run(shared, {node_id})
+    except Exception:  # noqa: BLE001 - tidying must never cut the link; asked again at the next hello
+        log.exception("agent of node %s: removing removed jobs' folders failed", node_id)
 
 
 # --- the liveness sweep (the scheduler's tick) -------------------------------------------------------
