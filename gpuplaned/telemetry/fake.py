@@ -13,7 +13,8 @@ the rest as that GPU's ``processes``, so attribution can be tested with real pro
 
 A fake GPU "falls off the bus" while the file ``<claims_dir>/<gpu index>/lost`` exists: its
 sample then carries only ``error`` (as a real lost GPU's does), and it reads again once the
-file is gone.
+file is gone. While ``<claims_dir>/<gpu index>/util`` holds a percent, the GPU's utilization
+reads that (someone else's work on it, for ``[scheduler] max_free_util``); see ``plant_util``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def claim(claims_dir: Path, gpu_index: int, pid: int, memory_mb: int | None = No
     return path
 
 
+def plant_util(claims_dir: Path, gpu_index: int, percent: float | None) -> None:
+    """Make fake GPU ``gpu_index`` read ``percent`` utilization (None: its own load again)."""
+    folder = Path(claims_dir) / str(gpu_index)
+    folder.mkdir(parents=True, exist_ok=True)
+    if percent is None:
+        _unlink(str(folder / "util"))
+        return
+    scratch = folder / ".util.tmp"
+    scratch.write_text(str(percent))
+    os.replace(scratch, folder / "util")
+
+
 class FakeGpus:
     kind = "fake"
     note = ""
@@ -62,7 +75,7 @@ class FakeGpus:
 
     def sample(self, busy: Busy = frozenset()) -> tuple[GpuSample, ...]:
         self._ticks += 1
-        claims, lost = self._claims()
+        claims, lost, planted = self._claims()
         loads = busy if isinstance(busy, Mapping) else dict.fromkeys(busy, 1.0)
         samples = []
         for info in self._gpus:
@@ -73,7 +86,7 @@ class FakeGpus:
             target = min(max(loads.get(i, 0.0), 0.0), 1.0)
             load = self._load[i] = self._load[i] + (target - self._load[i]) / 2
             wobble = math.sin(self._ticks * 0.9 + i * 1.7)  # -1..1, deterministic
-            utilization = min(100.0, max(0.0, load * (90.0 + 6.0 * wobble)))
+            utilization = min(100.0, max(0.0, planted.get(i, load * (90.0 + 6.0 * wobble))))
             memory = min(info.memory_mb, _BASE_MEMORY_MB + int(info.memory_mb * 0.6 * load))
             samples.append(GpuSample(
                 i, info.uuid, info.model,
@@ -94,16 +107,17 @@ class FakeGpus:
     def close(self) -> None:
         pass
 
-    def _claims(self) -> tuple[dict[int, tuple[GpuProcess, ...]], set[int]]:
-        """Live claims per GPU, and the GPUs marked lost."""
+    def _claims(self) -> tuple[dict[int, tuple[GpuProcess, ...]], set[int], dict[int, float]]:
+        """Live claims per GPU, the GPUs marked lost, and the utilization planted on GPUs."""
         found: dict[int, tuple[GpuProcess, ...]] = {}
         lost: set[int] = set()
+        planted: dict[int, float] = {}
         if self._claims_dir is None:
-            return found, lost
+            return found, lost, planted
         try:
             folders = [e for e in os.scandir(self._claims_dir) if e.name.isdigit()]
         except OSError:
-            return found, lost
+            return found, lost, planted
         for folder in folders:
             processes = []
             try:
@@ -112,6 +126,9 @@ class FakeGpus:
                 continue
             if any(e.name == "lost" for e in entries):
                 lost.add(int(folder.name))
+            util = next((e.path for e in entries if e.name == "util"), None)
+            if util is not None and (percent := _read_number(util)) is not None:
+                planted[int(folder.name)] = percent
             for entry in entries:
                 if not entry.name.isdigit():
                     continue
@@ -122,7 +139,15 @@ class FakeGpus:
                 processes.append(GpuProcess(pid, _read_mb(entry.path)))
             if processes:
                 found[int(folder.name)] = tuple(sorted(processes, key=lambda p: p.pid))
-        return found, lost
+        return found, lost, planted
+
+
+def _read_number(path: str) -> float | None:
+    try:
+        with open(path, "rb") as f:
+            return float(f.read(32).strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _read_mb(path: str) -> int | None:

@@ -6,7 +6,7 @@ import os
 import subprocess
 
 from gpuplaned.telemetry.backend import GpuSource, open_backend
-from gpuplaned.telemetry.fake import FakeGpus, claim
+from gpuplaned.telemetry.fake import FakeGpus, claim, plant_util
 from gpuplaned.telemetry.samples import GpuProcess
 
 
@@ -122,3 +122,16 @@ def test_a_gpu_marked_lost_reads_only_an_error_until_the_mark_goes(tmp_path):
     assert lost[1].error == "gpu_lost: fake GPU 1 is marked lost" and lost[1].utilization_pct is None
     (tmp_path / "1" / "lost").unlink()
     assert gpus.sample()[1].error is None
+
+
+def test_a_planted_utilization_is_read_until_it_is_taken_away(tmp_path):
+    gpus = FakeGpus(2, "Fake", 1000, claims_dir=tmp_path)
+    plant_util(tmp_path, 0, 87.5)
+    first = gpus.sample()
+    assert first[0].utilization_pct == 87.5 and first[1].utilization_pct == 0.0  # the other one idles
+    assert gpus.sample(busy={0})[0].utilization_pct == 87.5  # a job's load does not change what was planted
+    (tmp_path / "0" / "util").write_text("not a number")
+    assert gpus.sample()[0].utilization_pct < 87.5  # an unreadable plant is none
+    plant_util(tmp_path, 0, None)
+    plant_util(tmp_path, 0, None)  # already gone: nothing to do
+    assert not (tmp_path / "0" / "util").exists()
