@@ -9,6 +9,7 @@ from typing import Any
 
 import mcp_types as types
 
+from gpuplaned.mcp import playbooks
 from gpuplaned.protocol.converter import unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service.api import runs
@@ -21,10 +22,16 @@ TEMPLATES = [types.ResourceTemplate(
     description="A run's summary: progress (step, ETA), latest and best per metric, trends, health warnings.")]
 
 
+RESOURCES = [playbooks.SWEEP_RESOURCE]  # a run's summary is a template: one per run would be unbounded
+
+
 async def read_resource(shared: Any, uri: str) -> types.ReadResourceResult:
+    if uri == playbooks.SWEEP_URI:
+        return playbooks.sweep_resource()
     match = _SUMMARY_URI.match(uri)
     if match is None:
-        raise ApiError(ErrorCode.NOT_FOUND, f"no resource {uri!r} (the template: {SUMMARY_TEMPLATE})", {"uri": uri})
+        raise ApiError(ErrorCode.NOT_FOUND, f"no resource {uri!r} (the template: {SUMMARY_TEMPLATE}; and "
+                       f"{playbooks.SWEEP_URI})", {"uri": uri})
     await runs.get_run(shared, match[1])
     summary = await runs.get_summary(shared, match[1])
     return types.ReadResourceResult(contents=[types.TextResourceContents(
@@ -63,3 +70,15 @@ def study(caller: Any, goal: str | None) -> types.GetPromptResult:
     text = _WORKFLOW + "\n\n" + _budget(caller) + (f"\n\nThe study's goal: {goal}" if goal else "")
     return types.GetPromptResult(description=STUDY.description, messages=[
         types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
+
+
+PROMPTS = [STUDY, playbooks.SWEEP_PROMPT]
+
+
+def get_prompt(caller: Any, name: str, arguments: dict[str, Any]) -> types.GetPromptResult:
+    goal = arguments.get("goal")
+    if name == STUDY.name:
+        return study(caller, goal)
+    if name == playbooks.SWEEP_PROMPT.name:
+        return playbooks.sweep_prompt(_budget(caller), goal)
+    raise ApiError(ErrorCode.NOT_FOUND, f"no prompt {name!r} (there are: {', '.join(p.name for p in PROMPTS)})")

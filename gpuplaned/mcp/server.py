@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuplaned.mcp")
 
 CALLER = "gpuplane.caller"  # the ASGI scope key the mount sets
-INSTRUCTIONS = ("GPUPlane runs training jobs on the user's GPUs. Start with the `study` prompt. Long work returns a "
-                "task handle at once: wake with wait_for_events or poll get_job/get_run_summary, never sleep.")
+INSTRUCTIONS = ("GPUPlane runs training jobs on the user's GPUs. Start with the `study` prompt (before a sweep: "
+                "`run_sweep_safely`). Long work returns a task handle at once: wake with wait_for_events or poll "
+                "get_job/get_run_summary, never sleep.")
 
 
 def caller_of(ctx: Any) -> Any:
@@ -187,7 +188,7 @@ def build_server(shared: ServerContext) -> Server[Any]:
         return types.ListResourceTemplatesResult(resource_templates=content.TEMPLATES)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[])  # one per run would be unbounded: the template says how
+        return types.ListResourcesResult(resources=content.RESOURCES)
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         caller = caller_of(ctx)
@@ -196,12 +197,10 @@ def build_server(shared: ServerContext) -> Server[Any]:
         return await content.read_resource(shared, str(params.uri))
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[content.STUDY])
+        return types.ListPromptsResult(prompts=content.PROMPTS)
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        if params.name != content.STUDY.name:
-            raise ApiError(ErrorCode.NOT_FOUND, f"no prompt {params.name!r} (there is: study)")
-        return content.study(caller_of(ctx), (params.arguments or {}).get("goal"))
+        return content.get_prompt(caller_of(ctx), params.name, params.arguments or {})
 
     server: Server[Any] = Server(
         "gpuplane", version=gpuplaned.__version__, title="GPUPlane", instructions=INSTRUCTIONS,

@@ -1,7 +1,7 @@
 """The MCP server at /mcp, with the SDK's own client against one real daemon (fake GPUs) and
 its HTTP front: tools and their schemas, a job submitted, polled, tailed and diagnosed,
 token-budgeted metrics, the wait_for_events long poll, scopes, 401s, both protocol eras,
-confirmation of cancel_job, the run-summary resource and the study prompt."""
+confirmation of cancel_job, the run-summary resource, the study prompt and the sweep playbook."""
 
 from __future__ import annotations
 
@@ -409,10 +409,27 @@ async def test_the_summary_resource_and_the_study_prompt(front):
         read = await client.read_resource(f"gpuplane://runs/{run_id}/summary")
         assert json.loads(read.contents[0].text)["run_id"] == run_id
         prompts = (await client.list_prompts()).prompts
-        assert [p.name for p in prompts] == ["study"]
+        assert [p.name for p in prompts] == ["study", "run_sweep_safely"]
         study = await client.get_prompt("study", {"goal": "tune lr"})
         text = study.messages[0].content.text
         assert "wait_for_events" in text and "tune lr" in text and "no limits" in text
+
+
+async def test_the_sweep_playbook_is_a_prompt_and_a_resource(front):
+    """Issue 31 item 7: "run a sweep safely", as a prompt (with the token's budget) and a resource;
+    not a skill, which the pinned SDK does not serve (gpuplaned/mcp/playbooks.py)."""
+    async with front.client("budget") as client:
+        [resource] = (await client.list_resources()).resources
+        assert (str(resource.uri), resource.mime_type) == ("gpuplane://playbooks/run-a-sweep-safely", "text/markdown")
+        [read] = (await client.read_resource(str(resource.uri))).contents
+        assert read.text.startswith("# Run a sweep safely") and read.mime_type == "text/markdown"
+        for step in ("dry_run: true", "worst_case_gpu_hours", "max_parallel", "get_sweep", "early_stop", "cancel_sweep"):
+            assert step in read.text, step
+        prompt = await client.get_prompt("run_sweep_safely", {"goal": "tune dropout"})
+        text = prompt.messages[0].content.text
+        assert text.startswith(read.text) and "gpu_hours=0.5" in text and "tune dropout" in text
+        with pytest.raises(Exception, match="no prompt 'nope' \\(there are: study, run_sweep_safely\\)"):
+            await client.get_prompt("nope")
 
 
 def test_the_control_socket_serves_mcp_to_the_trusted_user(front):
