@@ -2502,8 +2502,10 @@ export interface components {
             removed: string[];
             /** @description ended jobs that matched but were kept: jobs still waiting depend on them */
             kept: string[];
-            /** @description the folders removed: each job's own folder in the daemon's home (jobs/<id>/: its attempts' logs and records) */
+            /** @description the folders removed: each job's own folder (jobs/<id>/: its attempts' logs and records) in the daemon's home, and as node:path on the remote agents' nodes that ran it */
             files_removed: string[];
+            /** @description the remote nodes whose agents are away: each deletes the jobs' folders there when it is back */
+            files_waiting_on: string[];
         };
         /** @description ``POST /api/v1/jobs:clean``: which ended jobs to remove. */
         CleanBody: {
