@@ -49,8 +49,10 @@ class RemovedOutcome:
     dry_run: bool = doc("true: nothing was changed")
     removed: list[str] = doc("the jobs removed (a dry run: that would be)")
     kept: list[str] = doc("ended jobs that matched but stay: jobs still waiting depend on them")
-    files_removed: list[str] = doc("the folders removed: each job's own jobs/<id>/ in the daemon's home (its "
-                                   "logs); its runs, checkpoints and working directory stay")
+    files_removed: list[str] = doc("the folders removed: each job's own jobs/<id>/ (its logs); its runs, "
+                                   "checkpoints and working directory stay")
+    files_waiting_on: list[str] = doc("remote nodes whose agents are away: each deletes the folders there when "
+                                      "it is back")
     would: str | None = doc("a dry run: what would happen, in words")
 
 
@@ -145,12 +147,14 @@ async def set_job_priority(call: Call, args: a.PriorityArgs) -> Result:
 
 def _removed(removed: Any, words: str) -> Result:
     return Result(words, RemovedOutcome(dry_run=False, removed=removed.removed, kept=removed.kept,
-                                        files_removed=removed.files_removed, would=None))
+                                        files_removed=removed.files_removed,
+                                        files_waiting_on=removed.files_waiting_on, would=None))
 
 
 def _would_remove(removed: list[str], kept: list[str], words: str) -> Result:
     return Result(f"Dry run, nothing changed: {words}",
-                  RemovedOutcome(dry_run=True, removed=removed, kept=kept, files_removed=[], would=words))
+                  RemovedOutcome(dry_run=True, removed=removed, kept=kept, files_removed=[], files_waiting_on=[],
+                                 would=words))
 
 
 async def remove_job(call: Call, args: a.JobArgs) -> Result:
@@ -166,7 +170,8 @@ async def remove_job(call: Call, args: a.JobArgs) -> Result:
         return _would_remove([job.id], [], f"job {job.id} ({job.status}) would be removed with its logs folder; its "
                                            "runs and checkpoints stay.")
     removed = await groups.remove(call.shared, args.job_id, caller=call.caller)
-    return _removed(removed, f"Job {args.job_id} is removed ({len(removed.files_removed)} folder(s) deleted).")
+    return _removed(removed, f"Job {args.job_id} is removed ({len(removed.files_removed)} folder(s) deleted"
+                             f"{_waiting(removed)}).")
 
 
 async def clean_jobs(call: Call, body: CleanBody) -> Result:
@@ -176,7 +181,12 @@ async def clean_jobs(call: Call, body: CleanBody) -> Result:
         return _would_remove(found.removed, found.kept, f"{len(found.removed)} ended job(s) would be removed{kept}.")
     cleaned = await groups.clean(call.shared, body, caller=call.caller)
     kept = f"; {len(cleaned.kept)} kept (waiting jobs depend on them)" if cleaned.kept else ""
-    return _removed(cleaned, f"{len(cleaned.removed)} ended job(s) removed{kept}.")
+    return _removed(cleaned, f"{len(cleaned.removed)} ended job(s) removed{kept}{_waiting(cleaned)}.")
+
+
+def _waiting(removed: Any) -> str:
+    away = removed.files_waiting_on
+    return f"; the folders on {', '.join(away)} go when their agents are back" if away else ""
 
 
 def clean_question(body: CleanBody) -> str:

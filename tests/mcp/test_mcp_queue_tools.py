@@ -144,7 +144,7 @@ async def test_remove_and_clean_ask_first_and_dry_runs_change_nothing(env):
 
     async with connected(url, secrets["rw"], elicitation_callback=answering(True, asked)) as client:
         gone = ok(await client.call_tool("remove_job", {"job_id": done[0]}))
-        assert gone["removed"] == [done[0]] and gone["dry_run"] is False
+        assert (gone["removed"], gone["dry_run"], gone["files_waiting_on"]) == ([done[0]], False, [])
         on_node = error_of(await client.call_tool("remove_job", {"job_id": running}))
         assert on_node["code"] == "conflict" and "cancel it first" in on_node["message"]
         cleaned = ok(await client.call_tool("clean_jobs", {"group": "old"}))
