@@ -33,6 +33,16 @@ def test_a_tool_without_a_policy_cannot_be_served(monkeypatch):
         server.build_server(None)  # type: ignore[arg-type]
 
 
+def test_a_destructive_tool_names_the_command_to_type_instead(monkeypatch):
+    """Whom nobody can ask is told what to type (confirm's ways out): a destructive tool without it is not served."""
+    assert {t.by_hand for t in tools.TOOLS if policy.POLICY[t.name].destructive} >= {
+        "gpuplanectl job cancel JOB", "gpuplanectl job remove JOB", "gpuplanectl clean"}
+    monkeypatch.setattr(tools, "TOOLS", [attrs.evolve(t, by_hand=None) if t.name == "remove_job" else t
+                                         for t in tools.TOOLS])
+    with pytest.raises(policy.PolicyGap, match=r"without by_hand: \['remove_job'\]"):
+        tools.check()
+
+
 def test_declarations_carry_the_policy_as_hints():
     declared = {t.name: server.tool_declaration(t) for t in tools.TOOLS}
     assert declared["cancel_job"].annotations.destructive_hint is True
