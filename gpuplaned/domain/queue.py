@@ -34,8 +34,9 @@ Rules (seed 000 section 6.2, no preemption):
   QUEUED). Admission refuses at submit a job that no known node could run even when idle.
 - A GPU no GPUPlane job holds may still take no new job (``gpuplaned.domain.gpu_free``: a
   foreign process on it, lost, too busy under ``[scheduler] max_free_util``). A job that would
-  fit were those GPUs free waits naming the first of them and how many more ("GPU 1: foreign
-  process 4 GiB (pid 123)"; with several nodes, "GPU 1 on box2: ..."). While any GPU is so
+  fit now were those GPUs free, or that can never fit without them, waits naming the first of
+  them and how many more ("GPU 1: foreign process 4 GiB (pid 123); 1 more GPU not free"; with
+  several nodes, "GPU 1 on box2: ..."). While any GPU is so
   withheld, and in the pass after the last one is freed, a pass with no slot left reads on, so
   every waiting job's reason says it, and stops saying it once it is gone.
 """
@@ -58,6 +59,7 @@ from gpuplaned.domain.scheduling import (
     could_run,
     gpu_suits,
     matches,
+    suitable_total,
     waiting_reason,
 )
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -215,17 +217,21 @@ class _FreeSlots:
     def _withheld_from(self, job: QueuedJob, candidates: list[NodeCapacity],
                        suitable: dict[str, list[int]]) -> str | None:
         """Why a GPU job that fits no node now waits, when GPUs no job of ours holds are what it
-        lacks on some node (free with them, it would fit there): the first such GPU, and how
-        many more (None: it waits for our own jobs' GPUs)."""
+        lacks on some node: free with them, it would fit there now, or without them it could
+        not fit there even once our jobs end (a node a job ahead reserved too, since that job
+        waits for the same GPUs). The first such GPU, and how many more; None: it waits for our
+        own jobs' GPUs."""
         named = len(self.nodes) > 1
         reasons = []
         for n in candidates:
+            facts = self.facts[n.node_id]
             free = suitable.get(n.node_id)
-            if free is None:
-                continue  # reserved by a job ahead of it: that one's reason says why
-            lacking = [(i, why) for i, why in self.withheld.get(n.node_id, ())
-                       if gpu_suits(job, self.facts[n.node_id].get(i))]
-            if lacking and len(free) + len(lacking) >= job.gpu:
+            if free is None:  # reserved: its free GPUs were not looked at
+                free = [i for i in self.gpus[n.node_id] if gpu_suits(job, facts.get(i))]
+            lacking = [(i, why) for i, why in self.withheld.get(n.node_id, ()) if gpu_suits(job, facts.get(i))]
+            if not lacking or len(free) >= job.gpu:
+                continue
+            if len(free) + len(lacking) >= job.gpu or suitable_total(job, n) - len(lacking) < job.gpu:
                 reasons += [said(n.name if named else "", i, why) for i, why in lacking]
         return summary(reasons)
 

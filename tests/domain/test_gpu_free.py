@@ -174,13 +174,13 @@ def test_with_several_nodes_the_reason_names_the_node():
     assert plan.waiting == {"job_a": f"GPU 0 on one: {FOREIGN}; 1 more GPU not free"}
 
 
-def test_a_job_that_would_not_fit_even_with_the_withheld_gpus_waits_for_capacity():
-    # 4 GPUs: 2 held by our jobs (not free, not withheld), 1 foreign; a 4-GPU job waits for ours too,
-    # but freeing the foreign one is still what it needs besides: named. A 3-GPU job needs only it.
-    box = node("box", total=4, free=(), withheld=[(2, FOREIGN)])
+def test_a_job_names_withheld_gpus_it_needs_and_not_those_it_can_do_without():
+    # 4 GPUs: 2 held by our jobs (neither free nor withheld), GPU 2 under a foreign process, GPU 3 free.
+    box = node("box", total=4, free=(3,), withheld=[(2, FOREIGN)])
+    assert place([job("job_a", gpu=2)], [box]).waiting == {"job_a": f"GPU 2: {FOREIGN}"}  # it would run now
+    assert place([job("job_a", gpu=4)], [box]).waiting == {"job_a": f"GPU 2: {FOREIGN}"}  # it never runs without
+    # 3 GPUs fit once our jobs end, foreign process or not: it waits for ours, no GPU to name.
     assert place([job("job_a", gpu=3)], [box]).waiting == {"job_a": None}
-    box = node("box", total=4, free=(0,), withheld=[(2, FOREIGN)])
-    assert place([job("job_a", gpu=2)], [box]).waiting == {"job_a": f"GPU 2: {FOREIGN}"}
 
 
 def test_a_withheld_gpu_that_does_not_meet_the_job_s_constraints_is_not_its_reason():
@@ -205,3 +205,16 @@ def test_cpu_jobs_are_not_held_back_by_withheld_gpus():
     plan = place([job("job_gpu"), job("job_cpu", gpu=0)], [box])
     assert [a.job_id for a in plan.assignments] == ["job_cpu"]
     assert plan.waiting == {"job_gpu": f"GPU 0: {FOREIGN}"}
+
+
+def test_a_job_behind_one_that_reserved_the_node_still_names_the_withheld_gpu():
+    # job_a (2 GPUs) reserves the node while it waits; job_b (1 GPU) may not take GPU 0 before it,
+    # and what both lack is GPU 1.
+    box = node("box", total=2, free=(0,), withheld=[(1, FOREIGN)])
+    plan = place([job("job_a", gpu=2), job("job_b")], [box])
+    assert plan.assignments == []
+    assert plan.waiting == {"job_a": f"GPU 1: {FOREIGN}", "job_b": None}
+    # With no GPU free there, the reserving job and the one behind it wait for the same one.
+    box = node("box", total=2, free=(), withheld=[(1, FOREIGN)])
+    plan = place([job("job_a", gpu=2), job("job_b")], [box])
+    assert plan.waiting == {"job_a": f"GPU 1: {FOREIGN}", "job_b": f"GPU 1: {FOREIGN}"}
