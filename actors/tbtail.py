@@ -38,6 +38,7 @@ import base64
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -160,8 +161,7 @@ class _Tailer:
             self._track()
             if any(a.ended_at is None for a in self.attempts.values()):
                 await self.blocking(self.processes.scan)
-            for watched in list(self.attempts.values()):
-                await self._pass(watched)
+            await self._pass(list(self.attempts.values()))
             await self._report_unclaimed()
             self._forget_ended()
             self.handle.passes += 1
@@ -233,21 +233,35 @@ class _Tailer:
             kept |= set(runner.recent_ends) | {(j.job_id, j.attempt) for j in list(runner.live.values())}
         self.processes.keep(kept)  # an ended attempt's pids stay evidence while the runner lists it
 
-    async def _pass(self, watched: _Attempt) -> None:
+    async def _pass(self, attempts: list[_Attempt]) -> None:
+        """Read every attempt's files once: those not opened yet are opened first. The file
+        work of all of them (runtime.json, making the tails, reading) is done in two worker
+        thread calls a pass, not a few an attempt: the hand-offs cost more than most reads
+        (at hundreds of short jobs a second, most of this actor's CPU)."""
         if self.node_id is None:
             return
-        if watched.tail is None and not await self._open(watched):
-            watched.quiet += watched.ended_at is not None  # an attempt that never started: forgotten too
+        unopened = [w for w in attempts if w.tail is None]
+        made = await self._open(unopened) if unopened else {}
+        for watched in unopened:
+            if id(watched) not in made:
+                watched.quiet += watched.ended_at is not None  # an attempt that never started: forgotten too
+        reading = [w for w in attempts if w.tail is not None or id(w) in made]
+        if not reading:
             return
-        tail = watched.tail
-        assert tail is not None
-        try:
-            batches = await self.blocking(tail.poll, trio.current_time())
-        except OSError as exc:  # a file it may not read: the others go on, from the stored cursors
-            log.warning("TensorBoard files of job %s attempt %d: %s", watched.job_id, watched.attempt, exc)
+        polled = await self.blocking(_poll_all, [(w.tail, made.get(id(w))) for w in reading], trio.current_time())
+        for watched, (tail, _) in zip(reading, polled, strict=True):
+            watched.tail = tail  # every one first: a stop during the sends below closes them all
+        for watched, (_, found) in zip(reading, polled, strict=True):
+            await self._take(watched, found)
+
+    async def _take(self, watched: _Attempt, found: list[FileBatch] | OSError) -> None:
+        """Send what a pass read of one attempt's files."""
+        if isinstance(found, OSError):  # a file it may not read: the others go on, from the stored cursors
+            log.warning("TensorBoard files of job %s attempt %d: %s", watched.job_id, watched.attempt, found)
             watched.quiet += watched.ended_at is not None
             self._reset(watched)
             return
+        batches = found
         if not batches:
             watched.quiet += watched.ended_at is not None
             return
@@ -277,19 +291,28 @@ class _Tailer:
             watched.tail.close()
         watched.tail = None
 
-    async def _open(self, watched: _Attempt) -> bool:
-        """Make the attempt's tail from runtime.json and the server's stored cursors."""
-        found = await self.blocking(_start_of, self.home, watched)
-        if found is None:
-            return False  # not started yet (or its record is unreadable): next pass
-        runtime, env = found
+    async def _open(self, attempts: list[_Attempt]) -> dict[int, Callable[[], JobTail]]:
+        """How to make each attempt's tail, from its runtime.json and the server's stored
+        cursors (by ``id()`` of the attempt; one not started yet, or whose cursors are not known
+        yet, is left out: next pass). The tails are made on the pass's worker thread."""
+        starts = await self.blocking(_starts_of, self.home, attempts)
+        makers: dict[int, Callable[[], JobTail]] = {}
+        for watched, found in zip(attempts, starts, strict=True):
+            if found is None:
+                continue  # not started yet (or its record is unreadable): next pass
+            maker = await self._opened(watched, *found)
+            if maker is not None:
+                makers[id(watched)] = maker
+        return makers
+
+    async def _opened(self, watched: _Attempt, runtime: Runtime, env: Mapping[str, str]) -> Callable[[], JobTail] | None:
         since = runtime.started_at
         try:
             stored = await self.shared.link.tb_cursors(TbCursors(watched.job_id, watched.attempt))
         except Exception as exc:  # noqa: BLE001 - asked again next pass
             log.warning("stored TensorBoard cursors of job %s attempt %d unknown yet: %s", watched.job_id,
                         watched.attempt, exc)
-            return False
+            return None
         watched.env = env
         watched.adopted = watched.adopted and not env  # read once: the process may be gone by the next reset
         key = (watched.job_id, watched.attempt)
@@ -300,14 +323,18 @@ class _Tailer:
         watched.stored = {f.path: f.cursor for f in stored.files}
         # The reader (and numpy under it) is imported once a job is watched, on a worker
         # thread: an agent that runs no job does not carry it (~12 MB).
-        await self.blocking(_import_tensorboard)
+        if _TENSORBOARD not in sys.modules:
+            await self.blocking(_import_tensorboard)
         from gpuplaned.tensorboard import Cursor, JobTail, log_roots
 
-        roots = log_roots(watched.cwd, env, _declared(env))
-        watched.tail = JobTail(roots, since=since, host=self.host,
-                               cursors={f.path: Cursor(f.cursor.inode, f.cursor.offset) for f in stored.files},
-                               rewinds=_merged(stored.files), grace=self.grace, claim=self._claim(watched))
-        return True
+        cwd, host, grace, claim = watched.cwd, self.host, self.grace, self._claim(watched)
+
+        def make() -> JobTail:  # on the worker thread: log_roots resolves paths
+            return JobTail(log_roots(cwd, env, _declared(env)), since=since, host=host,
+                           cursors={f.path: Cursor(f.cursor.inode, f.cursor.offset) for f in stored.files},
+                           rewinds=_merged(stored.files), grace=grace, claim=claim)
+
+        return make
 
     def _claim(self, watched: _Attempt) -> Callable[[Path, int, int | None], bool]:
         """The attempt's test for a file it found (run by ``JobTail.poll``, on a worker thread)."""
@@ -359,6 +386,31 @@ def _start_of(home: Path, watched: _Attempt) -> tuple[Runtime, Mapping[str, str]
         except (psutil.Error, OSError):
             env = {}
     return runtime, env
+
+
+def _starts_of(home: Path, attempts: list[_Attempt]) -> list[tuple[Runtime, Mapping[str, str]] | None]:
+    """Runs on a worker thread: ``_start_of`` of each attempt."""
+    return [_start_of(home, watched) for watched in attempts]
+
+
+def _poll_all(tails: list[tuple[JobTail | None, Callable[[], JobTail] | None]], now: float
+              ) -> list[tuple[JobTail, list[FileBatch] | OSError]]:
+    """Runs on a worker thread: each tail (made first by its maker where it has none yet) and
+    what its poll read, or the OSError it met (a file it may not read: that attempt alone
+    starts again)."""
+    out: list[tuple[JobTail, list[FileBatch] | OSError]] = []
+    for tail, make in tails:
+        if tail is None:
+            assert make is not None
+            tail = make()
+        try:
+            out.append((tail, tail.poll(now)))
+        except OSError as exc:
+            out.append((tail, exc))
+    return out
+
+
+_TENSORBOARD = "gpuplaned.tensorboard"
 
 
 def _import_tensorboard() -> None:
