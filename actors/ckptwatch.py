@@ -227,9 +227,12 @@ class _Watcher:
         pending = 0
         if any(a.ended_at is None for a in self.attempts.values()):
             await self.blocking(self.processes.scan)
-        for watched in list(self.attempts.values()):
-            final = watched.ended_at is not None
-            seen = await self.blocking(self._scan, watched, not final)
+        attempts = list(self.attempts.values())
+        finals = [watched.ended_at is not None for watched in attempts]
+        # Every attempt's folders walked in one worker-thread call, not one each: at hundreds of
+        # short jobs a second the hand-offs cost more than the walks.
+        seens = await self.blocking(self._scan_all, attempts, finals) if attempts else []
+        for watched, final, seen in zip(attempts, finals, seens, strict=True):
             watched.started_ns, watched.roots = seen.started_ns, seen.roots
             watched.wrote.update(seen.held)
             ready = watched.rule.feed(trio.current_time(), seen.observed, final=final)
@@ -280,6 +283,10 @@ class _Watcher:
             await self.shared.link.events(self.node_id, events)
         except Exception as exc:  # noqa: BLE001 - an info event: logged here instead
             log.info("unattributed checkpoints not reported (%s): %s", exc, ", ".join(paths))
+
+    def _scan_all(self, attempts: list[_Attempt], finals: list[bool]) -> list[_Seen]:
+        """Runs on a worker thread: ``_scan`` of each attempt (``finals``: which have ended)."""
+        return [self._scan(watched, not final) for watched, final in zip(attempts, finals, strict=True)]
 
     def _scan(self, watched: _Attempt, live: bool) -> _Seen:
         """Runs on a worker thread: walks the attempt's folders and stats what it finds."""
