@@ -200,9 +200,10 @@ def jobs(
     GPUS: the indexes a job holds (or held), else how many it asks for in parentheses,
     `cpu` for a CPU-only job. EXIT/REASON: the exit code, or why it failed (TIMEOUT, OOM,
     SIGNAL(SIGSEGV), LOST, SPAWN_FAILED, SHIM_DIED, DEPENDENCY_FAILED). WAIT, when a queued
-    job says why it waits: the jobs it runs after (`after job_... (RUNNING)`), what no node has, or
+    job says why it waits: the jobs it runs after (`after job_... (RUNNING)`), what no node has,
     its group or the queue holding it (`group train: 2 of 2 running`, `group train paused`,
-    `queue paused`).
+    `queue paused`), or a GPU no job holds that takes none for now (`GPU 1: foreign process
+    4 GiB (pid 123)`, `GPU 0: busy 87% (median of the last 5 samples, over max_free_util 10%)`).
     """
     g = globals_of(ctx)
     query: dict[str, Any] = {"limit": limit}

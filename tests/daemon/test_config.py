@@ -54,6 +54,9 @@ def test_default_config_location_is_read(tmp_path):
     ('role = "agent"\n', "role agent needs the server's URL"),
     ('server = "ftp://x"\n', "server must be an http"),
     ('role = \n', "invalid TOML"),
+    ('[scheduler]\nmax_free_util = 0\n', "scheduler.max_free_util must be a number from 0.1 to 100"),
+    ('[scheduler]\nmax_free_util = "10%"\n', "scheduler.max_free_util must be a number from 0.1 to 100"),
+    ('[scheduler]\nfree_util_samples = 61\n', "scheduler.free_util_samples must be a whole number from 1 to 60"),
     ('home = ' + '[' * 3000 + ']' * 3000 + '\n', "invalid TOML: arrays or tables nested too deeply"),
     ('home = ' + '{a = ' * 3000 + '1' + '}' * 3000 + '\n', "invalid TOML: arrays or tables nested too deeply"),
 ])
