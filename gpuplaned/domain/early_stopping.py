@@ -13,7 +13,7 @@ step: a noisy trial is judged by what it reached, not by its last minibatch):
   the median over the survivors of earlier stops, and so stop half of the good trials, the
   one that ends best among them (the corpus showed it: ``bench/early_stop_bench.py``).
 - ``asha`` (asynchronous successive halving, Li et al. 2020; Ray Tune's AsyncHyperBand):
-  rungs at ``min_steps * ETA**k``. A trial that reached a rung goes on only if its best so
+  rungs at ``min_steps * ETA**k`` (``min_steps`` 0: from step 1). A trial that reached a rung goes on only if its best so
   far at that rung is in the top ``1/ETA`` of the trials that had reached the rung when it
   did (itself included), judged once at least ``ETA`` had; else it is stopped. As in ASHA,
   a trial is judged at its latest rung against those that reached it before it, so what
@@ -41,11 +41,12 @@ from typing import Any
 
 import attrs
 
+EARLY_STOPPED = "EARLY_STOPPED"  # the event of a stopped trial: rule, value, threshold, step
 RULES = ("median", "asha")
 GOALS = ("min", "max")
 ETA = 3  # ASHA's reduction factor: a third of a rung goes on
 MEDIAN_MIN_OTHERS = 3  # other trials at a step before the median rule judges it
-DEFAULT_MIN_STEPS = 1
+DEFAULT_MIN_STEPS = 0
 DEFAULT_GRACE_S = 0.0
 
 
@@ -69,8 +70,8 @@ class EarlyStop:
             raise ValueError(f"early_stop rule must be one of {', '.join(RULES)}, got {rule!r}")
         min_steps = raw.get("min_steps")
         min_steps = DEFAULT_MIN_STEPS if min_steps is None else min_steps
-        if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 1:
-            raise ValueError(f"early_stop min_steps must be a whole number of at least 1, got {min_steps!r}")
+        if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 0:
+            raise ValueError(f"early_stop min_steps must be a whole number, 0 or more, got {min_steps!r}")
         grace = raw.get("grace_s")
         grace = DEFAULT_GRACE_S if grace is None else grace
         if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace < math.inf:
@@ -191,8 +192,8 @@ def _median(key: str, curve: _Curve, others: Sequence[_Curve], spec: EarlyStop, 
 
 
 def rungs(min_steps: int, up_to: int) -> list[int]:
-    """ASHA's rungs up to step ``up_to``: ``min_steps * ETA**k``."""
-    out, rung = [], min_steps
+    """ASHA's rungs up to step ``up_to``: ``min_steps * ETA**k`` (from step 1 when ``min_steps`` is 0)."""
+    out, rung = [], max(1, min_steps)
     while rung <= up_to:
         out.append(rung)
         rung *= ETA
@@ -202,7 +203,10 @@ def rungs(min_steps: int, up_to: int) -> list[int]:
 def _asha(key: str, curve: _Curve, others: Sequence[_Curve], spec: EarlyStop, goal: str, better: Any) -> Stop | None:
     step = curve.last_step
     assert step is not None
-    rung = rungs(spec.min_steps, step)[-1]
+    reached = rungs(spec.min_steps, step)
+    if not reached:
+        return None
+    rung = reached[-1]
     value = curve.best_at(rung)
     when = curve.reached_at(rung)
     if value is None or when is None:

@@ -83,6 +83,7 @@ def test_nan_points_are_left_out_and_an_infinite_loss_is_the_worst():
 def test_asha_rungs():
     assert rungs(10, 100) == [10, 30, 90]
     assert rungs(5, 4) == []
+    assert rungs(0, 10) == [1, 3, 9]  # min_steps 0: from step 1
 
 
 def test_asha_keeps_the_top_third_of_those_at_a_rung_when_at_least_three_are():
@@ -105,7 +106,8 @@ def test_asha_judges_a_trial_against_those_that_reached_its_rung_before_it():
 
 @pytest.mark.parametrize(("raw", "words"), [
     ({"rule": "mean"}, "rule must be one of median, asha, got 'mean'"),
-    ({"rule": "median", "min_steps": 0}, "min_steps must be a whole number of at least 1, got 0"),
+    ({"rule": "median", "min_steps": -1}, "min_steps must be a whole number, 0 or more, got -1"),
+    ({"rule": "median", "min_steps": 1.5}, "min_steps must be a whole number, 0 or more, got 1.5"),
     ({"rule": "asha", "grace_s": -1}, "grace_s must be a number of seconds, 0 or more, got -1"),
 ])
 def test_a_bad_early_stop_is_named(raw, words):
