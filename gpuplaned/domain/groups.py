@@ -6,6 +6,8 @@ back before the scheduler looks for a slot for it.
 - A group with a parallel limit K runs at most K jobs at once ("group NAME: K of K running");
   jobs on a node count (DISPATCHING, RUNNING, LOST: they hold their slots).
 - A job in no group (the default) has no limit.
+- A sweep's trials (issue 31 item 3) are held the same way by their sweep: "sweep NAME paused",
+  and "sweep max-parallel K reached" while K of its trials are on a node (Slurm's ``%K``).
 
 A held job books no slot and reserves no node, so the jobs behind it in the queue may run.
 The store reads the state (``gpuplaned.store.group_rows.holds``); ``gpuplaned.domain.queue.place``
@@ -34,11 +36,23 @@ class Group:
 
 
 @attrs.frozen
+class SweepHold:
+    """A sweep that holds its trials back: paused, or with a parallel limit."""
+
+    name: str
+    paused: bool = False
+    max_parallel: int | None = None  # None: no limit
+    running: int = 0  # its trials on a node now
+
+
+@attrs.frozen
 class Holds:
-    """What holds queued jobs back in one pass: the queue's pause and each named group."""
+    """What holds queued jobs back in one pass: the queue's pause, each named group, and each
+    sweep paused or limited (by id)."""
 
     queue_paused: bool = False
     groups: Mapping[str, Group] = attrs.field(factory=dict)
+    sweeps: Mapping[str, SweepHold] = attrs.field(factory=dict)
 
 
 def name_problem(name: str) -> str | None:
@@ -51,28 +65,41 @@ def name_problem(name: str) -> str | None:
 class GroupGate:
     """One pass's view of the holds: why a job is held, and the jobs placed so far per group."""
 
-    __slots__ = ("holds", "placed")
+    __slots__ = ("holds", "placed", "placed_trials")
 
     def __init__(self, holds: Holds | None) -> None:
         self.holds = holds or Holds()
         self.placed: dict[str, int] = {}
+        self.placed_trials: dict[str, int] = {}
 
-    def held(self, group: str | None) -> str | None:
-        """Why a job of ``group`` may not be placed now (None: it may)."""
+    def held(self, group: str | None, sweep: str | None = None) -> str | None:
+        """Why a job of ``group`` (a trial of ``sweep``) may not be placed now (None: it may)."""
         if self.holds.queue_paused:
             return QUEUE_PAUSED
+        trials = self.holds.sweeps.get(sweep) if sweep is not None else None
+        if trials is not None and trials.paused:
+            return f"sweep {trials.name} paused"
         found = self.holds.groups.get(group) if group is not None else None
         if found is None:
-            return None
+            return self._sweep_full(sweep, trials)
         if found.paused:
             return f"group {found.name} paused"
         if found.parallel is not None:
             running = found.running + self.placed.get(found.name, 0)
             if running >= found.parallel:
                 return f"group {found.name}: {running} of {found.parallel} running"
+        return self._sweep_full(sweep, trials)
+
+    def _sweep_full(self, sweep: str | None, trials: SweepHold | None) -> str | None:
+        if sweep is None or trials is None or trials.max_parallel is None:
+            return None
+        if trials.running + self.placed_trials.get(sweep, 0) >= trials.max_parallel:
+            return f"sweep max-parallel {trials.max_parallel} reached"
         return None
 
-    def count(self, group: str | None) -> None:
-        """A job of ``group`` was placed in this pass."""
+    def count(self, group: str | None, sweep: str | None = None) -> None:
+        """A job of ``group`` (a trial of ``sweep``) was placed in this pass."""
         if group is not None:
             self.placed[group] = self.placed.get(group, 0) + 1
+        if sweep is not None and sweep in self.holds.sweeps:
+            self.placed_trials[sweep] = self.placed_trials.get(sweep, 0) + 1

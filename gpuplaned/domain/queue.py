@@ -255,7 +255,7 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
     gate = GroupGate(holds)
     # With groups or a paused queue, a pass with no slot left still reads on, to say why each
     # held job waits (a cheap look per job, no fit).
-    read_on = gate.holds.queue_paused or bool(gate.holds.groups)
+    read_on = gate.holds.queue_paused or bool(gate.holds.groups) or bool(gate.holds.sweeps)
     out: list[Assignment] = []
     waiting: dict[str, str | None] = {}
     reasons: dict[str, str | None] = {}
@@ -264,7 +264,7 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
     # trials) costs one fit per kind, not one per job.
     waits_alike: dict[tuple[Any, ...], str | None] = {}
     for job in queue:
-        held = gate.held(job.group)
+        held = gate.held(job.group, job.sweep)
         if held is None and not gpus_said and slots.exhausted():
             if not read_on:
                 break  # nothing left to give: the rest of the queue need not even be read
@@ -282,7 +282,7 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
                 waits_alike[needs] = outcome
         if isinstance(outcome, Assignment):
             out.append(outcome)
-            gate.count(job.group)
+            gate.count(job.group, job.sweep)
             reason = None
         else:
             reason = waiting[job.job_id] = outcome
@@ -292,8 +292,8 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
 
 
 def is_hold(reason: str) -> bool:
-    """Whether ``reason`` is one a group or the queue's pause gives (``gpuplaned.domain.groups``)."""
-    return reason == QUEUE_PAUSED or reason.startswith("group ")
+    """Whether ``reason`` is one a group, a sweep or the queue's pause gives (``gpuplaned.domain.groups``)."""
+    return reason == QUEUE_PAUSED or reason.startswith(("group ", "sweep "))
 
 
 def assign(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],

@@ -39,6 +39,7 @@ class QueuedJob:
     submitted_at: int = 0  # ms; older first within a priority
     stored_reason: str | None = None  # the queue reason its row holds (what the last pass said)
     group: str | None = None  # its group (submit --group); None: the default group
+    sweep: str | None = None  # its sweep's id (a sweep's trial); None: none
 
 
 @attrs.frozen

@@ -23,6 +23,7 @@ Bad parameters raise ``ApiError`` ``bad_request`` naming the field at fault (``g
 from __future__ import annotations
 
 import enum
+import hashlib
 import itertools
 import json
 import math
@@ -310,3 +311,45 @@ def _json_type(value: Any) -> str:
     if isinstance(value, Mapping):
         return "an object"
     return type(value).__name__
+
+
+# --- a sweep's state -------------------------------------------------------------
+
+_ON_NODE = ("DISPATCHING", "RUNNING", "LOST")
+
+
+def status_of(counts: Mapping[str, int], *, paused: bool, cancelled: bool) -> str:
+    """A sweep's status from its trials counted by job status: CANCELLED once cancelled; PAUSED
+    while paused with trials not ended; RUNNING while one is on a node; QUEUED while one waits;
+    once all ended, SUCCEEDED (all did), FAILED (none did) or DONE (some did)."""
+    if cancelled:
+        return "CANCELLED"
+    on_node = sum(counts.get(s, 0) for s in _ON_NODE)
+    queued = counts.get("QUEUED", 0)
+    if paused and (on_node or queued):
+        return "PAUSED"
+    if on_node:
+        return "RUNNING"
+    if queued:
+        return "QUEUED"
+    succeeded = counts.get("SUCCEEDED", 0)
+    total = sum(counts.values())
+    if total and succeeded == total:
+        return "SUCCEEDED"
+    return "DONE" if succeeded else "FAILED"
+
+
+def best_trial(found: Sequence[tuple[int, float]], goal: str) -> tuple[int, float] | None:
+    """``(trial, value)`` of the best of ``found`` (each trial's best): the lowest value for goal
+    min, the highest for max; on a tie, the first trial."""
+    if not found:
+        return None
+    sign = 1 if goal == "min" else -1
+    return min(found, key=lambda tv: (sign * tv[1], tv[0]))
+
+
+def default_name(command: Sequence[str], template_key: str) -> str:
+    """A sweep's name when none is given: the program's base name and a digest of its job, so
+    the same job submitted twice is the same sweep, and another job another sweep."""
+    base = re.sub(r"[^A-Za-z0-9_.-]", "_", command[0].rsplit("/", 1)[-1])[:40].lstrip("._-") or "sweep"
+    return f"{base}-{hashlib.sha1(template_key.encode()).hexdigest()[:6]}"

@@ -128,7 +128,7 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     async def list_jobs(query: JobsQuery) -> Response:
         statuses = jobs.parse_statuses(query.status or None)
         page, next_cursor = await jobs.list_jobs(shared, statuses, query.limit, query.cursor or None,
-                                                 query.group or None)
+                                                 query.group or None, query.sweep or None)
         return ok({"jobs": [jobs.env_view(job, values=False) for job in page], "next_cursor": next_cursor})
 
     @RUNS.on(app)

@@ -54,6 +54,8 @@ class Page:
 class JobsQuery:
     status: str = _any_case(JOB_STATES, "comma-separated states (any case)")
     group: str = _text("only this group's jobs (submit --group)", pattern=GROUP_PATTERN, message=GROUP_MESSAGE)
+    sweep: str = _text("only this sweep's trials (swp_...)", pattern="^swp_[0-9A-Za-z]{1,64}$",
+                       message="must be a sweep id (swp_...), got {value!r}")
     limit: int = _limit()
     cursor: str = _cursor()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 import attrs
 
 from gpuplaned.protocol.converter import FieldInvalid
@@ -127,6 +128,10 @@ class Job:
     dependants: list[JobLink] = doc("the jobs that wait for it, with their status", factory=list)
     group: str | None = doc("its group (submit --group), whose parallel limit and pause hold it back; null: "
                             "the default group", default=None)
+    sweep_id: str | None = doc("the sweep it is a trial of (swp_...); null: none", default=None)
+    sweep_trial: int | None = doc("its trial number in that sweep, from 0", default=None)
+    sweep_values: dict[str, Any] | None = doc("the trial's parameter values (name -> value)", default=None,
+                                              additionalProperties={"type": ["string", "number", "boolean"]})
 
 
 def _argv(command: list[str]) -> str | None:

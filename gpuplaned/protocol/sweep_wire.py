@@ -101,7 +101,7 @@ class SweepSubmit:
     dry_run: bool = field(default=False, description="write nothing: the reply shows the trials the sweep would "
                                                      "make and its worst-case GPU-hours")
 
-    __schema__ = {"oneOf": [{"required": ["grid"]}, {"required": ["random", "trials"]},
+    __schema__ = {"anyOf": [{"required": ["grid"]}, {"required": ["random", "trials"]},
                             {"required": ["trials_list"]}]}
 
     def __attrs_post_init__(self) -> None:
@@ -126,7 +126,7 @@ class SweepBest:
 
     trial: int
     job_id: str
-    values: dict[str, str | int | float | bool]
+    values: dict[str, Any] = doc("parameter name -> value", additionalProperties=_SCALAR)
     value: float = doc("its best value of the metric")
     step: int | None = doc("the step of that value")
 
@@ -160,7 +160,7 @@ class SweepTrial:
     trial: int = doc("its number in the sweep, from 0", minimum=0)
     job_id: str
     status: str
-    values: dict[str, str | int | float | bool]
+    values: dict[str, Any] = doc("parameter name -> value", additionalProperties=_SCALAR)
     attempt: int = doc(minimum=0)
     run_id: str | None
     best: float | None = doc("its run's best value of the sweep's metric so far")
@@ -177,7 +177,7 @@ class SweepDetail(Sweep):
 @attrs.frozen(kw_only=True)
 class PlannedTrial:
     trial: int
-    values: dict[str, str | int | float | bool]
+    values: dict[str, Any] = doc("parameter name -> value", additionalProperties=_SCALAR)
     command: list[str]
     exists: bool = doc("a trial with these values exists already: it would not be made again")
 

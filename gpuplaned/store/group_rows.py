@@ -14,6 +14,7 @@ import attrs
 from gpuplaned.domain.groups import QUEUE_PAUSED, Group, Holds
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_states import ON_NODE, JobState, values
+from gpuplaned.store import sweep_rows
 from gpuplaned.store.paging import one_of
 
 _ON_NODE = values(ON_NODE)
@@ -33,7 +34,7 @@ def holds(conn: sqlite3.Connection) -> Holds:
         "GROUP BY group_name", _ON_NODE).fetchall())
     groups = {name: Group(name, parallel, bool(paused), running.get(name, 0))
               for name, parallel, paused in conn.execute("SELECT name, parallel, paused FROM job_groups")}
-    return Holds(queue_paused=queue_paused(conn), groups=groups)
+    return Holds(queue_paused=queue_paused(conn), groups=groups, sweeps=sweep_rows.holds(conn))
 
 
 def list_groups(conn: sqlite3.Connection) -> list[GroupCounts]:

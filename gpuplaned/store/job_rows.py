@@ -26,7 +26,7 @@ from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import JobPolicies, dump_policies, load_policies
 from gpuplaned.protocol.job_states import ACTIVE, ENDED, ON_NODE, FailureReason, JobState, NodeReport, values
 from gpuplaned.protocol.job_wire import Job, JobLink, JobSpec
-from gpuplaned.store import dependency_rows, resume_rows
+from gpuplaned.store import dependency_rows, resume_rows, sweep_rows
 from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
@@ -37,14 +37,15 @@ _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
     "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from, "
-    "queue_reason, secret_env_names, group_name"
+    "queue_reason, secret_env_names, group_name, sweep_id, sweep_trial, sweep_values"
 )
 
 
 def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
-     failure, failure_message, cancel, policies, resume_from, queue_reason, secret_names, group) = row
+     failure, failure_message, cancel, policies, resume_from, queue_reason, secret_names, group, sweep_id,
+     sweep_trial, sweep_values) = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     policy = load_policies(policies)
@@ -63,7 +64,8 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         min_gpu_memory_mb=wants.get("min_gpu_memory_mb"), placement=wants.get("placement"),
         queue_reason=queue_reason if status == JobState.QUEUED.value else None,
         secret_env=json.loads(secret_names) if secret_names else [],
-        group=group,
+        group=group, sweep_id=sweep_id, sweep_trial=sweep_trial,
+        sweep_values=json.loads(sweep_values) if sweep_values else None,
     )
 
 
@@ -104,15 +106,19 @@ def _linked(conn: sqlite3.Connection, jobs: list[Job]) -> list[Job]:
 
 
 def list_jobs(conn: sqlite3.Connection, *, statuses: Iterable[str] = (), limit: int = 100,
-              before: tuple[int, str] | None = None, group: str | None = None) -> list[Job]:
+              before: tuple[int, str] | None = None, group: str | None = None,
+              sweep: str | None = None) -> list[Job]:
     """Newest first; ``before`` = (created_at, id) of the last job of the previous page;
-    ``group``: only that group's jobs."""
+    ``group``: only that group's jobs; ``sweep``: only that sweep's trials."""
     statuses = list(statuses)
     clauses = [one_of("status", statuses)] if statuses else []
     params: list[Any] = list(statuses)
     if group is not None:
         clauses.append("group_name = ?")
         params.append(group)
+    if sweep is not None:
+        clauses.append("sweep_id = ?")
+        params.append(sweep)
     rows = newest_first(conn, f"SELECT {_JOB_COLUMNS} FROM jobs", clauses, params, before, limit)
     return _linked(conn, [_job(r) for r in rows])
 
@@ -224,7 +230,7 @@ def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT) -> Gene
     (``.close()``) when done with it before the end.
     """
     rows = conn.execute(
-        "SELECT id, resources, node_selector, priority, created_at, queue_reason, group_name FROM jobs "
+        "SELECT id, resources, node_selector, priority, created_at, queue_reason, group_name, sweep_id FROM jobs "
         f"WHERE status = ? AND dependencies_pending = 0 ORDER BY {_QUEUE_ORDER} LIMIT ?", (JobState.QUEUED.value, limit))
     try:
         for row in rows:
@@ -233,13 +239,13 @@ def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT) -> Gene
         rows.close()
 
 
-def _queued(row: tuple[str, str, str | None, int, int, str | None, str | None]) -> QueuedJob:
-    job_id, resources, selector, priority, created_at, reason, group = row
+def _queued(row: tuple[str, str, str | None, int, int, str | None, str | None, str | None]) -> QueuedJob:
+    job_id, resources, selector, priority, created_at, reason, group, sweep = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     return QueuedJob(job_id, int(wants.get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"),
                      wants.get("gpu_model"), wants.get("min_gpu_memory_mb"), wants.get("placement"),
-                     priority, created_at, reason, group)
+                     priority, created_at, reason, group, sweep)
 
 
 def set_queue_reasons(conn: sqlite3.Connection, reasons: Mapping[str, str | None]) -> None:
@@ -274,11 +280,16 @@ def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: 
         if taken != 1:
             raise RuntimeError(f"slot {decision.node_id}/gpu{index} is not free; refusing to double-book")
     resume = resume_rows.resume_point(conn, job.resume_from)  # `job retry --resume-from`
+    # A sweep's trial: its run lands in the sweep's experiment, with the trial's values as config.
+    project_id, experiment_id = sweep_rows.run_placement(conn, job.sweep_id) if job.sweep_id else (None, None)
+    config = (json.dumps({"config": job.sweep_values, "tags": []}, separators=(",", ":"))
+              if job.sweep_values is not None else None)
     conn.execute(
         "INSERT INTO runs (id, job_id, attempt, node_id, name, source, status, created_at, resumed_from, "
-        "resume_step) VALUES (?, ?, ?, ?, ?, 'job', ?, ?, ?, ?)",
+        "resume_step, project_id, experiment_id, config) VALUES (?, ?, ?, ?, ?, 'job', ?, ?, ?, ?, ?, ?, ?)",
         (run_id, job.id, attempt, decision.node_id, job.name, JobState.RUNNING.value, now_ms,
-         resume.checkpoint_id if resume else None, resume.step if resume else None),
+         resume.checkpoint_id if resume else None, resume.step if resume else None, project_id, experiment_id,
+         config),
     )
     env = dict(job.env) | (resume.env() if resume else {})
     wire = JobSpecWire(

@@ -89,6 +89,12 @@ def open_session(conn: sqlite3.Connection, req: SessionRequest, now_ms: int) -> 
         project_id, experiment_id = (None, None) if run[0] or run[1] else _placement(conn, req, now_ms)
         had = json.loads(run[2]) if run[2] else {}
         fill = config if (req.config or req.tags) and not (had.get("config") or had.get("tags")) else None
+        if fill is None and (req.config or req.tags) and not list_for_run(conn, run_id):
+            # The first session of a run whose config was set before it (a sweep trial's values, at
+            # its dispatch): the script's own config goes over it.
+            fill = json.dumps({"config": {**(had.get("config") or {}), **(req.config or {})},
+                               "tags": list(dict.fromkeys([*(had.get("tags") or []), *req.tags]))},
+                              separators=(",", ":"))
         conn.execute("UPDATE runs SET project_id = coalesce(project_id, ?), experiment_id = coalesce(experiment_id, ?), "
                      "name = coalesce(name, ?), config = coalesce(?, config) WHERE id = ?",
                      (project_id, experiment_id, req.name, fill, run_id))

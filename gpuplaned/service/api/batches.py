@@ -19,6 +19,7 @@ the first reply, and no second set of jobs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -45,10 +46,16 @@ if TYPE_CHECKING:
 
 
 @attrs.frozen
-class _Entry:
+class Entry:
+    """One job to admit: its place in the request, its body (group, after) and its spec."""
+
     index: int
     body: JobSubmit
     spec: JobSpec
+
+
+# Called in the transaction once an entry's job is inserted (a sweep marks its trial).
+Placed = Callable[["Connection", str, Entry], None]
 
 
 async def submit_many(shared: ServerContext, batch: BatchSubmit, *, caller: Caller | None = None) -> list[Job]:
@@ -62,9 +69,9 @@ async def submit_many(shared: ServerContext, batch: BatchSubmit, *, caller: Call
     entries, refused = _parse(shared, batch.jobs, caller)
 
     def insert(conn: Connection) -> list[Job]:
-        ids, remaining = _admit(shared, conn, entries, caller, refused)
+        ids, remaining = admit(shared, conn, entries, caller, refused)
         if refused:  # raised inside the write: its transaction is rolled back
-            raise _refusal(refused, len(batch.jobs), remaining)
+            raise refusal(refused, len(batch.jobs), remaining)
         return [job for job in (job_rows.get_job(conn, job_id) for job_id in ids) if job is not None]
 
     queued = await write(access.store_port(shared, "jobs"), insert)
@@ -72,9 +79,9 @@ async def submit_many(shared: ServerContext, batch: BatchSubmit, *, caller: Call
     return queued
 
 
-def _parse(shared: ServerContext, raw: list[Any], caller: Caller | None) -> tuple[list[_Entry], list[BatchRefusal]]:
+def _parse(shared: ServerContext, raw: list[Any], caller: Caller | None) -> tuple[list[Entry], list[BatchRefusal]]:
     """Each entry as a single submit reads its body; the bad ones as refusals, all of them."""
-    entries: list[_Entry] = []
+    entries: list[Entry] = []
     refused: list[BatchRefusal] = []
     for index, item in enumerate(raw):
         try:
@@ -82,19 +89,26 @@ def _parse(shared: ServerContext, raw: list[Any], caller: Caller | None) -> tupl
         except ApiError as exc:
             refused.append(_refused(index, exc))
             continue
-        spec = budgets.shaped(to_spec(body), caller)
-        if body.secret_env:
-            spec = attrs.evolve(spec, secret_env_names=tuple(body.secret_env),
-                                secret_env_sealed=seal_env(shared.config.home, body.secret_env))
-        entries.append(_Entry(index, body, spec))
+        entries.append(Entry(index, body, spec_of(shared, body, caller)))
     return entries, refused
 
 
-def _admit(shared: ServerContext, conn: Connection, entries: list[_Entry], caller: Caller | None,
-           refused: list[BatchRefusal]) -> tuple[list[str], float | None]:
-    """Insert each entry that passes; a refused one is added to ``refused`` and the rest go on
-    (the caller rolls it all back). Returns the ids inserted and, for a budgeted token, the
-    GPU-hours it had left before the batch (None: no budget)."""
+def spec_of(shared: ServerContext, body: JobSubmit, caller: Caller | None) -> JobSpec:
+    """The job a single submit of ``body`` makes: shaped by the caller's limits, its secret env sealed."""
+    spec = budgets.shaped(to_spec(body), caller)
+    if body.secret_env:
+        spec = attrs.evolve(spec, secret_env_names=tuple(body.secret_env),
+                            secret_env_sealed=seal_env(shared.config.home, body.secret_env))
+    return spec
+
+
+def admit(shared: ServerContext, conn: Connection, entries: Iterable[Entry], caller: Caller | None,
+          refused: list[BatchRefusal], placed: Placed | None = None) -> tuple[list[str], float | None]:
+    """Insert each entry that passes, as a single submit would (its limits counted with the
+    entries before it, its group, its dependencies); ``placed`` is called for each job inserted.
+    A refused one is added to ``refused`` and the rest go on (the caller rolls it all back).
+    Returns the ids inserted and, for a budgeted token, the GPU-hours it had left before them
+    (None: no budget)."""
     token_id = caller.token_id if caller is not None else None
     limits = caller.limits if budgets.limited(caller) else None
     used = budgets.usage(conn, token_id, limits) if token_id is not None and limits is not None else None
@@ -112,6 +126,8 @@ def _admit(shared: ServerContext, conn: Connection, entries: list[_Entry], calle
                 group_rows.put_in_group(conn, job_id, entry.body.group)
             if entry.body.after is not None:
                 dependency_rows.attach(conn, job_id, entry.body.after.ids, entry.body.after.when, now)
+            if placed is not None:
+                placed(conn, job_id, entry)
         except ApiError as exc:
             refused.append(_refused(entry.index, exc))
             continue
@@ -148,12 +164,14 @@ def _refused(index: int, exc: ApiError) -> BatchRefusal:
                         limit=limit if isinstance(limit, str) else None, message=exc.message)
 
 
-def _refusal(refused: list[BatchRefusal], total: int, remaining: float | None) -> ApiError:
+def refusal(refused: list[BatchRefusal], total: int, remaining: float | None, what: str = "jobs") -> ApiError:
+    """The one error for a refused batch (or sweep: ``what`` is "trials"), naming every entry."""
     refused.sort(key=lambda r: r.index)
     code = ErrorCode.FORBIDDEN if all(r.code == ErrorCode.FORBIDDEN.value for r in refused) else ErrorCode.BAD_REQUEST
     first = refused[0]
     details: dict[str, Any] = {"refused": [attrs.asdict(r) for r in refused], "count": len(refused)}
     if remaining is not None and any(r.limit == "budget" for r in refused):
         details["remaining_gpu_hours"] = round(remaining, 6)
-    return ApiError(code, f"{len(refused)} of {total} job(s) refused, so none was queued; the first, jobs[{first.index}]: "
-                          f"{first.message}", details)
+    noun = "job(s)" if what == "jobs" else "trial(s)"
+    return ApiError(code, f"{len(refused)} of {total} {noun} refused, so none was queued; the first, "
+                          f"{what}[{first.index}]: {first.message}", details)

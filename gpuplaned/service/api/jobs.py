@@ -154,13 +154,14 @@ def parse_statuses(raw: str | None) -> list[str]:
 
 
 async def list_jobs(shared: ServerContext, statuses: list[str], limit: int,
-                    cursor: str | None = None, group: str | None = None) -> tuple[list[Job], str | None]:
+                    cursor: str | None = None, group: str | None = None,
+                    sweep: str | None = None) -> tuple[list[Job], str | None]:
     """A page of jobs, newest first, and the cursor of the next page (None: no more); ``group``:
-    only that group's."""
+    only that group's; ``sweep``: only that sweep's trials."""
     before = cursors.decode("jobs", cursor, (int, str))
     found = await _readers(shared).run(
         lambda conn: job_rows.list_jobs(conn, statuses=statuses, limit=limit + 1, before=before,  # type: ignore[arg-type]
-                                        group=group))
+                                        group=group, sweep=sweep))
     return cursors.split_page("jobs", found, limit)
 
 

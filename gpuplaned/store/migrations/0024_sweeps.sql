@@ -20,6 +20,8 @@ CREATE TABLE sweeps (
   cancelled_at  INTEGER
 );
 CREATE INDEX idx_sweeps_name ON sweeps(name);
+-- The sweeps that hold trials back, read by every scheduling pass (gpuplaned.store.sweep_rows.holds).
+CREATE INDEX idx_sweeps_holding ON sweeps(id) WHERE cancelled_at IS NULL AND (paused = 1 OR max_parallel IS NOT NULL);
 ALTER TABLE jobs ADD COLUMN sweep_id TEXT REFERENCES sweeps(id);
 ALTER TABLE jobs ADD COLUMN sweep_trial INTEGER;   -- 0, 1, 2 ... within its sweep
 ALTER TABLE jobs ADD COLUMN sweep_values TEXT;     -- JSON name -> value, canonical (sorted keys, no spaces)
