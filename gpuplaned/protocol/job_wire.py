@@ -115,10 +115,12 @@ class Job:
     min_gpu_memory_mb: int | None = doc("every GPU it gets has at least this much memory (MiB)", default=None)
     placement: str | None = doc("pack or spread; null: the daemon's [scheduler] placement", enum=PLACEMENTS,
                                 default=None)
-    queue_reason: str | None = doc("while QUEUED: the dependencies it waits for (after job_... (RUNNING)), or why "
+    queue_reason: str | None = doc("while QUEUED: the dependencies it waits for (after job_... (RUNNING)), why "
                                    "no node can take it whatever frees up (the selector or constraint no node "
-                                   "meets, every node that could run it drained); null: it waits for a free slot, "
-                                   "or is not queued", default=None)
+                                   "meets, every node that could run it drained), its group, sweep or the queue "
+                                   "holding it, or the GPU no job holds that takes none for now (GPU 1: foreign "
+                                   "process 4 GiB (pid 123)); null: it waits for a free slot, or is not queued",
+                                   default=None)
     secret_env: list[str] = doc("the names of its secret env (--secret-env, [secrets]); their values are "
                                 "never shown", factory=list)
     after: str | None = doc("when it may run after its dependencies: succeeded (every one SUCCEEDED), ended (every "
