@@ -4,7 +4,9 @@ reason a queue pass gives a job that waits for such a GPU."""
 
 from __future__ import annotations
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from gpuplaned.domain.gpu_free import (
     MAX_UTIL_SAMPLES,
@@ -22,6 +24,9 @@ from gpuplaned.domain.gpu_free import (
 )
 from gpuplaned.domain.queue import place
 from gpuplaned.domain.scheduling import GpuFacts, NodeCapacity, QueuedJob
+
+# Derandomized: the same examples on every run; no deadline a loaded machine could trip.
+SETTINGS = hypothesis.settings(max_examples=300, derandomize=True, database=None, deadline=None)
 
 # --- foreign processes -------------------------------------------------------
 
@@ -218,3 +223,23 @@ def test_a_job_behind_one_that_reserved_the_node_still_names_the_withheld_gpu():
     box = node("box", total=2, free=(), withheld=[(1, FOREIGN)])
     plan = place([job("job_a", gpu=2), job("job_b")], [box])
     assert plan.waiting == {"job_a": f"GPU 1: {FOREIGN}", "job_b": f"GPU 1: {FOREIGN}"}
+
+
+@SETTINGS
+@hypothesis.given(st.lists(st.tuples(st.integers(1, 4), st.sets(st.integers(0, 3)), st.sets(st.integers(0, 3))),
+                           min_size=1, max_size=3),
+                  st.lists(st.integers(0, 4), max_size=12))
+def test_no_job_gets_a_withheld_gpu_and_each_gpu_reason_names_one(shapes, wants):
+    nodes = []
+    for k, (total, held, kept_off) in enumerate(shapes):
+        kept = sorted(i for i in kept_off if i < total and i not in held)
+        free = tuple(i for i in range(total) if i not in held and i not in kept)
+        nodes.append(node(f"n{k}", total=total, free=free, withheld=[(i, f"reason {k}.{i}") for i in kept]))
+    plan = place([job(f"job_{j:02d}", gpu=g) for j, g in enumerate(wants)], nodes)
+    by_id = {n.node_id: n for n in nodes}
+    for a in plan.assignments:
+        assert not set(a.gpu_indexes) & {i for i, _ in by_id[a.node_id].withheld}
+    named = {f"GPU {i}{f' on {n.name}' if len(nodes) > 1 else ''}: {why}" for n in nodes for i, why in n.withheld}
+    for why in plan.waiting.values():
+        if why is not None and why.startswith("GPU "):
+            assert why.split("; ")[0] in named
