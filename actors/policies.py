@@ -9,6 +9,9 @@ written without a publish (a daemon killed between the two).
 Also, every ``[tokens] budget_interval_s``, the budget pass (``gpuplaned.service.passes.budget``:
 the jobs of a token whose GPU-hour budget is spent are cancelled, each with a ``BUDGET_EXHAUSTED``
 event) and, hourly, the audit log's retention (``gpuplaned.service.api.audit.prune``).
+And the sweeps' policies: early stopping every 2 s (``gpuplaned.service.passes.early_stop``), and
+``retry_on`` and the pause of a flapping sweep on each failure and every 10 s
+(``gpuplaned.service.passes.sweep_failures``).
 Outputs: per pass one store write (``gpuplaned.service.passes.failure_policies.settle``: requeues,
 env changes, cancels' marks, ``POLICY_ACTION`` events), then the cancels sent to the nodes and
 the scheduler woken.
@@ -32,6 +35,7 @@ from gpuplaned.service.api import audit
 from gpuplaned.service.context import ServerContext
 from gpuplaned.service.link.registry import now_ms
 from gpuplaned.service.passes import budget as budget_pass
+from gpuplaned.service.passes import early_stop, sweep_failures
 from gpuplaned.service.passes.failure_policies import run_pass
 
 log = logging.getLogger("gpuplaned.policies")
@@ -62,6 +66,8 @@ async def run(ctx: ActorContext[ServerContext], *,
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_wake_on_events, ctx.shared, handle)
         nursery.start_soon(_budgets, ctx.shared)
+        nursery.start_soon(early_stop.keep_judging, ctx.shared, ctx.ports["store"])
+        nursery.start_soon(sweep_failures.keep_settling, ctx.shared, ctx.ports["store"])
         task_status.started(handle)
         while True:
             handle.wake = trio.Event()

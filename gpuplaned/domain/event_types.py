@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuplaned.domain import evaluations, failure_policies, gpu_budget, node_health, run_records
+from gpuplaned.domain import (
+    early_stopping,
+    evaluations,
+    failure_policies,
+    gpu_budget,
+    node_health,
+    run_records,
+    sweep_policies,
+)
 from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
 from gpuplaned.domain.rules import lifecycle, overfitting, stall
 
@@ -31,6 +39,9 @@ DETECTOR_EVENTS = (overfitting.OVERFITTING_SUSPECTED, stall.RUN_STALLED, lifecyc
 CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
 # The failure policies' (service/passes/failure_policies.py): what a policy did about a trigger, or why it could not.
 POLICY_EVENTS = (failure_policies.POLICY_ACTION, failure_policies.POLICY_SKIPPED)
+# The sweeps' policies (service/passes/early_stop.py, sweep_failures.py): a trial stopped early by its
+# sweep's rule (rule, value, threshold, step); a sweep paused because its trials fail at once.
+SWEEP_EVENTS = (early_stopping.EARLY_STOPPED, sweep_policies.SWEEP_PAUSED)
 # A remote agent's link (service/link/agent_link.py): silent for 3 heartbeats (its node OFFLINE, its
 # jobs LOST, their ids in the context), and back again with a hello.
 AGENT_DISCONNECTED = "AGENT_DISCONNECTED"
@@ -52,6 +63,7 @@ def with_kinds(types: Sequence[str]) -> tuple[str, ...]:
 
 
 EVENT_TYPES = tuple(sorted({*NODE_EVENTS, *AGENT_EVENTS, *JOB_EVENTS, *RUN_EVENTS, *TB_EVENTS, *DETECTOR_EVENTS, *POLICY_EVENTS,
+                            *SWEEP_EVENTS,
                             CHECKPOINT_DELETED, UNATTRIBUTED_FILE,
                             gpu_budget.BUDGET_EXHAUSTED,  # service/passes/budget.py: a token's budget is spent
                             evaluations.EVALUATION_FINISHED}))  # service/api/evaluations.py: an evaluation ended

@@ -58,6 +58,7 @@ class FailureReason(enum.StrEnum):
     REQUEUED = "REQUEUED"  # on a run only: the dispatch never started and went back to the queue
     DISPATCH_TIMEOUT = "DISPATCH_TIMEOUT"  # a remote node never said it started it, dispatch after dispatch
     DEPENDENCY_FAILED = "DEPENDENCY_FAILED"  # cancelled while queued: its dependencies can never be met
+    EARLY_STOPPED = "EARLY_STOPPED"  # cancelled: its sweep's early-stopping rule found it behind the others
 
 
 class AfterCondition(enum.StrEnum):
@@ -67,6 +68,11 @@ class AfterCondition(enum.StrEnum):
     SUCCEEDED = "succeeded"  # once every dependency SUCCEEDED
     ENDED = "ended"  # once every dependency ended, whatever the outcome
     FAILED = "failed"  # once every dependency ended, if one did not succeed
+
+
+# Why the daemon itself cancelled a running attempt: set with its cancel and kept when the attempt
+# ends CANCELLED (the node's report says only that it was stopped).
+STOP_REASONS = frozenset({FailureReason.EARLY_STOPPED})
 
 
 def signal_failure(name: str) -> str:

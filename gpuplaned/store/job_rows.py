@@ -24,7 +24,16 @@ from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, N
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import JobPolicies, dump_policies, load_policies
-from gpuplaned.protocol.job_states import ACTIVE, ENDED, ON_NODE, FailureReason, JobState, NodeReport, values
+from gpuplaned.protocol.job_states import (
+    ACTIVE,
+    ENDED,
+    ON_NODE,
+    STOP_REASONS,
+    FailureReason,
+    JobState,
+    NodeReport,
+    values,
+)
 from gpuplaned.protocol.job_wire import Job, JobLink, JobSpec
 from gpuplaned.store import dependency_rows, resume_rows, sweep_rows
 from gpuplaned.store.paging import newest_first, one_of
@@ -316,12 +325,12 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     The job's new state is ``on_report``'s (the state table's), its run's ``run_state``'s.
     """
     row = conn.execute(
-        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested FROM jobs WHERE id = ?",
+        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested, failure_reason FROM jobs WHERE id = ?",
         (msg.job_id,),
     ).fetchone()
     if row is None:
         return StatusOutcome(False, reason="unknown job")
-    status, attempt, max_attempts, job_node, run_id, cancelled = row
+    status, attempt, max_attempts, job_node, run_id, cancelled, marked = row
     if attempt != msg.attempt or job_node != node_id:
         return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
     report = msg.status  # a NodeReport: JobStatus refuses any other string
@@ -343,6 +352,8 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
         conn.execute("UPDATE runs SET status = ?, failure_reason = ? WHERE id = ?",
                      (run.value, FailureReason.LOST.value, run_id))
         return StatusOutcome(True, new.value)
+    # A stop the daemon asked for with its reason (STOP_REASONS: EARLY_STOPPED) ends with that reason.
+    failure = marked if new is JobState.CANCELLED and marked in STOP_REASONS else msg.failure_reason
     if new is JobState.QUEUED:
         # Back in the queue (automatic retry or never started): the attempt's outcome is
         # on its run; the job shows nothing of a run it does not have yet.
@@ -351,13 +362,13 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
         conn.execute(
             "UPDATE jobs SET status = ?, finished_at = max(?, coalesce(started_at, 0)), exit_code = ?, "
             "failure_reason = ?, failure_message = ? WHERE id = ?",
-            (new.value, when, msg.exit_code, msg.failure_reason,
+            (new.value, when, msg.exit_code, failure,
              msg.message if new is JobState.FAILED else None, msg.job_id),
         )
     requeued = FailureReason.REQUEUED.value if report is NodeReport.REQUEUE else None
     conn.execute(
         "UPDATE runs SET status = ?, finished_at = ?, exit_code = ?, failure_reason = ? WHERE id = ?",
-        (run.value, when, msg.exit_code, msg.failure_reason or requeued, run_id),
+        (run.value, when, msg.exit_code, failure or requeued, run_id),
     )
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,))
     if new in ENDED:  # its final state: its dependants may run now, or never
@@ -371,17 +382,19 @@ class CancelOutcome:
     node_id: str | None = None  # set when the runner must stop a live attempt
 
 
-def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int) -> CancelOutcome:
+def cancel_job(conn: sqlite3.Connection, job_id: str, now_ms: int, *, reason: str | None = None) -> CancelOutcome:
+    """``reason``: why the daemon stops it (one of STOP_REASONS), kept as its failure reason."""
     job = _require(conn, job_id)
     state = JobState(job.status)
     if state is JobState.QUEUED:
         new = next_state(state, JobEvent.CANCELLED)
-        conn.execute("UPDATE jobs SET status = ?, finished_at = ?, dependencies_pending = 0 WHERE id = ?",
-                     (new.value, now_ms, job_id))
+        conn.execute("UPDATE jobs SET status = ?, finished_at = ?, dependencies_pending = 0, "
+                     "failure_reason = coalesce(?, failure_reason) WHERE id = ?", (new.value, now_ms, reason, job_id))
         dependency_rows.settle(conn, job_id, now_ms)
         return CancelOutcome(_require(conn, job_id))
     if state in ON_NODE:  # its node stops it, now or when it is back
-        conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+        conn.execute("UPDATE jobs SET cancel_requested = 1, failure_reason = coalesce(?, failure_reason) WHERE id = ?",
+                     (reason, job_id))
         return CancelOutcome(_require(conn, job_id), node_id=job.node_id)
     raise ApiError(ErrorCode.CONFLICT, f"job {job_id} is already {job.status}; nothing to cancel",
                    {"job_id": job_id, "status": job.status})
