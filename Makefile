@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean web web-if-stale node-check
+.PHONY: run test bench clean web web-if-stale node-check slurm-install
 
 # Installed from requirements.lock: every transitive dependency pinned with its hashes, so what
 # passed yesterday passes today (packaging/lockfile.py says which lock serves what). The lock is
@@ -98,11 +98,30 @@ endif
 # file stays on one worker (--dist loadfile), so a module's shared daemon starts once.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) $(UI_TEST_DEPS)
+test: $(STAMP) $(UI_TEST_DEPS) slurm-install
 ifneq ($(GPUPLANE_SKIP_UI_TESTS),1)
 	cd web && npm test
 endif
 	GPUPLANE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# Debian's Slurm (slurmctld, slurmd, the clients) and munge, for tests/slurm's private cluster
+# (tests/slurm/slurmkit.py): installed when a program is missing, as chromium is. A failed
+# install does not stop `make test`: the Slurm tests then fail, each saying why.
+SLURM_PROGRAMS := slurmctld slurmd sbatch munged
+slurm-install:
+	@missing=; for p in $(SLURM_PROGRAMS); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$p >/dev/null 2>&1 || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		if ! command -v apt-get >/dev/null 2>&1; then \
+			echo "warning: Slurm is not installed and there is no apt-get: the tests in tests/slurm will fail;" \
+				"install slurmctld, slurmd, slurm-client and munge" >&2; \
+		else \
+			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y \
+				--no-install-recommends slurmctld slurmd slurm-client munge \
+			|| { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+				--no-install-recommends slurmctld slurmd slurm-client munge; } \
+			|| echo "warning: installing Slurm failed: the tests in tests/slurm will fail" >&2; \
+		fi; \
+	fi
 
 node-check:
 	@command -v npm >/dev/null 2>&1 || { echo "error: make test needs Node.js 20.19+ and npm for the web UI's" \

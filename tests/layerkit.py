@@ -219,7 +219,7 @@ class Layer:
 NODE_ACTORS = ("runner", "logs", "monitor", "tbtail", "ckptwatch", "uplink")
 NODE_LIBRARIES = ("gpuplaned.launching", "gpuplaned.telemetry", "gpuplaned.gpus", "gpuplaned.logtail",
                   "gpuplaned.cgroup", "gpuplaned.tensorboard", "gpuplaned.checkpoints",
-                  "gpuplaned.job_processes", "gpuplaned.testing")
+                  "gpuplaned.job_processes", "gpuplaned.testing", "gpuplaned.slurm")
 CORE = ("gpuplaned.config", "gpuplaned.home", "gpuplaned.endpoint", "gpuplaned.lifecycle", "gpuplaned.owner",
         "gpuplaned.node_link", "gpuplaned.node_context", "gpuplaned.front_scope", "gpuplaned.job_folders")
 
