@@ -24,7 +24,7 @@ node (``gpuplaned.service.link.registry``).
 
 A reason names the GPU and what is on it: "GPU 1: foreign process 4 GiB (pid 123)",
 "GPU 0: busy 87% (median of the last 5 samples, over max_free_util 10%)", "GPU 0: lost
-(gpu_lost: ...)". ``withheld`` gives the part after "GPU i: " (the queue adds the GPU and, with
+(the driver's error)". ``withheld`` gives the part after "GPU i: " (the queue adds the GPU and, with
 several nodes, the node).
 """
 
@@ -167,7 +167,7 @@ def withheld(uses: Iterable[GpuUse], blocked: Iterable[int], window: UtilWindow 
     for index in blocked:
         use = by_index.get(index)
         if use is not None and use.error is not None:
-            out[index] = f"lost ({use.error})"
+            out[index] = f"lost ({use.error.removeprefix('gpu_lost: ')})"  # the monitor's code, said once
         elif use is not None and use.foreign:
             out[index] = describe_foreign(use.foreign)
         else:

@@ -93,7 +93,7 @@ def test_what_a_node_withholds_is_described_from_its_sample():
             GpuUse(1, 0.0, foreign=(ForeignProcess(123, 4096),)),
             GpuUse(2, 0.0),
             GpuUse(3, 0.0, foreign=(ForeignProcess(9, 200),))]
-    assert withheld(uses, [0, 1, 2]) == {0: "lost (gpu_lost: fell off the bus)",
+    assert withheld(uses, [0, 1, 2]) == {0: "lost (fell off the bus)",
                                          1: "foreign process 4 GiB (pid 123)",
                                          2: "withheld by its node"}
     assert withheld(uses, []) == {}  # the node's verdict: GPU 3's 200 MiB block nothing
@@ -109,7 +109,7 @@ def test_busy_gpus_are_withheld_only_under_the_rule_and_never_one_a_job_holds():
     assert withheld(uses, [], window, UtilRule(None, 3)) == {}
     assert withheld(uses, [], None, rule) == {}
     lost = [GpuUse(0, 90.0, error="gpu_lost: x")]
-    assert withheld(lost, [0], window, rule) == {0: "lost (gpu_lost: x)"}  # one reason a GPU
+    assert withheld(lost, [0], window, rule) == {0: "lost (x)"}  # one reason a GPU
 
 
 def test_a_snapshot_s_gpus_are_read_with_our_jobs_processes_apart_from_foreign_ones():
@@ -167,14 +167,14 @@ def test_the_gpu_that_is_free_is_taken_and_the_next_job_names_the_withheld_one()
 
 def test_several_withheld_gpus_say_the_first_and_how_many_more():
     busy = "busy 87% (median of the last 5 samples, over max_free_util 10%)"
-    box = node("box", total=4, free=(), withheld=[(0, FOREIGN), (1, busy), (3, "lost (gpu_lost: x)")])
+    box = node("box", total=4, free=(), withheld=[(0, FOREIGN), (1, busy), (3, "lost (x)")])
     plan = place([job("job_a", gpu=2)], [box])
     assert plan.waiting == {"job_a": f"GPU 0: {FOREIGN}; 2 more GPUs not free"}
 
 
 def test_with_several_nodes_the_reason_names_the_node():
     one = node("one", total=1, free=(), withheld=[(0, FOREIGN)])
-    two = node("two", total=1, free=(), withheld=[(0, "lost (gpu_lost: x)")])
+    two = node("two", total=1, free=(), withheld=[(0, "lost (x)")])
     plan = place([job("job_a")], [one, two])
     assert plan.waiting == {"job_a": f"GPU 0 on one: {FOREIGN}; 1 more GPU not free"}
 

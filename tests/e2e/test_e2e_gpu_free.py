@@ -200,3 +200,17 @@ def test_a_gpu_busy_outside_gpuplane_holds_a_job_until_its_median_falls(judged):
     plant_util(claims(jobs), 0, None)  # it idles now: free once 2 of the last 3 readings say so
     done = jobs.wait(job["id"], timeout=20)
     assert done["status"] == "SUCCEEDED" and done["gpu_indexes"] == [0]
+
+
+def test_a_lost_gpu_is_named_until_it_reads_again(box):
+    jobs, _ = box
+    mark = claims(jobs) / "0" / "lost"
+    mark.touch()
+    try:
+        wait_for(lambda: jobs.client.get("/api/v1/nodes")["nodes"][0]["snapshot"]["blocked_gpus"] == [0],
+                 what="GPU 0 lost at the server")
+        job = jobs.sh("echo ran", gpu=1)
+        assert reason(jobs, job["id"], "GPU 0: lost (fake GPU 0 is marked lost)")["status"] == "QUEUED"
+    finally:
+        mark.unlink()
+    assert jobs.wait(job["id"], timeout=20)["status"] == "SUCCEEDED"
