@@ -52,6 +52,7 @@ class ListJobsArgs:
     status: list[str] = field(factory=list, items={"enum": JOB_STATES}, description="only jobs in these states")
     group: str | None = field(default=None, pattern=GROUP_PATTERN, message=GROUP_MESSAGE,
                               description="only this group's jobs (submit_job's group)")
+    sweep: str | None = _optional_id("swp", "sweep")
     limit: int = _limit(20, 100)
     cursor: str | None = field(default=None, description="next_cursor of the previous page")
 
@@ -176,6 +177,18 @@ class QueuePauseArgs:
 class PriorityArgs:
     job_id: str = _id("job", "job")
     priority: int = field(minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, description="higher runs first")
+
+
+@attrs.frozen(kw_only=True)
+class SweepArgs:
+    sweep_id: str = _id("swp", "sweep")
+
+
+@attrs.frozen(kw_only=True)
+class GetSweepArgs:
+    sweep_id: str = _id("swp", "sweep")
+    status: list[str] = field(factory=list, items={"enum": JOB_STATES}, description="only trials in these states")
+    limit: int = field(default=20, minimum=1, maximum=500, description="at most this many trials, by number")
 
 
 @attrs.frozen(kw_only=True)

@@ -50,7 +50,8 @@ _WORKFLOW = """You run training jobs on the user's GPUs through GPUPlane. Work i
 4. When it ends: diagnose_run; on a failure explain_failure then retry_job (resume_from=best or last).
 5. Compare: compare_runs for runs, compare_checkpoints for checkpoints, get_best_checkpoint for the experiment's best.
 6. Evaluate the best with evaluate_checkpoint and read list_evaluations.
-cancel_job asks the user to confirm unless the token allows unattended use."""
+For many runs over a grid of values use submit_sweep, not a loop of submit_job: read the run_sweep_safely prompt first.
+cancel_job, cancel_sweep, remove_job and clean_jobs ask the user to confirm unless the token allows unattended use."""
 
 
 def _budget(caller: Any) -> str:

@@ -46,6 +46,10 @@ POLICY: dict[str, Policy] = {
     "remove_job": Policy("write", "write", read_only=False, destructive=True, idempotent=True),
     # A second clean removes the jobs that have ended since.
     "clean_jobs": Policy("write", "write", read_only=False, destructive=True, idempotent=False),
+    "get_sweep": _READ,
+    # The same name and values again queue no trial twice (the sweep's dedupe).
+    "submit_sweep": Policy("write", "write", read_only=False, idempotent=True),
+    "cancel_sweep": Policy("write", "write", read_only=False, destructive=True, idempotent=True),
 }
 
 

@@ -69,7 +69,8 @@ async def get_node_status(call: Call, args: a.NodeArgs) -> Result:
 
 
 async def list_jobs(call: Call, args: a.ListJobsArgs) -> Result:
-    page, cursor = await jobs.list_jobs(call.shared, list(args.status), args.limit, args.cursor, args.group)
+    page, cursor = await jobs.list_jobs(call.shared, list(args.status), args.limit, args.cursor, args.group,
+                                        args.sweep)
     counts: dict[str, int] = {}
     for job in page:
         counts[job.status] = counts.get(job.status, 0) + 1

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from gpuplaned.mcp import queue_tools, read_tools, semantic_tools, wake, write_tools
+from gpuplaned.mcp import queue_tools, read_tools, semantic_tools, sweep_tools, wake, write_tools
 from gpuplaned.mcp.policy import POLICY, PolicyGap, validate_coverage
 from gpuplaned.mcp.table import Tool
 
-TOOLS: list[Tool] = [*read_tools.TOOLS, *write_tools.TOOLS, *queue_tools.TOOLS, *semantic_tools.TOOLS, *wake.TOOLS]
+TOOLS: list[Tool] = [*read_tools.TOOLS, *write_tools.TOOLS, *queue_tools.TOOLS, *sweep_tools.TOOLS,
+                     *semantic_tools.TOOLS, *wake.TOOLS]
 BY_NAME = {tool.name: tool for tool in TOOLS}
 RAW_ARGS = write_tools.RAW_ARGS
 

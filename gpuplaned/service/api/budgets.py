@@ -101,6 +101,14 @@ def usage(conn: Connection, token_id: str, limits: TokenLimits) -> Usage:
     return gpu_budget.usage(budget_rows.token_jobs(conn, token_id), limits, now_ms())
 
 
+def remaining(conn: Connection, caller: Caller | None) -> float | None:
+    """GPU-hours left of the caller's budget, its open jobs' worst cases reserved (None: no budget)."""
+    limits = caller.limits if caller is not None and limited(caller) else None
+    if caller is None or caller.token_id is None or limits is None or limits.gpu_hours is None:
+        return None
+    return round(max(0.0, limits.gpu_hours - usage(conn, caller.token_id, limits).committed_gpu_hours), 6)
+
+
 def refusals(conn: Connection, caller: Caller, job: SubmitFacts) -> tuple[list[gpu_budget.Refusal], Usage]:
     assert caller.limits is not None and caller.token_id is not None
     used = usage(conn, caller.token_id, caller.limits)

@@ -217,7 +217,21 @@ def _admit_trials(shared: ServerContext, conn: Connection, sweep_id: str | None,
     refused: list[BatchRefusal] = []
     _, remaining = batches.admit(shared, conn, entries, caller, refused, placed if sweep_id is not None else None)
     if refused:
-        raise batches.refusal(refused, len(entries), remaining, what="trials")
+        raise _refusal(refused, len(entries), remaining, base, caller)
+
+
+def _refusal(refused: list[BatchRefusal], trials: int, remaining: float | None, spec: JobSpec,
+             caller: Caller | None) -> ApiError:
+    """The batch's refusal; past the budget, it also names the sweep's worst case and what remains
+    (``details.worst_case_gpu_hours``): the figure the caller must bring down."""
+    error = batches.refusal(refused, trials, remaining, what="trials")
+    worst = _worst_case(spec, trials, caller)
+    if worst is None or remaining is None or "remaining_gpu_hours" not in error.details:
+        return error
+    each = f" x {worst / (trials * spec.gpu):g} h" if trials and spec.gpu else ""
+    return ApiError(error.code, f"{error.message}. The sweep's worst case is {worst:g} GPU-hours ({trials} trial(s) "
+                                f"x {spec.gpu} GPU(s){each}), with {remaining:g} left of the token's budget",
+                    {**error.details, "worst_case_gpu_hours": worst})
 
 
 def _worst_case(spec: JobSpec, trials: int, caller: Caller | None) -> float | None:

@@ -1,0 +1,141 @@
+"""MCP's sweep tools (issue 31 item 7): submit_sweep within a token's GPU-hour budget (queued) and
+beyond it (refused, naming the sweep's worst case and what remains, nothing queued), its dry run
+showing that worst case (trials x GPUs x timeout) and the budget after, get_sweep, list_jobs by
+sweep, and cancel_sweep (asked first) — the SDK's own client against one real daemon (fake GPUs)
+and its HTTP front."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import mcp_types as types
+import pytest
+import trio
+from helpers import jobs_with_front
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_http import closing_client
+
+pytestmark = [pytest.mark.e2e]
+
+GATE = ["sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done"]  # runs until its file exists
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mcp-sweeps")
+    with jobs_with_front(root) as (jobs, url):
+        secrets = {}
+        for name, limits in (("rw", None), ("budget", {"gpu_hours": 1.0})):
+            body = {"name": name, "scopes": ["read", "write"], **({"limits": limits} if limits else {})}
+            secrets[name] = jobs.client.post("/api/v1/tokens", body)["secret"]
+        yield jobs, url, secrets
+
+
+@asynccontextmanager
+async def connected(url: str, secret: str, **options) -> AsyncIterator[Client]:
+    async with closing_client(headers={"Authorization": f"Bearer {secret}"}, timeout=70) as http, \
+            Client(streamable_http_client(url + "/mcp", http_client=http), **options) as client:
+        yield client
+
+
+def ok(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def error_of(result) -> dict:
+    assert result.is_error, result.structured_content
+    return json.loads(result.content[0].text)["error"]
+
+
+def counted(jobs) -> tuple[int, int]:
+    """(jobs, sweeps) in the daemon's store."""
+    with sqlite3.connect(jobs.daemon.home / "gpuplane.db") as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("jobs", "sweeps"))
+
+
+def sweep_body(jobs, name: str, values: list[float], timeout_s: int, command=None) -> dict:
+    return {"name": name, "grid": {"lr": values}, "max_parallel": 1,
+            "job": {"command": command or ["echo", "lr={lr}"], "cwd": str(jobs.workdir), "gpu": 1,
+                    "timeout_s": timeout_s}}
+
+
+async def test_a_sweep_within_the_budget_is_queued_and_one_beyond_it_is_refused(env):
+    jobs, url, secrets = env
+    async with connected(url, secrets["budget"]) as client:
+        # 2 trials x 1 GPU x 0.25 h = 0.5 of 1.0, reserved while they are open (each waits for its file).
+        within = sweep_body(jobs, "within", [0.1, 0.01], 900, [*GATE, str(jobs.file("within.stop")), "lr={lr}"])
+        before = counted(jobs)
+        dry = ok(await client.call_tool("submit_sweep", {**within, "dry_run": True}))
+        assert (dry["dry_run"], dry["created"], dry["existing"], dry["sweep"]) == (True, 2, 0, None)
+        assert dry["worst_case_gpu_hours"] == pytest.approx(0.5) and dry["budget_after_gpu_hours"] == pytest.approx(0.5)
+        assert [t["command"][-1] for t in dry["planned"]] == ["lr=0.1", "lr=0.01"]
+        assert "worst case 0.5 GPU-hours (2 trials x 1 GPU(s) x 0.25 h)" in dry["summary"]
+        assert counted(jobs) == before  # the dry run queued nothing
+
+        queued = ok(await client.call_tool("submit_sweep", within))
+        sweep_id = queued["sweep"]["id"]
+        assert (queued["created"], queued["existing"], queued["sweep"]["name"]) == (2, 0, "within")
+        assert queued["budget_after_gpu_hours"] == pytest.approx(0.5)
+        assert counted(jobs) == (before[0] + 2, before[1] + 1)
+        again = ok(await client.call_tool("submit_sweep", within))  # same name and values: no trial twice
+        assert (again["created"], again["existing"], again["sweep"]["id"]) == (0, 2, sweep_id)
+
+        beyond = sweep_body(jobs, "beyond", [0.1, 0.01, 0.001], 3600)  # 3 GPU-hours, 0.5 left
+        for arguments in ({**beyond, "dry_run": True}, beyond):
+            refused = error_of(await client.call_tool("submit_sweep", arguments))
+            assert refused["code"] == "forbidden" and refused["details"]["remaining_gpu_hours"] == pytest.approx(0.5)
+            assert refused["details"]["worst_case_gpu_hours"] == pytest.approx(3.0)
+            assert refused["message"].startswith("3 of 3 trial(s) refused, so none was queued")
+            assert refused["message"].endswith("The sweep's worst case is 3 GPU-hours (3 trial(s) x 1 GPU(s) x 1 h), "
+                                               "with 0.5 left of the token's budget")
+        assert counted(jobs) == (before[0] + 2, before[1] + 1)  # nothing queued, no sweep made
+
+        jobs.file("within.stop").touch()
+        with trio.fail_after(30):
+            while (shown := ok(await client.call_tool("get_sweep", {"sweep_id": sweep_id})))["sweep"]["status"] != \
+                    "SUCCEEDED":
+                await trio.sleep(0.1)
+        assert [(t["trial"], t["values"], t["status"]) for t in shown["trials"]] == [
+            (0, {"lr": 0.1}, "SUCCEEDED"), (1, {"lr": 0.01}, "SUCCEEDED")]
+        assert "is SUCCEEDED: 2 trial(s): 2 succeeded" in shown["summary"]
+        listed = ok(await client.call_tool("list_jobs", {"sweep": sweep_id}))["jobs"]
+        assert sorted(j["name"] for j in listed) == ["within-0", "within-1"]
+        assert error_of(await client.call_tool("list_jobs", {"sweep": "job_x"}))["code"] == "bad_request"
+
+
+async def test_cancel_sweep_asks_and_stops_its_trials(env):
+    jobs, url, secrets = env
+    asked: list[str] = []
+
+    async def accept(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    gate = [*GATE, str(jobs.file("sweep.stop"))]
+    async with connected(url, secrets["rw"]) as client:  # no elicitation: cannot be asked
+        body = {**sweep_body(jobs, "cancelled", [1, 2, 3], 600), "max_parallel": 1}
+        body["job"]["command"] = [*gate, "{lr}"]
+        sweep_id = ok(await client.call_tool("submit_sweep", body))["sweep"]["id"]
+        with trio.fail_after(30):
+            while (ok(await client.call_tool("get_sweep", {"sweep_id": sweep_id})))["sweep"]["counts"]["running"] != 1:
+                await trio.sleep(0.05)
+        shown = ok(await client.call_tool("get_sweep", {"sweep_id": sweep_id, "status": ["QUEUED"], "limit": 1}))
+        assert [t["trial"] for t in shown["trials"]] == [1] and shown["trials_left_out"] == 1
+        assert shown["trials"][0]["queue_reason"] == "sweep max-parallel 1 reached"
+        dry = ok(await client.call_tool("cancel_sweep", {"sweep_id": sweep_id, "dry_run": True}))
+        assert "its 2 queued trial(s) at once, its 1 running one(s) stopped" in dry["would"]
+        refused = error_of(await client.call_tool("cancel_sweep", {"sweep_id": sweep_id}))
+        assert refused["details"]["ways_out"] == ["unattended token", "gpuplanectl sweep cancel ID"]
+    async with connected(url, secrets["rw"], elicitation_callback=accept) as client:
+        done = ok(await client.call_tool("cancel_sweep", {"sweep_id": sweep_id}))
+        assert done["sweep"]["status"] == "CANCELLED" and done["dry_run"] is False
+        with trio.fail_after(30):
+            while (ok(await client.call_tool("get_sweep", {"sweep_id": sweep_id})))["sweep"]["counts"]["cancelled"] != 3:
+                await trio.sleep(0.05)
+    assert asked == [f"An agent asks to cancel sweep {sweep_id}: its queued trials, and its running ones stopped. "
+                     "Go ahead?"]
