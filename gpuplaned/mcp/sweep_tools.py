@@ -17,6 +17,7 @@ from gpuplaned.domain.event_types import EVENT_TYPES
 from gpuplaned.mcp import args as a
 from gpuplaned.mcp.table import Call, Result, Tool, next_action
 from gpuplaned.protocol.fields import doc
+from gpuplaned.protocol.job_wire import to_spec
 from gpuplaned.protocol.sweep_wire import PlannedTrial, Sweep, SweepDetail, SweepSubmit, SweepSubmitted, SweepTrial
 from gpuplaned.service import access
 from gpuplaned.service.api import budgets, sweeps
@@ -75,7 +76,7 @@ async def submit_sweep(call: Call, body: SweepSubmit) -> Result:
     left = await _budget_left(call)  # after a real submit its trials are reserved already
     after = left - (done.worst_case_gpu_hours or 0.0) if left is not None and done.dry_run else left
     budget = f"; {after:.4g} GPU-hours of the budget left after it" if after is not None else ""
-    worst = _worst_words(done, body.job.gpu)
+    worst = _worst_words(done, to_spec(body.job).gpu)  # gpus is gpu's alias
     planned = done.planned[:PLANNED_SHOWN]
     outcome = SweepSubmitOutcome(dry_run=done.dry_run, sweep=done.sweep, created=done.created, existing=done.existing,
                                  worst_case_gpu_hours=done.worst_case_gpu_hours, budget_after_gpu_hours=after,
