@@ -140,3 +140,19 @@ async def test_cancel_sweep_asks_and_stops_its_trials(env):
                 await trio.sleep(0.05)
     assert asked == [f"An agent asks to cancel sweep {sweep_id}: its queued trials, and its running ones stopped. "
                      "Go ahead?"]
+
+
+async def test_a_limited_token_sees_and_cancels_only_its_own_sweeps(env):
+    jobs, url, secrets = env
+    theirs = jobs.client.post("/api/v1/sweeps", sweep_body(jobs, "theirs", [1], 60, ["true", "{lr}"]))["sweep"]["id"]
+    async def accept(context, params):
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with connected(url, secrets["budget"], elicitation_callback=accept) as client:
+        for name, arguments in (("get_sweep", {"sweep_id": theirs}), ("cancel_sweep", {"sweep_id": theirs}),
+                                ("cancel_sweep", {"sweep_id": theirs, "dry_run": True})):
+            refused = error_of(await client.call_tool(name, arguments))
+            assert refused["code"] == "forbidden" and refused["details"]["limit"] == "owner", (name, refused)
+        unknown = error_of(await client.call_tool("get_sweep", {"sweep_id": "swp_nope"}))
+        assert unknown["code"] == "not_found" and "swp_nope" in unknown["message"]
+    assert jobs.client.get(f"/api/v1/sweeps/{theirs}")["sweep"]["cancelled_at"] is None
