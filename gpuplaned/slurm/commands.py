@@ -5,9 +5,12 @@ Every command:
   whose slurmctld is down or stopped retries for ``MessageTimeout`` or longer, and a loop
   that waits on it hangs (../shared/research/infra.md §A pitfall 5);
 - runs with an environment that holds none of the variables that change what the commands
-  print or do: ``SQUEUE_FORMAT`` would replace our ``-o``, ``SLURM_TIME_FORMAT`` our times,
-  ``SBATCH_*`` our flags (``SBATCH_EXPORT``, ``SBATCH_GRES``...). ``SLURM_CONF`` stays: it is
-  how a client finds a cluster whose configuration is not in /etc/slurm (submitit#1814);
+  print or do. Tried on 22.05: ``SQUEUE_USERS``, ``SQUEUE_NAMES`` and ``SQUEUE_STATES``
+  filter squeue even under ``-j``/``-n``, so a job would vanish from the poll and read as
+  lost; ``SLURM_TIME_FORMAT`` rewrites scontrol's times; ``SBATCH_*`` add flags
+  (``SBATCH_EXPORT``, ``SBATCH_GRES``...). ``-o`` wins over ``SQUEUE_FORMAT`` (it did not in
+  Parsl's case, which passed none), which goes all the same. ``SLURM_CONF`` stays: it is how
+  a client finds a cluster whose configuration is not in /etc/slurm (submitit#1814);
 - is found at a path the node's configuration may set (``SlurmPaths``).
 
 Failures are typed, so that no caller reads a failure as an answer:
