@@ -266,12 +266,44 @@ def set_queue_reasons(conn: sqlite3.Connection, reasons: Mapping[str, str | None
 def record_dispatch(conn: sqlite3.Connection, decision: Assignment, now_ms: int) -> Dispatched:
     """Record a placement: the job DISPATCHING as its next attempt, a new run, its GPU slots
     booked (refused, raising, if one is not free: the pass read them in this transaction)."""
-    job = _bare_job(conn, decision.job_id)
-    assert job is not None
-    return _dispatch(conn, job, decision, now_ms)
+    row = conn.execute(f"SELECT {_DISPATCH_COLUMNS} FROM jobs WHERE id = ?", (decision.job_id,)).fetchone()
+    assert row is not None
+    return _dispatch(conn, _Dispatchable.of(row), decision, now_ms)
 
 
-def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: int) -> Dispatched:
+# What a dispatch reads of its job: one narrow row, not the whole ``Job`` (a pass runs on
+# every submit and every job end: decoding a job's every column was a good part of it).
+_DISPATCH_COLUMNS = ("id, name, type, status, command, working_dir, env, attempt, timeout_s, stop_grace_s, "
+                     "resume_from, sweep_id, sweep_values, secret_env_sealed")
+
+
+@attrs.frozen
+class _Dispatchable:
+    id: str
+    name: str | None
+    type: str
+    status: str
+    command: list[str]
+    cwd: str | None
+    env: dict[str, str]
+    attempt: int
+    timeout_s: float | None
+    stop_grace_s: float
+    resume_from: str | None
+    sweep_id: str | None
+    sweep_values: dict[str, Any] | None
+    secret_env_sealed: str | None  # still sealed (``Dispatched.secret_env_sealed``)
+
+    @classmethod
+    def of(cls, row: tuple[Any, ...]) -> _Dispatchable:
+        (id_, name, type_, status, command, cwd, env, attempt, timeout_s, grace, resume_from, sweep_id,
+         sweep_values, sealed) = row
+        return cls(id_, name, type_, status, json.loads(command), cwd, json.loads(env) if env else {}, attempt,
+                   timeout_s, grace, resume_from, sweep_id, json.loads(sweep_values) if sweep_values else None,
+                   sealed)
+
+
+def _dispatch(conn: sqlite3.Connection, job: _Dispatchable, decision: Assignment, now_ms: int) -> Dispatched:
     run_id = new_id("run")
     attempt = job.attempt + 1
     new = next_state(JobState(job.status), JobEvent.DISPATCH)
@@ -306,8 +338,7 @@ def _dispatch(conn: sqlite3.Connection, job: Job, decision: Assignment, now_ms: 
         cwd=job.cwd or "/", env=env, gpu_indexes=decision.gpu_indexes, timeout_s=job.timeout_s,
         stop_grace_s=job.stop_grace_s, evaluation=job.type == "EVALUATE",
     )
-    (sealed,) = conn.execute("SELECT secret_env_sealed FROM jobs WHERE id = ?", (job.id,)).fetchone()
-    return Dispatched(decision.node_id, wire, sealed)
+    return Dispatched(decision.node_id, wire, job.secret_env_sealed)
 
 
 @attrs.frozen
