@@ -36,9 +36,9 @@ Rules (seed 000 section 6.2, no preemption):
   foreign process on it, lost, too busy under ``[scheduler] max_free_util``). A job that would
   fit now were those GPUs free, or that can never fit without them, waits naming the first of
   them and how many more ("GPU 1: foreign process 4 GiB (pid 123); 1 more GPU not free"; with
-  several nodes, "GPU 1 on box2: ..."). While any GPU is so
-  withheld, and in the pass after the last one is freed, a pass with no slot left reads on, so
-  every waiting job's reason says it, and stops saying it once it is gone.
+  several nodes, "GPU 1 on box2: ..."). When what is withheld changes (``recheck``), a pass
+  with no slot left reads on, so every waiting job's reason says it, and stops saying it once it
+  is gone.
 """
 
 from __future__ import annotations
@@ -237,7 +237,8 @@ class _FreeSlots:
 
 
 def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
-          placement: str = DEFAULT_PLACEMENT, holds: Holds | None = None, *, recheck: bool = False) -> Placement:
+          placement: str = DEFAULT_PLACEMENT, holds: Holds | None = None, *, recheck: bool = False,
+          read_on_withheld: bool = True) -> Placement:
     """One pass over ``queue`` (in ``ORDER``; read lazily: it stops once nothing is left to give,
     unless groups or the queue's pause have reasons to write).
 
@@ -245,13 +246,15 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
         placement: ``pack`` or ``spread``, for jobs that name none.
         holds: the queue's pause and the groups' limits (None: nothing holds a job back).
         recheck: read the whole queue even with no slot left, so that each job's reason is
-            said again (the scheduler asks for it in the pass after the last withheld GPU is
-            freed: jobs further down the queue still name it).
+            said again (the scheduler asks for it when what is withheld changed: jobs further
+            down the queue may name a GPU that is free now, or none for one that is not).
+        read_on_withheld: while a GPU is withheld, read the whole queue (the dry run, which
+            must reach its job); False: only on ``recheck``.
     """
     slots = _FreeSlots(list(nodes))
     # Withheld GPUs: a pass with no slot left still looks at each job (one fit per kind of
     # job), to say which of them it waits for.
-    gpus_said = recheck or bool(slots.withheld)
+    gpus_said = recheck or (read_on_withheld and bool(slots.withheld))
     gate = GroupGate(holds)
     # With groups or a paused queue, a pass with no slot left still reads on, to say why each
     # held job waits (a cheap look per job, no fit).

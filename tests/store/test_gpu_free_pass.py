@@ -15,7 +15,7 @@ from gpuplaned.domain.gpu_free import UtilRule
 from gpuplaned.protocol.agent import GpuInfo, Hello, NodeSnapshot
 from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.service.link.registry import NodeRegistry
-from gpuplaned.service.passes.dispatch import run_pass, util_rule_of
+from gpuplaned.service.passes.dispatch import SAY_AGAIN_S, run_pass, util_rule_of
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
 
@@ -132,3 +132,20 @@ def test_a_node_that_detaches_takes_its_readings_along(conn):
     registry.attach(node_id, trio.open_memory_channel(1)[0])
     _snapshot(registry, node_id, _gpu(0, util=90.0))
     assert registry.withheld(UtilRule(max_free_util=10, samples=2)) == {}  # one reading since it came back
+
+
+def test_while_the_same_gpus_stay_withheld_a_full_pass_reads_the_queue_only_now_and_then(conn):
+    # With no slot left, a pass reads the whole queue when which GPUs are withheld changes, and
+    # again once SAY_AGAIN_S have passed: a job queued in between names the GPU from then on.
+    registry = NodeRegistry()
+    node_id = _node(conn, registry)
+    stranger = {"pid": 4242, "gpu_memory_mb": 4096, "job_id": None, "foreign": True}
+    _snapshot(registry, node_id, _gpu(0, processes=[stranger]), blocked=[0])
+    first = _submit(conn, node_id)
+    assert run_pass(registry, conn, at=100.0) == []
+    assert _reason(conn, first) == ("QUEUED", FOREIGN)
+    second = _submit(conn, node_id)
+    assert run_pass(registry, conn, at=100.0 + SAY_AGAIN_S / 2) == []
+    assert _reason(conn, second) == ("QUEUED", None)  # not read: nothing changed, nothing free
+    assert run_pass(registry, conn, at=100.0 + SAY_AGAIN_S) == []
+    assert _reason(conn, second) == ("QUEUED", FOREIGN)

@@ -8,6 +8,7 @@ backlog and its clock's skew, kept after it detaches too.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Protocol
 
@@ -68,9 +69,10 @@ class NodeRegistry:
         self._snapshots: dict[str, NodeSnapshot] = {}
         # Each node's GPU utilisation readings, for ``[scheduler] max_free_util`` (``withheld``).
         self._util: dict[str, gpu_free.UtilWindow] = {}
-        # Whether the scheduler's last pass saw a withheld GPU: the pass after the last one goes
-        # says so to every job that still names it (``gpuplaned.service.passes.dispatch.run_pass``).
-        self.withheld_at_last_pass = False
+        # What the scheduler's last full reading of the queue said was withheld, and when
+        # (monotonic s): ``gpuplaned.service.passes.dispatch.run_pass`` reads the queue through
+        # again when that changes, and now and then while it lasts.
+        self.withheld_said: tuple[dict[str, dict[int, str]], float] = ({}, -math.inf)
         self._links: dict[str, _Link] = {}  # remote nodes only; kept after they detach
         self.snapshot_feed: Broadcast[tuple[str, NodeSnapshot]] = Broadcast()  # (node id, snapshot), live
 

@@ -15,6 +15,7 @@ reads the rows (``gpuplaned.store.job_rows``), lets the queue decide
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -57,26 +58,44 @@ def wake_scheduler(shared: Actors) -> None:
         pass
 
 
+SAY_AGAIN_S = 1.5  # while GPUs stay withheld, a pass reads the whole queue at most this often (the tick's)
+
+
 def run_pass(nodes: NodeRegistry, conn: Connection, placement: str = DEFAULT_PLACEMENT,
-             util_rule: gpu_free.UtilRule | None = None) -> list[job_rows.Dispatched]:
+             util_rule: gpu_free.UtilRule | None = None, *, at: float | None = None) -> list[job_rows.Dispatched]:
     """A scheduling pass inside the caller's (the scheduler's) store transaction: queued jobs
     to free slots of connected nodes, within what each node's latest readings allow.
 
     Args:
         placement: ``[scheduler] placement`` (``placement_of``), for jobs that name none.
         util_rule: ``[scheduler] max_free_util`` (``util_rule_of``); None: not judged.
+        at: monotonic seconds now (None: ``time.monotonic()``).
+
+    A pass with no slot left reads no further down the queue, unless which GPUs are withheld
+    changed since the last full reading (each waiting job names the GPUs it waits for, or stops
+    naming those freed), or GPUs stay withheld and ``SAY_AGAIN_S`` have passed (jobs queued since
+    say it too, and a busy GPU's median is said anew): a pass while a GPU stays withheld costs no
+    more than one without, and a median that moves rewrites no reasons more often than that.
     """
     withheld = nodes.withheld(util_rule or gpu_free.UtilRule())
+    said, said_at = nodes.withheld_said
+    now = time.monotonic() if at is None else at
+    full = _gpus_of(withheld) != _gpus_of(said) or (bool(withheld) and now - said_at >= SAY_AGAIN_S)
     dispatched = schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement,
-                          withheld=withheld, recheck=nodes.withheld_at_last_pass)
-    nodes.withheld_at_last_pass = bool(withheld)
+                          withheld=withheld, recheck=full, read_on_withheld=False)
+    if full:
+        nodes.withheld_said = (withheld, now)
     return dispatched
+
+
+def _gpus_of(withheld: Mapping[str, Mapping[int, str]]) -> set[tuple[str, int]]:
+    return {(node_id, index) for node_id, gpus in withheld.items() for index in gpus}
 
 
 def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[NodeCapacity] | None = None,
              health: Mapping[str, NodeSnapshot] | None = None, *,
              placement: str = DEFAULT_PLACEMENT, withheld: Mapping[str, Mapping[int, str]] | None = None,
-             recheck: bool = False) -> list[job_rows.Dispatched]:
+             recheck: bool = False, read_on_withheld: bool = True) -> list[job_rows.Dispatched]:
     """Give queued jobs free slots on connected nodes, inside the caller's store transaction:
     each placed job becomes DISPATCHING (a new run each), and each job the pass looked at and
     left queued gets its ``queue_reason`` (written only when it changed).
@@ -87,13 +106,14 @@ def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[Nod
         placement: ``[scheduler] placement``, for jobs that name none.
         withheld: node id -> GPU index -> why it takes no new job (``NodeRegistry.withheld``);
             None: what ``health`` says.
-        recheck: say each queued job's reason again (``queue.place``'s).
+        recheck, read_on_withheld: how far down the queue to read (``queue.place``'s).
     """
     if nodes is None:
         nodes = job_rows.capacities(conn, connected, health, withheld)
     queued = job_rows.queued_jobs(conn)
     try:
-        plan = queue.place(queued, nodes, placement, group_rows.holds(conn), recheck=recheck)
+        plan = queue.place(queued, nodes, placement, group_rows.holds(conn), recheck=recheck,
+                           read_on_withheld=read_on_withheld)
     finally:
         queued.close()
     job_rows.set_queue_reasons(conn, plan.reasons)
