@@ -114,6 +114,16 @@ class JobDetail:
     array_task: str | None
     fields: dict[str, str] = attrs.field(eq=False, repr=False)
 
+    @property
+    def gpus_per_node(self) -> int:
+        """The GPUs a node of the job asks for: ``TresPerNode=gres:gpu:2`` (22.05),
+        ``gres/gpu:2`` (23.02 on), ``gres/gpu:a100:2`` with a type; 0 when it asks none."""
+        for request in self.fields.get("TresPerNode", "").split(","):
+            kind, *rest = request.replace("gres/", "gres:", 1).split(":")[1:] or [""]
+            if kind == "gpu":
+                return int(rest[-1]) if rest and rest[-1].isdigit() else 1
+        return 0
+
 
 @attrs.frozen
 class AccountingRow:
@@ -192,7 +202,11 @@ def parse_scontrol_jobs(stdout: str) -> list[JobDetail]:
             continue
         if line.strip() == "No jobs in the system":
             continue
-        fields = {key: value for key, value in _PAIR.findall(line.strip())}
+        fields: dict[str, str] = {}
+        for key, value in _PAIR.findall(line.strip()):
+            # The first of a key counts: 25.11's SubmitLine (and a Command, a Comment) holds
+            # whatever the user typed, " ExitCode=0:0" included, and all of those come later.
+            fields.setdefault(key, value)
         for key in ("JobId", "JobName", "JobState", "Reason", "ExitCode"):
             if key not in fields:
                 raise SlurmParseError("scontrol show job", line, f"no {key}=")
@@ -226,7 +240,7 @@ def parse_sacct(stdout: str) -> list[AccountingRow]:
             raise SlurmParseError("sacct", line, "JobIDRaw is not a number")
         rows.append(AccountingRow(job_id=job_id, raw_id=raw_id, name=name, state=parse_state(state, "sacct"),
                                   exit_code=parse_exit_code(exit_code, "sacct"), reason=_reason(reason),
-                                  nodes=_null(nodes)))
+                                  nodes="" if nodes == "None assigned" else nodes))
     return rows
 
 
