@@ -156,3 +156,18 @@ async def test_a_limited_token_sees_and_cancels_only_its_own_sweeps(env):
         unknown = error_of(await client.call_tool("get_sweep", {"sweep_id": "swp_nope"}))
         assert unknown["code"] == "not_found" and "swp_nope" in unknown["message"]
     assert jobs.client.get(f"/api/v1/sweeps/{theirs}")["sweep"]["cancelled_at"] is None
+
+
+async def test_a_sweeps_secret_env_is_redacted_in_the_audit(env):
+    jobs, url, secrets = env
+    value = "s3cret-sweep-value"
+    body = sweep_body(jobs, "secretive", [1, 2], 60, ["true", "{lr}"])
+    body["job"]["secret_env"] = {"API_TOKEN": value}
+    async with connected(url, secrets["rw"]) as client:
+        dry = ok(await client.call_tool("submit_sweep", {**body, "dry_run": True}))
+    assert dry["created"] == 2 and value not in json.dumps(dry)
+    entries = jobs.client.get("/api/v1/audit?limit=200")["entries"]
+    [entry] = [e for e in entries if e["via"] == "mcp" and e["action"] == "submit_sweep"
+               and e["arguments"].get("name") == "secretive"]
+    assert entry["arguments"]["job"]["secret_env"] == {"API_TOKEN": "[redacted]"} and entry["outcome"] == "ok"
+    assert value not in json.dumps(entries)
