@@ -39,6 +39,7 @@ from gpuplanectl.commands import (
     projects,
     runs,
     status,
+    sweeps,
     sync,
     tokens,
     top,
@@ -140,6 +141,7 @@ for noun in (projects, primary_metric, nodes, tokens, webhooks, actors):
     app.add_typer(noun.app)
 app.add_typer(groups.group_app)
 app.add_typer(groups.queue_app)
+app.add_typer(sweeps.app)
 app.command("clean")(groups.clean)
 
 # Earlier spellings, hidden from --help but kept so that scripts go on working: each runs the

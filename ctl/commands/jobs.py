@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 
 import typer
 from gpuplanectl import render
-from gpuplanectl.commands import JsonOption, connect, fail, globals_of, reporting
+from gpuplanectl.commands import JsonOption, connect, fail, globals_of, reporting, sweeps
 from gpuplanectl.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from gpuplanectl.submission import INHERITED_ENV, SubmissionError, build_body, check_folder_here, load_job_file
 
@@ -132,6 +132,45 @@ def submit(
         "--group", metavar="NAME", show_default=False,
         help="Put it in this group: at most the group's parallel limit of its jobs run at once, none starts while "
              "it is paused (gpuplanectl group set|pause|resume); made on first use.")] = None,
+    sweep: Annotated[list[str] | None, typer.Option(
+        "--sweep", metavar="NAME=V1,V2", show_default=False,
+        help="Make a sweep: one trial per combination of the values (repeatable, a grid); {NAME} in the "
+             "command's arguments becomes the trial's value, and it gets GPUPLANE_SWEEP_NAME (upper-cased), "
+             "GPUPLANE_SWEEP_ID and GPUPLANE_SWEEP_TRIAL. --name names the sweep.")] = None,
+    sweep_random: Annotated[list[str] | None, typer.Option(
+        "--sweep-random", metavar="NAME=DIST", show_default=False,
+        help="A random sweep (repeatable, with --trials): DIST is uniform:LO:HI, log:LO:HI, int:LO:HI or "
+             "choice:A,B.")] = None,
+    trials: Annotated[int | None, typer.Option("--trials", metavar="N", min=1, show_default=False,
+                                               help="A random sweep's number of trials.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", metavar="S", min=0, show_default=False,
+                                             help="A random sweep's seed: the same seed draws the same trials "
+                                                  "[default: 0].")] = None,
+    sweep_file: Annotated[Path | None, typer.Option(
+        "--sweep-file", metavar="SWEEP.TOML", show_default=False,
+        help="The sweep's parameters from a file: [grid], [random] (with trials and seed) or [[trials]] tables, "
+             "and name, metric, goal, max_parallel; flags win.")] = None,
+    max_parallel: Annotated[int | None, typer.Option(
+        "--max-parallel", metavar="K", min=1, show_default=False,
+        help="Run at most K of the sweep's trials at once (Slurm's %K).")] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", metavar="NAME", show_default=False,
+        help="The sweep's primary metric: each trial's best and the best combination (sweep show).")] = None,
+    goal: Annotated[str | None, typer.Option("--goal", metavar="min|max", show_default=False,
+                                             help="Whether the metric's lowest or highest is best [default: min].")
+                    ] = None,
+    early_stop: Annotated[str | None, typer.Option(
+        "--early-stop", metavar="median|asha", show_default=False,
+        help="Stop trials whose metric falls behind the others' (SIGTERM with their grace).")] = None,
+    min_steps: Annotated[int | None, typer.Option("--min-steps", metavar="N", min=0, show_default=False,
+                                                  help="With --early-stop: judge no trial before step N.")] = None,
+    early_stop_grace: Annotated[float | None, typer.Option(
+        "--early-stop-grace", metavar="SECONDS", min=0, show_default=False,
+        help="With --early-stop: judge no trial in its first SECONDS of running.")] = None,
+    retry_on: Annotated[str | None, typer.Option(
+        "--retry-on", metavar="CAUSES[:N]", show_default=False,
+        help="Retry a trial that fails for one of these causes only, up to N times [default: 1]: "
+             "oom,preempted,lost:3 (preempted: killed from outside).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say where it would run, or why it would wait or be refused, and queue nothing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
@@ -143,6 +182,11 @@ def submit(
     is not an option) is the command: `gpuplanectl job submit --gpu 2 -- python train.py --lr 0.1`.
 
     Prints the job's id and status; --json the job.
+
+    With --sweep, --sweep-random or --sweep-file it makes a sweep instead, in one request
+    however many trials: each trial a job of this command with its values (`gpuplanectl sweep`
+    follows it). Prints the sweep's id and its trials queued; --dry-run lists the trials and
+    the worst-case GPU-hours.
     """
     g = globals_of(ctx)
     flags = {"command": command, "name": name, "gpu": gpu, "dir": workdir, "env": env, "secret_env": secret_env,
@@ -164,6 +208,13 @@ def submit(
         check_folder_here(body, flags, file_body, file)
     except SubmissionError as exc:
         fail(json_output, ErrorCode.BAD_REQUEST, str(exc), exc.details(), exit_code=EXIT_USAGE)
+    sweep_flags = {"sweep": sweep, "sweep_random": sweep_random, "trials": trials, "seed": seed,
+                   "sweep_file": sweep_file, "max_parallel": max_parallel, "metric": metric, "goal": goal,
+                   "early_stop": early_stop, "min_steps": min_steps, "grace_s": early_stop_grace,
+                   "retry_on": retry_on}
+    if sweeps.wanted(sweep_flags) or any(v is not None for k, v in sweep_flags.items()):
+        _submit_sweep(g, body, sweep_flags, dry_run=dry_run, quiet=quiet, json_output=json_output)
+        return
     if dry_run:
         with reporting(g, json_output):
             plan = connect(g).post("/api/v1/jobs?dry_run=true", body)["plan"]
@@ -186,12 +237,27 @@ def submit(
         print(f"{job['id']} {job['status']}")
 
 
+def _submit_sweep(g: Any, job: dict[str, Any], flags: dict[str, Any], *, dry_run: bool, quiet: bool,
+                  json_output: bool) -> None:
+    if not sweeps.wanted(flags):
+        given = next(k for k, v in flags.items() if v is not None)
+        fail(json_output, ErrorCode.BAD_REQUEST, f"--{given.replace('_', '-')} goes with a sweep: give --sweep, "
+             "--sweep-random or --sweep-file", {"flag": given}, exit_code=EXIT_USAGE)
+    try:
+        body = sweeps.sweep_body(job, flags)
+    except sweeps.SweepError as exc:
+        sweeps.refuse(json_output, exc)
+    sweeps.submit(g, body, dry_run=dry_run, quiet=quiet, json_output=json_output, file=flags["sweep_file"])
+
+
 def jobs(
     ctx: typer.Context,
     status: Annotated[str | None, typer.Option("--status", metavar="STATE[,STATE]", show_default=False,
                                                help="Only jobs in these states, e.g. QUEUED,RUNNING.")] = None,
     group: Annotated[str | None, typer.Option("--group", metavar="NAME", show_default=False,
                                               help="Only this group's jobs (job submit --group).")] = None,
+    sweep: Annotated[str | None, typer.Option("--sweep", metavar="SWEEP", show_default=False,
+                                              help="Only this sweep's trials (swp_...).")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="The newest N jobs.")] = 100,
     json_output: JsonOption = False,
 ) -> None:
@@ -211,7 +277,9 @@ def jobs(
         query["status"] = status.upper()
     if group:
         query["group"] = group
-    with reporting(g, json_output, {"group": "--group"}):
+    if sweep:
+        query["sweep"] = sweep
+    with reporting(g, json_output, {"group": "--group", "sweep": "--sweep"}):
         listed = connect(g).get(f"/api/v1/jobs?{urlencode(query)}")["jobs"]
     if json_output:
         render.print_json({"jobs": listed})

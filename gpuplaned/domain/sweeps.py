@@ -193,10 +193,12 @@ def grid_trials(grid: Any, field: str = "grid") -> list[dict[str, Value]]:
         if not isinstance(given, list) or not given:
             raise _bad(where, f"must be a non-empty list of values, got {_json_type(given)}")
         axis = [check_value(v, where) for v in given]
-        keys = [values_key_of(v) for v in axis]
-        twice = next((v for v, k in zip(axis, keys, strict=True) if keys.count(k) > 1), None)
-        if twice is not None:
-            raise _bad(where, f"{show(twice)} is given twice")
+        seen: set[str] = set()
+        for value in axis:
+            key = values_key_of(value)
+            if key in seen:
+                raise _bad(where, f"{show(value)} is given twice")
+            seen.add(key)
         axes.append(axis)
     total = math.prod(len(a) for a in axes)
     if total > MAX_TRIALS:

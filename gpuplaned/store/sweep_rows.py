@@ -114,10 +114,10 @@ def trial_keys(conn: sqlite3.Connection, sweep_id: str) -> tuple[set[str], int]:
     return keys, top + 1
 
 
-def mark_trial(conn: sqlite3.Connection, job_id: str, sweep_id: str, trial: int, key: str) -> None:
-    """Make the new job ``job_id`` the sweep's trial ``trial`` of values ``key`` (canonical JSON)."""
-    conn.execute("UPDATE jobs SET sweep_id = ?, sweep_trial = ?, sweep_values = ? WHERE id = ?",
-                 (sweep_id, trial, key, job_id))
+def mark_trials(conn: sqlite3.Connection, sweep_id: str, trials: Iterable[tuple[str, int, str]]) -> None:
+    """Make each new job the sweep's trial: ``(job id, trial number, values key)`` (canonical JSON)."""
+    conn.executemany("UPDATE jobs SET sweep_id = ?, sweep_trial = ?, sweep_values = ? WHERE id = ?",
+                     ((sweep_id, trial, key, job_id) for job_id, trial, key in trials))
 
 
 # --- reads ---------------------------------------------------------------------------

@@ -210,14 +210,17 @@ def _admit_trials(shared: ServerContext, conn: Connection, sweep_id: str | None,
         entries.append(batches.Entry(trial, body.job, spec))
         keys[trial] = key
 
+    marks: list[tuple[str, int, str]] = []
+
     def placed(conn: Connection, job_id: str, entry: batches.Entry) -> None:
-        assert sweep_id is not None
-        sweep_rows.mark_trial(conn, job_id, sweep_id, entry.index, keys[entry.index])
+        marks.append((job_id, entry.index, keys[entry.index]))
 
     refused: list[BatchRefusal] = []
     _, remaining = batches.admit(shared, conn, entries, caller, refused, placed if sweep_id is not None else None)
     if refused:
         raise _refusal(refused, len(entries), remaining, base, caller)
+    if sweep_id is not None:
+        sweep_rows.mark_trials(conn, sweep_id, marks)  # one statement for the lot
 
 
 def _refusal(refused: list[BatchRefusal], trials: int, remaining: float | None, spec: JobSpec,
