@@ -266,11 +266,14 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        for pid in self.job_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        deadline = time.monotonic() + STOP_GRACE_S
+        while (left := self.job_processes()) and time.monotonic() < deadline:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.05)  # a killed process takes a moment to become a zombie
 
     def remove(self) -> None:
         """Delete the cluster's folder (after ``stop``)."""
