@@ -750,14 +750,14 @@ def bench_queue(dm: JobDaemons, tsp_exe: str | None, root: Path, registry: list[
 # 2b. A 1,000-trial sweep: one gpuplanectl call, then its drain
 
 
-def find_ctl(python: str) -> tuple[list[str] | None, str]:
+def find_ctl(python: str, pycache: Path) -> tuple[list[str] | None, str]:
     """The ``gpuplanectl`` a user runs (the console script beside ``python``), when its ``submit``
-    takes ``--sweep``; else (None, why)."""
+    takes ``--sweep``; else (None, why). Its first run fills its bytecode cache."""
     script = Path(python).parent / "gpuplanectl"
     ctl = [str(script)] if script.exists() else [python, "-m", "gpuplanectl"]
     try:
         done = subprocess.run([*ctl, "submit", "--help"], capture_output=True, text=True, timeout=30,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=ctl_env(None, pycache))
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"gpuplanectl does not run: {exc}"
     if "--sweep" not in done.stdout + done.stderr:
@@ -765,14 +765,18 @@ def find_ctl(python: str) -> tuple[list[str] | None, str]:
     return ctl, " ".join(ctl)
 
 
-def ctl_env(d: Daemon) -> dict[str, str]:
-    """The CLI's environment: this daemon's runtime dir, no other GPUPLANE_* setting."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
-    env["GPUPLANE_RUNTIME_DIR"] = str(d.runtime_dir)
+def ctl_env(d: Daemon | None, pycache: Path) -> dict[str, str]:
+    """The CLI's environment: this daemon's runtime dir, no other GPUPLANE_* setting, and its
+    bytecode cached (under ``pycache``, not in the source tree) as an installed CLI has it: a
+    shell with PYTHONDONTWRITEBYTECODE would compile every module on every start."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    if d is not None:
+        env["GPUPLANE_RUNTIME_DIR"] = str(d.runtime_dir)
     return env
 
 
-def sweep_run(dm: JobDaemons, ctl: list[str], slots: int, trials: int) -> dict[str, Any]:
+def sweep_run(dm: JobDaemons, ctl: list[str], slots: int, trials: int, pycache: Path) -> dict[str, Any]:
     """``gpuplanectl submit --sweep i=0,...,N-1 -- true {i}`` while ``slots`` blockers hold every
     slot: the CLI's wall time (its start included); then the blockers released and the trials
     drained, release -> all ended, and the daemon's CPU for each."""
@@ -783,10 +787,15 @@ def sweep_run(dm: JobDaemons, ctl: list[str], slots: int, trials: int) -> dict[s
         wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01,
                    "the blockers to run")
         proc = psutil.Process(d.proc.pid)
-        argv = [*ctl, "submit", "--sweep", "i=" + ",".join(str(i) for i in range(trials)), "--", "true", "{i}"]
+        argv = [*ctl, "submit", "--gpu", "0", "--sweep", "i=" + ",".join(str(i) for i in range(trials)), "--",
+                "true", "{i}"]
+        env = ctl_env(d, pycache)
+        # A dry run first: the modules a sweep's submit imports are in the bytecode cache.
+        subprocess.run([*argv[:-3], "--dry-run", *argv[-3:]], capture_output=True, cwd=d.work, env=env,
+                       stdin=subprocess.DEVNULL, timeout=JOB_TIMEOUT)
         cpu0 = proc.cpu_times()
         t0 = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=d.work, env=ctl_env(d),
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=d.work, env=env,
                               stdin=subprocess.DEVNULL, timeout=JOB_TIMEOUT)
         submit_s = time.perf_counter() - t0
         cpu1 = proc.cpu_times()
@@ -812,11 +821,12 @@ def sweep_run(dm: JobDaemons, ctl: list[str], slots: int, trials: int) -> dict[s
             "cli_output": done.stdout.strip()[-200:], "stop": stop}
 
 
-def bench_sweep(dm: JobDaemons, ctl: list[str], slots_list: list[int], reps: int, trials: int) -> dict[str, Any]:
+def bench_sweep(dm: JobDaemons, ctl: list[str], slots_list: list[int], reps: int, trials: int,
+                pycache: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"trials": trials, "reps": reps, "runs": {}, "summary": {}}
     for rep in range(reps):
         for slots in slots_list:
-            r = sweep_run(dm, ctl, slots, trials)
+            r = sweep_run(dm, ctl, slots, trials, pycache)
             out["runs"].setdefault(str(slots), []).append(r)
             progress(f"sweep of {trials} rep {rep + 1}/{reps}, --max-cpu-jobs {slots}: submit {r['submit_s']:.2f} s, "
                      f"drained in {r['drain_s']:.2f} s ({trials / r['drain_s']:.0f} jobs/s) {r['by_status']}")
@@ -1168,6 +1178,9 @@ def sweep_rows(sw: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         return [(f"{SWEEP_TRIALS:,}-trial sweep (gpuplanectl submit --sweep)", f"not available: {sw.get('reason')}",
                  "", "skip")]
     rows: list[tuple[str, str, str, str]] = []
+    if not sw.get("summary"):
+        return [(f"{SWEEP_TRIALS:,}-trial sweep (gpuplanectl submit --sweep)", "failed: see the errors below", "",
+                 "FAIL")]
     n = sw["trials"]
     for slots, summ in sorted(sw["summary"].items(), key=lambda kv: int(kv[0])):
         runs = sw["runs"][slots]
@@ -1310,12 +1323,13 @@ def main(argv: list[str] | None = None) -> int:
                 res["queue"]["tsp_available"] = tsp_exe is not None
                 res["queue"]["tsp_reason"] = tsp_reason
         if "sweep" not in args.skip:
-            ctl, how = find_ctl(args.python)
+            pycache = root / "pycache"
+            ctl, how = find_ctl(args.python, pycache)
             res["sweep"] = {"available": ctl is not None, "reason": how}
             if ctl is not None:
                 try:
                     res["sweep"].update(bench_sweep(dm, ctl, [s for s in args.slots if s in TARGET_DRAIN_RATE] or
-                                                    args.slots[:1], args.batch_reps, args.sweep_trials))
+                                                    args.slots[:1], args.batch_reps, args.sweep_trials, pycache))
                 except (DaemonFailed, TimeoutError, subprocess.SubprocessError) as exc:
                     res["errors"].append(f"sweep: {exc}")
         if "logs" not in args.skip:
