@@ -9,7 +9,8 @@ Kept away from the fuzzer, because they would stop or wedge the daemon under tes
 actor), ``GET /events/stream`` and ``GET /nodes/{node}/stream`` (they stream until the client
 leaves). Their replies are checked in ``test_openapi.py``. Nor ``POST /jobs/{job_id}/remove``,
 ``POST /jobs:clean`` and ``POST /queue/{verb}`` (they would remove the jobs the other cases
-name, or hold every later job): ``test_groups_api.py`` checks theirs. ``POST /jobs`` (and ``/jobs:batch``, its
+name, or hold every later job): ``test_groups_api.py`` checks theirs; nor ``POST /sweeps`` (a random
+sweep may queue 10,000 jobs): ``test_sweeps_openapi.py`` checks its replies. ``POST /jobs`` (and ``/jobs:batch``, its
 entries) is fuzzed with schema-valid bodies only, with ``command`` pinned to ``["true"]``, ``cwd`` to a scratch dir
 and ``env`` names to a ``GPUPLANE_FUZZ_`` prefix, so nothing the fuzzer makes up can run.
 """
