@@ -54,6 +54,30 @@ class Holds:
     groups: Mapping[str, Group] = attrs.field(factory=dict)
     sweeps: Mapping[str, SweepHold] = attrs.field(factory=dict)
 
+    def settled(self) -> dict[str, str]:
+        """Each sweep (by id) that holds every trial of it for a whole pass, with the reason it
+        gives: paused, or max-parallel trials on a node already (a pass places none of it then).
+        A trial whose stored reason is that one already has nothing to learn from the pass, so the
+        store leaves it out of the queue read: a long held sweep costs a pass nothing, and cannot
+        hide the jobs queued behind it past the read's limit."""
+        if self.queue_paused:
+            return {}
+        out = {}
+        for sweep_id, hold in self.sweeps.items():
+            if hold.paused:
+                out[sweep_id] = sweep_paused(hold.name)
+            elif hold.max_parallel is not None and hold.running >= hold.max_parallel:
+                out[sweep_id] = sweep_full(hold.max_parallel)
+        return out
+
+
+def sweep_paused(name: str) -> str:
+    return f"sweep {name} paused"
+
+
+def sweep_full(max_parallel: int) -> str:
+    return f"sweep max-parallel {max_parallel} reached"
+
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` is no group name (None: it is one)."""
@@ -78,7 +102,7 @@ class GroupGate:
             return QUEUE_PAUSED
         trials = self.holds.sweeps.get(sweep) if sweep is not None else None
         if trials is not None and trials.paused:
-            return f"sweep {trials.name} paused"
+            return sweep_paused(trials.name)
         found = self.holds.groups.get(group) if group is not None else None
         if found is None:
             return self._sweep_full(sweep, trials)
@@ -94,7 +118,7 @@ class GroupGate:
         if sweep is None or trials is None or trials.max_parallel is None:
             return None
         if trials.running + self.placed_trials.get(sweep, 0) >= trials.max_parallel:
-            return f"sweep max-parallel {trials.max_parallel} reached"
+            return sweep_full(trials.max_parallel)
         return None
 
     def count(self, group: str | None, sweep: str | None = None) -> None:

@@ -231,16 +231,23 @@ _QUEUE_COLUMNS = {"priority": "priority", "submitted_at": "created_at", "job_id"
 _QUEUE_ORDER = ", ".join(_QUEUE_COLUMNS[k.field] + (" DESC" if k.descending else "") for k in queue.ORDER)
 
 
-def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT) -> Generator[QueuedJob, None, None]:
+def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT,
+                settled: Mapping[str, str] | None = None) -> Generator[QueuedJob, None, None]:
     """The queue, its first ``limit`` jobs in ``queue.ORDER``, as the scheduler sees them.
 
     Read lazily (a cursor over the queue index, a few columns), since a pass runs on every
     submit and every job end and stops as soon as no capacity is left: close the iterator
     (``.close()``) when done with it before the end.
+
+    Args:
+        settled: sweep id -> the reason its hold gives for the whole pass (``Holds.settled``):
+            its trials that show that reason already are left out.
     """
+    held = "".join(" AND NOT (sweep_id IS ? AND queue_reason IS ?)" for _ in settled or ())
     rows = conn.execute(
         "SELECT id, resources, node_selector, priority, created_at, queue_reason, group_name, sweep_id FROM jobs "
-        f"WHERE status = ? AND dependencies_pending = 0 ORDER BY {_QUEUE_ORDER} LIMIT ?", (JobState.QUEUED.value, limit))
+        f"WHERE status = ? AND dependencies_pending = 0{held} ORDER BY {_QUEUE_ORDER} LIMIT ?",
+        (JobState.QUEUED.value, *(v for pair in (settled or {}).items() for v in pair), limit))
     try:
         for row in rows:
             yield _queued(row)

@@ -4,6 +4,8 @@ sweep holds its trials, and both say so as the trials' wait reason."""
 
 from __future__ import annotations
 
+import attrs
+
 from gpuplaned.domain.groups import Group, Holds, SweepHold
 from gpuplaned.domain.queue import is_hold, place
 from gpuplaned.domain.scheduling import GpuFacts, NodeCapacity, QueuedJob
@@ -49,3 +51,10 @@ def test_with_no_slot_left_a_held_trial_still_gets_its_reason_and_a_lifted_one_i
 
 def test_sweep_reasons_are_holds():
     assert is_hold("sweep max-parallel 4 reached") and is_hold("sweep lr paused")
+
+
+def test_settled_holds_are_those_that_hold_every_trial_for_the_whole_pass():
+    holds = Holds(sweeps={"p": SweepHold("lr", paused=True), "full": SweepHold("bs", max_parallel=2, running=2),
+                          "room": SweepHold("wd", max_parallel=2, running=1)})
+    assert holds.settled() == {"p": "sweep lr paused", "full": "sweep max-parallel 2 reached"}
+    assert attrs.evolve(holds, queue_paused=True).settled() == {}  # the queue's pause says it first

@@ -110,9 +110,10 @@ def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[Nod
     """
     if nodes is None:
         nodes = job_rows.capacities(conn, connected, health, withheld)
-    queued = job_rows.queued_jobs(conn)
+    holds = group_rows.holds(conn)
+    queued = job_rows.queued_jobs(conn, settled=holds.settled())  # a held sweep's trials that know it: not read
     try:
-        plan = queue.place(queued, nodes, placement, group_rows.holds(conn), recheck=recheck,
+        plan = queue.place(queued, nodes, placement, holds, recheck=recheck,
                            read_on_withheld=read_on_withheld)
     finally:
         queued.close()
