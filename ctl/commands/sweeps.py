@@ -222,8 +222,8 @@ def _print_plan(body: Mapping[str, Any], reply: Mapping[str, Any]) -> None:
     print(f"would make {reply['created']} trial(s) of sweep {name}"
           + (f" ({reply['existing']} exist already)" if reply["existing"] else "")
           + (f"; worst case {cost:g} GPU-hours" if cost is not None else "; no timeout: no worst case"))
-    rows = [(str(t["trial"]), _values(t["values"]), render.printable(" ".join(t["command"])))
-            for t in reply["planned"][:SHOWN_TRIALS]]
+    rows = [(str(t["trial"]) + (" (exists)" if t["exists"] else ""), _values(t["values"]),
+             render.printable(" ".join(t["command"]))) for t in reply["planned"][:SHOWN_TRIALS]]
     if rows:
         print(render.table(("TRIAL", "VALUES", "COMMAND"), rows))
     if len(reply["planned"]) > SHOWN_TRIALS:

@@ -104,14 +104,10 @@ def update_settings(conn: sqlite3.Connection, sweep_id: str, *, max_parallel: in
     _clear_holds(conn, sweep_id)
 
 
-def trial_keys(conn: sqlite3.Connection, sweep_id: str) -> tuple[set[str], int]:
-    """The values keys of the sweep's trials, and the number its next trial takes."""
-    keys: set[str] = set()
-    top = -1
-    for key, trial in conn.execute("SELECT sweep_values, sweep_trial FROM jobs WHERE sweep_id = ?", (sweep_id,)):
-        keys.add(key)
-        top = max(top, trial)
-    return keys, top + 1
+def trial_keys(conn: sqlite3.Connection, sweep_id: str) -> tuple[dict[str, int], int]:
+    """The sweep's trials (values key -> trial number), and the number its next trial takes."""
+    keys = dict(conn.execute("SELECT sweep_values, sweep_trial FROM jobs WHERE sweep_id = ?", (sweep_id,)).fetchall())
+    return keys, max(keys.values(), default=-1) + 1
 
 
 def mark_trials(conn: sqlite3.Connection, sweep_id: str, trials: Iterable[tuple[str, int, str]]) -> None:

@@ -123,6 +123,9 @@ def test_a_list_sweep_and_a_repeat_adds_only_the_new_values(env):
     made = call(url, secret, "POST", SWEEPS, first).json()
     assert made["created"] == 2
     more = {**first, "trials_list": [{"name": "b"}, {"name": "c"}, {"name": "a"}, {"name": "d"}]}
+    dry = call(url, secret, "POST", SWEEPS, {**more, "dry_run": True}).json()
+    assert [(p["trial"], p["values"]["name"], p["exists"]) for p in dry["planned"]] == [
+        (1, "b", True), (2, "c", False), (0, "a", True), (3, "d", False)]
     added = call(url, secret, "POST", SWEEPS, more).json()
     assert (added["created"], added["existing"], added["sweep"]["id"]) == (2, 2, made["sweep"]["id"])
     done = wait_sweep(jobs, made["sweep"]["id"], "SUCCEEDED")

@@ -150,14 +150,15 @@ def _insert(shared: ServerContext, conn: Connection, made: _Plan, body: SweepSub
         _check_same(sweep, made, caller)
         keys, first = sweep_rows.trial_keys(conn, sweep.id)
     else:
-        keys, first = set(), 0
-    new = [(v, plan.values_key(v)) for v in made.values]
-    new = [(v, k) for v, k in new if k not in keys]
+        keys, first = {}, 0
+    given = [(v, plan.values_key(v)) for v in made.values]
+    new = [(v, k) for v, k in given if k not in keys]
     existing = len(made.values) - len(new)
     worst = _worst_case(made.spec, len(new), caller)
     if body.dry_run:
-        planned = [PlannedTrial(trial=first + i, values=v, command=plan.trial_argv(made.spec.command, v), exists=False)
-                   for i, (v, _) in enumerate(new)]
+        numbers = iter(range(first, first + len(new)))
+        planned = [PlannedTrial(trial=keys[k] if k in keys else next(numbers), values=v,
+                                command=plan.trial_argv(made.spec.command, v), exists=k in keys) for v, k in given]
         view = _view(conn, sweep) if sweep is not None else None
         _admit_trials(shared, conn, None, made, body, new, first, caller)  # for its refusals: rolled back
         raise _DryRun(SweepSubmitted(sweep=view, created=len(new), existing=existing, worst_case_gpu_hours=worst,
