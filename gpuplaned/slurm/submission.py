@@ -10,7 +10,9 @@ in between passes ``look_first=True`` the next time.
 
 The batch script goes to sbatch on stdin and exports the job's own environment itself, one
 quoted ``export`` a variable: ``--export=NONE,K=V`` cannot carry a value with a comma.
-``--export=NONE`` keeps the daemon's environment out of the job (infra.md pitfall 10).
+``--export=NONE`` keeps the daemon's environment out of the job (infra.md pitfall 10); it
+also makes slurmd load the user's login environment first (``su -``), which cost about 2 s
+a job on the fixture (docs/slurm.md, "What it costs today").
 
 Never ``--ntasks-per-node``: Debian 12's 22.05.8 wrongly refuses jobs that ask for it (Slurm
 bug 15857, fixed in 22.05.9).
