@@ -74,7 +74,7 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
 def parse_grid(given: Sequence[str]) -> dict[str, list[Any]]:
     """``--sweep lr=0.1,0.01 --sweep opt=adam,sgd`` as the body's grid (values typed: 0.1 is a
     number, adam a string, true a boolean)."""
-    from gpuplaned.domain.sweeps import parse_scalar  # only on a sweep's path
+    from gpuplaned.protocol.sweep_values import parse_scalar  # only on a sweep's path
 
     grid: dict[str, list[Any]] = {}
     for text in given:

@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
+from gpuplaned.protocol.sweep_values import Value, parse_scalar, show
 
 NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 NAME = re.compile(NAME_PATTERN)
@@ -47,7 +48,6 @@ _REDRAWS = 20  # draws per trial before a random sweep gives up on finding new v
 _RESERVED = {"ID": "sweep's id", "TRIAL": "number"}  # env names every trial has already
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 
-Value = str | int | float | bool
 
 
 class Kind(enum.StrEnum):
@@ -96,32 +96,9 @@ def check_value(value: Any, field: str) -> Value:
     raise _bad(field, f"a value must be a string, number or true/false, got {_json_type(value)}")
 
 
-def parse_scalar(text: str) -> Value:
-    """A value as typed on a command line: ``true``/``false``, an integer, a number, else the
-    string itself (``0.1`` is 0.1, ``32`` is 32, ``adam`` is "adam")."""
-    if text in ("true", "false"):
-        return text == "true"
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return number if math.isfinite(number) else text
-
-
 def values_key(values: Mapping[str, Value]) -> str:
     """A trial's values as canonical JSON: the key the sweep's trials are unique by."""
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
-
-
-def show(value: Value) -> str:
-    """A value as a trial's argv and env get it: ``true``/``false`` for a bool, else ``str()``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 # --- expansion -------------------------------------------------------------------
