@@ -15,8 +15,10 @@ def slurm_factory():
         try:
             cluster.start()
         except SlurmUnavailable as error:
-            pytest.fail(f"the Slurm test fixture cannot run: {error}", pytrace=False)
-        return cluster
+            why = str(error)
+        else:
+            return cluster
+        pytest.fail(f"the Slurm test fixture cannot run: {why}", pytrace=False)
 
     yield make
     leftovers = {}
