@@ -99,6 +99,8 @@ class SubmitSpec:
         job_name(self.job_id, self.attempt)  # checks both
         if not self.argv:
             raise ValueError("argv must name a command")
+        if self.time_limit_min is not None and self.time_limit_min < 1:
+            raise ValueError(f"time_limit_min must be 1 or more minutes, got {self.time_limit_min}")
 
     @property
     def name(self) -> str:

@@ -63,6 +63,7 @@ def test_sbatch_options_name_the_attempt_and_never_ask_for_tasks_per_node(tmp_pa
     ({"gpus": -1}, "gpus must be 0 or more"),
     ({"env": {"BAD-NAME": "x"}}, "'BAD-NAME' is not a shell name"),
     ({"argv": ()}, "argv must name a command"),
+    ({"time_limit_min": 0}, "time_limit_min must be 1 or more minutes, got 0"),
 ])
 def test_a_bad_spec_is_refused_naming_the_field(tmp_path, kwargs, problem):
     with pytest.raises(ValueError, match=problem):
