@@ -330,6 +330,13 @@ def _number(value: float | None, unit: str = "s") -> str:
     return format_number(value, "g", unit)
 
 
+def _sweep_trial(job: dict[str, Any]) -> str:
+    """``swp_... trial 3: lr=0.1 bs=32`` (gpuplanectl sweep show lists its trials)."""
+    values = " ".join(f"{k}={'true' if v is True else 'false' if v is False else v}"
+                      for k, v in (job.get("sweep_values") or {}).items())
+    return printable(f"{job['sweep_id']} trial {job.get('sweep_trial')}" + (f": {values}" if values else ""))
+
+
 def _gpus_detail(job: Mapping[str, Any]) -> str:
     """``2 (holds 0,1)``, ``2 (held 0,1)``, ``2``, or ``0 (CPU only)``."""
     wanted = job.get("gpu", 0)
@@ -365,6 +372,7 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("labels", ", ".join(job.get("labels") or []) or NONE),
         ("priority", str(job.get("priority", 0))),
         *((("group", job["group"]),) if job.get("group") else ()),
+        *((("sweep", _sweep_trial(job)),) if job.get("sweep_id") else ()),
         ("timeout", _number(job.get("timeout_s"))),
         ("stop grace", _number(job.get("stop_grace_s"))),
         ("created", when_text(job.get("created_at"), now)),

@@ -72,6 +72,9 @@ def test_submit_sweep_makes_a_grid_whose_trials_get_their_values_and_sweep_show_
     assert re.search(rf"^{sweep_id} +lrs +SUCCEEDED +4/4 +0 +0 +2 +-$", listed, re.M)
     jobs = json.loads(_ok(ctl(gpu_daemon, "job", "list", "--sweep", sweep_id, "--json")))["jobs"]
     assert sorted(j["name"] for j in jobs) == ["lrs-0", "lrs-1", "lrs-2", "lrs-3"]
+    last = next(j for j in jobs if j["name"] == "lrs-3")
+    assert re.search(rf"^sweep: +{sweep_id} trial 3: amp=false lr=0.01$", _ok(ctl(gpu_daemon, "job", "show", last["id"])),
+                     re.M)
     # The same command again: the same trials exist, so none is made.
     again = _ok(ctl(gpu_daemon, "job", "submit", "--sweep", "lr=0.1,0.01", "--sweep", "amp=true,false", "--gpu", "0",
                     "--name", "lrs", "--max-parallel", "2", "--", "python3", "-c", REPORT, "--lr={lr}", "{amp}",
