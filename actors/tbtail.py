@@ -305,7 +305,8 @@ class _Tailer:
                 makers[id(watched)] = maker
         return makers
 
-    async def _opened(self, watched: _Attempt, runtime: Runtime, env: Mapping[str, str]) -> Callable[[], JobTail] | None:
+    async def _opened(self, watched: _Attempt, runtime: Runtime,
+                      env: Mapping[str, str]) -> Callable[[], JobTail] | None:
         since = runtime.started_at
         try:
             stored = await self.shared.link.tb_cursors(TbCursors(watched.job_id, watched.attempt))
