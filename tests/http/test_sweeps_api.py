@@ -119,7 +119,8 @@ def test_a_random_sweep_draws_the_same_trials_for_the_same_seed(env):
 def test_a_list_sweep_and_a_repeat_adds_only_the_new_values(env):
     jobs, url = env
     secret = token(jobs, "lister")
-    first = {"name": "listed", "job": job(jobs, "{name}"), "trials_list": [{"name": "a"}, {"name": "b"}]}
+    first = {"name": "listed", "job": job(jobs, "{name}", env={"PATH": "/usr/bin:/bin"}),
+             "trials_list": [{"name": "a"}, {"name": "b"}]}
     made = call(url, secret, "POST", SWEEPS, first).json()
     assert made["created"] == 2
     more = {**first, "trials_list": [{"name": "b"}, {"name": "c"}, {"name": "a"}, {"name": "d"}]}
@@ -133,6 +134,9 @@ def test_a_list_sweep_and_a_repeat_adds_only_the_new_values(env):
     assert seen(jobs, made["sweep"]["id"], 3) == {"argv": ["d"], "env": {
         "GPUPLANE_SWEEP_NAME": "d", "GPUPLANE_SWEEP_ID": made["sweep"]["id"], "GPUPLANE_SWEEP_TRIAL": "3"}}
     assert stored(jobs, "SELECT count(*) FROM jobs WHERE sweep_id = ?", made["sweep"]["id"]) == [(4,)]
+    # The same sweep from another shell, whose env values differ (PATH...): the same sweep, no new trial.
+    moved = {**more, "job": {**more["job"], "env": {"PATH": "/elsewhere/bin"}}}
+    assert call(url, secret, "POST", SWEEPS, moved).json()["created"] == 0
     # Another job under the same name is refused, naming it; nothing is written.
     other = call(url, secret, "POST", SWEEPS, {**more, "job": job(jobs, "--other", "{name}")})
     assert other.status_code == 409

@@ -125,7 +125,7 @@ def _plan(shared: ServerContext, body: SweepSubmit, caller: Caller | None) -> _P
         kind, parameters = plan.Kind.LIST, {"trials_list": body.trials_list}
     values = plan.expand(kind, parameters)
     template = _template(body)
-    name = body.name or plan.default_name(body.job.command, template)
+    name = body.name or plan.default_name(body.job.command, _identity(template))
     return _Plan(name, kind, parameters, template, values, batches.spec_of(shared, body.job, caller))
 
 
@@ -139,6 +139,15 @@ def _template(body: SweepSubmit) -> str:
     if "retry" in job:
         job["max_attempts"] = job.pop("retry") + 1
     job["secret_env"] = sorted(job.get("secret_env") or {})
+    return json.dumps(job, sort_keys=True, separators=(",", ":"))
+
+
+def _identity(template: str) -> str:
+    """What makes two submits the same sweep: the job, its env by names only. A shell's env
+    differs from the last one's (PATH, a prompt's variables), and the same sweep submitted again
+    from a new shell, after the first died, must find its trials, not make them twice."""
+    job = json.loads(template)
+    job["env"] = sorted(job.get("env") or {})
     return json.dumps(job, sort_keys=True, separators=(",", ":"))
 
 
@@ -176,7 +185,7 @@ def _insert(shared: ServerContext, conn: Connection, made: _Plan, body: SweepSub
 
 def _check_same(sweep: SweepRow, made: _Plan, caller: Caller | None) -> None:
     _check_owner(sweep, caller, "add trials to")
-    if sweep.template != made.template:
+    if _identity(sweep.template) != _identity(made.template):
         raise ApiError(ErrorCode.CONFLICT, f"name: sweep {made.name!r} ({sweep.id}) exists with another job; give "
                        "this sweep another name, or cancel that one first", {"field": "name", "sweep_id": sweep.id})
     if sweep.kind != made.kind:
