@@ -268,7 +268,8 @@ def jobs(
     SIGNAL(SIGSEGV), LOST, SPAWN_FAILED, SHIM_DIED, DEPENDENCY_FAILED). WAIT, when a queued
     job says why it waits: the jobs it runs after (`after job_... (RUNNING)`), what no node has,
     its group or the queue holding it (`group train: 2 of 2 running`, `group train paused`,
-    `queue paused`), or a GPU no job holds that takes none for now (`GPU 1: foreign process
+    `queue paused`), its sweep holding it (`sweep max-parallel 4 reached`, `sweep lr-study
+    paused`), or a GPU no job holds that takes none for now (`GPU 1: foreign process
     4 GiB (pid 123)`, `GPU 0: busy 87% (median of the last 5 samples, over max_free_util 10%)`).
     """
     g = globals_of(ctx)

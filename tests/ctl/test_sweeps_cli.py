@@ -136,6 +136,9 @@ def test_pause_resume_cancel_and_retry_failed_from_the_cli(gpu_daemon, tmp_path)
     assert [t["status"] for t in held["trials"]] == ["SUCCEEDED", "FAILED", "QUEUED", "QUEUED"]
     shown = _ok(ctl(gpu_daemon, "sweep", "show", sweep_id))
     assert "sweep ctl paused" in shown and "EXIT_CODE" in shown
+    waits = [line for line in _ok(ctl(gpu_daemon, "job", "list", "--sweep", sweep_id)).splitlines()
+             if " QUEUED " in line]
+    assert len(waits) == 2 and all(line.rstrip().endswith("sweep ctl paused") for line in waits)  # the WAIT column
     assert not (work / "started-2").exists()  # two GPUs free, and nothing started
     (work / "go-1").unlink()
     _ok(ctl(gpu_daemon, "sweep", "resume", sweep_id))
