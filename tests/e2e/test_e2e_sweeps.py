@@ -155,6 +155,8 @@ def test_sweep_show_gives_each_trials_best_and_the_best_combination(jobs):
     # The run is in the sweep's experiment, its config the trial's values with the script's own over them.
     run = jobs.client.get(f"/api/v1/runs/{done['trials'][1]['run_id']}")["run"]
     assert (run["experiment"], run["config"]) == ("lr-study", {"lr": 0.01, "script": "train"})
+    experiments = jobs.client.get("/api/v1/projects/default/experiments")["experiments"]
+    assert [e["primary_metric"] for e in experiments if e["name"] == "lr-study"] == ["val/loss"]
     # goal max: the other end wins.
     assert show(jobs, made["id"])["best"]["trial"] == 1
     listed = jobs.client.get(SWEEPS)["sweeps"]

@@ -52,7 +52,7 @@ from gpuplaned.service import access
 from gpuplaned.service.api import batches, budgets
 from gpuplaned.service.link.registry import NodeUnavailable, now_ms
 from gpuplaned.service.passes.dispatch import wake_scheduler
-from gpuplaned.store import job_rows, session_rows, sweep_rows
+from gpuplaned.store import job_rows, project_rows, session_rows, sweep_rows
 from gpuplaned.store.sweep_rows import SweepRow, TrialRow
 from gpuplaned.store.writer import write
 
@@ -195,6 +195,10 @@ def _check_same(sweep: SweepRow, made: _Plan, caller: Caller | None) -> None:
 
 def _new_sweep(conn: Connection, made: _Plan, body: SweepSubmit, caller: Caller | None, now: int) -> SweepRow:
     _, experiment_id = session_rows.placement(conn, None, body.experiment or made.name, now)
+    experiment = project_rows.find_experiment(conn, experiment_id) if experiment_id else None
+    if body.metric is not None and experiment is not None and experiment.primary_metric is None:
+        # The sweep's metric is its experiment's primary one: its runs' summaries and charts judge it.
+        project_rows.set_primary(conn, body.metric, now, experiment=experiment)
     row = SweepRow(id=new_id("swp"), name=made.name, kind=made.kind.value, template=made.template,
                    parameters=made.parameters, metric=body.metric, goal=body.goal, max_parallel=body.max_parallel,
                    paused=False, pause_reason=None, early_stop=_dumped(body.early_stop),
