@@ -191,3 +191,19 @@ def test_a_1000_trial_sweep_is_one_quick_request(gpu_daemon, tmp_path):
     assert _stored(gpu_daemon, "SELECT count(*), count(DISTINCT sweep_values) FROM jobs") == [(1000, 1000)]
     print(f"1000-trial sweep through gpuplanectl, CLI start included: {took:.3f} s")
     assert took < 5  # a bound for a loaded test box; bench/jobs_bench.py judges the 0.5 s target
+
+
+def test_policy_flags_are_stored_with_the_sweep(gpu_daemon, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    _ok(ctl(gpu_daemon, "queue", "pause"))
+    sweep_id = _ok(ctl(gpu_daemon, "job", "submit", "--sweep", "lr=0.1,0.01", "--gpu", "0", "--name", "pol", "-q",
+                       "--metric", "val/acc", "--goal", "max", "--early-stop", "asha", "--min-steps", "100",
+                       "--early-stop-grace", "60", "--retry-on", "OOM,lost:3", "--", "true", "{lr}", cwd=work)).strip()
+    sweep = _sweep(gpu_daemon, sweep_id)
+    assert (sweep["metric"], sweep["goal"]) == ("val/acc", "max")
+    assert sweep["early_stop"] == {"rule": "asha", "min_steps": 100, "grace_s": 60.0}
+    assert sweep["retry_on"] == {"causes": ["OOM", "LOST"], "times": 3}
+    bad = ctl(gpu_daemon, "job", "submit", "--sweep", "lr=1", "--gpu", "0", "--early-stop", "best", "--", "true",
+              cwd=work)
+    assert bad.returncode == 2 and "--early-stop: must be one of median, asha" in bad.stderr, bad.stderr
