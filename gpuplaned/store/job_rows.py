@@ -10,6 +10,7 @@ its placements, inside one transaction, so a slot is never booked twice.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Generator, Iterable, Mapping
@@ -257,11 +258,19 @@ def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT,
 
 def _queued(row: tuple[str, str, str | None, int, int, str | None, str | None, str | None]) -> QueuedJob:
     job_id, resources, selector, priority, created_at, reason, group, sweep = row
+    return QueuedJob(job_id, *_asks(resources, selector), priority, created_at, reason, group, sweep)
+
+
+@functools.lru_cache(maxsize=256)
+def _asks(resources: str, selector: str | None) -> tuple[Any, ...]:
+    """What a queued job asks for (GPUs, labels, node, GPU model, memory, placement), from its
+    resources and node selector JSON. Pure, so cached: queued jobs mostly ask alike (a sweep's
+    trials all do), and a pass that reads on past its last slot (held groups or sweeps) decodes
+    every queued job's, on every submit and every job end."""
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
-    return QueuedJob(job_id, int(wants.get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"),
-                     wants.get("gpu_model"), wants.get("min_gpu_memory_mb"), wants.get("placement"),
-                     priority, created_at, reason, group, sweep)
+    return (int(wants.get("gpu", 1)), tuple(sel.get("labels") or ()), sel.get("node"), wants.get("gpu_model"),
+            wants.get("min_gpu_memory_mb"), wants.get("placement"))
 
 
 def set_queue_reasons(conn: sqlite3.Connection, reasons: Mapping[str, str | None]) -> None:

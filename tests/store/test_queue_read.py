@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplaned.protocol.agent import Hello
+from gpuplaned.protocol.agent import GpuInfo, Hello
 from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.store import job_rows
 from gpuplaned.store.database import open_writer
@@ -51,3 +51,23 @@ def test_the_queue_is_read_from_its_index_without_sorting(conn):
     plan = [row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {read}")]
     assert any("idx_jobs_queue" in step for step in plan), plan
     assert not any("TEMP B-TREE" in step for step in plan), plan
+
+
+def test_what_queued_jobs_ask_for_is_decoded_once_per_kind(conn):
+    """A pass that reads on past its last slot (a held group or sweep) looks at every queued
+    job, on every submit and every job end: alike jobs (a sweep's trials) are decoded once."""
+    a100 = tuple(GpuInfo(i, "NVIDIA A100", 81_920) for i in range(2))
+    job_rows.register_node(conn, Hello("n2", "0", a100, labels=("a100", "fast")), NOW)
+    nodes = job_rows.capacities(conn)
+    gpu = JobSpec(name="big", command=("true",), cwd="/", env={}, gpu=2, labels=("a100", "fast"), node="n2",
+                  gpu_model="A100", min_gpu_memory_mb=40_000, placement="spread")
+    big = job_rows.insert_job(conn, gpu, NOW, nodes)
+    trials = _queue(conn, 30, at=NOW + 1)
+    job_rows._asks.cache_clear()
+    read = {j.job_id: j for j in job_rows.queued_jobs(conn)}
+    assert job_rows._asks.cache_info().misses == 2  # one kind of trial, one big job
+    b = read[big]
+    assert (b.gpu, b.labels, b.node, b.gpu_model, b.min_gpu_memory_mb, b.placement) == (
+        2, ("a100", "fast"), "n2", "A100", 40_000, "spread")
+    t = read[trials[-1]]
+    assert (t.gpu, t.labels, t.node, t.gpu_model, t.min_gpu_memory_mb, t.placement) == (0, (), None, None, None, None)
