@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from itertools import accumulate
 from collections.abc import Mapping, Sequence
 from statistics import median
 from typing import Any
@@ -93,6 +94,9 @@ class Trial:
     values: Sequence[float]
     ts: Sequence[int] | None = None
     running_s: float | None = None
+    # Its curves by goal, made once: a caller that keeps the trial between passes (attrs.evolve
+    # shares this dict) does not walk its points again.
+    memo: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -111,22 +115,18 @@ class Stop:
 class _Curve:
     """A trial's best so far by step, and when it first reached each step."""
 
-    def __init__(self, trial: Trial, better: Any) -> None:
-        self.ended = trial.running_s is None
-        kept = [k for k, v in enumerate(trial.values) if not math.isnan(v)]
-        self.steps = [trial.steps[k] for k in kept]
-        best: list[float] = []
-        for k in kept:
-            v = float(trial.values[k])
-            best.append(v if not best or better(v, best[-1]) else best[-1])
-        self.best = best
-        ts = [trial.ts[k] for k in kept] if trial.ts is not None else [0] * len(kept)  # no times: all at once
+    def __init__(self, trial: Trial, pick: Any) -> None:
+        """``pick``: ``min`` for a goal of min, ``max`` for max."""
+        steps, values = list(trial.steps), list(trial.values)
+        ts = list(trial.ts) if trial.ts is not None else [0] * len(steps)  # no times: all at once
+        if math.isnan(sum(values)):  # a NaN among them (or +inf and -inf): those left out
+            kept = [k for k, v in enumerate(values) if v == v]
+            steps, values, ts = [steps[k] for k in kept], [values[k] for k in kept], [ts[k] for k in kept]
+        self.steps = steps
+        self.best = list(accumulate(values, pick))
         # reached[i]: the earliest time a point at step >= steps[i] was logged (a suffix minimum:
         # points come by step, and ranks or a resume may log a step late).
-        reached = list(ts)
-        for i in range(len(reached) - 2, -1, -1):
-            reached[i] = min(reached[i], reached[i + 1])
-        self.reached = reached
+        self.reached = list(accumulate(reversed(ts), min))[::-1]
 
     @property
     def last_step(self) -> int | None:
@@ -155,7 +155,8 @@ def judge(spec: EarlyStop, goal: str, trials: Sequence[Trial]) -> list[Stop]:
     if goal not in GOALS:
         raise ValueError(f"goal must be min or max, got {goal!r}")
     better = (lambda a, b: a < b) if goal == "min" else (lambda a, b: a > b)
-    curves = {t.key: _Curve(t, better) for t in trials}
+    curves = {t.key: _curve(t, goal) for t in trials}
+    ended = {t.key for t in trials if t.running_s is None}
     finals = {key: c.best[-1] for key, c in curves.items() if c.best}
     leader = None
     for key, value in finals.items():  # the first of equals leads: it got there first in the list
@@ -169,18 +170,26 @@ def judge(spec: EarlyStop, goal: str, trials: Sequence[Trial]) -> list[Stop]:
         step = curve.last_step
         if step is None or step < spec.min_steps:
             continue
-        others = [c for key, c in curves.items() if key != trial.key]
+        others = [(c, key in ended) for key, c in curves.items() if key != trial.key]
         stop = (_median if spec.rule == "median" else _asha)(trial.key, curve, others, spec, goal, better)
         if stop is not None:
             out.append(stop)
     return out
 
 
-def _median(key: str, curve: _Curve, others: Sequence[_Curve], spec: EarlyStop, goal: str, better: Any) -> Stop | None:
+def _curve(trial: Trial, goal: str) -> _Curve:
+    curve = trial.memo.get(goal)
+    if curve is None:
+        curve = trial.memo[goal] = _Curve(trial, min if goal == "min" else max)
+    return curve
+
+
+def _median(key: str, curve: _Curve, others: Sequence[tuple[_Curve, bool]], spec: EarlyStop, goal: str,
+            better: Any) -> Stop | None:
     step = curve.last_step
     assert step is not None
     value = curve.best_at(step)
-    at_step = [b for c in others if (c.ended or (c.last_step or -1) >= step) and (b := c.best_at(step)) is not None]
+    at_step = [b for c, ended in others if (ended or (c.last_step or -1) >= step) and (b := c.best_at(step)) is not None]
     if value is None or len(at_step) < MEDIAN_MIN_OTHERS:
         return None
     threshold = median(at_step)
@@ -200,7 +209,8 @@ def rungs(min_steps: int, up_to: int) -> list[int]:
     return out
 
 
-def _asha(key: str, curve: _Curve, others: Sequence[_Curve], spec: EarlyStop, goal: str, better: Any) -> Stop | None:
+def _asha(key: str, curve: _Curve, others: Sequence[tuple[_Curve, bool]], spec: EarlyStop, goal: str,
+          better: Any) -> Stop | None:
     step = curve.last_step
     assert step is not None
     reached = rungs(spec.min_steps, step)
@@ -212,7 +222,7 @@ def _asha(key: str, curve: _Curve, others: Sequence[_Curve], spec: EarlyStop, go
     if value is None or when is None:
         return None
     # The trials that had reached the rung when this one did (ties in time count as before).
-    before = [b for c in others if (t := c.reached_at(rung)) is not None and t <= when
+    before = [b for c, _ended in others if (t := c.reached_at(rung)) is not None and t <= when
               and (b := c.best_at(rung)) is not None]
     field = len(before) + 1
     if field < ETA:

@@ -2,7 +2,8 @@
 
 - early stopping: trials that log a clearly worse loss through the SDK are stopped (SIGTERM with
   their grace; CANCELLED, EARLY_STOPPED, and an event naming the rule, the value, the threshold
-  and the step), while the best, a good and a noisy good trial run to their end;
+  and the step), while the best, a noisy good trial and a slow starter that ends best run to
+  their end;
 - retry_on: a trial killed from outside or out of memory is queued again, up to the count, and
   one that exits 1 is not;
 - three trials failing within their first minute pause the sweep, with a SWEEP_PAUSED event;
@@ -23,10 +24,10 @@ pytestmark = pytest.mark.e2e
 SWEEPS = "/api/v1/sweeps"
 SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
 
-# A trial logging its loss through the SDK. The good ones end after 150 steps; a bad one would log
-# for ever: only a stop ends it. On SIGTERM it notes the signal, then exits.
+# A trial logging its loss through the SDK. The ones to keep end after 150 steps; one to stop would
+# log for ever: only a stop ends it. On SIGTERM it notes the signal, then exits.
 TRAIN = textwrap.dedent("""\
-    import random, signal, sys, time
+    import math, random, signal, sys, time
     import gpuplane
 
     kind = sys.argv[1]
@@ -37,23 +38,30 @@ TRAIN = textwrap.dedent("""\
 
     signal.signal(signal.SIGTERM, stopped)
     rng = random.Random(kind)
-    level = {"best": 0.1, "good": 0.3, "noisy": 0.2, "bad": 3.0, "worse": 5.0}[kind]
+    curves = {
+        "best": lambda s: 0.1 + 1 / (s + 1),
+        "noisy": lambda s: (0.2 + 1 / (s + 1)) * (1 + 2 * rng.random()),  # up to three times its level
+        "slow": lambda s: 0.05 + 2 * math.exp(-s / 15),  # behind the best until step 30, then ahead
+        "bad": lambda s: 3 + 1 / (s + 1),
+        "worse": lambda s: 5 + 1 / (s + 1),
+        "flat": lambda s: 2.3 * (1 + 0.01 * rng.random()),  # never learns
+    }
     run = gpuplane.init()
     step = 0
-    while kind in ("bad", "worse") or step < 150:
-        value = level + 1 / (step + 1)
-        if kind == "noisy":
-            value *= 1 + 2 * rng.random()  # up to three times its level, never under it
-        run.log({"loss": value}, step=step)
+    while kind in ("bad", "worse", "flat") or step < 150:
+        run.log({"loss": curves[kind](step)}, step=step)
         step += 1
         time.sleep(0.02)
     run.finish()
 """)
+KEEP = ("best", "noisy", "slow")
+STOP = ("bad", "worse", "flat")
+ENDED = ("SUCCEEDED", "CANCELLED", "FAILED")
 
 
 @pytest.fixture
 def jobs(daemon_factory, tmp_path):
-    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1", "--max-cpu-jobs", "8")
+    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1", "--max-cpu-jobs", "10")
 
 
 def submit(jobs, **body):
@@ -73,79 +81,89 @@ def by_kind(sweep):
 
 
 def test_early_stopping_stops_the_trials_behind_and_lets_the_good_ones_finish(jobs):
+    """Two sweeps at once, each with two trials to keep and three clearly worse: one with the best
+    and a noisy good trial (min_steps 10), one with the best and a slow starter that ends best
+    (min_steps 40: past the step where it catches up). Two to keep and three to stop: however the
+    trials' starts and paces fall, at most one trial better than a kept one is among the others
+    counted (at least three), so the median never stops it."""
     jobs.file("train.py").write_text(TRAIN)
-    kinds = ["best", "good", "noisy", "bad", "worse"]
-    made = submit(jobs, name="es", metric="loss", goal="min", early_stop={"rule": "median", "min_steps": 10},
-                  job={"command": [sys.executable, "train.py", "{kind}"], "env": {"PYTHONPATH": str(SDK_DIR)},
-                       "stop_grace_s": 10},
-                  trials_list=[{"kind": k} for k in kinds])["sweep"]
-    done = wait_for(lambda: (s := show(jobs, made["id"])) and all(t["status"] in ("SUCCEEDED", "CANCELLED", "FAILED")
-                                                                  for t in s["trials"]) and s,
-                    timeout=60, what="every trial to end")
-    trials = by_kind(done)
-    assert {k: trials[k]["status"] for k in kinds} == {"best": "SUCCEEDED", "good": "SUCCEEDED", "noisy": "SUCCEEDED",
-                                                       "bad": "CANCELLED", "worse": "CANCELLED"}
-    for kind in ("bad", "worse"):
-        trial = trials[kind]
-        assert trial["failure_reason"] == "EARLY_STOPPED"
-        job = jobs.get(trial["job_id"])
-        assert (job["status"], job["failure_reason"]) == ("CANCELLED", "EARLY_STOPPED")
-        run = jobs.client.get(f"/api/v1/runs/{trial['run_id']}")["run"]
-        assert run["status"] == "CANCELLED" and run["failure_reason"] == "EARLY_STOPPED"
-        assert jobs.file(f"sigterm-{kind}").read_text() == "SIGTERM"  # SIGTERM, not a SIGKILL: it had its grace
-    stops = {e["job_id"]: e for e in events(jobs, "EARLY_STOPPED")}
-    assert set(stops) == {trials["bad"]["job_id"], trials["worse"]["job_id"]}
-    for kind, level in (("bad", 3.0), ("worse", 5.0)):
-        event = stops[trials[kind]["job_id"]]
-        context = event["context"]
-        assert context["rule"] == "median" and context["metric"] == "loss" and context["sweep_id"] == made["id"]
-        assert context["step"] >= 10 and event["step"] == context["step"]
-        assert context["value"] == pytest.approx(level + 1 / (context["step"] + 1))  # its best so far at the step
-        assert context["threshold"] < 1.5 < context["value"]  # the median of the others: far below it
-        assert context["evidence"][0]["run_id"] == trials[kind]["run_id"]
-        assert f"stopped early by the median rule" in event["message"] and "worse than the median" in event["message"]
-    assert not any(jobs.file(f"sigterm-{k}").exists() for k in ("best", "good", "noisy"))
-    assert done["best"]["values"] == {"kind": "best"}
+    job = {"command": [sys.executable, "train.py", "{kind}"], "env": {"PYTHONPATH": str(SDK_DIR)}, "stop_grace_s": 10}
+    made = {name: submit(jobs, name=name, metric="loss", goal="min", job=job,
+                         early_stop={"rule": "median", "min_steps": min_steps},
+                         trials_list=[{"kind": k} for k in kept + STOP])["sweep"]
+            for name, kept, min_steps in (("es", ("best", "noisy"), 10), ("es-slow", ("best", "slow"), 40))}
+    for name, sweep in made.items():
+        done = wait_for(lambda: (s := show(jobs, sweep["id"])) and all(t["status"] in ENDED for t in s["trials"]) and s,
+                        timeout=60, what=f"every trial of {name} to end")
+        trials = by_kind(done)
+        assert {k: t["status"] for k, t in trials.items()} == {k: "SUCCEEDED" if k in KEEP else "CANCELLED"
+                                                               for k in trials}, name
+        assert done["best"]["values"] == {"kind": "slow" if name == "es-slow" else "best"}
+        stops = {e["job_id"]: e for e in events(jobs, "EARLY_STOPPED")}
+        for kind in STOP:
+            trial = trials[kind]
+            assert trial["failure_reason"] == "EARLY_STOPPED"
+            stopped = jobs.get(trial["job_id"])
+            assert (stopped["status"], stopped["failure_reason"]) == ("CANCELLED", "EARLY_STOPPED")
+            run = jobs.client.get(f"/api/v1/runs/{trial['run_id']}")["run"]
+            assert run["status"] == "CANCELLED" and run["failure_reason"] == "EARLY_STOPPED"
+            event = stops[trial["job_id"]]
+            context = event["context"]
+            assert context["rule"] == "median" and context["metric"] == "loss" and context["sweep_id"] == sweep["id"]
+            assert context["step"] >= (40 if name == "es-slow" else 10) and event["step"] == context["step"]
+            assert context["threshold"] < context["value"] and context["value"] >= 2.3  # its best so far, behind
+            assert context["compared"] >= 3 and context["evidence"][0]["run_id"] == trial["run_id"]
+            assert "stopped early by the median rule" in event["message"] and "worse than the median" in event["message"]
+        assert not {trials[k]["job_id"] for k in KEEP if k in trials} & set(stops)
+    # Each stopped trial had SIGTERM and its grace (not a SIGKILL): it noted the signal; no kept one did.
+    assert all(jobs.file(f"sigterm-{kind}").read_text() == "SIGTERM" for kind in STOP)
+    assert not any(jobs.file(f"sigterm-{kind}").exists() for kind in KEEP)
+    assert len(stops) == 6
 
 
 KILLED = textwrap.dedent("""\
     case "$GPUPLANE_SWEEP_KIND" in
       flaky) [ "$GPUPLANE_ATTEMPT" -ge 2 ] && exit 0; kill -KILL $$ ;;
       always) kill -KILL $$ ;;
-      oom) [ "$GPUPLANE_ATTEMPT" -ge 2 ] && exit 0; echo "RuntimeError: CUDA out of memory" >&2; exit 1 ;;
+      oom) [ "$GPUPLANE_ATTEMPT" -ge 2 ] && exit 0; sleep 0.5; echo "RuntimeError: CUDA out of memory" >&2; exit 1 ;;
       exits) exit 1 ;;
     esac
 """)
 
 
-def _retry_sweep(jobs, name, kinds, retry_on):
+def _retry_sweep(jobs, name, expected, retry_on):
+    """A sweep of ``expected``'s kinds; waits until each trial is at its (status, attempt), then
+    until nothing is in flight, and returns each trial's job by kind."""
     made = submit(jobs, name=name, job={"command": ["sh", "-c", KILLED]}, retry_on=retry_on,
-                  trials_list=[{"kind": k} for k in kinds])["sweep"]
-    return wait_for(lambda: (s := show(jobs, made["id"])) and all(t["status"] in ("SUCCEEDED", "FAILED")
-                                                                  for t in s["trials"]) and s,
-                    timeout=40, what=f"sweep {name}'s trials to end")
+                  trials_list=[{"kind": k} for k in expected])["sweep"]
+
+    def ended():
+        trials = {k: jobs.get(t["job_id"]) for k, t in by_kind(show(jobs, made["id"])).items()}
+        return trials if {k: (j["status"], j["attempt"]) for k, j in trials.items()} == expected else None
+
+    return wait_for(ended, timeout=40, what=f"sweep {name}'s trials to end as {expected}")
 
 
 def test_retry_on_queues_again_a_trial_killed_from_outside_up_to_the_count(jobs):
-    done = _retry_sweep(jobs, "preempt", ["flaky", "always"], {"causes": ["PREEMPTED"], "times": 1})
-    trials = by_kind(done)
-    flaky, always = jobs.get(trials["flaky"]["job_id"]), jobs.get(trials["always"]["job_id"])
-    assert (flaky["status"], flaky["attempt"]) == ("SUCCEEDED", 2)
-    assert (always["status"], always["attempt"], always["failure_reason"]) == ("FAILED", 2, "SIGNAL(SIGKILL)")
+    trials = _retry_sweep(jobs, "preempt", {"flaky": ("SUCCEEDED", 2), "always": ("FAILED", 2)},
+                          {"causes": ["PREEMPTED"], "times": 1})
+    assert trials["always"]["failure_reason"] == "SIGNAL(SIGKILL)"
     retries = [e for e in events(jobs, "POLICY_ACTION") if e["context"]["policy"] == "retry_on"]
-    assert sorted(e["job_id"] for e in retries) == sorted([flaky["id"], always["id"]])
+    assert sorted(e["job_id"] for e in retries) == sorted([trials["flaky"]["id"], trials["always"]["id"]])
     assert all("PREEMPTED (SIGNAL(SIGKILL)): retry 1 of 1" in e["context"]["reason"] for e in retries)
-    assert not show(jobs, done["id"])["paused"]  # two trials failing fast: no flapping
+    # The second kill was final: it stays FAILED (a pass on each failure, and one every 10 s).
+    assert jobs.get(trials["always"]["id"])["status"] == "FAILED"
+    assert not show(jobs, trials["always"]["sweep_id"])["paused"]  # two trials failing fast: no flapping
 
 
 def test_retry_on_retries_only_its_causes(jobs):
-    done = _retry_sweep(jobs, "oom", ["oom", "exits"], {"causes": ["OOM"], "times": 2})
-    trials = by_kind(done)
-    oom, exits = jobs.get(trials["oom"]["job_id"]), jobs.get(trials["exits"]["job_id"])
-    assert (oom["status"], oom["attempt"]) == ("SUCCEEDED", 2)
-    assert (exits["status"], exits["attempt"], exits["failure_reason"]) == ("FAILED", 1, "EXIT_CODE")  # final
+    trials = _retry_sweep(jobs, "oom", {"oom": ("SUCCEEDED", 2), "exits": ("FAILED", 1)},
+                          {"causes": ["OOM"], "times": 2})
+    assert trials["exits"]["failure_reason"] == "EXIT_CODE"  # final: not a cause of retry_on
     [retry] = [e for e in events(jobs, "POLICY_ACTION") if e["context"]["policy"] == "retry_on"]
-    assert retry["job_id"] == oom["id"] and "OOM (OOM): retry 1 of 2" in retry["context"]["reason"]
+    assert retry["job_id"] == trials["oom"]["id"] and "OOM (OOM): retry 1 of 2" in retry["context"]["reason"]
+    # exits failed half a second before oom: the pass that queued oom again saw it FAILED, and left it.
+    assert jobs.get(trials["exits"]["id"])["attempt"] == 1
 
 
 def test_three_trials_failing_in_their_first_minute_pause_the_sweep(jobs):

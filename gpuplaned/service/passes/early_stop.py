@@ -33,7 +33,7 @@ from gpuplaned.store.connection import Connection
 from gpuplaned.store.event_rows import insert_events
 from gpuplaned.store.sweep_policy_rows import JudgedSweep, TrialRun
 from gpuplaned.store.writer import write
-from gpuplaned.tsdb.query import read_points
+from gpuplaned.tsdb.query import latest, read_points
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -43,6 +43,37 @@ log = logging.getLogger("gpuplaned.early_stop")
 EVERY_S = 2.0  # as the policies' tick: a trial behind is stopped within a few seconds of its points
 
 
+class Seen:
+    """The trials' points read by earlier passes, by (run, metric), with the run's latest point
+    when read: a pass reads a run's points again only once a newer one came, and a curve is
+    made once (``Trial.memo``). Only the runs of the last pass are kept."""
+
+    def __init__(self) -> None:
+        self.trials: dict[tuple[str, str], tuple[Any, Trial]] = {}
+        self.reads = 0  # runs whose points were read (what the cache saves)
+
+    def trial(self, conn: Connection, run: TrialRun, metric: str, running_s: float | None) -> Trial | None:
+        assert run.run_id is not None
+        key = (run.run_id, metric)
+        last = latest(conn, "run", run.run_id, [metric]).get(metric)
+        if last is None:
+            return None
+        mark = (last["ts"], last["step"], repr(last["value"]))  # repr: a NaN equals itself
+        kept = self.trials.get(key)
+        if kept is not None and kept[0] == mark and kept[1].key == run.job_id:
+            trial = kept[1]
+        else:
+            points = read_points(conn, "run", run.run_id, metric, x="step")
+            trial = Trial(run.job_id, points["step"], points["value"], points["ts"])
+            self.reads += 1
+        self.trials[key] = (mark, trial)
+        return attrs.evolve(trial, running_s=running_s)
+
+    def keep_only(self, keys: set[tuple[str, str]]) -> None:
+        for key in self.trials.keys() - keys:
+            del self.trials[key]
+
+
 @attrs.frozen
 class Verdict:
     sweep: JudgedSweep
@@ -50,9 +81,12 @@ class Verdict:
     stop: Stop
 
 
-def judged(conn: Connection, now: int) -> list[Verdict]:
-    """What the rules stop now, sweep by sweep (one read snapshot)."""
+def judged(conn: Connection, now: int, seen: Seen | None = None) -> list[Verdict]:
+    """What the rules stop now, sweep by sweep (one read snapshot); ``seen``: what earlier
+    passes read."""
+    seen = Seen() if seen is None else seen
     out = []
+    used: set[tuple[str, str]] = set()
     for sweep in sweep_policy_rows.judged_sweeps(conn):
         try:
             spec = EarlyStop.of(sweep.early_stop)
@@ -63,22 +97,24 @@ def judged(conn: Connection, now: int) -> list[Verdict]:
         trials = []
         for run in sweep_policy_rows.trial_runs(conn, sweep.id):
             assert run.run_id is not None
-            points = read_points(conn, "run", run.run_id, sweep.metric, x="step")
-            if not points["step"]:
-                continue
-            running = (run.status == JobState.RUNNING and not run.cancel_requested and run.started_at is not None)
-            trials.append(Trial(run.job_id, points["step"], points["value"], points["ts"],
-                                max(0.0, (now - run.started_at) / 1000) if running and run.started_at else None))
-            runs[run.job_id] = run
+            running = run.status == JobState.RUNNING and not run.cancel_requested and run.started_at is not None
+            trial = seen.trial(conn, run, sweep.metric,
+                               max(0.0, (now - run.started_at) / 1000) if running and run.started_at else None)
+            used.add((run.run_id, sweep.metric))
+            if trial is not None:
+                trials.append(trial)
+                runs[run.job_id] = run
         out.extend(Verdict(sweep, runs[stop.key], stop) for stop in judge(spec, sweep.goal, trials))
+    seen.keep_only(used)
     return out
 
 
-async def run_pass(shared: ServerContext, store: Any) -> int:
-    """Judge every sweep with early stopping and stop what falls behind; the trials stopped."""
+async def run_pass(shared: ServerContext, store: Any, seen: Seen | None = None) -> int:
+    """Judge every sweep with early stopping and stop what falls behind; the trials stopped.
+    ``seen``: what earlier passes read (kept by the caller between passes)."""
     if shared.readers is None:
         return 0
-    verdicts = await shared.readers.run(lambda conn: judged(conn, now_ms()))
+    verdicts = await shared.readers.run(lambda conn: judged(conn, now_ms(), seen))
     stopped = 0
     for verdict in verdicts:
         if await _stop(shared, store, verdict):
@@ -128,9 +164,10 @@ def event(verdict: Verdict, now: int) -> EventRow:
 
 async def keep_judging(shared: ServerContext, store: Any) -> None:
     """The policies actor's task: a pass every ``EVERY_S``."""
+    seen = Seen()
     while True:
         await trio.sleep(EVERY_S)
         try:
-            await run_pass(shared, store)
+            await run_pass(shared, store, seen)
         except Exception:  # noqa: BLE001 - the failure policies share this actor: a fault here must not stop them
             log.exception("the early-stopping pass failed; the next one tries again")
