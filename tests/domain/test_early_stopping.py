@@ -131,8 +131,8 @@ def test_the_corpus_plants_every_kind():
 
 def test_the_median_rule_on_the_corpus_stops_no_good_trial_and_most_bad_ones():
     """min_steps at half of each run: no must-keep trial stopped (the slow starters caught up
-    by then); at least 80 % of the must-stop ones stopped (the rest never had three others at
-    their step: the fastest of the first trials of a sweep)."""
+    by then); at least 80 % of the must-stop ones stopped (most of the rest never had three
+    others at their step: the fastest of the first trials of a sweep)."""
     score = early_stop_bench.run(SWEEPS, "median", 0.5)
     assert score.false_stops == []
     stopped, planted = score.rate(corpus.STOP)
