@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.domain.sweep_policies import FLAPPING_WINDOW_MS, RETRY_REASONS, SWEEP_PAUSED
-from gpuplaned.protocol.job_states import JobState
+from gpuplaned.protocol.job_states import FailureReason, JobState
 from gpuplaned.store.paging import one_of
 
 
@@ -88,6 +88,11 @@ def failed_trials(conn: sqlite3.Connection) -> list[FailedTrial]:
     return out
 
 
+# A run FAILED for these never ran the trial's command: its dispatch went back to the queue, or its
+# node never said it started it. The node's trouble, not the trial's: no flapping.
+_NOT_THE_TRIALS = (FailureReason.REQUEUED.value, FailureReason.DISPATCH_TIMEOUT.value)
+
+
 @attrs.frozen
 class FastFailures:
     sweep_id: str
@@ -97,7 +102,7 @@ class FastFailures:
 
 def fast_failures(conn: sqlite3.Connection, sweep_ids: Iterable[str] | None = None) -> list[FastFailures]:
     """For each sweep neither paused nor cancelled (of ``sweep_ids``, or all), its trials whose
-    attempt failed within ``FLAPPING_WINDOW_MS`` of starting (or never started), since the
+    attempt failed within ``FLAPPING_WINDOW_MS`` of starting (or could not start), since the
     sweep's last ``SWEEP_PAUSED`` event; only sweeps with at least one."""
     ids = list(sweep_ids) if sweep_ids is not None else None
     if ids == []:
@@ -106,10 +111,12 @@ def fast_failures(conn: sqlite3.Connection, sweep_ids: Iterable[str] | None = No
     rows = conn.execute(
         "SELECT s.id, s.name, r.job_id FROM sweeps s JOIN jobs j ON j.sweep_id = s.id JOIN runs r ON r.job_id = j.id "
         "WHERE s.paused = 0 AND s.cancelled_at IS NULL AND r.status = ? AND r.finished_at IS NOT NULL "
+        f"AND coalesce(r.failure_reason, '') NOT IN ({','.join('?' * len(_NOT_THE_TRIALS))}) "
         "AND (r.started_at IS NULL OR r.finished_at - r.started_at < ?) "
         "AND r.finished_at > coalesce((SELECT max(e.ts) FROM events e WHERE e.type = ? "
         "AND json_extract(e.context, '$.sweep_id') = s.id), 0)" + where +
-        " ORDER BY s.id, r.finished_at", (JobState.FAILED.value, FLAPPING_WINDOW_MS, SWEEP_PAUSED, *(ids or ()))
+        " ORDER BY s.id, r.finished_at",
+        (JobState.FAILED.value, *_NOT_THE_TRIALS, FLAPPING_WINDOW_MS, SWEEP_PAUSED, *(ids or ()))
     ).fetchall()
     found: dict[str, tuple[str, dict[str, None]]] = {}
     for sweep_id, name, job_id in rows:

@@ -128,6 +128,9 @@ def test_fast_failures_count_each_trial_once_since_the_last_pause(db):
     for _ in range(2):  # two fast failures of one trial (its own retry between them)
         _run(conn, node, twice, NOW - 1000)
         _report(conn, node, twice, "FAILED", exit_code=1, failure_reason="EXIT_CODE")
+    requeued = _trial(conn, node, "swp_f", 3)  # its dispatch never started: the node's trouble, not the trial's
+    assert requeued in [d.job.job_id for d in schedule(conn, NOW, {node})]
+    _report(conn, node, requeued, "REQUEUE", message="never started")
     [found] = sweep_policy_rows.fast_failures(conn)
     assert (found.sweep_id, found.job_ids) == ("swp_f", (fast, twice))
     # Paused for it: failures before that no longer count.
