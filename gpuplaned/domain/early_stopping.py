@@ -13,9 +13,10 @@ step: a noisy trial is judged by what it reached, not by its last minibatch):
   the median over the survivors of earlier stops, and so stop half of the good trials, the
   one that ends best among them (the corpus showed it: ``bench/early_stop_bench.py``).
 - ``asha`` (asynchronous successive halving, Li et al. 2020; Ray Tune's AsyncHyperBand):
-  rungs at ``min_steps * ETA**k`` (``min_steps`` 0: from step 1). A trial that reached a rung goes on only if its best so
-  far at that rung is in the top ``1/ETA`` of the trials that had reached the rung when it
-  did (itself included), judged once at least ``ETA`` had; else it is stopped. As in ASHA,
+  rungs at ``min_steps * ETA**k`` (``min_steps`` 0: from step 1). A trial that reached a rung
+  goes on only if its best so far at that rung is in the top ``1/ETA`` of the trials that had
+  reached the rung when it did (itself included), judged once at least ``ETA`` had; else it is
+  stopped. As in ASHA,
   a trial is judged at its latest rung against those that reached it before it, so what
   later trials do at a rung it has passed never stops it after the fact.
 
@@ -189,7 +190,8 @@ def _median(key: str, curve: _Curve, others: Sequence[tuple[_Curve, bool]], spec
     step = curve.last_step
     assert step is not None
     value = curve.best_at(step)
-    at_step = [b for c, ended in others if (ended or (c.last_step or -1) >= step) and (b := c.best_at(step)) is not None]
+    at_step = [b for c, ended in others
+               if (ended or (c.last_step or -1) >= step) and (b := c.best_at(step)) is not None]
     if value is None or len(at_step) < MEDIAN_MIN_OTHERS:
         return None
     threshold = median(at_step)

@@ -47,7 +47,8 @@ def judged_sweeps(conn: sqlite3.Connection) -> list[JudgedSweep]:
         "SELECT s.id, s.name, s.metric, s.goal, s.early_stop FROM sweeps s WHERE s.early_stop IS NOT NULL "
         "AND s.metric IS NOT NULL AND s.cancelled_at IS NULL AND EXISTS (SELECT 1 FROM jobs j WHERE "
         "j.sweep_id = s.id AND j.status = ?) ORDER BY s.created_at", (JobState.RUNNING.value,)).fetchall()
-    return [JudgedSweep(id_, name, metric, goal, json.loads(early_stop)) for id_, name, metric, goal, early_stop in rows]
+    return [JudgedSweep(id_, name, metric, goal, json.loads(early_stop))
+            for id_, name, metric, goal, early_stop in rows]
 
 
 def trial_runs(conn: sqlite3.Connection, sweep_id: str) -> list[TrialRun]:

@@ -155,7 +155,8 @@ def event(verdict: Verdict, now: int) -> EventRow:
     message = (f"sweep {sweep.name} trial {trial.trial} ({trial.job_id}) stopped early by the {stop.rule} rule: "
                f"{sweep.metric}: {stop.reason}")
     context = {"sweep_id": sweep.id, "sweep": sweep.name, "trial": trial.trial, "rule": stop.rule,
-               "metric": sweep.metric, "goal": sweep.goal, "value": number(stop.value), "threshold": number(stop.threshold),
+               "metric": sweep.metric, "goal": sweep.goal, "value": number(stop.value),
+               "threshold": number(stop.threshold),
                "step": stop.step, "compared": stop.compared, "reason": stop.reason,
                "evidence": [evidence.metric(sweep.metric, [stop.step], [stop.value], trial.run_id)]}
     return EventRow(new_id("ev"), now, EARLY_STOPPED, "info", trial.node_id, trial.job_id, trial.run_id, stop.step,
