@@ -4,6 +4,7 @@ on the sweep corpus (``tests/sweep_corpus``: planted trials they must stop and m
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from pathlib import Path
@@ -123,6 +124,12 @@ def test_a_bad_early_stop_is_named(raw, words):
 SWEEPS = corpus.load()
 
 
+@functools.cache
+def _score(rule: str, share: float) -> replay.Score:
+    """The corpus played with ``min_steps`` at ``share`` of each run (once per module)."""
+    return early_stop_bench.run(SWEEPS, rule, share)
+
+
 def test_the_corpus_plants_every_kind():
     planted = {t.kind for s in SWEEPS for t in s.trials}
     assert set(corpus.KEEP) | set(corpus.STOP) <= planted
@@ -133,7 +140,7 @@ def test_the_median_rule_on_the_corpus_stops_no_good_trial_and_most_bad_ones():
     """min_steps at half of each run: no must-keep trial stopped (the slow starters caught up
     by then); at least 80 % of the must-stop ones stopped (most of the rest never had three
     others at their step: the fastest of the first trials of a sweep)."""
-    score = early_stop_bench.run(SWEEPS, "median", 0.5)
+    score = _score("median", 0.5)
     assert score.false_stops == []
     stopped, planted = score.rate(corpus.STOP)
     assert stopped >= 0.8 * planted and score.rate(["real worse"]) == (12, 12)
@@ -142,16 +149,16 @@ def test_the_median_rule_on_the_corpus_stops_no_good_trial_and_most_bad_ones():
 
 def test_an_earlier_min_steps_stops_sooner_but_catches_slow_starters():
     """At 30 % the best and the noisy good trials still go on; slow starters are the price."""
-    score = early_stop_bench.run(SWEEPS, "median", 0.3)
+    score = _score("median", 0.3)
     assert score.rate(["best", "noisy"]) == (0, 82)
     assert score.rate(["slow"])[0] > 0
-    assert score.ran < early_stop_bench.run(SWEEPS, "median", 0.5).ran
+    assert score.ran < _score("median", 0.5).ran
 
 
 def test_asha_stops_the_bad_trials_and_is_harsher_on_good_ones():
     """ASHA keeps a third at each rung: it stops more bad trials sooner, and more good ones
     (``bench/early_stop_bench.py`` reports how many)."""
-    asha, median = early_stop_bench.run(SWEEPS, "asha", 0.3), early_stop_bench.run(SWEEPS, "median", 0.3)
+    asha, median = _score("asha", 0.3), _score("median", 0.3)
     stopped, planted = asha.rate(corpus.STOP)
     assert stopped >= 0.8 * planted
     assert asha.ran < median.ran
