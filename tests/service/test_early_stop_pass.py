@@ -59,6 +59,7 @@ def test_the_pass_stops_the_trial_behind_and_reads_only_what_changed(db):
     assert (verdict.trial.job_id, verdict.stop.rule, verdict.stop.step) == (behind, "median", 19)
     assert verdict.stop.threshold == pytest.approx(0.2 + 1 / 20) and verdict.sweep.id == "swp_e"
     assert seen.reads == 4
+    assert all(trial.steps == () and trial.memo for _mark, trial in seen.trials.values())  # curves kept, not points
     judged(conn, NOW + 62_000, seen)
     assert seen.reads == 4  # nothing new: nothing read again
     _log(conn, run_id, range(20, 25), 2.0, seq=1)

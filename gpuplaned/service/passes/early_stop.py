@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from gpuplaned.domain.early_stopping import EARLY_STOPPED, EarlyStop, Stop, Trial, judge
+from gpuplaned.domain.early_stopping import EARLY_STOPPED, EarlyStop, Stop, Trial, compact, judge
 from gpuplaned.domain.diagnosis.evidence import number
 from gpuplaned.domain.rules import evidence
 from gpuplaned.protocol.agent import Cancel
@@ -44,17 +44,17 @@ EVERY_S = 2.0  # as the policies' tick: a trial behind is stopped within a few s
 
 
 class Seen:
-    """The trials' points read by earlier passes, by (run, metric), with the run's latest point
-    when read: a pass reads a run's points again only once a newer one came, and a curve is
-    made once (``Trial.memo``). Only the runs of the last pass are kept."""
+    """The trials' curves made by earlier passes, by (run, metric, goal), with the run's latest
+    point when read: a pass reads a run's points again only once a newer one came. Only the
+    curves are kept (``early_stopping.compact``: 24 bytes a point), and only the last pass's runs."""
 
     def __init__(self) -> None:
-        self.trials: dict[tuple[str, str], tuple[Any, Trial]] = {}
+        self.trials: dict[tuple[str, str, str], tuple[Any, Trial]] = {}
         self.reads = 0  # runs whose points were read (what the cache saves)
 
-    def trial(self, conn: Connection, run: TrialRun, metric: str, running_s: float | None) -> Trial | None:
+    def trial(self, conn: Connection, run: TrialRun, metric: str, goal: str, running_s: float | None) -> Trial | None:
         assert run.run_id is not None
-        key = (run.run_id, metric)
+        key = (run.run_id, metric, goal)
         last = latest(conn, "run", run.run_id, [metric]).get(metric)
         if last is None:
             return None
@@ -63,13 +63,13 @@ class Seen:
         if kept is not None and kept[0] == mark and kept[1].key == run.job_id:
             trial = kept[1]
         else:
-            points = read_points(conn, "run", run.run_id, metric, x="step")
-            trial = Trial(run.job_id, points["step"], points["value"], points["ts"])
+            points = read_points(conn, "run", run.run_id, metric, x="step", arrays=True)
+            trial = compact(Trial(run.job_id, points["step"], points["value"], points["ts"]), goal)
             self.reads += 1
         self.trials[key] = (mark, trial)
         return attrs.evolve(trial, running_s=running_s)
 
-    def keep_only(self, keys: set[tuple[str, str]]) -> None:
+    def keep_only(self, keys: set[tuple[str, str, str]]) -> None:
         for key in self.trials.keys() - keys:
             del self.trials[key]
 
@@ -86,7 +86,7 @@ def judged(conn: Connection, now: int, seen: Seen | None = None) -> list[Verdict
     passes read."""
     seen = Seen() if seen is None else seen
     out = []
-    used: set[tuple[str, str]] = set()
+    used: set[tuple[str, str, str]] = set()
     for sweep in sweep_policy_rows.judged_sweeps(conn):
         try:
             spec = EarlyStop.of(sweep.early_stop)
@@ -98,9 +98,9 @@ def judged(conn: Connection, now: int, seen: Seen | None = None) -> list[Verdict
         for run in sweep_policy_rows.trial_runs(conn, sweep.id):
             assert run.run_id is not None
             running = run.status == JobState.RUNNING and not run.cancel_requested and run.started_at is not None
-            trial = seen.trial(conn, run, sweep.metric,
+            trial = seen.trial(conn, run, sweep.metric, sweep.goal,
                                max(0.0, (now - run.started_at) / 1000) if running and run.started_at else None)
-            used.add((run.run_id, sweep.metric))
+            used.add((run.run_id, sweep.metric, sweep.goal))
             if trial is not None:
                 trials.append(trial)
                 runs[run.job_id] = run
