@@ -86,7 +86,7 @@ from gpuplaned.protocol.uplink_frames import (
     Request,
     Skip,
 )
-from gpuplaned.runtime.context import ActorContext
+from gpuplaned.runtime.context import ActorContext, StopSignal
 from gpuplaned.uplink.dial import open_agent_ws
 from gpuplaned.uplink.link import LiveTail, TokenError, UplinkContext, UplinkNodeLink, agent_token
 
@@ -282,7 +282,7 @@ async def run(ctx: ActorContext[UplinkContext], *, task_status: trio.TaskStatus[
     link.spool.sync()
 
 
-async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:
+async def _cancel_on(event: trio.Event | StopSignal, scope: trio.CancelScope) -> None:
     await event.wait()
     scope.cancel()
 

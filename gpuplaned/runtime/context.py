@@ -19,6 +19,35 @@ import trio
 SharedT = TypeVar("SharedT")
 
 
+class StopSignal:
+    """An actor's stop request: a ``trio.Event`` (``set``, ``is_set``, ``wait``) that also ends
+    the ``receive_or_stop`` waiting on it, so that waiting for a message costs no task to
+    watch it (a nursery and two tasks each time the inbox was empty: the store waits so twice
+    for each job a drain runs)."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._waiting: set[trio.CancelScope] = set()
+
+    def set(self) -> None:
+        self._event.set()
+        for scope in self._waiting:
+            scope.cancel()
+
+    def cancels(self, scope: trio.CancelScope) -> None:
+        """Cancel ``scope`` when a stop is requested, until ``forget(scope)``."""
+        self._waiting.add(scope)
+
+    def forget(self, scope: trio.CancelScope) -> None:
+        self._waiting.discard(scope)
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
 @attrs.define
 class ActorContext(Generic[SharedT]):
     """One incarnation's view of the world.
@@ -32,7 +61,7 @@ class ActorContext(Generic[SharedT]):
     inbox: trio.MemoryReceiveChannel[Any]
     ports: Mapping[str, trio.MemorySendChannel[Any]]
     shared: SharedT  # what of the daemon this actor may use (see the module's docstring)
-    stop_requested: trio.Event = attrs.field(factory=trio.Event)
+    stop_requested: StopSignal = attrs.field(factory=StopSignal)
 
     async def receive_or_stop(self, deadline: float = math.inf) -> Any | None:
         """The next inbox message, or None once a stop is requested (or the inbox closed);
@@ -42,33 +71,23 @@ class ActorContext(Generic[SharedT]):
         as the cancel arrives would be lost. That is what ``deadline`` is for.
         """
         try:
-            return self.inbox.receive_nowait()  # one already there: no tasks to start
+            return self.inbox.receive_nowait()  # one already there: no waiting
         except trio.EndOfChannel:
             return None
         except trio.WouldBlock:
             if self.stop_requested.is_set():
                 return None
-        result: list[Any] = []
-        async with trio.open_nursery() as nursery:
-
-            async def receive() -> None:
-                # Only the receive itself is cancelled by the deadline: a message is either
-                # not taken from the channel, or taken and kept.
-                with trio.move_on_at(deadline):
-                    try:
-                        result.append(await self.inbox.receive())
-                    except trio.EndOfChannel:
-                        result.append(None)
-                nursery.cancel_scope.cancel()
-
-            async def watch_stop() -> None:
-                await self.stop_requested.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(receive)
-            nursery.start_soon(watch_stop)
-        if result:
-            return result[0]
+        # Only the receive itself is cancelled, by the deadline or a stop request: a message
+        # is either not taken from the channel, or taken and returned.
+        stop = self.stop_requested
+        with trio.move_on_at(deadline) as scope:
+            stop.cancels(scope)
+            try:
+                return await self.inbox.receive()
+            except trio.EndOfChannel:
+                return None
+            finally:
+                stop.forget(scope)
         return None if self.stop_requested.is_set() else IDLE
 
 

@@ -321,6 +321,32 @@ async def test_receive_or_stop_with_a_deadline(autojump_clock):
     assert await ctx.receive_or_stop(trio.current_time() + 5) is None
 
 
+async def test_receive_or_stop_waits_in_its_own_task(autojump_clock):
+    """Waiting on an empty inbox starts no tasks (the store waits so twice a job), and a stop
+    request still ends the wait, a message sent before it still comes first."""
+    send, receive = trio.open_memory_channel(100)
+    ctx = ActorContext("d", receive, {}, None)
+    got = []
+    waiter = []
+
+    async def receiving():
+        waiter.append(trio.lowlevel.current_task())
+        while (message := await ctx.receive_or_stop()) is not None:
+            got.append(message)
+        got.append("stopped")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receiving)
+        await trio.testing.wait_all_tasks_blocked()
+        assert waiter[0].child_nurseries == []
+        await send.send(1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == [1]
+        ctx.stop_requested.set()
+    assert got == [1, "stopped"]
+    await ctx.stop_requested.wait()  # still an event to wait on
+
+
 async def test_statistics_come_from_the_started_handle(nursery, autojump_clock):
     class Handle:
         def statistics(self):
