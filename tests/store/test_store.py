@@ -18,7 +18,7 @@ from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import ActorStartError, Supervisor
 from gpuplaned.store.database import Migration, StoreError, load_migrations, open_writer
 from gpuplaned.store.readers import Readers
-from gpuplaned.store.writer import Write, write
+from gpuplaned.store.writer import Write, commit_batch, write
 
 SEED_TABLES = {
     "projects", "experiments", "nodes", "gpu_slots", "jobs", "runs", "metric_definitions",
@@ -234,6 +234,30 @@ async def test_a_failing_write_is_rolled_back_alone(nursery, tmp_path):
     assert sorted(r[0] for r in conn.execute("SELECT id FROM projects")) == ["p1", "p2"]
     conn.close()
     assert sup.handle("store").statistics().failed_writes == 1
+
+
+def test_a_batch_of_one_write_is_its_own_transaction(tmp_path):
+    """One write alone takes no savepoint (the store's batches in a drain are mostly one write);
+    failing, it is undone alone all the same, and the connection goes on."""
+    conn = open_writer(tmp_path / "g.db")
+    said = []
+    conn.set_trace_callback(said.append)
+
+    def one(name):
+        return Write(lambda c: c.execute("INSERT INTO projects (id, name, created_at) VALUES (?, ?, 0)",
+                                         (name, name)).rowcount, Reply())
+
+    def half_then_fail(c):
+        c.execute("INSERT INTO projects (id, name, created_at) VALUES ('bad', 'bad', 0)")
+        c.execute("INSERT INTO experiments (id, project_id, name, created_at) VALUES ('e', 'nope', 'e', 0)")
+
+    assert commit_batch(conn, [one("p1")]) == [(True, 1)]
+    assert said == ["BEGIN IMMEDIATE", "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'p1', 0)", "COMMIT"]
+    [(ok, error)] = commit_batch(conn, [Write(half_then_fail, Reply())])
+    assert not ok and isinstance(error, sqlite3.IntegrityError) and not conn.in_transaction
+    assert [(True, 1), (True, 1)] == commit_batch(conn, [one("p2"), one("p3")])
+    assert [r[0] for r in conn.execute("SELECT id FROM projects ORDER BY id")] == ["p1", "p2", "p3"]
+    conn.close()
 
 
 async def test_stop_commits_what_is_queued(nursery, tmp_path):
