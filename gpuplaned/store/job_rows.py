@@ -364,6 +364,7 @@ class StatusOutcome:
     reason: str = ""
     run_id: str | None = None  # the attempt's run, once its end is recorded
     run_status: str | None = None  # how that run ended: SUCCEEDED, FAILED, CANCELLED
+    evaluates: bool = False  # an EVALUATE job's: its evaluation moves with it (others have none to look up)
 
 
 def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms: int) -> StatusOutcome:
@@ -372,12 +373,14 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     The job's new state is ``on_report``'s (the state table's), its run's ``run_state``'s.
     """
     row = conn.execute(
-        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested, failure_reason FROM jobs WHERE id = ?",
+        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested, failure_reason, type FROM jobs "
+        "WHERE id = ?",
         (msg.job_id,),
     ).fetchone()
     if row is None:
         return StatusOutcome(False, reason="unknown job")
-    status, attempt, max_attempts, job_node, run_id, cancelled, marked = row
+    status, attempt, max_attempts, job_node, run_id, cancelled, marked, job_type = row
+    evaluates = job_type == "EVALUATE"
     if attempt != msg.attempt or job_node != node_id:
         return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
     report = msg.status  # a NodeReport: JobStatus refuses any other string
@@ -392,13 +395,13 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
                      (new.value, when, msg.job_id))
         conn.execute("UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
                      (run.value, when, run_id))
-        return StatusOutcome(True, new.value)
+        return StatusOutcome(True, new.value, evaluates=evaluates)
     if report is NodeReport.LOST:
         conn.execute("UPDATE jobs SET status = ?, failure_reason = ? WHERE id = ?",
                      (new.value, FailureReason.LOST.value, msg.job_id))
         conn.execute("UPDATE runs SET status = ?, failure_reason = ? WHERE id = ?",
                      (run.value, FailureReason.LOST.value, run_id))
-        return StatusOutcome(True, new.value)
+        return StatusOutcome(True, new.value, evaluates=evaluates)
     # A stop the daemon asked for with its reason (STOP_REASONS: EARLY_STOPPED) ends with that reason.
     failure = marked if new is JobState.CANCELLED and marked in STOP_REASONS else msg.failure_reason
     if new is JobState.QUEUED:
@@ -420,7 +423,7 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,))
     if new in ENDED:  # its final state: its dependants may run now, or never
         dependency_rows.settle(conn, msg.job_id, now_ms)
-    return StatusOutcome(True, new.value, run_id=run_id, run_status=run.value)
+    return StatusOutcome(True, new.value, run_id=run_id, run_status=run.value, evaluates=evaluates)
 
 
 @attrs.frozen

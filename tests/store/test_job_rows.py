@@ -169,3 +169,26 @@ def test_a_pass_that_changes_nothing_writes_nothing(db):
     (placed,) = _schedule(conn, node)
     assert job_rows.get_job(conn, placed).priority == 5
     assert [j.stored_reason for j in job_rows.queued_jobs(conn)] == [None] * 6  # they wait for the GPU now
+
+
+def test_only_an_evaluate_jobs_reports_look_up_an_evaluation(db):
+    """A job's RUNNING and end reports read no evaluation unless it is an EVALUATE job (the
+    only kind that has one): two lookups a job fewer in a drain."""
+    from gpuplaned.service.api import evaluations
+
+    conn, node = db
+    said = []
+    plain = _submit(conn, node)
+    spec = JobSpec(name="e", command=("true",), cwd="/", env={}, gpu=0, type="EVALUATE")
+    judged = job_rows.insert_job(conn, spec, NOW + 1, job_rows.capacities(conn, {node}))
+    assert sorted(_schedule(conn, node)) == sorted([plain, judged])
+    conn.set_trace_callback(said.append)
+    for job_id, evaluates in ((plain, False), (judged, True)):
+        for status, fields in (("RUNNING", {}), ("SUCCEEDED", {"exit_code": 0})):
+            attempt = job_rows.get_job(conn, job_id).attempt
+            report = JobStatus(job_id, attempt, status, **fields)
+            outcome = job_rows.apply_status(conn, node, report, NOW)
+            assert outcome.applied and outcome.evaluates is evaluates
+            said.clear()
+            assert evaluations.after_report(conn, report, outcome, NOW) == []  # no evaluation row here
+            assert any("FROM evaluations" in s for s in said) is evaluates

@@ -178,7 +178,7 @@ def after_report(conn: Connection, status: JobStatus, outcome: job_rows.StatusOu
                  now: int) -> list[EventRow]:
     """Move the job's evaluation with the report just applied; the EVALUATION_FINISHED row
     (inserted; to publish after the commit) when it ended."""
-    if not outcome.applied:
+    if not outcome.applied or not outcome.evaluates:  # only an EVALUATE job has an evaluation
         return []
     evaluation = evaluation_rows.for_job(conn, status.job_id)
     if evaluation is None:
