@@ -29,11 +29,10 @@ class GroupCounts:
 
 def holds(conn: sqlite3.Connection) -> Holds:
     """What holds queued jobs back now: the queue's pause and every group with its jobs on a node."""
-    running = dict(conn.execute(
-        f"SELECT group_name, count(*) FROM jobs WHERE group_name IS NOT NULL AND {one_of('status', _ON_NODE)} "
-        "GROUP BY group_name", _ON_NODE).fetchall())
-    groups = {name: Group(name, parallel, bool(paused), running.get(name, 0))
-              for name, parallel, paused in conn.execute("SELECT name, parallel, paused FROM job_groups")}
+    # One statement, and none of the jobs read while there are no groups (a pass reads this each time).
+    groups = {name: Group(name, parallel, bool(paused), running) for name, parallel, paused, running in conn.execute(
+        "SELECT name, parallel, paused, (SELECT count(*) FROM jobs WHERE group_name = job_groups.name AND "
+        f"{one_of('status', _ON_NODE)}) FROM job_groups", _ON_NODE)}
     return Holds(queue_paused=queue_paused(conn), groups=groups, sweeps=sweep_rows.holds(conn))
 
 

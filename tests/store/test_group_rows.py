@@ -115,3 +115,21 @@ def test_priority_changes_only_a_queued_job(db):
         group_rows.set_priority(conn, first, 1)
     with pytest.raises(ApiError, match="no job 'job_nope'"):
         group_rows.set_priority(conn, "job_nope", 1)
+
+
+def test_what_holds_the_queue_is_read_counting_only_the_groups_there_are(db):
+    """A pass reads the groups with their jobs on a node in one statement (it counted every
+    group's jobs in a second one, groups or none); the counts are each group's own."""
+    conn, node = db
+    said = []
+    conn.set_trace_callback(said.append)
+    assert group_rows.holds(conn).groups == {}
+    assert not any("FROM jobs" in s and "job_groups" not in s for s in said)
+    group_rows.set_parallel(conn, "a", 1)
+    group_rows.set_parallel(conn, "b", 3)
+    [_submit(conn, node, group) for group in ("a", "b", "b", "c")]
+    assert len(_placed(conn, node)) == 4  # four GPUs: a's one, b's two, c's (no limit) one
+    said.clear()
+    groups = group_rows.holds(conn).groups
+    assert {name: (g.parallel, g.running) for name, g in groups.items()} == {"a": (1, 1), "b": (3, 2), "c": (None, 1)}
+    assert sum("jobs" in s for s in said) == 1
