@@ -1352,6 +1352,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sweeps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sweeps, newest first
+         * @description A token with limits sees only the sweeps it submitted. HTTP front: a token with the `read` scope.
+         */
+        get: operations["listSweeps"];
+        put?: never;
+        /**
+         * Make a sweep: a job run over a grid, random draws or a list of parameter values
+         * @description Each trial is a job: {NAME} in its arguments becomes the trial's value, and it gets GPUPLANE_SWEEP_<NAME>, GPUPLANE_SWEEP_ID and GPUPLANE_SWEEP_TRIAL. All trials are queued in one transaction, each admitted as POST /api/v1/jobs:batch admits an entry (a token's limits, its budget for the trials together), or none. Trials are unique by their values: the name of a sweep not cancelled, with the same job, adds only the new values' trials (created, existing); another job under that name is 409. With Idempotency-Key a repeat gets the first reply. HTTP front: a token with the `write` scope.
+         */
+        post: operations["submitSweep"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sweeps/{sweep_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One sweep with its trials and their best
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["getSweep"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sweeps/{sweep_id}/{verb}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel, pause, resume or retry a sweep
+         * @description A token with limits may act only on the sweeps it submitted (403). 409: the sweep is cancelled (for pause, resume and retry-failed). HTTP front: a token with the `write` scope.
+         */
+        post: operations["changeSweep"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tokens": {
         parameters: {
             query?: never;
@@ -2000,6 +2064,14 @@ export interface components {
             dependants: components["schemas"]["JobLink"][];
             /** @description its group (submit --group), whose parallel limit and pause hold it back; null: the default group */
             group: string | null;
+            /** @description the sweep it is a trial of (swp_...); null: none */
+            sweep_id: string | null;
+            /** @description its trial number in that sweep, from 0 */
+            sweep_trial: number | null;
+            /** @description the trial's parameter values (name -> value) */
+            sweep_values: {
+                [key: string]: string | number | boolean;
+            } | null;
         };
         /** @description Keep the ``keep_best`` best checkpoints by the primary metric and the ``keep_last`` newest; the rest registered by GPUPlane are deleted as new ones arrive. */
         RetentionPolicy: {
@@ -3083,6 +3155,250 @@ export interface components {
              */
             status?: "SUCCEEDED" | "FAILED" | "CANCELLED";
         };
+        SweepSubmitted: {
+            /** @description the sweep (null for a dry run of a new sweep) */
+            sweep: components["schemas"]["Sweep"] | null;
+            /** @description trials made by this submit (for a dry run: that it would make) */
+            created: number;
+            /** @description trials whose values the sweep had already: not made again */
+            existing: number;
+            /** @description trials made x GPUs x timeout_s / 3600; null: no timeout */
+            worst_case_gpu_hours: number | null;
+            dry_run: boolean;
+            /** @description for a dry run: each trial it would have */
+            planned: components["schemas"]["PlannedTrial"][];
+        };
+        Sweep: {
+            /** @description swp_<ULID> */
+            id: string;
+            name: string;
+            /** @enum {string} */
+            kind: "grid" | "random" | "list";
+            /**
+             * @description from its trials: QUEUED, RUNNING, SUCCEEDED (all did), FAILED (none did), DONE (some did); PAUSED while paused with trials left; CANCELLED
+             * @enum {string}
+             */
+            status: "QUEUED" | "RUNNING" | "PAUSED" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "DONE";
+            counts: components["schemas"]["SweepCounts"];
+            /** @description the spec as submitted: grid, random with trials and seed, or trials_list */
+            parameters: {
+                [key: string]: unknown;
+            };
+            /** @description its job's argv, with the {NAME} placeholders */
+            command: string[];
+            /** @description at most this many trials run at once; null: no limit */
+            max_parallel: number | null;
+            paused: boolean;
+            /** @description why it is paused: paused by user, or 3 trials failed within their first minute */
+            pause_reason: string | null;
+            metric: string | null;
+            /** @enum {string} */
+            goal: "min" | "max";
+            early_stop: components["schemas"]["EarlyStop"] | null;
+            retry_on: components["schemas"]["RetryOn"] | null;
+            /** @description the experiment its trials' runs land in (its name) */
+            experiment: string | null;
+            experiment_id: string | null;
+            /** @description ms since the epoch */
+            created_at: number;
+            /** @description ms since the epoch */
+            cancelled_at: number | null;
+            /** @description the best combination so far; null: no metric named, or no point of it yet */
+            best: components["schemas"]["SweepBest"] | null;
+        };
+        SweepCounts: {
+            /** @description its trials */
+            total: number;
+            queued: number;
+            /** @description on a node: DISPATCHING, RUNNING or LOST */
+            running: number;
+            succeeded: number;
+            failed: number;
+            cancelled: number;
+        };
+        /** @description Stop a trial whose primary metric falls behind the others (gpuplaned.domain.early_stopping). */
+        EarlyStop: {
+            /**
+             * @description median: stop a trial worse than the median of the others at the same step; asha: successive halving at rungs
+             * @enum {string}
+             */
+            rule: "median" | "asha";
+            /**
+             * @description no judging before this step
+             * @default 0
+             */
+            min_steps: number;
+            /**
+             * @description no judging a trial in its first S seconds of running
+             * @default 0
+             */
+            grace_s: number;
+        };
+        /** @description Queue a trial again after a failure of one of ``causes``, up to ``times``; any other failure is final. */
+        RetryOn: {
+            /** @description OOM, PREEMPTED (killed from outside), LOST */
+            causes: ("OOM" | "PREEMPTED" | "LOST")[];
+            /**
+             * @description at most this many retries per trial
+             * @default 1
+             */
+            times: number;
+        };
+        /** @description The trial with the best value of the sweep's metric so far. */
+        SweepBest: {
+            trial: number;
+            job_id: string;
+            /** @description parameter name -> value */
+            values: {
+                [key: string]: string | number | boolean;
+            };
+            /** @description its best value of the metric */
+            value: number;
+            /** @description the step of that value */
+            step: number | null;
+        };
+        PlannedTrial: {
+            trial: number;
+            /** @description parameter name -> value */
+            values: {
+                [key: string]: string | number | boolean;
+            };
+            command: string[];
+            /** @description a trial with these values exists already: it would not be made again */
+            exists: boolean;
+        };
+        /** @description A sweep to make: trials of ``job`` over the parameters, each an ordinary job. */
+        SweepSubmit: {
+            /** @description the sweep's name; trials are named NAME-0, NAME-1... Default: the program's base name and a digest of the job, so the same job twice is the same sweep */
+            name?: string | null;
+            /** @description the job every trial is made from, as POST /api/v1/jobs takes it (without name); {NAME} in an argument becomes the trial's value of parameter NAME */
+            job: components["schemas"]["JobSubmit"];
+            /** @description name -> its values: every combination is a trial (the first name varies slowest) */
+            grid?: {
+                [key: string]: (string | number | boolean)[];
+            } | null;
+            /** @description name -> a distribution: uniform:LO:HI, log:LO:HI, int:LO:HI or choice:A,B,... */
+            random?: {
+                [key: string]: string;
+            } | null;
+            /** @description a random sweep's number of trials */
+            trials?: number | null;
+            /**
+             * @description a random sweep's seed: the same seed draws the same trials
+             * @default 0
+             */
+            seed?: number;
+            /** @description the trials' values, one object each */
+            trials_list?: {
+                [key: string]: string | number | boolean;
+            }[] | null;
+            /** @description at most this many trials run at once (Slurm's %K); null: no limit */
+            max_parallel?: number | null;
+            /** @description the primary metric: each trial's best and the sweep's best combination are judged on it */
+            metric?: string | null;
+            /**
+             * @description whether the metric's lowest or highest value is best
+             * @default min
+             * @enum {string}
+             */
+            goal?: "min" | "max";
+            /** @description the experiment (in the default project) the trials' runs land in; default: one named after the sweep */
+            experiment?: string | null;
+            /** @description stop trials that fall behind (opt-in) */
+            early_stop?: components["schemas"]["EarlyStop"] | null;
+            /** @description retry trials that fail for these causes only */
+            retry_on?: components["schemas"]["RetryOn"] | null;
+            /**
+             * @description write nothing: the reply shows the trials the sweep would make and its worst-case GPU-hours
+             * @default false
+             */
+            dry_run?: boolean;
+        } & ({
+            /** @description name -> its values: every combination is a trial (the first name varies slowest) */
+            grid: {
+                [key: string]: (string | number | boolean)[];
+            } | null;
+        } | {
+            /** @description name -> a distribution: uniform:LO:HI, log:LO:HI, int:LO:HI or choice:A,B,... */
+            random: {
+                [key: string]: string;
+            } | null;
+            /** @description a random sweep's number of trials */
+            trials: number | null;
+        } | {
+            /** @description the trials' values, one object each */
+            trials_list: {
+                [key: string]: string | number | boolean;
+            }[] | null;
+        });
+        SweepList: {
+            /** @description newest first */
+            sweeps: components["schemas"]["Sweep"][];
+        };
+        SweepShown: {
+            sweep: components["schemas"]["SweepDetail"];
+        };
+        SweepDetail: {
+            /** @description swp_<ULID> */
+            id: string;
+            name: string;
+            /** @enum {string} */
+            kind: "grid" | "random" | "list";
+            /**
+             * @description from its trials: QUEUED, RUNNING, SUCCEEDED (all did), FAILED (none did), DONE (some did); PAUSED while paused with trials left; CANCELLED
+             * @enum {string}
+             */
+            status: "QUEUED" | "RUNNING" | "PAUSED" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "DONE";
+            counts: components["schemas"]["SweepCounts"];
+            /** @description the spec as submitted: grid, random with trials and seed, or trials_list */
+            parameters: {
+                [key: string]: unknown;
+            };
+            /** @description its job's argv, with the {NAME} placeholders */
+            command: string[];
+            /** @description at most this many trials run at once; null: no limit */
+            max_parallel: number | null;
+            paused: boolean;
+            /** @description why it is paused: paused by user, or 3 trials failed within their first minute */
+            pause_reason: string | null;
+            metric: string | null;
+            /** @enum {string} */
+            goal: "min" | "max";
+            early_stop: components["schemas"]["EarlyStop"] | null;
+            retry_on: components["schemas"]["RetryOn"] | null;
+            /** @description the experiment its trials' runs land in (its name) */
+            experiment: string | null;
+            experiment_id: string | null;
+            /** @description ms since the epoch */
+            created_at: number;
+            /** @description ms since the epoch */
+            cancelled_at: number | null;
+            /** @description the best combination so far; null: no metric named, or no point of it yet */
+            best: components["schemas"]["SweepBest"] | null;
+            /** @description every trial, by number */
+            trials: components["schemas"]["SweepTrial"][];
+        };
+        SweepTrial: {
+            /** @description its number in the sweep, from 0 */
+            trial: number;
+            job_id: string;
+            status: string;
+            /** @description parameter name -> value */
+            values: {
+                [key: string]: string | number | boolean;
+            };
+            attempt: number;
+            run_id: string | null;
+            /** @description its run's best value of the sweep's metric so far */
+            best: number | null;
+            step_of_best: number | null;
+            failure_reason: string | null;
+            /** @description while QUEUED: why it waits (sweep max-parallel 4 reached, sweep NAME paused...) */
+            queue_reason: string | null;
+        };
+        SweepReply: {
+            sweep: components["schemas"]["Sweep"];
+        };
         TokenCreated: {
             token: components["schemas"]["Token"];
             /** @description shown only in this reply */
@@ -4124,6 +4440,8 @@ export interface operations {
                 status?: ("CREATED" | "QUEUED" | "DISPATCHING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "LOST")[];
                 /** @description only this group's jobs (submit --group) */
                 group?: string;
+                /** @description only this sweep's trials (swp_...) */
+                sweep?: string;
                 /** @description at most this many, newest first */
                 limit?: number;
                 /** @description next_cursor of the previous page (opaque) */
@@ -6029,6 +6347,146 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    listSweeps: {
+        parameters: {
+            query?: {
+                /** @description only the sweeps in this state */
+                status?: "QUEUED" | "RUNNING" | "PAUSED" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "DONE";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sweeps. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepList"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    submitSweep: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SweepSubmit"];
+            };
+        };
+        responses: {
+            /** @description dry_run: the trials it would make and its worst-case GPU-hours; nothing was written. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepSubmitted"];
+                };
+            };
+            /** @description The sweep, with the trials made and those that existed already. */
+            201: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepSubmitted"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    getSweep: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the sweep's id (swp_<ULID>) */
+                sweep_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sweep, its trials by number and the best combination so far. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepShown"];
+                };
+            };
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    changeSweep: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description the sweep's id (swp_<ULID>) */
+                sweep_id: string;
+                /** @description cancel: its queued trials are cancelled and its running ones stopped (SIGTERM, then SIGKILL after their grace). pause: none of its trials starts (they wait with "sweep NAME paused"); running ones go on. resume: they may start again. retry-failed: its FAILED trials are queued again */
+                verb: "cancel" | "pause" | "resume" | "retry-failed";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sweep. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
     listTokens: {
         parameters: {
             query?: {
@@ -6342,6 +6800,8 @@ export const pathsApiV1EventsGetParametersQuerySeverityValues: ReadonlyArray<Fla
 export const pathsApiV1EventsGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EARLY_STOPPED", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "LOSS_NAN", "LOSS_SPIKE", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "SWEEP_PAUSED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
 export const pathsApiV1EventsStreamGetParametersQuerySeverityValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["severity"]> = ["info", "warning", "critical"];
 export const pathsApiV1EventsStreamGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EARLY_STOPPED", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "LOSS_NAN", "LOSS_SPIKE", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "SWEEP_PAUSED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
+export const pathsApiV1SweepsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/sweeps"]["get"]["parameters"]["query"]["status"]> = ["QUEUED", "RUNNING", "PAUSED", "SUCCEEDED", "FAILED", "CANCELLED", "DONE"];
+export const pathsApiV1SweepsSweep_idVerbPostParametersPathVerbValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/sweeps/{sweep_id}/{verb}"]["post"]["parameters"]["path"]["verb"]> = ["cancel", "pause", "resume", "retry-failed"];
 export const errorErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["error"]["code"]> = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "payload_too_large", "unsupported_media_type", "request_timeout", "not_ready", "stopping", "unavailable", "store_unavailable", "internal"];
 export const auditRowCaller_kindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AuditRow"]["caller_kind"]> = ["token", "cookie", "local", "public", "job", "node"];
 export const auditRowViaValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AuditRow"]["via"]> = ["rest", "mcp"];
@@ -6397,6 +6857,15 @@ export const sessionStatusValues: ReadonlyArray<FlattenedDeepRequired<components
 export const batchCreateEncodingValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BatchCreate"]["encoding"]> = ["json", "base64"];
 export const scriptEventSeverityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ScriptEvent"]["severity"]> = ["info", "warning", "critical"];
 export const sessionFinishStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SessionFinish"]["status"]> = ["SUCCEEDED", "FAILED", "CANCELLED"];
+export const sweepKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Sweep"]["kind"]> = ["grid", "random", "list"];
+export const sweepStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Sweep"]["status"]> = ["QUEUED", "RUNNING", "PAUSED", "SUCCEEDED", "FAILED", "CANCELLED", "DONE"];
+export const sweepGoalValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Sweep"]["goal"]> = ["min", "max"];
+export const earlyStopRuleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EarlyStop"]["rule"]> = ["median", "asha"];
+export const retryOnCausesValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RetryOn"]["causes"]> = ["OOM", "PREEMPTED", "LOST"];
+export const sweepSubmitGoalValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SweepSubmit"]["goal"]> = ["min", "max"];
+export const sweepDetailKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SweepDetail"]["kind"]> = ["grid", "random", "list"];
+export const sweepDetailStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SweepDetail"]["status"]> = ["QUEUED", "RUNNING", "PAUSED", "SUCCEEDED", "FAILED", "CANCELLED", "DONE"];
+export const sweepDetailGoalValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SweepDetail"]["goal"]> = ["min", "max"];
 export const tokenScopesValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Token"]["scopes"]> = ["read", "write", "agent", "sdk", "admin"];
 export const tokenCreateScopesValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TokenCreate"]["scopes"]> = ["read", "write", "agent", "sdk", "admin"];
 export const webhookInfoSeverityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookInfo"]["severity"]> = ["info", "warning", "critical"];
