@@ -121,6 +121,24 @@ class GroupGate:
             return sweep_full(trials.max_parallel)
         return None
 
+    def holding(self) -> tuple[frozenset[str], frozenset[str], dict[str, str]]:
+        """The groups and sweeps (by id) that hold their jobs now: paused, or at their limit
+        with the jobs placed in this pass (a job in none of them is held by nothing but the
+        queue's pause); and of those sweeps, each whose reason is every one of its trials' reason
+        now (paused; or full while no group holds), with that reason."""
+        groups = frozenset(name for name, g in self.holds.groups.items() if g.paused or (
+            g.parallel is not None and g.running + self.placed.get(name, 0) >= g.parallel))
+        sweeps, said = set(), {}
+        for sweep, trials in self.holds.sweeps.items():
+            if trials.paused:  # said before any group's reason
+                sweeps.add(sweep)
+                said[sweep] = sweep_paused(trials.name)
+            elif trials.max_parallel is not None and trials.running + self.placed_trials.get(sweep, 0) >= trials.max_parallel:
+                sweeps.add(sweep)
+                if not groups:  # said after a group's
+                    said[sweep] = sweep_full(trials.max_parallel)
+        return groups, frozenset(sweeps), said
+
     def count(self, group: str | None, sweep: str | None = None) -> None:
         """A job of ``group`` (a trial of ``sweep``) was placed in this pass."""
         if group is not None:

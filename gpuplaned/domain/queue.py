@@ -43,7 +43,8 @@ Rules (seed 000 section 6.2, no preemption):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -236,9 +237,12 @@ class _FreeSlots:
         return summary(reasons)
 
 
+HeldRest = Callable[[frozenset[str], frozenset[str], Mapping[str, str]], Iterable[QueuedJob]]
+
+
 def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
           placement: str = DEFAULT_PLACEMENT, holds: Holds | None = None, *, recheck: bool = False,
-          read_on_withheld: bool = True) -> Placement:
+          read_on_withheld: bool = True, held_rest: HeldRest | None = None) -> Placement:
     """One pass over ``queue`` (in ``ORDER``; read lazily: it stops once nothing is left to give,
     unless groups or the queue's pause have reasons to write).
 
@@ -250,6 +254,16 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
             down the queue may name a GPU that is free now, or none for one that is not).
         read_on_withheld: while a GPU is withheld, read the whole queue (the dry run, which
             must reach its job); False: only on ``recheck``.
+        held_rest: ``held_rest(groups, sweeps, said)``: of the rest of ``queue`` (the same
+            read, within its limit, in any order; jobs already seen are skipped), at least the
+            jobs of those groups or sweeps (by id) and those with a hold as their stored reason,
+            but for the trials of a sweep in ``said`` (sweep id -> the reason each of its
+            trials gets now) that show that reason already.
+            Once no slot is left and the queue is not paused, nothing is placed any more, so
+            only those jobs can have a reason to say or to drop: the pass reads them alone
+            instead of reading on through ``queue`` (a sweep's limit that does not bind, an
+            idle group, cost a pass no read of the whole queue); ``waiting`` then names only
+            the jobs read. None: read on through ``queue``.
     """
     slots = _FreeSlots(list(nodes))
     # Withheld GPUs: a pass with no slot left still looks at each job (one fit per kind of
@@ -266,7 +280,15 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
     # reason: what a pass has left only shrinks. So a long queue of alike jobs (a sweep's
     # trials) costs one fit per kind, not one per job.
     waits_alike: dict[tuple[Any, ...], str | None] = {}
+    # With ``held_rest``, once no slot is left the rest of the queue is read from it instead.
+    seen: set[str] | None = set() if held_rest is not None and read_on and not gate.holds.queue_paused else None
+    rest: Iterable[QueuedJob] = ()
     for job in queue:
+        if seen is not None:
+            if held_rest is not None and not gpus_said and slots.exhausted():
+                rest = itertools.chain((job,), held_rest(*gate.holding()))
+                break
+            seen.add(job.job_id)
         held = gate.held(job.group, job.sweep)
         if held is None and not gpus_said and slots.exhausted():
             if not read_on:
@@ -291,6 +313,18 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
             reason = waiting[job.job_id] = outcome
         if reason != job.stored_reason:
             reasons[job.job_id] = reason
+    for job in rest:  # no slot left: what the loop above does to a job then, for the jobs a hold concerns
+        if seen is None or job.job_id in seen:
+            continue
+        seen.add(job.job_id)
+        held = gate.held(job.group, job.sweep)
+        if held is None:
+            if job.stored_reason is not None and is_hold(job.stored_reason):
+                reasons[job.job_id] = None
+            continue
+        waiting[job.job_id] = held
+        if held != job.stored_reason:
+            reasons[job.job_id] = held
     return Placement(out, waiting, reasons)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.domain import dependencies, gpu_free, queue
+from gpuplaned.domain.groups import QUEUE_PAUSED
 from gpuplaned.domain.job_states import IllegalTransition, JobEvent, next_state, on_report, run_state
 from gpuplaned.domain.scheduling import Assignment, GpuFacts, NodeCapacity, QueuedJob
 from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
@@ -254,6 +255,28 @@ def queued_jobs(conn: sqlite3.Connection, limit: int = QUEUE_SCAN_LIMIT,
             yield _queued(row)
     finally:
         rows.close()
+
+
+def queued_held(conn: sqlite3.Connection, groups: frozenset[str], sweeps: frozenset[str],
+                limit: int = QUEUE_SCAN_LIMIT, settled: Mapping[str, str] | None = None,
+                said: Mapping[str, str] | None = None) -> list[QueuedJob]:
+    """Of the queue as ``queued_jobs`` reads it (its first ``limit`` jobs, ``settled`` left out),
+    only the jobs of these groups or sweeps (by id) and those whose stored reason is a hold
+    (``queue.is_hold``), but the trials of a sweep in ``said`` (sweep id -> reason) that show its
+    reason already: a pass with no slot left reads these alone (``queue.place``'s ``held_rest``).
+    SQLite walks the queue's index; no other row is made."""
+    window = "".join(" AND NOT (sweep_id IS ? AND queue_reason IS ?)" for _ in settled or ())
+    known = "".join(" AND NOT (sweep_id IS ? AND queue_reason IS ?)" for _ in said or ())
+    group_marks, sweep_marks = ", ".join("?" * len(groups)), ", ".join("?" * len(sweeps))
+    rows = conn.execute(
+        "SELECT * FROM (SELECT id, resources, node_selector, priority, created_at, queue_reason, group_name, "
+        f"sweep_id FROM jobs WHERE status = ? AND dependencies_pending = 0{window} ORDER BY {_QUEUE_ORDER} LIMIT ?) "
+        "WHERE (queue_reason = ? OR substr(queue_reason, 1, 6) IN ('group ', 'sweep ')"
+        + (f" OR group_name IN ({group_marks})" if groups else "")
+        + (f" OR sweep_id IN ({sweep_marks})" if sweeps else "") + f"){known}",
+        (JobState.QUEUED.value, *(v for pair in (settled or {}).items() for v in pair), limit, QUEUE_PAUSED,
+         *sorted(groups), *sorted(sweeps), *(v for pair in (said or {}).items() for v in pair)))
+    return [_queued(row) for row in rows]
 
 
 def _queued(row: tuple[str, str, str | None, int, int, str | None, str | None, str | None]) -> QueuedJob:

@@ -111,10 +111,13 @@ def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[Nod
     if nodes is None:
         nodes = job_rows.capacities(conn, connected, health, withheld)
     holds = group_rows.holds(conn)
-    queued = job_rows.queued_jobs(conn, settled=holds.settled())  # a held sweep's trials that know it: not read
+    settled = holds.settled()
+    queued = job_rows.queued_jobs(conn, settled=settled)  # a held sweep's trials that know it: not read
     try:
         plan = queue.place(queued, nodes, placement, holds, recheck=recheck,
-                           read_on_withheld=read_on_withheld)
+                           read_on_withheld=read_on_withheld,
+                           held_rest=lambda groups, sweeps, said: job_rows.queued_held(
+                               conn, groups, sweeps, settled=settled, said=said))
     finally:
         queued.close()
     job_rows.set_queue_reasons(conn, plan.reasons)
