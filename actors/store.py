@@ -105,6 +105,10 @@ async def run(ctx: ActorContext[Configured], *, task_status: trio.TaskStatus[Sto
             if first is IDLE:
                 await _checkpoint(conn, handle)
                 continue
+            # Let the tasks woken with this write queue theirs first: a job's end wakes the
+            # scheduler just before its report is sent, and trio runs the two in either order,
+            # so half the time the pass took a transaction of its own.
+            await trio.lowlevel.cancel_shielded_checkpoint()
             batch = [first] if first.take() else []
             while len(batch) < cfg.store.max_batch:
                 try:

@@ -153,6 +153,29 @@ async def test_group_commit_folds_concurrent_writes_into_few_transactions(nurser
     assert count == 200
 
 
+async def test_a_write_and_the_write_of_a_task_it_woke_share_a_transaction(nursery, tmp_path):
+    """A job's end wakes the scheduler, then sends its report: the pass the scheduler sends on
+    waking is committed with it (trio runs woken tasks in either order; the store let the
+    report go alone half the time, a commit and a store wake-up more per job)."""
+    sup, _ = await start_store(nursery, tmp_path)
+    port = sup.ports["store"]
+    for n in range(0, 40, 2):
+        await trio.testing.wait_all_tasks_blocked()
+        before = sup.handle("store").statistics().batches
+        woken = trio.Event()
+
+        async def scheduler(n=n, woken=woken):
+            await woken.wait()
+            await write(port, insert_project(n + 1), small=True)
+
+        async with trio.open_nursery() as tasks:
+            tasks.start_soon(scheduler)
+            await trio.testing.wait_all_tasks_blocked()
+            woken.set()
+            await write(port, insert_project(n), small=True)
+        assert sup.handle("store").statistics().batches == before + 1, n
+
+
 async def test_small_writes_commit_on_the_event_loop_thread_and_the_rest_on_a_worker(nursery, tmp_path):
     sup, _ = await start_store(nursery, tmp_path)
     port = sup.ports["store"]
