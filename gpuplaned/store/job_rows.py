@@ -145,18 +145,17 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
     no job may get now and why, the node's own verdict included; None: the node's verdict
     alone, described from ``health``.
     """
+    # Each node with its CPU jobs on it in one statement (a pass reads this on every job end).
     nodes = conn.execute(
-        "SELECT id, name, status, labels, max_cpu_jobs, drained FROM nodes ORDER BY name").fetchall()
+        "SELECT id, name, status, labels, max_cpu_jobs, drained, (SELECT count(*) FROM jobs WHERE node_id = nodes.id "
+        f"AND {one_of('status', _ACTIVE)} AND json_extract(resources, '$.gpu') = 0) FROM nodes ORDER BY name",
+        _ACTIVE).fetchall()
     out = []
-    for node_id, name, status, labels, max_cpu, drained in nodes:
+    for node_id, name, status, labels, max_cpu, drained, cpu_jobs in nodes:
         slot_rows = conn.execute(
             "SELECT gpu_index, owner_job_id, model, vram_mb FROM gpu_slots WHERE node_id = ? ORDER BY gpu_index",
             (node_id,),
         ).fetchall()
-        cpu_jobs = conn.execute(
-            f"SELECT count(*) FROM jobs WHERE node_id = ? AND {one_of('status', _ACTIVE)} "
-            "AND json_extract(resources, '$.gpu') = 0", (node_id, *_ACTIVE),
-        ).fetchone()[0]
         snapshot = health.get(node_id) if health else None
         if withheld is not None:
             kept_off = withheld.get(node_id) or {}

@@ -192,3 +192,21 @@ def test_only_an_evaluate_jobs_reports_look_up_an_evaluation(db):
             said.clear()
             assert evaluations.after_report(conn, report, outcome, NOW) == []  # no evaluation row here
             assert any("FROM evaluations" in s for s in said) is evaluates
+
+
+def test_each_nodes_cpu_jobs_are_counted_in_the_read_of_the_nodes(tmp_path):
+    """A pass reads the nodes with their CPU jobs on a node in one statement (plus each node's
+    GPU slots): a statement a node fewer on every job end. The counts are each node's own."""
+    conn = open_writer(tmp_path / "gpuplane.db")
+    a, _ = job_rows.register_node(conn, Hello("a", "0", (), max_cpu_jobs=4), NOW)
+    b, _ = job_rows.register_node(conn, Hello("b", "0", (GpuInfo(0, "Fake", 1024),), max_cpu_jobs=4), NOW)
+    for i, (gpu, node) in enumerate(((0, "a"), (0, "a"), (0, "b"), (1, "b"), (0, "a"))):
+        spec = JobSpec(name=f"j{i}", command=("true",), cwd="/", env={}, gpu=gpu, node=node)
+        job_rows.insert_job(conn, spec, NOW + i, job_rows.capacities(conn, {a, b}))
+    assert len(schedule(conn, NOW, {a, b})) == 5
+    said = []
+    conn.set_trace_callback(said.append)
+    found = {c.name: (c.cpu_jobs, c.free_gpus) for c in job_rows.capacities(conn, {a, b})}
+    assert found == {"a": (3, ()), "b": (1, ())}
+    assert len(said) == 3  # the nodes with their CPU jobs, then each node's GPU slots
+    conn.close()
