@@ -133,7 +133,8 @@ class GroupGate:
             if trials.paused:  # said before any group's reason
                 sweeps.add(sweep)
                 said[sweep] = sweep_paused(trials.name)
-            elif trials.max_parallel is not None and trials.running + self.placed_trials.get(sweep, 0) >= trials.max_parallel:
+            elif trials.max_parallel is not None and (
+                    trials.running + self.placed_trials.get(sweep, 0) >= trials.max_parallel):
                 sweeps.add(sweep)
                 if not groups:  # said after a group's
                     said[sweep] = sweep_full(trials.max_parallel)
