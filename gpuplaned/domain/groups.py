@@ -128,7 +128,8 @@ class GroupGate:
         now (paused; or full while no group holds), with that reason."""
         groups = frozenset(name for name, g in self.holds.groups.items() if g.paused or (
             g.parallel is not None and g.running + self.placed.get(name, 0) >= g.parallel))
-        sweeps, said = set(), {}
+        sweeps: set[str] = set()
+        said: dict[str, str] = {}
         for sweep, trials in self.holds.sweeps.items():
             if trials.paused:  # said before any group's reason
                 sweeps.add(sweep)
