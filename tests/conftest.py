@@ -3,6 +3,10 @@ import signal
 import pytest
 from helpers import DaemonProcess, kill_processes_with_env
 
+from gpuplaned.protocol.agent import GpuInfo, Hello
+from gpuplaned.store import job_rows
+from gpuplaned.store.database import open_writer
+
 # A suite started in the background of a shell (`make test &`) inherits SIGINT ignored, and so
 # would every process a test starts: the tests that press Ctrl-C on a follower would wait in
 # vain. What a test sends must reach its process as it would from a terminal.
@@ -35,3 +39,13 @@ def daemon(daemon_factory):
     proc.start()
     proc.wait_ready()
     return proc
+
+
+@pytest.fixture
+def db(tmp_path):
+    """``(conn, node_id)``: a store in a fresh SQLite file, every migration applied, with one node
+    ``n1`` of one fake GPU (a test module may define its own ``db``)."""
+    conn = open_writer(tmp_path / "gpuplane.db")
+    node_id, _ = job_rows.register_node(conn, Hello("n1", "0", (GpuInfo(0, "Fake", 1024),)), 1_700_000_000_000)
+    yield conn, node_id
+    conn.close()

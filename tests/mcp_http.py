@@ -14,10 +14,14 @@ generator when the response closes, so nothing is left for the collector, on 2.1
 """
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from httpx2._transports.default import map_httpcore_exceptions  # the same error mapping httpx2 applies
 
 
@@ -56,3 +60,23 @@ class ClosingTransport(httpx2.AsyncHTTPTransport):
 def closing_client(**options: Any) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` (headers, timeout...) whose responses close their body readers."""
     return httpx2.AsyncClient(transport=ClosingTransport(), **options)
+
+
+@asynccontextmanager
+async def connected(url: str, secret: str, **options: Any) -> AsyncIterator[Client]:
+    """A real ``mcp.Client`` on the MCP endpoint of the HTTP front at ``url``, as the token ``secret``."""
+    async with closing_client(headers={"Authorization": f"Bearer {secret}"}, timeout=70) as http, \
+            Client(streamable_http_client(url + "/mcp", http_client=http), **options) as client:
+        yield client
+
+
+def ok(result: Any) -> dict:
+    """A tool call's structured answer; it must not be an error."""
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def error_of(result: Any) -> dict:
+    """A tool call's error body; it must be one."""
+    assert result.is_error, result.structured_content
+    return json.loads(result.content[0].text)["error"]

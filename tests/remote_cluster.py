@@ -5,6 +5,8 @@ stall and restore each link."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -53,11 +55,11 @@ class Agent:
 
 
 class Cluster:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra_config: str = "") -> None:
         self.root = root
         self.config = root / "gpuplaned.toml"
         root.mkdir(parents=True, exist_ok=True)
-        self.config.write_text(CONFIG)
+        self.config.write_text(CONFIG + extra_config)
         self.processes: list[DaemonProcess] = []
         self.agents: list[Agent] = []
         self.server = self.start_server()
@@ -118,3 +120,17 @@ class Cluster:
             process.kill()
         for process in self.processes:  # jobs outlive their daemon by design, not the test
             kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={process.runtime_dir}")
+
+
+@contextmanager
+def running(root: Path, *agents: str, extra_config: str = "") -> Iterator[Cluster]:
+    """A server and the named agents (one agent token for all), each ONLINE; everything stopped
+    on the way out."""
+    cluster = Cluster(root, extra_config)
+    try:
+        token = cluster.token("agents", ["agent"])
+        for name in agents:
+            cluster.agent(name, token)
+        yield cluster
+    finally:
+        cluster.close()

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 
 import pytest
 from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_http import closing_client
+from mcp_http import connected, ok
 
 from gpuplaned.telemetry.fake import claim, plant_util
 
@@ -96,17 +95,9 @@ def reason(jobs: Jobs, job_id: str, wanted: str) -> dict:
         raise AssertionError(f"{jobs.get(job_id)} never said {wanted!r}") from None
 
 
-@asynccontextmanager
-async def mcp(jobs: Jobs, url: str) -> AsyncIterator[Client]:
+def mcp(jobs: Jobs, url: str) -> AbstractAsyncContextManager[Client]:
     token = jobs.client.post("/api/v1/tokens", {"name": "r", "scopes": ["read"]})["secret"]
-    async with closing_client(headers={"Authorization": f"Bearer {token}"}, timeout=70) as http, \
-            Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-        yield client
-
-
-def ok(result) -> dict:
-    assert not result.is_error, result.content
-    return result.structured_content
+    return connected(url, token)
 
 
 async def test_a_foreign_process_on_the_only_gpu_is_named_everywhere_until_it_goes(box):

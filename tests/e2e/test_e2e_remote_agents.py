@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 from helpers import daemon_info, wait_for
-from remote_cluster import Agent, Cluster
+from remote_cluster import Agent, Cluster, running
 
 from gpuplaned.protocol.errors import ApiError
 
@@ -79,14 +79,8 @@ JOB = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = Cluster(tmp_path_factory.mktemp("remote"))
-    try:
-        token = cluster.token("agents", ["agent"])
-        cluster.agent("a1", token)
-        cluster.agent("a2", token)
+    with running(tmp_path_factory.mktemp("remote"), "a1", "a2") as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 def agent_named(cluster: Cluster, name: str) -> Agent:

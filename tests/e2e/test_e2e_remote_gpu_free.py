@@ -9,9 +9,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-import remote_cluster
 from helpers import wait_for
-from remote_cluster import Cluster
+from remote_cluster import Cluster, running
 
 from gpuplaned.telemetry.fake import claim, plant_util
 
@@ -21,16 +20,9 @@ RULES = "[monitor]\nsample_interval_s = 0.2\n[scheduler]\nmax_free_util = 50\nfr
 
 
 @pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    monkeypatch.setattr(remote_cluster, "CONFIG", remote_cluster.CONFIG + RULES)
-    cluster = Cluster(tmp_path / "remote")
-    try:
-        token = cluster.token("agents", ["agent"])
-        cluster.agent("a1", token)
-        cluster.agent("a2", token)
+def cluster(tmp_path):
+    with running(tmp_path / "remote", "a1", "a2", extra_config=RULES) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 def gpu0(cluster: Cluster, name: str) -> dict | None:

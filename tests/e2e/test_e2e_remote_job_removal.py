@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import wait_for
-from remote_cluster import Agent, Cluster
+from remote_cluster import Agent, Cluster, running
 
 from gpuplaned.home import JOBS_DIR
 
@@ -26,12 +26,8 @@ NODE = "box-rm"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = Cluster(tmp_path_factory.mktemp("remote-removal"))
-    try:
-        cluster.agent(NODE, cluster.token("agents", ["agent"]))
+    with running(tmp_path_factory.mktemp("remote-removal"), NODE) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture

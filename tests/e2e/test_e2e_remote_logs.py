@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ctl_follower, wait_for
-from remote_cluster import Agent, Cluster
+from remote_cluster import Agent, Cluster, running
 
 pytestmark = pytest.mark.e2e
 
@@ -73,12 +73,8 @@ def expected(first: int, second: int, third: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = Cluster(tmp_path_factory.mktemp("remote-logs"))
-    try:
-        cluster.agent(NODE, cluster.token("agents", ["agent"]))
+    with running(tmp_path_factory.mktemp("remote-logs"), NODE) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture

@@ -5,15 +5,12 @@ failure, and retry_job with_dependants putting it back."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
 import trio
 from helpers import DaemonProcess, kill_processes_with_env, wait_for
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_http import closing_client
+from mcp_http import connected, ok
 
 pytestmark = [pytest.mark.e2e]
 
@@ -32,18 +29,6 @@ def front(tmp_path):
     finally:
         daemon.kill()
         kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
-
-
-@asynccontextmanager
-async def connected(url: str, token: str) -> AsyncIterator[Client]:
-    async with closing_client(headers={"Authorization": f"Bearer {token}"}, timeout=70) as http, \
-            Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-        yield client
-
-
-def ok(result) -> dict:
-    assert not result.is_error, result.content
-    return result.structured_content
 
 
 async def poll(client: Client, job_id: str, *states: str) -> dict:

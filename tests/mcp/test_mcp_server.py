@@ -19,7 +19,7 @@ import jsonschema
 import mcp_types as types
 import pytest
 import trio
-from mcp_http import closing_client
+from mcp_http import closing_client, error_of
 from helpers import DaemonProcess, kill_processes_with_env, wait_for
 from mcp import Client
 from mcp.client.extension import ClientExtension, ResultClaim
@@ -94,11 +94,6 @@ def ok(result) -> dict:
     body = result.structured_content
     assert list(body)[0] == "summary" and list(body)[-1] == "next_actions", list(body)
     return body
-
-
-def error_of(result) -> dict:
-    assert result.is_error, result.structured_content
-    return json.loads(result.content[0].text)["error"]
 
 
 async def poll_job(client: Client, job_id: str, *states: str, limit_s: float = 60) -> dict:

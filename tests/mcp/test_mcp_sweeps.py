@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import mcp_types as types
 import pytest
 import trio
 from helpers import jobs_with_front
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_http import closing_client
+from mcp_http import connected, error_of, ok
 
 pytestmark = [pytest.mark.e2e]
 
@@ -33,23 +29,6 @@ def env(tmp_path_factory):
             body = {"name": name, "scopes": ["read", "write"], **({"limits": limits} if limits else {})}
             secrets[name] = jobs.client.post("/api/v1/tokens", body)["secret"]
         yield jobs, url, secrets
-
-
-@asynccontextmanager
-async def connected(url: str, secret: str, **options) -> AsyncIterator[Client]:
-    async with closing_client(headers={"Authorization": f"Bearer {secret}"}, timeout=70) as http, \
-            Client(streamable_http_client(url + "/mcp", http_client=http), **options) as client:
-        yield client
-
-
-def ok(result) -> dict:
-    assert not result.is_error, result.content
-    return result.structured_content
-
-
-def error_of(result) -> dict:
-    assert result.is_error, result.structured_content
-    return json.loads(result.content[0].text)["error"]
 
 
 def counted(jobs) -> tuple[int, int]:

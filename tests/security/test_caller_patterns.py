@@ -31,7 +31,7 @@ import trio
 from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_http import closing_client
+from mcp_http import closing_client, error_of, ok
 
 from gpuplaned.protocol import patterns
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -177,16 +177,6 @@ async def while_timing_the_socket(daemon: Daemon, work: Callable[[], Awaitable[N
     return longest
 
 
-def reply_of(result) -> dict:
-    assert not result.is_error, result.content
-    return result.structured_content
-
-
-def error_of(result) -> dict:
-    assert result.is_error, result.structured_content
-    return json.loads(result.content[0].text)["error"]
-
-
 @pytest.mark.e2e
 async def test_mcp_grep_with_catastrophic_patterns_keeps_the_socket_answering(daemon):
     found: dict[str, dict] = {}
@@ -194,7 +184,7 @@ async def test_mcp_grep_with_catastrophic_patterns_keeps_the_socket_answering(da
     async def greps() -> None:
         async with daemon.mcp() as client:
             for source in CATASTROPHIC:
-                found[source] = reply_of(await client.call_tool(
+                found[source] = ok(await client.call_tool(
                     "tail_logs", {"job_id": daemon.job_id, "grep": source, "max_lines": 5}))
             found["costly"] = error_of(await client.call_tool(
                 "tail_logs", {"job_id": daemon.job_id, "grep": r"(.{0,30}){0,30}X"}))
@@ -202,7 +192,7 @@ async def test_mcp_grep_with_catastrophic_patterns_keeps_the_socket_answering(da
                 "tail_logs", {"job_id": daemon.job_id, "grep": r"(a)\1"}))
             found["long"] = error_of(await client.call_tool(
                 "tail_logs", {"job_id": daemon.job_id, "grep": "x" * 10_000}))
-            found["matching"] = reply_of(await client.call_tool(
+            found["matching"] = ok(await client.call_tool(
                 "tail_logs", {"job_id": daemon.job_id, "grep": r"^a{33}!$", "max_lines": 2}))
 
     longest = await while_timing_the_socket(daemon, greps)
@@ -239,7 +229,7 @@ async def test_metric_name_globs_keep_the_socket_answering(daemon):
             answers[f"many{n}"] = await trio.to_thread.run_sync(
                 api.post, "/api/v1/runs/metrics:query", {"run_ids": [daemon.run_id], "names": [glob] * 20})
         async with daemon.mcp() as client:
-            answers["mcp"] = reply_of(await client.call_tool(
+            answers["mcp"] = ok(await client.call_tool(
                 "query_metrics", {"run_id": daemon.run_id, "names": ["train/*a*a*a*a*a*a*a*a*a*1"], "max_points": 2}))
 
     longest = await while_timing_the_socket(daemon, queries)

@@ -14,14 +14,6 @@ from gpuplaned.store.database import open_writer
 NOW = 1_700_000_000_000
 
 
-@pytest.fixture
-def db(tmp_path):
-    conn = open_writer(tmp_path / "gpuplane.db")
-    node_id, _ = job_rows.register_node(conn, Hello("n1", "0", (GpuInfo(0, "Fake", 1024),)), NOW)
-    yield conn, node_id
-    conn.close()
-
-
 def _submit(conn, node_id, *, max_attempts=1, name="j", at=NOW):
     spec = JobSpec(name=name, command=("true",), cwd="/", env={}, gpu=1, max_attempts=max_attempts)
     return job_rows.insert_job(conn, spec, at, job_rows.capacities(conn, {node_id}))

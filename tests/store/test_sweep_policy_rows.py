@@ -5,25 +5,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus
+from gpuplaned.protocol.agent import JobStatus
 from gpuplaned.protocol.event_replies import EventRow
 from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.service.passes.dispatch import schedule
 from gpuplaned.store import job_rows, sweep_policy_rows
-from gpuplaned.store.database import open_writer
 from gpuplaned.store.event_rows import insert_events
 
 NOW = 1_700_000_000_000
-
-
-@pytest.fixture
-def db(tmp_path):
-    conn = open_writer(tmp_path / "gpuplane.db")
-    node_id, _ = job_rows.register_node(conn, Hello("n1", "0", (GpuInfo(0, "Fake", 1024),)), NOW)
-    yield conn, node_id
-    conn.close()
 
 
 def _sweep(conn, sweep_id, *, early_stop=None, retry_on=None, metric="loss"):

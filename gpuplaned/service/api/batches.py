@@ -31,13 +31,11 @@ from gpuplaned.protocol.converter import structure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_wire import Job, JobSpec, JobSubmit, to_spec
 from gpuplaned.protocol.token_limits import TokenLimits
-from gpuplaned.service import access
 from gpuplaned.service.api import budgets
 from gpuplaned.service.link.registry import now_ms
-from gpuplaned.service.passes.dispatch import wake_scheduler
+from gpuplaned.service.passes.dispatch import change_queue
 from gpuplaned.service.sealing import seal_env
 from gpuplaned.store import dependency_rows, group_rows, job_rows
-from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from gpuplaned.service.api.ui_sessions import Caller
@@ -74,9 +72,7 @@ async def submit_many(shared: ServerContext, batch: BatchSubmit, *, caller: Call
             raise refusal(refused, len(batch.jobs), remaining)
         return [job for job in (job_rows.get_job(conn, job_id) for job_id in ids) if job is not None]
 
-    queued = await write(access.store_port(shared, "jobs"), insert)
-    wake_scheduler(shared)  # once for the lot: one pass places as many as fit
-    return queued
+    return await change_queue(shared, insert)  # one pass for the lot places as many as fit
 
 
 def _parse(shared: ServerContext, raw: list[Any], caller: Caller | None) -> tuple[list[Entry], list[BatchRefusal]]:

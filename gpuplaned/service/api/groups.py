@@ -26,7 +26,7 @@ from gpuplaned.service import access
 from gpuplaned.service.api import budgets
 from gpuplaned.service.link.registry import now_ms
 from gpuplaned.service.passes import folder_removal
-from gpuplaned.service.passes.dispatch import wake_scheduler
+from gpuplaned.service.passes.dispatch import change_queue
 from gpuplaned.store import group_rows, job_removal_rows, job_rows
 from gpuplaned.store.writer import write
 
@@ -82,9 +82,7 @@ async def set_group(shared: ServerContext, name: str, parallel: int | None, *, c
         group_rows.set_parallel(conn, name, parallel)
         return _view(group_rows.get_group(conn, name))
 
-    view = await write(_store(shared), apply, small=True)
-    wake_scheduler(shared)
-    return view
+    return await change_queue(shared, apply, small=True)
 
 
 async def pause_group(shared: ServerContext, name: str, paused: bool, *, caller: Caller | None = None) -> GroupView:
@@ -95,9 +93,7 @@ async def pause_group(shared: ServerContext, name: str, paused: bool, *, caller:
         group_rows.set_group_paused(conn, name, paused)
         return _view(group_rows.get_group(conn, name))
 
-    view = await write(_store(shared), apply, small=True)
-    wake_scheduler(shared)
-    return view
+    return await change_queue(shared, apply, small=True)
 
 
 async def queue_state(shared: ServerContext) -> QueueState:
@@ -111,9 +107,7 @@ async def pause_queue(shared: ServerContext, paused: bool, *, caller: Caller | N
         group_rows.set_queue_paused(conn, paused)
         return QueueState(paused=paused)
 
-    state = await write(_store(shared), apply, small=True)
-    wake_scheduler(shared)
-    return state
+    return await change_queue(shared, apply, small=True)
 
 
 async def set_priority(shared: ServerContext, job_id: str, priority: int, *, caller: Caller | None = None) -> Job:
@@ -125,9 +119,7 @@ async def set_priority(shared: ServerContext, job_id: str, priority: int, *, cal
         assert job is not None
         return job
 
-    job = await write(_store(shared), apply, small=True)
-    wake_scheduler(shared)
-    return job
+    return await change_queue(shared, apply, small=True)
 
 
 async def remove(shared: ServerContext, job_id: str, *, caller: Caller | None = None) -> Removed:
@@ -137,8 +129,7 @@ async def remove(shared: ServerContext, job_id: str, *, caller: Caller | None = 
         budgets.check_owner(conn, caller, job_id, "remove")
         job_removal_rows.remove_job(conn, job_id, now_ms())
 
-    await write(_store(shared), apply, small=True)
-    wake_scheduler(shared)  # a removed queued job may have held a slot's turn
+    await change_queue(shared, apply, small=True)  # a removed queued job may have held a slot's turn
     folders = await folder_removal.run(shared)
     return Removed(removed=[job_id], files_removed=folders.removed, files_waiting_on=folders.waiting_on)
 

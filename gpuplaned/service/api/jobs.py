@@ -39,7 +39,7 @@ from gpuplaned.service.api import budgets, evaluations
 from gpuplaned.service.api.tokens import grants
 from gpuplaned.service.link.registry import NodeUnavailable, now_ms
 from gpuplaned.service.passes import resume
-from gpuplaned.service.passes.dispatch import placement_of, util_rule_of, wake_scheduler
+from gpuplaned.service.passes.dispatch import change_queue, placement_of, util_rule_of, wake_scheduler
 from gpuplaned.service.sealing import seal_env
 from gpuplaned.store import dependency_rows, event_rows, group_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
@@ -232,9 +232,7 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
         assert job is not None
         return job
 
-    job = await write(_store(shared), apply, small=True)
-    wake_scheduler(shared)
-    return job
+    return await change_queue(shared, apply, small=True)
 
 
 def env_view(job: Job, *, values: bool) -> Job:

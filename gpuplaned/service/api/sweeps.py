@@ -51,7 +51,7 @@ from gpuplaned.protocol.sweep_wire import (
 from gpuplaned.service import access
 from gpuplaned.service.api import batches, budgets
 from gpuplaned.service.link.registry import NodeUnavailable, now_ms
-from gpuplaned.service.passes.dispatch import wake_scheduler
+from gpuplaned.service.passes.dispatch import change_queue, wake_scheduler
 from gpuplaned.store import job_rows, project_rows, session_rows, sweep_rows
 from gpuplaned.store.sweep_rows import SweepRow, TrialRow
 from gpuplaned.store.writer import write
@@ -404,9 +404,7 @@ async def _set_paused(shared: ServerContext, sweep_id: str, paused: bool, reason
         sweep_rows.set_paused(conn, sweep_id, paused, reason)
         return _view(conn, sweep_rows.require(conn, sweep_id))
 
-    view = await write(_store(shared), apply, small=True)
-    wake_scheduler(shared)
-    return view
+    return await change_queue(shared, apply, small=True)
 
 
 async def retry_failed(shared: ServerContext, sweep_id: str, *, caller: Caller | None = None) -> Sweep:
@@ -426,9 +424,7 @@ async def retry_failed(shared: ServerContext, sweep_id: str, *, caller: Caller |
             job_rows.retry_job(conn, job_id, asked_ms=asked)
         return _view(conn, sweep_rows.require(conn, sweep_id))
 
-    view = await write(_store(shared), apply)
-    wake_scheduler(shared)
-    return view
+    return await change_queue(shared, apply)
 
 
 def _check_open(row: SweepRow, action: str) -> None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import trio
@@ -27,6 +27,7 @@ from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT, NodeCapacity
 from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.job_states import FailureReason
 from gpuplaned.protocol.job_states import NodeReport
+from gpuplaned.service import access
 from gpuplaned.service.link.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.service.sealing import KEY_FILE, unseal_env
 from gpuplaned.store import group_rows, job_rows
@@ -34,9 +35,10 @@ from gpuplaned.store.connection import Connection
 from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
-    from gpuplaned.service.context import Actors, Dispatching
+    from gpuplaned.service.context import Actors, Dispatching, ServerContext
 
 log = logging.getLogger("gpuplaned.scheduler")
+T = TypeVar("T")
 
 
 class _Wake:
@@ -56,6 +58,14 @@ def wake_scheduler(shared: Actors) -> None:
         port.send_nowait(WAKE)
     except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
         pass
+
+
+async def change_queue(shared: ServerContext, apply: Callable[[Connection], T], *, small: bool = False) -> T:
+    """Write a change to what the queue holds (a job, a priority, a pause, a limit) in the store,
+    then ask for the scheduling pass that acts on it; ``apply``'s result."""
+    done = await write(access.store_port(shared, "jobs"), apply, small=small)
+    wake_scheduler(shared)
+    return done
 
 
 SAY_AGAIN_S = 1.5  # while GPUs stay withheld, a pass reads the whole queue at most this often (the tick's)

@@ -48,7 +48,7 @@ async def run(shared: ServerContext, nodes: set[str] | None = None) -> Outcome:
     def read(conn: Any) -> tuple[list[Pending], dict[str, str]]:
         hosts = [n for n in folder_removal_rows.nodes_with_pending(conn)
                  if (nodes is None or n in nodes) and n not in away]
-        names = {n: (uplink_rows.by_id(conn, n) or (n, True))[0] for n in hosts if n != HERE}
+        names = {n: _name(conn, n) for n in hosts if n != HERE}
         return folder_removal_rows.pending(conn, hosts, MAX_JOBS), names
 
     outcome = Outcome()
@@ -64,6 +64,12 @@ async def run(shared: ServerContext, nodes: set[str] | None = None) -> Outcome:
                         lambda conn, b=batch: folder_removal_rows.done(conn, b.node_id, b.job_ids), small=True)
             more = more or len(batch.job_ids) == MAX_JOBS
     return outcome
+
+
+def _name(conn: Any, node_id: str) -> str:
+    """The node's name, or its id once it is forgotten."""
+    found = uplink_rows.by_id(conn, node_id)
+    return found[0] if found is not None else node_id
 
 
 async def _remove(shared: ServerContext, batch: Pending, name: str, outcome: Outcome) -> bool:
