@@ -4,6 +4,7 @@ writes what it got (argv and env) to a file, so the tests read what the processe
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 
@@ -211,3 +212,43 @@ def test_an_unknown_sweep_is_404_naming_it(env):
     jobs, url = env
     reply = call(url, token(jobs, "finder"), "GET", f"{SWEEPS}/swp_01NOSUCHSWEEP00000000000000")
     assert reply.status_code == 404 and "swp_01NOSUCHSWEEP00000000000000" in reply.json()["error"]["message"]
+
+
+HOSTILE = itertools.count()  # each case's token name
+
+
+def deep(levels: int) -> list:
+    nested: list = [1]
+    for _ in range(levels):
+        nested = [nested]
+    return nested
+
+
+@pytest.mark.parametrize(("parameters", "field", "words"), [
+    ({"grid": {"a": list(range(101)), "b": list(range(100))}}, "grid", "at most 10000"),  # huge
+    ({"grid": {"l\x00r": [1]}}, "grid.l\x00r", "is not a parameter name"),
+    ({"grid": {"lr": ["a\x00b"]}}, "grid.lr", "without NUL bytes"),
+    ({"grid": {"lr": ["x" * 100_000]}}, "grid.lr", "at most 1000 characters"),
+    ({"grid": {"lr": [[1]]}}, "grid.lr", "must be a string, number or true/false"),
+    ({"grid": {"lr": deep(300)}}, None, "nested deeper than 64 levels"),
+])
+def test_a_hostile_body_is_refused_naming_the_problem_and_writes_nothing(env, parameters, field, words):
+    jobs, url = env
+    before = stored(jobs, "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM sweeps)")
+    reply = call(url, token(jobs, f"hostile-{next(HOSTILE)}"), "POST", SWEEPS,
+                 {"name": "hostile", "job": job(jobs), **parameters})
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert words in error["message"] and error["details"].get("field") == field
+    assert stored(jobs, "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM sweeps)") == before
+
+
+def test_control_characters_in_a_value_reach_the_trial_as_they_are(env):
+    """A value is an argument like any other (argv carries any byte but NUL); it is shown escaped
+    (gpuplanectl's render.printable), never interpreted."""
+    jobs, url = env
+    value = "a\nb\x1b[31m"
+    made = call(url, token(jobs, "ctrl"), "POST", SWEEPS,
+                {"name": "ctrl", "job": job(jobs, "{v}"), "grid": {"v": [value]}}).json()["sweep"]
+    assert seen(jobs, made["id"], 0) == {"argv": [value], "env": {
+        "GPUPLANE_SWEEP_V": value, "GPUPLANE_SWEEP_ID": made["id"], "GPUPLANE_SWEEP_TRIAL": "0"}}
