@@ -14,7 +14,7 @@ import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointReading, CheckpointRemoval, CheckpointRemove
-from gpuplaned.protocol.converter import TaggedUnion, converter
+from gpuplaned.protocol.converter import FieldInvalid, TaggedUnion, converter
 from gpuplaned.protocol.evaluation_wire import EvalResult
 from gpuplaned.protocol.fields import field
 from gpuplaned.protocol.job_folder_ops import JobFoldersRemoval, JobFoldersRemove
@@ -45,6 +45,30 @@ class GpuInfo:
     uuid: str | None = None
 
 
+RUNNERS = ("local", "slurm")  # ``[node] runner``: how a node runs its jobs (issue 32)
+
+
+@attrs.frozen
+class PooledCapacity:
+    """What a node whose scheduler places the GPUs itself (Slurm) offers instead of GPU slots:
+    the most GPUs one job may ask of it, and how many of our jobs it may hold at once (queued
+    in Slurm or running)."""
+
+    gpus_per_job: int = field(minimum=0, message="must be 0 or more, got {value}")
+    max_jobs: int = field(minimum=1, message="must be at least 1, got {value}")
+
+
+def _runner_fits_pooled(hello: Hello) -> None:
+    """A Slurm node says its pooled capacity (and no GPU slots); a local node has GPU slots only."""
+    if hello.runner == "slurm" and hello.pooled is None:
+        raise FieldInvalid("pooled", "required for runner 'slurm' (its gpus_per_job and max_jobs)")
+    if hello.runner == "local" and hello.pooled is not None:
+        raise FieldInvalid("pooled", "only a node with runner 'slurm' has pooled capacity; runner 'local' "
+                                     "offers its GPUs one by one")
+    if hello.pooled is not None and hello.gpus:
+        raise FieldInvalid("gpus", "must be empty for a pooled node (Slurm places its GPUs)")
+
+
 @attrs.frozen
 class Hello:
     """A node announces itself; the server answers ``HelloOk``."""
@@ -60,6 +84,11 @@ class Hello:
     # link still looks connected is that agent coming back only if the id matches.
     agent_id: str | None = None
     ts_ms: int | None = None  # the agent's wall clock when it said hello (the server's skew estimate)
+    runner: str = field(default="local", enum=RUNNERS, message="must be 'local' or 'slurm', got {value!r}")
+    pooled: PooledCapacity | None = None  # required for runner "slurm", refused for "local"
+
+    def __attrs_post_init__(self) -> None:
+        _runner_fits_pooled(self)
 
 
 @attrs.frozen
@@ -105,6 +134,9 @@ class JobSpecWire:
     stop_grace_s: float
     # An EVALUATE job: the node gives it GPUPLANE_EVAL_RESULT and reads that file at its end.
     evaluation: bool = False
+    # How many GPUs the job asked for: a pooled node (Slurm) gets ``gpu_indexes=()`` and asks its
+    # scheduler for this many (``--gres=gpu:<gpus>``); the local runner keeps using ``gpu_indexes``.
+    gpus: int = 0
 
 
 @attrs.frozen
