@@ -26,6 +26,12 @@ Rules (seed 000 section 6.2, no preemption):
   nothing (it would block its nodes for good).
 - A CPU job (``gpu == 0``) takes no GPU and is bounded by the node's ``max_cpu_jobs``;
   ``pack`` takes the first node (by name) with room, ``spread`` the one running fewest.
+- A pooled node (Slurm) books no GPU: a job that fits it (``scheduling.could_run``) takes one
+  of its ``max_jobs`` job slots, GPU and CPU jobs alike, and Slurm places the GPUs (a foreign
+  Slurm job holding them makes ours wait in Slurm: GPUPlane hands over up to ``max_jobs`` and
+  lets Slurm queue). A job goes to a local node when one fits now (it starts there at once),
+  else to a pooled node: ``pack`` the one with the fewest free job slots, ``spread`` the most.
+  A job waiting for GPUs reserves local nodes only: a pooled node is Slurm's to order.
 - Before a job gets slots, its group and the queue's pause may hold it back
   (``gpuplaned.domain.groups``: "queue paused", "group train paused", "group train: 2 of 2
   running"); a held job books nothing and reserves no node.
@@ -59,7 +65,9 @@ from gpuplaned.domain.scheduling import (
     can_ever_fit,
     could_run,
     gpu_suits,
+    largest_matching,
     matches,
+    most_one_job_gets,
     suitable_total,
     waiting_reason,
 )
@@ -125,10 +133,11 @@ def refusal(job: QueuedJob, nodes: Sequence[NodeCapacity]) -> ApiError | None:
                         {"field": "node", "nodes": [n.name for n in nodes]})
     if can_ever_fit(wanted, nodes):
         return None
-    biggest = max((n.total_gpus for n in nodes if matches(wanted, n)), default=0)
+    matching = [n for n in nodes if matches(wanted, n)]
+    biggest = max((most_one_job_gets(n) for n in matching), default=0)
     return ApiError(
         ErrorCode.BAD_REQUEST,
-        f"gpu: the job asks for {job.gpu} GPU(s) but the largest matching node has {biggest}"
+        f"gpu: the job asks for {job.gpu} GPU(s) but {largest_matching(matching)}"
         if job.gpu else "no matching node runs CPU jobs",
         {"field": "gpu", "requested": job.gpu, "largest_matching_node": biggest},
     )
@@ -170,11 +179,13 @@ class _FreeSlots:
     """What a pass has left to give: each node's free GPUs and CPU slots, and the nodes
     reserved by a GPU job that waits for them."""
 
-    __slots__ = ("cpu", "facts", "gpus", "nodes", "reserved", "usable", "withheld")
+    __slots__ = ("cpu", "facts", "gpus", "jobs", "nodes", "reserved", "usable", "withheld")
 
     def __init__(self, nodes: Sequence[NodeCapacity]) -> None:
         self.nodes = nodes
         self.usable = [n for n in nodes if n.usable]
+        # Each usable pooled node's free job slots (a local node is not in it).
+        self.jobs = {n.node_id: n.free_job_slots for n in self.usable if n.pooled is not None}
         self.facts = {n.node_id: {g.index: g for g in n.gpus} for n in nodes}
         self.gpus = {n.node_id: sorted(n.free_gpus) for n in nodes}
         self.cpu = {n.node_id: n.cpu_jobs for n in nodes}
@@ -183,15 +194,35 @@ class _FreeSlots:
 
     def exhausted(self) -> bool:
         gpus, cpu = self.gpus, self.cpu  # locals: this runs once per job read
+        if any(self.jobs.values()):
+            return False
         return not any(gpus[n.node_id] or cpu[n.node_id] < n.max_cpu_jobs for n in self.usable)
 
     def take(self, job: QueuedJob, how: str) -> Assignment | str | None:
         """Book the job's slots: its assignment, or why it waits (None: for capacity)."""
         candidates = [n for n in self.usable if could_run(job, n)]
-        outcome = self._cpu(job, how, candidates) if job.gpu == 0 else self._gpus(job, how, candidates)
-        if outcome is not None or candidates:
-            return outcome
-        return waiting_reason(job, self.nodes)
+        if not candidates:
+            return waiting_reason(job, self.nodes)
+        local = [n for n in candidates if n.pooled is None]
+        outcome = self._cpu(job, how, local) if job.gpu == 0 else self._gpus(job, how, local)
+        if outcome is None or isinstance(outcome, str):  # no local node has room now: a pooled one may
+            handed = self._pooled(job, how, [n for n in candidates if n.pooled is not None])
+            if handed is not None:
+                return handed
+            if job.gpu:
+                self.reserved.update(n.node_id for n in local)
+        return outcome
+
+    def _pooled(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
+        """One of a pooled node's job slots (Slurm places the GPUs: none is booked here)."""
+        jobs = self.jobs
+        roomy = [n for n in candidates if jobs[n.node_id] > 0]
+        if not roomy:
+            return None
+        sign = -1 if how == PlacementMode.SPREAD else 1
+        node = min(roomy, key=lambda n: (sign * jobs[n.node_id], n.name))
+        jobs[node.node_id] -= 1
+        return Assignment(job.job_id, node.node_id, ())
 
     def _cpu(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
         roomy = [n for n in candidates if self.cpu[n.node_id] < n.max_cpu_jobs]
@@ -202,12 +233,13 @@ class _FreeSlots:
         return Assignment(job.job_id, node.node_id, ())
 
     def _gpus(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | str | None:
+        """Free GPUs on a local node (reserving the candidates when none fits is ``take``'s: a
+        pooled node may take the job instead)."""
         gpus, facts, reserved = self.gpus, self.facts, self.reserved
         suitable = {n.node_id: [i for i in gpus[n.node_id] if gpu_suits(job, facts[n.node_id].get(i))]
                     for n in candidates if n.node_id not in reserved}
         fitting = [n for n in candidates if len(suitable.get(n.node_id, ())) >= job.gpu]
         if not fitting:
-            reserved.update(n.node_id for n in candidates)
             return self._withheld_from(job, candidates, suitable) if self.withheld else None
         sign = -1 if how == PlacementMode.SPREAD else 1
         node = min(fitting, key=lambda n: (sign * len(gpus[n.node_id]), n.name))

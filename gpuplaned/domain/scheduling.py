@@ -9,6 +9,9 @@ Rules (seed 000 section 6.2):
   for every GPU the job gets; a GPU whose model or memory is unknown meets neither.
 - A node could run a GPU job when it has ``gpu`` GPUs, free or not, that meet its
   constraints; a CPU job (``gpu == 0``) when its ``max_cpu_jobs`` is above 0.
+- A pooled node (``NodeCapacity.pooled``: Slurm places its GPUs) could run a job that asks
+  for at most its ``gpus_per_job`` GPUs and names no GPU model or memory (it does not know
+  its GPUs), CPU jobs too; what it holds at once is bounded by its ``max_jobs``.
 - A job that waits because of what the nodes are, not because they are busy (no node has
   its labels or GPU model, every node that could run it is drained or offline) has a
   reason in words (``waiting_reason``), which the job shows while it is QUEUED.
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from gpuplaned.protocol.agent import PooledCapacity
 from gpuplaned.protocol.vocabulary import PLACEMENTS as PLACEMENTS
 from gpuplaned.protocol.vocabulary import PlacementMode
 
@@ -67,10 +71,19 @@ class NodeCapacity:
     # GPUs no GPUPlane job holds that take no new job for now, and why (``gpuplaned.domain.gpu_free``:
     # "foreign process 4 GiB (pid 123)"); not among ``free_gpus``.
     withheld: tuple[tuple[int, str], ...] = ()
+    # A pooled node (Slurm places its GPUs): what one job may ask of it and how many of our jobs it
+    # holds at once; it has no GPU slots. None: a local node, whose GPUs are its slots.
+    pooled: PooledCapacity | None = None
+    jobs_in_flight: int = 0  # a pooled node's DISPATCHING and RUNNING jobs, CPU jobs too
 
     @property
     def usable(self) -> bool:
         return self.online and self.accepting and not self.drained
+
+    @property
+    def free_job_slots(self) -> int:
+        """How many more of our jobs a pooled node takes now (0 for a local node)."""
+        return max(0, self.pooled.max_jobs - self.jobs_in_flight) if self.pooled is not None else 0
 
 
 @attrs.frozen
@@ -102,6 +115,11 @@ def matches(job: QueuedJob, node: NodeCapacity) -> bool:
     return set(job.labels) <= set(node.labels)
 
 
+def most_one_job_gets(node: NodeCapacity) -> int:
+    """The most GPUs one job may have on the node: all its GPUs, or a pooled node's gpus_per_job."""
+    return node.pooled.gpus_per_job if node.pooled is not None else node.total_gpus
+
+
 def suitable_total(job: QueuedJob, node: NodeCapacity) -> int:
     """How many of the node's GPUs, free or not, meet the job's constraints."""
     if not constrained(job):
@@ -113,6 +131,8 @@ def could_run(job: QueuedJob, node: NodeCapacity) -> bool:
     """Whether the node could run the job when idle (usable or not)."""
     if not matches(job, node):
         return False
+    if node.pooled is not None:  # a CPU job counts against its max_jobs, which is at least 1
+        return job.gpu == 0 or (job.gpu <= node.pooled.gpus_per_job and not constrained(job))
     if job.gpu == 0:
         return node.max_cpu_jobs > 0
     return suitable_total(job, node) >= job.gpu
@@ -148,11 +168,8 @@ def waiting_reason(job: QueuedJob, nodes: Sequence[NodeCapacity]) -> str | None:
         if job.gpu == 0:
             return "no matching node runs CPU jobs (max_cpu_jobs = 0)"
         if constrained(job):
-            best = max(suitable_total(job, n) for n in matching)
-            return (f"no node has {job.gpu} GPU(s) {describe_constraints(job)} "
-                    f"(the most on one matching node: {best})")
-        return f"the job asks for {job.gpu} GPU(s) but the largest matching node has " \
-               f"{max(n.total_gpus for n in matching)}"
+            return _unmet_constraints(job, matching)
+        return f"the job asks for {job.gpu} GPU(s) but {largest_matching(matching)}"
     if any(n.usable for n in runnable):
         return None
     drained = [n.name for n in runnable if n.drained]
@@ -161,3 +178,31 @@ def waiting_reason(job: QueuedJob, nodes: Sequence[NodeCapacity]) -> str | None:
     away = [n.name for n in runnable if not n.usable]
     return f"every node that could run it is drained, offline or not accepting jobs: {', '.join(away)}"
 
+
+
+def largest_matching(matching: Sequence[NodeCapacity]) -> str:
+    """``the largest matching node has 2`` (or ``pooled node 'hpc' takes at most 4 GPU(s) a job``
+    where a pooled node's bound is the largest): the most GPUs one job could get on them."""
+    best = max(matching, key=lambda n: (most_one_job_gets(n), n.pooled is None), default=None)
+    if best is None:
+        return "the largest matching node has 0"
+    if best.pooled is not None:
+        return f"pooled node {best.name!r} takes at most {best.pooled.gpus_per_job} GPU(s) a job"
+    return f"the largest matching node has {best.total_gpus}"
+
+
+def _unmet_constraints(job: QueuedJob, matching: Sequence[NodeCapacity]) -> str:
+    """Why no matching node meets a job's GPU model or memory: the local nodes' best, and the
+    pooled nodes, which cannot promise either (Slurm places their GPUs, which we do not know)."""
+    local = [n for n in matching if n.pooled is None]
+    pooled = [n.name for n in matching if n.pooled is not None]
+    said = []
+    if local:
+        said.append(f"no node has {job.gpu} GPU(s) {describe_constraints(job)} "
+                    f"(the most on one matching node: {max(suitable_total(job, n) for n in local)})")
+    if pooled:
+        names = ", ".join(repr(name) for name in pooled)
+        said.append(f"pooled node{'s' if len(pooled) > 1 else ''} {names} cannot promise GPUs "
+                    f"{describe_constraints(job)}: Slurm places {'their' if len(pooled) > 1 else 'its'} GPUs, "
+                    "whose model and memory GPUPlane does not know")
+    return "; ".join(said)

@@ -22,7 +22,7 @@ from gpuplaned.domain import dependencies, gpu_free, queue
 from gpuplaned.domain.groups import QUEUE_PAUSED
 from gpuplaned.domain.job_states import IllegalTransition, JobEvent, next_state, on_report, run_state
 from gpuplaned.domain.scheduling import Assignment, GpuFacts, NodeCapacity, QueuedJob
-from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot
+from gpuplaned.protocol.agent import ActiveJob, Hello, JobSpecWire, JobStatus, NodeSnapshot, PooledCapacity
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.job_policies import JobPolicies, dump_policies, load_policies
@@ -48,7 +48,7 @@ _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
     "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from, "
-    "queue_reason, secret_env_names, group_name, sweep_id, sweep_trial, sweep_values"
+    "queue_reason, secret_env_names, group_name, sweep_id, sweep_trial, sweep_values, wait_reason"
 )
 
 
@@ -56,7 +56,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
      failure, failure_message, cancel, policies, resume_from, queue_reason, secret_names, group, sweep_id,
-     sweep_trial, sweep_values) = row
+     sweep_trial, sweep_values, wait_reason) = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     policy = load_policies(policies)
@@ -77,6 +77,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         secret_env=json.loads(secret_names) if secret_names else [],
         group=group, sweep_id=sweep_id, sweep_trial=sweep_trial,
         sweep_values=json.loads(sweep_values) if sweep_values else None,
+        wait_reason=wait_reason if status == JobState.DISPATCHING.value else None,
     )
 
 
@@ -145,13 +146,24 @@ def capacities(conn: sqlite3.Connection, connected: set[str] | None = None,
     no job may get now and why, the node's own verdict included; None: the node's verdict
     alone, described from ``health``.
     """
-    # Each node with its CPU jobs on it in one statement (a pass reads this on every job end).
+    # Each node with its CPU jobs on it in one statement (a pass reads this on every job end); a
+    # pooled node (Slurm) with all its jobs in flight instead, which its max_jobs bounds.
     nodes = conn.execute(
-        "SELECT id, name, status, labels, max_cpu_jobs, drained, (SELECT count(*) FROM jobs WHERE node_id = nodes.id "
-        f"AND {one_of('status', _ACTIVE)} AND json_extract(resources, '$.gpu') = 0) FROM nodes ORDER BY name",
-        _ACTIVE).fetchall()
+        "SELECT id, name, status, labels, max_cpu_jobs, drained, pooled_gpus_per_job, pooled_max_jobs, "
+        "(SELECT count(*) FROM jobs WHERE node_id = nodes.id "
+        f"AND {one_of('status', _ACTIVE)} AND (pooled_max_jobs IS NOT NULL OR json_extract(resources, '$.gpu') = 0)) "
+        "FROM nodes ORDER BY name", _ACTIVE).fetchall()
     out = []
-    for node_id, name, status, labels, max_cpu, drained, cpu_jobs in nodes:
+    for node_id, name, status, labels, max_cpu, drained, per_job, max_jobs, active in nodes:
+        if max_jobs is not None:
+            out.append(NodeCapacity(
+                node_id=node_id, name=name, labels=tuple(json.loads(labels or "[]")), free_gpus=(), total_gpus=0,
+                cpu_jobs=0, max_cpu_jobs=0, pooled=PooledCapacity(per_job, max_jobs), jobs_in_flight=active,
+                online=node_id in connected if connected is not None else status == "ONLINE",
+                accepting=health[node_id].accepting if health and node_id in health else True,
+                drained=bool(drained)))
+            continue
+        cpu_jobs = active
         slot_rows = conn.execute(
             "SELECT gpu_index, owner_job_id, model, vram_mb FROM gpu_slots WHERE node_id = ? ORDER BY gpu_index",
             (node_id,),
@@ -312,7 +324,7 @@ def record_dispatch(conn: sqlite3.Connection, decision: Assignment, now_ms: int)
 # What a dispatch reads of its job: one narrow row, not the whole ``Job`` (a pass runs on
 # every submit and every job end: decoding a job's every column was a good part of it).
 _DISPATCH_COLUMNS = ("id, name, type, status, command, working_dir, env, attempt, timeout_s, stop_grace_s, "
-                     "resume_from, sweep_id, sweep_values, secret_env_sealed")
+                     "resume_from, sweep_id, sweep_values, secret_env_sealed, json_extract(resources, '$.gpu')")
 
 
 @attrs.frozen
@@ -331,14 +343,15 @@ class _Dispatchable:
     sweep_id: str | None
     sweep_values: dict[str, Any] | None
     secret_env_sealed: str | None  # still sealed (``Dispatched.secret_env_sealed``)
+    gpus: int  # how many GPUs it asked for (a pooled node asks its scheduler for them)
 
     @classmethod
     def of(cls, row: tuple[Any, ...]) -> _Dispatchable:
         (id_, name, type_, status, command, cwd, env, attempt, timeout_s, grace, resume_from, sweep_id,
-         sweep_values, sealed) = row
+         sweep_values, sealed, gpus) = row
         return cls(id_, name, type_, status, json.loads(command), cwd, json.loads(env) if env else {}, attempt,
                    timeout_s, grace, resume_from, sweep_id, json.loads(sweep_values) if sweep_values else None,
-                   sealed)
+                   sealed, gpus or 0)
 
 
 def _dispatch(conn: sqlite3.Connection, job: _Dispatchable, decision: Assignment, now_ms: int) -> Dispatched:
@@ -374,7 +387,7 @@ def _dispatch(conn: sqlite3.Connection, job: _Dispatchable, decision: Assignment
     wire = JobSpecWire(
         job_id=job.id, run_id=run_id, attempt=attempt, name=job.name, argv=tuple(job.command),
         cwd=job.cwd or "/", env=env, gpu_indexes=decision.gpu_indexes, timeout_s=job.timeout_s,
-        stop_grace_s=job.stop_grace_s, evaluation=job.type == "EVALUATE",
+        stop_grace_s=job.stop_grace_s, evaluation=job.type == "EVALUATE", gpus=job.gpus,
     )
     return Dispatched(decision.node_id, wire, job.secret_env_sealed)
 
@@ -387,6 +400,7 @@ class StatusOutcome:
     run_id: str | None = None  # the attempt's run, once its end is recorded
     run_status: str | None = None  # how that run ended: SUCCEEDED, FAILED, CANCELLED
     evaluates: bool = False  # an EVALUATE job's: its evaluation moves with it (others have none to look up)
+    waiting: str | None = None  # a WAITING report's reason when it changed it (None: the same as before)
 
 
 def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms: int) -> StatusOutcome:
@@ -395,17 +409,19 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     The job's new state is ``on_report``'s (the state table's), its run's ``run_state``'s.
     """
     row = conn.execute(
-        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested, failure_reason, type FROM jobs "
-        "WHERE id = ?",
+        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested, failure_reason, type, wait_reason "
+        "FROM jobs WHERE id = ?",
         (msg.job_id,),
     ).fetchone()
     if row is None:
         return StatusOutcome(False, reason="unknown job")
-    status, attempt, max_attempts, job_node, run_id, cancelled, marked, job_type = row
+    status, attempt, max_attempts, job_node, run_id, cancelled, marked, job_type, waited = row
     evaluates = job_type == "EVALUATE"
     if attempt != msg.attempt or job_node != node_id:
         return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
     report = msg.status  # a NodeReport: JobStatus refuses any other string
+    if report is NodeReport.WAITING:
+        return _note_waiting(conn, msg, status, waited)
     try:
         new = on_report(JobState(status), report, bool(cancelled), attempt, max_attempts)
     except IllegalTransition as exc:
@@ -413,7 +429,8 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     run = run_state(report, bool(cancelled))
     when = msg.at_ms or now_ms
     if report is NodeReport.RUNNING:
-        conn.execute("UPDATE jobs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
+        conn.execute("UPDATE jobs SET status = ?, started_at = coalesce(started_at, ?), wait_reason = NULL "
+                     "WHERE id = ?",
                      (new.value, when, msg.job_id))
         conn.execute("UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
                      (run.value, when, run_id))
@@ -446,6 +463,22 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     if new in ENDED:  # its final state: its dependants may run now, or never
         dependency_rows.settle(conn, msg.job_id, now_ms)
     return StatusOutcome(True, new.value, run_id=run_id, run_status=run.value, evaluates=evaluates)
+
+
+WAITING_UNSAID = "its node has not started it yet"  # a WAITING report that gave no reason
+
+
+def _note_waiting(conn: sqlite3.Connection, msg: JobStatus, status: str, waited: str | None) -> StatusOutcome:
+    """A WAITING report of the job's current attempt: its node's backend holds it, not started.
+    Only a DISPATCHING job waits so (one RUNNING or ended already: a late report, refused); its
+    state stays, and the reason is written when it changed (``waiting`` says so)."""
+    if status != JobState.DISPATCHING.value:
+        return StatusOutcome(False, status, reason=f"a {status} job is not waiting to start")
+    reason = msg.message or WAITING_UNSAID
+    if reason == waited:
+        return StatusOutcome(True, status)
+    conn.execute("UPDATE jobs SET wait_reason = ? WHERE id = ?", (reason, msg.job_id))
+    return StatusOutcome(True, status, waiting=reason)
 
 
 @attrs.frozen
@@ -518,7 +551,7 @@ def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str, queued: JobStat
     conn.execute(
         "UPDATE jobs SET status = ?, run_id = NULL, gpu_indexes = NULL, started_at = NULL, "
         "finished_at = NULL, exit_code = NULL, failure_reason = NULL, failure_message = NULL, "
-        "cancel_requested = 0 WHERE id = ?",
+        "cancel_requested = 0, wait_reason = NULL WHERE id = ?",
         (queued.value, job_id),
     )
 
@@ -556,21 +589,26 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
     """Create or refresh the node named in ``hello`` and its GPU slots; list its active jobs."""
     hardware = json.dumps({"gpus": [attrs.asdict(g) for g in hello.gpus], "gpu_backend": hello.gpu_backend,
                            "host": hello.host})
+    pooled = hello.pooled  # a Slurm node's (None: a local node, whose GPUs are its slots)
+    runner = (hello.runner, pooled.gpus_per_job if pooled else None, pooled.max_jobs if pooled else None)
     row = conn.execute("SELECT id FROM nodes WHERE name = ?", (hello.node_name,)).fetchone()
     if row is None:
         node_id = new_id("nd")
         conn.execute(
             "INSERT INTO nodes (id, name, status, agent_version, labels, hardware, last_heartbeat_at, "
-            "created_at, max_cpu_jobs) VALUES (?, ?, 'ONLINE', ?, ?, ?, ?, ?, ?)",
+            "created_at, max_cpu_jobs, runner, pooled_gpus_per_job, pooled_max_jobs) "
+            "VALUES (?, ?, 'ONLINE', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (node_id, hello.node_name, hello.agent_version, json.dumps(list(hello.labels)), hardware,
-             now_ms, now_ms, hello.max_cpu_jobs),
+             now_ms, now_ms, hello.max_cpu_jobs, *runner),
         )
     else:
         node_id = row[0]
         conn.execute(
             "UPDATE nodes SET status = 'ONLINE', agent_version = ?, labels = ?, hardware = ?, "
-            "last_heartbeat_at = ?, max_cpu_jobs = ? WHERE id = ?",
-            (hello.agent_version, json.dumps(list(hello.labels)), hardware, now_ms, hello.max_cpu_jobs, node_id),
+            "last_heartbeat_at = ?, max_cpu_jobs = ?, runner = ?, pooled_gpus_per_job = ?, pooled_max_jobs = ? "
+            "WHERE id = ?",
+            (hello.agent_version, json.dumps(list(hello.labels)), hardware, now_ms, hello.max_cpu_jobs, *runner,
+             node_id),
         )
     present = {g.index for g in hello.gpus}
     for gpu in hello.gpus:
@@ -605,10 +643,11 @@ def active_on_node(conn: sqlite3.Connection, node_id: str) -> list[tuple[str, in
 
 def unacked_dispatches(conn: sqlite3.Connection, node_id: str, before_ms: int) -> list[tuple[str, int, int]]:
     """``(job id, attempt, earlier dispatch timeouts)`` of the node's jobs still DISPATCHING whose
-    dispatch (its run's creation) is older than ``before_ms``."""
+    dispatch (its run's creation) is older than ``before_ms`` and which the node never said WAITING for."""
     return conn.execute(
         "SELECT j.id, j.attempt, (SELECT count(*) FROM runs p WHERE p.job_id = j.id AND p.failure_reason = ?) "
         "FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.node_id = ? AND j.status = ? AND r.created_at < ? "
+        "AND j.wait_reason IS NULL "  # a node that said WAITING has it: its backend queues it, however long
         "ORDER BY j.created_at, j.id",
         (DISPATCH_TIMEOUT, node_id, JobState.DISPATCHING.value, before_ms)).fetchall()
 

@@ -24,7 +24,8 @@ def test_a_dispatch_reads_its_job_in_one_narrow_statement(tmp_path):
     conn.set_trace_callback(None)
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "FROM jobs WHERE id" in s]
     assert len(reads) == 1, reads  # the job's row, once (its sealed env with it)
-    assert "policies" not in reads[0] and "resources" not in reads[0]  # not the whole row
+    narrow = reads[0].replace("json_extract(resources, '$.gpu')", "")  # its GPU count alone (JobSpecWire.gpus)
+    assert "policies" not in narrow and "resources" not in narrow  # not the whole row
     wire = sent.job
     assert (wire.job_id, wire.attempt, wire.name, wire.argv, wire.cwd, wire.env, wire.timeout_s, wire.stop_grace_s,
             wire.evaluation) == (job_id, 1, "train", ("python", "t.py", "--lr", "0.1"), "/w", {"A": "1"}, 60.0, 3.0,
