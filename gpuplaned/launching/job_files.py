@@ -78,6 +78,9 @@ class Runtime(_OfAnAttempt):
     grace_s: float = attrs.field(validator=_finite)
     job_id: str | None = None
     attempt: int | None = None
+    # Where a one-shot shim ran (a Slurm batch job); None in a local shim's record.
+    host: str | None = None
+    slurm_job_id: str | None = None
 
 
 @attrs.frozen
@@ -86,6 +89,7 @@ class ExitRecord(_OfAnAttempt):
 
     ``reason`` says how it ended (``ExitReason``). ``exit_code`` is set when the main
     process exited (127/126 for a spawn failure), ``signal`` when a signal killed it.
+    ``forwarded`` names the signals a one-shot shim sent on to the job (Slurm's warning).
     """
 
     exit_code: int | None
@@ -97,6 +101,7 @@ class ExitRecord(_OfAnAttempt):
     error: str | None = None
     job_id: str | None = None
     attempt: int | None = None
+    forwarded: tuple[str, ...] = ()  # signals a one-shot shim passed on to the job (SIGUSR2)
 
     @property
     def succeeded(self) -> bool:

@@ -43,6 +43,8 @@ Modules
 - ``serve``: the launcher loop, and ``main``, its command line;
 - ``forked``: what the launcher holds of the processes it forks;
 - ``job``: the per-job shim, which runs in a forked copy of the launcher;
+- ``oneshot``: the same shim run as a program of its own, one job, for a Slurm batch job
+  (``--oneshot ATTEMPT_DIR``; its docstring has what differs);
 - ``__main__``: the file the runner starts.
 
 Run by path, importing only the standard library

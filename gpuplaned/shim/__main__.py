@@ -1,4 +1,5 @@
-"""The launcher program: ``python -I -S /abs/path/gpuplaned/shim/__main__.py --serve [...]``.
+"""The launcher program: ``python -I -S /abs/path/gpuplaned/shim/__main__.py --serve [...]``;
+with ``--oneshot ATTEMPT_DIR`` instead, the one-shot shim a Slurm batch job runs (``oneshot``).
 
 Run by its path, this file loads its own folder as the package ``gpuplaned.shim``, without
 ``gpuplaned`` (neither wanted nor importable under ``-I -S``), then runs ``serve.main``:

@@ -194,19 +194,8 @@ def _run_job(spec: Spec, report_fd: int, subreaper: bool, me: int,
         shim_log(spec.job_dir, "cannot become a child subreaper")
     try:
         if not grown:
-            # A reused job dir: records of an earlier spawn must not pass for this one's.
-            for name in (EXIT_FILE, RUNTIME_FILE):
-                try:
-                    os.unlink(os.path.join(spec.job_dir, name))
-                except FileNotFoundError:
-                    pass
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        out_fd = os.open(os.path.join(spec.job_dir, STDOUT_FILE), flags, 0o600)
-        try:
-            err_fd = os.open(os.path.join(spec.job_dir, STDERR_FILE), flags, 0o600)
-        except OSError:
-            os.close(out_fd)
-            raise
+            _remove_records(spec.job_dir)
+        out_fd, err_fd = _open_logs(spec.job_dir)
     except OSError as exc:
         message = f"cannot open the logs in job_dir {spec.job_dir!r}: {exc}"
         record_spawn_failure(spec.job_dir, EXIT_CANNOT_EXECUTE, message, owner=spec.owner())
@@ -270,6 +259,32 @@ def _warm_up() -> None:
 
 
 _REPORTED = ("shim_pid", "shim_start_time", "pid", "pgid", "start_time", "started_at")
+
+
+def _remove_records(job_dir: str) -> None:
+    """Remove the ``runtime.json``/``exit.json`` of an earlier spawn in a reused job dir: they
+    must not pass for the next one's."""
+    for name in (EXIT_FILE, RUNTIME_FILE):
+        try:
+            os.unlink(os.path.join(job_dir, name))
+        except FileNotFoundError:
+            pass
+
+
+def _open_logs(job_dir: str) -> tuple[int, int]:
+    """``(stdout fd, stderr fd)``: the job dir's logs, opened to append (created 0600).
+
+    Raises:
+        OSError: either cannot be opened (neither is left open).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    out_fd = os.open(os.path.join(job_dir, STDOUT_FILE), flags, 0o600)
+    try:
+        err_fd = os.open(os.path.join(job_dir, STDERR_FILE), flags, 0o600)
+    except OSError:
+        os.close(out_fd)
+        raise
+    return out_fd, err_fd
 
 
 def _make_job_dir(job_dir: str) -> list[str]:
@@ -377,6 +392,8 @@ def _supervise(
     pid: int, started: float, timeout_s: float | None, grace_s: float,
     make_durable: Callable[[], None] = lambda: None,
     is_cancel: Callable[[], bool] = lambda: True,
+    forward: frozenset[int] = frozenset(),
+    forwarded: list[int] | None = None,
 ) -> tuple[int, str | None, bool]:
     """Wait for the main process and clean up after it; returns ``(wait status, reason, durable)``.
 
@@ -384,12 +401,15 @@ def _supervise(
     ``make_durable`` is called once the job has run ``DURABLE_AFTER_S``; ``durable`` says
     whether it was, and so whether the exit record is to be made durable too.
     ``is_cancel`` says whether a SIGTERM is meant for this job.
+    Each signal of ``forward`` (blocked by the caller, like ``WAITED``) that arrives is sent on
+    to the job's process group and appended to ``forwarded``; supervision goes on.
     Every other descendant is dead and reaped when this returns.
     """
     reason: str | None = None
     timeout_at = None if timeout_s is None else started + timeout_s
     durable_at: float | None = started + DURABLE_AFTER_S
     kill_at: float | None = None
+    waited = WAITED | forward
     while True:
         _reap_others(pid)
         if _has_exited(pid):
@@ -408,9 +428,14 @@ def _supervise(
             continue  # re-check for the exit before sleeping
         wake = [t for t in (kill_at, durable_at, timeout_at if reason is None else None) if t is not None]
         if wake:
-            info = signal.sigtimedwait(WAITED, max(0.0, min(wake) - now))
+            info = signal.sigtimedwait(waited, max(0.0, min(wake) - now))
         else:
-            info = signal.sigwaitinfo(WAITED)
+            info = signal.sigwaitinfo(waited)
+        if info is not None and info.si_signo in forward:
+            kill(pid, info.si_signo, group=True)
+            if forwarded is not None:
+                forwarded.append(info.si_signo)
+            continue
         if info is not None and info.si_signo == signal.SIGTERM and is_cancel():
             if reason is None:
                 reason = "cancelled"

@@ -30,6 +30,7 @@ STDERR_FILE = "stderr.log"
 RUNTIME_FILE = "runtime.json"
 EXIT_FILE = "exit.json"
 SHIM_LOG_FILE = "shim.log"  # the shim's own complaints; absent when all went well
+SPEC_FILE = "spec.json"  # a one-shot shim's request (a Slurm batch job's: see ``oneshot``)
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_EXECUTE = 126
@@ -99,13 +100,16 @@ def _number(req: dict[str, Any], key: str, default: float | None) -> float | Non
 
 
 def runtime_record(spec: Spec, *, shim_pid: int, shim_start_time: int | None, pid: int,
-                   start_time: int | None, started_at: float) -> dict[str, Any]:
+                   start_time: int | None, started_at: float,
+                   placement: dict[str, Any] | None = None) -> dict[str, Any]:
     """What ``runtime.json`` holds: the job's shim and main process (pid plus start time, so
     a reused pid is never taken for them), as started for ``spec``.
 
     The main process leads a process group of its own, so its pid is the group's id.
+    ``placement`` is where a one-shot shim runs: ``{"host": ..., "slurm_job_id": ...}``
+    (absent from a local shim's record, where the node is the daemon's own).
     """
-    return spec.owner() | {
+    return spec.owner() | (placement or {}) | {
         "id": spec.id,
         "shim_pid": shim_pid,
         "shim_start_time": shim_start_time,
@@ -122,16 +126,18 @@ def runtime_record(spec: Spec, *, shim_pid: int, shim_start_time: int | None, pi
 
 
 def exit_record(reason: str, *, exit_code: int | None, signum: int | None, pid: int | None,
-                error: str | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+                error: str | None = None, owner: dict[str, Any] | None = None,
+                forwarded: list[str] | None = None) -> dict[str, Any]:
     """What ``exit.json`` holds (and the shim's exit line says): how the job's main process
     ended, now.
 
     ``reason`` is one of ``EXIT_REASONS``: ``exited``, ``signaled``, ``cancelled``,
     ``timeout`` or ``spawn_failed``; ``exit_code`` is set when the main process exited
     (127/126 for a spawn failure), ``signum`` when a signal killed it. ``owner`` is
-    ``Spec.owner()``: whose exit it is.
+    ``Spec.owner()``: whose exit it is. ``forwarded`` (a one-shot shim's record only) names
+    the signals the shim passed on to the job, in order, such as Slurm's SIGUSR2 warning.
     """
-    return (owner or {}) | {
+    return (owner or {}) | ({} if forwarded is None else {"forwarded": forwarded}) | {
         "exit_code": exit_code,
         "signal": signum,
         "signal_name": signal_name(signum) if signum is not None else None,

@@ -17,6 +17,7 @@ import time
 
 from .forked import MAX_REPORT, Running, Shim, Waiting, read_line, read_some, stop_stuck
 from .job import SHIM_IGNORES, WAITED, shim_main
+from .oneshot import main as oneshot_main
 from .procs import PR_SET_CHILD_SUBREAPER, detach_fds, load_libc, write_all
 from .records import (
     EXIT_CANNOT_EXECUTE,
@@ -515,10 +516,17 @@ class _Server:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The program ``__main__`` runs: ``--serve [--report-timeout SECONDS] [--prefork N]``."""
+    """The program ``__main__`` runs: ``--serve [--report-timeout SECONDS] [--prefork N]``, or
+    ``--oneshot ATTEMPT_DIR`` (one job, in this process: ``oneshot``)."""
     args = sys.argv[1:] if argv is None else argv
     usage = ("usage: gpuplaned/shim/__main__.py --serve [--report-timeout SECONDS] [--prefork N]"
-             "  (requests on stdin, replies on stdout)\n")
+             "  (requests on stdin, replies on stdout)\n"
+             "       gpuplaned/shim/__main__.py --oneshot ATTEMPT_DIR  (runs ATTEMPT_DIR/spec.json)\n")
+    if args and args[0] == "--oneshot":
+        if len(args) != 2 or not args[1]:
+            sys.stderr.write(usage)
+            return 2
+        return oneshot_main(args[1])
     if not args or args[0] != "--serve" or len(args) % 2 != 1:
         sys.stderr.write(usage)
         return 2
