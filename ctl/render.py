@@ -290,11 +290,17 @@ def job_table(jobs: Sequence[Mapping[str, Any]], now: float | None = None) -> st
         for job in jobs
     ]
     header = ["ID", "NAME", "STATUS", "GPUS", "ATTEMPT", "AGE", "RUNTIME", "EXIT/REASON"]
-    if any(job.get("queue_reason") for job in jobs):  # why a queued job waits, when one says
+    if any(wait_text(job) for job in jobs):  # why a queued job waits, or its node has not started it
         header.append("WAIT")
         for row, job in zip(rows, jobs, strict=True):
-            row.append(job.get("queue_reason") or "")
+            row.append(wait_text(job))
     return table(header, rows)
+
+
+def wait_text(job: Mapping[str, Any]) -> str:
+    """Why the job waits: the queue's reason while QUEUED, its node's (``Slurm: Resources``) while
+    DISPATCHING; empty when neither says."""
+    return job.get("queue_reason") or job.get("wait_reason") or ""
 
 
 def job_line(job: Mapping[str, Any]) -> str:
@@ -363,6 +369,7 @@ def job_detail(job: Mapping[str, Any], now: float | None = None) -> str:
         ("type", job.get("type") or NONE),
         ("status", job["status"] + (" (cancel requested)" if job.get("cancel_requested") and job["status"] not in ENDED else "")),
         *((("waits", job["queue_reason"]),) if job.get("queue_reason") else ()),
+        *((("waiting", job["wait_reason"]),) if job.get("wait_reason") else ()),
         ("attempt", attempt_detail(job)),
         ("command", shlex.join(job.get("command") or [])),
         ("cwd", job.get("cwd") or NONE),

@@ -14,6 +14,7 @@ from gpuplaned.domain import (
     evaluations,
     failure_policies,
     gpu_budget,
+    node_conditions,
     node_health,
     run_records,
     sweep_policies,
@@ -22,8 +23,12 @@ from gpuplaned.domain.job_states import FAILURE_EVENTS, JOB_FAILED
 from gpuplaned.domain.rules import lifecycle, overfitting, stall
 
 NODE_EVENTS = (node_health.DISK_LOW, node_health.DISK_OK, node_health.GPU_LOST, node_health.GPU_RECOVERED,
-               node_health.GPU_PINNING_VIOLATION, node_health.GPU_UNDERUTILIZED)
-JOB_EVENTS = (JOB_FAILED[0], *(kind for kind, _severity in FAILURE_EVENTS.values()))
+               node_health.GPU_PINNING_VIOLATION, node_health.GPU_UNDERUTILIZED,
+               *node_conditions.EVENT_TYPES)  # a condition a node's part raised (slurm_unreachable), cleared
+# A DISPATCHING job's node says why it has not started it yet (Slurm's pending reason), once per
+# change of reason (service/link/nodes.py); info, the reason in its context.
+JOB_WAITING = "JOB_WAITING"
+JOB_EVENTS = (JOB_FAILED[0], *(kind for kind, _severity in FAILURE_EVENTS.values()), JOB_WAITING)
 RUN_EVENTS = ("LOSS_NAN", "LOSS_SPIKE", run_records.USER_EVENT, run_records.CHECKPOINT_CREATED)  # run_summary's rules
 # The TensorBoard tailer's (service/link/tb_points.py): a record skipped after its CRC grace; a file
 # whose path now names another file, read again from its start.

@@ -57,15 +57,29 @@ def job_next(job: Any) -> list[Any]:
 async def list_nodes(call: Call, _: a.NoArgs) -> Result:
     found = await nodes_view.list_nodes(call.shared)
     free = sum(1 for n in found for g in n.gpus if g.owner_job_id is None)
-    words = ", ".join(f"{n.name} ({n.status}, {len(n.gpus)} GPUs)" for n in found) or "none"
+    words = ", ".join(f"{n.name} ({n.status}, {_capacity_words(n)})" for n in found) or "none"
     return Result(f"{len(found)} node(s): {words}; {free} GPU slot(s) free.", {"nodes": found},
                   [next_action("get_node_status", "one node's readings", node=n.name) for n in found[:3]])
 
 
+def _capacity_words(node: Any) -> str:
+    """``2 GPUs``, or a Slurm node's ``pooled (slurm): up to 4 GPUs a job, 8 jobs at once, 3 in flight``."""
+    if node.pooled is None:
+        return f"{len(node.gpus)} GPUs"
+    p = node.pooled
+    return f"pooled ({node.runner}): up to {p.gpus_per_job} GPUs a job, {p.max_jobs} jobs at once, " \
+           f"{p.jobs_in_flight} in flight"
+
+
 async def get_node_status(call: Call, args: a.NodeArgs) -> Result:
     node = await nodes_view.get_node(call.shared, args.node)
-    return Result(f"Node {node.name} is {node.status} with {len(node.gpus)} GPU(s) and "
-                  f"{node.cpu_jobs}/{node.max_cpu_jobs} CPU jobs.", {"node": node})
+    words = (f"Node {node.name} is {node.status} with {_capacity_words(node)}" if node.pooled else
+             f"Node {node.name} is {node.status} with {len(node.gpus)} GPU(s) and "
+             f"{node.cpu_jobs}/{node.max_cpu_jobs} CPU jobs")
+    if node.condition_messages:  # what its parts say is wrong (slurm_unreachable: ...)
+        words += "; it takes no new work while " + "; ".join(f"{name}: {message}"
+                                                             for name, message in node.condition_messages.items())
+    return Result(words + ".", {"node": node})
 
 
 async def list_jobs(call: Call, args: a.ListJobsArgs) -> Result:
@@ -88,6 +102,8 @@ async def get_job(call: Call, args: a.JobArgs) -> Result:
         words += f", {job.failure_reason}: {job.failure_message or ''}".rstrip(": ")
     if job.queue_reason:
         words += f"; it waits: {job.queue_reason}"
+    if job.wait_reason:
+        words += f"; its node has not started it yet: {job.wait_reason}"
     if job.dependencies:
         words += f"; runs after ({job.after}) " + ", ".join(f"{d.job_id} ({d.status})" for d in job.dependencies)
     if job.dependants:

@@ -43,6 +43,10 @@ class NodeReport(enum.StrEnum):
     CANCELLED = "CANCELLED"
     LOST = "LOST"
     REQUEUE = "REQUEUE"  # never started on the node: back to the queue, no attempt spent
+    # Handed to the node's runner backend, which has not started it yet (Slurm queues it): the job
+    # stays DISPATCHING, however long; ``JobStatus.message`` says why ("Slurm: Resources"), and the
+    # node says it again only when that changes. RUNNING or the end follow as for any attempt.
+    WAITING = "WAITING"
 
 
 class FailureReason(enum.StrEnum):

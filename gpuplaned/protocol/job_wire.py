@@ -121,6 +121,9 @@ class Job:
                                    "holding it, or the GPU no job holds that takes none for now (GPU 1: foreign "
                                    "process 4 GiB (pid 123)); null: it waits for a free slot, or is not queued",
                                    default=None)
+    wait_reason: str | None = doc("while DISPATCHING: why its node's runner has not started it yet, in the runner's "
+                                  "words (Slurm: Resources, Slurm: Priority); null: it is not waiting so",
+                                  default=None)
     secret_env: list[str] = doc("the names of its secret env (--secret-env, [secrets]); their values are "
                                 "never shown", factory=list)
     after: str | None = doc("when it may run after its dependencies: succeeded (every one SUCCEEDED), ended (every "

@@ -36,6 +36,15 @@ class LinkView:
     skew_ms: int | None = doc("the agent's clock minus this server's, in ms (from its hello and heartbeats)")
 
 
+@attrs.frozen(kw_only=True)
+class PooledView:
+    """A pooled node's capacity (Slurm places its GPUs): job slots instead of GPU slots."""
+
+    gpus_per_job: int = doc("the most GPUs one job may ask of the node", minimum=0)
+    max_jobs: int = doc("how many of our jobs it holds at once, queued in Slurm or running", minimum=1)
+    jobs_in_flight: int = doc("its DISPATCHING and RUNNING jobs now, CPU jobs too", minimum=0)
+
+
 @attrs.frozen
 class NodeInfo:
     id: str
@@ -52,10 +61,13 @@ class NodeInfo:
     hardware: dict[str, Any] = attrs.field(factory=dict)  # host facts from the node's hello
     accepting: bool = True  # False while the node takes no new work (a disk is low)
     conditions: list[str] = attrs.field(factory=list)
+    condition_messages: dict[str, str] = attrs.field(factory=dict)  # of the conditions its parts raised
     snapshot: NodeSnapshot | None = None  # latest readings, None until the first sample
     drained: bool = False  # `node drain`: no new jobs (its running ones go on) until `node undrain`
     remote: bool = False  # a remote agent's node (it said hello over the agent WebSocket), not the server's own
     link: LinkView | None = None  # None: no remote link since this server started (its own node, or not back yet)
+    runner: str = "local"  # how it runs jobs: local (GPU slots), slurm (pooled)
+    pooled: PooledView | None = None  # a Slurm node's capacity; None: a local node
 
 
 @attrs.frozen(kw_only=True)
@@ -108,13 +120,21 @@ class Node(NodeInfo):
     last_heartbeat_at: int | None = doc(MS)
     hardware: dict[str, Any] = doc("host facts from the node's hello (hostname, cpu_count, memory_mb...)",
                                    factory=dict)
-    accepting: bool = doc("false while the node takes no new work (a disk is low)", default=True)
+    accepting: bool = doc("false while the node takes no new work (a disk is low, a condition holds)", default=True)
+    condition_messages: dict[str, str] = doc("what each condition a part of the node raised means, by its name "
+                                             "(slurm_unreachable: slurmctld did not answer squeue within 10 s: ...); "
+                                             "while one holds the node takes no new work. The other conditions "
+                                             "(DISK_LOW, DRAINED) say it by their names", factory=dict)
     snapshot: NodeSnapshot | None = doc("null until the first sample, and while the node is not connected",
                                         default=None)
     remote: bool = doc("a remote agent's node (`--role agent`), whose link the server judges by its heartbeats; "
                        "false: the server's own node", default=False)
     link: LinkView | None = doc("the remote node's link as this server saw it; null for the server's own node, and "
                                 "for a remote node this server has not heard from since it started", default=None)
+    runner: str = doc("how the node runs jobs: local (its own GPUs, one slot each), slurm (it hands them to a Slurm "
+                      "cluster, which places the GPUs)", enum=("local", "slurm"), default="local")
+    pooled: PooledView | None = doc("a slurm node's capacity (its gpus is empty); null for a local node",
+                                    default=None)
 
 
 @attrs.frozen(kw_only=True)

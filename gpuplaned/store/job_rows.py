@@ -48,7 +48,7 @@ _JOB_COLUMNS = (
     "id, name, type, status, priority, command, working_dir, env, resources, node_selector, "
     "node_id, attempt, max_attempts, timeout_s, stop_grace_s, run_id, gpu_indexes, created_at, "
     "started_at, finished_at, exit_code, failure_reason, failure_message, cancel_requested, policies, resume_from, "
-    "queue_reason, secret_env_names, group_name, sweep_id, sweep_trial, sweep_values"
+    "queue_reason, secret_env_names, group_name, sweep_id, sweep_trial, sweep_values, wait_reason"
 )
 
 
@@ -56,7 +56,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
     (id_, name, type_, status, priority, command, cwd, env, resources, selector, node_id, attempt,
      max_attempts, timeout_s, grace, run_id, gpu_indexes, created, started, finished, exit_code,
      failure, failure_message, cancel, policies, resume_from, queue_reason, secret_names, group, sweep_id,
-     sweep_trial, sweep_values) = row
+     sweep_trial, sweep_values, wait_reason) = row
     sel = json.loads(selector) if selector else {}
     wants = json.loads(resources)
     policy = load_policies(policies)
@@ -77,6 +77,7 @@ def _job(row: sqlite3.Row | tuple[Any, ...]) -> Job:
         secret_env=json.loads(secret_names) if secret_names else [],
         group=group, sweep_id=sweep_id, sweep_trial=sweep_trial,
         sweep_values=json.loads(sweep_values) if sweep_values else None,
+        wait_reason=wait_reason if status == JobState.DISPATCHING.value else None,
     )
 
 
@@ -399,6 +400,7 @@ class StatusOutcome:
     run_id: str | None = None  # the attempt's run, once its end is recorded
     run_status: str | None = None  # how that run ended: SUCCEEDED, FAILED, CANCELLED
     evaluates: bool = False  # an EVALUATE job's: its evaluation moves with it (others have none to look up)
+    waiting: str | None = None  # a WAITING report's reason when it changed it (None: the same as before)
 
 
 def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms: int) -> StatusOutcome:
@@ -407,17 +409,19 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     The job's new state is ``on_report``'s (the state table's), its run's ``run_state``'s.
     """
     row = conn.execute(
-        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested, failure_reason, type FROM jobs "
-        "WHERE id = ?",
+        "SELECT status, attempt, max_attempts, node_id, run_id, cancel_requested, failure_reason, type, wait_reason "
+        "FROM jobs WHERE id = ?",
         (msg.job_id,),
     ).fetchone()
     if row is None:
         return StatusOutcome(False, reason="unknown job")
-    status, attempt, max_attempts, job_node, run_id, cancelled, marked, job_type = row
+    status, attempt, max_attempts, job_node, run_id, cancelled, marked, job_type, waited = row
     evaluates = job_type == "EVALUATE"
     if attempt != msg.attempt or job_node != node_id:
         return StatusOutcome(False, status, reason=f"stale report for attempt {msg.attempt}")
     report = msg.status  # a NodeReport: JobStatus refuses any other string
+    if report is NodeReport.WAITING:
+        return _note_waiting(conn, msg, status, waited)
     try:
         new = on_report(JobState(status), report, bool(cancelled), attempt, max_attempts)
     except IllegalTransition as exc:
@@ -425,7 +429,8 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     run = run_state(report, bool(cancelled))
     when = msg.at_ms or now_ms
     if report is NodeReport.RUNNING:
-        conn.execute("UPDATE jobs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
+        conn.execute("UPDATE jobs SET status = ?, started_at = coalesce(started_at, ?), wait_reason = NULL "
+                     "WHERE id = ?",
                      (new.value, when, msg.job_id))
         conn.execute("UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
                      (run.value, when, run_id))
@@ -458,6 +463,22 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
     if new in ENDED:  # its final state: its dependants may run now, or never
         dependency_rows.settle(conn, msg.job_id, now_ms)
     return StatusOutcome(True, new.value, run_id=run_id, run_status=run.value, evaluates=evaluates)
+
+
+WAITING_UNSAID = "its node has not started it yet"  # a WAITING report that gave no reason
+
+
+def _note_waiting(conn: sqlite3.Connection, msg: JobStatus, status: str, waited: str | None) -> StatusOutcome:
+    """A WAITING report of the job's current attempt: its node's backend holds it, not started.
+    Only a DISPATCHING job waits so (one RUNNING or ended already: a late report, refused); its
+    state stays, and the reason is written when it changed (``waiting`` says so)."""
+    if status != JobState.DISPATCHING.value:
+        return StatusOutcome(False, status, reason=f"a {status} job is not waiting to start")
+    reason = msg.message or WAITING_UNSAID
+    if reason == waited:
+        return StatusOutcome(True, status)
+    conn.execute("UPDATE jobs SET wait_reason = ? WHERE id = ?", (reason, msg.job_id))
+    return StatusOutcome(True, status, waiting=reason)
 
 
 @attrs.frozen
@@ -530,7 +551,7 @@ def _clear_attempt_fields(conn: sqlite3.Connection, job_id: str, queued: JobStat
     conn.execute(
         "UPDATE jobs SET status = ?, run_id = NULL, gpu_indexes = NULL, started_at = NULL, "
         "finished_at = NULL, exit_code = NULL, failure_reason = NULL, failure_message = NULL, "
-        "cancel_requested = 0 WHERE id = ?",
+        "cancel_requested = 0, wait_reason = NULL WHERE id = ?",
         (queued.value, job_id),
     )
 
@@ -622,10 +643,11 @@ def active_on_node(conn: sqlite3.Connection, node_id: str) -> list[tuple[str, in
 
 def unacked_dispatches(conn: sqlite3.Connection, node_id: str, before_ms: int) -> list[tuple[str, int, int]]:
     """``(job id, attempt, earlier dispatch timeouts)`` of the node's jobs still DISPATCHING whose
-    dispatch (its run's creation) is older than ``before_ms``."""
+    dispatch (its run's creation) is older than ``before_ms`` and which the node never said WAITING for."""
     return conn.execute(
         "SELECT j.id, j.attempt, (SELECT count(*) FROM runs p WHERE p.job_id = j.id AND p.failure_reason = ?) "
         "FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.node_id = ? AND j.status = ? AND r.created_at < ? "
+        "AND j.wait_reason IS NULL "  # a node that said WAITING has it: its backend queues it, however long
         "ORDER BY j.created_at, j.id",
         (DISPATCH_TIMEOUT, node_id, JobState.DISPATCHING.value, before_ms)).fetchall()
 

@@ -30,7 +30,7 @@ def test_a_job_status_frame_with_an_unknown_report_is_refused_naming_the_reports
     with pytest.raises(FieldInvalid) as bad:
         FRAMES.structure({"type": "job_status", "job_id": "job_1", "attempt": 1, "status": "EXPLODED"})
     assert bad.value.field == "status"
-    assert bad.value.message == ("must be one of RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, REQUEUE, "
+    assert bad.value.message == ("must be one of RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, REQUEUE, WAITING, "
                                  "got the string 'EXPLODED'")
     with pytest.raises(ValueError, match="'EXPLODED' is not a valid NodeReport"):
         JobStatus("job_1", 1, "EXPLODED")  # nor can the node's own code make one

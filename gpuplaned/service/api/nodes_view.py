@@ -12,7 +12,7 @@ from gpuplaned.protocol.agent import NodeSnapshot
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.job_states import ACTIVE, values
 from gpuplaned.protocol.converter import unstructure
-from gpuplaned.protocol.node_replies import ForgottenNode, LinkView, NodeInfo, SlotInfo
+from gpuplaned.protocol.node_replies import ForgottenNode, LinkView, NodeInfo, PooledView, SlotInfo
 from gpuplaned.protocol.node_replies import NodeSnapshot as SnapshotView  # the API's, of the frame's
 from gpuplaned.protocol.reply_words import Ref
 from gpuplaned.protocol.sse_frames import format_event
@@ -51,7 +51,8 @@ async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
     rows = await shared.readers.run(_query)
     connected = shared.nodes.connected()
     result = []
-    for (node_id, name, _status, labels, hardware, max_cpu, heartbeat, drained, uplink), slots, cpu_jobs in rows:
+    for (node_id, name, _status, labels, hardware, max_cpu, heartbeat, drained, uplink, runner, per_job, max_jobs,
+         in_flight), slots, cpu_jobs in rows:
         hw = json.loads(hardware or "{}")
         snapshot = shared.nodes.snapshot(node_id)
         conditions = list(snapshot.conditions) if snapshot else []
@@ -64,18 +65,22 @@ async def list_nodes(shared: ServerContext) -> list[NodeInfo]:
             hardware=hw.get("host", {}),
             accepting=(snapshot.accepting if snapshot else True) and not drained,
             conditions=[*conditions, DRAINED] if drained else conditions,
+            condition_messages=dict(snapshot.condition_messages) if snapshot else {},
             snapshot=SnapshotView.of(snapshot) if snapshot else None,
             drained=bool(drained),
-            remote=bool(uplink), link=link_view(shared.nodes.link_info(node_id)),
+            remote=bool(uplink), link=link_view(shared.nodes.link_info(node_id)), runner=runner,
+            pooled=None if max_jobs is None else PooledView(gpus_per_job=per_job, max_jobs=max_jobs,
+                                                            jobs_in_flight=in_flight),
         ))
     return result
 
 
 def node_status(connected: bool, snapshot: NodeSnapshot | None) -> str:
-    """ONLINE, OFFLINE, or UNHEALTHY: connected, but a GPU is lost or a disk is low."""
+    """ONLINE, OFFLINE, or UNHEALTHY: connected, but a GPU is lost, a disk is low, or a part of
+    the node raised a condition (slurm_unreachable)."""
     if not connected:
         return "OFFLINE"
-    if snapshot is not None and set(snapshot.conditions) & UNHEALTHY_CONDITIONS:
+    if snapshot is not None and (set(snapshot.conditions) & UNHEALTHY_CONDITIONS or snapshot.condition_messages):
         return "UNHEALTHY"
     return "ONLINE"
 

@@ -26,6 +26,7 @@ import trio
 from gpuplaned import tsdb
 from gpuplaned.domain.diagnosis import evidence
 from gpuplaned.domain.diagnosis.failure import memory_curve
+from gpuplaned.domain.event_types import JOB_WAITING
 from gpuplaned.domain.job_states import JobState, NodeReport, failure_event
 from gpuplaned.protocol.agent import (
     Cancel,
@@ -104,6 +105,13 @@ def _log_level(event: Any) -> int:
     return logging.INFO if event.severity == "info" else logging.WARNING
 
 
+def waiting_row(node_id: str, status: JobStatus, reason: str, now: int) -> EventRow:
+    """JOB_WAITING: the node's runner holds the attempt, not started, for ``reason`` (a new one)."""
+    return EventRow(new_id("ev"), status.at_ms or now, JOB_WAITING, "info", node_id, status.job_id, None, None,
+                    f"job {status.job_id} attempt {status.attempt} waits to start: {reason}",
+                    {"attempt": status.attempt, "reason": reason})
+
+
 def oom_memory_curve(conn: Any, node_id: str, status: JobStatus, now: int) -> list[dict[str, Any]]:
     """An OOM's evidence: the attempt's GPUs' memory over its run (none for any other failure)."""
     if failure_event(status.failure_reason)[0] != "OOM":
@@ -149,10 +157,13 @@ class LocalNodeLink:
                 events.append(job_failure_row(node_id, status, outcome.run_id, retried, now,
                                               oom_memory_curve(conn, node_id, status, now)))
                 event_rows.insert_events(conn, events)
+            if outcome.waiting is not None:  # a new reason to wait, not the same one said again
+                events.append(waiting_row(node_id, status, outcome.waiting, now))
+                event_rows.insert_events(conn, events)
             events += evaluations.after_report(conn, status, outcome, now)  # an EVALUATE job's evaluation
             return outcome, events
 
-        if status.status not in (NodeReport.RUNNING, NodeReport.LOST):
+        if status.status not in (NodeReport.RUNNING, NodeReport.LOST, NodeReport.WAITING):
             # An end frees a slot or a CPU place. Woken just before the report is queued, the
             # scheduler's pass is queued behind it (the store takes writes in order), mostly
             # into the same transaction, and the next queued job takes the place at once.
@@ -162,7 +173,8 @@ class LocalNodeLink:
             log.warning("ignored %s report for %s attempt %d: %s", status.status, status.job_id,
                         status.attempt, outcome.reason)
             return
-        log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
+        if status.status != NodeReport.WAITING:  # a wait's news is its event's, below
+            log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
         for row in events:  # after the commit: followers never see an event that was rolled back
             shared.event_feed.publish(row)
             log.log(_log_level(row), "event %s for job %s attempt %d", row.type, status.job_id, status.attempt)
