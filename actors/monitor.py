@@ -5,7 +5,9 @@ Inputs: none; it reads the runner's live jobs (which GPUs they own, their proces
 Outputs, through the node link: a ``NodeSnapshot`` every sample (GPU readings with each GPU
 process attributed to its job or marked foreign, host readings, per-job GPU memory, and the
 node's verdict on new work); a ``SysMetrics`` batch every ``monitor.batch_interval_s``;
-``NodeEvent``s from the node rules (``gpuplaned.domain.node_health``).
+``NodeEvent``s from the node rules (``gpuplaned.domain.node_health``), and those of the changes
+of the conditions the node's parts raise (``NodeContext.conditions``), which every snapshot
+carries: while one holds, the node takes no new work.
 Restart: permanent. A GPU that fails to read is a GPU_LOST event and a blocked slot, not a
 crash; a batch the server could not take is kept and sent with the next one.
 Ready: the backend is open.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -126,7 +128,12 @@ class _Monitor:
         self.handle.samples += 1
         events, health = self.rules.update(_reading(sample, attribution, jobs))
         node_id = runner.node_id
-        await self.link.snapshot(node_id, snapshot_of(sample, attribution, jobs, health))
+        conditions = self.ctx.shared.conditions
+        changes = conditions.pending()
+        if changes:  # before the snapshot that shows them: the event of a change comes first
+            await self.link.events(node_id, changes)
+            conditions.sent(changes)
+        await self.link.snapshot(node_id, snapshot_of(sample, attribution, jobs, health, conditions.current()))
         if events:
             await self.link.events(node_id, [NodeEvent(e.type, e.severity, e.message, sample.ts_ms, e.job_id,
                                                        dict(e.context)) for e in events])
@@ -177,8 +184,10 @@ def _reading(sample: NodeSample, attribution: Attribution, jobs: Sequence[JobGro
     )
 
 
-def snapshot_of(sample: NodeSample, attribution: Attribution, jobs: Sequence[JobGroup], health: Any) -> NodeSnapshot:
-    """The API's view of one sample: GPUs with their owners and attributed processes."""
+def snapshot_of(sample: NodeSample, attribution: Attribution, jobs: Sequence[JobGroup], health: Any,
+                raised: Mapping[str, str] | None = None) -> NodeSnapshot:
+    """The API's view of one sample: GPUs with their owners and attributed processes; ``raised``:
+    the conditions the node's parts hold (name -> message), which stop it accepting new work."""
     owner_of = {index: job.job_id for job in jobs for index in job.gpu_indexes}
     procs: dict[int, list[dict[str, Any]]] = {}
     for p in attribution.processes:
@@ -195,5 +204,7 @@ def snapshot_of(sample: NodeSample, attribution: Attribution, jobs: Sequence[Job
     host = attrs.asdict(sample.host, recurse=True) if sample.host else None
     job_rows = tuple({"job_id": j.job_id, "gpu_indexes": sorted(j.gpu_indexes),
                       "gpu_memory_mb": attribution.job_gpu_memory_mb.get(j.job_id, 0)} for j in jobs)
-    return NodeSnapshot(sample.ts_ms, sample.backend, tuple(gpus), host, job_rows, health.conditions,
-                        health.accepting, health.blocked_gpus)
+    raised = dict(raised or {})
+    return NodeSnapshot(sample.ts_ms, sample.backend, tuple(gpus), host, job_rows,
+                        (*health.conditions, *sorted(raised)), health.accepting and not raised, health.blocked_gpus,
+                        raised)

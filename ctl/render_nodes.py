@@ -269,6 +269,7 @@ def node_detail(node: Mapping[str, Any], now: float | None = None) -> str:
     lines = kv_lines([
         ("node", f"{node['name']} ({node.get('id') or NONE})"),
         ("status", f"{node.get('status') or NONE}, {accepting}" + (f" ({conditions})" if conditions else "")),
+        *((printable(name), message) for name, message in (node.get("condition_messages") or {}).items()),
         ("labels", ", ".join(node.get("labels") or []) or NONE),
         ("hardware", hardware_text(node.get("hardware") or {})),
         ("gpu backend", backend),

@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from gpuplaned.config import Config
+from gpuplaned.domain.node_conditions import NodeConditions
 from gpuplaned.endpoint import ClaimedEndpoint
 from gpuplaned.launching.peers import LiveJob
 from gpuplaned.node_link import NodeLink
@@ -105,3 +106,6 @@ class NodeContext:
     logs: LogsPort = attrs.field(factory=lambda: LogsPort(None))
     # The runner's handle while it runs (None before its hello, or while it restarts).
     runner: Callable[[], RunningJobs | None] = _no_runner
+    # What is wrong with the node for now, raised and cleared by its parts (the Slurm backend's
+    # slurm_unreachable): the monitor sends each change's event and puts them in its snapshots.
+    conditions: NodeConditions = attrs.field(factory=NodeConditions)

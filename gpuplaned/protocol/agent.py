@@ -174,7 +174,9 @@ class NodeSnapshot:
     ``gpus``, ``host`` and ``jobs`` are JSON objects as the API shows them (made by
     ``gpuplaned.actors.monitor.snapshot_of``). ``accepting`` and ``blocked_gpus`` are the node's own
     verdict on new work: no new job while a disk is low, no new job on a lost GPU or (by
-    default) on one that a process outside GPUPlane is using.
+    default) on one that a process outside GPUPlane is using, none at all while a condition a part
+    of the node raised holds (``NodeContext.conditions``: the Slurm backend's ``slurm_unreachable``).
+    ``conditions`` names every condition; ``condition_messages`` says what each raised one means.
     """
 
     ts: int
@@ -185,6 +187,7 @@ class NodeSnapshot:
     conditions: tuple[str, ...] = ()
     accepting: bool = True
     blocked_gpus: tuple[int, ...] = ()
+    condition_messages: dict[str, str] = attrs.field(factory=dict)  # name -> message, of the raised ones
 
 
 @attrs.frozen
