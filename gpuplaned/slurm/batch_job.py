@@ -50,7 +50,7 @@ def shim_argv(python: str | os.PathLike[str], attempt_dir: str | os.PathLike[str
     """The command a batch script ``exec``s to run the attempt in ``attempt_dir``:
     ``<python> -I -S <abs path of gpuplaned/shim/__main__.py> --oneshot <attempt dir>``.
 
-    ``python`` is the interpreter on the compute nodes (any Python 3: the shim needs only
-    its standard library), and this package must be at the same path there.
+    ``python`` is the interpreter on the compute nodes (one as recent as the daemon's; the
+    shim needs only its standard library), and this package must be at the same path there.
     """
     return [os.fspath(python), "-I", "-S", str(SHIM_PATH), "--oneshot", os.fspath(attempt_dir)]
