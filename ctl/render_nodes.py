@@ -131,6 +131,23 @@ def free_gpus(node: Mapping[str, Any]) -> int:
                and not (reading and reading.get("error")))
 
 
+def pooled_text(pooled: Mapping[str, Any]) -> str:
+    """A Slurm node's capacity: ``up to 4 GPUs a job, 8 jobs at once, 3 in flight``."""
+    return (f"up to {pooled.get('gpus_per_job')} GPUs a job, {pooled.get('max_jobs')} jobs at once, "
+            f"{pooled.get('jobs_in_flight')} in flight")
+
+
+def capacity_cells(node: Mapping[str, Any]) -> list[str]:
+    """GPUS, FREE and CPU JOBS of ``node list``: a pooled node (Slurm places its GPUs) shows the most
+    GPUs a job, its free job slots and ``pooled`` (its CPU jobs count against its job slots)."""
+    pooled = node.get("pooled")
+    if pooled:
+        free = (pooled.get("max_jobs") or 0) - (pooled.get("jobs_in_flight") or 0)
+        return [f"{pooled.get('gpus_per_job')}/job", f"{max(0, free)} jobs", "pooled"]
+    return [str(len(node_gpus(node))), str(free_gpus(node)),
+            f"{node.get('cpu_jobs') or 0}/{node.get('max_cpu_jobs') or 0}"]
+
+
 def node_conditions_text(node: Mapping[str, Any]) -> str:
     """``DISK_LOW (not accepting jobs)``, ``not accepting jobs``, or ``-``."""
     text = ",".join(node.get("conditions") or [])
@@ -235,15 +252,15 @@ def node_list_table(nodes: Sequence[Mapping[str, Any]], now: float | None = None
     a node is a remote agent's (the server's own node shows ``local`` there)."""
     now = time.time() if now is None else now
     links = has_links(nodes)
+    runners = any((node.get("runner") or "local") != "local" for node in nodes)  # a RUNNER column only then
     rows = [
-        [node["name"], node.get("status") or NONE, node.get("gpu_backend") or NONE,
-         str(len(node_gpus(node))), str(free_gpus(node)),
-         f"{node.get('cpu_jobs') or 0}/{node.get('max_cpu_jobs') or 0}",
+        [node["name"], node.get("status") or NONE, *([node.get("runner") or "local"] if runners else ()),
+         node.get("gpu_backend") or NONE, *capacity_cells(node),
          *(link_cells(node, now) if links else ()), node_conditions_text(node)]
         for node in nodes
     ]
-    return table(["NODE", "STATUS", "BACKEND", "GPUS", "FREE", "CPU JOBS", *(LINK_HEADERS if links else ()),
-                  "CONDITIONS"], rows)
+    return table(["NODE", "STATUS", *(("RUNNER",) if runners else ()), "BACKEND", "GPUS", "FREE", "CPU JOBS",
+                  *(LINK_HEADERS if links else ()), "CONDITIONS"], rows)
 
 
 def gpu_status_table(nodes: Sequence[Mapping[str, Any]]) -> str:
@@ -273,14 +290,18 @@ def node_detail(node: Mapping[str, Any], now: float | None = None) -> str:
         ("labels", ", ".join(node.get("labels") or []) or NONE),
         ("hardware", hardware_text(node.get("hardware") or {})),
         ("gpu backend", backend),
-        ("cpu jobs", f"{node.get('cpu_jobs') or 0} of {node.get('max_cpu_jobs') or 0}"),
+        # A Slurm node's job slots instead of its CPU jobs (they count against its max_jobs).
+        *((("runner", str(node.get("runner"))), ("pooled", pooled_text(node["pooled"]))) if node.get("pooled") else
+          (("cpu jobs", f"{node.get('cpu_jobs') or 0} of {node.get('max_cpu_jobs') or 0}"),)),
         ("heartbeat", when_text(node.get("last_heartbeat_at"), now)),
         ("sampled", when_text(snapshot.get("ts"), now) if snapshot else "not yet"),
         *link_lines(node, now),
     ])
     gpus = node_gpus(node)
     lines.append("")
-    if not gpus:
+    if not gpus and node.get("pooled"):
+        lines.append("GPUs: placed by Slurm for each job")
+    elif not gpus:
         lines.append("no GPUs")
     else:
         rows, notes, processes = [], [], []

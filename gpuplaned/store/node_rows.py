@@ -36,7 +36,7 @@ def find_node(conn: sqlite3.Connection, key: str) -> tuple[str, str] | None:
 def forget_node(conn: sqlite3.Connection, node_id: str, name: str) -> None:
     """Remove the node, its GPU slots and its metrics; its jobs and runs keep their history
     (an ended job's ``node_id`` is cleared, which the schema's foreign key requires; its runs
-    still name the node).
+    still name the node; its events keep its name in their context).
 
     Raises:
         ApiError: conflict while a job is dispatched to or running on it.
@@ -49,6 +49,10 @@ def forget_node(conn: sqlite3.Connection, node_id: str, name: str) -> None:
                        f"{', ...' if len(active) > 5 else ''}): cancel them or let them end first",
                        {"node": name, "jobs": active})
     conn.execute("UPDATE jobs SET node_id = NULL WHERE node_id = ?", (node_id,))
+    # Its events keep its id, which no node row names any more: their context keeps its name
+    # (``node_name``), so the Events page still says which node it was.
+    conn.execute("UPDATE events SET context = json_insert(COALESCE(context, '{}'), '$.node_name', ?) WHERE node_id = ?",
+                 (name, node_id))
     conn.execute("DELETE FROM gpu_slots WHERE node_id = ?", (node_id,))
     conn.execute("DELETE FROM ts_series WHERE kind = 'node' AND owner = ?", (node_id,))  # chunks go with them
     conn.execute("DELETE FROM uplink_streams WHERE node_id = ?", (node_id,))  # its agent starts afresh
@@ -86,10 +90,13 @@ def run_on_node(conn: sqlite3.Connection, node_id: str, run_id: str) -> bool:
 def node_table(conn: sqlite3.Connection, cpu_statuses: Sequence[str]) -> list[tuple[Any, ...]]:
     """Each node by name: ``(its row, its GPU slots with their jobs' names, how many of its CPU
     jobs are in ``cpu_statuses``)``. The row: id, name, status, labels, hardware, max_cpu_jobs,
-    last_heartbeat_at, drained, uplink; a slot: gpu_index, model, vram_mb, owner_job_id, job name."""
+    last_heartbeat_at, drained, uplink, runner, pooled_gpus_per_job, pooled_max_jobs and how many of its
+    jobs (GPU or CPU) are in ``cpu_statuses`` (a pooled node's in flight); a slot: gpu_index, model,
+    vram_mb, owner_job_id, job name."""
     nodes = conn.execute(
-        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at, drained, uplink FROM nodes "
-        "ORDER BY name"
+        "SELECT id, name, status, labels, hardware, max_cpu_jobs, last_heartbeat_at, drained, uplink, runner, "
+        "pooled_gpus_per_job, pooled_max_jobs, (SELECT count(*) FROM jobs WHERE node_id = nodes.id AND status IN "
+        f"({', '.join('?' * len(cpu_statuses))})) FROM nodes ORDER BY name", tuple(cpu_statuses)
     ).fetchall()
     out = []
     for node in nodes:

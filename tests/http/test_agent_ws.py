@@ -154,14 +154,15 @@ async def connect(url: str, headers: list[tuple[str, str]]):
 
 
 @asynccontextmanager
-async def agent(server: Server, name: str, agent_id: str | None = None, *, beat: bool = True):
-    """A connected fake agent that said hello (``agent.hello_ok``), heartbeating unless told not to."""
+async def agent(server: Server, name: str, agent_id: str | None = None, *, beat: bool = True, **hello: Any):
+    """A connected fake agent that said hello (``agent.hello_ok``), heartbeating unless told not to;
+    ``hello``: fields of its hello beside or instead of the usual ones."""
     agent_id = agent_id or str(uuid.uuid4())
     headers = [("Authorization", f"Bearer {server.agent_token}")]
     async with connect(server.ws_url, headers) as ws:
         me = Agent(ws, name, agent_id)
         await me.send({"type": "hello", "node_name": name, "agent_version": "0.1.0", "gpus": [GPU],
-                       "agent_id": agent_id, "ts_ms": int(time.time() * 1000)})
+                       "agent_id": agent_id, "ts_ms": int(time.time() * 1000), **hello})
         async with trio.open_nursery() as nursery:
             nursery.start_soon(me.reader)
             me.hello_ok = await me.next("hello_ok")
@@ -472,3 +473,70 @@ async def test_logs_full_reads_through_the_agent_and_says_when_it_cannot(server)
         server.client.get(f"/api/v1/jobs/{submitted['id']}/logs?stream=stdout&offset=0")
     assert refused.value.code.value == "unavailable"
     assert name in refused.value.message and "stored tail (0 lines)" in refused.value.message
+
+
+async def test_a_slurm_agent_gets_jobs_by_gpu_count_and_a_bad_slurm_hello_is_refused_naming_its_field(server):
+    """Issue 32: a pooled node's hello crosses the uplink, and each dispatch says how many GPUs its job
+    asked for (Slurm places them: no index); a hello that mixes runner and capacity up registers nothing."""
+    name = node_name()
+    headers = [("Authorization", f"Bearer {server.agent_token}")]
+    slurm = {"type": "hello", "node_name": name, "agent_version": "0.1.0", "gpus": [], "runner": "slurm",
+             "pooled": {"gpus_per_job": 4, "max_jobs": 2}}
+    for change, words in (({"runner": "bogus"}, "bad hello: runner: must be 'local' or 'slurm', got 'bogus'"),
+                          ({"pooled": None}, "bad hello: pooled: required for runner 'slurm'"),
+                          ({"pooled": {"gpus_per_job": -1, "max_jobs": 2}},
+                           "bad hello: pooled.gpus_per_job: must be 0 or more, got -1"),
+                          ({"runner": "local"}, "bad hello: pooled: only a node with runner 'slurm'")):
+        async with connect(server.ws_url, headers) as ws:
+            await ws.send_message(json.dumps(slurm | change))
+            refused = json.loads(await ws.get_message())
+            assert refused["type"] == "hello_err" and refused["message"].startswith(words), refused
+            with pytest.raises(ConnectionClosed):
+                await ws.get_message()
+    assert server.query("SELECT count(*) FROM nodes WHERE name = ?", name) == [(0,)]
+
+    async with agent(server, name, gpus=[], runner="slurm", pooled={"gpus_per_job": 4, "max_jobs": 2}) as me:
+        submitted = server.submit(name, gpu=3)
+        dispatch = (await me.next("dispatch"))["job"]
+        assert (dispatch["job_id"], dispatch["gpus"], dispatch["gpu_indexes"]) == (submitted["id"], 3, [])
+        node = server.node(name)
+        assert (node["runner"], node["pooled"], node["gpus"]) == (
+            "slurm", {"gpus_per_job": 4, "max_jobs": 2, "jobs_in_flight": 1}, [])
+
+
+async def test_a_waiting_report_and_a_condition_from_the_agent_are_stored_once(server):
+    """Issue 32: a Slurm agent's WAITING report keeps its job DISPATCHING past the dispatch's ack
+    timeout, with its reason, one JOB_WAITING event however often it is resent; its monitor's
+    condition (event record, snapshot frame) stops new work on the node until cleared."""
+    name = node_name()
+    async with agent(server, name) as me:
+        node_id = me.hello_ok["node_id"]
+        submitted = server.submit(name)
+        dispatch = (await me.next("dispatch"))["job"]
+        waiting = await me.record("status", status(dispatch, "WAITING", message="Slurm: Resources"))
+        await me.next("ack", stream="status", seq=waiting)
+        await me.record("status", status(dispatch, "WAITING", message="Slurm: Resources"), seq=waiting)  # a resend
+        await me.next("ack", stream="status", seq=waiting)
+        await trio.sleep(DISPATCH_ACK_S * 2.5)  # the liveness sweep (every heartbeat_s) leaves it alone
+        job = server.job(submitted["id"])
+        assert (job["status"], job["attempt"], job["wait_reason"]) == ("DISPATCHING", 1, "Slurm: Resources")
+        assert not [f for f in me.inbox if f["type"] in ("cancel", "dispatch")]
+        assert [e["context"]["reason"] for e in server.events(job_id=submitted["id"], type="JOB_WAITING")] == [
+            "Slurm: Resources"]
+        await me.next("ack", stream="status", seq=await me.record("status", status(dispatch, "RUNNING")))
+        job = server.job(submitted["id"])
+        assert (job["status"], job["wait_reason"]) == ("RUNNING", None)
+
+        message = "slurmctld did not answer squeue within 10 s: timed out"
+        raised = {"type": "node_events", "events": [{
+            "event_type": "NODE_CONDITION_RAISED", "severity": "warning", "message": f"slurm_unreachable: {message}",
+            "ts": int(time.time() * 1000), "context": {"name": "slurm_unreachable", "message": message}}]}
+        await me.next("ack", stream="events", seq=await me.record("events", raised))
+        await me.send({"type": "node_snapshot", "ts": int(time.time() * 1000), "backend": "fake",
+                       "conditions": ["slurm_unreachable"], "accepting": False,
+                       "condition_messages": {"slurm_unreachable": message}})
+        shown = await until(lambda: (n := server.node(name))["condition_messages"] and n, what="the condition")
+        assert (shown["status"], shown["accepting"]) == ("UNHEALTHY", False)
+        assert shown["condition_messages"] == {"slurm_unreachable": message}
+        assert [e["context"] for e in server.events(node_id=node_id, type="NODE_CONDITION_RAISED")] == [
+            {"name": "slurm_unreachable", "message": message}]

@@ -206,5 +206,5 @@ async def _deliver(shared: Dispatching, dispatched: list[job_rows.Dispatched]) -
             continue
         delivered += 1
         log.info("dispatched %s attempt %d to %s (gpus %s)", job.job_id, job.attempt, item.node_id,
-                 list(job.gpu_indexes) or "none")
+                 list(job.gpu_indexes) or (f"{job.gpus}, placed by its node" if job.gpus else "none"))
     return delivered

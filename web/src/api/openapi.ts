@@ -2051,6 +2051,8 @@ export interface components {
             placement: "pack" | "spread" | null;
             /** @description while QUEUED: the dependencies it waits for (after job_... (RUNNING)), why no node can take it whatever frees up (the selector or constraint no node meets, every node that could run it drained), its group, sweep or the queue holding it, or the GPU no job holds that takes none for now (GPU 1: foreign process 4 GiB (pid 123)); null: it waits for a free slot, or is not queued */
             queue_reason: string | null;
+            /** @description while DISPATCHING: why its node's runner has not started it yet, in the runner's words (Slurm: Resources, Slurm: Priority); null: it is not waiting so */
+            wait_reason: string | null;
             /** @description the names of its secret env (--secret-env, [secrets]); their values are never shown */
             secret_env: string[];
             /**
@@ -2726,14 +2728,25 @@ export interface components {
             hardware: {
                 [key: string]: unknown;
             };
-            /** @description false while the node takes no new work (a disk is low) */
+            /** @description false while the node takes no new work (a disk is low, a condition holds) */
             accepting: boolean;
+            /** @description what each condition a part of the node raised means, by its name (slurm_unreachable: slurmctld did not answer squeue within 10 s: ...); while one holds the node takes no new work. The other conditions (DISK_LOW, DRAINED) say it by their names */
+            condition_messages: {
+                [key: string]: string;
+            };
             /** @description null until the first sample, and while the node is not connected */
             snapshot: components["schemas"]["NodeSnapshot"] | null;
             /** @description a remote agent's node (`--role agent`), whose link the server judges by its heartbeats; false: the server's own node */
             remote: boolean;
             /** @description the remote node's link as this server saw it; null for the server's own node, and for a remote node this server has not heard from since it started */
             link: components["schemas"]["LinkView"] | null;
+            /**
+             * @description how the node runs jobs: local (its own GPUs, one slot each), slurm (it hands them to a Slurm cluster, which places the GPUs)
+             * @enum {string}
+             */
+            runner: "local" | "slurm";
+            /** @description a slurm node's capacity (its gpus is empty); null for a local node */
+            pooled: components["schemas"]["PooledView"] | null;
         };
         SlotInfo: {
             index: number;
@@ -2828,6 +2841,15 @@ export interface components {
             backlog_bytes: number | null;
             /** @description the agent's clock minus this server's, in ms (from its hello and heartbeats) */
             skew_ms: number | null;
+        };
+        /** @description A pooled node's capacity (Slurm places its GPUs): job slots instead of GPU slots. */
+        PooledView: {
+            /** @description the most GPUs one job may ask of the node */
+            gpus_per_job: number;
+            /** @description how many of our jobs it holds at once, queued in Slurm or running */
+            max_jobs: number;
+            /** @description its DISPATCHING and RUNNING jobs now, CPU jobs too */
+            jobs_in_flight: number;
         };
         NodeReply: {
             node: components["schemas"]["Node"];
@@ -5556,7 +5578,7 @@ export interface operations {
                 /** @description comma-separated severities (any case) */
                 severity?: ("info" | "warning" | "critical")[];
                 /** @description comma-separated event types (any case); another is a 400 that lists them */
-                type?: ("AGENT_DISCONNECTED" | "AGENT_RECONNECTED" | "BUDGET_EXHAUSTED" | "CHECKPOINT_CREATED" | "CHECKPOINT_DELETED" | "DISK_LOW" | "DISK_OK" | "EARLY_STOPPED" | "EVALUATION_FINISHED" | "GPU_LOST" | "GPU_PINNING_VIOLATION" | "GPU_RECOVERED" | "GPU_UNDERUTILIZED" | "JOB_FAILED" | "JOB_TIMEOUT" | "LOSS_NAN" | "LOSS_SPIKE" | "OOM" | "OVERFITTING_SUSPECTED" | "POLICY_ACTION" | "POLICY_SKIPPED" | "RUN_FINISHED" | "RUN_STALLED" | "RUN_STARTED" | "SPOOL_DROPPED" | "SWEEP_PAUSED" | "TB_FILE_REPLACED" | "TB_RECORD_SKIPPED" | "UNATTRIBUTED_FILE" | "USER_EVENT")[];
+                type?: ("AGENT_DISCONNECTED" | "AGENT_RECONNECTED" | "BUDGET_EXHAUSTED" | "CHECKPOINT_CREATED" | "CHECKPOINT_DELETED" | "DISK_LOW" | "DISK_OK" | "EARLY_STOPPED" | "EVALUATION_FINISHED" | "GPU_LOST" | "GPU_PINNING_VIOLATION" | "GPU_RECOVERED" | "GPU_UNDERUTILIZED" | "JOB_FAILED" | "JOB_TIMEOUT" | "JOB_WAITING" | "LOSS_NAN" | "LOSS_SPIKE" | "NODE_CONDITION_CLEARED" | "NODE_CONDITION_RAISED" | "OOM" | "OVERFITTING_SUSPECTED" | "POLICY_ACTION" | "POLICY_SKIPPED" | "RUN_FINISHED" | "RUN_STALLED" | "RUN_STARTED" | "SPOOL_DROPPED" | "SWEEP_PAUSED" | "TB_FILE_REPLACED" | "TB_RECORD_SKIPPED" | "UNATTRIBUTED_FILE" | "USER_EVENT")[];
                 /** @description only this node's events */
                 node_id?: string;
                 /** @description only this job's events */
@@ -5597,7 +5619,7 @@ export interface operations {
                 /** @description comma-separated severities (any case) */
                 severity?: ("info" | "warning" | "critical")[];
                 /** @description comma-separated event types (any case); another is a 400 that lists them */
-                type?: ("AGENT_DISCONNECTED" | "AGENT_RECONNECTED" | "BUDGET_EXHAUSTED" | "CHECKPOINT_CREATED" | "CHECKPOINT_DELETED" | "DISK_LOW" | "DISK_OK" | "EARLY_STOPPED" | "EVALUATION_FINISHED" | "GPU_LOST" | "GPU_PINNING_VIOLATION" | "GPU_RECOVERED" | "GPU_UNDERUTILIZED" | "JOB_FAILED" | "JOB_TIMEOUT" | "LOSS_NAN" | "LOSS_SPIKE" | "OOM" | "OVERFITTING_SUSPECTED" | "POLICY_ACTION" | "POLICY_SKIPPED" | "RUN_FINISHED" | "RUN_STALLED" | "RUN_STARTED" | "SPOOL_DROPPED" | "SWEEP_PAUSED" | "TB_FILE_REPLACED" | "TB_RECORD_SKIPPED" | "UNATTRIBUTED_FILE" | "USER_EVENT")[];
+                type?: ("AGENT_DISCONNECTED" | "AGENT_RECONNECTED" | "BUDGET_EXHAUSTED" | "CHECKPOINT_CREATED" | "CHECKPOINT_DELETED" | "DISK_LOW" | "DISK_OK" | "EARLY_STOPPED" | "EVALUATION_FINISHED" | "GPU_LOST" | "GPU_PINNING_VIOLATION" | "GPU_RECOVERED" | "GPU_UNDERUTILIZED" | "JOB_FAILED" | "JOB_TIMEOUT" | "JOB_WAITING" | "LOSS_NAN" | "LOSS_SPIKE" | "NODE_CONDITION_CLEARED" | "NODE_CONDITION_RAISED" | "OOM" | "OVERFITTING_SUSPECTED" | "POLICY_ACTION" | "POLICY_SKIPPED" | "RUN_FINISHED" | "RUN_STALLED" | "RUN_STARTED" | "SPOOL_DROPPED" | "SWEEP_PAUSED" | "TB_FILE_REPLACED" | "TB_RECORD_SKIPPED" | "UNATTRIBUTED_FILE" | "USER_EVENT")[];
                 /** @description only this node's events */
                 node_id?: string;
                 /** @description only this job's events */
@@ -6797,9 +6819,9 @@ export const pathsApiV1GroupsNameVerbPostParametersPathVerbValues: ReadonlyArray
 export const pathsApiV1QueueVerbPostParametersPathVerbValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/queue/{verb}"]["post"]["parameters"]["path"]["verb"]> = ["pause", "resume"];
 export const pathsApiV1RunsRun_idLogsGetParametersQueryStreamValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/runs/{run_id}/logs"]["get"]["parameters"]["query"]["stream"]> = ["stdout", "stderr", "all"];
 export const pathsApiV1EventsGetParametersQuerySeverityValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events"]["get"]["parameters"]["query"]["severity"]> = ["info", "warning", "critical"];
-export const pathsApiV1EventsGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EARLY_STOPPED", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "LOSS_NAN", "LOSS_SPIKE", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "SWEEP_PAUSED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
+export const pathsApiV1EventsGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EARLY_STOPPED", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "JOB_WAITING", "LOSS_NAN", "LOSS_SPIKE", "NODE_CONDITION_CLEARED", "NODE_CONDITION_RAISED", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "SWEEP_PAUSED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
 export const pathsApiV1EventsStreamGetParametersQuerySeverityValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["severity"]> = ["info", "warning", "critical"];
-export const pathsApiV1EventsStreamGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EARLY_STOPPED", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "LOSS_NAN", "LOSS_SPIKE", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "SWEEP_PAUSED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
+export const pathsApiV1EventsStreamGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EARLY_STOPPED", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "JOB_WAITING", "LOSS_NAN", "LOSS_SPIKE", "NODE_CONDITION_CLEARED", "NODE_CONDITION_RAISED", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "SWEEP_PAUSED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
 export const pathsApiV1SweepsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/sweeps"]["get"]["parameters"]["query"]["status"]> = ["QUEUED", "RUNNING", "PAUSED", "SUCCEEDED", "FAILED", "CANCELLED", "DONE"];
 export const pathsApiV1SweepsSweep_idVerbPostParametersPathVerbValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/sweeps/{sweep_id}/{verb}"]["post"]["parameters"]["path"]["verb"]> = ["cancel", "pause", "resume", "retry-failed"];
 export const errorErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["error"]["code"]> = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "payload_too_large", "unsupported_media_type", "request_timeout", "not_ready", "stopping", "unavailable", "store_unavailable", "internal"];
@@ -6843,6 +6865,7 @@ export const importedLogStreamValues: ReadonlyArray<FlattenedDeepRequired<compon
 export const runLogFileStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunLogFile"]["stream"]> = ["stdout", "stderr"];
 export const runLogFileStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunLogFile"]["state"]> = ["ok", "changed", "gone", "unreadable"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Node"]["status"]> = ["ONLINE", "OFFLINE", "UNHEALTHY"];
+export const nodeRunnerValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Node"]["runner"]> = ["local", "slurm"];
 export const linkViewStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["LinkView"]["state"]> = ["attached", "detached"];
 export const nodeStreamEventEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStreamEvent"]["event"]> = ["snapshot"];
 export const nodeMetricsResolutionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeMetrics"]["resolution"]> = ["raw", "1m", "5m"];
