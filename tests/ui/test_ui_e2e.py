@@ -358,6 +358,66 @@ def test_webhooks_settings_the_rule_filter_and_the_diagnosis_tab(ui):
     assert r["summary"]
 
 
+# Two runs a new user would have (issue 33 item 4): long names with no place to break them,
+# long config values that differ, eight metrics, checkpoints under a deep folder, and an
+# event with a long message.
+WIDE_RUNS = """
+import os, sys, gpuplane
+root = sys.argv[1]
+names = ["train/loss", "train/accuracy", "eval/loss", "eval/accuracy", "eval/top5_accuracy", "lr", "grad_norm",
+         "throughput_samples_per_second"]
+for seed, optimizer in ((1234, "adamw_with_decoupled_weight_decay"), (5678, "sgd_with_nesterov_momentum_and_lars")):
+    config = {"learning_rate": 0.0003 * seed, "batch_size": seed // 4, "optimizer": optimizer,
+              "scheduler": f"cosine_with_hard_restarts_every_{seed}_steps", "data_dir": f"/datasets/imagenet/shards_{seed}"}
+    name = f"resnet50_imagenet_lr3e-4_bs256_warmup2000_cosine_restarts_seed{seed}"
+    run = gpuplane.init(project="ui_e2e_laptop_width", experiment="imagenet_resnet50_long_experiment_name",
+                        name=name, config=config, tags=["baseline", "laptop", "wide-table"])
+    folder = os.path.join(root, "outputs", "imagenet", name)
+    os.makedirs(folder, exist_ok=True)
+    for step in range(60):
+        run.log({n: 1000.0 / (1 + step) + i for i, n in enumerate(names)}, step=step)
+        if step % 20 == 19:
+            path = os.path.join(folder, f"checkpoint_step_{step:06d}_of_resnet50_with_a_long_file_name.safetensors")
+            open(path, "wb").write(b"0" * 1024)
+            run.log_checkpoint(path, step=step)
+    run.log_event("a phase with a long name: " + "evaluation_on_the_held_out_set_" * 5, {"where": "x" * 300},
+                  severity="warning", step=59)
+    run.finish()
+print(run.id, flush=True)
+"""
+
+
+def test_the_tables_and_the_run_header_fit_a_laptops_width(ui):
+    sdk_env = {k: v for k, v in ui.daemon.env.items()}
+    sdk_env["PYTHONPATH"] = str(SDK_DIR)
+    made = subprocess.run([sys.executable, "-c", WIDE_RUNS, str(ui.work / "wide")], env=sdk_env, capture_output=True,
+                          text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    run_id = made.stdout.strip()
+    long_name = "preprocess_imagenet_shards_into_webdataset_tar_files_for_the_resnet50_sweep"
+    job = ui.jobs.submit(["sh", "-c", "echo " + "a-long-argument-to-the-preprocessing-script " * 6], name=long_name, gpu=0)
+    ui.jobs.wait(job["id"], timeout=30)
+    wait_for(lambda: len(ui.jobs.client.get(f"/api/v1/runs/{run_id}/checkpoints")["checkpoints"]) == 3, 10,
+             interval=0.05, what="the wide run's checkpoints")
+
+    pages = [
+        {"name": "jobs", "path": "/jobs", "table": ".table", "text": long_name},
+        {"name": "runs", "path": "/runs", "table": ".runs-table", "rows": 4},
+        {"name": "events", "path": "/events", "table": ".events-table", "text": "a phase with a long name"},
+        {"name": "checkpoints", "path": f"/runs/{run_id}?tab=checkpoints", "table": ".checkpoints-table", "rows": 3},
+        # Seen a day later, the start time has its date ("Dec 6, 10:27:07 AM").
+        {"name": "run-header", "path": f"/runs/{run_id}", "unclipped": ".headline .stat > b",
+         "text": "resnet50_imagenet", "days_later": 1},
+    ]
+    r = run_script(ui, "layout", GPUPLANE_UI_LAYOUT=json.dumps(pages))
+
+    for name, m in r["pages"].items():
+        assert m["viewport"] == 1280 and m["page"]["scrollWidth"] <= m["page"]["clientWidth"], (name, m)
+    started = [u for u in r["pages"]["run-header"]["unclipped"] if ":" in u["text"]]
+    assert started, r["pages"]["run-header"]  # the start time is among the texts that must show whole
+    assert r["problems"] == []
+
+
 def test_a_remote_nodes_link_on_the_nodes_page_and_its_jobs_log_source(tmp_path):
     """A ``--role server`` daemon's UI and one agent (``tests/remote_cluster.py``): the Nodes page shows
     the agent's link attached, and its job's page says the log is live; after a kill -9 of the agent
@@ -391,5 +451,14 @@ def test_a_remote_nodes_link_on_the_nodes_page_and_its_jobs_log_source(tmp_path)
         assert down["log_source"] == "tail only: node gpu-a is offline"
         assert len(down["log_lines"]) >= len(up["log_lines"]) > 0  # the tail the server kept
         assert down["problems"] == []
+
+        # `node forget` (issue 33 item 4): its events (the agent's silence, at least) still name it.
+        node_id = agent.node()["id"]  # its job is LOST, which does not keep the node
+        cluster.api.request("DELETE", f"/api/v1/nodes/{node_id}")
+        assert node_id not in {n["id"] for n in cluster.api.get("/api/v1/nodes")["nodes"]}
+        gone = run_script_on(cluster.server, cluster.http_url, token, "forgotten", GPUPLANE_UI_NODE_ID=node_id,
+                             GPUPLANE_UI_NODE_NAME=agent.name)
+        assert gone["subjects"] and set(gone["subjects"]) == {f"{agent.name} (forgotten)"}, gone
+        assert gone["raw_ids"] is False and gone["problems"] == []
     finally:
         cluster.close()

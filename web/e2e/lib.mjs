@@ -103,8 +103,8 @@ export class Watch {
  * A fresh browser whose pages are watched, and its first page. Both are put on `result`, so
  * that `main` closes the browser and takes a screenshot of the page when the script fails.
  */
-export async function openWatchedPage(result) {
-  const browser = await openBrowser();
+export async function openWatchedPage(result, options = {}) {
+  const browser = await openBrowser(options);
   result.close = browser.close;
   const watch = new Watch();
   watch.attach(browser.context);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { JobState, NodeInfo, NodeLink } from "../api/types";
-import { fmtBacklog, fmtSkew, hasRemote, linkState, logSource } from "./nodeLink";
+import { eventNodeName, fmtBacklog, fmtSkew, hasRemote, linkState, logSource } from "./nodeLink";
 
 const link = (state: NodeLink["state"], extra: Partial<NodeLink> = {}): NodeLink => ({
   state, last_heard_at: 1, last_heartbeat_at: 1, backlog_records: 0, backlog_bytes: 0, skew_ms: 0, ...extra });
@@ -46,5 +46,18 @@ describe("a job's log source", () => {
   it("says nothing before the job has a node or the nodes are loaded", () => {
     expect(logSource(job(null, "QUEUED"), nodes)).toBeNull();
     expect(logSource(job("a"), undefined)).toBeNull();
+  });
+});
+
+describe("an event's node", () => {
+  const names = new Map([["nd_1", "gpu-a"]]);
+  it("is named by the nodes listed, else by the name kept when it was forgotten", () => {
+    expect(eventNodeName({ node_id: "nd_1", context: { node_name: "old" } }, names)).toBe("gpu-a");
+    expect(eventNodeName({ node_id: "nd_2", context: { node_name: "gpu-b", jobs: [] } }, names)).toBe("gpu-b");
+  });
+  it("has no name when neither says, or no node", () => {
+    expect(eventNodeName({ node_id: "nd_2", context: {} }, names)).toBeNull();
+    expect(eventNodeName({ node_id: "nd_2", context: { node_name: 3 } }, names)).toBeNull();
+    expect(eventNodeName({ node_id: null, context: { node_name: "x" } }, names)).toBeNull();
   });
 });

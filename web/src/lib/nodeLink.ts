@@ -50,3 +50,15 @@ export function logSource(job: Pick<Job, "node_id" | "status">, nodes: NodeInfo[
   if (linkState(node) === "detached") return { live: false, text: `tail only: node ${node.name} is offline` };
   return { live: true, text: ENDED.has(job.status) ? "full log" : "live" };
 }
+
+/** The name of an event's node: from the nodes the server lists, else, for a node since
+ * forgotten (`node forget`), the name the server kept in the event's context; null when
+ * neither says (a forgotten node from before that was kept). */
+export function eventNodeName(event: { node_id: string | null; context?: Record<string, unknown> | null },
+  names: ReadonlyMap<string, string>): string | null {
+  if (!event.node_id) return null;
+  const listed = names.get(event.node_id);
+  if (listed) return listed;
+  const kept = event.context?.node_name;
+  return typeof kept === "string" && kept ? kept : null;
+}

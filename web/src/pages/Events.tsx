@@ -8,6 +8,7 @@ import { SEVERITIES, type GpuEvent } from "../api/types";
 import { Icon } from "../components/Icon";
 import { Ago, CopyId, Empty, ErrorBanner, LiveDot, Loading, PageHeader, SeverityBadge } from "../components/ui";
 import { fmtDateTime, fmtInt, fmtTime, shortId } from "../lib/format";
+import { eventNodeName } from "../lib/nodeLink";
 import { Link, useUrlState } from "../router/router";
 import { bool, list, str } from "../router/urlState";
 
@@ -98,23 +99,25 @@ export function Events() {
         <Empty title="No events match" icon="events">{view.severity.length || view.type.length ? "Try fewer filters." : "Events appear as jobs run and nodes report."}</Empty>
       ) : (
         <div className="table-wrap">
-          <table className="table events-table">
-            <thead><tr><th style={{ width: 150 }}>Time</th><th style={{ width: 90 }}>Severity</th><th>Type</th><th>Message</th>
-              <th>Subject</th><th className="num">Step</th></tr></thead>
+          <table className="table fit events-table">
+            <thead><tr><th className="w-xl">Time</th><th className="w-m">Severity</th><th className="w-xl">Type</th><th>Message</th>
+              <th className="w-xl">Subject</th><th className="num w-s">Step</th></tr></thead>
             <tbody>
               {events.map((e) => (
                 <tr key={e.id} className={fresh.includes(e) ? "fresh" : undefined}>
                   <td title={fmtDateTime(e.ts)} className="nowrap"><span className="mono small">{fmtTime(e.ts)}</span> <span className="muted small"><Ago ts={e.ts} now={now} /></span></td>
                   <td><SeverityBadge severity={e.severity} /></td>
-                  <td><button className="link-btn mono small" onClick={() => !view.type.includes(e.type) && setView({ type: [...view.type, e.type] })}
+                  <td title={e.type}><button className="link-btn mono small" onClick={() => !view.type.includes(e.type) && setView({ type: [...view.type, e.type] })}
                     title="Show only this type">{e.type}</button></td>
-                  <td className="msg">{e.message}
+                  <td className="msg wrap">{e.message}
                     {Object.keys(e.context ?? {}).length > 0 && <details className="inline"><summary className="muted small">context</summary>
                       <pre className="ctx small">{JSON.stringify(e.context, null, 2)}</pre></details>}</td>
-                  <td className="small"><span className="subject">
+                  <td className="small wrap"><span className="subject">
                     {e.run_id && <Link to={`/runs/${e.run_id}`} className="mono">{shortId(e.run_id)}</Link>}
                     {e.job_id && <Link to={`/jobs/${e.job_id}`} className="mono">{shortId(e.job_id)}</Link>}
-                    {e.node_id && <Link to={`/nodes?node=${e.node_id}`}>{nodeNames.get(e.node_id) ?? "node"}</Link>}
+                    {e.node_id && (nodeNames.has(e.node_id) ? <Link to={`/nodes?node=${e.node_id}`}>{nodeNames.get(e.node_id)}</Link>
+                      : <span data-forgotten-node={e.node_id} title={`node ${e.node_id}: no longer known to the server (forgotten)`}>
+                        {eventNodeName(e, nodeNames) ?? shortId(e.node_id)}{nodes.data && <span className="muted"> (forgotten)</span>}</span>)}
                     {!e.run_id && !e.job_id && !e.node_id && <CopyId id={e.id} />}
                   </span></td>
                   <td className="num mono">{e.step === null ? "" : fmtInt(e.step)}</td>

@@ -82,12 +82,12 @@ export function Jobs() {
         </Empty>
       ) : (
         <div className="table-wrap">
-          <table className="table">
+          <table className="table fit jobs-table">
             <thead>
               <tr>
-                <th style={{ width: 110 }}>Status</th><th>Name</th><th>Command</th><th className="num">GPUs</th>
-                <th>Node</th><th className="num">Attempt</th><th className="num">Prio</th><th>Created</th>
-                <th className="num">Duration</th><th className="actions-col" />
+                <th className="w-status">Status</th><th className="w-name">Name</th><th>Command</th><th className="num w-s">GPUs</th>
+                <th className="w-m">Node</th><th className="num w-s col-wide">Attempt</th><th className="num w-xs">Prio</th>
+                <th className="w-m">Created</th><th className="num w-s">Duration</th><th className="actions-col w-actions" />
               </tr>
             </thead>
             <tbody>
@@ -98,14 +98,14 @@ export function Jobs() {
                 }}>
                   <td><StatusBadge status={j.status} /></td>
                   <td>
-                    <Link to={`/jobs/${j.id}`} className="strong">{j.name}</Link>
+                    <div className="clip" title={j.name}><Link to={`/jobs/${j.id}`} className="strong">{j.name}</Link></div>
                     <div className="sub"><CopyId id={j.id} />{j.type !== "TRAIN" && <span className="muted"> · {j.type.toLowerCase()}</span>}</div>
                   </td>
-                  <td className="mono cmd ellipsis" title={joinCommand(j.command)}>{joinCommand(j.command)}</td>
+                  <td className="mono cmd" title={joinCommand(j.command)}>{joinCommand(j.command)}</td>
                   <td className="num mono" title={j.gpu_indexes.length ? `GPU ${j.gpu_indexes.join(", ")}` : j.gpu ? `${j.gpu} requested` : "CPU only"}>
                     {gpusCell(j)}</td>
-                  <td>{j.node_id ? <span title={j.node_id}>{nodeName(nodes.data, j.node_id)}</span> : j.node ?? <span className="muted">any</span>}</td>
-                  <td className="num">{attemptText(j)}</td>
+                  <td>{j.node_id ? <span title={j.node_id}>{nodeName(nodes.data, j.node_id)}</span> : j.node ? <span title={j.node}>{j.node}</span> : <span className="muted">any</span>}</td>
+                  <td className="num col-wide">{attemptText(j)}</td>
                   <td className="num">{j.priority}</td>
                   <td><Ago ts={j.created_at} now={now} /></td>
                   <td className="num">{j.started_at ? fmtDuration((j.finished_at ?? now) - j.started_at) : ""}</td>

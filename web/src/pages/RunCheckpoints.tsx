@@ -52,14 +52,14 @@ export function CheckpointsTable({ list, primaryChosen }: { list: CheckpointList
         {!primaryChosen && " The ☆ on a metric's chart (Metrics tab) makes it the primary metric."}
       </p>
       <div className="table-wrap">
-        <table className="table checkpoints-table">
-          <thead><tr><th>Step</th><th>Path</th><th className="num">Size</th>
-            {hasFingerprint && <th>Fingerprint</th>}
-            {hasParent && <th>Parent</th>}
-            {list.metric && <th className="num mono">{list.metric}</th>}
+        <table className="table fit checkpoints-table">
+          <thead><tr><th className="w-l">Step</th><th className="w-path">Path</th><th className="num w-s">Size</th>
+            {hasFingerprint && <th className="w-l">Fingerprint</th>}
+            {hasParent && <th className="w-m">Parent</th>}
+            {list.metric && <th className="num mono w-m" title={list.metric}>{list.metric}</th>}
             {hasMetrics && <th>Metrics at its step</th>}
-            {hasEvaluations && <th>Evaluations</th>}
-            <th>Registered</th></tr></thead>
+            {hasEvaluations && <th className="w-evals">Evaluations</th>}
+            <th className="w-xl">Registered</th></tr></thead>
           <tbody>
             {rows.map((r) => (
               <tr key={r.id} data-checkpoint={r.id} className={[r.best ? "best-row" : "", r.deleted ? "deleted-row" : ""].join(" ").trim() || undefined}>
@@ -71,13 +71,13 @@ export function CheckpointsTable({ list, primaryChosen }: { list: CheckpointList
                 {hasFingerprint && <td className="mono small" title={r.fullFingerprint ?? "no fingerprint: registered by the script"}>{r.fingerprint ?? "—"}</td>}
                 {hasParent && <td className="mono small" title={r.parent?.id}>{r.parent ? (r.parent.step !== null ? `step ${fmtInt(r.parent.step)}` : "resumed from another run") : "—"}</td>}
                 {list.metric && <td className="num mono">{valueText(r.metricValue, fmtValue)}</td>}
-                {hasMetrics && <td className="small"><Metrics cells={others(r)} /></td>}
-                {hasEvaluations && <td className="small">{r.evaluations.length === 0 ? <span className="muted">—</span> : (
+                {hasMetrics && <td className="small wrap"><Metrics cells={others(r)} /></td>}
+                {hasEvaluations && <td className="small wrap">{r.evaluations.length === 0 ? <span className="muted">—</span> : (
                   <ul className="ckpt-evals">{r.evaluations.map((e) => (
                     <li key={e.id}><b>{e.label}</b>{e.status !== "SUCCEEDED" && <span className="muted"> ({e.status.toLowerCase()})</span>}
                       {e.metrics.length > 0 && <>: <Metrics cells={e.metrics} /></>}</li>
                   ))}</ul>)}</td>}
-                <td>{fmtDateTime(r.created)}</td>
+                <td title={fmtDateTime(r.created)}>{fmtDateTime(r.created)}</td>
               </tr>
             ))}
           </tbody>

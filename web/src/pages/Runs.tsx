@@ -69,7 +69,7 @@ export function Runs() {
     const active = view.sort === key || view.sort === `-${key}`;
     const desc = view.sort === `-${key}`;
     return (
-      <th key={key} className={className} aria-sort={active ? (desc ? "descending" : "ascending") : "none"}>
+      <th key={key} className={className} title={label} aria-sort={active ? (desc ? "descending" : "ascending") : "none"}>
         <button className={active ? "sort on" : "sort"} onClick={() => setView({ sort: active && !desc ? `-${key}` : key })}>
           {label}{active && <span className="sort-arrow">{desc ? "↓" : "↑"}</span>}
         </button>
@@ -138,20 +138,20 @@ export function Runs() {
         </Empty>
       ) : (
         <div className="table-wrap">
-          <table className="table runs-table">
+          <table className="table fit runs-table">
             <thead>
               <tr>
-                <th className="check-col"><input type="checkbox" aria-label="Select all" checked={allSelected}
+                <th className="check-col w-check"><input type="checkbox" aria-label="Select all" checked={allSelected}
                   onChange={() => setSelected(allSelected ? new Set() : new Set(rows.map((r) => r.id)))} /></th>
-                {header("Status", "status")}
-                {header("Run", "name")}
-                {hasProject && header("Project", "project")}
-                {hasExperiment && header("Experiment", "experiment")}
+                {header("Status", "status", "w-status")}
+                {header("Run", "name", "w-name")}
+                {hasProject && header("Project", "project", "w-m col-wide")}
+                {hasExperiment && header("Experiment", "experiment", "w-l col-wide")}
                 {configKeys.map((k) => header(k, `c:${k}`, "num cfg-col"))}
                 {metricCols.map((m) => header(m, `${view.val === "best" ? "b" : "m"}:${m}`, "num metric-col"))}
-                {header("Step", "step", "num")}
-                {header("Duration", "duration", "num")}
-                {header("Created", "created")}
+                {header("Step", "step", "num w-s")}
+                {header("Duration", "duration", "num w-s col-wide")}
+                {header("Created", "created", "w-m")}
               </tr>
             </thead>
             <tbody>
@@ -183,16 +183,20 @@ function RunRow({ run, summary, now, selected, onToggle, hasProject, hasExperime
       <td className="check-col"><input type="checkbox" checked={selected} onChange={onToggle} aria-label={`Select ${runLabel(run)}`} /></td>
       <td><StatusBadge status={run.status} /></td>
       <td>
-        <span className="run-swatch" style={{ background: colorOf(run.id) }} />
-        <Link to={`/runs/${run.id}`} className="strong">{runLabel(run)}</Link>
+        <div className="clip" title={[runLabel(run), run.project, run.experiment].filter(Boolean).join(" · ")}>
+          <span className="run-swatch" style={{ background: colorOf(run.id) }} />
+          <Link to={`/runs/${run.id}`} className="strong">{runLabel(run)}</Link></div>
         <div className="sub muted mono">{run.source === "job" && run.job_id ? `job attempt ${run.attempt ?? ""}` : run.source === "import" ? "imported" : "sdk"}
           {metricSourceLabel(run.metric_sources) && !(run.source === "sdk" && metricSourceLabel(run.metric_sources) === "SDK")
             && <span title="Where its metrics came from"> · {metricSourceLabel(run.metric_sources)}</span>}
           {run.tags?.map((t) => <span key={t} className="tag">{t}</span>)}</div>
       </td>
-      {hasProject && <td>{run.project ?? ""}</td>}
-      {hasExperiment && <td>{run.experiment ?? ""}</td>}
-      {configKeys.map((k) => <td key={k} className="num mono">{cfg[k] === undefined ? "" : fmtConfig(cfg[k])}</td>)}
+      {hasProject && <td className="col-wide" title={run.project ?? undefined}>{run.project ?? ""}</td>}
+      {hasExperiment && <td className="col-wide" title={run.experiment ?? undefined}>{run.experiment ?? ""}</td>}
+      {configKeys.map((k) => {
+        const text = cfg[k] === undefined ? "" : fmtConfig(cfg[k]);
+        return <td key={k} className="num mono" title={text ? `${k} = ${text}` : undefined}>{text}</td>;
+      })}
       {metricCols.map((m) => {
         const ms = summary?.metrics[m];
         const point = which === "best" ? ms?.best : ms?.latest;
@@ -205,7 +209,7 @@ function RunRow({ run, summary, now, selected, onToggle, hasProject, hasExperime
         );
       })}
       <td className="num mono">{summary?.progress.step !== undefined && summary?.progress.step !== null ? fmtInt(summary.progress.step) : ""}</td>
-      <td className="num">{run.started_at ? fmtDuration((run.finished_at ?? now) - run.started_at) : ""}</td>
+      <td className="num col-wide">{run.started_at ? fmtDuration((run.finished_at ?? now) - run.started_at) : ""}</td>
       <td><Ago ts={run.created_at} now={now} /></td>
     </tr>
   );
