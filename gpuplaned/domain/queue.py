@@ -176,16 +176,16 @@ class Placement:
 
 
 class _FreeSlots:
-    """What a pass has left to give: each node's free GPUs and CPU slots, and the nodes
-    reserved by a GPU job that waits for them."""
+    """What a pass has left to give: each node's free GPUs and CPU slots, each pooled node's
+    free job slots, and the (local) nodes reserved by a GPU job that waits for them."""
 
-    __slots__ = ("cpu", "facts", "gpus", "jobs", "nodes", "reserved", "usable", "withheld")
+    __slots__ = ("cpu", "facts", "gpus", "job_slots", "nodes", "reserved", "usable", "withheld")
 
     def __init__(self, nodes: Sequence[NodeCapacity]) -> None:
         self.nodes = nodes
         self.usable = [n for n in nodes if n.usable]
         # Each usable pooled node's free job slots (a local node is not in it).
-        self.jobs = {n.node_id: n.free_job_slots for n in self.usable if n.pooled is not None}
+        self.job_slots = {n.node_id: n.free_job_slots for n in self.usable if n.pooled is not None}
         self.facts = {n.node_id: {g.index: g for g in n.gpus} for n in nodes}
         self.gpus = {n.node_id: sorted(n.free_gpus) for n in nodes}
         self.cpu = {n.node_id: n.cpu_jobs for n in nodes}
@@ -194,7 +194,7 @@ class _FreeSlots:
 
     def exhausted(self) -> bool:
         gpus, cpu = self.gpus, self.cpu  # locals: this runs once per job read
-        if any(self.jobs.values()):
+        if any(self.job_slots.values()):
             return False
         return not any(gpus[n.node_id] or cpu[n.node_id] < n.max_cpu_jobs for n in self.usable)
 
@@ -215,13 +215,13 @@ class _FreeSlots:
 
     def _pooled(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
         """One of a pooled node's job slots (Slurm places the GPUs: none is booked here)."""
-        jobs = self.jobs
-        roomy = [n for n in candidates if jobs[n.node_id] > 0]
+        free = self.job_slots
+        roomy = [n for n in candidates if free[n.node_id] > 0]
         if not roomy:
             return None
         sign = -1 if how == PlacementMode.SPREAD else 1
-        node = min(roomy, key=lambda n: (sign * jobs[n.node_id], n.name))
-        jobs[node.node_id] -= 1
+        node = min(roomy, key=lambda n: (sign * free[n.node_id], n.name))
+        free[node.node_id] -= 1
         return Assignment(job.job_id, node.node_id, ())
 
     def _cpu(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
