@@ -1,6 +1,7 @@
-"""The runner actor: starts each job through a shim, cancels it, and re-adopts jobs after a restart.
+"""The runner actor: starts each job through its backend, cancels it, and re-adopts jobs after a restart.
 
-Owns: the launcher process (which forks one shim per job) and a task per attempt on this node.
+Owns: the node's runner backend (``gpuplaned.backends``: the local launcher, which forks one shim
+per job, or Slurm, per ``[node] runner``) and a task per attempt on this node.
 Inputs: ``Dispatch`` and ``Cancel`` on its inbox, which its hello hands to the server's node
 registry: a dispatch from any scheduling pass (``gpuplaned.service.passes.dispatch``), a cancel from
 a cancel request (``gpuplaned.service.api.jobs.cancel``); ``Reconcile`` from the node link when a
@@ -21,8 +22,9 @@ launcher reaped it, or as unknown (SHIM_DIED).
 Ready: the launcher is up and the node is registered; ``started()`` passes a ``RunnerHandle``.
 
 What happens to each attempt is decided by its ``gpuplaned.domain.attempts.Attempt`` (starting,
-running, cancel pending, adopted, launcher gone, orphaned); this module is the shell that
-feeds it what the launcher, the job's files and its processes say, and carries out its effects.
+handed over, running, cancel pending, adopted, watch lost, unsupervised); this module is the
+shell that feeds it what the backend says, and carries out its effects through the backend.
+It reads no process, cgroup or job file itself.
 """
 
 from __future__ import annotations
@@ -31,10 +33,8 @@ import contextlib
 import logging
 import os
 import platform
-import signal
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,31 +43,20 @@ import psutil
 import trio
 
 import gpuplaned
-from gpuplaned.cgroup import oom_kill_count, oom_kill_file, read_oom_kills
+from gpuplaned.backends.base import AttemptRequest, Running, RunnerBackend, Started, StartRefused
+from gpuplaned.backends.local import LocalBackend
 from gpuplaned.domain import attempts as a
-from gpuplaned.domain.failures import ExitReason
 from gpuplaned.gpus import inventory
-from gpuplaned.home import attempt_dir
-from gpuplaned.launching import orphans
-from gpuplaned.launching.client import Launching, LauncherGone, SpawnError, SpawnRequest, open_launcher
+from gpuplaned.launching.client import Launching, SpawnRequest, open_launcher
 from gpuplaned.launching.environment import JobEnvironment
 from gpuplaned.launching.eval_result import read_result, result_path
 from gpuplaned.protocol.job_states import NodeReport
-from gpuplaned.launching.job_files import (
-    EXIT_FILE,
-    CorruptRecord,
-    ExitRecord,
-    Runtime,
-    read_exit,
-    read_runtime,
-    tail_text,
-)
-from gpuplaned.launching.processes import job_processes, signal_shim, wait_process_exit
 from gpuplaned.node_context import FollowLogs, LogsEnded, NodeContext
 from gpuplaned.node_link import Reconcile
-from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire, JobStatus
+from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire, JobStatus, PooledCapacity
 from gpuplaned.protocol.evaluation_wire import EVAL_RESULT_VAR
 from gpuplaned.runtime.context import ActorContext
+from gpuplaned.backends.slurm import open_slurm_backend
 
 log = logging.getLogger("gpuplaned.runner")
 
@@ -90,14 +79,10 @@ class RunnerStats:
 class LiveJob:
     job_id: str
     attempt: int
-    shim_pid: int
+    shim_pid: int  # what supervises it (its shim), whose session holds the job's processes; 0: not known here
     shim_start_time: int | None
-    oom_kills_at_start: int | None = None  # the cgroup's OOM-kill counter when we started watching
     pgid: int | None = None  # the job's process group (its main process), for GPU attribution
     gpu_indexes: tuple[int, ...] = ()
-    # The spawn request's id when this runner's launcher started the job (None: adopted).
-    # Such a job is cancelled through the launcher: its shim may run another job later.
-    spawn_id: str | None = None
     run_id: str | None = None
     cwd: str | None = None  # where the job runs (its checkpoint folders are under it)
     env: Mapping[str, str] = attrs.field(factory=dict)  # the job's own variables (an adopted job's: unknown, {})
@@ -158,17 +143,26 @@ Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread
 
 async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[RunnerHandle] = trio.TASK_STATUS_IGNORED,
               launcher: LauncherFactory = open_launcher, blocking: Blocking = trio.to_thread.run_sync) -> None:
-    """The actor. ``launcher`` opens the launcher, ``blocking`` runs the file and ``/proc``
-    reads (in tests: ``gpuplaned.testing.launcher``'s ``FakeLauncher.open`` and ``inline``)."""
+    """The actor. ``launcher`` opens the local backend's launcher, ``blocking`` runs the file
+    and ``/proc`` reads (in tests: ``gpuplaned.testing.launcher``'s ``FakeLauncher.open`` and
+    ``inline``)."""
     shared = ctx.shared
     cfg = shared.config
-    inv = await blocking(inventory, cfg.node.gpus)
-    if inv.note:
-        log.info("GPUs: %s; running as a CPU-only node", inv.note)
-    log.info("GPUs: %d from the %s backend", len(inv.gpus), inv.backend)
     link = shared.link
-    hello = Hello(cfg.node.name, gpuplaned.__version__, inv.gpus, cfg.node.labels, cfg.node.max_cpu_jobs, inv.backend,
-                  host_facts(inv.note))
+    if cfg.node.runner == "slurm":  # Slurm places the GPUs: the node offers pooled capacity
+        pooled = PooledCapacity(cfg.slurm.gpus_per_job, cfg.slurm.max_jobs)
+        log.info("runner: Slurm (up to %d GPUs a job, %d jobs at once)", pooled.gpus_per_job, pooled.max_jobs)
+        hello = Hello(cfg.node.name, gpuplaned.__version__, (), cfg.node.labels, cfg.node.max_cpu_jobs, "slurm",
+                      host_facts("GPUs are placed by Slurm"), runner="slurm", pooled=pooled)
+        backend_cm = open_slurm_backend(cfg, shared.conditions, blocking)
+    else:
+        inv = await blocking(inventory, cfg.node.gpus)
+        if inv.note:
+            log.info("GPUs: %s; running as a CPU-only node", inv.note)
+        log.info("GPUs: %d from the %s backend", len(inv.gpus), inv.backend)
+        hello = Hello(cfg.node.name, gpuplaned.__version__, inv.gpus, cfg.node.labels, cfg.node.max_cpu_jobs,
+                      inv.backend, host_facts(inv.note))
+        backend_cm = _local_backend(cfg.home, cfg.node.name, launcher, blocking)
     # Messages left in the inbox were meant for an earlier incarnation; the hello below
     # lists every job this node should know about, so they are dropped, not replayed
     # (a replayed Dispatch could start a job the server has since handed back to the queue).
@@ -178,12 +172,12 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
         except trio.WouldBlock:
             break
         log.info("runner drops %r from before its restart; the hello reconciles it", stale)
-    async with launcher() as opened:
+    async with backend_cm as backend:
         ok = await link.hello(hello, ctx.ports[ctx.name])
-        handle = RunnerHandle(ok.node_id, inv.backend, len(inv.gpus))
+        handle = RunnerHandle(ok.node_id, hello.gpu_backend, len(hello.gpus))
         try:
             async with trio.open_nursery() as nursery:
-                runner = _Runner(ctx, opened, handle, nursery, blocking)
+                runner = _Runner(ctx, backend, handle, nursery, blocking)
                 for active in ok.active:
                     nursery.start_soon(runner.adopt, active)
                 task_status.started(handle)
@@ -200,6 +194,13 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
             link.goodbye(ok.node_id)
 
 
+@contextlib.asynccontextmanager
+async def _local_backend(home: Path, node_name: str, launcher: LauncherFactory,
+                         blocking: Blocking) -> AsyncIterator[RunnerBackend]:
+    async with launcher() as opened:
+        yield LocalBackend(home, node_name, opened, blocking)
+
+
 @attrs.define
 class _Run:
     """One attempt on this node: its machine and what the shell keeps for it."""
@@ -207,7 +208,6 @@ class _Run:
     machine: a.Attempt
     job_dir: Path
     gpu_indexes: tuple[int, ...]
-    oom_kills_at_start: int | None  # the cgroup's OOM-kill counter when we started watching
     pgid: int | None = None
     pid: int | None = None  # the job's main process, once it is live (a reconcile reports it again)
     run_id: str | None = None
@@ -218,29 +218,29 @@ class _Run:
     evaluation: bool | None = False
 
 
+def _live_job(job_id: str, attempt: int, running: Running, gpu_indexes: tuple[int, ...], run_id: str | None,
+              env: Mapping[str, str]) -> LiveJob:
+    return LiveJob(job_id, attempt, running.supervisor_pid or 0, running.supervisor_start_time, running.pgid,
+                   gpu_indexes, run_id, running.cwd, env)
+
+
 class _Runner:
     """Carries out the attempts' effects (see ``_perform``) and feeds back what they found."""
 
-    def __init__(self, ctx: ActorContext[NodeContext], launcher: Launching, handle: RunnerHandle,
+    def __init__(self, ctx: ActorContext[NodeContext], backend: RunnerBackend, handle: RunnerHandle,
                  nursery: trio.Nursery, blocking: Blocking) -> None:
         self.shared = ctx.shared
-        self.launcher = launcher
+        self.backend = backend
+        self.blocking = blocking
         self.handle = handle
         self.nursery = nursery
-        self.blocking = blocking
         cfg = ctx.shared.config
-        self.node_name = cfg.node.name
-        self.home: Path = cfg.home
         self.environment = JobEnvironment.of(cfg.runtime_dir, cfg.home, ctx.shared.endpoint.portfile().endpoint,
                                              cfg.fake_gpu_dir if cfg.node.gpus.kind == "fake" else None)
-        self.oom_counter = oom_kill_file()  # our cgroup's; it does not move
         self.runs: dict[tuple[str, int], _Run] = {}  # by (job id, attempt), until reported ended
 
-    def oom_kills(self) -> int | None:
-        return None if self.oom_counter is None else read_oom_kills(self.oom_counter)
-
     async def start_job(self, spec: JobSpecWire) -> None:
-        job_dir = attempt_dir(self.home, spec.job_id, spec.attempt)  # the shim creates it
+        job_dir = self.backend.attempt_dir(spec.job_id, spec.attempt)  # its supervisor creates it
         env = self.environment.for_job(spec)
         if spec.evaluation:
             env[EVAL_RESULT_VAR] = str(result_path(job_dir))
@@ -249,27 +249,29 @@ class _Runner:
             env=env, timeout_s=spec.timeout_s, grace_s=spec.stop_grace_s,
             job_id=spec.job_id, attempt=spec.attempt,
         )
-        run = _Run(a.Attempt(spec.job_id, spec.attempt), job_dir, tuple(spec.gpu_indexes), self.oom_kills(),
+        run = _Run(a.Attempt(spec.job_id, spec.attempt), job_dir, tuple(spec.gpu_indexes),
                    run_id=spec.run_id, cwd=spec.cwd, env=spec.env, evaluation=spec.evaluation)
-        await self._drive(run, a.Start(request))
+        await self._drive(run, a.Start(AttemptRequest(request, spec.gpus)))
 
     async def adopt(self, active: ActiveJob) -> None:
-        job_dir = attempt_dir(self.home, active.job_id, active.attempt)
-        run = _Run(a.Attempt(active.job_id, active.attempt), job_dir, tuple(active.gpu_indexes), self.oom_kills(),
+        job_dir = self.backend.attempt_dir(active.job_id, active.attempt)
+        run = _Run(a.Attempt(active.job_id, active.attempt), job_dir, tuple(active.gpu_indexes),
                    run_id=active.run_id, evaluation=None)
-        found = await self.blocking(_inspect, job_dir, (active.job_id, active.attempt), active.cancel_requested)
+        found = await self.backend.adopt(active.job_id, active.attempt, active.cancel_requested)
         if found.problem is not None:
             log.error("job %s attempt %d: %s", active.job_id, active.attempt, found.problem)
-        elif found.runtime is None:
+        elif found.waiting is not None:
+            log.info("re-adopted job %s attempt %d, still queued: %s", active.job_id, active.attempt, found.waiting)
+        elif found.running is None:
             log.info("job %s attempt %d never started here; back to the queue", active.job_id, active.attempt)
         elif found.alive and not found.ended:
-            log.info("re-adopted job %s attempt %d (pid %d)", active.job_id, active.attempt, found.runtime.pid)
+            log.info("re-adopted job %s attempt %d (pid %s)", active.job_id, active.attempt, found.running.pid)
         await self._drive(run, found)
         key = (active.job_id, active.attempt)
-        if found.runtime is not None and key not in self.handle.recent_ends:  # it ended while we were away
-            rt = found.runtime  # its process is gone: its variables are the job's as submitted
-            self.handle.ended_here(LiveJob(active.job_id, active.attempt, rt.shim_pid, rt.shim_start_time, None,
-                                           rt.pgid, run.gpu_indexes, None, active.run_id, rt.cwd, dict(active.env)))
+        if isinstance(found.running, Running) and key not in self.handle.recent_ends:  # it ended while we were away
+            # Its process is gone: its variables are the job's as submitted.
+            self.handle.ended_here(_live_job(active.job_id, active.attempt, found.running, run.gpu_indexes,
+                                             active.run_id, dict(active.env)))
 
     def cancel(self, message: Cancel) -> None:
         run = self.runs.get((message.job_id, message.attempt))
@@ -329,27 +331,24 @@ class _Runner:
     def _list(self, run: _Run, event: a.Input) -> None:
         """The attempt is live: the monitor sees it (its GPUs, its processes)."""
         machine = run.machine
-        assert machine.shim is not None
-        if isinstance(event, a.Spawned):
+        running: Running | None = None
+        if isinstance(event, a.Started) and isinstance(event.started.running, Running):
             self.handle.started += 1
-            run.pgid = event.spawned.pgid
-            run.pid = event.spawned.pid
-        elif isinstance(event, a.Adopt) and event.runtime is not None:
+            running = event.started.running
+        elif isinstance(event, a.NowRunning) and isinstance(event.running, Running):
+            self.handle.started += 1
+            running = event.running
+        elif isinstance(event, a.Adopt) and isinstance(event.running, Running):
             self.handle.adopted += 1
-            run.pgid = event.runtime.pgid
-            run.pid = event.runtime.pid
-            run.cwd = event.runtime.cwd
-        self.handle.list_live(LiveJob(machine.job_id, machine.attempt, machine.shim[0], machine.shim[1],
-                                      run.oom_kills_at_start, run.pgid, run.gpu_indexes,
-                                      machine.spawn_id, run.run_id, run.cwd, run.env))
-
-    async def _why_not_started(self, request: SpawnRequest, exc: SpawnError) -> str:
-        """The launcher's reason, or for a working directory missing here, that, with this
-        node's name: the server queued the job without looking (the folder is this node's to
-        have, not the server's), so its failure is where the user learns it."""
-        if not await self.blocking(os.path.isdir, request.cwd):
-            return f"the working directory {request.cwd} does not exist on node {self.node_name}"
-        return exc.message
+            running = event.running
+            run.cwd = running.cwd
+        if running is None:
+            running = Running(None, None, None)
+        run.pgid = running.pgid
+        run.pid = running.pid
+        self.handle.list_live(LiveJob(machine.job_id, machine.attempt, running.supervisor_pid or 0,
+                                      running.supervisor_start_time, run.pgid, run.gpu_indexes, run.run_id, run.cwd,
+                                      run.env))
 
     def _unlist(self, run: _Run) -> None:
         self.handle.unlist_live(run.machine.job_id, run.machine.attempt)
@@ -358,15 +357,15 @@ class _Runner:
         """Carry out one effect; returns what it found, for the machine, if anything."""
         machine = run.machine
         job_id, attempt = machine.job_id, machine.attempt
+        backend = self.backend
         match effect:
-            case a.Spawn(request):
+            case a.Launch(request):
                 try:
-                    return a.Spawned(await self.launcher.spawn(request))
-                except SpawnError as exc:
-                    log.warning("job %s attempt %d did not start: %s", job_id, attempt, exc)
-                    return a.SpawnFailed(await self._why_not_started(request, exc))
-                # LauncherGone: the runner restarts; on its hello this job comes back as
-                # active and, having no runtime.json, is handed back to the queue.
+                    started: Started = await backend.start(request)
+                except StartRefused as exc:
+                    log.warning("job %s attempt %d did not start: %s", job_id, attempt, exc.message)
+                    return a.StartFailed(exc.message)
+                return a.Started(started)
             case a.Report(status):
                 if status.status in _ENDS and run.evaluation is not False:
                     status = await self._with_eval_result(run, status)
@@ -375,28 +374,16 @@ class _Runner:
                 self.shared.logs.follow(FollowLogs(job_id, attempt, str(run.job_dir), resume=resume))
             case a.UnfollowLogs():
                 self.shared.logs.follow(LogsEnded(job_id, attempt))
-            case a.WaitExit(spawn_id):
-                try:
-                    return a.ExitSeen(await self.launcher.wait_exit(spawn_id))
-                except LauncherGone:
-                    return a.LauncherLost()
-            case a.WaitShim(pid, start_time):
-                await wait_process_exit(pid, start_time)
-                return a.ShimEnded()
-            case a.CancelThroughLauncher(spawn_id):
-                try:
-                    await self.launcher.cancel(spawn_id)  # False: it has ended, and its exit is on the way
-                except LauncherGone:  # its shim takes no new job now: the pid is the job's until exit.json
-                    assert machine.shim is not None
-                    self._signal_shim(run, *machine.shim)
-            case a.SignalShim(pid, start_time):
-                self._signal_shim(run, pid, start_time)
-            case a.FollowOrphan(spawn_id):
-                return await self._follow_orphan(run, spawn_id)
+            case a.Watch(handle):
+                return await backend.watch(handle)
+            case a.WatchSupervisor(handle):
+                return await backend.watch_supervisor(handle)
+            case a.Stop(handle, through_starter):
+                await backend.cancel(handle, through_starter=through_starter)
+            case a.FollowRemains(handle, started_here):
+                return await backend.follow_remains(handle, started_here, lambda: machine.cancels)
             case a.ReadEnd(record):
-                if not a.needs_reading(record):
-                    return a.EndRead(record)  # nothing to read: no thread needed
-                return await self.blocking(_read_end, run.job_dir, (job_id, attempt), record, run.oom_kills_at_start)
+                return await backend.read_end(job_id, attempt, record, machine.handle)
             case _:
                 raise AssertionError(f"unknown effect {effect!r}")
         return None
@@ -405,68 +392,3 @@ class _Runner:
         """An evaluation's end carries what its result file holds (none: the server decides)."""
         found = await self.blocking(read_result, run.job_dir)
         return status if found is None else attrs.evolve(status, eval_result=found)
-
-    def _signal_shim(self, run: _Run, pid: int, start_time: int | None) -> None:
-        if (run.job_dir / EXIT_FILE).exists():
-            return  # ended; its shim may be another job's now
-        if not signal_shim(pid, start_time, signal.SIGTERM):
-            log.warning("cancel of %s: its shim (pid %d) is gone", run.machine.job_id, pid)
-
-    async def _follow_orphan(self, run: _Run, spawn_id: str | None) -> a.OrphanDone:
-        """The shim of ``run`` is gone without saying how its job ended. Should the job still
-        run (its shim was killed), follow it until none of its processes is left, holding
-        its GPUs meanwhile; then ask the launcher that started it how its main process ended."""
-        machine = run.machine
-
-        def read() -> Runtime | None:
-            if (run.job_dir / EXIT_FILE).exists():
-                return None
-            return read_runtime(run.job_dir, (machine.job_id, machine.attempt))
-
-        try:
-            runtime = await self.blocking(read)
-        except CorruptRecord:
-            runtime = None
-        if runtime is None:
-            return a.OrphanDone(followed=False)
-        left = await self.blocking(job_processes, runtime)
-        stopped = None
-        if left:
-            log.warning("job %s attempt %d: its shim (pid %d) died while the job ran; following its %d "
-                        "process(es) until they end", machine.job_id, machine.attempt, runtime.shim_pid, len(left))
-            stopped = await orphans.follow(runtime, left, lambda: machine.cancels, self.blocking)
-        record = None
-        if spawn_id is not None:  # the launcher reaped its main process, if it could
-            with contextlib.suppress(LauncherGone):
-                record = await self.launcher.orphan_exit(spawn_id)
-        return a.OrphanDone(followed=bool(left), stopped=stopped, record=record, now_ms=int(time.time() * 1000))
-
-
-def _inspect(job_dir: Path, owner: tuple[str, int], cancel_requested: bool) -> a.Adopt:
-    """What the dir of an attempt to adopt says (on a thread: it reads files and /proc)."""
-    try:
-        runtime = read_runtime(job_dir, owner)
-    except CorruptRecord as exc:
-        return a.Adopt(None, problem=str(exc))
-    ended = (job_dir / EXIT_FILE).exists()
-    alive = runtime is not None and not ended and orphans.still_runs(runtime)
-    return a.Adopt(runtime, ended=ended, alive=alive, cancel_requested=cancel_requested)
-
-
-def _read_end(job_dir: Path, owner: tuple[str, int], record: ExitRecord | None,
-              oom_kills_at_start: int | None) -> a.EndRead:
-    """How a failed (or unknown) attempt ended: its record (``exit.json`` when not given),
-    the tail of its stderr and whether the OOM killer killed it (on a thread)."""
-    if record is None:
-        try:
-            record = read_exit(job_dir, owner)
-        except CorruptRecord as exc:
-            return a.EndRead(None, problem=str(exc))
-        if record is None:
-            return a.EndRead(None)
-    oom_killed = False
-    if record.signal == signal.SIGKILL and record.reason == ExitReason.SIGNALED and oom_kills_at_start is not None:
-        now = oom_kill_count()
-        oom_killed = now is not None and now > oom_kills_at_start
-    stderr_tail = "" if record.succeeded else tail_text(job_dir / "stderr.log")  # only failures need it
-    return a.EndRead(record, stderr_tail=stderr_tail, oom_killed=oom_killed)

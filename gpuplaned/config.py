@@ -30,6 +30,7 @@ from gpuplaned.protocol.vocabulary import PLACEMENTS, PlacementMode
 from gpuplaned.telemetry.backend import GpuSource, parse_gpus
 
 ROLES = ("all", "server", "agent")
+RUNNERS = ("local", "slurm")  # [node] runner: gpuplaned.backends
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -293,6 +294,8 @@ class NodeConfig:
     labels: tuple[str, ...] = _key(_labels, ())
     gpus: GpuSource = _key(_parsed(parse_gpus), GpuSource("auto"))
     max_cpu_jobs: int = _key(_non_negative_int, 2)
+    # local: the launcher and its shims on this machine; slurm: sbatch to a cluster ([slurm]).
+    runner: str = _key(_choice(RUNNERS), "local")
     log_tail_lines: int = _key(_positive_int, 2000)  # lines of each job's output kept in the store
     # Only for gpus = "fake:N" (load_config folds them into ``gpus``): what the fake GPUs say they are.
     fake_gpu_model: str | None = _key(_text, None)
@@ -405,6 +408,39 @@ class UplinkConfig:
     reconnect_max_s: float = _key(_number_between(0.5, 3600), 30.0)  # the longest wait between two dials (backoff)
 
 
+def _slurm_time(value: Any) -> str:
+    text = _text(value)
+    if not _SLURM_TIME.fullmatch(text):
+        raise ValueError("must be a Slurm time limit: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+    return text
+
+
+_SLURM_TIME = re.compile(r"\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}(:\d{2})?)?")
+
+
+@_section
+@attrs.frozen
+class SlurmConfig:
+    """A node with ``[node] runner = "slurm"`` hands its jobs to a Slurm cluster
+    (``gpuplaned.slurm.backend``). Its home holds the job dirs and must be on a filesystem
+    the cluster's nodes share (docs/slurm.md)."""
+
+    partition: str | None = _key(_text, None)  # None: the cluster's default partition
+    account: str | None = _key(_text, None)
+    qos: str | None = _key(_text, None)
+    time_limit: str | None = _key(_slurm_time, None)  # a job's --time unless it has a timeout; None: the partition's
+    bin_dir: Path | None = _key(_path, None)  # where sbatch, squeue, scontrol, scancel, sacct are; None: PATH
+    python: Path | None = _key(_path, None)  # the interpreter that runs our shim on the compute node; None: this one's
+    gpus_per_job: int = _key(_int_between(0, 1024), 8)  # the most GPUs one job may ask of this node
+    max_jobs: int = _key(_int_between(1, 100_000), 100)  # our jobs handed to Slurm at once (queued there or running)
+    poll_interval_s: float = _key(_number_between(0.05, 600), 2.0)  # one squeue for all our jobs this often
+    poll_max_s: float = _key(_number_between(0.1, 3600), 30.0)  # the longest wait between polls while Slurm is down
+    command_timeout_s: float = _key(_number_between(0.1, 600), 10.0)  # each client command's limit
+    lost_after_s: float = _key(_number_between(0, 86_400), 60.0)  # a job no source accounts for this long is LOST
+    signal_before_s: int = _key(_int_between(0, 65_535), 120)  # --signal=B:USR2@N: the warning before a time limit
+    requeue: bool = _key(_bool, True)  # --requeue: a preempted job comes back as a new attempt
+
+
 @_section
 @attrs.frozen
 class SchedulerConfig:
@@ -443,6 +479,7 @@ class Config:
     tokens: TokensConfig = TokensConfig()
     uplink: UplinkConfig = UplinkConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
+    slurm: SlurmConfig = SlurmConfig()
 
     @property
     def db_path(self) -> Path:
@@ -462,7 +499,7 @@ def default_config_path(env: Mapping[str, str]) -> Path:
 _FILE_KEYS = ("role", "home", "runtime_dir", "group_access", "listen", "http", "server", "log_level")  # beside the tables
 _TABLES = {"http": "http_limits", "store": "store", "node": "node", "monitor": "monitor", "retention": "retention",
            "ui": "ui", "checkpoints": "checkpoints", "tensorboard": "tensorboard", "detector": "detector",
-           "tokens": "tokens", "uplink": "uplink", "scheduler": "scheduler"}  # [table] -> its Config field
+           "tokens": "tokens", "uplink": "uplink", "scheduler": "scheduler", "slurm": "slurm"}  # [table] -> its Config field
 # Flags that set a key: flag name -> the Config key (dotted inside a section).
 _FLAGS = {**{key: key for key in _FILE_KEYS}, "gpus": "node.gpus", "node_name": "node.name",
           "max_cpu_jobs": "node.max_cpu_jobs"}

@@ -1,28 +1,34 @@
-"""The runner's attempt machine: one attempt of a job on this node, from its spawn (or its
-adoption after a restart) to the report of its end. Sans-io: ``Attempt.feed(input)``
-returns the effects for the runner (``gpuplaned.actors.runner``) to carry out, and the
-runner feeds back what they found. No trio, no files, no clock.
+"""The runner's attempt machine: one attempt of a job on this node, from its start (or its
+adoption after a restart) to the report of its end, whatever backend runs it. Sans-io:
+``Attempt.feed(input)`` returns the effects for the runner (``gpuplaned.actors.runner``) to
+carry out through its backend (``gpuplaned.backends``), and the runner feeds back what they
+found. No trio, no files, no clock. The backend's handle of an attempt (a launcher request and
+shim for the local backend, a Slurm job id for Slurm) is opaque here.
 
 Theory of operation::
 
-    NEW -Start-> STARTING -Spawned-> RUNNING -ExitSeen(record)-> ENDING -EndRead-> ENDED
-                    |  ^                |  '--LauncherLost / ExitSeen(None)--> LAUNCHER_GONE
-                    |  '--Cancel--.     '--Cancel: CancelThroughLauncher            |
-                    |             v                                                 |
-                    |       CANCEL_PENDING -Spawned-> RUNNING (and the cancel goes)   |
-                    '--SpawnFailed (also from CANCEL_PENDING)--> ENDED               |
-    NEW -Adopt(still running)-> ADOPTED --Cancel: SignalShim                          |
-    NEW -Adopt(ended)-> ENDING;  -Adopt(never started / unreadable)-> ENDED           |
-    ADOPTED, LAUNCHER_GONE -ShimEnded-> ORPHANED -OrphanDone-> ENDING or ENDED  <-----'
+    NEW -Start-> STARTING -Started(running)-> RUNNING -ExitSeen(record)-> ENDING -EndRead-> ENDED
+                    |  ^        |                |  '--WatchLost / ExitSeen(None)--> WATCH_LOST
+                    |  |        |                '--Cancel: Stop(through_starter)       |
+                    |  '--Cancel--> CANCEL_PENDING -Started-> ... (and the cancel goes)  |
+                    |           '-Started(not running)-> HANDED_OVER -NowRunning-> RUNNING
+                    |                   (Waiting: report the backend's reason; Vanished: LOST)
+                    '--StartFailed (also from CANCEL_PENDING)--> ENDED                  |
+    NEW -Adopt(still running)-> ADOPTED (or RUNNING when the backend watches any job) |
+    NEW -Adopt(waiting)-> HANDED_OVER;  -Adopt(ended)-> ENDING;  -Adopt(never started)-> ENDED
+    ADOPTED, WATCH_LOST -SupervisorEnded-> UNSUPERVISED -RemainsDone-> ENDING or ENDED <-'
 
-- STARTING: the spawn request is with the launcher. A cancel now waits (CANCEL_PENDING)
-  until the job is up, then goes to the launcher like any other.
-- RUNNING: this runner's launcher started it and will tell of its end, with the record.
-- ADOPTED: found still running after a restart; LAUNCHER_GONE: started by this runner, but
-  its launcher can no longer tell of its end (it died, or the shim ended without a record).
-  Both are watched through the shim's pid (``WaitShim``) and cancelled through it.
-- ORPHANED: the shim is gone; what is left of the job is followed until it ends
-  (``FollowOrphan``, which also stops it on a cancel or at its timeout).
+- STARTING: the start is with the backend. A cancel now waits (CANCEL_PENDING) until the
+  backend has it, then goes like any other.
+- HANDED_OVER: a backend that queues (Slurm) has the attempt and has not started it; each
+  change of why it waits is reported (WAITING). Not live: it holds nothing on this node yet.
+- RUNNING: started, and the backend will tell of its end (``Watch``), with the record.
+- ADOPTED: found still running after a restart, by a backend that can follow it only through
+  its supervisor (the local shim); WATCH_LOST: started here, but the backend can no longer
+  tell of its end (the local launcher died, or the shim ended without a record). Both wait for
+  the supervisor to go (``WatchSupervisor``) and are cancelled through it.
+- UNSUPERVISED: the supervisor is gone; what is left of the job is followed until it ends
+  (``FollowRemains``, which also stops it on a cancel or at its timeout).
 - ENDING: the end is known to have come; its record, stderr tail and OOM count are being
   read (``ReadEnd``), and make the report (``end_status``).
 
@@ -45,17 +51,18 @@ class Phase(enum.Enum):
     NEW = "new"
     STARTING = "starting"
     CANCEL_PENDING = "cancel pending"
+    HANDED_OVER = "handed over"
     RUNNING = "running"
     ADOPTED = "adopted"
-    LAUNCHER_GONE = "launcher gone"
-    ORPHANED = "orphaned"
+    WATCH_LOST = "watch lost"
+    UNSUPERVISED = "unsupervised"
     ENDING = "ending"
     ENDED = "ended"
 
 
 P = Phase
 # Phases in which the attempt is live on this node: a cancel reaches it, its GPUs are held.
-LIVE = frozenset({P.RUNNING, P.ADOPTED, P.LAUNCHER_GONE, P.ORPHANED})
+LIVE = frozenset({P.RUNNING, P.ADOPTED, P.WATCH_LOST, P.UNSUPERVISED})
 
 
 class ExitRecordFacts(ExitFacts, Protocol):
@@ -69,33 +76,31 @@ class ExitRecordFacts(ExitFacts, Protocol):
     def belongs_to(self, job_id: str, attempt: int) -> bool: ...
 
 
-class ProcessFacts(Protocol):
-    """Which processes an attempt is: its main process and group, and its shim."""
+class HandleFacts(Protocol):
+    """A backend's handle of one attempt (``gpuplaned.backends``): opaque but for the words
+    that name what supervises the job, for a message ("its shim (pid 10)")."""
 
     @property
-    def pid(self) -> int: ...
-    @property
-    def pgid(self) -> int: ...
-    @property
-    def shim_pid(self) -> int: ...
-    @property
-    def shim_start_time(self) -> int | None: ...
+    def supervisor(self) -> str: ...
 
 
-class RuntimeFacts(ProcessFacts, Protocol):
-    """What the machine reads of ``runtime.json`` (``gpuplaned.launching.job_files.Runtime``)."""
+class RunningFacts(Protocol):
+    """What the machine reads of a running job (``gpuplaned.backends.Running``)."""
 
     @property
-    def started_at(self) -> float: ...
-
-
-class SpawnedFacts(ProcessFacts, Protocol):
-    """What the machine reads of a started job (``gpuplaned.launching.client.Spawned``)."""
-
-    @property
-    def id(self) -> str: ...
+    def pid(self) -> int | None: ...
     @property
     def started_at(self) -> float | None: ...
+
+
+class StartedFacts(Protocol):
+    """What a backend's start gave (``gpuplaned.backends.Started``): its handle, and how the
+    job runs (None: the backend queues it first, as Slurm does)."""
+
+    @property
+    def handle(self) -> HandleFacts: ...
+    @property
+    def running(self) -> RunningFacts | None: ...
 
 
 # --- inputs: what the runner tells the machine ------------------------------------------
@@ -103,31 +108,37 @@ class SpawnedFacts(ProcessFacts, Protocol):
 
 @attrs.frozen
 class Start:
-    """Spawn the attempt with ``request`` (the runner's ``SpawnRequest``; opaque here)."""
+    """Start the attempt with ``request`` (the runner's ``SpawnRequest``; opaque here)."""
 
     request: Any
 
 
 @attrs.frozen
-class Spawned:
-    spawned: SpawnedFacts
+class Started:
+    started: StartedFacts
 
 
 @attrs.frozen
-class SpawnFailed:
+class StartFailed:
     message: str
 
 
 @attrs.frozen
 class Adopt:
-    """After a restart, what the attempt's dir says: ``runtime`` (None: the job never
-    started), ``problem`` (a corrupt record), ``ended`` (``exit.json`` exists), ``alive``
-    (its shim or its processes still run), ``cancel_requested`` (a cancel the node missed)."""
+    """After a restart, what the backend found of the attempt: its ``handle`` (None: nothing
+    of it was found), ``running`` (None: the job never started), ``problem`` (a corrupt
+    record), ``ended`` (its end is recorded), ``alive`` (it still runs), ``waiting`` (the
+    backend still queues it, and why), ``watchable`` (the backend can tell of its end
+    whoever started it: no need to follow a supervisor), ``cancel_requested`` (a cancel the
+    node missed)."""
 
-    runtime: RuntimeFacts | None
+    running: RunningFacts | None
+    handle: HandleFacts | None = None
     problem: str | None = None
     ended: bool = False
     alive: bool = False
+    waiting: str | None = None
+    watchable: bool = False
     cancel_requested: bool = False
 
 
@@ -137,26 +148,48 @@ class CancelAsked:
 
 
 @attrs.frozen
+class Waiting:
+    """The backend still queues the attempt, now for ``reason`` ("Slurm: Resources")."""
+
+    reason: str
+
+
+@attrs.frozen
+class NowRunning:
+    """The backend started the attempt it queued."""
+
+    running: RunningFacts
+
+
+@attrs.frozen
 class ExitSeen:
-    """The launcher's exit event: the record, or None when the shim ended without one."""
+    """The backend saw the attempt end: its record, or None when its supervisor ended
+    without one."""
 
     record: ExitRecordFacts | None
 
 
 @attrs.frozen
-class LauncherLost:
-    """The launcher went away before telling of the attempt's end."""
+class Vanished:
+    """No source the backend has accounts for the attempt any more (past its grace)."""
+
+    message: str
 
 
 @attrs.frozen
-class ShimEnded:
-    """The shim's pid is gone (or names another process now)."""
+class WatchLost:
+    """The backend's watch went away before telling of the attempt's end."""
 
 
 @attrs.frozen
-class OrphanDone:
-    """``FollowOrphan`` is over: whether it found processes of the job to follow, whether it
-    stopped them (CANCELLED or TIMEOUT), the launcher's record of the main process if any,
+class SupervisorEnded:
+    """The attempt's supervisor is gone (or its pid names another process now)."""
+
+
+@attrs.frozen
+class RemainsDone:
+    """``FollowRemains`` is over: whether it found processes of the job to follow, whether it
+    stopped them (CANCELLED or TIMEOUT), the backend's record of the main process if any,
     and the time (epoch ms) to report when no record says."""
 
     followed: bool
@@ -176,16 +209,16 @@ class EndRead:
     oom_killed: bool = False
 
 
-Input = Union[Start, Spawned, SpawnFailed, Adopt, CancelAsked, ExitSeen, LauncherLost, ShimEnded, OrphanDone,
-              EndRead]
+Input = Union[Start, Started, StartFailed, Adopt, CancelAsked, Waiting, NowRunning, ExitSeen, Vanished, WatchLost,
+              SupervisorEnded, RemainsDone, EndRead]
 
 
 # --- effects: what the machine asks of the runner ---------------------------------------
 
 
 @attrs.frozen
-class Spawn:
-    """Ask the launcher to spawn ``request``; feed back ``Spawned`` or ``SpawnFailed``."""
+class Launch:
+    """Have the backend start ``request``; feed back ``Started`` or ``StartFailed``."""
 
     request: Any
 
@@ -210,56 +243,51 @@ class UnfollowLogs:
 
 
 @attrs.frozen
-class WaitExit:
-    """Wait for the launcher's exit event of ``spawn_id``; feed back ``ExitSeen`` or ``LauncherLost``."""
+class Watch:
+    """Wait for the backend's next word on the attempt: ``ExitSeen`` or ``WatchLost`` (and,
+    while it queues the attempt, ``Waiting``, ``NowRunning`` or ``Vanished``)."""
 
-    spawn_id: str
-
-
-@attrs.frozen
-class WaitShim:
-    """Wait until the shim's process is gone; feed back ``ShimEnded``."""
-
-    pid: int
-    start_time: int | None
+    handle: HandleFacts
 
 
 @attrs.frozen
-class CancelThroughLauncher:
-    """Cancel through the launcher that started it (the shim's pid if that launcher is gone)."""
+class WatchSupervisor:
+    """Wait until the attempt's supervisor is gone; feed back ``SupervisorEnded``."""
 
-    spawn_id: str
-
-
-@attrs.frozen
-class SignalShim:
-    """Cancel by SIGTERM to the shim's pid, unless ``exit.json`` is written (the shim may
-    be another job's by then)."""
-
-    pid: int
-    start_time: int | None
+    handle: HandleFacts
 
 
 @attrs.frozen
-class FollowOrphan:
-    """The shim died first: follow what is left of the job (stopping it after ``cancels``,
-    which the runner reads as they come), then ask the launcher that started it
-    (``spawn_id``; None: adopted) how its main process ended; feed back ``OrphanDone``."""
+class Stop:
+    """Cancel the attempt: through what started it (``through_starter``: it tells which job
+    it means), else through its supervisor, unless its end is recorded already (the
+    supervisor may be another job's by then)."""
 
-    spawn_id: str | None
+    handle: HandleFacts
+    through_starter: bool
+
+
+@attrs.frozen
+class FollowRemains:
+    """The supervisor died first: follow what is left of the job (stopping it after
+    ``cancels``, which the runner reads as they come), then ask what started it
+    (``started_here``: this runner's backend did) how its main process ended; feed back
+    ``RemainsDone``."""
+
+    handle: HandleFacts
+    started_here: bool
 
 
 @attrs.frozen
 class ReadEnd:
-    """Read how the attempt ended (``record``: what the launcher said; None: ``exit.json``),
-    with its stderr tail and the OOM count when it failed (``needs_reading``); feed back
-    ``EndRead``."""
+    """Read how the attempt ended (``record``: what the backend said; None: read its end
+    record), with its stderr tail and the OOM count when it failed (``needs_reading``); feed
+    back ``EndRead``."""
 
     record: ExitRecordFacts | None
 
 
-Effect = Union[Spawn, Report, FollowLogs, UnfollowLogs, WaitExit, WaitShim, CancelThroughLauncher, SignalShim,
-               FollowOrphan, ReadEnd]
+Effect = Union[Launch, Report, FollowLogs, UnfollowLogs, Watch, WatchSupervisor, Stop, FollowRemains, ReadEnd]
 
 
 class UnexpectedInput(RuntimeError):
@@ -267,27 +295,32 @@ class UnexpectedInput(RuntimeError):
 
 
 # (phase, input type) -> the phase after it, for every input whose next phase does not
-# depend on its content; ``Attempt.feed`` computes the others (Adopt, ExitSeen, OrphanDone).
+# depend on its content; ``Attempt.feed`` computes the others.
 TRANSITIONS: dict[tuple[Phase, type], Phase] = {
     (P.NEW, Start): P.STARTING,
-    (P.STARTING, Spawned): P.RUNNING,
-    (P.STARTING, SpawnFailed): P.ENDED,
+    (P.STARTING, StartFailed): P.ENDED,
     (P.STARTING, CancelAsked): P.CANCEL_PENDING,
-    (P.CANCEL_PENDING, Spawned): P.RUNNING,
-    (P.CANCEL_PENDING, SpawnFailed): P.ENDED,
+    (P.CANCEL_PENDING, StartFailed): P.ENDED,
     (P.CANCEL_PENDING, CancelAsked): P.CANCEL_PENDING,
+    (P.HANDED_OVER, CancelAsked): P.HANDED_OVER,
+    (P.HANDED_OVER, Waiting): P.HANDED_OVER,
+    (P.HANDED_OVER, NowRunning): P.RUNNING,
+    (P.HANDED_OVER, Vanished): P.ENDED,
+    (P.HANDED_OVER, WatchLost): P.HANDED_OVER,
     (P.RUNNING, CancelAsked): P.RUNNING,
-    (P.RUNNING, LauncherLost): P.LAUNCHER_GONE,
+    (P.RUNNING, WatchLost): P.WATCH_LOST,
+    (P.RUNNING, Vanished): P.ENDED,
     (P.ADOPTED, CancelAsked): P.ADOPTED,
-    (P.ADOPTED, ShimEnded): P.ORPHANED,
-    (P.LAUNCHER_GONE, CancelAsked): P.LAUNCHER_GONE,
-    (P.LAUNCHER_GONE, ShimEnded): P.ORPHANED,
-    (P.ORPHANED, CancelAsked): P.ORPHANED,
+    (P.ADOPTED, SupervisorEnded): P.UNSUPERVISED,
+    (P.WATCH_LOST, CancelAsked): P.WATCH_LOST,
+    (P.WATCH_LOST, SupervisorEnded): P.UNSUPERVISED,
+    (P.UNSUPERVISED, CancelAsked): P.UNSUPERVISED,
     (P.ENDING, CancelAsked): P.ENDING,  # too late: the end is being read
     (P.ENDING, EndRead): P.ENDED,
     (P.ENDED, CancelAsked): P.ENDED,
 }
-COMPUTED = frozenset({(P.NEW, Adopt), (P.RUNNING, ExitSeen), (P.ORPHANED, OrphanDone)})
+COMPUTED = frozenset({(P.STARTING, Started), (P.CANCEL_PENDING, Started), (P.NEW, Adopt),
+                      (P.HANDED_OVER, ExitSeen), (P.RUNNING, ExitSeen), (P.UNSUPERVISED, RemainsDone)})
 
 
 @attrs.define
@@ -297,10 +330,11 @@ class Attempt:
     job_id: str
     attempt: int
     phase: Phase = P.NEW
-    cancels: int = 0  # cancels asked of it; an orphan's follower stops it after the first, kills after two
-    spawn_id: str | None = None  # the launcher's request id, when this runner's launcher started it
-    shim: tuple[int, int | None] | None = None  # its shim's (pid, start time)
+    cancels: int = 0  # cancels asked of it; a follower of its remains stops it after the first, kills after two
+    handle: HandleFacts | None = None  # the backend's, once it has the attempt
+    started_here: bool = False  # this runner's backend started it (not adopted after a restart)
     end_note: str | None = None  # added to the message of a failure being read (ENDING)
+    waiting: str | None = None  # the reason last reported while the backend queues it
 
     @property
     def live(self) -> bool:
@@ -324,78 +358,98 @@ class Attempt:
     # -- inputs ---------------------------------------------------------------------------
 
     def _on_Start(self, event: Start) -> list[Effect]:
-        return [Spawn(event.request)]
+        return [Launch(event.request)]
 
-    def _on_Spawned(self, event: Spawned) -> list[Effect]:
-        spawned = event.spawned
-        self.spawn_id = spawned.id
-        self.shim = (spawned.shim_pid, spawned.shim_start_time)
-        effects: list[Effect] = [Report(self._status(NodeReport.RUNNING, pid=spawned.pid,
-                                                     at_ms=_ms(spawned.started_at))),
-                                 FollowLogs(resume=False)]
+    def _on_Started(self, event: Started) -> list[Effect]:
+        started = event.started
+        self.handle = started.handle
+        self.started_here = True
+        cancel: list[Effect] = []
         if self.phase is P.CANCEL_PENDING:  # cancelled while it was starting
             self.cancels = 1
-            effects.append(CancelThroughLauncher(spawned.id))
-        return [*effects, WaitExit(spawned.id)]
+            cancel = [Stop(started.handle, through_starter=True)]
+        if started.running is None:
+            self.phase = P.HANDED_OVER
+            return [*cancel, Watch(started.handle)]
+        self.phase = P.RUNNING
+        return [*self._now_running(started.running, resume=False), *cancel, Watch(started.handle)]
 
-    def _on_SpawnFailed(self, event: SpawnFailed) -> list[Effect]:
+    def _on_StartFailed(self, event: StartFailed) -> list[Effect]:
         return [Report(self._status(NodeReport.FAILED, failure_reason=FailureReason.SPAWN_FAILED,
                                     message=event.message))]
 
     def _on_Adopt(self, event: Adopt) -> list[Effect]:
-        runtime = event.runtime
         if event.problem is not None:
             self.phase = P.ENDED
             return [Report(self._status(NodeReport.FAILED, failure_reason=FailureReason.LOST,
                                         message=event.problem))]
-        if runtime is None:
+        self.handle = event.handle
+        if event.waiting is not None and event.handle is not None:
+            self.phase = P.HANDED_OVER
+            effects = self._waiting(event.waiting)
+            if event.cancel_requested:
+                self.cancels = 1
+                effects.append(Stop(event.handle, through_starter=True))
+            return [*effects, Watch(event.handle)]
+        if event.running is None or event.handle is None:
             self.phase = P.ENDED
             return [Report(self._status(NodeReport.REQUEUE, message="never started"))]
-        self.shim = (runtime.shim_pid, runtime.shim_start_time)
-        # A shim whose job has ended (exit.json) may have gone on to another job: only a
-        # shim with its job's exit still unwritten is that job's.
+        # A supervisor whose job has ended (its record is written) may have gone on to
+        # another job: only one with its job's end still unrecorded is that job's.
         if event.ended or not event.alive:
             self.phase = P.ENDING
             return [ReadEnd(None)]
-        self.phase = P.ADOPTED
-        effects: list[Effect] = [Report(self._status(NodeReport.RUNNING, pid=runtime.pid,
-                                                     at_ms=_ms(runtime.started_at))),
-                                 FollowLogs(resume=True)]
+        self.phase = P.RUNNING if event.watchable else P.ADOPTED
+        effects = self._now_running(event.running, resume=True)
         if event.cancel_requested:
             self.cancels = 1
             effects.append(self._cancel_effect())
-        return [*effects, WaitShim(*self.shim)]
+        return [*effects, Watch(event.handle) if event.watchable else WatchSupervisor(event.handle)]
 
     def _on_CancelAsked(self, event: CancelAsked) -> list[Effect]:
-        if self.phase not in LIVE:
-            return []  # starting (it goes once the job is up), or ended already
+        if self.phase not in LIVE and self.phase is not P.HANDED_OVER:
+            return []  # starting (it goes once the backend has it), or ended already
         self.cancels += 1
-        return [] if self.phase is P.ORPHANED else [self._cancel_effect()]
+        return [] if self.phase is P.UNSUPERVISED else [self._cancel_effect()]
+
+    def _on_Waiting(self, event: Waiting) -> list[Effect]:
+        return [*self._waiting(event.reason), Watch(self._handle())]
+
+    def _on_NowRunning(self, event: NowRunning) -> list[Effect]:
+        return [*self._now_running(event.running, resume=False), Watch(self._handle())]
+
+    def _on_Vanished(self, event: Vanished) -> list[Effect]:
+        logs: list[Effect] = [UnfollowLogs()] if self.phase is P.RUNNING else []
+        return [*logs, Report(self._status(NodeReport.FAILED, failure_reason=FailureReason.LOST,
+                                           message=event.message))]
 
     def _on_ExitSeen(self, event: ExitSeen) -> list[Effect]:
         record = event.record
         if record is not None and not record.belongs_to(self.job_id, self.attempt):
-            record = None  # another attempt's exit is not this one's: watch the shim instead
+            record = None  # another attempt's exit is not this one's: watch the supervisor instead
         if record is None:
-            self.phase = P.LAUNCHER_GONE
-            assert self.shim is not None
-            return [WaitShim(*self.shim)]
+            if self.phase is P.HANDED_OVER:  # it never ran: nothing to follow; its end record tells
+                self.phase = P.ENDING
+                return [ReadEnd(None)]
+            self.phase = P.WATCH_LOST
+            return [WatchSupervisor(self._handle())]
+        logs: list[Effect] = [UnfollowLogs()] if self.phase is P.RUNNING else []
         self.phase = P.ENDING
-        return [UnfollowLogs(), ReadEnd(record)]
+        return [*logs, ReadEnd(record)]
 
-    def _on_LauncherLost(self, event: LauncherLost) -> list[Effect]:
-        assert self.shim is not None
-        return [WaitShim(*self.shim)]
+    def _on_WatchLost(self, event: WatchLost) -> list[Effect]:
+        if self.phase is P.HANDED_OVER:
+            return [Watch(self._handle())]  # a queueing backend's watch is its own to restore
+        return [WatchSupervisor(self._handle())]
 
-    def _on_ShimEnded(self, event: ShimEnded) -> list[Effect]:
-        return [FollowOrphan(self.spawn_id)]
+    def _on_SupervisorEnded(self, event: SupervisorEnded) -> list[Effect]:
+        return [FollowRemains(self._handle(), self.started_here)]
 
-    def _on_OrphanDone(self, event: OrphanDone) -> list[Effect]:
-        assert self.shim is not None
-        died = f"its shim (pid {self.shim[0]}) died while the job ran"
+    def _on_RemainsDone(self, event: RemainsDone) -> list[Effect]:
+        died = f"{self._handle().supervisor} died while the job ran"
         record = event.record
         if not event.followed and record is None:
-            self.phase = P.ENDING  # nothing of it was left: exit.json tells, or it is LOST
+            self.phase = P.ENDING  # nothing of it was left: its end record tells, or it is LOST
             return [UnfollowLogs(), ReadEnd(None)]
         at_ms = _ms(record.ended_at) if record is not None else event.now_ms
         exit_code = record.exit_code if record is not None else None
@@ -421,12 +475,25 @@ class Attempt:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def _handle(self) -> HandleFacts:
+        assert self.handle is not None, f"{self.phase}: no handle"
+        return self.handle
+
+    def _now_running(self, running: RunningFacts, *, resume: bool) -> list[Effect]:
+        self.waiting = None
+        return [Report(self._status(NodeReport.RUNNING, pid=running.pid, at_ms=_ms(running.started_at))),
+                FollowLogs(resume=resume)]
+
+    def _waiting(self, reason: str) -> list[Effect]:
+        if reason == self.waiting:
+            return []
+        self.waiting = reason
+        return [Report(self._status(NodeReport.WAITING, message=reason))]
+
     def _cancel_effect(self) -> Effect:
-        if self.phase in (P.RUNNING, P.CANCEL_PENDING):  # its launcher tells its shim which job it means
-            assert self.spawn_id is not None
-            return CancelThroughLauncher(self.spawn_id)
-        assert self.shim is not None
-        return SignalShim(*self.shim)
+        # While what started it still follows it, that tells which job it means; after, the supervisor.
+        through_starter = self.phase in (P.RUNNING, P.CANCEL_PENDING, P.HANDED_OVER)
+        return Stop(self._handle(), through_starter=through_starter)
 
     def _status(self, report: NodeReport, **fields: Any) -> JobStatus:
         return JobStatus(self.job_id, self.attempt, report, **fields)

@@ -1,0 +1,414 @@
+"""The Slurm runner backend: each attempt is one Slurm batch job that runs our shim one-shot.
+
+A node with ``[node] runner = "slurm"`` runs on a machine that can submit to a cluster (a
+login node). Its home, where each attempt's dir lies (``gpuplaned.home.attempt_dir``), is on a
+filesystem the cluster's nodes share: the backend writes the attempt's ``spec.json`` there,
+``sbatch``es a script that ``exec``s ``gpuplaned/shim --oneshot <dir>``, and the shim inside the
+allocation writes the same ``runtime.json``, ``exit.json`` and logs as a local shim. So every
+node actor that follows job files (logs, TensorBoard, checkpoints) works unchanged, from here.
+
+The handle of an attempt is its Slurm job id. Where each word of the attempt machine comes from:
+- start: ``submission.submit``, named ``gp-<job id>-<attempt>`` and looked up before it is ever
+  submitted again; while slurmctld does not answer, the node holds the ``slurm_unreachable``
+  condition and the start waits (never a failed job);
+- watch: one ``squeue`` a round for all of the node's attempts (``_Poller``, with backoff while
+  Slurm is down); a pending job's reason is ``Waiting("Slurm: Resources")``; ``runtime.json``
+  appearing is ``NowRunning``; the end is ``exit.json`` first, then Slurm's own word
+  (``polling.read_ends``: ``scontrol show job``, then ``sacct`` where it exists); a job that
+  none of them accounts for ``lost_after_s`` after it left the queue is ``Vanished`` (LOST);
+- cancel: ``scancel``, retried until Slurm answers; Slurm signals every process of the job;
+- adopt after a restart: the name's look-up (``squeue --me -t all -n``) and the attempt's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from gpuplaned.backends.base import AttemptRequest, Running, Started, StartRefused
+from gpuplaned.config import Config
+from gpuplaned.domain import attempts as a
+from gpuplaned.domain.failures import ExitReason
+from gpuplaned.domain.node_conditions import NodeConditions
+from gpuplaned.home import attempt_dir
+from gpuplaned.launching.client import SpawnRequest
+from gpuplaned.launching.job_files import CorruptRecord, ExitRecord, Runtime, read_exit, read_runtime, tail_text
+from gpuplaned.slurm.batch_job import shim_argv, write_spec
+from gpuplaned.slurm.cancelling import cancel as scancel
+from gpuplaned.slurm.commands import SlurmCli, SlurmCommandFailed, SlurmError, SlurmPaths, SlurmUnreachable
+from gpuplaned.slurm.parsing import QueueRow, SlurmParseError
+from gpuplaned.slurm.polling import Backoff, JobEnd, poll, read_ends
+from gpuplaned.slurm.submission import SubmitRefused, SubmitSpec, SubmitUncertain, find_by_name, job_name, submit
+
+log = logging.getLogger("gpuplaned.runner")
+
+Blocking = Callable[..., Awaitable[Any]]
+UNREACHABLE = "slurm_unreachable"  # the node condition while slurmctld does not answer
+# Slurm's end states with no exit status of the job's own: reported LOST with Slurm's words.
+_NO_EXIT_STATUS = {"NODE_FAIL": "its node failed", "BOOT_FAIL": "its node failed to boot",
+                   "PREEMPTED": "it was preempted", "DEADLINE": "it missed its deadline",
+                   "REVOKED": "it was revoked", "OUT_OF_MEMORY": "it ran out of memory"}
+
+
+@attrs.frozen
+class SlurmHandle:
+    """An attempt's Slurm job."""
+
+    job_id: str
+    attempt: int
+    slurm_id: str
+    job_dir: Path
+
+    @property
+    def supervisor(self) -> str:
+        return f"its Slurm job {self.slurm_id}"
+
+
+@attrs.define
+class _Watched:
+    """What the backend has said of one attempt so far."""
+
+    running: bool = False  # NowRunning (or a running adoption) said
+    waiting: str | None = None  # the last reason said
+    left_queue_at: float | None = None  # when squeue first stopped listing it as pending or running
+
+
+class _Poller:
+    """One ``squeue`` a round for every attempt being watched; ``rows`` is the last answer
+    (None while Slurm does not answer)."""
+
+    def __init__(self, cli: SlurmCli, interval_s: float, max_s: float, conditions: NodeConditions) -> None:
+        self.cli = cli
+        self.backoff = Backoff(period_s=interval_s, max_s=max_s)
+        self.conditions = conditions
+        self.watched: dict[str, int] = {}  # slurm id -> how many watchers
+        self.rows: dict[str, QueueRow] | None = None
+        self._round = trio.Event()
+        self._wake = trio.Event()
+
+    @contextlib.contextmanager
+    def watching(self, slurm_id: str) -> Any:
+        self.watched[slurm_id] = self.watched.get(slurm_id, 0) + 1
+        self._wake.set()
+        try:
+            yield
+        finally:
+            self.watched[slurm_id] -= 1
+            if not self.watched[slurm_id]:
+                del self.watched[slurm_id]
+
+    async def next_round(self) -> dict[str, QueueRow] | None:
+        await self._round.wait()
+        return self.rows
+
+    async def run(self) -> None:
+        while True:
+            if not self.watched:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            try:
+                self.rows = await poll(self.cli, list(self.watched))
+                answered(self.conditions)
+                pause = self.backoff.answered()
+            except SlurmUnreachable as error:
+                self.rows = None
+                unreachable(self.conditions, error)
+                pause = self.backoff.failed()
+            except (SlurmCommandFailed, SlurmParseError) as error:
+                log.warning("squeue: %s", error)
+                self.rows = None
+                pause = self.backoff.failed()
+            self._round.set()
+            self._round = trio.Event()
+            await trio.sleep(pause)
+
+
+def unreachable(conditions: NodeConditions, error: SlurmUnreachable) -> None:
+    if conditions.raise_(UNREACHABLE, f"slurmctld does not answer: {error}"):
+        log.warning("Slurm does not answer (%s); running jobs carry on, new ones wait", error)
+
+
+def answered(conditions: NodeConditions) -> None:
+    if conditions.clear(UNREACHABLE):
+        log.info("Slurm answers again")
+
+
+class SlurmBackend:
+    kind = "slurm"
+
+    def __init__(self, config: Config, cli: SlurmCli, conditions: NodeConditions, blocking: Blocking,
+                 poller: _Poller) -> None:
+        self.home = config.home
+        self.slurm = config.slurm
+        self.cli = cli
+        self.conditions = conditions
+        self.blocking = blocking
+        self.poller = poller
+        self.python = str(config.slurm.python or sys.executable)
+        self.watched: dict[str, _Watched] = {}  # by slurm id
+
+    def attempt_dir(self, job_id: str, attempt: int) -> Path:
+        return attempt_dir(self.home, job_id, attempt)
+
+    # -- start ----------------------------------------------------------------------------
+
+    async def start(self, attempt: AttemptRequest) -> Started:
+        request, gpus = attempt.spawn, attempt.gpus
+        assert request.job_id is not None and request.attempt is not None
+        job_dir = Path(request.job_dir)
+        await self.blocking(lambda: write_spec(job_dir, argv=request.argv, cwd=request.cwd, env=request.env,
+                                               job_id=request.job_id, attempt=request.attempt,
+                                               timeout_s=request.timeout_s, grace_s=request.grace_s))
+        try:
+            spec = SubmitSpec(request.job_id, request.attempt, shim_argv(self.python, job_dir), job_dir,
+                              Path(request.cwd), gpus=gpus, partition=self.slurm.partition,
+                              account=self.slurm.account, qos=self.slurm.qos, extra_args=self._extra_args(request))
+        except ValueError as error:
+            raise StartRefused(f"cannot submit to Slurm: {error}") from None
+        look_first = False
+        backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
+        while True:
+            try:
+                submitted = await submit(self.cli, spec, look_first=look_first, lookup_pause_s=backoff.period_s)
+                break
+            except SubmitRefused as error:
+                raise StartRefused(f"Slurm refused the job: {error.stderr.strip() or error}") from None
+            except (SubmitUncertain, SlurmUnreachable) as error:
+                unreachable(self.conditions, error)
+                look_first = True  # it may have been made: look before ever submitting again
+                await trio.sleep(backoff.failed())
+            except SlurmError as error:
+                raise StartRefused(f"cannot submit to Slurm: {error}") from None
+        answered(self.conditions)
+        log.info("job %s attempt %d is Slurm job %s%s", request.job_id, request.attempt, submitted.slurm_id,
+                 " (found by its name)" if submitted.found else "")
+        handle = SlurmHandle(request.job_id, request.attempt, submitted.slurm_id, job_dir)
+        self.watched[handle.slurm_id] = _Watched()
+        return Started(handle, None)
+
+    def _extra_args(self, request: SpawnRequest) -> tuple[str, ...]:
+        args = []
+        if request.timeout_s is not None:  # our shim stops it first; Slurm's limit is the backstop
+            args.append(f"--time={math.ceil((request.timeout_s + request.grace_s) / 60) + 1}")
+        elif self.slurm.time_limit:
+            args.append(f"--time={self.slurm.time_limit}")
+        if self.slurm.signal_before_s:
+            args.append(f"--signal=B:USR2@{self.slurm.signal_before_s}")
+        if self.slurm.requeue:
+            args.append("--requeue")
+        return tuple(args)
+
+    # -- watch ----------------------------------------------------------------------------
+
+    async def watch(self, handle: SlurmHandle) -> a.Input:
+        state = self.watched.setdefault(handle.slurm_id, _Watched())
+        with self.poller.watching(handle.slurm_id):
+            while True:
+                word = await self._look(handle, state)
+                if word is not None:
+                    return word
+                rows = await self.poller.next_round()
+                if rows is not None:
+                    word = await self._judge(handle, state, rows.get(handle.slurm_id))
+                    if word is not None:
+                        return word
+
+    async def _look(self, handle: SlurmHandle, state: _Watched) -> a.Input | None:
+        """What the attempt's files say that has not been said."""
+        try:
+            runtime, record = await self.blocking(_records, handle)
+        except CorruptRecord as error:
+            return a.Vanished(str(error))
+        if runtime is not None and not state.running:
+            state.running = True
+            return a.NowRunning(_running(runtime))
+        if record is not None:
+            self.watched.pop(handle.slurm_id, None)
+            return a.ExitSeen(record)
+        return None
+
+    async def _judge(self, handle: SlurmHandle, state: _Watched, row: QueueRow | None) -> a.Input | None:
+        """What squeue's row (None: it no longer lists the job) says that has not been said."""
+        if row is not None and row.state.pending:
+            state.left_queue_at = None
+            reason = _reason(row)
+            if state.running or reason == state.waiting:
+                return None  # a running attempt that Slurm requeued ends by its record
+            state.waiting = reason
+            return a.Waiting(reason)
+        if row is not None and row.state.active:
+            state.left_queue_at = None
+            return None
+        now = time.monotonic()
+        if state.left_queue_at is None:
+            state.left_queue_at = now
+            return None  # the shim's record may be a moment behind on a shared filesystem
+        end = await self._slurm_end(handle)
+        if end is not None:
+            self.watched.pop(handle.slurm_id, None)
+            return end
+        if now - state.left_queue_at >= self.slurm.lost_after_s:
+            self.watched.pop(handle.slurm_id, None)
+            return a.Vanished(f"Slurm job {handle.slurm_id} left the queue with no exit record, and neither "
+                              f"scontrol nor sacct knows how it ended")
+        return None
+
+    async def _slurm_end(self, handle: SlurmHandle) -> a.Input | None:
+        try:
+            ends = await read_ends(self.cli, [handle.slurm_id])
+        except SlurmError as error:
+            log.info("Slurm job %s: its end is not known yet (%s)", handle.slurm_id, error)
+            return None
+        end = ends.get(handle.slurm_id)
+        if end is None:
+            return None
+        # Its record may have landed meanwhile: the shim's word beats Slurm's.
+        _, record = await self.blocking(_records, handle)
+        if record is not None:
+            return a.ExitSeen(record)
+        return slurm_end(handle, end)
+
+    async def watch_supervisor(self, handle: SlurmHandle) -> a.SupervisorEnded:
+        with self.poller.watching(handle.slurm_id):
+            while True:
+                rows = await self.poller.next_round()
+                row = None if rows is None else rows.get(handle.slurm_id)
+                if rows is not None and (row is None or row.state.ended):
+                    return a.SupervisorEnded()
+
+    async def follow_remains(self, handle: SlurmHandle, started_here: bool,
+                             cancels: Callable[[], int]) -> a.RemainsDone:
+        return a.RemainsDone(followed=False)  # Slurm reaps what was left of the job with it
+
+    # -- cancel ---------------------------------------------------------------------------
+
+    async def cancel(self, handle: SlurmHandle, *, through_starter: bool) -> None:
+        backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
+        while True:
+            try:
+                await scancel(self.cli, handle.slurm_id)
+                return
+            except SlurmUnreachable as error:
+                unreachable(self.conditions, error)
+                await trio.sleep(backoff.failed())
+            except SlurmError as error:
+                log.warning("scancel %s: %s", handle.slurm_id, error)
+                return
+
+    # -- adopt ----------------------------------------------------------------------------
+
+    async def adopt(self, job_id: str, attempt: int, cancel_requested: bool) -> a.Adopt:
+        job_dir = self.attempt_dir(job_id, attempt)
+        name = job_name(job_id, attempt)
+        backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
+        while True:  # whether Slurm has the job decides between adopting it and requeueing it
+            try:
+                found = await find_by_name(self.cli, name)
+                rows = await poll(self.cli, found) if found else {}
+                break
+            except SlurmUnreachable as error:
+                unreachable(self.conditions, error)
+                await trio.sleep(backoff.failed())
+        answered(self.conditions)
+        try:
+            runtime, record = await self.blocking(_records, SlurmHandle(job_id, attempt, "", job_dir))
+        except CorruptRecord as error:
+            return a.Adopt(None, problem=str(error))
+        if not found:
+            if runtime is None:
+                return a.Adopt(None, cancel_requested=cancel_requested)  # never submitted: back to the queue
+            handle = SlurmHandle(job_id, attempt, "0", job_dir)  # ran, and Slurm has forgotten it
+            return a.Adopt(_running(runtime), handle, ended=True)
+        handle = SlurmHandle(job_id, attempt, found[-1], job_dir)
+        row = rows.get(handle.slurm_id)
+        state = self.watched.setdefault(handle.slurm_id, _Watched(running=runtime is not None))
+        if record is not None or (row is not None and row.state.ended):
+            return a.Adopt(_running(runtime) if runtime else Running(None, None, None), handle, ended=True)
+        if runtime is None:
+            reason = _reason(row) if row is not None else "Slurm: pending (no reason yet)"
+            state.waiting = reason
+            return a.Adopt(None, handle, waiting=reason, cancel_requested=cancel_requested)
+        return a.Adopt(_running(runtime), handle, alive=True, watchable=True, cancel_requested=cancel_requested)
+
+    # -- the end --------------------------------------------------------------------------
+
+    async def read_end(self, job_id: str, attempt: int, record: a.ExitRecordFacts | None,
+                       handle: SlurmHandle | None) -> a.EndRead:
+        job_dir = self.attempt_dir(job_id, attempt)
+        if record is None:
+            try:
+                record = await self.blocking(read_exit, job_dir, (job_id, attempt))
+            except CorruptRecord as error:
+                return a.EndRead(None, problem=str(error))
+        if record is None and handle is not None and handle.slurm_id != "0":
+            word = await self._slurm_end(handle)
+            if isinstance(word, a.ExitSeen):
+                record = word.record
+            elif isinstance(word, a.Vanished):
+                return a.EndRead(None, problem=word.message)
+        if record is None:
+            return a.EndRead(None)
+        if record.succeeded:
+            return a.EndRead(record)
+        return a.EndRead(record, stderr_tail=await self.blocking(tail_text, job_dir / "stderr.log"))
+
+
+def _reason(row: QueueRow) -> str:
+    """Why Slurm holds a pending job, as the job's wait reason."""
+    return f"Slurm: {row.reason}" if row.reason else f"Slurm: {row.state.name.lower()} (no reason yet)"
+
+
+def _records(handle: SlurmHandle) -> tuple[Runtime | None, ExitRecord | None]:
+    owner = (handle.job_id, handle.attempt)
+    return read_runtime(handle.job_dir, owner), read_exit(handle.job_dir, owner)
+
+
+def _running(runtime: Runtime) -> Running:
+    """A job running under a one-shot shim: its pids mean something only on its own host."""
+    here = runtime.host is None or runtime.host == os.uname().nodename
+    return Running(runtime.pid if here else None, runtime.pgid if here else None, runtime.started_at,
+                   runtime.shim_pid if here else None, runtime.shim_start_time if here else None, runtime.cwd)
+
+
+def slurm_end(handle: SlurmHandle, end: JobEnd) -> a.Input:
+    """Slurm's word on how a job without an exit record ended."""
+    state = end.state.name
+    if state in _NO_EXIT_STATUS:
+        return a.Vanished(f"Slurm job {handle.slurm_id} ended {state}: {_NO_EXIT_STATUS[state]}")
+    code, signum = end.exit_code.status, end.exit_code.signal
+    if state == "CANCELLED":
+        reason = ExitReason.CANCELLED
+    elif state == "TIMEOUT":
+        reason = ExitReason.TIMEOUT
+    else:
+        reason = ExitReason.SIGNALED if signum else ExitReason.EXITED
+    name = signal.Signals(signum).name if signum and signum in signal.Signals._value2member_map_ else None
+    return a.ExitSeen(ExitRecord(None if signum else code, signum or None, name, reason, time.time(), None,
+                                 f"no exit record; Slurm says {state} ({end.source})", handle.job_id,
+                                 handle.attempt))
+
+
+@contextlib.asynccontextmanager
+async def open_slurm_backend(config: Config, conditions: NodeConditions,
+                             blocking: Blocking = trio.to_thread.run_sync) -> AsyncIterator[SlurmBackend]:
+    """The backend with its poller running, for as long as the runner runs."""
+    bin_dir = config.slurm.bin_dir
+    paths = SlurmPaths() if bin_dir is None else SlurmPaths(
+        **{tool: str(bin_dir / tool) for tool in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo")})
+    cli = SlurmCli(paths=paths, timeout_s=config.slurm.command_timeout_s)
+    poller = _Poller(cli, config.slurm.poll_interval_s, config.slurm.poll_max_s, conditions)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poller.run)
+        yield SlurmBackend(config, cli, conditions, blocking, poller)
+        nursery.cancel_scope.cancel()
