@@ -57,6 +57,7 @@ from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpec
 from gpuplaned.protocol.evaluation_wire import EVAL_RESULT_VAR
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.backends.slurm import open_slurm_backend
+from gpuplaned.slurm.commands import SlurmCli
 
 log = logging.getLogger("gpuplaned.runner")
 
@@ -142,10 +143,12 @@ Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread
 
 
 async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[RunnerHandle] = trio.TASK_STATUS_IGNORED,
-              launcher: LauncherFactory = open_launcher, blocking: Blocking = trio.to_thread.run_sync) -> None:
+              launcher: LauncherFactory = open_launcher, blocking: Blocking = trio.to_thread.run_sync,
+              slurm_cli: SlurmCli | None = None) -> None:
     """The actor. ``launcher`` opens the local backend's launcher, ``blocking`` runs the file
-    and ``/proc`` reads (in tests: ``gpuplaned.testing.launcher``'s ``FakeLauncher.open`` and
-    ``inline``)."""
+    and ``/proc`` reads, ``slurm_cli`` runs the Slurm backend's commands (in tests:
+    ``gpuplaned.testing.launcher``'s ``FakeLauncher.open`` and ``inline``,
+    ``gpuplaned.testing.slurm.FakeSlurm``)."""
     shared = ctx.shared
     cfg = shared.config
     link = shared.link
@@ -154,7 +157,7 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
         log.info("runner: Slurm (up to %d GPUs a job, %d jobs at once)", pooled.gpus_per_job, pooled.max_jobs)
         hello = Hello(cfg.node.name, gpuplaned.__version__, (), cfg.node.labels, cfg.node.max_cpu_jobs, "slurm",
                       host_facts("GPUs are placed by Slurm"), runner="slurm", pooled=pooled)
-        backend_cm = open_slurm_backend(cfg, shared.conditions, blocking)
+        backend_cm = open_slurm_backend(cfg, shared.conditions, blocking, slurm_cli)
     else:
         inv = await blocking(inventory, cfg.node.gpus)
         if inv.note:

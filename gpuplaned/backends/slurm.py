@@ -401,12 +401,14 @@ def slurm_end(handle: SlurmHandle, end: JobEnd) -> a.Input:
 
 @contextlib.asynccontextmanager
 async def open_slurm_backend(config: Config, conditions: NodeConditions,
-                             blocking: Blocking = trio.to_thread.run_sync) -> AsyncIterator[SlurmBackend]:
-    """The backend with its poller running, for as long as the runner runs."""
+                             blocking: Blocking = trio.to_thread.run_sync,
+                             cli: SlurmCli | None = None) -> AsyncIterator[SlurmBackend]:
+    """The backend with its poller running, for as long as the runner runs. ``cli`` runs the
+    Slurm commands (default: the configured clients; in tests, ``gpuplaned.testing.slurm.FakeSlurm``)."""
     bin_dir = config.slurm.bin_dir
     paths = SlurmPaths() if bin_dir is None else SlurmPaths(
         **{tool: str(bin_dir / tool) for tool in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo")})
-    cli = SlurmCli(paths=paths, timeout_s=config.slurm.command_timeout_s)
+    cli = cli or SlurmCli(paths=paths, timeout_s=config.slurm.command_timeout_s)
     poller = _Poller(cli, config.slurm.poll_interval_s, config.slurm.poll_max_s, conditions)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(poller.run)
