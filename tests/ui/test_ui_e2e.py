@@ -358,6 +358,58 @@ def test_webhooks_settings_the_rule_filter_and_the_diagnosis_tab(ui):
     assert r["summary"]
 
 
+# A sweep's trial: logs its loss (lower for a lower lr), then holds until the file named
+# second exists (the test never makes it: the sweep is cancelled).
+TRIAL = """
+import os, sys, time, gpuplane
+run = gpuplane.init()
+for step in range(3):
+    run.log({"loss": float(sys.argv[1]) * 10 + 1 / (1 + step)}, step=step)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.1)
+run.finish()
+"""
+
+
+def test_the_sweeps_pages_show_the_trials_and_pause_resume_and_cancel_it(ui):
+    hold = ui.work / "never-made"
+    made = ui.jobs.client.post("/api/v1/sweeps", {
+        "name": "ui-lr", "grid": {"lr": [0.3, 0.1, 0.03, 0.01]}, "max_parallel": 1, "metric": "loss", "goal": "min",
+        "job": {"command": [sys.executable, "-c", TRIAL, "{lr}", str(hold)], "cwd": str(ui.work), "gpu": 0,
+                "env": {"PYTHONPATH": str(SDK_DIR)}}})
+    sweep = made["sweep"]
+    trials = ui.jobs.client.get(f"/api/v1/sweeps/{sweep['id']}")["sweep"]["trials"]
+    first = trials[0]["job_id"]
+    wait_for(lambda: (ui.jobs.client.get(f"/api/v1/sweeps/{sweep['id']}")["sweep"]["best"] or {}).get("step") == 2, 30,
+             interval=0.1, what="the first trial's three losses")
+
+    r = run_script(ui, "sweeps", GPUPLANE_UI_SWEEP_ID=sweep["id"], GPUPLANE_UI_SWEEP_NAME=sweep["name"],
+                   GPUPLANE_UI_TRIAL_JOB=first)
+
+    assert r["list"]["status"] == "running"
+    assert r["list"]["progress"] == "0 done · 1 running · 3 queued · 0 failed", r["list"]
+    assert r["list"]["best"] == "3.333 · trial #0lr=0.3", r["list"]  # 0.3 * 10 + 1/(1 + 2), then its values
+    assert r["headers"][:3] == ["#", "Status", "lr"] and r["headers"][3] == "loss best", r["headers"]
+    assert [row[:3] for row in r["trials"]] == [["0", "running", "0.3"], ["1", "queued", "0.1"], ["2", "queued", "0.03"],
+                                                ["3", "queued", "0.01"]], r["trials"]
+    assert r["trials"][0][3] == "3.333", r["trials"][0]  # its best so far: step 2, 3 + 1/3
+    assert "trial #0" in r["best_card"] and "lr0.3" in r["best_card"].replace(" ", ""), r["best_card"]
+    assert r["paused"]["status"] == "paused" and r["paused"]["reason"] == "· paused: paused by user", r["paused"]
+    assert "paused" in r["paused"]["note"] and sweep["name"] in r["paused"]["note"], r["paused"]
+    assert r["resumed"] == "running"
+    assert r["dialog_focus"] == {"text": "Cancel sweep", "inDialog": True}
+    assert r["after_escape"] == {"focus": {"text": "Cancel sweep", "inDialog": False}, "status": "running"}
+    assert [f["inDialog"] for f in r["tab_round"]] == [True, True, True]
+    assert [f["text"] for f in r["tab_round"]] == ["Close", "Keep it", "Cancel sweep"]
+    assert r["cancelled"] == "cancelled" and r["actions_after"] == [], r
+    assert r["trial_link"] == {"text": "trial #0", "href": f"/sweeps/{sweep['id']}"}
+    shown = ui.jobs.client.get(f"/api/v1/sweeps/{sweep['id']}")["sweep"]
+    assert shown["status"] == "CANCELLED" and shown["cancelled_at"]
+    assert {t["status"] for t in shown["trials"][1:]} == {"CANCELLED"}
+    assert ui.jobs.wait(first, timeout=30)["status"] == "CANCELLED"
+    assert r["problems"] == []
+
+
 # Two runs a new user would have (issue 33 item 4): long names with no place to break them,
 # long config values that differ, eight metrics, checkpoints under a deep folder, and an
 # event with a long message.

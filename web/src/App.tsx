@@ -17,6 +17,8 @@ import { Nodes } from "./pages/Nodes";
 import { RunDetail } from "./pages/RunDetail";
 import { Runs } from "./pages/Runs";
 import { SignIn } from "./pages/SignIn";
+import { SweepDetail } from "./pages/SweepDetail";
+import { Sweeps } from "./pages/Sweeps";
 import { Webhooks } from "./pages/Webhooks";
 import { NotFound } from "./pages/NotFound";
 
@@ -27,6 +29,7 @@ const NAV = [
   { to: "/", label: "Dashboard", icon: "dashboard", match: (p: string) => p === "/" },
   { to: "/jobs", label: "Jobs", icon: "jobs", match: (p: string) => p.startsWith("/jobs") },
   { to: "/runs", label: "Runs", icon: "runs", match: (p: string) => p.startsWith("/runs") },
+  { to: "/sweeps", label: "Sweeps", icon: "sweeps", match: (p: string) => p.startsWith("/sweeps") },
   { to: "/compare", label: "Compare", icon: "compare", match: (p: string) => p.startsWith("/compare") },
   { to: "/evaluations", label: "Evaluations", icon: "evals", match: (p: string) => p.startsWith("/evaluations") },
   { to: "/nodes", label: "Nodes", icon: "nodes", match: (p: string) => p.startsWith("/nodes") },
@@ -42,6 +45,9 @@ function Page({ pathname }: { pathname: string }) {
   if (pathname === "/runs") return <Runs />;
   m = matchPath("/runs/:id", pathname);
   if (m) return <RunDetail id={m.id} />;
+  if (pathname === "/sweeps") return <Sweeps />;
+  m = matchPath("/sweeps/:id", pathname);
+  if (m) return <SweepDetail id={m.id} />;
   if (pathname === "/compare") return <Compare />;
   if (pathname === "/evaluations") return <Evaluations />;
   if (pathname === "/nodes") return <Nodes />;

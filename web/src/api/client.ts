@@ -8,6 +8,8 @@ import type {
   ErrorBody,
   Evaluation,
   Experiment,
+  Group,
+  GroupList,
   Job,
   JobSubmit,
   LogPage,
@@ -21,6 +23,9 @@ import type {
   RunReply,
   RunSummary,
   RunDiagnosis,
+  Sweep,
+  SweepDetail,
+  SweepVerb,
   Webhook,
   WebhookCreate,
   WebhookTestResult,
@@ -184,6 +189,19 @@ export const api = {
     request<Schemas["JobReply"]>(`/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" }).then((r): Job => r.job),
   retryJob: (id: string) =>
     request<Schemas["JobReply"]>(`/jobs/${encodeURIComponent(id)}/retry`, { method: "POST" }).then((r): Job => r.job),
+  setJobPriority: (id: string, priority: number) =>
+    request<Schemas["JobReply"]>(`/jobs/${encodeURIComponent(id)}/priority`, { method: "POST", body: { priority } })
+      .then((r): Job => r.job),
+  listGroups: (signal?: AbortSignal) => request<GroupList>("/groups", { signal }),
+  pauseGroup: (name: string, verb: "pause" | "resume") =>
+    request<Schemas["GroupReply"]>(`/groups/${encodeURIComponent(name)}/${verb}`, { method: "POST" }).then((r): Group => r.group),
+
+  listSweeps: (signal?: AbortSignal) => request<Schemas["SweepList"]>("/sweeps", { signal }).then((r): Sweep[] => r.sweeps),
+  getSweep: (id: string, signal?: AbortSignal) =>
+    request<Schemas["SweepShown"]>(`/sweeps/${encodeURIComponent(id)}`, { signal }).then((r): SweepDetail => r.sweep),
+  changeSweep: (id: string, verb: SweepVerb) =>
+    request<Schemas["SweepReply"]>(`/sweeps/${encodeURIComponent(id)}/${verb}`, { method: "POST" }).then((r): Sweep => r.sweep),
+
   jobLogs: (id: string, query: { stream: LogStream; tail?: number; attempt?: number }, signal?: AbortSignal) =>
     request<LogPage>(`/jobs/${encodeURIComponent(id)}/logs`, { query, signal }),
 

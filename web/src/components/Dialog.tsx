@@ -5,6 +5,8 @@ import { useEffect, useRef, useState, type ReactNode } from "react";
 import { createPortal } from "react-dom";
 import { Icon } from "./Icon";
 
+const FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]:not([tabindex='-1'])";
+
 export function Dialog({ title, onClose, children, footer, wide }: {
   title: ReactNode; onClose: () => void; children: ReactNode; footer?: ReactNode; wide?: boolean }) {
   const box = useRef<HTMLDivElement>(null);
@@ -18,6 +20,14 @@ export function Dialog({ title, onClose, children, footer, wide }: {
       if (e.key === "Escape") {
         e.stopPropagation();
         closeRef.current();
+      } else if (e.key === "Tab" && box.current) {
+        // Modal: Tab and Shift+Tab go round the dialog's own controls, never to the page behind it.
+        const inside = [...box.current.querySelectorAll<HTMLElement>(FOCUSABLE)].filter((el) => !el.hasAttribute("disabled"));
+        if (!inside.length) return;
+        const at = inside.indexOf(document.activeElement as HTMLElement);
+        const next = e.shiftKey ? (at <= 0 ? inside.length - 1 : at - 1) : (at === inside.length - 1 ? 0 : at + 1);
+        e.preventDefault();
+        inside[next].focus();
       }
     };
     document.addEventListener("keydown", onKey);

@@ -10,6 +10,7 @@ import { Icon } from "./Icon";
 const STATUS_TONE: Record<string, string> = {
   RUNNING: "run", DISPATCHING: "run", QUEUED: "wait", CREATED: "wait", SUCCEEDED: "ok", FAILED: "bad",
   CANCELLED: "off", LOST: "warn", ONLINE: "ok", OFFLINE: "off", UNHEALTHY: "bad", RETRIED: "off",
+  PAUSED: "warn", DONE: "ok",
 };
 
 export function StatusBadge({ status }: { status: string }) {

@@ -52,6 +52,7 @@ export function JobDetail({ id }: { id: string }) {
           {j.failure_reason && <span className="text-bad" title={j.failure_message ?? undefined}> · {j.failure_reason}</span>}
           {j.failure_message && <span className="muted"> · {j.failure_message}</span>}
           {j.exit_code !== null && <span className="muted"> · exit {j.exit_code}</span>}</>}>
+        {j.sweep_id && <Link className="btn" to={`/sweeps/${j.sweep_id}`}><Icon name="sweeps" size={14} />Sweep</Link>}
         {j.run_id && <Link className="btn" to={`/runs/${j.run_id}`}><Icon name="runs" size={14} />Run</Link>}
         <button className="btn" onClick={() => setCopy(true)}><Icon name="copy" size={14} />Submit a copy</button>
         <JobActions job={j} onChange={(next) => job.mutate(() => next)} />
@@ -65,6 +66,7 @@ export function JobDetail({ id }: { id: string }) {
             ["GPUs", j.gpu_indexes.length ? <>{j.gpu_indexes.length} <span className="muted">(GPU <span className="mono">{j.gpu_indexes.join(", ")}</span>)</span></>
               : j.gpu ? `${j.gpu} requested` : "none (CPU slot)"],
             ["Type", j.type.toLowerCase()],
+            ...queueItems(j),
             ["Attempt", attemptDetail(j)],
             ["Priority", String(j.priority)],
             ["Created", fmtDateTime(j.created_at)],
@@ -82,6 +84,36 @@ export function JobDetail({ id }: { id: string }) {
       {copy && <SubmitJobDialog nodes={nodes.data} initial={jobToRequest(j)} onClose={() => setCopy(false)}
         onSubmitted={(nj) => { setCopy(false); navigate(`/jobs/${nj.id}`); }} />}
     </div>
+  );
+}
+
+/** Where the job stands in the queue: why it waits, its group, its sweep, the jobs it waits for
+ * and those that wait for it (each a link, with its state). */
+export function queueItems(j: Job): [string, React.ReactNode][] {
+  const items: [string, React.ReactNode][] = [];
+  const waiting = j.status === "QUEUED" || j.status === "CREATED" ? j.queue_reason : j.status === "DISPATCHING" ? j.wait_reason : null;
+  if (waiting) items.push(["Waiting", <span className="text-warn" data-wait-reason>{waiting}</span>]);
+  items.push(["Group", j.group ? <Link to={`/jobs?group=${encodeURIComponent(j.group)}`} data-group>{j.group}</Link>
+    : <span className="muted">default</span>]);
+  if (j.sweep_id) {
+    items.push(["Sweep", <span data-sweep-link><Link to={`/sweeps/${j.sweep_id}`}>trial #{j.sweep_trial}</Link>
+      {j.sweep_values && <span className="muted mono"> {Object.entries(j.sweep_values).map(([k, v]) => `${k}=${v}`).join(", ")}</span>}</span>]);
+  }
+  if (j.dependencies.length) {
+    items.push([`Waits for${j.after ? ` (${j.after})` : ""}`, <JobLinks links={j.dependencies} kind="dependencies" />]);
+  }
+  if (j.dependants.length) items.push(["Dependants", <JobLinks links={j.dependants} kind="dependants" />]);
+  return items;
+}
+
+function JobLinks({ links, kind }: { links: Job["dependencies"]; kind: string }) {
+  return (
+    <span className="job-links" data-links={kind}>
+      {links.map((l) => (
+        <span key={l.job_id}><Link to={`/jobs/${l.job_id}`} className="mono" data-job={l.job_id}>{shortId(l.job_id)}</Link>
+          {" "}<StatusBadge status={l.status} /></span>
+      ))}
+    </span>
   );
 }
 
