@@ -194,9 +194,9 @@ class _FreeSlots:
 
     def exhausted(self) -> bool:
         gpus, cpu = self.gpus, self.cpu  # locals: this runs once per job read
-        if any(self.job_slots.values()):
+        if any(gpus[n.node_id] or cpu[n.node_id] < n.max_cpu_jobs for n in self.usable):
             return False
-        return not any(gpus[n.node_id] or cpu[n.node_id] < n.max_cpu_jobs for n in self.usable)
+        return not any(self.job_slots.values())  # a pooled node's free job slot
 
     def take(self, job: QueuedJob, how: str) -> Assignment | str | None:
         """Book the job's slots: its assignment, or why it waits (None: for capacity)."""
