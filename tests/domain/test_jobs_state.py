@@ -115,5 +115,5 @@ def test_on_report_of_a_live_attempt(state, report, job):
 
 
 def test_reports_have_the_wire_values():
-    assert {r.value for r in R} == {"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST", "REQUEUE"}
+    assert {r.value for r in R} == {"RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED", "LOST", "REQUEUE"}
     assert R("FAILED") is R.FAILED and R.FAILED == "FAILED"
