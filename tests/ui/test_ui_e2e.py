@@ -410,6 +410,33 @@ def test_the_sweeps_pages_show_the_trials_and_pause_resume_and_cancel_it(ui):
     assert r["problems"] == []
 
 
+def test_a_jobs_dependencies_wait_reason_and_group_and_the_queue_levers_on_the_jobs_page(ui):
+    hold = ui.work / "release-ui-dep-first"
+    first = ui.jobs.sh(f"while [ ! -e {hold} ]; do sleep 0.1; done", name="ui-dep-first", gpu=0)
+    first = ui.jobs.wait(first["id"], "RUNNING", timeout=30)
+    second = ui.jobs.submit(["true"], name="ui-dep-second", gpu=0, group="ui-grp", after={"ids": [first["id"]]})
+    assert second["status"] == "QUEUED"
+
+    r = run_script(ui, "queue", GPUPLANE_UI_FIRST_ID=first["id"], GPUPLANE_UI_FIRST_NAME=first["name"],
+                   GPUPLANE_UI_SECOND_ID=second["id"], GPUPLANE_UI_SECOND_NAME=second["name"], GPUPLANE_UI_GROUP="ui-grp")
+
+    assert r["group_counts"] == "1 queued · 0 running", r
+    assert (r["paused_api"], r["resumed_api"]) == (True, False)
+    assert r["group_rows"] == ["ui-dep-second"]
+    assert r["prio_focused"] and r["prio_disabled"]
+    assert r["prio_error"] == "Priority must be a whole number, like 10 or -5"
+    assert r["prio_api"] == 7 and r["still_on_jobs"]
+    assert ui.jobs.get(second["id"])["priority"] == 7
+    shown = r["second"]
+    assert shown["wait"] == ui.jobs.get(second["id"])["queue_reason"] and first["id"] in shown["wait"], shown
+    assert shown["group"] == "ui-grp" and shown["label"] == "Waits for (succeeded)", shown
+    assert shown["dependency"] == {"href": f"/jobs/{first['id']}", "status": "running"}
+    assert r["first_dependant"] == {"href": f"/jobs/{second['id']}", "status": "queued"}
+    assert r["problems"] == []
+    hold.touch()  # the first ends, and the second runs after it
+    assert ui.jobs.wait(second["id"], timeout=30)["status"] == "SUCCEEDED"
+
+
 # Two runs a new user would have (issue 33 item 4): long names with no place to break them,
 # long config values that differ, eight metrics, checkpoints under a deep folder, and an
 # event with a long message.

@@ -179,7 +179,7 @@ export const api = {
     request<Schemas["UiSessionReply"]>("/auth/login", { method: "POST", body: { token }, quiet401: true }),
   logout: () => request<Schemas["LogoutReply"]>("/auth/logout", { method: "POST", quiet401: true }),
 
-  listJobs: (query: { status?: readonly string[]; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
+  listJobs: (query: { status?: readonly string[]; group?: string; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
     request<Schemas["JobList"]>("/jobs", { query, signal }),
   getJob: (id: string, signal?: AbortSignal) =>
     request<Schemas["JobReply"]>(`/jobs/${encodeURIComponent(id)}`, { signal }).then((r): Job => r.job),

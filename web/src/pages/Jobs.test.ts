@@ -9,3 +9,13 @@ describe("the jobs table's GPUs cell", () => {
     expect(gpusCell({ gpu: 0, gpu_indexes: [] })).toBe("CPU");
   });
 });
+
+describe("a job's priority as typed", () => {
+  it("is a whole number, else what it must be", async () => {
+    const { parsePriority } = await import("../components/JobQueueControls");
+    expect(parsePriority(" 10 ")).toBe(10);
+    expect(parsePriority("-5")).toBe(-5);
+    expect(parsePriority("1.5")).toBe("a whole number, like 10 or -5");
+    expect(parsePriority("")).toBe("a whole number, like 10 or -5");
+  });
+});

@@ -7,6 +7,7 @@ import { useNow, useResource } from "../api/hooks";
 import type { Job } from "../api/types";
 import { Icon } from "../components/Icon";
 import { JobActions } from "../components/JobActions";
+import { GroupsBar, PriorityCell } from "../components/JobQueueControls";
 import { SubmitJobDialog } from "../components/SubmitJobDialog";
 import { Ago, CopyId, Empty, ErrorBanner, Loading, PageHeader, StatusBadge, Tabs } from "../components/ui";
 import { attemptText } from "../lib/attempts";
@@ -22,13 +23,14 @@ const STATES: Record<Tab, string[]> = {
   all: [], queued: [...WAITING, "DISPATCHING"], running: ["RUNNING"], succeeded: ["SUCCEEDED"],
   failed: [...WENT_WRONG], cancelled: ["CANCELLED"],
 };
-const schema = { tab: oneOf(TABS, "all"), q: str(), n: int(100, 1, 10_000), submit: bool(false) };
+const schema = { tab: oneOf(TABS, "all"), q: str(), n: int(100, 1, 10_000), submit: bool(false), group: str() };
 
 export function Jobs() {
   const [view, setView] = useUrlState(schema);
   const now = useNow(1000);
-  const jobs = useResource((s) => api.listJobs({ status: STATES[view.tab], limit: view.n }, s), [view.tab, view.n],
-    { pollMs: 3000, keepPrevious: false });
+  const jobs = useResource((s) => api.listJobs({ status: STATES[view.tab], group: view.group || undefined, limit: view.n }, s),
+    [view.tab, view.n, view.group], { pollMs: 3000, keepPrevious: false });
+  const groups = useResource((s) => api.listGroups(s), [], { pollMs: 3000 });
   const active = useResource((s) => api.listJobs({ status: [...STATES.queued, ...STATES.running], limit: 1000 }, s), [],
     { pollMs: 3000 });
   const nodes = useResource((s) => api.listNodes(s), []);
@@ -54,6 +56,7 @@ export function Jobs() {
     setChanged((m) => new Map(m).set(job.id, job));
     jobs.reload();
     active.reload();
+    groups.reload();
   };
 
   return (
@@ -75,10 +78,14 @@ export function Jobs() {
             aria-label="Filter jobs" />
         </div>
       </div>
+      <GroupsBar groups={groups.data?.groups ?? []} selected={view.group} onSelect={(group) => setView({ group, n: 100 }, { push: true })}
+        onChanged={() => { groups.reload(); jobs.reload(); }} />
+      {groups.data?.queue_paused && <div className="banner banner-warn"><Icon name="alert" /><span>The whole queue is paused: no queued job starts (<code>gpuplanectl queue resume</code>).</span></div>}
       <ErrorBanner error={jobs.error} onRetry={jobs.reload} />
       {!jobs.data && !jobs.error ? <Loading rows={8} /> : rows.length === 0 ? (
-        <Empty title={view.q ? "No job matches the filter" : view.tab === "all" ? "No jobs yet" : `No ${view.tab} jobs`} icon="jobs">
-          {view.tab === "all" && !view.q ? <>Queue one with <b>Submit job</b>, or from a shell: <code>gpuplanectl job submit -- python train.py</code></> : null}
+        <Empty title={view.q ? "No job matches the filter" : view.group ? `No ${view.tab === "all" ? "" : `${view.tab} `}jobs in group ${view.group}`
+          : view.tab === "all" ? "No jobs yet" : `No ${view.tab} jobs`} icon="jobs">
+          {view.tab === "all" && !view.q && !view.group ? <>Queue one with <b>Submit job</b>, or from a shell: <code>gpuplanectl job submit -- python train.py</code></> : null}
         </Empty>
       ) : (
         <div className="table-wrap">
@@ -106,7 +113,7 @@ export function Jobs() {
                     {gpusCell(j)}</td>
                   <td>{j.node_id ? <span title={j.node_id}>{nodeName(nodes.data, j.node_id)}</span> : j.node ? <span title={j.node}>{j.node}</span> : <span className="muted">any</span>}</td>
                   <td className="num col-wide">{attemptText(j)}</td>
-                  <td className="num">{j.priority}</td>
+                  <td className="num"><PriorityCell job={j} onChange={onChange} /></td>
                   <td><Ago ts={j.created_at} now={now} /></td>
                   <td className="num">{j.started_at ? fmtDuration((j.finished_at ?? now) - j.started_at) : ""}</td>
                   <td className="actions-col"><JobActions job={j} onChange={onChange} compact /></td>
