@@ -4,11 +4,21 @@ allocation."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from helpers import Jobs, wait_for
+
+SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
+SDK_SCRIPT = """\
+import gpuplane
+run = gpuplane.init()
+for step in range(5):
+    run.log({"loss": 1.0 / (step + 1)})
+run.finish()
+"""
 
 
 
@@ -48,8 +58,14 @@ def test_a_job_runs_through_slurm_with_its_output_and_exit_code(daemon_factory, 
     scontrol = slurm.client("scontrol", "-o", "show", "job", slurm_id).stdout
     assert f"JobName=gp-{job['id']}-1" in scontrol and "ExitCode=3:0" in scontrol
 
-    ok = jobs.sh("exit 0")
-    assert jobs.wait(ok["id"], timeout=60)["status"] == "SUCCEEDED"
+    # The SDK inside the allocation reaches the daemon, and its points land on the job's run.
+    (jobs.workdir / "train.py").write_text(SDK_SCRIPT)
+    trained = jobs.submit([sys.executable, "train.py"], gpu=0, env={"PYTHONPATH": str(SDK_DIR)})
+    assert jobs.wait(trained["id"], timeout=60)["status"] == "SUCCEEDED"
+    run_id = jobs.get(trained["id"])["run_id"]
+    summary = wait_for(lambda: (s := jobs.client.get(f"/api/v1/runs/{run_id}/summary")["summary"])["metrics"] and s,
+                       20, what="the run's metrics")
+    assert summary["metrics"]["loss"]["count"] == 5
 
 
 def test_a_job_waits_with_slurms_reason_and_a_cancel_leaves_no_process(daemon_factory, slurm):
@@ -85,23 +101,45 @@ def _is_sleep(pid: int) -> bool:
         return False
 
 
-def test_slurm_down_is_a_node_condition_and_no_job_is_lost(daemon_factory, slurm):
-    jobs = slurm_node(daemon_factory, slurm)
-    job = jobs.sh("touch started; while [ ! -e go ]; do sleep 0.1; done; echo done")
+def test_slurm_down_is_a_node_condition_and_no_job_is_lost_or_doubled(daemon_factory, slurm):
+    jobs = slurm_node(daemon_factory, slurm, command_timeout_s=2.0)
+    job = jobs.sh("touch started; while [ ! -e go ]; do sleep 0.1; done; echo done", gpu=0)
     wait_for(lambda: jobs.file("started").exists(), 60, what="the job to run")
-    slurm.pause_controller()
+    slurm.pause_controller()  # SIGSTOP: requests wait in its socket, unanswered
     try:
+        # Dispatched at once (the node cannot know yet): its sbatch times out while slurmctld
+        # holds the request, which it takes once it runs again.
+        late = jobs.sh("echo late > late.out", gpu=0)
         node = wait_for(lambda: (n := jobs.client.get("/api/v1/nodes")["nodes"][0])["condition_messages"] and n, 30,
                         what="the node's slurm_unreachable condition")
         assert "slurm_unreachable" in node["condition_messages"]
+        assert jobs.get(late["id"])["status"] == "DISPATCHING"
         assert jobs.get(job["id"])["status"] == "RUNNING"  # running jobs carry on
         jobs.file("go").touch()
     finally:
         slurm.resume_controller()
     assert jobs.wait(job["id"], timeout=60)["status"] == "SUCCEEDED"
+    assert jobs.wait(late["id"], timeout=60)["status"] == "SUCCEEDED"
+    assert jobs.file("late.out").read_text() == "late\n"
     wait_for(lambda: not jobs.client.get("/api/v1/nodes")["nodes"][0]["condition_messages"], 30,
              what="the condition to clear")
     types = [e["type"] for e in jobs.client.get("/api/v1/events?limit=200")["events"]]
     assert "NODE_CONDITION_RAISED" in types and "NODE_CONDITION_CLEARED" in types
-    assert len(slurm.client("squeue", "-h", "-t", "all", "-o", "%i").stdout.split()) == 1  # never doubled
+    names = slurm.client("squeue", "-h", "-t", "all", "-o", "%j").stdout.split()
+    assert sorted(names) == sorted([f"gp-{job['id']}-1", f"gp-{late['id']}-1"])  # each once
 
+
+def test_a_job_that_ended_and_left_squeue_while_the_daemon_was_down_keeps_its_exit_code(daemon_factory,
+                                                                                        slurm_factory):
+    slurm = slurm_factory(min_job_age=2)  # purged from squeue within ~10 s of its end
+    jobs = slurm_node(daemon_factory, slurm)
+    job = jobs.sh("touch started; while [ ! -e go ]; do sleep 0.1; done; exit 4", gpu=0)
+    wait_for(lambda: jobs.file("started").exists(), 60, what="the job to run")
+    jobs.wait(job["id"], "RUNNING")
+    jobs.daemon.kill()  # a crash: the job is Slurm's, and runs on
+    jobs.file("go").touch()
+    wait_for(lambda: not slurm.client("squeue", "-h", "-t", "all", "-o", "%i").stdout.strip(), 60,
+             what="the job to leave squeue")
+    jobs.restart(lambda: daemon_factory(env={"SLURM_CONF": str(slurm.conf)}))
+    done = jobs.wait(job["id"], timeout=60)
+    assert (done["status"], done["exit_code"]) == ("FAILED", 4)
