@@ -199,7 +199,7 @@ def test_every_page_loads_clean_in_light_and_dark_and_the_run_chart_follows_the_
                    GPUPLANE_UI_RUN2_ID=ui.done_run["id"], GPUPLANE_UI_RUN2_NAME=ui.done_run["name"],
                    GPUPLANE_UI_METRICS=",".join(METRICS))
 
-    names = ["dashboard", "jobs", "job", "runs", "run", "compare", "nodes", "events"]
+    names = ["dashboard", "jobs", "job", "runs", "run", "sweeps", "compare", "nodes", "events"]
     assert [(p["name"], p["theme"]) for p in r["pages"]] == [(n, t) for t in ("light", "dark") for n in names]
     assert r["problems"] == []
     for p in r["pages"]:

@@ -56,6 +56,10 @@ await main("pages", 80_000, async (result) => {
     { name: "run", path: `/runs/${runId}`, ready: async () => {
       await page.waitForFunction(chartsDrawn, metrics);
     } },
+    { name: "sweeps", path: "/sweeps", ready: async () => {
+      await page.getByRole("heading", { name: "Sweeps", exact: true }).waitFor();
+      await page.waitForFunction(() => !!document.querySelector(".sweeps-table, .empty"));
+    } },
     { name: "compare", path: `/compare?runs=${runId},${run2Id}`, ready: async () => {
       await page.waitForFunction(chartsDrawn, metrics);
     } },

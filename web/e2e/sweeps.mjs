@@ -3,7 +3,7 @@
 // list shows its progress and best; its page shows every trial with its value and metric,
 // the best combination, then Pause (its queued trials say why they wait), Resume, and Cancel
 // through a confirmation driven by keyboard only (Escape keeps the sweep; Enter cancels it).
-// A trial's job page links back to the sweep.
+// A trial's job page links back to the sweep. At 1280x800, the pages fit the window.
 // Env: GPUPLANE_UI_URL, GPUPLANE_UI_TOKEN (read, write), GPUPLANE_UI_SHOTS, and
 //   GPUPLANE_UI_SWEEP_ID, GPUPLANE_UI_SWEEP_NAME  the sweep
 //   GPUPLANE_UI_TRIAL_JOB                          its trial 0's job
@@ -16,7 +16,13 @@ await main("sweeps", 90_000, async (result) => {
   const name = env("GPUPLANE_UI_SWEEP_NAME");
   const trialJob = env("GPUPLANE_UI_TRIAL_JOB");
 
-  const { watch, page } = await openWatchedPage(result);
+  const { watch, page } = await openWatchedPage(result, { viewport: { width: 1280, height: 800 } });
+  // At a laptop's width neither the page nor its table scrolls sideways.
+  const fits = (table) => page.evaluate((sel) => {
+    const doc = document.scrollingElement;
+    const wrap = document.querySelector(sel)?.closest(".table-wrap");
+    return doc.scrollWidth <= doc.clientWidth && !!wrap && wrap.scrollWidth <= wrap.clientWidth;
+  }, table);
   await signIn(page, base, env("GPUPLANE_UI_TOKEN"), "/jobs");
   watch.expect401 = false;
 
@@ -30,6 +36,7 @@ await main("sweeps", 90_000, async (result) => {
     progress: (await row.locator("[data-progress]").textContent())?.trim(),
     best: (await row.locator("[data-best]").textContent())?.trim(),
   };
+  check(result, await fits(".sweeps-table"), "the sweeps list does not fit 1280 px");
   await screenshot(page, "sweeps-light");
 
   // Its page: the trials with their values, the best combination.
@@ -43,6 +50,7 @@ await main("sweeps", 90_000, async (result) => {
   result.trials = await table.locator("tbody tr").evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll("td")]
     .map((td) => td.textContent.trim())));
   result.best_card = (await page.locator("[data-best]").textContent())?.trim();
+  check(result, await fits(".trials-table"), "the sweep's page does not fit 1280 px");
   await screenshot(page, "sweep-light");
 
   // Pause: the queued trials wait for it, and Resume takes its place.
