@@ -352,6 +352,7 @@ def test_webhooks_settings_the_rule_filter_and_the_diagnosis_tab(ui):
         receiver.stop()
     assert r["row"][1:6] == ["JOB_FAILED, OOM", "info", "slack", "yes", "0"], r["row"]
     assert r["test"] == "delivered (HTTP 200)"
+    assert r["kept"] is True  # "Keep it" in the removal's confirmation kept the webhook
     headers, body = receiver.received[0]
     assert headers["X-GPUPlane-Event"] == "WEBHOOK_TEST" and json.loads(body)["text"]
     assert "RUN_STALLED" in r["rules"] and "OVERFITTING_SUSPECTED" in r["rules"]

@@ -32,7 +32,14 @@ await main("notifications", 60_000, async (result) => {
   result.test = await row.getByRole("status").filter({ hasText: /delivered/ }).textContent();
   await screenshot(page, "webhooks-light");
   check(result, !(await page.content()).includes(hookUrl), "the hook's whole URL is shown on the page");
+  // Removing asks first: "Keep it" keeps the row, "Remove webhook" removes it.
   await row.getByRole("button", { name: `Remove ${shownUrl}` }).click();
+  const confirm = page.getByRole("dialog", { name: "Remove this webhook?" });
+  await confirm.getByRole("button", { name: "Keep it" }).click();
+  await confirm.waitFor({ state: "detached" });
+  result.kept = await row.isVisible();
+  await row.getByRole("button", { name: `Remove ${shownUrl}` }).click();
+  await confirm.getByRole("button", { name: "Remove webhook" }).click();
   await page.getByText("No webhooks").waitFor();
 
   await page.goto(`${base}/events`);

@@ -6,6 +6,7 @@ import { useState } from "react";
 import { api, ApiError } from "../api/client";
 import { useNow, useResource } from "../api/hooks";
 import { SEVERITIES, WEBHOOK_FORMATS, type WebhookTestResult } from "../api/types";
+import { ConfirmDialog } from "../components/Dialog";
 import { Ago, Empty, ErrorBanner, Loading, PageHeader } from "../components/ui";
 import { EMPTY_WEBHOOK_FORM, webhookBody, type WebhookForm } from "../lib/webhooks";
 
@@ -16,6 +17,7 @@ export function Webhooks() {
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const [tested, setTested] = useState<Record<string, WebhookTestResult | string>>({});
+  const [removing, setRemoving] = useState<{ id: string; url: string } | null>(null);
   const set = (field: keyof WebhookForm) => (e: { target: { value: string } }) => setForm((f) => ({ ...f, [field]: e.target.value }));
 
   const add = async () => {
@@ -43,7 +45,7 @@ export function Webhooks() {
     }
   };
   const remove = async (id: string) => {
-    await api.deleteWebhook(id).catch(() => undefined);
+    await api.deleteWebhook(id); // a failure stays in the confirmation, which says it
     hooks.reload();
   };
   const list = hooks.data ?? [];
@@ -99,7 +101,7 @@ export function Webhooks() {
                     <td className="mono">{h.last_error ?? "—"}</td>
                     <td className="actions">
                       <button className="btn btn-sm" onClick={() => void test(h.id)}>Test</button>{" "}
-                      <button className="btn btn-sm btn-danger" onClick={() => void remove(h.id)} aria-label={`Remove ${h.url}`}>Remove</button>
+                      <button className="btn btn-sm btn-danger" onClick={() => setRemoving({ id: h.id, url: h.url })} aria-label={`Remove ${h.url}`}>Remove</button>
                       {result && <div className="test-result" role="status">{typeof result === "string" ? result
                         : result.delivered ? `delivered (HTTP ${result.status})` : `not delivered: ${result.error}`}</div>}
                     </td>
@@ -109,6 +111,12 @@ export function Webhooks() {
             </tbody>
           </table>
         </div>
+      )}
+      {removing && (
+        <ConfirmDialog title="Remove this webhook?" confirm="Remove webhook" danger onClose={() => setRemoving(null)}
+          onConfirm={() => remove(removing.id)}>
+          <p>Nothing more is sent to <code>{removing.url}</code>, and its notifications still waiting are dropped.</p>
+        </ConfirmDialog>
       )}
     </div>
   );
