@@ -166,6 +166,9 @@ async def test_slurm_down_mid_run_is_a_node_condition_and_the_job_ends_right(nur
     assert node.shared.conditions.current() == {}
     changes = [(e.type, e.context["name"]) for e in node.shared.conditions.pending()]
     assert changes == [(NODE_CONDITION_RAISED, "slurm_unreachable"), (NODE_CONDITION_CLEARED, "slurm_unreachable")]
+    await trio.sleep(600.0)
+    said = {j: [r.status for r in node.link.reports if r.job_id == j] for j in ("job_a", "job_b")}
+    assert said == {"job_a": ["RUNNING", "SUCCEEDED"], "job_b": ["RUNNING", "FAILED"]}  # nothing LOST or twice
     assert len(fake.jobs) == 2
 
 
