@@ -12,6 +12,11 @@
 
 Issue 32 asks for both through the runner; the runner integration is not built yet, so this
 measures the layer it will stand on (docs/slurm.md).
+
+``--fake``: instead, the polling cost through the runner itself (its Slurm backend, the real
+``gpuplaned.slurm`` code) with ``--jobs`` of our jobs queued in a ``FakeSlurm``, in trio's
+virtual time (no Slurm needed): the Slurm calls in ``--seconds`` of that time, at the
+backend's period (``[slurm] poll_interval_s`` as tests/actors/runnerkit.py sets it).
 """
 
 from __future__ import annotations
@@ -79,12 +84,51 @@ async def polling_cost(cluster: SlurmCluster, jobs: int, seconds: float) -> dict
             "calls_per_minute": cli.calls * 60 / seconds, "period_s": backoff.period_s}
 
 
+async def fake_polling_cost(jobs: int, seconds: float, work: Path) -> dict[str, float]:
+    """The runner's Slurm calls in ``seconds`` with ``jobs`` queued in a FakeSlurm (virtual time)."""
+    import attrs
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "actors"))
+    from runnerkit import SLURM, job, start_runner
+
+    from gpuplaned.testing.launcher import FakeLauncher
+    from gpuplaned.testing.slurm import FakeSlurm, SlurmScript
+
+    fake = FakeSlurm(default=SlurmScript(pending=(("Priority", 100 * seconds),)))
+    async with trio.open_nursery() as nursery:
+        node = await start_runner(nursery, work, FakeLauncher(), slurm=fake)
+        for i in range(jobs):
+            await node.link.dispatch(attrs.evolve(job(f"job_{i}", gpus=()), gpus=1))
+        for _ in range(jobs):  # each one's WAITING: all are with Slurm
+            await node.link.next_report()
+        before = len(fake.commands)
+        await trio.sleep(seconds)
+        minute = fake.commands[before:]
+        nursery.cancel_scope.cancel()
+    return {"calls": len(minute), "squeue": sum(1 for c in minute if c[0] == "squeue"),
+            "calls_per_minute": len(minute) * 60 / seconds, "period_s": float(SLURM["poll_interval_s"])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--fake", action="store_true", help="the runner's polling cost on a FakeSlurm, in virtual time")
     args = parser.parse_args()
+    if args.fake:
+        import tempfile
+
+        from trio.testing import MockClock
+
+        with tempfile.TemporaryDirectory() as work:
+            started = time.perf_counter()
+            cost = trio.run(fake_polling_cost, args.jobs, args.seconds, Path(work),
+                            clock=MockClock(autojump_threshold=0))
+        print(f"runner on FakeSlurm, {args.jobs} jobs queued: {cost['calls']} Slurm calls "
+              f"({cost['squeue']} squeue) in {args.seconds:g} s of virtual time at a {cost['period_s']:g} s period "
+              f"= {cost['calls_per_minute']:.0f} calls/minute ({time.perf_counter() - started:.1f} s wall)")
+        return
     cluster = SlurmCluster(gpus=1)
     try:
         cluster.start()
