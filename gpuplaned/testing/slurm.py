@@ -32,8 +32,9 @@ Slurm's ``--time`` end it as the real ones do. An ended job stays in squeue and 
 Faults: ``pause()``/``resume()`` (a stopped slurmctld: every command raises
 ``SlurmUnreachable`` after the CLI's timeout, and nothing is scheduled meanwhile; running jobs
 carry on), ``lose_sbatch_answers(n)`` (the next n sbatch calls make their job, then raise
-``SlurmUnreachable`` after the timeout: the answer was lost), ``submit_foreign`` (another
-user's job, holding GPUs).
+``SlurmUnreachable`` after the timeout: the answer was lost), ``preempt(id)`` (Slurm's SIGTERM,
+then a ``--requeue`` job queued again, whose rerun our shim ends at once), ``submit_foreign``
+(another user's job, holding GPUs). A job submitted held (``-H``) stays pending.
 
 ``simulate`` runs the cluster (``await nursery.start(fake.simulate)``); ``commands`` lists every
 command asked, ``count(tool)`` how many of one.
@@ -119,7 +120,9 @@ class FakeJob:
     ended_at: float | None = None
     in_queue: bool = True  # squeue and scontrol still list it (until MinJobAge after its end)
     cancelled_by: int | None = None
-    stop: trio.Event = attrs.field(factory=trio.Event)  # scancel of a running job
+    restarts: int = 0  # times Slurm requeued it
+    preempted: bool = False  # the SIGTERM on its way is Slurm's preemption
+    stop: trio.Event = attrs.field(factory=trio.Event)  # scancel (or a preemption) of a running job
 
     @property
     def ended(self) -> bool:
@@ -137,13 +140,14 @@ class FakeSlurm:
         timeout_s: the CLI's timeout: how long a command to a paused controller takes to fail.
         user, uid: the user our commands run as (``--me``).
         partitions: the partitions sbatch accepts (the first is the default).
+        requeue_delay_s: how long a requeued job is held (reason BeginTime) before it may run again.
     """
 
     def __init__(self, scripts: Mapping[str, SlurmScript] | None = None, default: SlurmScript = SlurmScript(),
                  script: Callable[[str], SlurmScript] | None = None, *, gpus: int = 4,
                  min_job_age_s: float = 300.0, accounting: bool = False, timeout_s: float = 10.0,
                  node: str = "fake-node1", user: str = "gpuplane", uid: int = 1000,
-                 partitions: tuple[str, ...] = ("debug",)) -> None:
+                 partitions: tuple[str, ...] = ("debug",), requeue_delay_s: float = 10.0) -> None:
         self.scripts = dict(scripts or {})
         self.default = default
         self.script = script
@@ -155,6 +159,7 @@ class FakeSlurm:
         self.user = user
         self.uid = uid
         self.partitions = partitions
+        self.requeue_delay_s = requeue_delay_s
         self.calls = 0  # commands asked, as SlurmCli counts them
         self.commands: list[tuple[str, ...]] = []  # every command asked, as (tool, *args)
         self.jobs: dict[str, FakeJob] = {}  # every job ever made, by Slurm id
@@ -192,6 +197,17 @@ class FakeSlurm:
     def lose_sbatch_answers(self, n: int = 1) -> None:
         """The next ``n`` sbatch calls make their job, and then their answer is lost."""
         self._lost_answers += n
+
+    def preempt(self, slurm_id: str) -> None:
+        """Slurm preempts a running job: SIGTERM to its batch shell, our shim, which cancels the
+        job and records it so; then a job submitted with ``--requeue`` is queued again (PENDING,
+        BeginTime, Restarts+1), and its rerun (``SLURM_RESTART_COUNT`` > 0) finds our shim doing
+        nothing, exit 0 (gpuplaned/shim/oneshot.py); one without ends PREEMPTED."""
+        job = self.jobs[slurm_id]
+        if job.state != "RUNNING":
+            raise ValueError(f"Slurm job {slurm_id} is {job.state}: only a running job is preempted")
+        job.preempted = True
+        job.stop.set()
 
     def submit_foreign(self, name: str, *, gpus: int = 0, runs_s: float = 3600.0, user: str = "alice") -> FakeJob:
         """Another user's job: not ours to watch or cancel, but it holds GPUs."""
@@ -292,8 +308,6 @@ class FakeSlurm:
         name = options.get("--job-name", "sbatch")
         job = self._make(name, self.user, gpus, options, script, _oneshot_dir(script), self.script_of(name),
                          time_limit_s)
-        if "-H" in options or "--hold" in options:
-            job.reason = "JobHeldUser"
         return 0, f"{job.slurm_id}\n" if "--parsable" in options else f"Submitted batch job {job.slurm_id}\n", ""
 
     def _squeue(self, args: list[str], stdin: bytes | None) -> tuple[int, str, str]:
@@ -396,7 +410,8 @@ class FakeSlurm:
             ("Nice", "0"), ("Account", job.options.get("--account", "(null)")),
             ("QOS", job.options.get("--qos", "(null)")), ("JobState", job.state),
             ("Reason", (job.reason or "None").replace(" ", "_")), ("Dependency", "(null)"),
-            ("Requeue", "1" if "--requeue" in job.options else "0"), ("Restarts", "0"), ("BatchFlag", "1"),
+            ("Requeue", "1" if "--requeue" in job.options else "0"), ("Restarts", str(job.restarts)),
+            ("BatchFlag", "1"),
             ("Reboot", "0"), ("ExitCode", "%d:%d" % job.exit_code), ("RunTime", _clock(ran)),
             ("TimeLimit", limit), ("Partition", job.options.get("--partition", self.partitions[0])),
             ("NodeList", job.node), ("NumNodes", "1"), ("NumCPUs", "1"), ("NumTasks", "1"),
@@ -419,6 +434,9 @@ class FakeSlurm:
         self.jobs[job.slurm_id] = job
         # Its first state is settled here, so that whoever asks next sees it whatever order
         # trio runs its tasks in.
+        if "-H" in options or "--hold" in options:
+            job.reason = "JobHeldUser"  # until released, which the fake does not do: it stays
+            return job
         if plan.pending:
             job.reason = plan.pending[0][0]
         elif not self._may_start(job):
@@ -430,17 +448,17 @@ class FakeSlurm:
         return job
 
     def _may_start(self, job: FakeJob) -> bool:
-        return not self.paused and job.reason != "JobHeldUser" and self.free_gpus >= job.gpus
+        return not self.paused and self.free_gpus >= job.gpus
 
-    async def _life(self, job: FakeJob) -> None:
-        for reason, seconds in job.plan.pending:
+    async def _life(self, job: FakeJob, pending: tuple[tuple[str, float], ...] | None = None) -> None:
+        for reason, seconds in job.plan.pending if pending is None else pending:
             job.reason = reason
             with trio.move_on_after(seconds):
                 await job.stop.wait()
             if job.state != "PENDING":
                 return
         while job.state == "PENDING" and not self._may_start(job):
-            if not self.paused and job.reason != "JobHeldUser":
+            if not self.paused:
                 job.reason = "Resources"
             await self._next_change()
         if job.state != "PENDING":
@@ -456,6 +474,9 @@ class FakeSlurm:
     async def _run(self, job: FakeJob, spec: Spec | None) -> None:
         plan = job.plan
         assert job.started_at is not None
+        if job.restarts:  # a rerun Slurm made: our shim does nothing, exit 0
+            self._end(job, "COMPLETED", (0, 0))
+            return
         shim_timeout = spec.timeout_s if spec is not None and spec.timeout_s is not None else math.inf
         limit = job.time_limit_s if job.time_limit_s is not None else math.inf
         first = min(plan.runs_s, shim_timeout, limit)
@@ -467,7 +488,10 @@ class FakeSlurm:
             job.state = "COMPLETING"
             await trio.sleep(plan.stops_after_s)
             self._shim_ends(job, spec, "cancelled", None, signal.SIGTERM)
-            self._end(job, state, (0, signal.SIGTERM))
+            if job.preempted:
+                self._requeue(job)
+            else:
+                self._end(job, state, (0, signal.SIGTERM))
         elif first < plan.runs_s:  # the shim's own timeout: it stops the job, and exits as the job did
             await trio.sleep(min(plan.stops_after_s, spec.grace_s if spec is not None else 0.0))
             self._shim_ends(job, spec, "timeout", None, signal.SIGTERM)
@@ -478,6 +502,17 @@ class FakeSlurm:
         else:
             self._shim_ends(job, spec, "exited", plan.exit_code, None)
             self._end(job, "COMPLETED" if plan.exit_code == 0 else "FAILED", (plan.exit_code, 0))
+
+    def _requeue(self, job: FakeJob) -> None:
+        if "--requeue" not in job.options:
+            self._end(job, "PREEMPTED", (0, signal.SIGTERM))
+            return
+        job.restarts += 1
+        job.preempted, job.stop = False, trio.Event()
+        job.state, job.node, job.reason = "PENDING", "", "BeginTime"
+        self._wake()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._life, job, (("BeginTime", self.requeue_delay_s),))
 
     def _cancel(self, job: FakeJob) -> None:
         job.cancelled_by = self.uid
@@ -503,7 +538,7 @@ class FakeSlurm:
     def _shim_starts(self, job: FakeJob) -> Spec | None:
         """What our one-shot shim does as the batch script ``exec``s it: read spec.json, start
         the job, write runtime.json (or, with no usable spec, the spawn failure)."""
-        if job.attempt_dir is None or not job.plan.runtime_record:
+        if job.attempt_dir is None or not job.plan.runtime_record or job.restarts:
             return None
         job_dir = os.fspath(job.attempt_dir)
         try:

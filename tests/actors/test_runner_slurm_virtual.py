@@ -5,13 +5,17 @@ MemoryNodeLink as the server, ``autojump_clock``. Hours of Slurm in milliseconds
 
 from __future__ import annotations
 
+import sys
+
 import attrs
 import pytest
 import trio
 from runnerkit import SLURM, job, start_runner
 
-from gpuplaned.protocol.agent import ActiveJob, JobSpecWire
 from gpuplaned.domain.node_conditions import NODE_CONDITION_CLEARED, NODE_CONDITION_RAISED
+from gpuplaned.launching.job_files import read_exit, read_runtime
+from gpuplaned.protocol.agent import ActiveJob, JobSpecWire
+from gpuplaned.slurm.batch_job import shim_argv, write_spec
 from gpuplaned.slurm.parsing import parse_scontrol_jobs, parse_squeue
 from gpuplaned.slurm.polling import poll, read_ends
 from gpuplaned.slurm.submission import SubmitSpec, find_by_name, submit
@@ -66,6 +70,46 @@ async def test_the_fake_answers_the_slurm_library_as_slurm_does(nursery, tmp_pat
         await submit(fake, SubmitSpec("n", 1, ("true",), tmp_path, tmp_path, extra_args=("--ntasks-per-node=1",)))
 
 
+async def attempt_spec(tmp_path, job_id, **fields):
+    """An attempt as the backend submits it: its spec.json written, the batch script exec'ing our shim."""
+    attempt_dir = tmp_path / job_id / "attempt-1"
+    write_spec(attempt_dir, argv=["train"], cwd="/", env={}, job_id=job_id, attempt=1, timeout_s=None, grace_s=5.0)
+    return attempt_dir, SubmitSpec(job_id, 1, shim_argv(sys.executable, attempt_dir), attempt_dir, tmp_path, **fields)
+
+
+async def test_a_preempted_job_is_recorded_by_its_shim_and_requeued_or_ended_by_slurm(nursery, tmp_path,
+                                                                                     autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=HOUR, stops_after_s=2.0), requeue_delay_s=10.0)
+    await nursery.start(fake.simulate)
+    requeued_dir, spec = await attempt_spec(tmp_path, "rq", extra_args=("--requeue",))
+    requeued = (await submit(fake, spec)).slurm_id
+    ended_dir, spec = await attempt_spec(tmp_path, "np")
+    ended = (await submit(fake, spec)).slurm_id
+    assert read_runtime(requeued_dir, ("rq", 1)).slurm_job_id == requeued
+    await trio.sleep(5.0)
+    fake.preempt(requeued)
+    fake.preempt(ended)
+    await trio.sleep(3.0)
+    for attempt_dir, job_id in ((requeued_dir, "rq"), (ended_dir, "np")):
+        record = read_exit(attempt_dir, (job_id, 1))
+        assert (record.reason, record.signal_name) == ("cancelled", "SIGTERM")
+    [detail] = parse_scontrol_jobs((await fake.run("scontrol", "-o", "show", "job", requeued)).stdout)
+    assert (detail.state.name, detail.reason, detail.restarts) == ("PENDING", "BeginTime", 1)
+    assert (await read_ends(fake, [ended]))[ended].state.name == "PREEMPTED"
+    await trio.sleep(10.0)  # the rerun: our shim does nothing, and touches no file
+    assert (await read_ends(fake, [requeued]))[requeued].state.name == "COMPLETED"
+    assert sorted(p.name for p in requeued_dir.iterdir()) == ["exit.json", "runtime.json", "spec.json"]
+
+
+async def test_a_held_job_stays_pending(nursery, tmp_path, autojump_clock):
+    fake = FakeSlurm()
+    await nursery.start(fake.simulate)
+    held = await submit(fake, SubmitSpec("h", 1, ("true",), tmp_path, tmp_path, extra_args=("-H",)))
+    await trio.sleep(HOUR)
+    row = (await poll(fake, [held.slurm_id]))[held.slurm_id]
+    assert (row.state.name, row.reason) == ("PENDING", "JobHeldUser")
+
+
 # -- a job's life ----------------------------------------------------------------------------------
 
 
@@ -115,6 +159,19 @@ async def test_a_cancel_while_the_job_runs_is_an_scancel_and_its_shim_records_it
     assert (cancelled.status, cancelled.signal) == ("CANCELLED", "SIGTERM")  # from the shim's exit.json
     assert fake.count("scancel") == 1
     assert (fake.jobs["1"].state, fake.free_gpus) == ("CANCELLED", fake.gpus)
+
+
+async def test_a_job_past_its_timeout_is_stopped_by_its_shim_before_slurms_limit(nursery, tmp_path,
+                                                                                 autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=HOUR, stops_after_s=1.0))
+    node = await slurm_node(nursery, tmp_path, fake)
+    t0 = trio.current_time()
+    await node.link.dispatch(pooled(timeout_s=90.0))
+    running, failed = await reports(node.link, 2)
+    assert (failed.status, failed.failure_reason, failed.message) == ("FAILED", "TIMEOUT", "timed out")
+    assert 91.0 <= trio.current_time() - t0 <= 91.0 + PERIOD
+    [sbatch] = sbatches(fake)
+    assert "--time=3" in sbatch  # Slurm's limit is the backstop: the timeout, its grace, a minute more
 
 
 # -- sbatch's answer lost, Slurm down ----------------------------------------------------------------
