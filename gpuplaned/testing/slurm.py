@@ -59,9 +59,10 @@ from gpuplaned.slurm.commands import (
     Completed,
     SlurmCommandFailed,
     SlurmNotInstalled,
+    SlurmPaths,
     SlurmUnreachable,
 )
-from gpuplaned.slurm.parsing import SACCT_FIELDS, SQUEUE_FORMAT
+from gpuplaned.slurm.parsing import SACCT_FIELDS, SQUEUE_FORMAT, parse_version
 from gpuplaned.shim.records import (
     EXIT_FILE,
     RUNTIME_FILE,
@@ -240,10 +241,13 @@ class FakeSlurm:
         if self.paused:
             await self._no_answer(shown)
         await trio.lowlevel.checkpoint()
-        answer = getattr(self, f"_{tool}", None)
-        if answer is None:
+        answers = {"sbatch": self._sbatch, "squeue": self._squeue, "scontrol": self._scontrol,
+                   "scancel": self._scancel, "sacct": self._sacct}
+        if tool not in answers:
+            if hasattr(SlurmPaths(), tool):
+                raise ValueError(f"FakeSlurm does not answer {tool}")
             raise SlurmNotInstalled(tool, tool)
-        returncode, stdout, stderr = answer(list(args), stdin)
+        returncode, stdout, stderr = answers[tool](list(args), stdin)
         if tool == "sbatch" and returncode == 0 and self._lost_answers:
             self._lost_answers -= 1
             await self._no_answer(shown)
@@ -256,7 +260,7 @@ class FakeSlurm:
         return Completed(shown, stdout, stderr)
 
     async def version(self) -> tuple[int, int, int]:
-        return (22, 5, 8)
+        return parse_version((await self.run("squeue", "--version")).stdout)
 
     async def _no_answer(self, shown: tuple[str, ...]) -> None:
         await trio.sleep(self.timeout_s)  # the client retries until our timeout kills it
@@ -291,13 +295,14 @@ class FakeSlurm:
                            "sbatch: error: line must start with #! followed by the path to an interpreter.\n")
         gpus = 0
         if "--gres" in options:
-            kind, _, count = options["--gres"].partition(":")
-            if kind != "gpu" or not (count.isdigit() or not count):
+            kind, *rest = options["--gres"].split(":")  # gpu, gpu:N, gpu:TYPE:N
+            count = rest[-1] if rest and rest[-1].isdigit() else "1"
+            if kind != "gpu" or len(rest) > 2 or (len(rest) == 2 and not rest[-1].isdigit()):
                 return 1, "", "sbatch: error: Invalid generic resource (gres) specification\n"
-            gpus = int(count or 1)
+            gpus = int(count)
         time_limit_s = None
         if "--time" in options:
-            time_limit_s = _minutes(options["--time"])
+            time_limit_s = _time_limit_s(options["--time"])
             if time_limit_s is None:
                 return 1, "", "sbatch: error: Invalid --time specification\n"
         if options.get("--partition", self.partitions[0]) not in self.partitions:
@@ -607,7 +612,7 @@ def _split(args: list[str], tool: str, *, flags: set[str], values: dict[str, str
     return seen, given, None
 
 
-def _minutes(text: str) -> float | None:
+def _time_limit_s(text: str) -> float | None:
     """sbatch's ``--time`` in seconds: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``."""
     days, dash, rest = text.partition("-")
     if not dash:

@@ -16,6 +16,7 @@ from gpuplaned.domain.node_conditions import NODE_CONDITION_CLEARED, NODE_CONDIT
 from gpuplaned.launching.job_files import read_exit, read_runtime
 from gpuplaned.protocol.agent import ActiveJob, JobSpecWire
 from gpuplaned.slurm.batch_job import shim_argv, write_spec
+from gpuplaned.slurm.commands import SlurmNotInstalled
 from gpuplaned.slurm.parsing import parse_scontrol_jobs, parse_squeue
 from gpuplaned.slurm.polling import poll, read_ends
 from gpuplaned.slurm.submission import SubmitSpec, find_by_name, submit
@@ -63,6 +64,9 @@ async def test_the_fake_answers_the_slurm_library_as_slurm_does(nursery, tmp_pat
     [detail] = parse_scontrol_jobs((await fake.run("scontrol", "-o", "show", "job", first.slurm_id)).stdout)
     assert (detail.name, detail.gpus_per_node, detail.fields["TimeLimit"]) == ("gp-j-1", 1, "00:05:00")
     assert parse_squeue((await fake.run("squeue", "-h", "-o", "%A|%F|%K|%i|%T|%r|%N|%j")).stdout)[0].name == "gp-k-1"
+    assert await fake.version() == (22, 5, 8)
+    with pytest.raises(SlurmNotInstalled):
+        await fake.run("make")
     # What sbatch refuses, it refuses as sbatch does.
     with pytest.raises(Exception, match="Requested node configuration is not available"):
         await submit(fake, SubmitSpec("big", 1, ("true",), tmp_path, tmp_path, gpus=2))
