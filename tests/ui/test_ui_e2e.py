@@ -498,6 +498,28 @@ def test_the_tables_and_the_run_header_fit_a_laptops_width(ui):
     assert r["problems"] == []
 
 
+def test_settings_tokens_with_their_budget_and_revoke_and_the_audit_log(ui):
+    made = ui.daemon.run_ctl("token", "create", "ui-e2e-settings", "--scope", "admin", "--json")
+    assert made.returncode == 0, made.stderr
+    budgeted = ui.jobs.client.post("/api/v1/tokens", {"name": "ui-budget", "scopes": ["write"], "limits": {
+        "gpu_hours": 10, "max_gpus_per_job": 1, "max_queued_jobs": 5}})["token"]
+
+    r = run_script(ui, "settings", GPUPLANE_UI_ADMIN_TOKEN=json.loads(made.stdout)["secret"],
+                   GPUPLANE_UI_BUDGET_NAME="ui-budget")
+
+    assert r["row"][1:3] == ["write", "≤ 1 GPU a job · ≤ 5 queued"], r["row"]
+    assert r["budget"] == "10 of 10 GPU-h left (0 used)"
+    assert r["kept"] == "active"
+    assert r["revoked"] == {"state": "revoked", "buttons": 0}
+    listed = {t["name"]: t for t in ui.jobs.client.get("/api/v1/tokens")["tokens"]}
+    assert listed["ui-budget"]["revoked_at"] and listed["ui-budget"]["id"] == budgeted["id"]
+    when, caller, action, outcome, arguments = r["revoke"]
+    assert (caller, action, outcome) == ("browser session · rest", "POST /api/v1/tokens/<id_or_name>/revoke", "ok"), r["revoke"]
+    assert budgeted["id"] in arguments
+    assert r["filtered_callers"] == ["local · rest"]  # the tokens were made over the control socket
+    assert r["problems"] == []
+
+
 def test_a_remote_nodes_link_on_the_nodes_page_and_its_jobs_log_source(tmp_path):
     """A ``--role server`` daemon's UI and one agent (``tests/remote_cluster.py``): the Nodes page shows
     the agent's link attached, and its job's page says the log is live; after a kill -9 of the agent

@@ -20,6 +20,8 @@ import { SignIn } from "./pages/SignIn";
 import { SweepDetail } from "./pages/SweepDetail";
 import { Sweeps } from "./pages/Sweeps";
 import { Webhooks } from "./pages/Webhooks";
+import { Audit } from "./pages/Audit";
+import { Tokens } from "./pages/Tokens";
 import { NotFound } from "./pages/NotFound";
 
 // Pages are in the main bundle: a lazy page would pass through a Suspense boundary, which
@@ -34,7 +36,7 @@ const NAV = [
   { to: "/evaluations", label: "Evaluations", icon: "evals", match: (p: string) => p.startsWith("/evaluations") },
   { to: "/nodes", label: "Nodes", icon: "nodes", match: (p: string) => p.startsWith("/nodes") },
   { to: "/events", label: "Events", icon: "events", match: (p: string) => p.startsWith("/events") },
-  { to: "/settings/webhooks", label: "Webhooks", icon: "key", match: (p: string) => p.startsWith("/settings") },
+  { to: "/settings/webhooks", label: "Settings", icon: "key", match: (p: string) => p.startsWith("/settings") },
 ];
 
 function Page({ pathname }: { pathname: string }) {
@@ -53,6 +55,8 @@ function Page({ pathname }: { pathname: string }) {
   if (pathname === "/nodes") return <Nodes />;
   if (pathname === "/events") return <Events />;
   if (pathname === "/settings/webhooks" || pathname === "/settings") return <Webhooks />;
+  if (pathname === "/settings/tokens") return <Tokens />;
+  if (pathname === "/settings/audit") return <Audit />;
   return <NotFound />;
 }
 

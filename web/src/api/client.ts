@@ -3,6 +3,7 @@
 // CSRF header. No token is ever kept in the page, a URL or localStorage.
 
 import type {
+  ApiToken,
   AuthSession,
   CheckpointList,
   ErrorBody,
@@ -242,6 +243,13 @@ export const api = {
     request<Schemas["EventList"]>("/events", { query, signal }),
   runDiagnosis: (id: string, signal?: AbortSignal) => request<RunDiagnosis>(`/runs/${encodeURIComponent(id)}/diagnosis`, { signal }),
   // Webhooks: the admin scope (a Slack or Bark URL is a credential); the secret is never shown back.
+  listTokens: (query: { limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
+    request<Schemas["TokenList"]>("/tokens", { query, signal }),
+  revokeToken: (id: string) =>
+    request<Schemas["TokenReply"]>(`/tokens/${encodeURIComponent(id)}/revoke`, { method: "POST" }).then((r): ApiToken => r.token),
+  listAudit: (query: { token?: string; limit?: number; cursor?: string | null }, signal?: AbortSignal) =>
+    request<Schemas["AuditList"]>("/audit", { query, signal }),
+
   listWebhooks: (signal?: AbortSignal) =>
     request<Schemas["WebhookList"]>("/webhooks", { signal }).then((r): Webhook[] => r.webhooks),
   createWebhook: (body: WebhookCreate) =>

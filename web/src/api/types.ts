@@ -122,3 +122,6 @@ export type SweepVerb = "cancel" | "pause" | "resume" | "retry-failed";
 export type JobLink = Schemas["JobLink"];
 export type Group = Schemas["GroupView"];
 export type GroupList = Schemas["GroupList"];
+export type ApiToken = Schemas["Token"];
+export type TokenLimits = Schemas["TokenLimits"];
+export type AuditRow = Schemas["AuditRow"];

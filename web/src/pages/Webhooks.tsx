@@ -7,6 +7,7 @@ import { api, ApiError } from "../api/client";
 import { useNow, useResource } from "../api/hooks";
 import { SEVERITIES, WEBHOOK_FORMATS, type WebhookTestResult } from "../api/types";
 import { ConfirmDialog } from "../components/Dialog";
+import { SettingsNav } from "../components/SettingsNav";
 import { Ago, Empty, ErrorBanner, Loading, PageHeader } from "../components/ui";
 import { EMPTY_WEBHOOK_FORM, webhookBody, type WebhookForm } from "../lib/webhooks";
 
@@ -53,6 +54,7 @@ export function Webhooks() {
   return (
     <div className="page">
       <PageHeader title="Webhooks" sub="Settings · notifications of events to ntfy, Bark, Slack or any URL" />
+      <SettingsNav />
       <ErrorBanner error={hooks.error} onRetry={hooks.reload} />
       <section className="card">
         <header className="card-head"><h2>Add a webhook</h2></header>
