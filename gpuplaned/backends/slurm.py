@@ -43,12 +43,12 @@ from gpuplaned.domain.failures import ExitReason
 from gpuplaned.domain.node_conditions import NodeConditions
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching.client import SpawnRequest
-from gpuplaned.launching.job_files import CorruptRecord, ExitRecord, Runtime, read_exit, read_runtime, tail_text
+from gpuplaned.launching.job_files import EXIT_FILE, RUNTIME_FILE, CorruptRecord, ExitRecord, Runtime, read_exit, read_runtime, tail_text
 from gpuplaned.slurm.batch_job import shim_argv, write_spec
 from gpuplaned.slurm.cancelling import cancel as scancel
 from gpuplaned.slurm.commands import SlurmCli, SlurmCommandFailed, SlurmError, SlurmPaths, SlurmUnreachable
-from gpuplaned.slurm.parsing import QueueRow, SlurmParseError
-from gpuplaned.slurm.polling import Backoff, JobEnd, poll, read_ends
+from gpuplaned.slurm.parsing import JobDetail, QueueRow, SlurmParseError, parse_scontrol_jobs
+from gpuplaned.slurm.polling import INVALID_JOB_ID, Backoff, JobEnd, poll, read_ends
 from gpuplaned.slurm.submission import SubmitRefused, SubmitSpec, SubmitUncertain, find_by_name, job_name, submit
 
 log = logging.getLogger("gpuplaned.runner")
@@ -82,6 +82,12 @@ class _Watched:
     running: bool = False  # NowRunning (or a running adoption) said
     waiting: str | None = None  # the last reason said
     left_queue_at: float | None = None  # when squeue first stopped listing it as pending or running
+    cancelled: bool = False  # we asked scancel to stop it
+    preempted: str | None = None  # what Slurm did ("preempted and requeued it"); its rerun is being cancelled
+    # A record of a death by signal that we did not ask for, held until Slurm says whether it
+    # preempted (requeued) the job or ended it, and since when.
+    killed: ExitRecord | None = None
+    killed_at: float | None = None
 
 
 class _Poller:
@@ -167,6 +173,7 @@ class SlurmBackend:
         request, gpus = attempt.spawn, attempt.gpus
         assert request.job_id is not None and request.attempt is not None
         job_dir = Path(request.job_dir)
+        await self.blocking(_clear_records, job_dir)  # a record there now is of no run of this attempt
         await self.blocking(lambda: write_spec(job_dir, argv=request.argv, cwd=request.cwd, env=request.env,
                                                job_id=request.job_id, attempt=request.attempt,
                                                timeout_s=request.timeout_s, grace_s=request.grace_s))
@@ -233,18 +240,23 @@ class SlurmBackend:
         if runtime is not None and not state.running:
             state.running = True
             return a.NowRunning(_running(runtime))
-        if record is not None:
+        if record is not None and state.killed is None:
+            if state.preempted or (_killed_from_outside(record) and not state.cancelled):
+                state.killed, state.killed_at = record, trio.current_time()  # preempted? Slurm tells (_judge)
+                return None
             self.watched.pop(handle.slurm_id, None)
             return a.ExitSeen(record)
         return None
 
     async def _judge(self, handle: SlurmHandle, state: _Watched, row: QueueRow | None) -> a.Input | None:
         """What squeue's row (None: it no longer lists the job) says that has not been said."""
+        if state.killed is not None or state.preempted or (state.running and row is not None and row.state.pending):
+            return await self._preempted_or_ended(handle, state)
         if row is not None and row.state.pending:
             state.left_queue_at = None
             reason = _reason(row)
-            if state.running or reason == state.waiting:
-                return None  # a running attempt that Slurm requeued ends by its record
+            if reason == state.waiting:
+                return None
             state.waiting = reason
             return a.Waiting(reason)
         if row is not None and row.state.active:
@@ -263,6 +275,37 @@ class SlurmBackend:
             return a.Vanished(f"Slurm job {handle.slurm_id} left the queue with no exit record, and neither "
                               f"scontrol nor sacct knows how it ended")
         return None
+
+    async def _preempted_or_ended(self, handle: SlurmHandle, state: _Watched) -> a.Input | None:
+        """The job died of a signal we did not send, or Slurm queues it again after it ran:
+        Slurm preempted it (requeued it, or says PREEMPTED), or it ended so. A requeued job is
+        cancelled in Slurm (GPUPlane makes the next attempt, as the job's on_preempted policy
+        says) and reported once nothing of it runs, so the next attempt never meets it."""
+        try:
+            detail = await _detail(self.cli, handle.slurm_id)
+        except SlurmError as error:
+            log.info("Slurm job %s: %s", handle.slurm_id, error)
+            return None
+        if state.preempted:  # its rerun is cancelled: reported once nothing of it runs
+            if detail is not None and not detail.state.ended:
+                return None
+            self.watched.pop(handle.slurm_id, None)
+            return a.Preempted(f"Slurm {state.preempted} (Slurm job {handle.slurm_id}); GPUPlane cancelled "
+                               f"Slurm's own rerun: the job's on_preempted policy decides what comes next",
+                               state.killed)
+        requeued = detail is not None and (detail.restarts > 0 or detail.state.pending)
+        if requeued or (detail is not None and detail.state.name == "PREEMPTED"):
+            state.preempted = "preempted and requeued it" if requeued else "preempted it"
+            await self.cancel(handle, through_starter=True)
+            return None
+        ended = detail is None or detail.state.ended
+        waited = state.killed_at is not None and trio.current_time() - state.killed_at >= self.slurm.lost_after_s
+        if state.killed is None or not (ended or waited):
+            return None
+        self.watched.pop(handle.slurm_id, None)
+        if detail is not None and detail.state.name == "TIMEOUT":  # Slurm's time limit, not ours: still a timeout
+            return a.ExitSeen(attrs.evolve(state.killed, reason=ExitReason.TIMEOUT))
+        return a.ExitSeen(state.killed)
 
     async def _slurm_end(self, handle: SlurmHandle) -> a.Input | None:
         try:
@@ -294,6 +337,7 @@ class SlurmBackend:
     # -- cancel ---------------------------------------------------------------------------
 
     async def cancel(self, handle: SlurmHandle, *, through_starter: bool) -> None:
+        self.watched.setdefault(handle.slurm_id, _Watched()).cancelled = True
         backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
         while True:
             try:
@@ -333,6 +377,9 @@ class SlurmBackend:
         handle = SlurmHandle(job_id, attempt, found[-1], job_dir)
         row = rows.get(handle.slurm_id)
         state = self.watched.setdefault(handle.slurm_id, _Watched(running=runtime is not None))
+        if record is not None and runtime is not None and _killed_from_outside(record):
+            # Killed while we were away: the watch asks Slurm whether it preempted it.
+            return a.Adopt(_running(runtime), handle, alive=True, watchable=True)
         if record is not None or (row is not None and row.state.ended):
             return a.Adopt(_running(runtime) if runtime else Running(None, None, None), handle, ended=True)
         if runtime is None:
@@ -364,9 +411,32 @@ class SlurmBackend:
         return a.EndRead(record, stderr_tail=await self.blocking(tail_text, job_dir / "stderr.log"))
 
 
+def _killed_from_outside(record: ExitRecord) -> bool:
+    """A death by a signal (its shim's SIGTERM counts as ``cancelled``), which a preemption
+    looks like until Slurm says otherwise."""
+    return record.reason in (ExitReason.CANCELLED, ExitReason.SIGNALED)
+
+
+async def _detail(cli: SlurmCli, slurm_id: str) -> JobDetail | None:
+    """What ``scontrol show job`` says of one job; None once Slurm has forgotten it."""
+    try:
+        out = await cli.run("scontrol", "-o", "show", "job", slurm_id)
+    except SlurmCommandFailed as error:
+        if INVALID_JOB_ID in error.stderr:
+            return None
+        raise
+    return next((job for job in parse_scontrol_jobs(out.stdout) if job.job_id == slurm_id), None)
+
+
 def _reason(row: QueueRow) -> str:
     """Why Slurm holds a pending job, as the job's wait reason."""
     return f"Slurm: {row.reason}" if row.reason else f"Slurm: {row.state.name.lower()} (no reason yet)"
+
+
+def _clear_records(job_dir: Path) -> None:
+    for name in (RUNTIME_FILE, EXIT_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            (job_dir / name).unlink()
 
 
 def _records(handle: SlurmHandle) -> tuple[Runtime | None, ExitRecord | None]:

@@ -177,6 +177,16 @@ class Vanished:
 
 
 @attrs.frozen
+class Preempted:
+    """The backend's scheduler preempted the attempt and would run it again on its own: it
+    ends here (PREEMPTED), and its job's ``on_preempted`` policy decides what comes next.
+    ``record``: what its supervisor wrote of the end, if anything."""
+
+    message: str
+    record: ExitRecordFacts | None = None
+
+
+@attrs.frozen
 class WatchLost:
     """The backend's watch went away before telling of the attempt's end."""
 
@@ -209,8 +219,8 @@ class EndRead:
     oom_killed: bool = False
 
 
-Input = Union[Start, Started, StartFailed, Adopt, CancelAsked, Waiting, NowRunning, ExitSeen, Vanished, WatchLost,
-              SupervisorEnded, RemainsDone, EndRead]
+Input = Union[Start, Started, StartFailed, Adopt, CancelAsked, Waiting, NowRunning, ExitSeen, Vanished, Preempted,
+              WatchLost, SupervisorEnded, RemainsDone, EndRead]
 
 
 # --- effects: what the machine asks of the runner ---------------------------------------
@@ -310,6 +320,7 @@ TRANSITIONS: dict[tuple[Phase, type], Phase] = {
     (P.RUNNING, CancelAsked): P.RUNNING,
     (P.RUNNING, WatchLost): P.WATCH_LOST,
     (P.RUNNING, Vanished): P.ENDED,
+    (P.RUNNING, Preempted): P.ENDED,
     (P.ADOPTED, CancelAsked): P.ADOPTED,
     (P.ADOPTED, SupervisorEnded): P.UNSUPERVISED,
     (P.WATCH_LOST, CancelAsked): P.WATCH_LOST,
@@ -422,6 +433,13 @@ class Attempt:
         logs: list[Effect] = [UnfollowLogs()] if self.phase is P.RUNNING else []
         return [*logs, Report(self._status(NodeReport.FAILED, failure_reason=FailureReason.LOST,
                                            message=event.message))]
+
+    def _on_Preempted(self, event: Preempted) -> list[Effect]:
+        record = event.record
+        exit_code = record.exit_code if record is not None else None
+        at_ms = _ms(record.ended_at) if record is not None and record.ended_at else None
+        return [UnfollowLogs(), Report(self._status(NodeReport.FAILED, failure_reason=FailureReason.PREEMPTED,
+                                                    exit_code=exit_code, message=event.message, at_ms=at_ms))]
 
     def _on_ExitSeen(self, event: ExitSeen) -> list[Effect]:
         record = event.record

@@ -8,8 +8,9 @@ The triggers (event types) and the policy each one answers to:
   ``on_lost = "requeue"``.
 - ``JOB_FAILED`` with ``SIGNAL(SIGTERM|SIGKILL|SIGINT|SIGHUP)``: the job was killed from
   outside (GPUPlane's own stops are CANCELLED or TIMEOUT, never these), as a preemption, a
-  cluster's reclaim or a person's ``kill``: ``on_preempted`` queues it again resuming from
-  its ``last`` (or ``best``) checkpoint.
+  cluster's reclaim or a person's ``kill``; or with ``PREEMPTED``: a Slurm node's scheduler
+  preempted it. ``on_preempted`` queues it again resuming from its ``last`` (or ``best``)
+  checkpoint.
 - ``LOSS_NAN``: ``on_nan = "stop"``, a cancel (SIGTERM, SIGKILL after the job's grace).
 - ``RUN_STALLED``: ``on_stalled`` once the stall lasted ``after`` (the event's ``silent_ms``
   says how long it had lasted when raised), and only if the job is still silent then:
@@ -31,6 +32,8 @@ POLICY_ACTION = "POLICY_ACTION"  # a policy acted: requeue, stop, restart, resta
 POLICY_SKIPPED = "POLICY_SKIPPED"  # a policy that answers the trigger could not act, with why
 TRIGGERS = frozenset({"OOM", "JOB_FAILED", "LOSS_NAN", "RUN_STALLED"})  # as 0013's SQL trigger lists them
 PREEMPT_SIGNALS = frozenset({"SIGNAL(SIGTERM)", "SIGNAL(SIGKILL)", "SIGNAL(SIGINT)", "SIGNAL(SIGHUP)"})
+# Killed from outside: by one of those signals, or preempted by the cluster's scheduler (a Slurm node).
+PREEMPTIONS = PREEMPT_SIGNALS | {"PREEMPTED"}
 
 
 @attrs.frozen
@@ -67,7 +70,7 @@ def policy_for(trigger: Trigger, policies: JobPolicies) -> str | None:
         return "on_oom"
     if trigger.type == "JOB_FAILED" and failure == "LOST" and policies.on_lost is not None:
         return "on_lost"
-    if trigger.type == "JOB_FAILED" and failure in PREEMPT_SIGNALS and policies.on_preempted is not None:
+    if trigger.type == "JOB_FAILED" and failure in PREEMPTIONS and policies.on_preempted is not None:
         return "on_preempted"
     if trigger.type == "LOSS_NAN" and policies.on_nan is not None:
         return "on_nan"

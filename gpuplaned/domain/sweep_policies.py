@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from gpuplaned.domain.failure_policies import PREEMPT_SIGNALS
+from gpuplaned.domain.failure_policies import PREEMPTIONS
 from gpuplaned.protocol.job_states import FailureReason
 
 SWEEP_PAUSED = "SWEEP_PAUSED"  # a sweep paused by the daemon, with why
@@ -40,14 +40,14 @@ def retry_cause(failure_reason: str | None) -> str | None:
     any other (an exit code, a timeout, a crash signal, a command that could not start)."""
     if failure_reason == FailureReason.OOM:
         return "OOM"
-    if failure_reason in PREEMPT_SIGNALS:
+    if failure_reason in PREEMPTIONS:
         return "PREEMPTED"
     if failure_reason == FailureReason.LOST:
         return "LOST"
     return None
 
 
-RETRY_REASONS = ("OOM", "LOST", *sorted(PREEMPT_SIGNALS))  # the failure reasons a cause names
+RETRY_REASONS = ("OOM", "LOST", *sorted(PREEMPTIONS))  # the failure reasons a cause names
 
 
 def covered(failure_reason: str | None, retry_on: Mapping[str, Any]) -> bool:

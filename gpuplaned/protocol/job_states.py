@@ -59,6 +59,7 @@ class FailureReason(enum.StrEnum):
     SPAWN_FAILED = "SPAWN_FAILED"  # the command could not be started
     SHIM_DIED = "SHIM_DIED"  # its shim died first and the job's own exit code is unknown
     LOST = "LOST"  # nothing tells how it ended (no exit record, or a corrupt one), or its node fell silent
+    PREEMPTED = "PREEMPTED"  # its cluster's scheduler (Slurm) preempted it and would run it again
     REQUEUED = "REQUEUED"  # on a run only: the dispatch never started and went back to the queue
     DISPATCH_TIMEOUT = "DISPATCH_TIMEOUT"  # a remote node never said it started it, dispatch after dispatch
     DEPENDENCY_FAILED = "DEPENDENCY_FAILED"  # cancelled while queued: its dependencies can never be met

@@ -20,9 +20,10 @@ What differs from a local shim:
 - ``runtime.json`` also says where the job runs: ``host`` and ``slurm_job_id``.
 - Every record is fsynced, and its directory, as soon as it is written: the attempt dir is
   on a filesystem the cluster shares, read by a daemon on another host.
-- A requeued batch job (Slurm runs the script again with ``SLURM_RESTART_COUNT`` = k > 0) is
-  attempt ``spec.attempt + k``: its files go to the sibling dir ``attempt-<that>`` (made
-  0700), and its records carry that attempt.
+- A requeued batch job (Slurm runs the script again with ``SLURM_RESTART_COUNT`` = k > 0, after
+  a preemption) runs nothing and exits 0 at once, touching no file: the daemon records the
+  preempted attempt as PREEMPTED, cancels Slurm's rerun, and makes the next attempt itself
+  (the job's ``on_preempted`` policy), so no run of the job happens outside its attempts.
 - A spec.json that is missing (exit 127) or unusable (126) is a spawn failure, as a command
   that cannot be started is: a message on stderr (Slurm's ``slurm-<id>.err``) and an
   ``exit.json`` with reason ``spawn_failed``.
@@ -93,14 +94,18 @@ def main(attempt_dir: str) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _detach_stdin()
     attempt_dir = os.path.normpath(os.path.abspath(attempt_dir))
-    restarts = 0
     try:
         restarts = restart_count(os.environ)
-        spec = read_spec(attempt_dir, restarts)
     except Refused as refusal:
-        # Nothing names the run's own dir: record it in the one given, unless that holds the
-        # end of the run before a requeue already.
-        record_spawn_failure(attempt_dir, refusal.exit_code, refusal.message, only_if_missing=restarts > 0)
+        return _complain(refusal)  # the attempt's own record, if any, is the first run's: left alone
+    if restarts:
+        sys.stderr.write(f"gpuplane shim: Slurm requeued this batch job ({RESTART_VAR}={restarts}); GPUPlane "
+                         f"runs the job's next attempt itself, so this run does nothing\n")
+        return 0
+    try:
+        spec = read_spec(attempt_dir)
+    except Refused as refusal:
+        record_spawn_failure(attempt_dir, refusal.exit_code, refusal.message)
         return _complain(refusal)
     spec.env = job_env(spec.env, os.environ)
     return run(spec)
@@ -118,9 +123,8 @@ def restart_count(environ: Mapping[str, str]) -> int:
     return int(value)
 
 
-def read_spec(attempt_dir: str, restarts: int = 0) -> Spec:
-    """The request in ``attempt_dir/spec.json``, as this run of it (the ``restarts``-th
-    requeue) is to start: its ``job_dir`` and ``attempt`` are the run's own.
+def read_spec(attempt_dir: str) -> Spec:
+    """The request in ``attempt_dir/spec.json``, to run with its files in ``attempt_dir``.
 
     Raises:
         Refused: the file is missing (127) or unreadable, not JSON, or not a valid request (126).
@@ -148,12 +152,6 @@ def read_spec(attempt_dir: str, restarts: int = 0) -> Spec:
         spec = Spec({"env": {}, **request, "job_dir": attempt_dir})
     except RequestError as exc:
         raise Refused(EXIT_CANNOT_EXECUTE, f"{path}: {exc}") from None
-    if restarts:
-        if spec.attempt is None:
-            raise Refused(EXIT_CANNOT_EXECUTE, f"{path} names no attempt, and this is Slurm's restart "
-                                               f"{restarts} of it ({RESTART_VAR})")
-        spec.attempt += restarts
-        spec.job_dir = os.path.join(os.path.dirname(attempt_dir), f"attempt-{spec.attempt}")
     if spec.job_id is not None:
         spec.id = f"{spec.job_id}/{spec.attempt}"  # as the runner names a local attempt's spawn
     return spec

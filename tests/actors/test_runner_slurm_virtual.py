@@ -315,3 +315,28 @@ async def test_a_hundred_queued_jobs_cost_one_squeue_a_poll_round(nursery, tmp_p
     assert len(minute) == len(squeues)  # nothing but squeue while they wait
     assert abs(len(squeues) - 60.0 / PERIOD) <= 1  # one a round (every PERIOD s), for all hundred jobs
     assert all(len(c[c.index("-j") + 1].split(",")) == 100 for c in squeues)
+
+
+async def test_a_preempted_and_requeued_job_is_reported_preempted_and_slurms_rerun_cancelled(
+        nursery, tmp_path, autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=3600.0, stops_after_s=2.0))
+    node = await slurm_node(nursery, tmp_path, fake)  # [slurm] requeue = true (the default): --requeue
+    await node.link.dispatch(pooled())
+    assert (await node.link.next_report()).status == "RUNNING"
+    await trio.sleep(27.0)  # 27 + 2 s of stopping: the shim's record lands between a look and a poll
+    fake.preempt("1")
+    preempted = await node.link.next_report()
+    assert (preempted.status, preempted.failure_reason) == ("FAILED", "PREEMPTED")
+    assert fake.jobs["1"].state == "CANCELLED" and fake.jobs["1"].restarts == 1  # the rerun never ran
+
+
+async def test_a_preempted_job_without_requeue_is_reported_preempted(nursery, tmp_path, autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=3600.0, stops_after_s=2.0))
+    node = await slurm_node(nursery, tmp_path, fake, requeue=False)
+    await node.link.dispatch(pooled())
+    assert (await node.link.next_report()).status == "RUNNING"
+    await trio.sleep(30.0)
+    fake.preempt("1")
+    preempted = await node.link.next_report()
+    assert (preempted.status, preempted.failure_reason) == ("FAILED", "PREEMPTED")
+    assert fake.jobs["1"].state == "PREEMPTED"

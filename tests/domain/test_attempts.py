@@ -97,6 +97,8 @@ TABLE = [
     (P.HANDED_OVER, a.Vanished("gone from Slurm"), P.ENDED, [_failed(failure_reason="LOST", message="gone from Slurm")]),
     (P.RUNNING, a.Vanished("gone from Slurm"), P.ENDED,
      [a.UnfollowLogs(), _failed(failure_reason="LOST", message="gone from Slurm")]),
+    (P.RUNNING, a.Preempted("Slurm requeued it", FAIL), P.ENDED,
+     [a.UnfollowLogs(), _failed(failure_reason="PREEMPTED", exit_code=3, message="Slurm requeued it", at_ms=2000)]),
     (P.RUNNING, a.CancelAsked(), P.RUNNING, [CANCEL]),
     (P.RUNNING, a.ExitSeen(OK), P.ENDING, [a.UnfollowLogs(), a.ReadEnd(OK)]),
     (P.RUNNING, a.ExitSeen(None), P.WATCH_LOST, [a.WatchSupervisor(HANDLE)]),

@@ -143,3 +143,44 @@ def test_a_job_that_ended_and_left_squeue_while_the_daemon_was_down_keeps_its_ex
     jobs.restart(lambda: daemon_factory(env={"SLURM_CONF": str(slurm.conf)}))
     done = jobs.wait(job["id"], timeout=60)
     assert (done["status"], done["exit_code"]) == ("FAILED", 4)
+
+
+PREEMPTIBLE = """\
+import os, time, gpuplane
+told = os.environ.get("GPUPLANE_RESUME_FROM")
+open(f"attempt-{os.environ['GPUPLANE_ATTEMPT']}", "w").write(str(told))
+if told:
+    raise SystemExit(0)
+run = gpuplane.init()
+with open("ck-10.bin", "wb") as f:
+    f.write(b"x" * 10)
+run.log({"loss": 0.5}, step=10)
+run.log_checkpoint("ck-10.bin", step=10)
+time.sleep(300)
+"""
+
+
+def test_a_preempted_and_requeued_job_resumes_from_its_last_checkpoint(daemon_factory, slurm):
+    jobs = slurm_node(daemon_factory, slurm)
+    (jobs.workdir / "train.py").write_text(PREEMPTIBLE)
+    job = jobs.submit([sys.executable, "train.py"], gpu=1, env={"PYTHONPATH": str(SDK_DIR)},
+                      on_preempted={"resume_from": "last"})
+    run_id = wait_for(lambda: jobs.get(job["id"])["run_id"], 60, what="the job's run")
+    [ckpt] = wait_for(lambda: jobs.client.get(f"/api/v1/runs/{run_id}/checkpoints")["checkpoints"], 60,
+                      what="its checkpoint")
+    [first] = slurm.client("squeue", "-h", "-n", f"gp-{job['id']}-1", "-o", "%A").stdout.split()
+    requeued = slurm.client("scontrol", "requeue", first)  # what a preemption with PreemptMode=REQUEUE does
+    assert requeued.returncode == 0, requeued.stderr
+
+    done = wait_for(lambda: (j := jobs.get(job["id"]))["status"] == "SUCCEEDED" and j, 90,
+                    what="the job to come back and succeed")
+    assert done["attempt"] == 2 and jobs.file("attempt-2").read_text() == ckpt["path"]
+    events = jobs.client.get(f"/api/v1/events?job_id={job['id']}&limit=100")["events"]
+    [failed] = [e for e in events if e["type"] == "JOB_FAILED"]
+    assert failed["context"]["failure_reason"] == "PREEMPTED"
+    [action] = [e for e in events if e["type"] == "POLICY_ACTION"]
+    assert action["context"]["policy"] == "on_preempted" and action["context"]["resume_from"] == ckpt["id"]
+    # Slurm's own rerun of the first attempt was cancelled: the second attempt is a job of its own.
+    wanted = [f"gp-{job['id']}-1|CANCELLED", f"gp-{job['id']}-2|COMPLETED"]
+    wait_for(lambda: sorted(slurm.client("squeue", "-h", "-t", "all", "-o", "%j|%T").stdout.split()) == wanted, 30,
+             what=f"Slurm to say {wanted}")

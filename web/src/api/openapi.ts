@@ -2019,7 +2019,7 @@ export interface components {
             /** @description ms since the epoch */
             finished_at: number | null;
             exit_code: number | null;
-            /** @description a code: EXIT_CODE, OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST, DISPATCH_TIMEOUT, DEPENDENCY_FAILED, EARLY_STOPPED, or SIGNAL(SIGSEGV) for a signal */
+            /** @description a code: EXIT_CODE, OOM, TIMEOUT, SPAWN_FAILED, SHIM_DIED, LOST, PREEMPTED, DISPATCH_TIMEOUT, DEPENDENCY_FAILED, EARLY_STOPPED, or SIGNAL(SIGSEGV) for a signal */
             failure_reason: string | null;
             /** @description why it failed, in words */
             failure_message: string | null;
