@@ -247,6 +247,10 @@ def test_a_metrics_star_sets_and_unsets_the_experiments_primary_metric(ui):
     assert starred["api"]["settings"] == {"experiment": "acc", "project": None, "global": None}
     assert (cleared["pressed"], cleared["text"]) == ("false", "☆")
     assert cleared["api"]["metric"] is None
+    assert r["levels"] == ["☆ experiment", "☆ project", "☆ global"]
+    assert r["set_global"] == {"experiment": None, "project": None, "global": "acc"}
+    assert r["set_project"] == {"experiment": None, "project": "acc", "global": "acc"}
+    assert r["levels_cleared"] == {"experiment": None, "project": None, "global": None}
     assert r["problems"] == []
     # Nothing is left set for the other tests: the live run of the experiment has no primary metric.
     summary = api.get(f"/api/v1/runs/{ui.live_run['id']}/summary")["summary"]

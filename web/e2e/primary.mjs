@@ -1,6 +1,7 @@
 // A metric's star on a run's metrics tab: clicking its hollow ☆ makes it the primary metric of
 // the run's experiment (PUT /api/v1/primary-metric): its star fills, the headline stars it and
-// the API resolves it from the experiment; clicking the ★ again unsets it there.
+// the API resolves it from the experiment; clicking the ★ again unsets it there. On the details
+// tab, a ★ per level (experiment, project, global) sets it at that level only, then clears it.
 // Env: GPUPLANE_UI_URL, GPUPLANE_UI_TOKEN, GPUPLANE_UI_SHOTS, and
 //   GPUPLANE_UI_RUN_ID   a finished run in an experiment, with no primary metric set anywhere
 //   GPUPLANE_UI_METRIC   one of its metrics, to star
@@ -48,6 +49,26 @@ await main("primary", 60_000, async (result) => {
   await page.locator(starSelector).click();
   await pressed("false");
   result.cleared = await seen();
+
+  // The details tab: a ★ per level sets it exactly there (global, then the project), and clears it.
+  result.at = "the details tab";
+  await page.goto(new URL(`/runs/${runId}?tab=details`, base).href);
+  const levels = page.locator(`[data-primary-levels="${metric}"]`);
+  await levels.getByRole("button", { name: "☆ global" }).waitFor();
+  result.levels = (await levels.getByRole("button").allTextContents()).map((t) => t.trim());
+  const settings = () => page.evaluate(async (id) =>
+    (await (await fetch(`/api/v1/primary-metric?experiment=${id}`)).json()).primary_metric.settings, experiment);
+  for (const level of ["global", "project"]) {
+    await levels.getByRole("button", { name: `☆ ${level}` }).click();
+    await levels.getByRole("button", { name: `★ ${level}` }).waitFor();
+    result[`set_${level}`] = await settings();
+  }
+  await screenshot(page, "primary-levels");
+  for (const level of ["global", "project"]) {
+    await levels.getByRole("button", { name: `★ ${level}` }).click();
+    await levels.getByRole("button", { name: `☆ ${level}` }).waitFor();
+  }
+  result.levels_cleared = await settings();
   delete result.at;
 
   check(result, result.set.api.metric === metric && result.set.api.source === "experiment",

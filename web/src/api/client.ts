@@ -219,6 +219,9 @@ export const api = {
     request<Schemas["RunMetricsMany"]>("/runs/metrics:query", { method: "POST", body, signal }).then((r): RunMetrics[] => r.runs),
   runCheckpoints: (id: string, metric: string | null, signal?: AbortSignal) =>
     request<CheckpointList>(`/runs/${encodeURIComponent(id)}/checkpoints`, { query: { metric }, signal }),
+  /** The primary metric where a run sits, resolved experiment -> project -> global, with each level's own setting. */
+  getPrimaryMetric: (query: { project?: string; experiment?: string }, signal?: AbortSignal) =>
+    request<Schemas["PrimaryMetricReply"]>("/primary-metric", { query, signal }).then((r): PrimaryMetric => r.primary_metric),
   /** Set (or, with null, clear) the primary metric of an experiment, a project, or globally. */
   setPrimaryMetric: (body: Schemas["PrimaryMetricPut"]) =>
     request<Schemas["PrimaryMetricReply"]>("/primary-metric", { method: "PUT", body }).then((r): PrimaryMetric => r.primary_metric),

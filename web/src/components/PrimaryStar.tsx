@@ -1,11 +1,12 @@
 // A metric's ★ in a run's view: shows whether it is the run's primary metric and makes it so
 // (or unsets it) through PUT /primary-metric, for the run's experiment, else its project,
-// else globally (lib/primary.ts decides which, and what a click does).
+// else globally (lib/primary.ts decides which, and what a click does); and, in the run's
+// details, a ★ for each level, to set it exactly where it should hold.
 
 import { useState } from "react";
 import { api } from "../api/client";
-import type { Run, RunPrimaryMetric } from "../api/types";
-import { primaryScope, starAction } from "../lib/primary";
+import type { PrimaryMetric, Run, RunPrimaryMetric } from "../api/types";
+import { primaryScope, starAction, type PrimaryScope } from "../lib/primary";
 
 export function PrimaryStar({ name, run, primary, onChanged }: {
   name: string; run: Run; primary: RunPrimaryMetric | null | undefined; onChanged: () => void }) {
@@ -32,5 +33,38 @@ export function PrimaryStar({ name, run, primary, onChanged }: {
         onClick={click}>{action.on ? "★" : "☆"}</button>
       {error && <span className="text-bad small" role="alert">{error}</span>}
     </>
+  );
+}
+
+/** A metric's ★ at each level the run has (experiment, project, global): each shows whether
+ * that level's own setting is this metric, and sets or clears it there. */
+export function PrimaryLevels({ name, levels, settings, onChanged }: {
+  name: string; levels: PrimaryScope[]; settings: PrimaryMetric["settings"] | undefined; onChanged: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const flip = async (level: PrimaryScope, on: boolean) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await api.setPrimaryMetric({ metric: on ? null : name, ...level.body });
+      onChanged();
+    } catch (e) {
+      setError((e as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <span className="primary-levels" role="group" aria-label={`${name}: primary metric at each level`}>
+      {levels.map((l) => {
+        const on = settings?.[l.level] === name;
+        return (
+          <button key={l.level} type="button" className={on ? "chip on" : "chip"} aria-pressed={on} disabled={busy || !settings}
+            title={on ? `${name} is the primary metric of ${l.label}; click to unset it` : `Make ${name} the primary metric of ${l.label}`}
+            onClick={() => flip(l, on)}>{on ? "★" : "☆"} {l.level}</button>
+        );
+      })}
+      {error && <span className="text-bad small" role="alert">{error}</span>}
+    </span>
   );
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { RunPrimaryMetric } from "../api/types";
-import { primaryScope, starAction } from "./primary";
+import { primaryLevels, primaryScope, starAction } from "./primary";
 
 const set = (name: string, source: RunPrimaryMetric["source"]): RunPrimaryMetric =>
   ({ name, source, direction: "minimize", count: 1, latest: null, best: null });
@@ -33,5 +33,13 @@ describe("starAction", () => {
     expect(action).toMatchObject({ on: true, kind: "none" });
     expect(action.title).toMatch(/set on the project/);
     expect(starAction("eval/loss", set("eval/loss", "global"), scope).title).toMatch(/set globally/);
+  });
+});
+
+describe("primaryLevels", () => {
+  it("are the run's experiment, its project and global, the ones it has, narrowest first", () => {
+    expect(primaryLevels({ project: "qwen", experiment: "lr-1", experiment_id: "exp_1" }).map((l) => [l.level, l.body])).toEqual([
+      ["experiment", { experiment: "exp_1" }], ["project", { project: "qwen" }], ["global", {}]]);
+    expect(primaryLevels({ project: null, experiment: null, experiment_id: null }).map((l) => l.level)).toEqual(["global"]);
   });
 });

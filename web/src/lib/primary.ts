@@ -50,3 +50,15 @@ export function starAction(name: string, primary: RunPrimaryMetric | null | unde
   const where = primary.source === "global" ? "globally" : `on the ${primary.source}`;
   return { on: true, kind: "none", title: `${name} is the primary metric, set ${where}` };
 }
+
+/** Every level a run's metric can be made primary at, narrowest first: its experiment, its
+ * project, and globally (the levels the run has). */
+export function primaryLevels(run: Pick<Run, "project" | "experiment" | "experiment_id">): PrimaryScope[] {
+  const levels: PrimaryScope[] = [];
+  if (run.experiment_id) {
+    levels.push({ level: "experiment", label: `experiment ${run.experiment ?? run.experiment_id}`, body: { experiment: run.experiment_id } });
+  }
+  if (run.project) levels.push({ level: "project", label: `project ${run.project}`, body: { project: run.project } });
+  levels.push({ level: "global", label: "all runs (global)", body: {} });
+  return levels;
+}

@@ -14,11 +14,11 @@ import type { Mark } from "../charts/MetricPanel";
 import { SeriesStore } from "../charts/series";
 import { SystemCharts } from "../charts/SystemCharts";
 import { Icon } from "../components/Icon";
-import { PrimaryStar } from "../components/PrimaryStar";
+import { PrimaryLevels, PrimaryStar } from "../components/PrimaryStar";
 import { Ago, CopyId, Empty, ErrorBanner, KeyValues, LiveDot, Loading, PageHeader, SeverityBadge, StatusBadge, Tabs } from "../components/ui";
 import { fmtDateTime, fmtDuration, fmtInt, fmtTime, fmtValue } from "../lib/format";
 import { metricSourceLabel } from "../lib/checkpoints";
-import { primaryMetric } from "../lib/primary";
+import { primaryLevels, primaryMetric, primaryScope } from "../lib/primary";
 import { flatConfig, runLabel } from "../lib/runs";
 import { Link, useUrlState } from "../router/router";
 import { CheckpointsTab } from "./RunCheckpoints";
@@ -122,7 +122,8 @@ export function RunDetail({ id }: { id: string }) {
       {view.tab === "events" && <EventsTab events={allEvents} loading={!events.data} error={events.error} now={now}
         live={r?.status === "RUNNING" ? eventStream.state : null} />}
       {view.tab === "checkpoints" && <CheckpointsTab runId={id} summary={summary.data} />}
-      {view.tab === "details" && <DetailsTab run={r} summary={summary.data} job={job.data} />}
+      {view.tab === "details" && <DetailsTab run={r} summary={summary.data} job={job.data}
+        onPrimaryChanged={() => { summary.reload(); run.reload(); }} />}
     </div>
   );
 }
@@ -228,7 +229,11 @@ function EventsTab({ events, loading, error, now, live }: { events: GpuEvent[]; 
   );
 }
 
-function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunSummary | undefined; job: Job | undefined }) {
+function DetailsTab({ run, summary, job, onPrimaryChanged }: { run: Run | undefined; summary: RunSummary | undefined;
+  job: Job | undefined; onPrimaryChanged: () => void }) {
+  const levels = run ? primaryLevels(run) : [];
+  const scope = run ? primaryScope(run).body : {};
+  const primary = useResource(run ? (s) => api.getPrimaryMetric(scope, s) : null, [run?.experiment_id, run?.project]);
   if (!run) return <Loading rows={6} />;
   const env = run.env_snapshot ?? {};
   const config = flatConfig(run.config);
@@ -241,7 +246,7 @@ function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunS
         {metrics.length === 0 ? <Empty compact title="No metrics logged" icon="runs" /> : (
           <table className="table compact">
             <thead><tr><th>Metric</th><th className="num">Latest</th><th className="num">Best</th><th className="num">at step</th>
-              <th>Goal</th><th>Trend</th><th className="num">Points</th></tr></thead>
+              <th>Goal</th><th>Trend</th><th className="num">Points</th><th>Primary metric of</th></tr></thead>
             <tbody>
               {metrics.map(([name, m]) => (
                 <tr key={name}>
@@ -252,6 +257,8 @@ function DetailsTab({ run, summary, job }: { run: Run | undefined; summary: RunS
                   <td className="muted">{m.direction === "minimize" ? "min" : m.direction === "maximize" ? "max" : ""}</td>
                   <td>{m.trend ?? ""}</td>
                   <td className="num">{fmtInt(m.count)}</td>
+                  <td data-primary-levels={name}><PrimaryLevels name={name} levels={levels} settings={primary.data?.settings}
+                    onChanged={() => { primary.reload(); onPrimaryChanged(); }} /></td>
                 </tr>
               ))}
             </tbody>
