@@ -8,7 +8,8 @@ const NOW = 1_800_000_000_000;
 const node = (name: string, extra: Partial<NodeInfo> = {}): NodeInfo => ({
   id: `nd_${name}`, name, status: "ONLINE", connected: true, labels: [], gpu_backend: "fake", gpu_backend_note: null,
   max_cpu_jobs: 2, cpu_jobs: 0, gpus: [], last_heartbeat_at: NOW - 1000, hardware: {}, accepting: true, conditions: [],
-  snapshot: null, drained: false, remote: false, link: null, ...extra });
+  snapshot: null, drained: false, remote: false, link: null, runner: "local", pooled: null, condition_messages: {},
+  ...extra });
 
 const link = (extra: Partial<NodeLink> = {}): NodeLink => ({
   state: "attached", last_heard_at: NOW - 1000, last_heartbeat_at: NOW - 12_000, backlog_records: 0, backlog_bytes: 0,
