@@ -10,8 +10,12 @@
    ``poll`` (one squeue) takes for all of them, and how many Slurm calls a watcher makes in
    ``--seconds`` at the default period (``Backoff().period_s``).
 
-Issue 32 asks for both through the runner; the runner integration is not built yet, so this
-measures the layer it will stand on (docs/slurm.md).
+``--runner``: both through the runner itself: a real daemon whose node has ``[node] runner =
+"slurm"`` on the same private cluster. (1) A job submitted to it over its control socket
+(``POST /api/v1/jobs``) beside a bare ``sbatch --wrap``, alternating, the same stamp as above;
+(2) with ``--jobs`` of its jobs queued (one runs ``sleep``, the rest wait for the one GPU with
+reason Resources), every Slurm command the daemon runs in ``--seconds``, counted by wrappers
+its ``[slurm] bin_dir`` points at (``[slurm] poll_interval_s`` at its default, 2 s).
 
 ``--fake``: instead, the polling cost through the runner itself (its Slurm backend, the real
 ``gpuplaned.slurm`` code) with ``--jobs`` of our jobs queued in a ``FakeSlurm``, in trio's
@@ -22,6 +26,7 @@ backend's period (``[slurm] poll_interval_s`` as tests/actors/runnerkit.py sets 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -109,12 +114,78 @@ async def fake_polling_cost(jobs: int, seconds: float, work: Path) -> dict[str, 
             "calls_per_minute": len(minute) * 60 / seconds, "period_s": float(SLURM["poll_interval_s"])}
 
 
+WRAPPER = """#!/bin/sh
+echo "$0" >> {log}
+exec {real} "$@"
+"""
+
+
+def runner_costs(cluster: SlurmCluster, work: Path, runs: int, jobs: int, seconds: float) -> None:
+    """Submit -> first instruction and the polling cost through a real daemon's Slurm node."""
+    import shutil
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
+
+    bin_dir, calls = work / "bin", work / "slurm-calls.log"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo"):
+        wrapper = bin_dir / tool
+        wrapper.write_text(WRAPPER.format(log=calls, real=shutil.which(tool)))
+        wrapper.chmod(0o755)
+    daemon = DaemonProcess(work / "daemon", env={"SLURM_CONF": str(cluster.conf), "GPUPLANE_HTTP": "off"})
+    config = daemon.root / "config" / "gpuplane" / "gpuplaned.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[node]\nname = "hpc"\nrunner = "slurm"\n[slurm]\nbin_dir = "{bin_dir}"\n')
+    daemon.start()
+    try:
+        daemon.wait_ready()
+        api = Jobs(daemon, work / "jobs")
+        api.wait_node()
+        took: dict[str, list[float]] = {"GPUPlane, Slurm node": [], "bare sbatch": []}
+        for i in range(runs):
+            for kind in took:
+                stamp = api.workdir / f"{kind.split()[0].strip(',')}-{i}.t"
+                started = time.time()
+                if kind == "bare sbatch":
+                    subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap",
+                                    f"python3 -c \"{STAMP}\" {stamp}"], env=scrubbed_environment(cluster.env),
+                                   check=True, capture_output=True)
+                else:
+                    api.submit(["python3", "-c", STAMP, str(stamp)], gpu=0)
+                wait_for(lambda: stamp.exists() and stamp.read_text(), 60, interval=0.005, what=str(stamp))
+                took[kind].append(float(stamp.read_text()) - started)
+        for kind, values in took.items():
+            print(f"through the runner: submit -> first instruction, {kind}: median "
+                  f"{statistics.median(values) * 1000:.0f} ms, min {min(values) * 1000:.0f}, "
+                  f"max {max(values) * 1000:.0f} ({len(values)} runs)")
+        ours = statistics.median(took["GPUPlane, Slurm node"]) / statistics.median(took["bare sbatch"])
+        print(f"through the runner: GPUPlane / bare sbatch = {ours:.2f}x")
+        api.submit(["sleep", "3600"], gpu=1)
+        for _ in range(jobs - 1):
+            api.submit(["true"], gpu=1)
+        wait_for(lambda: len(cluster.client("squeue", "-h", "-o", "%i").stdout.split()) >= jobs, 120,
+                 what=f"{jobs} jobs in squeue")
+        time.sleep(5)  # every submission's look-ups are over
+        before = len(calls.read_text().splitlines())
+        time.sleep(seconds)
+        made = [Path(line).name for line in calls.read_text().splitlines()[before:]]
+        print(f"through the runner, {jobs} jobs queued: {len(made)} Slurm calls in {seconds:g} s "
+              f"({', '.join(f'{made.count(t)} {t}' for t in sorted(set(made)))}) "
+              f"= {len(made) * 60 / seconds:.0f} calls/minute")
+    finally:
+        daemon.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
+        cluster.client("scancel", "--user", os.environ.get("USER", "root"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--fake", action="store_true", help="the runner's polling cost on a FakeSlurm, in virtual time")
+    parser.add_argument("--runner", action="store_true", help="both figures through a real daemon's Slurm node")
     args = parser.parse_args()
     if args.fake:
         import tempfile
@@ -134,6 +205,9 @@ def main() -> None:
         cluster.start()
         work = cluster.root / "bench"
         work.mkdir()
+        if args.runner:
+            runner_costs(cluster, work, args.runs, args.jobs, args.seconds)
+            return
         took = trio.run(first_instruction, cluster, work, args.runs)
         for kind, values in took.items():
             print(f"submit -> first instruction, {kind}: median {statistics.median(values) * 1000:.0f} ms, "
