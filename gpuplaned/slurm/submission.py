@@ -9,10 +9,11 @@ after any failure that leaves it open, ``submit`` looks the name up
 in between passes ``look_first=True`` the next time.
 
 The batch script goes to sbatch on stdin and exports the job's own environment itself, one
-quoted ``export`` a variable: ``--export=NONE,K=V`` cannot carry a value with a comma.
-``--export=NONE`` keeps the daemon's environment out of the job (infra.md pitfall 10); it
-also makes slurmd load the user's login environment first (``su -``), which cost about 2 s
-a job on the fixture (docs/slurm.md, "What it costs today").
+quoted ``export`` a variable: ``--export=NONE,K=V`` cannot carry a value with a comma (the
+runner's one-shot shim reads the whole environment from the attempt's spec.json instead).
+``--export=NIL`` (``EXPORT``) keeps the daemon's environment out of the job (infra.md pitfall
+10) without what ``--export=NONE`` adds: slurmd loading the user's login environment first
+(``su -``), which cost about 1.2 s a job on the fixture (docs/slurm.md, "What it costs").
 
 Never ``--ntasks-per-node``: Debian 12's 22.05.8 wrongly refuses jobs that ask for it (Slurm
 bug 15857, fixed in 22.05.9).
@@ -33,6 +34,9 @@ from gpuplaned.slurm.parsing import parse_sbatch_parsable, parse_squeue, SQUEUE_
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME_PART = re.compile(r"[A-Za-z0-9_.]+")
+# Only Slurm's own variables reach the batch script (22.05 on): the job's come in spec.json or
+# the script's exports, and no login environment is loaded (docs/slurm.md).
+EXPORT = "--export=NIL"
 STDOUT_PATTERN = "slurm-%j.out"  # Slurm's own output of the batch shell, in the job dir
 STDERR_PATTERN = "slurm-%j.err"
 
@@ -109,7 +113,7 @@ class SubmitSpec:
 
 def sbatch_args(spec: SubmitSpec) -> list[str]:
     """The options ``sbatch`` gets for ``spec`` (the script comes on stdin)."""
-    args = ["--parsable", f"--job-name={spec.name}", f"--chdir={spec.chdir}", "--export=NONE",
+    args = ["--parsable", f"--job-name={spec.name}", f"--chdir={spec.chdir}", EXPORT,
             "--open-mode=append", f"--output={spec.job_dir / STDOUT_PATTERN}",
             f"--error={spec.job_dir / STDERR_PATTERN}"]
     if spec.gpus:
@@ -141,9 +145,10 @@ class Submitted:
 
 
 async def find_by_name(cli: SlurmCli, name: str) -> list[str]:
-    """The ids of this user's Slurm jobs named ``name``, in any state still in squeue."""
+    """The ids of this user's Slurm jobs named ``name``, in any state still in squeue (an
+    array's once: its job id, whichever of its tasks squeue lists)."""
     out = await cli.run("squeue", "--me", "-h", "-t", "all", "-n", name, "-o", SQUEUE_FORMAT)
-    return sorted((row.job_id for row in parse_squeue(out.stdout) if row.name == name), key=int)
+    return sorted({row.array_job_id or row.job_id for row in parse_squeue(out.stdout) if row.name == name}, key=int)
 
 
 async def submit(cli: SlurmCli, spec: SubmitSpec, *, look_first: bool = False, lookups: int = 5,
@@ -161,23 +166,31 @@ async def submit(cli: SlurmCli, spec: SubmitSpec, *, look_first: bool = False, l
         SubmitUncertain: neither sbatch nor the look-ups could tell.
         SlurmNotInstalled: no sbatch or squeue.
     """
+    return await submit_named(cli, spec.name, sbatch_args(spec), batch_script(spec), look_first=look_first,
+                              lookups=lookups, lookup_pause_s=lookup_pause_s)
+
+
+async def submit_named(cli: SlurmCli, name: str, args: list[str], script: str, *, look_first: bool = False,
+                       lookups: int = 5, lookup_pause_s: float = 1.0) -> Submitted:
+    """``submit`` for any batch job named ``name`` (``args`` name it so): a single attempt's, or
+    a sweep's array (``gpuplaned.slurm.arrays``)."""
     if look_first:
-        found = await _look_up(cli, spec.name, lookups, lookup_pause_s)
+        found = await _look_up(cli, name, lookups, lookup_pause_s)
         if found:
-            return Submitted(found[0], spec.name, found=True)
+            return Submitted(found[0], name, found=True)
     for tries_left in (1, 0):
         try:
-            out = await cli.run("sbatch", *sbatch_args(spec), stdin=batch_script(spec).encode())
+            out = await cli.run("sbatch", *args, stdin=script.encode())
         except SlurmUnreachable:
-            found = await _look_up(cli, spec.name, lookups, lookup_pause_s)
+            found = await _look_up(cli, name, lookups, lookup_pause_s)
             if found:
-                return Submitted(found[0], spec.name, found=True)
+                return Submitted(found[0], name, found=True)
             if not tries_left:
                 raise  # answered twice that no such job exists: nothing was made
             continue
         except SlurmCommandFailed as error:
             raise SubmitRefused(error.argv, error.returncode, error.stderr) from None
-        return Submitted(parse_sbatch_parsable(out.stdout), spec.name)
+        return Submitted(parse_sbatch_parsable(out.stdout), name)
     raise AssertionError("unreachable")
 
 

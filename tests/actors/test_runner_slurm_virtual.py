@@ -133,7 +133,7 @@ async def test_a_job_waits_with_each_of_slurms_reasons_once_then_runs_and_fails_
     assert (failed.status, failed.failure_reason, failed.exit_code) == ("FAILED", "EXIT_CODE", 3)
     assert trio.current_time() - t0 <= 140.0 + 2 * PERIOD
     [sbatch] = sbatches(fake)
-    assert "--job-name=gp-job_1-1" in sbatch and "--gres=gpu:1" in sbatch and "--export=NONE" in sbatch
+    assert "--job-name=gp-job_1-1" in sbatch and "--gres=gpu:1" in sbatch and "--export=NIL" in sbatch
     [ours] = fake.named("gp-job_1-1")
     assert (ours.state, ours.exit_code) == ("FAILED", (3, 0))
     assert node.handle.live == {} and (node.handle.started, node.handle.ended) == (1, 1)

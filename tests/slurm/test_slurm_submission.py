@@ -50,7 +50,7 @@ async def test_a_job_runs_with_its_own_environment_only_and_its_output_in_the_jo
 def test_sbatch_options_name_the_attempt_and_never_ask_for_tasks_per_node(tmp_path):
     job = spec(tmp_path, gpus=2, partition="gpu", account="lab", qos="high", time_limit_min=90)
     args = sbatch_args(job)
-    assert args[:5] == ["--parsable", "--job-name=gp-j1-1", f"--chdir={job.job_dir}", "--export=NONE",
+    assert args[:5] == ["--parsable", "--job-name=gp-j1-1", f"--chdir={job.job_dir}", "--export=NIL",
                         "--open-mode=append"]
     assert {"--gres=gpu:2", "--partition=gpu", "--account=lab", "--qos=high", "--time=90"} <= set(args)
     assert not any("ntasks-per-node" in arg for arg in args)
