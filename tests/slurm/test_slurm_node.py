@@ -70,7 +70,16 @@ def test_a_job_runs_through_slurm_with_its_output_and_exit_code(daemon_factory, 
 
 def test_a_job_waits_with_slurms_reason_and_a_cancel_leaves_no_process(daemon_factory, slurm):
     jobs = slurm_node(daemon_factory, slurm)
+    # Another user's job holds the one GPU: ours waits in Slurm, and GPUPlane leaves that job alone.
+    foreign = slurm.client("sbatch", "--parsable", "--gres=gpu:1", "-o", "/dev/null", "--wrap", "sleep 300")
+    foreign_id = foreign.stdout.strip()
+    wait_for(lambda: "RUNNING" in slurm.client("squeue", "-h", "-j", foreign_id, "-o", "%T").stdout, 30,
+             what="the foreign job to run")
     holder = jobs.sh("touch started; exec sleep 300", gpu=1)
+    wait_for(lambda: jobs.get(holder["id"])["wait_reason"] == "Slurm: Resources", 30,
+             what="our job to wait for the foreign one")
+    assert "RUNNING" in slurm.client("squeue", "-h", "-j", foreign_id, "-o", "%T").stdout
+    slurm.client("scancel", foreign_id)  # its owner's doing, not ours
     wait_for(lambda: jobs.file("started").exists(), 60, what="the first job to run in its allocation")
     assert jobs.wait(holder["id"], "RUNNING")["status"] == "RUNNING"
 
