@@ -2,9 +2,10 @@
 
 Owns: the node's runner backend (``gpuplaned.backends``: the local launcher, which forks one shim
 per job, or Slurm, per ``[node] runner``) and a task per attempt on this node.
-Inputs: ``Dispatch`` and ``Cancel`` on its inbox, which its hello hands to the server's node
-registry: a dispatch from any scheduling pass (``gpuplaned.service.passes.dispatch``), a cancel from
-a cancel request (``gpuplaned.service.api.jobs.cancel``); ``Reconcile`` from the node link when a
+Inputs: ``Dispatch``, ``Cancel`` and ``SweepThrottle`` on its inbox, which its hello hands to the
+server's node registry: a dispatch from any scheduling pass (``gpuplaned.service.passes.dispatch``), a
+cancel from a cancel request (``gpuplaned.service.api.jobs.cancel``), a sweep's new max_parallel for
+the backend (``gpuplaned.service.api.sweeps.set_max_parallel``); ``Reconcile`` from the node link when a
 remote agent's link is back after an outage (``gpuplaned.node_link.Reconcile``).
 Outputs: ``JobStatus`` reports to the server through the node link (RUNNING, then how it ended);
 on its handle, the live jobs and the attempts that ended lately (``recent_ends``, those found
@@ -53,7 +54,16 @@ from gpuplaned.launching.eval_result import read_result, result_path
 from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.node_context import FollowLogs, LogsEnded, NodeContext
 from gpuplaned.node_link import Reconcile
-from gpuplaned.protocol.agent import ActiveJob, Cancel, Dispatch, Hello, JobSpecWire, JobStatus, PooledCapacity
+from gpuplaned.protocol.agent import (
+    ActiveJob,
+    Cancel,
+    Dispatch,
+    Hello,
+    JobSpecWire,
+    JobStatus,
+    PooledCapacity,
+    SweepThrottle,
+)
 from gpuplaned.protocol.evaluation_wire import EVAL_RESULT_VAR
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.backends.slurm import open_slurm_backend
@@ -192,6 +202,8 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
                     elif isinstance(message, Reconcile):
                         runner.reconcile(message)
                     else:
+                    elif isinstance(message, SweepThrottle):
+                        nursery.start_soon(backend.throttle, message.sweep_id, message.max_parallel)
                         log.warning("runner ignores unexpected message %r", message)
         finally:
             link.goodbye(ok.node_id)
@@ -254,7 +266,7 @@ class _Runner:
         )
         run = _Run(a.Attempt(spec.job_id, spec.attempt), job_dir, tuple(spec.gpu_indexes),
                    run_id=spec.run_id, cwd=spec.cwd, env=spec.env, evaluation=spec.evaluation)
-        await self._drive(run, a.Start(AttemptRequest(request, spec.gpus)))
+        await self._drive(run, a.Start(AttemptRequest(request, spec.gpus, spec.array)))
 
     async def adopt(self, active: ActiveJob) -> None:
         job_dir = self.backend.attempt_dir(active.job_id, active.attempt)

@@ -68,6 +68,7 @@ from gpuplaned.protocol.agent import (
     NodeEvent,
     Ping,
     Pong,
+    SweepThrottle,
 )
 from gpuplaned.protocol.checkpoint_ops import CheckpointRead, CheckpointRemove
 from gpuplaned.protocol.converter import FieldInvalid
@@ -478,7 +479,7 @@ async def _read_frames(session: _Session, link: UplinkNodeLink, shared: UplinkCo
                 link.on_reply(frame)
             case Request():
                 nursery.start_soon(_guard, session, _answer, session, shared, frame)
-            case Dispatch() | Cancel():
+            case Dispatch() | Cancel() | SweepThrottle():
                 link.to_runner(frame)
             case LogFollow():
                 link.to_logs(frame)

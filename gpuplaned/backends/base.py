@@ -15,6 +15,7 @@ import attrs
 
 from gpuplaned.domain import attempts as a
 from gpuplaned.launching.client import SpawnRequest
+from gpuplaned.protocol.agent import ArrayTask
 
 
 class StartRefused(Exception):
@@ -51,6 +52,7 @@ class AttemptRequest:
 
     spawn: SpawnRequest
     gpus: int = 0
+    array: ArrayTask | None = None  # a sweep's trial a pooled node runs as a task of the sweep's array job
 
 
 @attrs.frozen
@@ -89,6 +91,11 @@ class RunnerBackend(Protocol):
 
     async def follow_remains(self, handle: Any, started_here: bool, cancels: Callable[[], int]) -> a.RemainsDone:
         """Follow what is left of a job whose supervisor died (see ``attempts.FollowRemains``)."""
+        ...
+
+    async def throttle(self, sweep_id: str, max_parallel: int) -> None:
+        """The sweep's max_parallel changed (0: no limit): a backend that runs the sweep's trials
+        as its own array applies it there; one whose trials the server's queue holds does nothing."""
         ...
 
     async def adopt(self, job_id: str, attempt: int, cancel_requested: bool) -> a.Adopt:

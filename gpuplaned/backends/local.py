@@ -145,6 +145,9 @@ class LocalBackend:
                 record = await self.launcher.orphan_exit(handle.spawn_id)
         return a.RemainsDone(followed=bool(left), stopped=stopped, record=record, now_ms=int(time.time() * 1000))
 
+    async def throttle(self, sweep_id: str, max_parallel: int) -> None:
+        """Nothing to do: the server's queue holds a local node's trials to their sweep's max_parallel."""
+
     async def adopt(self, job_id: str, attempt: int, cancel_requested: bool) -> a.Adopt:
         job_dir = self.attempt_dir(job_id, attempt)
         oom_kills = self._oom_kills()

@@ -18,6 +18,11 @@ The handle of an attempt is its Slurm job id. Where each word of the attempt mac
   none of them accounts for ``lost_after_s`` after it left the queue is ``Vanished`` (LOST);
 - cancel: ``scancel``, retried until Slurm answers; Slurm signals every process of the job;
 - adopt after a restart: the name's look-up (``squeue --me -t all -n``) and the attempt's files.
+
+A sweep's trials (a dispatch with ``array``) are gathered per sweep and submitted as one array
+job (``slurm_arrays``): each trial's handle is its task ``A_i``, watched, cancelled and ended as
+a single job is; ``throttle`` applies the sweep's new max_parallel to its arrays
+(``scontrol update JobId=A ArrayTaskThrottle=K``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import attrs
 import trio
 
 from gpuplaned.backends.base import AttemptRequest, Running, Started, StartRefused
+from gpuplaned.backends.slurm_arrays import ARRAY_RECORD, ArrayGatherer, members_of, read_array_record
 from gpuplaned.config import Config
 from gpuplaned.domain import attempts as a
 from gpuplaned.domain.failures import ExitReason
@@ -44,6 +50,7 @@ from gpuplaned.domain.node_conditions import NodeConditions
 from gpuplaned.home import attempt_dir
 from gpuplaned.launching.client import SpawnRequest
 from gpuplaned.launching.job_files import EXIT_FILE, RUNTIME_FILE, CorruptRecord, ExitRecord, Runtime, read_exit, read_runtime, tail_text
+from gpuplaned.slurm.arrays import ArraySpec, set_throttle, submit_array, task_id
 from gpuplaned.slurm.batch_job import shim_argv, write_spec
 from gpuplaned.slurm.cancelling import cancel as scancel
 from gpuplaned.slurm.commands import SlurmCli, SlurmCommandFailed, SlurmError, SlurmPaths, SlurmUnreachable
@@ -154,7 +161,7 @@ class SlurmBackend:
     kind = "slurm"
 
     def __init__(self, config: Config, cli: SlurmCli, conditions: NodeConditions, blocking: Blocking,
-                 poller: _Poller) -> None:
+                 poller: _Poller, nursery: trio.Nursery) -> None:
         self.home = config.home
         self.slurm = config.slurm
         self.cli = cli
@@ -163,6 +170,8 @@ class SlurmBackend:
         self.poller = poller
         self.python = str(config.slurm.python or sys.executable)
         self.watched: dict[str, _Watched] = {}  # by slurm id
+        self.arrays = ArrayGatherer(self._array_spec, self._submit_array, nursery, blocking)
+        self.sweep_arrays: dict[str, set[str]] = {}  # sweep id -> the array ids of its trials here
 
     def attempt_dir(self, job_id: str, attempt: int) -> Path:
         return attempt_dir(self.home, job_id, attempt)
@@ -174,9 +183,14 @@ class SlurmBackend:
         assert request.job_id is not None and request.attempt is not None
         job_dir = Path(request.job_dir)
         await self.blocking(_clear_records, job_dir)  # a record there now is of no run of this attempt
-        await self.blocking(lambda: write_spec(job_dir, argv=request.argv, cwd=request.cwd, env=request.env,
-                                               job_id=request.job_id, attempt=request.attempt,
-                                               timeout_s=request.timeout_s, grace_s=request.grace_s))
+        try:
+            await self.blocking(lambda: write_spec(job_dir, argv=request.argv, cwd=request.cwd, env=request.env,
+                                                   job_id=request.job_id, attempt=request.attempt,
+                                                   timeout_s=request.timeout_s, grace_s=request.grace_s))
+        except ValueError as error:
+            raise StartRefused(f"cannot submit to Slurm: {error}") from None
+        if attempt.array is not None:
+            return await self._start_task(attempt, job_dir)
         try:
             spec = SubmitSpec(request.job_id, request.attempt, shim_argv(self.python, job_dir), job_dir,
                               Path(request.cwd), gpus=gpus, partition=self.slurm.partition,
@@ -203,6 +217,70 @@ class SlurmBackend:
         handle = SlurmHandle(request.job_id, request.attempt, submitted.slurm_id, job_dir)
         self.watched[handle.slurm_id] = _Watched()
         return Started(handle, None)
+
+    async def _start_task(self, attempt: AttemptRequest, job_dir: Path) -> Started:
+        """A sweep's trial: a task of the array its sweep's trials gathered here make."""
+        request, task = attempt.spawn, attempt.array
+        assert task is not None and request.job_id is not None and request.attempt is not None
+        array_id = await self.arrays.join(attempt)
+        self.sweep_arrays.setdefault(task.sweep_id, set()).add(array_id)
+        handle = SlurmHandle(request.job_id, request.attempt, task_id(array_id, task.index), job_dir)
+        log.info("job %s attempt %d is Slurm array task %s", request.job_id, request.attempt, handle.slurm_id)
+        self.watched[handle.slurm_id] = _Watched()
+        return Started(handle, None)
+
+    def _array_spec(self, sweep_id: str, throttle: int, members: list[AttemptRequest]) -> ArraySpec:
+        first = min(members, key=lambda m: m.array.index if m.array is not None else 0)
+        assert first.spawn.attempt is not None
+        out_dir = self.home / "slurm-arrays" / sweep_id
+        out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return ArraySpec(sweep_id, first.spawn.attempt,
+                         members_of(members, lambda m: shim_argv(self.python, m.spawn.job_dir)), out_dir,
+                         Path(first.spawn.cwd), throttle=throttle, gpus=max(m.gpus for m in members),
+                         partition=self.slurm.partition, account=self.slurm.account, qos=self.slurm.qos,
+                         extra_args=self._extra_args(attrs.evolve(first.spawn, timeout_s=max(
+                             (m.spawn.timeout_s for m in members if m.spawn.timeout_s is not None), default=None))))
+
+    async def _submit_array(self, spec: ArraySpec) -> str:
+        """Submit the array, waiting out an unreachable Slurm as a single job's start does."""
+        look_first = False
+        backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
+        while True:
+            try:
+                submitted = await submit_array(self.cli, spec, look_first=look_first,
+                                               lookup_pause_s=backoff.period_s)
+                break
+            except SubmitRefused as error:
+                raise StartRefused(f"Slurm refused the sweep's array: {error.stderr.strip() or error}") from None
+            except (SubmitUncertain, SlurmUnreachable) as error:
+                unreachable(self.conditions, error)
+                look_first = True
+                await trio.sleep(backoff.failed())
+            except SlurmError as error:
+                raise StartRefused(f"cannot submit the sweep's array to Slurm: {error}") from None
+        answered(self.conditions)
+        return submitted.slurm_id
+
+    async def throttle(self, sweep_id: str, max_parallel: int) -> None:
+        """The sweep's max_parallel is now ``max_parallel`` (0: none): each of its arrays here
+        runs at most that many tasks at once from now on."""
+        self.arrays.throttle(sweep_id, max_parallel)
+        backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
+        for array_id in sorted(self.sweep_arrays.get(sweep_id, ()), key=int):
+            while True:
+                try:
+                    if not await set_throttle(self.cli, array_id, max_parallel):
+                        self.sweep_arrays[sweep_id].discard(array_id)  # all of it ended: nothing to throttle
+                    else:
+                        log.info("sweep %s: Slurm array %s runs at most %s tasks at once", sweep_id, array_id,
+                                 max_parallel or "any number of")
+                    break
+                except SlurmUnreachable as error:
+                    unreachable(self.conditions, error)
+                    await trio.sleep(backoff.failed())
+                except SlurmError as error:
+                    log.warning("scontrol update JobId=%s ArrayTaskThrottle=%d: %s", array_id, max_parallel, error)
+                    break
 
     def _extra_args(self, request: SpawnRequest) -> tuple[str, ...]:
         args = []
@@ -354,11 +432,19 @@ class SlurmBackend:
 
     async def adopt(self, job_id: str, attempt: int, cancel_requested: bool) -> a.Adopt:
         job_dir = self.attempt_dir(job_id, attempt)
-        name = job_name(job_id, attempt)
+        try:
+            array = await self.blocking(read_array_record, job_dir)  # a sweep's trial: a task of its array
+        except ValueError as error:
+            return a.Adopt(None, problem=str(error))
+        name = job_name(job_id, attempt) if array is None else array.name
         backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
         while True:  # whether Slurm has the job decides between adopting it and requeueing it
             try:
                 found = await find_by_name(self.cli, name)
+                if array is not None:
+                    for array_id in found:
+                        self.sweep_arrays.setdefault(array.sweep_id, set()).add(array_id)
+                    found = [task_id(array_id, array.index) for array_id in found]
                 rows = await poll(self.cli, found) if found else {}
                 break
             except SlurmUnreachable as error:
@@ -425,7 +511,8 @@ async def _detail(cli: SlurmCli, slurm_id: str) -> JobDetail | None:
         if INVALID_JOB_ID in error.stderr:
             return None
         raise
-    return next((job for job in parse_scontrol_jobs(out.stdout) if job.job_id == slurm_id), None)
+    return next((job for job in parse_scontrol_jobs(out.stdout)
+                 if slurm_id in (job.job_id, f"{job.array_job_id}_{job.array_task}")), None)
 
 
 def _reason(row: QueueRow) -> str:
@@ -434,7 +521,7 @@ def _reason(row: QueueRow) -> str:
 
 
 def _clear_records(job_dir: Path) -> None:
-    for name in (RUNTIME_FILE, EXIT_FILE):
+    for name in (RUNTIME_FILE, EXIT_FILE, ARRAY_RECORD):
         with contextlib.suppress(FileNotFoundError):
             (job_dir / name).unlink()
 
@@ -482,5 +569,5 @@ async def open_slurm_backend(config: Config, conditions: NodeConditions,
     poller = _Poller(cli, config.slurm.poll_interval_s, config.slurm.poll_max_s, conditions)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(poller.run)
-        yield SlurmBackend(config, cli, conditions, blocking, poller)
+        yield SlurmBackend(config, cli, conditions, blocking, poller, nursery)
         nursery.cancel_scope.cancel()

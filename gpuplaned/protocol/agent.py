@@ -120,6 +120,17 @@ class HelloOk:
 class JobSpecWire:
     """What a node needs to start one attempt of a job."""
 
+@attrs.frozen
+class ArrayTask:
+    """A sweep's trial placed on a pooled node: its node runs the sweep's trials it holds as one
+    Slurm array job (issue 32 item 4), this trial as task ``index`` (its ``sweep_trial``), at most
+    ``throttle`` tasks at once (Slurm's ``%K``: the sweep's max_parallel; 0 for no limit)."""
+
+    sweep_id: str
+    index: int = field(minimum=0, message="must be 0 or more, got {value}")
+    throttle: int = field(default=0, minimum=0, message="must be 0 (no limit) or more, got {value}")
+
+
     job_id: str
     run_id: str
     attempt: int
@@ -141,6 +152,8 @@ class JobSpecWire:
 
 @attrs.frozen
 class Dispatch:
+    # A sweep's trial on a pooled node: a task of its sweep's array job (None: a job of its own).
+    array: ArrayTask | None = None
     job: JobSpecWire
 
 
@@ -153,6 +166,16 @@ class Cancel:
 @attrs.frozen
 class JobStatus:
     """A node reports a job's state change (RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, REQUEUE)."""
+
+@attrs.frozen
+class SweepThrottle:
+    """Server to node: the sweep's max_parallel changed. A pooled node applies it to the sweep's
+    array jobs (``scontrol update ArrayTaskThrottle``); a local node has nothing to do (the
+    server's queue holds its trials)."""
+
+    sweep_id: str
+    max_parallel: int = field(minimum=0, message="must be 0 (no limit) or more, got {value}")
+
 
     job_id: str
     attempt: int
@@ -295,7 +318,7 @@ class CheckpointsFound:
     checkpoints: tuple[FoundCheckpoint, ...]
 
 
-ServerToNode = Union[Dispatch, Cancel, LogFollow]
+ServerToNode = Union[Dispatch, Cancel, SweepThrottle, LogFollow]
 NodeToServer = Union[Hello, JobStatus, NodeSnapshot, SysMetrics, NodeEvent, LogLines, LogOffsets, CheckpointsFound,
                      TbPoints, TbCursors]
 
@@ -332,7 +355,7 @@ converter.register_unstructure_hook(
 
 FRAMES = TaggedUnion({
     "hello": Hello, "hello_ok": HelloOk, "hello_err": HelloErr, "ping": Ping, "pong": Pong, "error": FrameError,
-    "dispatch": Dispatch, "cancel": Cancel, "log_follow": LogFollow,
+    "dispatch": Dispatch, "cancel": Cancel, "sweep_throttle": SweepThrottle, "log_follow": LogFollow,
     "job_status": JobStatus, "node_snapshot": NodeSnapshot, "sys_metrics": SysMetrics, "event": NodeEvent,
     "log_lines": LogLines, "log_offsets": LogOffsets, "checkpoints_found": CheckpointsFound,
     "tb_points": TbPoints, "tb_stored": TbStored, "tb_cursors": TbCursors,  # protocol/tb_frames.py

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from gpuplaned.slurm.arrays import expand_tasks, split_task_id, task_id
 from gpuplaned.slurm.commands import AccountingDisabled, SlurmCli, SlurmCommandFailed
 from gpuplaned.slurm.parsing import (
     SACCT_FIELDS,
@@ -35,16 +36,18 @@ INVALID_JOB_ID = "Invalid job id specified"
 
 
 def _ids(job_ids: Iterable[str]) -> list[str]:
-    ids = sorted(set(job_ids), key=int)
+    """The ids, each a job id or an array task ``A_i``, in order."""
+    ids = set(job_ids)
     for job_id in ids:
-        if not job_id.isdigit():
-            raise ValueError(f"a Slurm job id is a number, got {job_id!r}")
-    return ids
+        if not (job_id.isdigit() or split_task_id(job_id)):
+            raise ValueError(f"a Slurm job id is a number (or ARRAY_TASK), got {job_id!r}")
+    return sorted(ids, key=lambda i: tuple(map(int, i.split("_"))))
 
 
 async def poll(cli: SlurmCli, job_ids: Iterable[str]) -> dict[str, QueueRow]:
     """What squeue says of each of ``job_ids``, in one call; a job it no longer lists is
-    absent from the answer.
+    absent from the answer. An array task ``A_i`` is asked as its array (``-j A``) and answered
+    by its own row, or by the record of the array's pending rest that holds it.
 
     Raises:
         SlurmUnreachable: the controller did not answer (nothing is known of any job).
@@ -52,8 +55,9 @@ async def poll(cli: SlurmCli, job_ids: Iterable[str]) -> dict[str, QueueRow]:
     ids = _ids(job_ids)
     if not ids:
         return {}
+    asked = sorted({i.partition("_")[0] for i in ids}, key=int)
     try:
-        out = await cli.run("squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT)
+        out = await cli.run("squeue", "-h", "-t", "all", "-j", ",".join(asked), "-o", SQUEUE_FORMAT)
     except SlurmCommandFailed as error:
         # squeue refuses the whole call when none of the ids is known (it loads one job by
         # id when given one, and that one is gone); with some known, it lists those.
@@ -61,7 +65,16 @@ async def poll(cli: SlurmCli, job_ids: Iterable[str]) -> dict[str, QueueRow]:
             return {}
         raise
     wanted = set(ids)
-    return {row.job_id: row for row in parse_squeue(out.stdout) if row.job_id in wanted}
+    found: dict[str, QueueRow] = {}
+    for row in parse_squeue(out.stdout):
+        if row.array_job_id is not None and row.array_task is not None:
+            for index in expand_tasks(row.array_task):
+                key = task_id(row.array_job_id, index)
+                if key in wanted:
+                    found[key] = row
+        if row.job_id in wanted:
+            found[row.job_id] = row
+    return found
 
 
 @attrs.define
@@ -112,7 +125,7 @@ async def read_ends(cli: SlurmCli, job_ids: Iterable[str]) -> dict[str, JobEnd]:
                 continue
             raise
         for job in parse_scontrol_jobs(out.stdout):
-            if job.job_id == job_id and job.state.ended:
+            if job_id in (job.job_id, f"{job.array_job_id}_{job.array_task}") and job.state.ended:
                 ends[job_id] = JobEnd(job_id, job.state, job.exit_code, job.reason, "scontrol")
     if unknown:
         ends.update(await _sacct_ends(cli, unknown))
@@ -125,5 +138,9 @@ async def _sacct_ends(cli: SlurmCli, job_ids: list[str]) -> dict[str, JobEnd]:
     except AccountingDisabled:
         return {}
     wanted = set(job_ids)
-    return {row.raw_id: JobEnd(row.raw_id, row.state, row.exit_code, row.reason, "sacct")
-            for row in parse_sacct(out.stdout) if row.raw_id in wanted and row.state.ended}
+    ends = {}
+    for row in parse_sacct(out.stdout):
+        asked = row.raw_id if row.raw_id in wanted else row.job_id  # an array task is asked as A_i
+        if asked in wanted and row.state.ended:
+            ends[asked] = JobEnd(asked, row.state, row.exit_code, row.reason, "sacct")
+    return ends

@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shlex
 import signal
 from collections.abc import Callable, Mapping
@@ -62,6 +63,7 @@ from gpuplaned.slurm.commands import (
     SlurmPaths,
     SlurmUnreachable,
 )
+from gpuplaned.slurm.arrays import expand_tasks, index_list, split_task_id
 from gpuplaned.slurm.parsing import SACCT_FIELDS, SQUEUE_FORMAT, parse_version
 from gpuplaned.shim.records import (
     EXIT_FILE,
@@ -82,7 +84,9 @@ SQUEUE_HEADER = "JOBID|ARRAY_JOB_ID|ARRAY_TASK_ID|JOBID|STATE|REASON|NODELIST|NA
 _SBATCH_VALUES = {"-J": "--job-name", "-D": "--chdir", "-o": "--output", "-e": "--error", "-p": "--partition",
                   "-A": "--account", "-q": "--qos", "-t": "--time"}
 _SBATCH_LONG_VALUES = {"--job-name", "--chdir", "--export", "--open-mode", "--output", "--error", "--gres",
-                       "--partition", "--account", "--qos", "--time", "--signal"}
+                       "--partition", "--account", "--qos", "--time", "--signal", "--array"}
+_ARRAY_SPEC = re.compile(r"(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)(?:%(\d+))?")
+THROTTLED = "JobArrayTaskLimit"  # the reason of an array's task held back by its throttle
 _SBATCH_FLAGS = {"--parsable", "--requeue", "--no-requeue", "-H", "--hold"}
 
 
@@ -124,10 +128,17 @@ class FakeJob:
     restarts: int = 0  # times Slurm requeued it
     preempted: bool = False  # the SIGTERM on its way is Slurm's preemption
     stop: trio.Event = attrs.field(factory=trio.Event)  # scancel (or a preemption) of a running job
+    array_job_id: str | None = None  # a task of an array: the array's id and its index
+    array_task: int | None = None
 
     @property
     def ended(self) -> bool:
         return self.ended_at is not None
+
+    @property
+    def shown_id(self) -> str:
+        """The id users see: ``12``, or ``12_3`` for an array's task."""
+        return self.slurm_id if self.array_job_id is None else f"{self.array_job_id}_{self.array_task}"
 
 
 class FakeSlurm:
@@ -164,6 +175,8 @@ class FakeSlurm:
         self.calls = 0  # commands asked, as SlurmCli counts them
         self.commands: list[tuple[str, ...]] = []  # every command asked, as (tool, *args)
         self.jobs: dict[str, FakeJob] = {}  # every job ever made, by Slurm id
+        self.throttles: dict[str, int] = {}  # each array's ArrayTaskThrottle (0: none), by its job id
+        self.most_running: dict[str, int] = {}  # the most tasks of each array that ran at once
         self.paused = False
         self._lost_answers = 0
         self._next_id = 1
@@ -311,9 +324,40 @@ class FakeSlurm:
         if gpus > self.gpus:
             return 1, "", "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
         name = options.get("--job-name", "sbatch")
-        job = self._make(name, self.user, gpus, options, script, _oneshot_dir(script), self.script_of(name),
-                         time_limit_s)
-        return 0, f"{job.slurm_id}\n" if "--parsable" in options else f"Submitted batch job {job.slurm_id}\n", ""
+        if "--array" in options:
+            found = _ARRAY_SPEC.fullmatch(options["--array"])
+            if found is None:
+                return 1, "", "sbatch: error: Invalid job array specification\n"
+            made = self._make_array(name, gpus, options, script, expand_tasks(found.group(1)),
+                                    int(found.group(2) or 0), time_limit_s)
+        else:
+            made = self._make(name, self.user, gpus, options, script, _oneshot_dir(script), self.script_of(name),
+                              time_limit_s).slurm_id
+        return 0, f"{made}\n" if "--parsable" in options else f"Submitted batch job {made}\n", ""
+
+    def _make_array(self, name: str, gpus: int, options: dict[str, str], script: str, indexes: list[int],
+                    throttle: int, time_limit_s: float | None) -> str:
+        """An array job: one task per index (the first keeps the array's id), each running the
+        attempt dir its script picks for it, with that attempt's script (read from the dir)."""
+        array_id = str(self._next_id)
+        self.throttles[array_id] = throttle
+        self.most_running[array_id] = 0
+        dirs = _array_dirs(script)
+        for index in indexes:
+            job_dir = dirs.get(index)
+            plan = self.script_of(f"gp-{job_dir.parent.name}-{job_dir.name.removeprefix('attempt-')}"
+                                  if job_dir is not None else name)
+            self._make(name, self.user, gpus, options, script, job_dir, plan, time_limit_s, array=(array_id, index))
+        return array_id
+
+    def array_tasks(self, array_id: str) -> list[FakeJob]:
+        """The tasks of an array, by index."""
+        return sorted((job for job in self.jobs.values() if job.array_job_id == array_id),
+                      key=lambda job: job.array_task or 0)
+
+    def _running_tasks(self, array_id: str) -> int:
+        return sum(1 for job in self.jobs.values()
+                   if job.array_job_id == array_id and job.state in ("RUNNING", "COMPLETING"))
 
     def _squeue(self, args: list[str], stdin: bytes | None) -> tuple[int, str, str]:
         if args == ["--version"]:
@@ -334,30 +378,50 @@ class FakeSlurm:
             ids = values["-j"].split(",")
             if not all(i.isdigit() for i in ids):
                 return 1, "", f"squeue: error: Invalid job id: {values['-j']}\n"
-            if len(ids) == 1 and not any(job.slurm_id == ids[0] for job in listed):
+            if len(ids) == 1 and not any(ids[0] in (job.slurm_id, job.array_job_id) for job in listed):
                 return 1, "", INVALID_JOB_ID  # one id: squeue loads that job alone, and it is gone
-            listed = [job for job in listed if job.slurm_id in ids]
+            listed = [job for job in listed if job.slurm_id in ids or job.array_job_id in ids]
         if "--me" in flags:
             listed = [job for job in listed if job.user == self.user]
         if "-n" in values:
             names = set(values["-n"].split(","))
             listed = [job for job in listed if job.name in names]
         lines = [] if flags & {"-h", "--noheader"} else [SQUEUE_HEADER]
-        lines += [self._squeue_line(job) for job in listed]
+        lines += self._squeue_lines(listed)
         return 0, "".join(line + "\n" for line in lines), ""
 
     def _scontrol(self, args: list[str], stdin: bytes | None) -> tuple[int, str, str]:
         words = [arg for arg in args if arg not in ("-o", "--oneliner")]
+        if words[:1] == ["update"]:
+            return self._scontrol_update(words[1:])
         if words[:2] != ["show", "job"] or len(words) > 3:
-            raise ValueError(f"FakeSlurm's scontrol answers only 'show job [ID]', got {args!r}")
+            raise ValueError(f"FakeSlurm's scontrol answers only 'show job [ID]' and 'update JobId=A "
+                             f"ArrayTaskThrottle=K', got {args!r}")
         listed = [job for job in self.jobs.values() if job.in_queue]
         if len(words) == 3:
-            listed = [job for job in listed if job.slurm_id == words[2]]
+            listed = [job for job in listed if words[2] in (job.slurm_id, job.shown_id) or
+                      (job.array_job_id == words[2] and split_task_id(words[2]) is None)]
             if not listed:
                 return 1, "", INVALID_JOB_ID
         if not listed:
             return 0, "No jobs in the system\n", ""
         return 0, "".join(self._scontrol_line(job) + "\n" for job in listed), ""
+
+    def _scontrol_update(self, words: list[str]) -> tuple[int, str, str]:
+        pairs = dict(word.partition("=")[::2] for word in words)
+        if set(pairs) != {"JobId", "ArrayTaskThrottle"}:
+            raise ValueError(f"FakeSlurm's scontrol update sets only JobId=A ArrayTaskThrottle=K, got {words!r}")
+        array_id, throttle = pairs["JobId"], pairs["ArrayTaskThrottle"]
+        tasks = [job for job in self.array_tasks(array_id) if job.in_queue]
+        if not tasks:
+            return 1, "", "slurm_update error: Invalid job id specified\n"
+        if not throttle.isdigit():
+            return 1, "", "slurm_update error: Invalid ArrayTaskThrottle value\n"
+        if all(job.ended for job in tasks):
+            return 1, "", "slurm_update error: Job/step already completing or completed\n"
+        self.throttles[array_id] = int(throttle)
+        self._wake()
+        return 0, "", ""
 
     def _scancel(self, args: list[str], stdin: bytes | None) -> tuple[int, str, str]:
         flags, values, problem = _split(args, "scancel", flags={"--full", "-f", "--batch", "-b"},
@@ -367,8 +431,7 @@ class FakeSlurm:
         if values.get("-s", "TERM").removeprefix("SIG") not in ("TERM", "KILL"):
             raise ValueError(f"FakeSlurm's scancel only ends jobs, got {args!r}")
         errors = []
-        for slurm_id in values.get("", "").split():
-            job = self.jobs.get(slurm_id)
+        for slurm_id, job in self._cancelled(values.get("", "").split()):
             if job is None or not job.in_queue or job.user != self.user:
                 why = "Invalid job id specified" if job is None or not job.in_queue else \
                     "Access/permission denied"
@@ -392,16 +455,47 @@ class FakeSlurm:
         ids = set(values.get("-j", "").split(",")) if "-j" in values else None
         lines = []
         for job in self.jobs.values():
-            if ids is not None and job.slurm_id not in ids:
+            if ids is not None and job.slurm_id not in ids and job.shown_id not in ids:
                 continue
             state = job.state + (f" by {job.cancelled_by}" if job.cancelled_by is not None else "")
-            lines.append("|".join((job.slurm_id, job.slurm_id, job.name, state, "%d:%d" % job.exit_code,
+            lines.append("|".join((job.shown_id, job.slurm_id, job.name, state, "%d:%d" % job.exit_code,
                                    job.reason or "None", job.node or "None assigned")))
         return 0, "".join(line + "\n" for line in lines), ""
 
     # -- what the tables print ------------------------------------------------------------------
 
+    def _cancelled(self, ids: list[str]) -> list[tuple[str, FakeJob | None]]:
+        """What scancel's ids name: a job, an array's task (``A_i``), or every task of an array (``A``)."""
+        out: list[tuple[str, FakeJob | None]] = []
+        for slurm_id in ids:
+            tasks = [job for job in self.array_tasks(slurm_id) if job.in_queue and not job.ended]
+            if split_task_id(slurm_id) is None and tasks:
+                out += [(job.shown_id, job) for job in tasks]
+                continue
+            out.append((slurm_id, self.jobs.get(slurm_id) if split_task_id(slurm_id) is None else next(
+                (job for job in self.jobs.values() if job.shown_id == slurm_id), None)))
+        return out
+
+    def _squeue_lines(self, listed: list[FakeJob]) -> list[str]:
+        """One line a job, as squeue prints them; an array's tasks that never started yet, as
+        one record of the array's pending rest (``12|12|4-9%2|12_[4-9%2]|PENDING|...``)."""
+        lines, rest = [], {}
+        for job in listed:
+            if job.array_job_id is not None and job.state == "PENDING" and job.started_at is None:
+                rest.setdefault(job.array_job_id, []).append(job)
+            else:
+                lines.append(self._squeue_line(job))
+        for array_id, tasks in rest.items():
+            throttle = self.throttles.get(array_id, 0)
+            listing = index_list(job.array_task or 0 for job in tasks) + (f"%{throttle}" if throttle else "")
+            lines.append("|".join((array_id, array_id, listing, f"{array_id}_[{listing}]", "PENDING",
+                                   tasks[0].reason or "None", "", tasks[0].name)))
+        return lines
+
     def _squeue_line(self, job: FakeJob) -> str:
+        if job.array_job_id is not None:
+            return "|".join((job.slurm_id, job.array_job_id, str(job.array_task), job.shown_id, job.state,
+                             job.reason or "None", job.node, job.name))
         return "|".join((job.slurm_id, job.slurm_id, "N/A", job.slurm_id, job.state, job.reason or "None", job.node,
                          job.name))
 
@@ -409,8 +503,11 @@ class FakeSlurm:
         now = trio.current_time()
         ran = 0 if job.started_at is None else int((job.ended_at or now) - job.started_at)
         limit = "UNLIMITED" if job.time_limit_s is None else _clock(job.time_limit_s)
+        array = [] if job.array_job_id is None else [
+            ("ArrayJobId", job.array_job_id), ("ArrayTaskId", str(job.array_task)),
+            ("ArrayTaskThrottle", str(self.throttles.get(job.array_job_id, 0)))]
         fields = [
-            ("JobId", job.slurm_id), ("JobName", job.name), ("UserId", f"{job.user}({self.uid})"),
+            ("JobId", job.slurm_id), *array, ("JobName", job.name), ("UserId", f"{job.user}({self.uid})"),
             ("GroupId", f"{job.user}({self.uid})"), ("MCS_label", "N/A"), ("Priority", "4294901759"),
             ("Nice", "0"), ("Account", job.options.get("--account", "(null)")),
             ("QOS", job.options.get("--qos", "(null)")), ("JobState", job.state),
@@ -430,12 +527,15 @@ class FakeSlurm:
     # -- the jobs' lives --------------------------------------------------------------------------
 
     def _make(self, name: str, user: str, gpus: int, options: dict[str, str], script: str,
-              attempt_dir: Path | None, plan: SlurmScript, time_limit_s: float | None) -> FakeJob:
+              attempt_dir: Path | None, plan: SlurmScript, time_limit_s: float | None,
+              array: tuple[str, int] | None = None) -> FakeJob:
         if self._nursery is None:
             raise RuntimeError("FakeSlurm is not running: start it with `await nursery.start(fake.simulate)`")
         job = FakeJob(str(self._next_id), name, user, gpus, options, script, attempt_dir, plan,
                       trio.current_time(), time_limit_s)
         self._next_id += 1
+        if array is not None:
+            job.array_job_id, job.array_task = array
         self.jobs[job.slurm_id] = job
         # Its first state is settled here, so that whoever asks next sees it whatever order
         # trio runs its tasks in.
@@ -445,7 +545,7 @@ class FakeSlurm:
         if plan.pending:
             job.reason = plan.pending[0][0]
         elif not self._may_start(job):
-            job.reason = "Resources"
+            job.reason = self._held_for(job)
         else:
             self._nursery.start_soon(self._run, job, self._begin(job))
             return job
@@ -453,7 +553,14 @@ class FakeSlurm:
         return job
 
     def _may_start(self, job: FakeJob) -> bool:
-        return not self.paused and self.free_gpus >= job.gpus
+        return not self.paused and self.free_gpus >= job.gpus and self._held_for(job) != THROTTLED
+
+    def _held_for(self, job: FakeJob) -> str:
+        """Why Slurm holds a job it could run but for what it asks: an array's throttle, or GPUs."""
+        throttle = self.throttles.get(job.array_job_id or "", 0)
+        if throttle and self._running_tasks(job.array_job_id or "") >= throttle:
+            return THROTTLED
+        return "Resources"
 
     async def _life(self, job: FakeJob, pending: tuple[tuple[str, float], ...] | None = None) -> None:
         for reason, seconds in job.plan.pending if pending is None else pending:
@@ -464,7 +571,7 @@ class FakeSlurm:
                 return
         while job.state == "PENDING" and not self._may_start(job):
             if not self.paused:
-                job.reason = "Resources"
+                job.reason = self._held_for(job)
             await self._next_change()
         if job.state != "PENDING":
             return  # cancelled while it waited
@@ -473,6 +580,9 @@ class FakeSlurm:
     def _begin(self, job: FakeJob) -> Spec | None:
         """Slurm starts the job: its batch script execs our shim."""
         job.state, job.reason, job.node, job.started_at = "RUNNING", None, self.node, trio.current_time()
+        if job.array_job_id is not None:
+            self.most_running[job.array_job_id] = max(self.most_running.get(job.array_job_id, 0),
+                                                      self._running_tasks(job.array_job_id))
         self._wake()
         return self._shim_starts(job)
 
@@ -583,6 +693,18 @@ def _oneshot_dir(script: str) -> Path | None:
             if "--oneshot" in words[:-1]:
                 return Path(words[words.index("--oneshot") + 1])
     return None
+
+
+def _array_dirs(script: str) -> dict[int, Path]:
+    """Each task's attempt dir of an array's batch script: its ``N) exec ... --oneshot DIR ;;`` lines."""
+    dirs = {}
+    for line in script.splitlines():
+        index, paren, command = line.partition(") exec ")
+        if paren and index.strip().isdigit():
+            words = shlex.split(command.removesuffix(";;"))
+            if "--oneshot" in words[:-1]:
+                dirs[int(index)] = Path(words[words.index("--oneshot") + 1])
+    return dirs
 
 
 def _split(args: list[str], tool: str, *, flags: set[str], values: dict[str, str],

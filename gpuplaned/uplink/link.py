@@ -57,6 +57,7 @@ from gpuplaned.protocol.agent import (
     NodeEvent,
     NodeEvents,
     NodeSnapshot,
+    SweepThrottle,
     SysMetrics,
 )
 from gpuplaned.protocol.converter import FieldInvalid
@@ -434,7 +435,7 @@ class UplinkNodeLink:
             return
         waiter.set(reply)
 
-    def to_runner(self, message: Dispatch | Cancel) -> None:
+    def to_runner(self, message: Dispatch | Cancel | SweepThrottle) -> None:
         self._deliver(self._runner_inbox, message, "runner")
 
     def to_logs(self, message: LogFollow) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from gpuplaned.protocol.agent import (
+    ArrayTask, SweepThrottle,
     FRAMES, ActiveJob, Cancel, CheckpointsFound, Dispatch, FoundCheckpoint, FrameError, GpuInfo, Hello, HelloErr, HelloOk, JobSpecWire, JobStatus,
     LogChunk, LogFollow, LogLines, LogOffsets, NodeEvent, NodeSnapshot, Ping, Pong, SysMetrics,
 )
@@ -23,6 +25,7 @@ FRAMES_SEEN = [
     Hello("n1", "0.1.0", (GpuInfo(0, "H100", 81559, "GPU-1"),), ("big",), 3, "nvml", {"cpu_count": 8}),
     HelloOk("nd_1", (ActiveJob("job_a", 1, "run_a", True, (0,)),)), HelloErr("no"), Ping(), Pong("1.0"),
     FrameError("bad"), Dispatch(SPEC), Cancel("job_a", 1), LogFollow("job_a", 1, True),
+    Dispatch(attrs.evolve(SPEC, gpu_indexes=(), gpus=1, array=ArrayTask("swp_1", 3, 2))), SweepThrottle("swp_1", 3),
     JobStatus("job_a", 1, "FAILED", pid=5, exit_code=1, failure_reason="OOM", at_ms=9),
     NodeSnapshot(5, "fake", ({"index": 0},), {"cpu": 1.5}, (), ("DISK_LOW",), False, (1,)),
     SysMetrics(3, (("gpu.0.util", 1000, 55.0), ("host.cpu", 1000, 3.0))),
