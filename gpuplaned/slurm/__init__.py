@@ -11,10 +11,11 @@ alike (docs/slurm.md).
 - ``submission``: ``submit`` an attempt as ``gp-<job id>-<attempt>``, looking the name up
   before ever submitting again;
 - ``polling``: one squeue per cycle for a set of jobs, ``Backoff``, and ``read_ends``;
+- ``batch_job``: the attempt's ``spec.json`` and the command a batch script execs (the one-shot shim);
 - ``cancelling``: ``cancel`` through scancel.
 
-The runner-backend seam that drives these, and what rides on it (preemption, arrays,
-observation), are still to come: docs/slurm.md says what exists and what does not.
+The runner's Slurm backend (``gpuplaned.backends.slurm``) drives these; docs/slurm.md says
+how, and what is still to come.
 """
 
 from gpuplaned.slurm.cancelling import cancel as cancel
