@@ -7,7 +7,8 @@ back before the scheduler looks for a slot for it.
   jobs on a node count (DISPATCHING, RUNNING, LOST: they hold their slots).
 - A job in no group (the default) has no limit.
 - A sweep's trials (issue 31 item 3) are held the same way by their sweep: "sweep NAME paused",
-  and "sweep max-parallel K reached" while K of its trials are on a node (Slurm's ``%K``).
+  and "sweep max-parallel K reached" while K of its trials are on a node (Slurm's ``%K``). Not
+  the limit on a pooled node: Slurm's array throttle holds the trials there (``queue.place``).
 
 A held job books no slot and reserves no node, so the jobs behind it in the queue may run.
 The store reads the state (``gpuplaned.store.group_rows.holds``); ``gpuplaned.domain.queue.place``
@@ -54,9 +55,10 @@ class Holds:
     groups: Mapping[str, Group] = attrs.field(factory=dict)
     sweeps: Mapping[str, SweepHold] = attrs.field(factory=dict)
 
-    def settled(self) -> dict[str, str]:
+    def settled(self, pooled_room: bool = False) -> dict[str, str]:
         """Each sweep (by id) that holds every trial of it for a whole pass, with the reason it
-        gives: paused, or max-parallel trials on a node already (a pass places none of it then).
+        gives: paused, or max-parallel trials on a node already (a pass places none of it then;
+        unless ``pooled_room``: a pooled node with a free job slot takes trials past the limit).
         A trial whose stored reason is that one already has nothing to learn from the pass, so the
         store leaves it out of the queue read: a long held sweep costs a pass nothing, and cannot
         hide the jobs queued behind it past the read's limit."""
@@ -66,7 +68,7 @@ class Holds:
         for sweep_id, hold in self.sweeps.items():
             if hold.paused:
                 out[sweep_id] = sweep_paused(hold.name)
-            elif hold.max_parallel is not None and hold.running >= hold.max_parallel:
+            elif hold.max_parallel is not None and hold.running >= hold.max_parallel and not pooled_room:
                 out[sweep_id] = sweep_full(hold.max_parallel)
         return out
 
@@ -96,14 +98,17 @@ class GroupGate:
         self.placed: dict[str, int] = {}
         self.placed_trials: dict[str, int] = {}
 
-    def held(self, group: str | None, sweep: str | None = None) -> str | None:
-        """Why a job of ``group`` (a trial of ``sweep``) may not be placed now (None: it may)."""
+    def held(self, group: str | None, sweep: str | None = None, *, sweep_limit: bool = True) -> str | None:
+        """Why a job of ``group`` (a trial of ``sweep``) may not be placed now (None: it may);
+        ``sweep_limit=False``: but for its sweep's max-parallel (a pooled node's Slurm holds it)."""
         if self.holds.queue_paused:
             return QUEUE_PAUSED
         trials = self.holds.sweeps.get(sweep) if sweep is not None else None
         if trials is not None and trials.paused:
             return sweep_paused(trials.name)
         found = self.holds.groups.get(group) if group is not None else None
+        if not sweep_limit:
+            trials = None
         if found is None:
             return self._sweep_full(sweep, trials)
         if found.paused:

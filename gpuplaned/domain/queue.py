@@ -35,6 +35,10 @@ Rules (seed 000 section 6.2, no preemption):
 - Before a job gets slots, its group and the queue's pause may hold it back
   (``gpuplaned.domain.groups``: "queue paused", "group train paused", "group train: 2 of 2
   running"); a held job books nothing and reserves no node.
+- A sweep's max-parallel holds its trials back from local nodes only: a trial held by nothing
+  but that limit still takes a pooled node's free job slot, so one pass hands a pooled node all
+  of a sweep's queued trials its ``max_jobs`` allows. The node runs them as one Slurm array whose
+  throttle (``%K``) is the sweep's max-parallel (issue 32 item 4).
 - A job the pass looks at and leaves queued waits either for capacity (no reason) or
   because of what the nodes are (``scheduling.waiting_reason``, which the job shows while
   QUEUED). Admission refuses at submit a job that no known node could run even when idle.
@@ -213,6 +217,13 @@ class _FreeSlots:
                 self.reserved.update(n.node_id for n in local)
         return outcome
 
+    def pooled_only(self, job: QueuedJob, how: str) -> Assignment | None:
+        """A pooled node's job slot for a job no local node may take (a trial past its sweep's
+        max-parallel: Slurm's array throttle holds it there)."""
+        if not self.job_slots:
+            return None
+        return self._pooled(job, how, [n for n in self.usable if n.pooled is not None and could_run(job, n)])
+
     def _pooled(self, job: QueuedJob, how: str, candidates: list[NodeCapacity]) -> Assignment | None:
         """One of a pooled node's job slots (Slurm places the GPUs: none is booked here)."""
         free = self.job_slots
@@ -331,6 +342,8 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
         needs = (job.gpu, job.labels, job.node, job.gpu_model, job.min_gpu_memory_mb)
         if held is not None:
             outcome: Assignment | str | None = held
+            if job.sweep is not None and gate.held(job.group, job.sweep, sweep_limit=False) is None:
+                outcome = slots.pooled_only(job, job.placement or placement) or held
         elif needs in waits_alike:
             outcome = waits_alike[needs]
         else:
@@ -358,6 +371,12 @@ def place(queue: Iterable[QueuedJob], nodes: Iterable[NodeCapacity],
         if held != job.stored_reason:
             reasons[job.job_id] = held
     return Placement(out, waiting, reasons)
+
+
+def pooled_room(nodes: Iterable[NodeCapacity]) -> bool:
+    """Whether a usable pooled node has a free job slot (a sweep's limit does not hold its trials
+    back from it: ``groups.Holds.settled``)."""
+    return any(n.usable and n.pooled is not None and n.free_job_slots > 0 for n in nodes)
 
 
 def is_hold(reason: str) -> bool:

@@ -196,6 +196,27 @@ def trial_jobs(conn: sqlite3.Connection, sweep_id: str, statuses: Iterable[str])
         (sweep_id, *wanted))]
 
 
+def trial_numbers(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """Each of ``job_ids`` that is a sweep's trial: its sweep's id and its trial number."""
+    ids = list(job_ids)
+    return {job_id: (sweep_id, trial) for job_id, sweep_id, trial in conn.execute(
+        f"SELECT id, sweep_id, sweep_trial FROM jobs WHERE {one_of('id', ids)} AND sweep_id IS NOT NULL "
+        "AND sweep_trial IS NOT NULL", ids)} if ids else {}
+
+
+def set_max_parallel(conn: sqlite3.Connection, sweep_id: str, max_parallel: int | None) -> None:
+    """The sweep's max-parallel (None: no limit); its trials held by the old limit are said anew."""
+    conn.execute("UPDATE sweeps SET max_parallel = ? WHERE id = ?", (max_parallel, sweep_id))
+    _clear_holds(conn, sweep_id)
+
+
+def trial_nodes(conn: sqlite3.Connection, sweep_id: str) -> list[str]:
+    """The nodes that hold any of the sweep's trials now (dispatched, running, or lost there)."""
+    return [r[0] for r in conn.execute(
+        f"SELECT DISTINCT node_id FROM jobs WHERE sweep_id = ? AND node_id IS NOT NULL AND "
+        f"{one_of('status', _ON_NODE)} ORDER BY node_id", (sweep_id, *_ON_NODE))]
+
+
 # --- holds ---------------------------------------------------------------------------
 
 

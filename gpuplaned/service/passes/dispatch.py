@@ -23,14 +23,15 @@ import attrs
 import trio
 
 from gpuplaned.domain import gpu_free, queue
+from gpuplaned.domain.groups import Holds
 from gpuplaned.domain.scheduling import DEFAULT_PLACEMENT, NodeCapacity
-from gpuplaned.protocol.agent import Dispatch, JobSpecWire, JobStatus, NodeSnapshot
+from gpuplaned.protocol.agent import ArrayTask, Dispatch, JobSpecWire, JobStatus, NodeSnapshot
 from gpuplaned.protocol.job_states import FailureReason
 from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.service import access
 from gpuplaned.service.link.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.service.sealing import KEY_FILE, unseal_env
-from gpuplaned.store import group_rows, job_rows
+from gpuplaned.store import group_rows, job_rows, sweep_rows
 from gpuplaned.store.connection import Connection
 from gpuplaned.store.writer import write
 
@@ -121,7 +122,7 @@ def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[Nod
     if nodes is None:
         nodes = job_rows.capacities(conn, connected, health, withheld)
     holds = group_rows.holds(conn)
-    settled = holds.settled()
+    settled = holds.settled(pooled_room=queue.pooled_room(nodes))
     queued = job_rows.queued_jobs(conn, settled=settled)  # a held sweep's trials that know it: not read
     try:
         plan = queue.place(queued, nodes, placement, holds, recheck=recheck,
@@ -131,7 +132,29 @@ def schedule(conn: Connection, now_ms: int, connected: set[str], nodes: list[Nod
     finally:
         queued.close()
     job_rows.set_queue_reasons(conn, plan.reasons)
-    return [job_rows.record_dispatch(conn, decision, now_ms) for decision in plan.assignments]
+    dispatched = [job_rows.record_dispatch(conn, decision, now_ms) for decision in plan.assignments]
+    return as_array_tasks(conn, dispatched, nodes, holds)
+
+
+def as_array_tasks(conn: Connection, dispatched: list[job_rows.Dispatched], nodes: list[NodeCapacity],
+                   holds: Holds) -> list[job_rows.Dispatched]:
+    """A sweep's trial placed on a pooled node goes as a task of its sweep's array there
+    (``JobSpecWire.array``: its trial number, the sweep's max-parallel as the array's throttle)."""
+    pooled = {n.node_id for n in nodes if n.pooled is not None}
+    onto = [item.job.job_id for item in dispatched if item.node_id in pooled]
+    trials = sweep_rows.trial_numbers(conn, onto) if onto else {}
+    if not trials:
+        return dispatched
+    out = []
+    for item in dispatched:
+        found = trials.get(item.job.job_id) if item.node_id in pooled else None
+        if found is not None:
+            sweep_id, trial = found
+            hold = holds.sweeps.get(sweep_id)
+            throttle = hold.max_parallel or 0 if hold is not None else 0
+            item = attrs.evolve(item, job=attrs.evolve(item.job, array=ArrayTask(sweep_id, trial, throttle)))
+        out.append(item)
+    return out
 
 
 def util_rule_of(shared: object) -> gpu_free.UtilRule:
