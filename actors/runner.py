@@ -166,7 +166,8 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
         pooled = PooledCapacity(cfg.slurm.gpus_per_job, cfg.slurm.max_jobs)
         log.info("runner: Slurm (up to %d GPUs a job, %d jobs at once)", pooled.gpus_per_job, pooled.max_jobs)
         hello = Hello(cfg.node.name, gpuplaned.__version__, (), cfg.node.labels, cfg.node.max_cpu_jobs, "slurm",
-                      host_facts("GPUs are placed by Slurm"), runner="slurm", pooled=pooled)
+                      host_facts("GPUs are placed by Slurm"), runner="slurm", pooled=pooled,
+                      sdk_server=cfg.slurm.server_url)
         backend_cm = open_slurm_backend(cfg, shared.conditions, blocking, slurm_cli)
     else:
         inv = await blocking(inventory, cfg.node.gpus)

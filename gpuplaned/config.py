@@ -439,6 +439,9 @@ class SlurmConfig:
     lost_after_s: float = _key(_number_between(0, 86_400), 60.0)  # a job no source accounts for this long is LOST
     signal_before_s: int = _key(_int_between(0, 65_535), 120)  # --signal=B:USR2@N: the warning before a time limit
     requeue: bool = _key(_bool, True)  # --requeue: a preempted job comes back as a new attempt
+    # The URL compute nodes reach this daemon's HTTP front by (http://login1:8765): each job then gets
+    # GPUPLANE_SERVER and a token of its own (service/api/job_tokens.py); None: the control socket.
+    server_url: str | None = _key(_url, None)
 
 
 @_section

@@ -100,7 +100,10 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
             csrf=incoming.headers.get(ui_sessions.CSRF_HEADER), websocket=is_websocket,
             origin=incoming.headers.get("Origin"), host=incoming.headers.get("Host"))
         needed = required_scope(rule, incoming.method)
-        ui_sessions.require_scope(caller, needed)
+        if caller.job_id is not None:  # a job's SDK token: the SDK's routes alone, as its process on the socket
+            confined_callers.require_sdk_route(caller, rule, incoming.scope)
+        else:
+            ui_sessions.require_scope(caller, needed)
         vouch_for(incoming.scope, caller.key, agent=needed == "agent")  # its slot is held now
         g.caller = caller
         g.token_id = caller.key

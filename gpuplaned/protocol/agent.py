@@ -86,6 +86,10 @@ class Hello:
     ts_ms: int | None = None  # the agent's wall clock when it said hello (the server's skew estimate)
     runner: str = field(default="local", enum=RUNNERS, message="must be 'local' or 'slurm', got {value!r}")
     pooled: PooledCapacity | None = None  # required for runner "slurm", refused for "local"
+    # Where this node's jobs reach the server's HTTP front (a Slurm node's [slurm] server_url): each
+    # dispatch to it then carries GPUPLANE_SERVER and a token of its job (service/api/job_tokens.py).
+    sdk_server: str | None = field(default=None, pattern=r"^https?://[^\s/]+", max_length=2048,
+                                   message="must be an http(s):// URL of the server's HTTP front; got {value!r}")
 
     def __attrs_post_init__(self) -> None:
         _runner_fits_pooled(self)

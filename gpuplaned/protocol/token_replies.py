@@ -26,6 +26,9 @@ class TokenInfo:
     used_gpu_hours: float | None = doc("GPU-hours its jobs have used (listed tokens with a budget)", default=None)
     remaining_gpu_hours: float | None = doc("its budget less what its jobs used and may still use (listed tokens "
                                             "with a budget)", default=None)
+    job_id: str | None = doc("the job whose SDK this token is (minted when the job was handed to a Slurm node "
+                             "with a server_url, held to that job's runs, revoked when the attempt ends); "
+                             "null: a token someone made", default=None)
 
     __schema_name__ = "Token"  # the API's word for it
 

@@ -37,7 +37,7 @@ from gpuplaned.protocol.job_states import (
     values,
 )
 from gpuplaned.protocol.job_wire import Job, JobLink, JobSpec
-from gpuplaned.store import dependency_rows, resume_rows, sweep_rows
+from gpuplaned.store import dependency_rows, resume_rows, sweep_rows, token_rows
 from gpuplaned.store.paging import newest_first, one_of
 
 QUEUE_SCAN_LIMIT = 1000
@@ -460,6 +460,7 @@ def apply_status(conn: sqlite3.Connection, node_id: str, msg: JobStatus, now_ms:
         (run.value, when, msg.exit_code, failure or requeued, run_id),
     )
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (msg.job_id,))
+    token_rows.revoke_job_tokens(conn, msg.job_id, now_ms)  # the attempt's SDK token dies with it
     if new in ENDED:  # its final state: its dependants may run now, or never
         dependency_rows.settle(conn, msg.job_id, now_ms)
     return StatusOutcome(True, new.value, run_id=run_id, run_status=run.value, evaluates=evaluates)
@@ -590,14 +591,15 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
     hardware = json.dumps({"gpus": [attrs.asdict(g) for g in hello.gpus], "gpu_backend": hello.gpu_backend,
                            "host": hello.host})
     pooled = hello.pooled  # a Slurm node's (None: a local node, whose GPUs are its slots)
-    runner = (hello.runner, pooled.gpus_per_job if pooled else None, pooled.max_jobs if pooled else None)
+    runner = (hello.runner, pooled.gpus_per_job if pooled else None, pooled.max_jobs if pooled else None,
+              hello.sdk_server)
     row = conn.execute("SELECT id FROM nodes WHERE name = ?", (hello.node_name,)).fetchone()
     if row is None:
         node_id = new_id("nd")
         conn.execute(
             "INSERT INTO nodes (id, name, status, agent_version, labels, hardware, last_heartbeat_at, "
-            "created_at, max_cpu_jobs, runner, pooled_gpus_per_job, pooled_max_jobs) "
-            "VALUES (?, ?, 'ONLINE', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, max_cpu_jobs, runner, pooled_gpus_per_job, pooled_max_jobs, sdk_server) "
+            "VALUES (?, ?, 'ONLINE', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (node_id, hello.node_name, hello.agent_version, json.dumps(list(hello.labels)), hardware,
              now_ms, now_ms, hello.max_cpu_jobs, *runner),
         )
@@ -605,8 +607,8 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
         node_id = row[0]
         conn.execute(
             "UPDATE nodes SET status = 'ONLINE', agent_version = ?, labels = ?, hardware = ?, "
-            "last_heartbeat_at = ?, max_cpu_jobs = ?, runner = ?, pooled_gpus_per_job = ?, pooled_max_jobs = ? "
-            "WHERE id = ?",
+            "last_heartbeat_at = ?, max_cpu_jobs = ?, runner = ?, pooled_gpus_per_job = ?, pooled_max_jobs = ?, "
+            "sdk_server = ? WHERE id = ?",
             (hello.agent_version, json.dumps(list(hello.labels)), hardware, now_ms, hello.max_cpu_jobs, *runner,
              node_id),
         )
@@ -666,4 +668,5 @@ def fail_dispatch(conn: sqlite3.Connection, job_id: str, attempt: int, message: 
     conn.execute("UPDATE runs SET status = ?, finished_at = ?, failure_reason = ? WHERE id = ?",
                  (new.value, now_ms, DISPATCH_TIMEOUT, row[0]))
     conn.execute("UPDATE gpu_slots SET owner_job_id = NULL WHERE owner_job_id = ?", (job_id,))
+    token_rows.revoke_job_tokens(conn, job_id, now_ms)
     return row[0]

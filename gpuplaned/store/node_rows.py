@@ -26,6 +26,17 @@ def mark_offline(conn: sqlite3.Connection, node_id: str, heard_before_ms: int) -
                         "coalesce(last_heartbeat_at, 0) < ?", (node_id, heard_before_ms)).rowcount == 1
 
 
+def sdk_servers(conn: sqlite3.Connection, node_ids: Iterable[str]) -> dict[str, str]:
+    """node id -> the URL its jobs reach the server's HTTP front by, for those of ``node_ids`` that
+    are pooled (Slurm) nodes whose hello said one (``Hello.sdk_server``)."""
+    ids = sorted(set(node_ids))
+    if not ids:
+        return {}
+    rows = conn.execute(f"SELECT id, sdk_server FROM nodes WHERE runner = 'slurm' AND sdk_server IS NOT NULL "
+                        f"AND id IN ({', '.join('?' * len(ids))})", ids)
+    return dict(rows.fetchall())
+
+
 def find_node(conn: sqlite3.Connection, key: str) -> tuple[str, str] | None:
     """``(id, name)`` of the node whose id or name is ``key``; None when none is."""
     row = conn.execute("SELECT id, name FROM nodes WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1",

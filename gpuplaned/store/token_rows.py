@@ -1,6 +1,7 @@
 """Rows of the ``api_tokens`` table: insert, fetch by id, list, revoke, and mark as used.
 
-``limits`` (0014) holds an agent token's ``TokenLimits`` as JSON, NULL for none.
+``limits`` (0014) holds an agent token's ``TokenLimits`` as JSON, NULL for none. ``job_id`` (0029)
+names the job whose SDK a token is (``gpuplaned.service.api.job_tokens``), NULL for a user's.
 
 A row holds the hex SHA-256 of a token's secret, never the secret. Names are unique among
 tokens not revoked (a partial unique index), so a revoked name can be reused.
@@ -31,14 +32,15 @@ class TokenRow:
     last_used_at: int | None
     revoked_at: int | None
     limits: TokenLimits | None = None
+    job_id: str | None = None  # a job's SDK token: held to that job's runs
 
 
-_COLUMNS = "id, name, secret_hash, scopes, created_at, expires_at, last_used_at, revoked_at, limits"
+_COLUMNS = "id, name, secret_hash, scopes, created_at, expires_at, last_used_at, revoked_at, limits, job_id"
 
 
 def _row(row: Sequence[Any]) -> TokenRow:
-    id_, name, secret_hash, scopes, *times, limits = row
-    return TokenRow(id_, name, secret_hash, tuple(json.loads(scopes)), *times, load_limits(limits))
+    id_, name, secret_hash, scopes, *times, limits, job_id = row
+    return TokenRow(id_, name, secret_hash, tuple(json.loads(scopes)), *times, load_limits(limits), job_id)
 
 
 def insert_token(conn: sqlite3.Connection, row: TokenRow) -> None:
@@ -51,9 +53,9 @@ def insert_token(conn: sqlite3.Connection, row: TokenRow) -> None:
                                            "revoke it first or pick another name",
                        {"field": "name", "token_id": taken[0]})
     conn.execute(
-        f"INSERT INTO api_tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO api_tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (row.id, row.name, row.secret_hash, json.dumps(list(row.scopes)), row.created_at, row.expires_at,
-         row.last_used_at, row.revoked_at, dump_limits(row.limits)),
+         row.last_used_at, row.revoked_at, dump_limits(row.limits), row.job_id),
     )
 
 
@@ -91,6 +93,13 @@ def revoke_token(conn: sqlite3.Connection, id_or_name: str, now_ms: int) -> Toke
         conn.execute("UPDATE api_tokens SET revoked_at = ? WHERE id = ?", (now_ms, found.id))
         found = attrs.evolve(found, revoked_at=now_ms)
     return found
+
+
+def revoke_job_tokens(conn: sqlite3.Connection, job_id: str, now_ms: int) -> int:
+    """Revoke every live SDK token of ``job_id`` (its attempt ended, or a new one is dispatched);
+    how many were."""
+    return conn.execute("UPDATE api_tokens SET revoked_at = ? WHERE job_id = ? AND revoked_at IS NULL",
+                        (now_ms, job_id)).rowcount
 
 
 def touch_token(conn: sqlite3.Connection, token_id: str, now_ms: int) -> None:

@@ -314,8 +314,9 @@ async def test_routes(shared):
     assert set(body) == {"token", "secret"}
     token = body["token"]
     assert set(token) == {"id", "name", "scopes", "created_at", "expires_at", "last_used_at", "revoked_at",
-                          "limits", "used_gpu_hours", "remaining_gpu_hours"}
+                          "limits", "used_gpu_hours", "remaining_gpu_hours", "job_id"}
     assert token["limits"] is None and token["used_gpu_hours"] is None  # no limits: none shown
+    assert token["job_id"] is None  # a user's token, not a job's (gpuplaned.service.api.job_tokens)
     assert token["scopes"] == ["read", "write"] and token["expires_at"] == token["created_at"] + 3_600_000
     assert (await authenticate(shared, bearer(body["secret"]))).id == token["id"]
 

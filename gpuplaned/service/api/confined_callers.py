@@ -8,6 +8,9 @@ routes (sessions, and its own run's summary) and write only to its job's runs an
 it created. It cannot create tokens, submit jobs or read anything else: its job may have been
 submitted by a limited token, which must not become the owner through its own job.
 
+A job on a Slurm node, whose host may not be the daemon's, carries the same credential as an
+``sdk`` token of its job (``job_tokens``) over the HTTP front, held the same way.
+
 An agent forwards the SDK calls its socket took (``SessionCall``), naming the job whose
 process made one; the server holds it to that job, which must be on the agent's node, or,
 for a process on that host that is no job's (the host's user), to the node's jobs' runs and
@@ -19,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuplaned.launching import peers
+from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.service import access
 from gpuplaned.service.api.ui_sessions import Caller
 from gpuplaned.store import run_owners
@@ -58,8 +62,13 @@ def require_sdk_route(caller: Caller, rule: str | None, scope: dict[str, Any]) -
             None: no route, or the MCP mount).
     """
     method = scope.get("method", "GET")
-    if not sdk_route(rule, method):
-        raise peers.beyond_sdk(caller.name, caller.job_id or "", method, scope.get("path", ""))
+    if sdk_route(rule, method):
+        return
+    if caller.via == "token":
+        raise ApiError(ErrorCode.FORBIDDEN, f"{caller.name} is job {caller.job_id}'s SDK token: it may use only the "
+                       f"SDK's routes (its sessions, and its run's summary), not {method} {scope.get('path', '')}",
+                       {"job_id": caller.job_id})
+    raise peers.beyond_sdk(caller.name, caller.job_id or "", method, scope.get("path", ""))
 
 
 def sdk_route(rule: str | None, method: str) -> bool:
@@ -95,12 +104,13 @@ def confined(caller: Any) -> bool:
 
 
 async def require_own_run(shared: ServerContext, run_id: str, caller: Any) -> None:
-    """A confined caller reads only the runs it may write to (the SDK reads its run's summary).
+    """A confined caller, or a job's SDK token, reads only the runs it may write to (the SDK reads
+    its run's summary).
 
     Raises:
         ApiError: forbidden naming the run.
     """
-    if not confined(caller):
+    if not confined(caller) and access.credential_job(caller) is None:
         return
     run = await access.readers(shared, "runs").run(lambda conn: run_owners.ownership(conn, run_id))
     if run is not None:

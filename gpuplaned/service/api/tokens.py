@@ -68,7 +68,7 @@ _NAME_RULE = "must be 1-63 characters: letters, digits, '.', '_' or '-', startin
 
 def _info(row: TokenRow) -> TokenInfo:
     return TokenInfo(row.id, row.name, row.scopes, row.created_at, row.expires_at, row.last_used_at, row.revoked_at,
-                     row.limits)
+                     row.limits, job_id=row.job_id)
 
 
 # --- scopes and validation ---------------------------------------------------------
@@ -199,6 +199,13 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def new_secret(token_id: str) -> tuple[str, str]:
+    """A fresh secret for the token ``token_id``: ``(its plaintext gpp_<ULID>_<secret>, the hash
+    to store)``."""
+    secret = secrets.token_urlsafe(32)
+    return f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}", hash_secret(secret)
+
+
 async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
                        expires_in_ms: int | None = None, *,
                        limits: TokenLimits | None = None) -> TokenCreated:
@@ -222,15 +229,15 @@ async def create_token(shared: ServerContext, name: str, scopes: Iterable[str],
                                       or expires_in_ms <= 0):
         raise _bad("expires_in_s", f"must be a positive duration; got {expires_in_ms!r} ms")
     token_id = new_id("tok")
-    secret = secrets.token_urlsafe(32)
+    plaintext, secret_hash = new_secret(token_id)
     created = shared.wall_ms()
     if limits is not None and limits == TokenLimits():
         limits = None  # every limit absent: none, so the token reads as unlimited everywhere
-    row = TokenRow(token_id, name, hash_secret(secret), scopes, created,
+    row = TokenRow(token_id, name, secret_hash, scopes, created,
                    None if expires_in_ms is None else created + expires_in_ms, None, None, limits)
     await write(_store(shared), lambda conn: token_rows.insert_token(conn, row))
     log.info("created API token %s (%s) with scopes %s", token_id, name, ",".join(scopes))
-    return TokenCreated(token=_info(row), secret=f"{TOKEN_PREFIX}{token_id.removeprefix(ID_PREFIX)}_{secret}")
+    return TokenCreated(token=_info(row), secret=plaintext)
 
 
 async def list_tokens(shared: ServerContext, limit: int = 100,
@@ -311,7 +318,9 @@ async def authenticate(shared: ServerContext, authorization_header: str | None) 
     if row is None:
         generation = cache.generation
         row = await _readers(shared).run(lambda conn: token_rows.get_token(conn, token_id))
-        if row is not None:
+        # A job's token is revoked by the store's transaction that ends its attempt, which no
+        # cache hears of: it is read every time, so it stops working at once.
+        if row is not None and row.job_id is None:
             cache.put(row, trio.current_time(), generation)
     matches = hmac.compare_digest(hash_secret(secret), row.secret_hash if row is not None else _NO_HASH)
     if row is None or not matches or row.revoked_at is not None:

@@ -97,9 +97,9 @@ class Caller:
     @classmethod
     def of_token(cls, token: Any) -> Caller:
         """The caller an API token is (``tokens.TokenInfo`` or ``token_rows.TokenRow``: its id,
-        name, scopes, expiry and limits)."""
+        name, scopes, expiry and limits; a job's SDK token also its job, to whose runs it is held)."""
         return cls("token", token.scopes, token.expires_at, token.id, f"token {token.name!r}", token_id=token.id,
-                   limits=token.limits)
+                   limits=token.limits, job_id=getattr(token, "job_id", None))
 
 
 @attrs.frozen

@@ -29,6 +29,7 @@ from gpuplaned.protocol.agent import ArrayTask, Dispatch, JobSpecWire, JobStatus
 from gpuplaned.protocol.job_states import FailureReason
 from gpuplaned.protocol.job_states import NodeReport
 from gpuplaned.service import access
+from gpuplaned.service.api import job_tokens
 from gpuplaned.service.link.registry import NodeRegistry, NodeUnavailable, now_ms
 from gpuplaned.service.sealing import KEY_FILE, unseal_env
 from gpuplaned.store import group_rows, job_rows, sweep_rows
@@ -87,16 +88,20 @@ def run_pass(nodes: NodeRegistry, conn: Connection, placement: str = DEFAULT_PLA
     naming those freed), or GPUs stay withheld and ``SAY_AGAIN_S`` have passed (jobs queued since
     say it too, and a busy GPU's median is said anew): a pass while a GPU stays withheld costs no
     more than one without, and a median that moves rewrites no reasons more often than that.
+
+    A job placed on a node whose jobs reach the HTTP front (a Slurm node's ``server_url``) gets its
+    SDK token here, in the transaction that records its dispatch (``job_tokens``).
     """
     withheld = nodes.withheld(util_rule or gpu_free.UtilRule())
     said, said_at = nodes.withheld_said
     now = time.monotonic() if at is None else at
     full = _gpus_of(withheld) != _gpus_of(said) or (bool(withheld) and now - said_at >= SAY_AGAIN_S)
-    dispatched = schedule(conn, now_ms(), nodes.connected(), None, nodes.snapshots(), placement=placement,
+    wall = now_ms()
+    dispatched = schedule(conn, wall, nodes.connected(), None, nodes.snapshots(), placement=placement,
                           withheld=withheld, recheck=full, read_on_withheld=False)
     if full:
         nodes.withheld_said = (withheld, now)
-    return dispatched
+    return job_tokens.give_tokens(conn, dispatched, wall)
 
 
 def _gpus_of(withheld: Mapping[str, Mapping[int, str]]) -> set[tuple[str, int]]:

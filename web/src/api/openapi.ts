@@ -3446,6 +3446,8 @@ export interface components {
             used_gpu_hours: number | null;
             /** @description its budget less what its jobs used and may still use (listed tokens with a budget) */
             remaining_gpu_hours: number | null;
+            /** @description the job whose SDK this token is (minted when the job was handed to a Slurm node with a server_url, held to that job's runs, revoked when the attempt ends); null: a token someone made */
+            job_id: string | null;
         };
         /** @description Limits of an agent's token, each optional (absent or null: no such limit). */
         TokenLimits: {
