@@ -50,6 +50,10 @@ POLICY: dict[str, Policy] = {
     # The same name and values again queue no trial twice (the sweep's dedupe).
     "submit_sweep": Policy("write", "write", read_only=False, idempotent=True),
     "cancel_sweep": Policy("write", "write", read_only=False, destructive=True, idempotent=True),
+    "pause_sweep": Policy("write", "write", read_only=False, idempotent=True),
+    "resume_sweep": Policy("write", "write", read_only=False, idempotent=True),
+    # A second retry queues the trials that failed since.
+    "retry_failed_sweep": Policy("write", "write", read_only=False, idempotent=False),
 }
 
 

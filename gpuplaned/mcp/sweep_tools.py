@@ -1,4 +1,5 @@
-"""The sweep tools (issue 31 item 7): submit_sweep, get_sweep, cancel_sweep. Each calls the
+"""The sweep tools (issue 31 item 7): submit_sweep, get_sweep, cancel_sweep, pause_sweep,
+resume_sweep, retry_failed_sweep. Each calls the
 service function its REST route calls (``gpuplaned.service.api.sweeps``) with the caller, so a
 token's limits and budget are checked as for POST /api/v1/sweeps: the trials' worst case
 together (trials x GPUs x timeout), refused beyond what is left, nothing queued.
@@ -139,6 +140,29 @@ async def cancel_sweep(call: Call, args: a.SweepArgs) -> Result:
                   [next_action("get_sweep", "its trials as they stop", sweep_id=sweep.id)])
 
 
+async def pause_sweep(call: Call, args: a.SweepArgs) -> Result:
+    sweep = await sweeps.pause(call.shared, args.sweep_id, caller=call.caller)
+    return Result(f"Sweep {sweep.name} ({sweep.id}) is paused: no trial of it starts, its running ones go on; "
+                  f"{_counts(sweep)}.", SweepOutcome(sweep=sweep, trials=[], trials_left_out=0),
+                  [next_action("resume_sweep", "let its trials start again", sweep_id=sweep.id)])
+
+
+async def resume_sweep(call: Call, args: a.SweepArgs) -> Result:
+    sweep = await sweeps.resume(call.shared, args.sweep_id, caller=call.caller)
+    return Result(f"Sweep {sweep.name} ({sweep.id}) is resumed: its queued trials may start; {_counts(sweep)}.",
+                  SweepOutcome(sweep=sweep, trials=[], trials_left_out=0),
+                  [next_action("get_sweep", "its trials as they start", sweep_id=sweep.id)])
+
+
+async def retry_failed_sweep(call: Call, args: a.SweepArgs) -> Result:
+    failed = summary_of(await sweeps.get_sweep(call.shared, args.sweep_id, caller=call.caller)).counts.failed
+    sweep = await sweeps.retry_failed(call.shared, args.sweep_id, caller=call.caller)
+    return Result(f"Sweep {sweep.name} ({sweep.id}): {failed} failed trial(s) queued again, a new attempt each; "
+                  f"{_counts(sweep)}.", SweepOutcome(sweep=sweep, trials=[], trials_left_out=0),
+                  [next_action("wait_for_events", "be woken when trials end", types=WAKE_ON, cursor=None,
+                               timeout_s=45)])
+
+
 def cancel_question(args: a.SweepArgs) -> str:
     return f"cancel sweep {args.sweep_id}: its queued trials, and its running ones stopped"
 
@@ -159,4 +183,13 @@ TOOLS = [
          "ones stopped (asks the user to confirm unless the token allows unattended use).", args=a.SweepArgs,
          reply=SweepCancelOutcome, handler=cancel_sweep, extra=_CANCEL_DRY_RUN, question=cancel_question,
          by_hand="gpuplanectl sweep cancel ID"),
+    Tool(name="pause_sweep", title="Pause sweep", description="Pause a sweep: none of its queued trials starts "
+         "(they wait with 'sweep NAME paused'); its running trials go on.", args=a.SweepArgs, reply=SweepOutcome,
+         handler=pause_sweep),
+    Tool(name="resume_sweep", title="Resume sweep", description="Resume a paused sweep (paused by a user, or by "
+         "its 3-early-failures rule): its queued trials may start again.", args=a.SweepArgs, reply=SweepOutcome,
+         handler=resume_sweep),
+    Tool(name="retry_failed_sweep", title="Retry failed trials", description="Queue a sweep's FAILED trials again, "
+         "a new attempt each; a limited token is checked against its limits as for new submits.", args=a.SweepArgs,
+         reply=SweepOutcome, handler=retry_failed_sweep),
 ]

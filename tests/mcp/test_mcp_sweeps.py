@@ -150,3 +150,28 @@ async def test_a_sweeps_secret_env_is_redacted_in_the_audit(env):
                and e["arguments"].get("name") == "secretive"]
     assert entry["arguments"]["job"]["secret_env"] == {"API_TOKEN": "[redacted]"} and entry["outcome"] == "ok"
     assert value not in json.dumps(entries)
+
+
+async def test_pause_resume_and_retry_failed_sweep(env):
+    jobs, url, secrets = env
+    flag = jobs.file("retry.ok")
+    # Trial 0 fails until the flag exists; trial 1 succeeds.
+    body = sweep_body(jobs, "levers", [0, 1], 60, ["sh", "-c", f"[ $0 = 1 ] || [ -e {flag} ]", "{lr}"])
+    async with connected(url, secrets["rw"]) as client:
+        sweep_id = ok(await client.call_tool("submit_sweep", {**body, "max_parallel": 2}))["sweep"]["id"]
+        paused = ok(await client.call_tool("pause_sweep", {"sweep_id": sweep_id}))
+        assert paused["sweep"]["paused"] and "is paused" in paused["summary"]
+        assert jobs.client.get(f"/api/v1/sweeps/{sweep_id}")["sweep"]["paused"]  # what REST's pause does
+        resumed = ok(await client.call_tool("resume_sweep", {"sweep_id": sweep_id}))
+        assert not resumed["sweep"]["paused"] and not jobs.client.get(f"/api/v1/sweeps/{sweep_id}")["sweep"]["paused"]
+        with trio.fail_after(30):
+            while (counts := ok(await client.call_tool("get_sweep", {"sweep_id": sweep_id}))["sweep"]["counts"])[
+                    "failed"] + counts["succeeded"] < 2:
+                await trio.sleep(0.05)
+        assert (counts["failed"], counts["succeeded"]) == (1, 1)
+        flag.touch()
+        retried = ok(await client.call_tool("retry_failed_sweep", {"sweep_id": sweep_id}))
+        assert "1 failed trial(s) queued again" in retried["summary"]
+        with trio.fail_after(30):
+            while ok(await client.call_tool("get_sweep", {"sweep_id": sweep_id}))["sweep"]["counts"]["succeeded"] < 2:
+                await trio.sleep(0.05)
