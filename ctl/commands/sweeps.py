@@ -336,6 +336,29 @@ def _act(ctx: typer.Context, sweep_id: str, verb: str, json_output: bool, done: 
         print(f"{sweep['id']} {render.printable(sweep['name'])}: {done}; {sweep['status']}, {progress(sweep)}")
 
 
+@app.command("set")
+def set_limit(
+    ctx: typer.Context, sweep_id: _SWEEP,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", metavar="K", show_default=False,
+                                              help="at most K trials run at once; 0: no limit")],
+    json_output: JsonOption = False,
+) -> None:
+    """Change a running sweep's max-parallel: its queued trials follow it from the next pass, and
+    a Slurm node applies it to the sweep's array jobs (scontrol update ArrayTaskThrottle=K)."""
+    g = globals_of(ctx)
+    if max_parallel < 0:
+        fail(json_output, ErrorCode.BAD_REQUEST, f"--max-parallel must be 0 (no limit) or more, got "
+             f"{max_parallel}", {"flag": "--max-parallel"}, exit_code=EXIT_USAGE)
+    with reporting(g, json_output):
+        sweep = connect(g).request("PATCH", _path(sweep_id), {"max_parallel": max_parallel or None})["sweep"]
+    if json_output:
+        render.print_json({"sweep": sweep})
+    else:
+        limit = sweep["max_parallel"] if sweep["max_parallel"] is not None else "no limit"
+        print(f"{sweep['id']} {render.printable(sweep['name'])}: max-parallel {limit}; {sweep['status']}, "
+              f"{progress(sweep)}")
+
+
 @app.command("cancel")
 def cancel(ctx: typer.Context, sweep_id: _SWEEP, json_output: JsonOption = False) -> None:
     """Cancel a sweep: its queued trials are cancelled, its running ones stopped (SIGTERM, then

@@ -1,5 +1,5 @@
-"""Routes for sweeps (issue 31 item 3): make one (its trials are jobs), list, show, and cancel,
-pause, resume or retry its failed trials."""
+"""Routes for sweeps (issue 31 item 3): make one (its trials are jobs), list, show, change its
+max-parallel, and cancel, pause, resume or retry its failed trials."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Param, Reply, Routes
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.fields import UNSET, field
-from gpuplaned.protocol.sweep_wire import SWEEP_STATES, SweepList, SweepReply, SweepShown, SweepSubmit, SweepSubmitted
+from gpuplaned.protocol.sweep_wire import (
+    SWEEP_STATES,
+    SweepList,
+    SweepPatch,
+    SweepReply,
+    SweepShown,
+    SweepSubmit,
+    SweepSubmitted,
+)
 from gpuplaned.service.api import sweeps
 
 if TYPE_CHECKING:
@@ -49,6 +57,13 @@ LIST = api.get("/api/v1/sweeps", "listSweeps", "Sweeps, newest first", Reply(200
 SHOW = api.get("/api/v1/sweeps/<sweep_id>", "getSweep", "One sweep with its trials and their best",
                Reply(200, SweepShown, "The sweep, its trials by number and the best combination so far."),
                errors=(403, 404), params=(_SWEEP,))
+UPDATE = api.patch("/api/v1/sweeps/<sweep_id>", "updateSweep", "Change a sweep's max-parallel while it runs",
+                   Reply(200, SweepReply, "The sweep."), errors=(400, 403, 404, 409), params=(_SWEEP,),
+                   body=SweepPatch,
+                   description="Its queued trials follow the new limit from the next scheduling pass. A Slurm node "
+                               "holding its trials applies it to the sweep's array jobs (scontrol update JobId=A "
+                               "ArrayTaskThrottle=K). A token with limits may change only the sweeps it submitted "
+                               "(403). 409: the sweep is cancelled.")
 ACT = api.post("/api/v1/sweeps/<sweep_id>/<verb>", "changeSweep", "Cancel, pause, resume or retry a sweep",
                Reply(200, SweepReply, "The sweep."), errors=(403, 404, 409),
                params=(_SWEEP, Param("verb", "cancel: its queued trials are cancelled and its running ones stopped "
@@ -73,6 +88,11 @@ def register(app: QuartTrio, shared: ServerContext) -> None:
     @SHOW.on(app)
     async def get_sweep(sweep_id: str) -> Response:
         return ok(SweepShown(sweep=await sweeps.get_sweep(shared, sweep_id, caller=_caller())))
+
+    @UPDATE.on(app)
+    async def update_sweep(sweep_id: str, body: SweepPatch) -> Response:
+        return ok(SweepReply(sweep=await sweeps.set_max_parallel(shared, sweep_id, body.max_parallel,
+                                                                 caller=_caller())))
 
     @ACT.on(app)
     async def change_sweep(sweep_id: str, verb: str) -> Response:

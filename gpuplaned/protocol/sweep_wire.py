@@ -203,5 +203,15 @@ class SweepReply:
 
 
 @attrs.frozen(kw_only=True)
+class SweepPatch:
+    """A change of a sweep's settings while it runs."""
+
+    max_parallel: int | None = field(minimum=1, maximum=MAX_PARALLEL,
+                                     description="at most this many trials run at once; null: no limit. Queued "
+                                                 "trials follow it at the next scheduling pass; a Slurm node applies "
+                                                 "it to the sweep's array jobs (scontrol update ArrayTaskThrottle)")
+
+
+@attrs.frozen(kw_only=True)
 class SweepShown:
     sweep: SweepDetail

@@ -207,3 +207,24 @@ def test_policy_flags_are_stored_with_the_sweep(gpu_daemon, tmp_path):
     bad = ctl(gpu_daemon, "job", "submit", "--sweep", "lr=1", "--gpu", "0", "--early-stop", "best", "--", "true",
               cwd=work)
     assert bad.returncode == 2 and "--early-stop: must be one of median, asha" in bad.stderr, bad.stderr
+
+
+def test_sweep_set_max_parallel_lets_more_trials_run_and_refuses_a_negative_naming_the_flag(gpu_daemon, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    script = 'touch started-$0; while [ ! -e go ]; do sleep 0.05; done'
+    sweep_id = _ok(ctl(gpu_daemon, "job", "submit", "--sweep", "x=0,1,2", "--gpu", "1", "--name", "setk",
+                       "--max-parallel", "1", "-q", "--", "sh", "-c", script, "{x}", cwd=work)).strip()
+    wait_for(lambda: (work / "started-0").exists(), what="the first trial to run")
+    held = wait_for(lambda: (s := _sweep(gpu_daemon, sweep_id))["trials"][1]["queue_reason"] and s,
+                    what="the others to wait for the limit")
+    assert held["trials"][1]["queue_reason"] == "sweep max-parallel 1 reached"
+    assert not (work / "started-1").exists()
+    changed = _ok(ctl(gpu_daemon, "sweep", "set", sweep_id, "--max-parallel", "2"))
+    assert changed.startswith(f"{sweep_id} setk: max-parallel 2;")
+    wait_for(lambda: (work / "started-1").exists(), what="a second trial to run under the new limit")
+    refused = ctl(gpu_daemon, "sweep", "set", sweep_id, "--max-parallel", "-1")
+    assert refused.returncode == 2 and "--max-parallel must be 0 (no limit) or more, got -1" in refused.stderr
+    assert _sweep(gpu_daemon, sweep_id)["max_parallel"] == 2
+    (work / "go").touch()
+    assert _ended(gpu_daemon, sweep_id)["status"] in ("SUCCEEDED", "DONE")

@@ -252,3 +252,24 @@ def test_control_characters_in_a_value_reach_the_trial_as_they_are(env):
                 {"name": "ctrl", "job": job(jobs, "{v}"), "grid": {"v": [value]}}).json()["sweep"]
     assert seen(jobs, made["id"], 0) == {"argv": [value], "env": {
         "GPUPLANE_SWEEP_V": value, "GPUPLANE_SWEEP_ID": made["id"], "GPUPLANE_SWEEP_TRIAL": "0"}}
+
+
+def test_patch_changes_max_parallel_naming_a_bad_value_and_only_for_its_owner(env):
+    jobs, url = env
+    mine, theirs = token(jobs, "limiter", {"max_gpus_per_job": 1}), token(jobs, "other", {"max_gpus_per_job": 1})
+    made = call(url, mine, "POST", SWEEPS, {"name": "limited", "job": job(jobs, "{x}"), "grid": {"x": [1, 2]},
+                                            "max_parallel": 1}).json()["sweep"]
+    path = f"{SWEEPS}/{made['id']}"
+    changed = call(url, mine, "PATCH", path, {"max_parallel": 3})
+    assert changed.status_code == 200 and changed.json()["sweep"]["max_parallel"] == 3
+    assert stored(jobs, "SELECT max_parallel FROM sweeps WHERE id = ?", made["id"]) == [(3,)]
+    assert call(url, mine, "PATCH", path, {"max_parallel": None}).json()["sweep"]["max_parallel"] is None
+    for bad, words in ((0, "between 1 and 10000, got 0"), (10_001, "got 10001"), ("2", "must be an integer")):
+        refused = call(url, mine, "PATCH", path, {"max_parallel": bad})
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["details"]["field"] == "max_parallel" and words in error["message"], error
+    assert call(url, theirs, "PATCH", path, {"max_parallel": 2}).status_code == 403
+    call(url, mine, "POST", f"{path}/cancel")
+    assert call(url, mine, "PATCH", path, {"max_parallel": 2}).status_code == 409
+    assert stored(jobs, "SELECT max_parallel FROM sweeps WHERE id = ?", made["id"]) == [(None,)]

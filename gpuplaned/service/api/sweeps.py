@@ -28,7 +28,7 @@ import trio
 from gpuplaned.domain import gpu_budget
 from gpuplaned.domain import sweeps as plan
 from gpuplaned.domain.gpu_budget import SubmitFacts
-from gpuplaned.protocol.agent import Cancel
+from gpuplaned.protocol.agent import Cancel, SweepThrottle
 from gpuplaned.protocol.batch_wire import BatchRefusal
 from gpuplaned.protocol.converter import structure, unstructure
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -382,6 +382,28 @@ async def cancel(shared: ServerContext, sweep_id: str, *, caller: Caller | None 
         except NodeUnavailable:
             pass  # the node acts on it when it says hello again
     wake_scheduler(shared)
+    return view
+
+
+async def set_max_parallel(shared: ServerContext, sweep_id: str, max_parallel: int | None, *,
+                           caller: Caller | None = None) -> Sweep:
+    """Change the sweep's max-parallel (None: no limit): its queued trials follow it from the next
+    pass; each node holding its trials gets ``SweepThrottle`` (a Slurm node throttles the sweep's
+    arrays with it; a node not connected now keeps the limit it had)."""
+    def apply(conn: Connection) -> tuple[Sweep, list[str]]:
+        row = sweep_rows.require(conn, sweep_id)
+        _check_owner(row, caller, "change")
+        _check_open(row, "change")
+        sweep_rows.set_max_parallel(conn, sweep_id, max_parallel)
+        return _view(conn, sweep_rows.require(conn, sweep_id)), sweep_rows.trial_nodes(conn, sweep_id)
+
+    view, nodes = await change_queue(shared, apply, small=True)
+    for node_id in nodes:  # after the commit
+        try:
+            with trio.CancelScope(shield=True):
+                await shared.nodes.send(node_id, SweepThrottle(sweep_id, max_parallel or 0))
+        except NodeUnavailable:
+            pass
     return view
 
 

@@ -1393,7 +1393,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a sweep's max-parallel while it runs
+         * @description Its queued trials follow the new limit from the next scheduling pass. A Slurm node holding its trials applies it to the sweep's array jobs (scontrol update JobId=A ArrayTaskThrottle=K). A token with limits may change only the sweeps it submitted (403). 409: the sweep is cancelled. HTTP front: a token with the `write` scope.
+         */
+        patch: operations["updateSweep"];
         trace?: never;
     };
     "/api/v1/sweeps/{sweep_id}/{verb}": {
@@ -3420,6 +3424,11 @@ export interface components {
         };
         SweepReply: {
             sweep: components["schemas"]["Sweep"];
+        };
+        /** @description A change of a sweep's settings while it runs. */
+        SweepPatch: {
+            /** @description at most this many trials run at once; null: no limit. Queued trials follow it at the next scheduling pass; a Slurm node applies it to the sweep's array jobs (scontrol update ArrayTaskThrottle) */
+            max_parallel: number | null;
         };
         TokenCreated: {
             token: components["schemas"]["Token"];
@@ -6471,6 +6480,42 @@ export interface operations {
             401: components["responses"]["E401"];
             403: components["responses"]["E403"];
             404: components["responses"]["E404"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    updateSweep: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the sweep's id (swp_<ULID>) */
+                sweep_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SweepPatch"];
+            };
+        };
+        responses: {
+            /** @description The sweep. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
             500: components["responses"]["E500"];
             503: components["responses"]["E503"];
         };
