@@ -478,7 +478,8 @@ class FakeSlurm:
 
     def _squeue_lines(self, listed: list[FakeJob]) -> list[str]:
         """One line a job, as squeue prints them; an array's tasks that never started yet, as
-        one record of the array's pending rest (``12|12|4-9%2|12_[4-9%2]|PENDING|...``)."""
+        one record of the array's pending rest (``12|12|4-9%2|12_[4-9%2]|PENDING|...``) while
+        there are two or more of them."""
         lines, rest = [], {}
         for job in listed:
             if job.array_job_id is not None and job.state == "PENDING" and job.started_at is None:
@@ -486,6 +487,9 @@ class FakeSlurm:
             else:
                 lines.append(self._squeue_line(job))
         for array_id, tasks in rest.items():
+            if len(tasks) == 1:  # the last one pending is listed as itself, as Slurm does
+                lines.append(self._squeue_line(tasks[0]))
+                continue
             throttle = self.throttles.get(array_id, 0)
             listing = index_list(job.array_task or 0 for job in tasks) + (f"%{throttle}" if throttle else "")
             lines.append("|".join((array_id, array_id, listing, f"{array_id}_[{listing}]", "PENDING",
