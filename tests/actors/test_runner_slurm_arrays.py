@@ -7,10 +7,11 @@ import attrs
 import trio
 from runnerkit import job, start_runner
 
-from gpuplaned.protocol.agent import ArrayTask, JobSpecWire, SweepThrottle
+from gpuplaned.protocol.agent import ActiveJob, ArrayTask, JobSpecWire, SweepThrottle
 from gpuplaned.slurm.arrays import expand_tasks, index_list
 from gpuplaned.slurm.polling import poll
 from gpuplaned.testing.launcher import FakeLauncher
+from gpuplaned.testing.node_link import MemoryNodeLink
 from gpuplaned.testing.slurm import FakeSlurm, SlurmScript
 
 SWEEP = "swp_1"
@@ -48,8 +49,8 @@ class Reports:
                    for j in job_ids)
 
 
-async def node_with(nursery, tmp_path, fake):
-    node = await start_runner(nursery, tmp_path, FakeLauncher(), slurm=fake)
+async def node_with(nursery, tmp_path, fake, link=None):
+    node = await start_runner(nursery, tmp_path, FakeLauncher(), link, slurm=fake)
     seen = Reports(node.link)
     nursery.start_soon(seen.collect)
     return node, seen
@@ -150,3 +151,26 @@ def test_task_lists_as_slurm_writes_them():
     assert expand_tasks("4-9%2") == [4, 5, 6, 7, 8, 9]
     assert expand_tasks("[1,3-5%2]") == [1, 3, 4, 5]
     assert expand_tasks("0-6:3") == [0, 3, 6]
+
+
+async def test_after_a_restart_each_trial_is_adopted_as_its_task_and_the_throttle_still_reaches_its_array(
+        nursery, tmp_path, autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=100.0), gpus=4)
+    await nursery.start(fake.simulate)
+    async with trio.open_nursery() as first_life:
+        node, seen = await node_with(first_life, tmp_path, fake)
+        for i in range(3):
+            await node.link.dispatch(trial(i, throttle=1))
+        await seen.until(lambda: all(seen.last(f"trial_{i}") is not None for i in range(3)))
+        first_life.cancel_scope.cancel()  # the runner goes; Slurm's array carries on
+    [array_id] = fake.throttles
+    link = MemoryNodeLink(active=tuple(ActiveJob(f"trial_{i}", 1, f"run_trial_{i}_1") for i in range(3)))
+    node, seen = await node_with(nursery, tmp_path, fake, link)
+    await seen.until(lambda: all(seen.last(f"trial_{i}") is not None for i in range(3)))
+    assert sorted(seen.last(f"trial_{i}").status for i in range(3)) == ["RUNNING", "WAITING", "WAITING"]
+    await link.inbox.send(SweepThrottle(SWEEP, 3))  # the adopted array is the sweep's still
+    await seen.until(lambda: seen.ended(*(f"trial_{i}" for i in range(3))))
+    assert {seen.last(f"trial_{i}").status for i in range(3)} == {"SUCCEEDED"}
+    assert ("scontrol", "update", f"JobId={array_id}", "ArrayTaskThrottle=3") in fake.commands
+    assert fake.most_running[array_id] == 3  # once raised, the two held ran beside the first
+    assert len(sbatches(fake)) == 1  # adopted, never submitted again
