@@ -12,7 +12,8 @@ alike (docs/slurm.md).
   before ever submitting again;
 - ``polling``: one squeue per cycle for a set of jobs, ``Backoff``, and ``read_ends``;
 - ``batch_job``: the attempt's ``spec.json`` and the command a batch script execs (the one-shot shim);
-- ``cancelling``: ``cancel`` through scancel.
+- ``cancelling``: ``cancel`` through scancel;
+- ``arrays``: a sweep's trials as one array job (``submit_array``, ``set_throttle``, task ids ``A_i``).
 
 The runner's Slurm backend (``gpuplaned.backends.slurm``) drives these; docs/slurm.md says
 how, and what is still to come.

@@ -14,6 +14,13 @@ status, classified as ``SlurmCli.run`` classifies them):
 - ``squeue -h [-t all] [-j IDS] [--me] [-n NAMES] -o SQUEUE_FORMAT`` (one unknown id alone:
   "Invalid job id specified", as the real one says);
 - ``scontrol -o show job [ID]``, ``scancel [--full] ID``;
+- arrays: ``sbatch --array=<indexes>[%K]`` makes one task per index (the first keeps the array's
+  id), each running the attempt dir its script's ``N) exec ... --oneshot DIR ;;`` line names, with
+  that attempt's script; at most K run at once (the others pending with ``JobArrayTaskLimit``);
+  squeue prints the tasks not started yet as one record (``12|12|2-5%2|12_[2-5%2]|PENDING``, the
+  last one alone as itself), scontrol, scancel and sacct take ``A_i``, scancel ``A`` all of them,
+  and ``scontrol update JobId=A ArrayTaskThrottle=K`` changes K (``throttles``; ``most_running``
+  records the most tasks of each array that ran at once);
 - ``sacct -n -P -X -j IDS -o SACCT_FIELDS`` with ``accounting=True``; without, it fails as
   sacct does on a cluster with no slurmdbd ("Slurm accounting storage is disabled").
 
