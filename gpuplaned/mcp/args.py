@@ -185,6 +185,13 @@ class SweepArgs:
 
 
 @attrs.frozen(kw_only=True)
+class SweepLimitArgs:
+    sweep_id: str = _id("swp", "sweep")
+    max_parallel: int | None = field(minimum=1, maximum=MAX_PARALLEL,
+                                     description="at most this many of its trials run at once; null: no limit")
+
+
+@attrs.frozen(kw_only=True)
 class GetSweepArgs:
     sweep_id: str = _id("swp", "sweep")
     status: list[str] = field(factory=list, items={"enum": JOB_STATES}, description="only trials in these states")

@@ -51,6 +51,7 @@ POLICY: dict[str, Policy] = {
     "submit_sweep": Policy("write", "write", read_only=False, idempotent=True),
     "cancel_sweep": Policy("write", "write", read_only=False, destructive=True, idempotent=True),
     "pause_sweep": Policy("write", "write", read_only=False, idempotent=True),
+    "set_sweep_max_parallel": Policy("write", "write", read_only=False, idempotent=True),
     "resume_sweep": Policy("write", "write", read_only=False, idempotent=True),
     # A second retry queues the trials that failed since.
     "retry_failed_sweep": Policy("write", "write", read_only=False, idempotent=False),

@@ -1,5 +1,5 @@
 """The sweep tools (issue 31 item 7): submit_sweep, get_sweep, cancel_sweep, pause_sweep,
-resume_sweep, retry_failed_sweep. Each calls the
+resume_sweep, retry_failed_sweep, set_sweep_max_parallel. Each calls the
 service function its REST route calls (``gpuplaned.service.api.sweeps``) with the caller, so a
 token's limits and budget are checked as for POST /api/v1/sweeps: the trials' worst case
 together (trials x GPUs x timeout), refused beyond what is left, nothing queued.
@@ -154,6 +154,14 @@ async def resume_sweep(call: Call, args: a.SweepArgs) -> Result:
                   [next_action("get_sweep", "its trials as they start", sweep_id=sweep.id)])
 
 
+async def set_sweep_max_parallel(call: Call, args: a.SweepLimitArgs) -> Result:
+    sweep = await sweeps.set_max_parallel(call.shared, args.sweep_id, args.max_parallel, caller=call.caller)
+    limit = f"at most {sweep.max_parallel} of its trials" if sweep.max_parallel is not None else "any number of trials"
+    return Result(f"Sweep {sweep.name} ({sweep.id}) now runs {limit} at once (a Slurm node throttles its array job "
+                  f"to it); {_counts(sweep)}.", SweepOutcome(sweep=sweep, trials=[], trials_left_out=0),
+                  [next_action("get_sweep", "its trials under the new limit", sweep_id=sweep.id)])
+
+
 async def retry_failed_sweep(call: Call, args: a.SweepArgs) -> Result:
     failed = summary_of(await sweeps.get_sweep(call.shared, args.sweep_id, caller=call.caller)).counts.failed
     sweep = await sweeps.retry_failed(call.shared, args.sweep_id, caller=call.caller)
@@ -189,6 +197,10 @@ TOOLS = [
     Tool(name="resume_sweep", title="Resume sweep", description="Resume a paused sweep (paused by a user, or by "
          "its 3-early-failures rule): its queued trials may start again.", args=a.SweepArgs, reply=SweepOutcome,
          handler=resume_sweep),
+    Tool(name="set_sweep_max_parallel", title="Set sweep max-parallel", description="Change how many of a sweep's "
+         "trials run at once while it runs (null: no limit): its queued trials follow it from the next pass, and a "
+         "Slurm node throttles the sweep's array job to it (scontrol ArrayTaskThrottle).", args=a.SweepLimitArgs,
+         reply=SweepOutcome, handler=set_sweep_max_parallel),
     Tool(name="retry_failed_sweep", title="Retry failed trials", description="Queue a sweep's FAILED trials again, "
          "a new attempt each; a limited token is checked against its limits as for new submits.", args=a.SweepArgs,
          reply=SweepOutcome, handler=retry_failed_sweep),

@@ -32,7 +32,7 @@ READ = ("list_nodes", "get_node_status", "list_jobs", "get_job", "get_run_summar
         "list_events", "list_checkpoints", "list_evaluations", "list_groups", "get_sweep")
 WRITE = ("submit_job", "cancel_job", "retry_job", "evaluate_checkpoint", "set_group_limit", "pause_group", "pause_queue",
          "set_job_priority", "remove_job", "clean_jobs", "submit_sweep", "cancel_sweep", "pause_sweep", "resume_sweep",
-         "retry_failed_sweep")
+         "retry_failed_sweep", "set_sweep_max_parallel")
 SEMANTIC = ("diagnose_run", "compare_runs", "compare_checkpoints", "get_best_checkpoint", "explain_failure")
 
 # A training script that logs 3000 loss points through the SDK's spool (many points, fast).

@@ -175,3 +175,17 @@ async def test_pause_resume_and_retry_failed_sweep(env):
         with trio.fail_after(30):
             while ok(await client.call_tool("get_sweep", {"sweep_id": sweep_id}))["sweep"]["counts"]["succeeded"] < 2:
                 await trio.sleep(0.05)
+
+
+async def test_set_sweep_max_parallel_changes_the_limit_and_names_a_bad_value(env):
+    jobs, url, secrets = env
+    body = sweep_body(jobs, "throttled", [1, 2], 60, ["true", "{lr}"])
+    async with connected(url, secrets["rw"]) as client:
+        sweep_id = ok(await client.call_tool("submit_sweep", {**body, "max_parallel": 1}))["sweep"]["id"]
+        changed = ok(await client.call_tool("set_sweep_max_parallel", {"sweep_id": sweep_id, "max_parallel": 2}))
+        assert changed["sweep"]["max_parallel"] == 2 and "at most 2 of its trials" in changed["summary"]
+        assert jobs.client.get(f"/api/v1/sweeps/{sweep_id}")["sweep"]["max_parallel"] == 2  # what REST's PATCH does
+        unlimited = ok(await client.call_tool("set_sweep_max_parallel", {"sweep_id": sweep_id, "max_parallel": None}))
+        assert unlimited["sweep"]["max_parallel"] is None
+        refused = error_of(await client.call_tool("set_sweep_max_parallel", {"sweep_id": sweep_id, "max_parallel": 0}))
+        assert refused["code"] == "bad_request" and "max_parallel" in refused["message"]
