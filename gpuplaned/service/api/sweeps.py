@@ -104,15 +104,21 @@ async def submit(shared: ServerContext, body: SweepSubmit, *, caller: Caller | N
     """
     made = _plan(shared, body, caller)
 
-    def insert(conn: Connection) -> SweepSubmitted:
-        return _insert(shared, conn, made, body, caller)
+    def insert(conn: Connection) -> tuple[SweepSubmitted, list[str]]:
+        before = sweep_rows.open_named(conn, made.name)
+        reply = _insert(shared, conn, made, body, caller)
+        # A new max-parallel for a sweep that exists: its nodes' arrays follow it, as on PATCH.
+        limited = before is not None and before.max_parallel != body.max_parallel
+        return reply, sweep_rows.trial_nodes(conn, before.id) if limited and before is not None else []
 
     try:
-        reply = await write(access.store_port(shared, "jobs"), insert)
+        reply, throttled = await write(access.store_port(shared, "jobs"), insert)
     except _DryRun as dry:
         return dry.reply
-    if reply.created:
+    if reply.created or throttled:
         wake_scheduler(shared)  # once for the lot: one pass places as many as fit
+    if throttled and reply.sweep is not None:
+        await _throttle(shared, reply.sweep.id, body.max_parallel, throttled)
     return reply
 
 
@@ -398,13 +404,18 @@ async def set_max_parallel(shared: ServerContext, sweep_id: str, max_parallel: i
         return _view(conn, sweep_rows.require(conn, sweep_id)), sweep_rows.trial_nodes(conn, sweep_id)
 
     view, nodes = await change_queue(shared, apply, small=True)
-    for node_id in nodes:  # after the commit
+    await _throttle(shared, sweep_id, max_parallel, nodes)
+    return view
+
+
+async def _throttle(shared: ServerContext, sweep_id: str, max_parallel: int | None, nodes: list[str]) -> None:
+    """Tell each of ``nodes`` the sweep's new max-parallel (after the commit that changed it)."""
+    for node_id in nodes:
         try:
             with trio.CancelScope(shield=True):
                 await shared.nodes.send(node_id, SweepThrottle(sweep_id, max_parallel or 0))
         except NodeUnavailable:
-            pass
-    return view
+            pass  # a node away now keeps the limit its arrays had
 
 
 async def pause(shared: ServerContext, sweep_id: str, *, caller: Caller | None = None,
