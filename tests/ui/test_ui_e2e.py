@@ -73,8 +73,9 @@ def _missing() -> str | None:
     if not os.access(CHROMIUM, os.X_OK):
         return (f"no chromium at {CHROMIUM}: `apt-get install chromium` (what `make test` does), or point "
                 "GPUPLANE_CHROMIUM at one")
-    if not (WEB / "node_modules" / "playwright-core" / "package.json").is_file():
-        return "web/node_modules is missing playwright-core: run `npm ci` in web/ (`make test` does)"
+    for package in ("playwright-core", "axe-core"):
+        if not (WEB / "node_modules" / package / "package.json").is_file():
+            return f"web/node_modules is missing {package}: run `npm ci` in web/ (`make test` does)"
     index = WEB / "dist" / "index.html"
     if not index.is_file():
         return "the web UI is not built (no web/dist/index.html): run `make web` (`make test` builds it)"
@@ -568,3 +569,46 @@ def test_a_remote_nodes_link_on_the_nodes_page_and_its_jobs_log_source(tmp_path)
         assert gone["raw_ids"] is False and gone["problems"] == []
     finally:
         cluster.close()
+
+
+def test_every_page_meets_the_quality_bar_light_and_dark_at_a_laptops_and_a_phones_size(ui):
+    """Issue 33 item 5, in one browser session (web/e2e/quality.mjs): every page, light and dark,
+    at 1280x800 and 390x844, with no console error or failed request, no sideways scroll of the
+    page and nothing serious from axe-core; rows reached and opened by keyboard, dialogs that keep
+    and give back the focus. Last in the module, so the pages hold what the tests above made."""
+    made = ui.daemon.run_ctl("token", "create", "ui-e2e-quality", "--scope", "admin", "--json")
+    assert made.returncode == 0, made.stderr
+    done = ui.work / "quality-sweep-go"
+    done.touch()  # its trials finish at once: a finished sweep with its best
+    sweep = ui.jobs.client.post("/api/v1/sweeps", {
+        "name": "ui-quality", "grid": {"lr": [0.2, 0.02]}, "max_parallel": 2, "metric": "loss", "goal": "min",
+        "job": {"command": [sys.executable, "-c", TRIAL, "{lr}", str(done)], "cwd": str(ui.work), "gpu": 0,
+                "env": {"PYTHONPATH": str(SDK_DIR)}}})["sweep"]
+    wait_for(lambda: ui.jobs.client.get(f"/api/v1/sweeps/{sweep['id']}")["sweep"]["status"] == "SUCCEEDED", 30,
+             interval=0.1, what="the quality sweep's two trials")
+
+    experiment = ui.jobs.client.get(f"/api/v1/runs/{ui.live_run['id']}")["experiment"]["id"]
+
+    r = run_script_on(ui.daemon, ui.url, json.loads(made.stdout)["secret"], "quality",
+                   GPUPLANE_UI_RUN_ID=ui.live_run["id"], GPUPLANE_UI_JOB_ID=ui.live_job["id"],
+                   GPUPLANE_UI_RUN2_ID=ui.done_run["id"], GPUPLANE_UI_SWEEP_ID=sweep["id"],
+                   GPUPLANE_UI_EXPERIMENT_ID=experiment)
+
+    names = ["dashboard", "jobs", "job", "runs", *(f"run-{t}" for t in ("metrics", "diagnosis", "system", "events",
+             "checkpoints", "details")), "compare", "events", "nodes", "checkpoints-evaluations", "sweeps", "sweep",
+             "webhooks", "tokens", "audit", "signin", "not-found"]
+    assert [(p["size"], p["theme"], p["name"]) for p in r["pages"]] == [
+        (s, t, n) for s in ("1280", "390") for t in ("light", "dark") for n in names]
+    for p in r["pages"]:
+        assert p["problems"] == [] and p["axe"] == [] and p["overflow"] <= 0, p
+        assert Path(p["shot"]).stat().st_size > 5_000, p
+    kinds = {(k["page"], k["size"], "dialog" if "dialog" in k else "table") for k in r["keyboard"]}
+    assert kinds == {(n, s, kind) for s in ("1280", "390") for n, kind in (
+        ("jobs", "dialog"), ("jobs", "table"), ("job", "dialog"), ("runs", "table"), ("sweeps", "table"),
+        ("tokens", "dialog"))}, kinds
+    for k in r["keyboard"]:
+        if "dialog" in k:
+            assert k["dialog"] == {**k["dialog"], "focus_in": True, "stayed": True, "closed": True, "focus_back": True}, k
+        else:
+            assert k["table"]["reached"] and k["table"]["landed"] != "/" + k["page"], k
+    assert r["problems"] == [] and r["failures"] == []

@@ -12,8 +12,10 @@ export function Dialog({ title, onClose, children, footer, wide }: {
   const box = useRef<HTMLDivElement>(null);
   const closeRef = useRef(onClose);
   closeRef.current = onClose;
+  // What had the focus before the dialog: read on the first render, before a field's autoFocus
+  // (applied when React commits) takes it; the focus goes back there on close.
+  const [before] = useState(() => document.activeElement as HTMLElement | null);
   useEffect(() => {
-    const before = document.activeElement as HTMLElement | null;
     const first = box.current?.querySelector<HTMLElement>("[autofocus], input, textarea, select, button.btn-primary");
     (first ?? box.current)?.focus();
     const onKey = (e: KeyboardEvent) => {

@@ -123,12 +123,13 @@ export function Ago({ ts, now }: { ts: number | null | undefined; now: number })
   return <time title={ts ? new Date(ts).toLocaleString() : undefined}>{fmtAgo(ts, now)}</time>;
 }
 
+/** A bar of value/max; `label` names it for screen readers (axe's aria-meter-name) and in its tooltip. */
 export function Meter({ value, max = 100, tone, label }: { value: number | null | undefined; max?: number; tone?: string;
-  label?: string }) {
+  label: string }) {
   const pct = value === null || value === undefined || !max ? 0 : Math.max(0, Math.min(100, (value / max) * 100));
   const auto = pct > 90 ? "bad" : pct > 75 ? "warn" : "ok";
   return (
-    <div className={`meter meter-${tone ?? auto}`} title={label} role="meter" aria-valuenow={Math.round(pct)}
+    <div className={`meter meter-${tone ?? auto}`} title={label} aria-label={label} role="meter" aria-valuenow={Math.round(pct)}
       aria-valuemin={0} aria-valuemax={100}>
       <div style={{ width: `${pct}%` }} />
     </div>

@@ -56,7 +56,8 @@ export function Audit() {
       {!first.data && !first.error ? <Loading rows={8} /> : first.data && rows.length === 0 ? (
         <Empty title={view.token ? `No calls by ${view.token}` : "Nothing audited yet"} icon="key">Writes and tool calls are recorded as they are answered.</Empty>
       ) : rows.length > 0 && (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0} role="region" aria-label="Audit log">
+          {/* Its rows hold no link: the box itself takes the focus, so the keyboard can scroll it. */}
           <table className="table fit audit-table">
             <thead><tr><th className="w-m">Time</th><th className="w-xl">Caller</th><th>Action</th><th className="w-m">Outcome</th>
               <th>Arguments</th></tr></thead>

@@ -97,8 +97,8 @@ function NodeCard({ node, store, now, jobs }: { node: NodeInfo; store: LiveStore
           <span title="Last heard from (heartbeat or sample)">seen <Ago ts={lastSeen(node)} now={now} /></span>
           {host && (
             <>
-              <span className="meta-meter">CPU <Meter value={host.cpu_percent} /> {fmtPct(host.cpu_percent)}</span>
-              <span className="meta-meter">RAM <Meter value={host.memory_used_mb} max={host.memory_total_mb ?? 0} />
+              <span className="meta-meter">CPU <Meter value={host.cpu_percent} label="CPU" /> {fmtPct(host.cpu_percent)}</span>
+              <span className="meta-meter">RAM <Meter value={host.memory_used_mb} max={host.memory_total_mb ?? 0} label="RAM" />
                 {fmtMiB(host.memory_used_mb)}</span>
             </>
           )}
@@ -110,7 +110,7 @@ function NodeCard({ node, store, now, jobs }: { node: NodeInfo; store: LiveStore
       {node.gpus.length === 0 ? (
         <Empty compact title="No GPUs on this node" icon="gpu">{node.gpu_backend_note ?? `GPU backend: ${node.gpu_backend}`}</Empty>
       ) : (
-        <table className="gpu-grid">
+        <div className="gpu-grid-wrap"><table className="gpu-grid">
           <thead>
             <tr><th>GPU</th><th>Job</th>{GPU_FIELDS.map((f) => <th key={f.metric}>{f.label}</th>)}</tr>
           </thead>
@@ -141,7 +141,7 @@ function NodeCard({ node, store, now, jobs }: { node: NodeInfo; store: LiveStore
               );
             })}
           </tbody>
-        </table>
+        </table></div>
       )}
       <footer className="card-foot muted">
         <span>{String(node.hardware.hostname ?? node.name)}</span>

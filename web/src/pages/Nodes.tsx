@@ -72,8 +72,8 @@ export function NodesTable({ nodes, selected, now, onSelect }: { nodes: NodeInfo
                 </>}
                 <td className="num">{n.gpus.filter((g) => g.owner_job_id).length} / {n.gpus.length}</td>
                 <td className="num">{n.cpu_jobs} / {n.max_cpu_jobs}</td>
-                <td className="meter-cell"><Meter value={host?.cpu_percent} /><span>{fmtPct(host?.cpu_percent)}</span></td>
-                <td className="meter-cell"><Meter value={host?.memory_used_mb} max={host?.memory_total_mb ?? 0} />
+                <td className="meter-cell"><Meter value={host?.cpu_percent} label="CPU" /><span>{fmtPct(host?.cpu_percent)}</span></td>
+                <td className="meter-cell"><Meter value={host?.memory_used_mb} max={host?.memory_total_mb ?? 0} label="Memory" />
                   <span>{fmtMiB(host?.memory_used_mb)} / {fmtMiB(host?.memory_total_mb)}</span></td>
                 <td><Ago ts={lastSeen(n)} now={now} /></td>
                 <td>{n.gpu_backend}</td>
@@ -126,13 +126,13 @@ function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Ran
           <header className="card-head"><h2>Host</h2>{snap && <span className="muted small">sampled <Ago ts={snap.ts} now={now} /></span>}</header>
           {!host ? <Empty compact title="No host readings yet" icon="nodes" /> : (
             <KeyValues items={[
-              ["CPU", <span className="meter-inline"><Meter value={host.cpu_percent} />{fmtPct(host.cpu_percent)}</span>],
+              ["CPU", <span className="meter-inline"><Meter value={host.cpu_percent} label="CPU" />{fmtPct(host.cpu_percent)}</span>],
               ["Load", `${fmtValue(host.load1)} · ${fmtValue(host.load5)} · ${fmtValue(host.load15)}`],
-              ["Memory", <span className="meter-inline"><Meter value={host.memory_used_mb} max={host.memory_total_mb ?? 0} />
+              ["Memory", <span className="meter-inline"><Meter value={host.memory_used_mb} max={host.memory_total_mb ?? 0} label="Memory" />
                 {fmtMiB(host.memory_used_mb)} / {fmtMiB(host.memory_total_mb)}</span>],
               ["Swap", host.swap_total_mb ? `${fmtMiB(host.swap_used_mb)} / ${fmtMiB(host.swap_total_mb)}` : "none"],
               ...host.disks.map((d) => [`Disk ${d.label}`, <span className="meter-inline" title={d.path}>
-                <Meter value={d.used_bytes} max={d.total_bytes ?? 0} />{fmtBytes(d.free_bytes)} free of {fmtBytes(d.total_bytes)}</span>] as [string, React.ReactNode]),
+                <Meter value={d.used_bytes} max={d.total_bytes ?? 0} label={`Disk ${d.label} used`} />{fmtBytes(d.free_bytes)} free of {fmtBytes(d.total_bytes)}</span>] as [string, React.ReactNode]),
             ]} />
           )}
         </section>
@@ -152,8 +152,8 @@ function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Ran
                     <td title={g?.uuid ?? undefined}>{slot.model ?? g?.model ?? "—"}</td>
                     <td>{slot.owner_job_id ? <Link to={`/jobs/${slot.owner_job_id}`}>{slot.owner_job_name ?? slot.owner_job_id}</Link>
                       : node.snapshot?.blocked_gpus.includes(slot.index) ? <span className="text-warn">blocked</span> : <span className="muted">free</span>}</td>
-                    <td className="meter-cell"><Meter value={g?.utilization_pct} tone="run" /><span>{fmtPct(g?.utilization_pct)}</span></td>
-                    <td className="meter-cell"><Meter value={g?.memory_used_mb} max={g?.memory_total_mb ?? slot.memory_mb ?? 0} />
+                    <td className="meter-cell"><Meter value={g?.utilization_pct} tone="run" label={`GPU ${slot.index} utilisation`} /><span>{fmtPct(g?.utilization_pct)}</span></td>
+                    <td className="meter-cell"><Meter value={g?.memory_used_mb} max={g?.memory_total_mb ?? slot.memory_mb ?? 0} label={`GPU ${slot.index} memory`} />
                       <span>{fmtMiB(g?.memory_used_mb)} / {fmtMiB(g?.memory_total_mb ?? slot.memory_mb)}</span></td>
                     <td className="num">{g?.temperature_c == null ? "—" : `${Math.round(g.temperature_c)}°C`}</td>
                     <td className="num">{g?.power_w == null ? "—" : `${Math.round(g.power_w)}${g.power_limit_w ? ` / ${Math.round(g.power_limit_w)}` : ""} W`}</td>

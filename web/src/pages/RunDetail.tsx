@@ -244,7 +244,7 @@ function DetailsTab({ run, summary, job, onPrimaryChanged }: { run: Run | undefi
       <section className="card span-all">
         <header className="card-head"><h2>Metrics summary</h2></header>
         {metrics.length === 0 ? <Empty compact title="No metrics logged" icon="runs" /> : (
-          <table className="table compact">
+          <div className="table-scroll" tabIndex={0} role="region" aria-label="Metrics summary"><table className="table compact">
             <thead><tr><th>Metric</th><th className="num">Latest</th><th className="num">Best</th><th className="num">at step</th>
               <th>Goal</th><th>Trend</th><th className="num">Points</th><th>Primary metric of</th></tr></thead>
             <tbody>
@@ -262,7 +262,7 @@ function DetailsTab({ run, summary, job, onPrimaryChanged }: { run: Run | undefi
                 </tr>
               ))}
             </tbody>
-          </table>
+          </table></div>
         )}
       </section>
       <section className="card">
