@@ -202,9 +202,9 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
                         runner.cancel(message)
                     elif isinstance(message, Reconcile):
                         runner.reconcile(message)
-                    else:
                     elif isinstance(message, SweepThrottle):
                         nursery.start_soon(backend.throttle, message.sweep_id, message.max_parallel)
+                    else:
                         log.warning("runner ignores unexpected message %r", message)
         finally:
             link.goodbye(ok.node_id)
