@@ -121,10 +121,6 @@ class HelloOk:
 
 
 @attrs.frozen
-class JobSpecWire:
-    """What a node needs to start one attempt of a job."""
-
-@attrs.frozen
 class ArrayTask:
     """A sweep's trial placed on a pooled node: its node runs the sweep's trials it holds as one
     Slurm array job (issue 32 item 4), this trial as task ``index`` (its ``sweep_trial``), at most
@@ -134,6 +130,10 @@ class ArrayTask:
     index: int = field(minimum=0, message="must be 0 or more, got {value}")
     throttle: int = field(default=0, minimum=0, message="must be 0 (no limit) or more, got {value}")
 
+
+@attrs.frozen
+class JobSpecWire:
+    """What a node needs to start one attempt of a job."""
 
     job_id: str
     run_id: str
@@ -152,12 +152,12 @@ class ArrayTask:
     # How many GPUs the job asked for: a pooled node (Slurm) gets ``gpu_indexes=()`` and asks its
     # scheduler for this many (``--gres=gpu:<gpus>``); the local runner keeps using ``gpu_indexes``.
     gpus: int = 0
+    # A sweep's trial on a pooled node: a task of its sweep's array job (None: a job of its own).
+    array: ArrayTask | None = None
 
 
 @attrs.frozen
 class Dispatch:
-    # A sweep's trial on a pooled node: a task of its sweep's array job (None: a job of its own).
-    array: ArrayTask | None = None
     job: JobSpecWire
 
 
@@ -168,10 +168,6 @@ class Cancel:
 
 
 @attrs.frozen
-class JobStatus:
-    """A node reports a job's state change (RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, REQUEUE)."""
-
-@attrs.frozen
 class SweepThrottle:
     """Server to node: the sweep's max_parallel changed. A pooled node applies it to the sweep's
     array jobs (``scontrol update ArrayTaskThrottle``); a local node has nothing to do (the
@@ -180,6 +176,10 @@ class SweepThrottle:
     sweep_id: str
     max_parallel: int = field(minimum=0, message="must be 0 (no limit) or more, got {value}")
 
+
+@attrs.frozen
+class JobStatus:
+    """A node reports a job's state change (RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, REQUEUE)."""
 
     job_id: str
     attempt: int
