@@ -15,6 +15,7 @@ from gpuplaned.testing.node_link import MemoryNodeLink
 from gpuplaned.testing.slurm import FakeSlurm, SlurmScript
 
 SWEEP = "swp_1"
+HOUR = 3600.0
 
 
 def trial(index: int, throttle: int = 2, attempt: int = 1) -> JobSpecWire:
@@ -174,3 +175,21 @@ async def test_after_a_restart_each_trial_is_adopted_as_its_task_and_the_throttl
     assert ("scontrol", "update", f"JobId={array_id}", "ArrayTaskThrottle=3") in fake.commands
     assert fake.most_running[array_id] == 3  # once raised, the two held ran beside the first
     assert len(sbatches(fake)) == 1  # adopted, never submitted again
+
+
+async def test_a_preempted_trial_is_requeued_by_slurm_as_its_task_and_that_task_alone_cancelled(
+        nursery, tmp_path, autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=HOUR, stops_after_s=2.0), gpus=4, requeue_delay_s=10.0)
+    node, seen = await node_with(nursery, tmp_path, fake)  # [slurm] requeue = true (the default)
+    for i in range(2):
+        await node.link.dispatch(trial(i, throttle=0))
+    await seen.until(lambda: all((s := seen.last(f"trial_{i}")) is not None and s.status == "RUNNING"
+                                 for i in range(2)))
+    [array_id] = fake.throttles
+    [first, second] = fake.array_tasks(array_id)
+    fake.preempt(first.slurm_id)
+    await seen.until(lambda: seen.ended("trial_0"))
+    assert (seen.last("trial_0").status, seen.last("trial_0").failure_reason) == ("FAILED", "PREEMPTED")
+    assert (first.state, first.restarts) == ("CANCELLED", 1)  # Slurm's rerun of task 0, cancelled as A_0
+    assert ("scancel", "--full", f"{array_id}_0") in fake.commands
+    assert second.state == "RUNNING" and seen.last("trial_1").status == "RUNNING"  # the other task runs on
