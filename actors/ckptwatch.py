@@ -142,7 +142,7 @@ class _Watcher:
         cfg = ctx.shared.config.checkpoints
         self.stable_s = cfg.stable_s
         self.rescan_s = cfg.rescan_interval_s
-        self.home: Path = ctx.shared.config.home
+        self.home: Path = ctx.shared.config.jobs_home  # what holds the attempts' dirs
         self.handle = handle
         self.nursery = nursery
         self.watch = watch

@@ -139,7 +139,7 @@ class _Tailer:
         cfg = ctx.shared.config.tensorboard
         self.interval = cfg.poll_interval_s
         self.grace = cfg.crc_grace_s
-        self.home: Path = ctx.shared.config.home
+        self.home: Path = ctx.shared.config.jobs_home  # what holds the attempts' dirs
         self.host = socket.gethostname()
         self.handle = handle
         self.blocking = blocking

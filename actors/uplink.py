@@ -524,14 +524,14 @@ async def _reply_to(shared: UplinkContext, request_id: int, body: Any) -> Reply:
     if isinstance(body, CheckpointRemove):  # retention: one of this node's registered checkpoints
         return Reply(request_id, REPLY_BODIES.unstructure(await trio.to_thread.run_sync(on_disk.remove, body)))
     if isinstance(body, JobFoldersRemove):  # job remove / clean of jobs that ran here
-        removal = await trio.to_thread.run_sync(job_folders.remove, shared.config.home, body)
+        removal = await trio.to_thread.run_sync(job_folders.remove, shared.config.jobs_home, body)
         return Reply(request_id, REPLY_BODIES.unstructure(removal))
     return Reply(request_id, error=FrameFault("bad_request", f"an agent does not answer {REQUEST_BODIES.tag_of(body)}"))
 
 
 async def _read_log_reply(shared: UplinkContext, request_id: int, body: LogRead) -> Reply:
     try:
-        data = await trio.to_thread.run_sync(read_log, shared.config.home, body)
+        data = await trio.to_thread.run_sync(read_log, shared.config.jobs_home, body)
     except FileNotFoundError:
         return Reply(request_id, error=FrameFault(
             "not_found", f"no {body.stream} log of job {body.job_id} attempt {body.attempt} on this node"))

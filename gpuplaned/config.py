@@ -422,13 +422,16 @@ _SLURM_TIME = re.compile(r"\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}(:\d{2})?
 @attrs.frozen
 class SlurmConfig:
     """A node with ``[node] runner = "slurm"`` hands its jobs to a Slurm cluster
-    (``gpuplaned.slurm.backend``). Its home holds the job dirs and must be on a filesystem
-    the cluster's nodes share (docs/slurm.md)."""
+    (``gpuplaned.backends.slurm``). Its attempts' dirs lie under ``job_dir`` (else the home),
+    on a filesystem the cluster's nodes share (docs/slurm.md)."""
 
     partition: str | None = _key(_text, None)  # None: the cluster's default partition
     account: str | None = _key(_text, None)
     qos: str | None = _key(_text, None)
     time_limit: str | None = _key(_slurm_time, None)  # a job's --time unless it has a timeout; None: the partition's
+    # Where the attempts' dirs lie (<job_dir>/jobs/<job>/attempt-<n>): a filesystem the cluster's nodes
+    # share. None: the home, which must then be shared itself (the store is best kept off NFS).
+    job_dir: Path | None = _key(_path, None)
     bin_dir: Path | None = _key(_path, None)  # where sbatch, squeue, scontrol, scancel, sacct are; None: PATH
     python: Path | None = _key(_path, None)  # the interpreter that runs our shim on the compute node; None: this one's
     gpus_per_job: int = _key(_int_between(0, 1024), 8)  # the most GPUs one job may ask of this node
@@ -483,6 +486,14 @@ class Config:
     uplink: UplinkConfig = UplinkConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     slurm: SlurmConfig = SlurmConfig()
+
+    @property
+    def jobs_home(self) -> Path:
+        """What holds the attempts' dirs (``gpuplaned.home.attempt_dir``): the home, or a Slurm
+        node's ``[slurm] job_dir`` on a filesystem the cluster shares."""
+        if self.node.runner == "slurm" and self.slurm.job_dir is not None:
+            return self.slurm.job_dir
+        return self.home
 
     @property
     def db_path(self) -> Path:

@@ -162,7 +162,7 @@ class SlurmBackend:
 
     def __init__(self, config: Config, cli: SlurmCli, conditions: NodeConditions, blocking: Blocking,
                  poller: _Poller, nursery: trio.Nursery) -> None:
-        self.home = config.home
+        self.home = config.jobs_home  # what holds the attempts' dirs, on the shared filesystem
         self.slurm = config.slurm
         self.cli = cli
         self.conditions = conditions

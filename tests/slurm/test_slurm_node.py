@@ -41,8 +41,9 @@ def slurm_node(daemon_factory, cluster, **slurm: object) -> Jobs:
     return jobs
 
 
-def test_a_job_runs_through_slurm_with_its_output_and_exit_code(daemon_factory, slurm):
-    jobs = slurm_node(daemon_factory, slurm)
+def test_a_job_runs_through_slurm_with_its_output_and_exit_code(daemon_factory, slurm, tmp_path):
+    shared = tmp_path / "shared"  # the cluster's shared filesystem; the store stays in the home
+    jobs = slurm_node(daemon_factory, slurm, job_dir=str(shared))
     node = jobs.client.get("/api/v1/nodes")["nodes"][0]
     assert (node["name"], node["runner"]) == ("hpc", "slurm")
 
@@ -50,6 +51,8 @@ def test_a_job_runs_through_slurm_with_its_output_and_exit_code(daemon_factory, 
     done = jobs.wait(job["id"], timeout=60)
     assert (done["status"], done["exit_code"], done["failure_reason"]) == ("FAILED", 3, "EXIT_CODE")
     slurm_id = jobs.file("slurm_id").read_text().strip()
+    assert (shared / "jobs" / job["id"] / "attempt-1" / "exit.json").exists()
+    assert not (jobs.daemon.home / "jobs" / job["id"]).exists()
     assert slurm_id.isdigit()  # it ran inside a Slurm allocation
     shown = jobs.daemon.run_ctl("logs", job["id"], "--full")
     assert shown.returncode == 0, shown.stderr

@@ -259,4 +259,4 @@ def log_path(shared: ServerContext, job: Job, stream: str, attempt: int | None =
     if attempt < 1 or attempt > job.attempt:
         raise ApiError(ErrorCode.NOT_FOUND, f"job {job.id} has no attempt {attempt} (it has {job.attempt})",
                        {"job_id": job.id, "attempts": job.attempt})
-    return attempt_dir(shared.config.home, job.id, attempt) / f"{stream}.log"
+    return attempt_dir(shared.config.jobs_home, job.id, attempt) / f"{stream}.log"

@@ -79,7 +79,7 @@ async def _remove(shared: ServerContext, batch: Pending, name: str, outcome: Out
         config = getattr(shared, "config", None)
         if config is None:  # a context without a home has no job folders
             return True
-        removal = await trio.to_thread.run_sync(job_folders.remove, config.home, ask)  # rmtree: off the loop
+        removal = await trio.to_thread.run_sync(job_folders.remove, config.jobs_home, ask)  # rmtree: off the loop
         outcome.removed.extend(removal.removed)
         return True
     try:
