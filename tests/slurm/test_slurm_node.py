@@ -12,6 +12,13 @@ import pytest
 from helpers import Jobs, wait_for
 
 SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
+TB_SCRIPT = """\
+from torch.utils.tensorboard import SummaryWriter
+w = SummaryWriter("tb/exp")
+for step in range(5):
+    w.add_scalar("train/loss", 1.0 / (step + 1), step)
+w.close()
+"""
 SDK_SCRIPT = """\
 import gpuplane
 run = gpuplane.init()
@@ -69,6 +76,14 @@ def test_a_job_runs_through_slurm_with_its_output_and_exit_code(daemon_factory, 
     summary = wait_for(lambda: (s := jobs.client.get(f"/api/v1/runs/{run_id}/summary")["summary"])["metrics"] and s,
                        20, what="the run's metrics")
     assert summary["metrics"]["loss"]["count"] == 5
+
+    # TensorBoard's event files in the shared job's folder reach the job's run too.
+    (jobs.workdir / "tb.py").write_text(TB_SCRIPT)
+    tb = jobs.submit([sys.executable, "tb.py"], gpu=0, env={"GPUPLANE_TB_DIR": str(jobs.workdir / "tb")})
+    assert jobs.wait(tb["id"], timeout=60)["status"] == "SUCCEEDED"
+    tb_run = jobs.get(tb["id"])["run_id"]
+    wait_for(lambda: (jobs.client.get(f"/api/v1/runs/{tb_run}/summary")["summary"]["metrics"].get("train/loss") or {})
+             .get("count") == 5, 30, what="the event file's 5 points")
 
 
 def test_a_job_waits_with_slurms_reason_and_a_cancel_leaves_no_process(daemon_factory, slurm):
