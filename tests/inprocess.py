@@ -41,6 +41,30 @@ async def daemon_context(tmp_path: Path, nursery: trio.Nursery, specs: list[Acto
         endpoint.release()
 
 
+async def scheduler_stand_in(ctx: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """A scheduler that takes nothing from its inbox: the test runs the passes itself, and may
+    read the wakes left there."""
+    task_status.started()
+    await trio.sleep_forever()
+
+
+@asynccontextmanager
+async def passes_by_hand(tmp_path: Path, nursery: trio.Nursery, *, ready: bool = True,
+                         **settings: Any) -> AsyncIterator[DaemonContext]:
+    """A server's store (with read connections) and ``scheduler_stand_in``: the scheduling
+    passes are the test's to run. ``ready``: the daemon says READY (requests are taken);
+    ``settings`` as ``daemon_context``'s."""
+    from gpuplaned.actors import store  # a server actor: only where a test asks for one
+
+    async with daemon_context(tmp_path, nursery, [
+        ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024),
+        ActorSpec("scheduler", scheduler_stand_in, frozenset({"all"}), inbox_size=16),
+    ], readers=True, **settings) as ctx:
+        if ready:
+            ctx.lifecycle.ready()
+        yield ctx
+
+
 @attrs.define
 class WallClock:
     """A daemon context's ``wall_ms`` moved by hand: expiry tested without waiting for it."""

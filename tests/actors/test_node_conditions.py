@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 import trio
-from inprocess import daemon_context
+from inprocess import passes_by_hand
 
-from gpuplaned.actors import monitor, store
+from gpuplaned.actors import monitor
 from gpuplaned.config import GpuSource, MonitorConfig, NodeConfig
 from gpuplaned.domain.node_conditions import NODE_CONDITION_CLEARED, NODE_CONDITION_RAISED, NodeConditions
 from gpuplaned.http.app import create_app
@@ -23,7 +23,6 @@ from gpuplaned.mcp.table import Call
 from gpuplaned.node_context import NodeContext
 from gpuplaned.protocol.agent import FRAMES, RECORD_BODIES, GpuInfo, Hello, JobStatus, NodeEvents, NodeSnapshot
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.service.link.nodes import LocalNodeLink
 from gpuplaned.service.passes.dispatch import deliver, run_pass
 from gpuplaned.store.writer import write
@@ -68,20 +67,10 @@ def test_the_new_fields_cross_the_uplink_as_they_are():
         assert RECORD_BODIES.structure(json.loads(json.dumps(RECORD_BODIES.unstructure(record)))) == record
 
 
-async def scheduler_stand_in(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
-    """Takes nothing from its inbox: the test runs the passes itself."""
-    task_status.started()
-    await trio.sleep_forever()
-
-
 @pytest.fixture
 async def shared(tmp_path, nursery):
-    async with daemon_context(tmp_path, nursery, [
-        ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024),
-        ActorSpec("scheduler", scheduler_stand_in, frozenset({"all"}), inbox_size=16),
-    ], readers=True, node=NodeConfig(name="slurm-1", gpus=GpuSource("fake", 1)),
-            monitor=MonitorConfig(sample_interval_s=0.05, batch_interval_s=60.0)) as ctx:
-        ctx.lifecycle.ready()
+    async with passes_by_hand(tmp_path, nursery, node=NodeConfig(name="slurm-1", gpus=GpuSource("fake", 1)),
+                              monitor=MonitorConfig(sample_interval_s=0.05, batch_interval_s=60.0)) as ctx:
         yield ctx
 
 

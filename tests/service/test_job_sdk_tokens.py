@@ -14,13 +14,11 @@ import sqlite3
 
 import pytest
 import trio
-from inprocess import daemon_context
+from inprocess import passes_by_hand
 
-from gpuplaned.actors import store
 from gpuplaned.http.app import create_app
 from gpuplaned.protocol.agent import Hello, JobSpecWire, JobStatus, PooledCapacity
 from gpuplaned.protocol.converter import FieldInvalid
-from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.service.api import job_tokens
 from gpuplaned.service.link.nodes import LocalNodeLink
 from gpuplaned.service.passes.dispatch import deliver, run_pass
@@ -30,18 +28,9 @@ SERVER = "http://login1:8765"
 TOKEN = re.compile(r"gpp_[0-9A-HJKMNP-TV-Z]{26}_[A-Za-z0-9_-]{43}")
 
 
-async def scheduler_stand_in(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
-    task_status.started()
-    await trio.sleep_forever()
-
-
 @pytest.fixture
 async def shared(tmp_path, nursery):
-    async with daemon_context(tmp_path, nursery, [
-        ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024),
-        ActorSpec("scheduler", scheduler_stand_in, frozenset({"all"}), inbox_size=16),
-    ], readers=True) as ctx:
-        ctx.lifecycle.ready()
+    async with passes_by_hand(tmp_path, nursery) as ctx:
         yield ctx
 
 

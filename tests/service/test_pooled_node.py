@@ -6,32 +6,21 @@ from __future__ import annotations
 
 import pytest
 import trio
-from inprocess import daemon_context
+from inprocess import passes_by_hand
 
-from gpuplaned.actors import store
 from gpuplaned.http.app import create_app
 from gpuplaned.mcp import args, read_tools
 from gpuplaned.mcp.table import Call
 from gpuplaned.protocol.agent import GpuInfo, Hello, JobStatus, PooledCapacity
-from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.service.link.nodes import LocalNodeLink
 from gpuplaned.service.passes.dispatch import deliver, run_pass
 from gpuplaned.store.writer import write
 from gpuplanectl.render_nodes import node_detail, node_list_table
 
 
-async def scheduler_stand_in(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
-    task_status.started()
-    await trio.sleep_forever()
-
-
 @pytest.fixture
 async def shared(tmp_path, nursery):
-    async with daemon_context(tmp_path, nursery, [
-        ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024),
-        ActorSpec("scheduler", scheduler_stand_in, frozenset({"all"}), inbox_size=16),
-    ], readers=True) as ctx:
-        ctx.lifecycle.ready()
+    async with passes_by_hand(tmp_path, nursery) as ctx:
         yield ctx
 
 

@@ -5,13 +5,10 @@ and SQLite file. The reads through a live agent: ``tests/e2e/test_e2e_remote_log
 from __future__ import annotations
 
 import pytest
-import trio
-from inprocess import daemon_context
+from inprocess import passes_by_hand
 
-from gpuplaned.actors import store
 from gpuplaned.logtail import LineSplitter
 from gpuplaned.protocol.agent import LogChunk, LogLines
-from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.service.link.log_feeds import batches_of
 from gpuplaned.service.link.nodes import LocalNodeLink, Once
 from gpuplaned.service.link.remote_logs import RemoteReader, end_at_least
@@ -19,17 +16,9 @@ from gpuplaned.store import log_rows
 from gpuplaned.store.writer import write
 
 
-async def scheduler_stand_in(ctx, *, task_status=trio.TASK_STATUS_IGNORED):
-    task_status.started()
-    await trio.sleep_forever()
-
-
 @pytest.fixture
 async def shared(tmp_path, nursery):
-    async with daemon_context(tmp_path, nursery, [
-        ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024),
-        ActorSpec("scheduler", scheduler_stand_in, frozenset({"all"}), inbox_size=16),
-    ], readers=True) as ctx:
+    async with passes_by_hand(tmp_path, nursery, ready=False) as ctx:
         yield ctx
 
 
