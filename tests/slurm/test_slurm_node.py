@@ -8,7 +8,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from helpers import Jobs, wait_for
 
 SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
@@ -29,11 +28,12 @@ run.finish()
 
 
 
-def slurm_node(daemon_factory, cluster, **slurm: object) -> Jobs:
-    """A READY daemon whose one node runs its jobs on ``cluster``."""
+def slurm_node(daemon_factory, cluster, *, env: dict[str, str] | None = None, **slurm: object) -> Jobs:
+    """A READY daemon whose one node runs its jobs on ``cluster`` (``env``: more of the
+    daemon's environment; ``slurm``: ``[slurm]`` keys)."""
     settings = {"poll_interval_s": 0.2, "poll_max_s": 1.0, "command_timeout_s": 5.0, "lost_after_s": 5.0,
                 "signal_before_s": 0, **slurm}
-    daemon = daemon_factory(env={"SLURM_CONF": str(cluster.conf)})
+    daemon = daemon_factory(env={"SLURM_CONF": str(cluster.conf), **(env or {})})
     config = daemon.root / "config" / "gpuplane" / "gpuplaned.toml"
     config.parent.mkdir(parents=True)
     config.write_text(textwrap.dedent("""\

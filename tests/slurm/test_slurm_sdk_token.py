@@ -10,10 +10,10 @@ import http.client
 import json
 import socket
 import sys
-import textwrap
 from pathlib import Path
 
-from helpers import Jobs, wait_for
+from helpers import wait_for
+from test_slurm_node import slurm_node
 
 SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
 # The job: the real SDK over whatever its environment names, then what its token gets from the
@@ -66,31 +66,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def slurm_node_with_front(daemon_factory, cluster, port: int, **slurm: object) -> Jobs:
-    """``test_slurm_node.slurm_node``'s daemon, its HTTP front on ``port`` (known before it starts,
-    since ``server_url`` names it)."""
-    settings = {"poll_interval_s": 0.2, "poll_max_s": 1.0, "command_timeout_s": 5.0, "lost_after_s": 5.0,
-                "signal_before_s": 0, **slurm}
-    daemon = daemon_factory(env={"SLURM_CONF": str(cluster.conf), "GPUPLANE_HTTP": f"127.0.0.1:{port}"})
-    config = daemon.root / "config" / "gpuplane" / "gpuplaned.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(textwrap.dedent("""\
-        [node]
-        name = "hpc"
-        runner = "slurm"
-        [slurm]
-        """) + "".join(f"{key} = {value!r}\n".replace("'", '"') for key, value in settings.items()))
-    daemon.start().wait_ready()
-    jobs = Jobs(daemon, daemon.root / "work")
-    jobs.wait_node()
-    return jobs
-
-
 def test_the_sdk_in_an_allocation_without_the_control_socket_logs_over_tcp_with_its_jobs_token(daemon_factory,
                                                                                                  slurm):
     port = free_port()
     server = f"http://127.0.0.1:{port}"
-    jobs = slurm_node_with_front(daemon_factory, slurm, port, server_url=server)
+    # The HTTP front on a port known before the daemon starts, since server_url names it.
+    jobs = slurm_node(daemon_factory, slurm, env={"GPUPLANE_HTTP": f"127.0.0.1:{port}"}, server_url=server)
     assert jobs.client.get("/api/v1/daemon")["endpoints"]["http"] == server
     other = jobs.client.post("/api/v1/sessions", {"name": "the user's"})["run_id"]
 
