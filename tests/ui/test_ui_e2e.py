@@ -571,6 +571,44 @@ def test_a_remote_nodes_link_on_the_nodes_page_and_its_jobs_log_source(tmp_path)
         cluster.close()
 
 
+# A run that logs ten points of loss each time a file burst-<n> appears in its folder, and
+# nothing between: the browser test decides when points come.
+BURSTS = """
+import os, sys, time, gpuplane
+run = gpuplane.init(project="ui-e2e", experiment="push", name="ui-push")
+folder, step, burst = sys.argv[1], 0, 0
+while True:
+    if os.path.exists(os.path.join(folder, f"burst-{burst}")):
+        for _ in range(10):
+            run.log({"loss": 1 / (1 + step)}, step=step)
+            step += 1
+        print(f"burst {burst}: {step} points", flush=True)
+        burst += 1
+    time.sleep(0.02)
+"""
+
+
+def test_a_runs_chart_follows_its_metric_stream_and_polls_only_while_the_stream_is_down(ui):
+    folder = ui.work / "bursts"
+    folder.mkdir()
+    (folder / "burst-0").touch()
+    job = ui.jobs.submit([sys.executable, "-c", BURSTS, str(folder)], name="ui-push", gpu=0,
+                         env={"PYTHONPATH": str(SDK_DIR)})
+    ui.jobs.wait(job["id"], "RUNNING", timeout=30)
+    run_id = wait_for(lambda: ui.jobs.get(job["id"])["run_id"], 30, interval=0.05, what="the job's run")
+    wait_for(lambda: ui.jobs.client.get(f"/api/v1/runs/{run_id}/metrics?names=loss")["series"].get("loss"), 30,
+             interval=0.1, what="the first burst's points")
+
+    r = run_script(ui, "push", GPUPLANE_UI_RUN_ID=run_id, GPUPLANE_UI_BURST_DIR=str(folder))
+
+    assert r["quiet"]["chart_requests"] == 0, r["quiet"]  # the stream is up: no timer asks
+    assert r["pushed"]["after"] > r["pushed"]["before"] and r["pushed"]["chart_requests"] >= 1, r["pushed"]
+    assert r["down"]["after"] > r["down"]["before"] and r["down"]["stream_tries"] >= 1, r["down"]
+    assert r["back"]["chart_requests"] == 0, r["back"]  # open again: the polling stopped
+    assert r["problems"] == []
+    ui.jobs.client.post(f"/api/v1/jobs/{job['id']}/cancel", {})
+
+
 def test_every_page_meets_the_quality_bar_light_and_dark_at_a_laptops_and_a_phones_size(ui):
     """Issue 33 item 5, in one browser session (web/e2e/quality.mjs): every page, light and dark,
     at 1280x800 and 390x844, with no console error or failed request, no sideways scroll of the

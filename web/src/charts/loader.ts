@@ -1,7 +1,8 @@
 // Fetching run metrics into a SeriesStore: the overview (or, when zoomed, the detail of
 // the zoomed range) for every run, then, while a run is live and the view is not zoomed,
-// a tail from its last x each time its metric stream announces committed points. The
-// server downsamples; nothing here holds more than a few thousand points per metric.
+// a tail from its last x each time its metric stream announces committed points (polled
+// for only while that stream is down). The server downsamples; nothing here holds more
+// than a few thousand points per metric.
 
 import { useEffect, useRef, useState } from "react";
 import { api, ApiError } from "../api/client";
@@ -9,6 +10,7 @@ import type { RunMetrics } from "../api/types";
 import { DEFAULT_POINTS, metricsKey } from "../api/metricsKey";
 import { takePrefetched } from "../api/prefetch";
 import { EventStream } from "../api/sse";
+import { FallbackPoll } from "./fallbackPoll";
 import type { SeriesStore } from "./series";
 
 export interface LoaderOptions {
@@ -19,7 +21,7 @@ export interface LoaderOptions {
   /** Runs still producing points (their tails follow the run's metric stream). */
   live: readonly string[];
   points?: number;
-  /** Polling period where the stream is refused. */
+  /** Polling period while a run's stream is down (reconnecting or refused). */
   pollMs?: number;
 }
 
@@ -119,26 +121,27 @@ export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_
       }
     };
     // The run's metric stream says when points were committed; the tail itself is still read
-    // from the metrics endpoint, so it is bucketed like the overview. Polling only where the
-    // stream is refused (a daemon without it).
-    const timers: ReturnType<typeof setInterval>[] = [];
+    // from the metrics endpoint, so it is bucketed like the overview. Polling only while the
+    // stream is down (reconnecting, or refused by a daemon without it); once it is open again
+    // its "ready" brings the tail up to date.
+    const polls: FallbackPoll[] = [];
     const streams = live.map((id) => {
       const queue = new TailQueue((full) => tail(id, full));
+      const poll = new FallbackPoll(() => queue.poke(false), pollMs);
+      polls.push(poll);
       return new EventStream({
         path: `/runs/${encodeURIComponent(id)}/metrics/stream`,
         onMessage: (m) => {
           if (m.event === "points" || m.event === "ready") queue.poke(false);
           else if (m.event === "reset") queue.poke(true);
         },
-        onState: (state) => {
-          if (state === "failed") timers.push(setInterval(() => document.visibilityState !== "hidden" && queue.poke(false), pollMs));
-        },
+        onState: (state) => poll.onState(state),
       });
     });
     return () => {
       abort.abort();
       for (const s of streams) s.close();
-      for (const t of timers) clearInterval(t);
+      for (const p of polls) p.stop();
     };
   }, [store, liveKey, x, zoomKey, points, pollMs]); // eslint-disable-line react-hooks/exhaustive-deps
 

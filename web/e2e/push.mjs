@@ -1,0 +1,114 @@
+// Live by push (issue 33 item 3): a run's chart follows GET /runs/{id}/metrics/stream and polls
+// only while that stream is down. The run's job logs a burst of points each time this script
+// makes a file burst-<n> in GPUPLANE_UI_BURST_DIR, and nothing between bursts. Counted are the
+// page's chart requests (GET /runs/{id}/metrics, POST /runs/metrics/query):
+//   quiet:  the stream is up and nothing is logged for QUIET_MS (more than two polling periods):
+//           no chart request at all;
+//   pushed: a burst: the chart gains its points, fetched after the stream announced them;
+//   down:   the stream refused (the tab hidden and shown again, its reconnects aborted): the
+//           chart polls, and gains the next burst's points that way;
+//   back:   the stream let through again: it reopens and, after its "ready" catch-up, no chart
+//           request for BACK_MS (more than one polling period).
+// Env: GPUPLANE_UI_URL, GPUPLANE_UI_TOKEN, GPUPLANE_UI_SHOTS, and
+//   GPUPLANE_UI_RUN_ID     the bursting run; GPUPLANE_UI_BURST_DIR where its job looks for burst-<n>
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { check, env, main, openWatchedPage, screenshot, signIn } from "./lib.mjs";
+
+const POLL_MS = 3000; // the chart's polling period while its stream is down (charts/loader.ts)
+const QUIET_MS = 2 * POLL_MS + 500;
+const BACK_MS = POLL_MS + 500;
+const CHART_REQUEST = /^\/api\/v1\/runs\/(?:[^/]+\/metrics|metrics\/query)$/;
+const STREAM = /^\/api\/v1\/runs\/[^/]+\/metrics\/stream$/;
+
+await main("push", 90_000, async (result) => {
+  const base = env("GPUPLANE_UI_URL");
+  const runId = env("GPUPLANE_UI_RUN_ID");
+  const burstDir = env("GPUPLANE_UI_BURST_DIR");
+  const { browser, watch, page } = await openWatchedPage(result);
+  await signIn(page, base, env("GPUPLANE_UI_TOKEN"), "/jobs");
+  watch.expect401 = false;
+
+  const chart = [];
+  const streams = [];
+  browser.context.on("request", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (CHART_REQUEST.test(path)) chart.push(performance.now());
+    if (STREAM.test(path)) streams.push(performance.now());
+  });
+  const points = () => page.evaluate(() => Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0));
+  const grows = (before, timeout) => page.waitForFunction((n) =>
+    Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0) > n, before, { timeout });
+  const since = (t) => chart.filter((at) => at >= t).length;
+  let bursts = 0;
+  const burst = () => writeFileSync(join(burstDir, `burst-${++bursts}`), "");
+
+  result.at = "the run's page";
+  const opened = page.waitForResponse((r) => STREAM.test(new URL(r.url()).pathname) && r.status() === 200);
+  await page.goto(new URL(`/runs/${runId}`, base).href);
+  await opened;
+  await grows(0, 15_000);
+  await page.waitForFunction(() => document.querySelectorAll('[aria-busy="true"], .chart-skeleton').length === 0);
+
+  result.at = "quiet";
+  let t = performance.now();
+  await page.waitForTimeout(QUIET_MS); // the span is the check: nothing may ask in it
+  result.quiet = { ms: QUIET_MS, chart_requests: since(t) };
+  check(result, result.quiet.chart_requests === 0,
+    `with the stream up and nothing logged, the chart asked ${result.quiet.chart_requests} times in ${QUIET_MS} ms`);
+
+  result.at = "pushed";
+  let before = await points();
+  t = performance.now();
+  burst();
+  await grows(before, 15_000);
+  result.pushed = { before, after: await points(), grew_ms: Math.round(performance.now() - t), chart_requests: since(t) };
+  check(result, result.pushed.chart_requests >= 1, "the pushed points came with no chart request");
+
+  result.at = "down";
+  // The stream is refused from now on; hiding the tab closes it, showing it again reconnects.
+  const streamPattern = (u) => STREAM.test(u.pathname);
+  const refusedFrom = watch.problems.length;
+  await page.route(streamPattern, (route) => route.abort("connectionrefused"));
+  const refusedBefore = streams.length;
+  await setVisibility(page, "hidden");
+  await setVisibility(page, "visible");
+  before = await points();
+  t = performance.now();
+  burst();
+  await grows(before, 15_000);
+  result.down = { before, after: await points(), grew_ms: Math.round(performance.now() - t), chart_requests: since(t),
+    stream_tries: streams.length - refusedBefore };
+  check(result, result.down.stream_tries >= 1, "the hidden and shown tab did not try its stream again");
+
+  result.at = "back";
+  const reopened = page.waitForResponse((r) => STREAM.test(new URL(r.url()).pathname) && r.status() === 200, { timeout: 30_000 });
+  await page.unroute(streamPattern);
+  await reopened;
+  // Its "ready" brings the tail up to date: one request, at once. Then nothing.
+  await page.waitForTimeout(500);
+  t = performance.now();
+  await page.waitForTimeout(BACK_MS);
+  result.back = { ms: BACK_MS, chart_requests: since(t) };
+  check(result, result.back.chart_requests === 0,
+    `with the stream open again the chart still asked ${result.back.chart_requests} times in ${BACK_MS} ms`);
+  const refusedTo = watch.problems.length;
+  await screenshot(page, "push-run");
+
+  delete result.at;
+  // The refused reconnects (a failed request and chromium's console line for each) are this
+  // script's doing; anything else is a problem.
+  result.problems = watch.problems.filter((p, i) => !(i >= refusedFrom && i < refusedTo && /ERR_CONNECTION_REFUSED/.test(p)
+    && (/metrics\/stream/.test(p) || /^console error .*Failed to load resource/.test(p))));
+  for (const p of result.problems) result.failures.push(p);
+});
+
+/** The tab hidden or shown, as the page sees it (headless chromium never hides a tab itself). */
+async function setVisibility(page, state) {
+  await page.evaluate((s) => {
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => s });
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => s === "hidden" });
+    document.dispatchEvent(new Event("visibilitychange"));
+  }, state);
+}
