@@ -129,10 +129,13 @@ await main("quality", 110_000, async (result) => {
         check(result, shown.theme === theme, `${where}: the theme is ${shown.theme}`);
         check(result, shown.scrollWidth <= shown.clientWidth,
           `${where}: the page scrolls sideways (${shown.scrollWidth} > ${shown.clientWidth})`);
+        const t1 = performance.now();
         const serious = await axeViolations(page);
+        const t2 = performance.now();
         for (const v of serious) result.failures.push(`${where}: axe ${v.impact} ${v.id} (${v.help}) on ${v.count}: ${v.nodes.join("; ")}`);
         const shot = await screenshot(page, `quality-${p.name}-${theme}-${size.name}`);
-        const entry = { name: p.name, theme, size: size.name, ms: Math.round(performance.now() - t0), overflow:
+        const entry = { name: p.name, theme, size: size.name, ms: Math.round(performance.now() - t0),
+          ready_ms: Math.round(t1 - t0), axe_ms: Math.round(t2 - t1), overflow:
           shown.scrollWidth - shown.clientWidth, axe: serious.map((v) => v.id), shot, problems: watch.problems.slice(before) };
         result.pages.push(entry);
         if (theme !== "light") continue;
