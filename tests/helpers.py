@@ -235,15 +235,23 @@ class Jobs:
 
 
 @contextlib.contextmanager
-def jobs_with_front(root: Path, *args: str) -> Iterator[tuple[Jobs, str]]:
-    """A real daemon (two fake GPUs, node ``n1``, the TCP front on a free loopback port) and its
-    ``Jobs`` in ``root``: (jobs, the front's URL); killed, with its jobs, at the end."""
-    daemon = DaemonProcess(root / "d", "--gpus=fake:2", "--node-name", "n1", "--http", "127.0.0.1:0", *args).start()
+def running_jobs(root: Path, *args: str) -> Iterator[Jobs]:
+    """A READY daemon started with ``args`` in ``root``, its node registered, and its ``Jobs``;
+    killed, with its jobs, at the end. For a module's fixture: tests that share one daemon."""
+    daemon = DaemonProcess(root / "d", *args).start()
     try:
         daemon.wait_ready()
         jobs = Jobs(daemon, root / "work")
         jobs.wait_node()
-        yield jobs, wait_for(lambda: jobs.client.get("/api/v1/daemon")["endpoints"].get("http"), what="the front")
+        yield jobs
     finally:
         daemon.kill()
         kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
+
+
+@contextlib.contextmanager
+def jobs_with_front(root: Path, *args: str) -> Iterator[tuple[Jobs, str]]:
+    """A real daemon (two fake GPUs, node ``n1``, the TCP front on a free loopback port) and its
+    ``Jobs`` in ``root``: (jobs, the front's URL); killed, with its jobs, at the end."""
+    with running_jobs(root, "--gpus=fake:2", "--node-name", "n1", "--http", "127.0.0.1:0", *args) as jobs:
+        yield jobs, wait_for(lambda: jobs.client.get("/api/v1/daemon")["endpoints"].get("http"), what="the front")

@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from helpers import Jobs, processes_with_env, wait_for
+from helpers import Jobs, processes_with_env, running_jobs, wait_for
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
@@ -154,6 +154,14 @@ def test_spawn_failure_is_recorded(jobs):
     assert (done["status"], done["failure_reason"]) == ("FAILED", "SPAWN_FAILED")
 
 
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """One daemon for the refused submits: none makes a job (each case checks that none exists
+    after it), so none needs a fresh daemon, whose start was most of such a case's time."""
+    with running_jobs(tmp_path_factory.mktemp("refusals"), "--gpus=fake:2") as jobs:
+        yield jobs
+
+
 @pytest.mark.parametrize("body, field", [
     ({"command": ["true"], "node": "elsewhere"}, "node"),
     ({"command": ["true"], "gpu": -1}, "gpu"),
@@ -165,7 +173,8 @@ def test_spawn_failure_is_recorded(jobs):
     ({"command": ["true"], "colour": "red"}, "colour"),
     ({"command": ["true"], "env": {"X": "a\x00b"}}, "env"),  # exec could never take it
 ])
-def test_bad_submits_create_nothing(jobs, body, field):
+def test_bad_submits_create_nothing(refusals, body, field):
+    jobs = refusals
     body = {"cwd": str(jobs.workdir), **body}
     with pytest.raises(ApiError) as err:
         jobs.client.post("/api/v1/jobs", body)

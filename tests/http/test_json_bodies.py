@@ -10,7 +10,8 @@ import json
 from urllib.parse import urlsplit
 
 import pytest
-from unixhttp import BASE_URL
+from helpers import running_jobs
+from unixhttp import BASE_URL, unix_session
 
 from gpuplaned.http.bodies import _may_hold_surrogates
 from gpuplaned.protocol import agent
@@ -36,6 +37,16 @@ def test_which_bodies_are_walked(raw, walked):
     assert _may_hold_surrogates(raw) is walked
 
 
+@pytest.fixture(scope="module")
+def refusals_session(tmp_path_factory):
+    """One daemon for the refused bodies: none opens a session, so none needs a fresh daemon,
+    whose start was most of such a case's time. A ``requests`` session on its Unix socket."""
+    with running_jobs(tmp_path_factory.mktemp("refusals"), "--gpus=fake:2") as jobs:
+        session = unix_session(str(jobs.daemon.socket_path))
+        yield session
+        session.close()
+
+
 @pytest.mark.parametrize("raw", [
     b'{"name": "\\ud800"}',
     b'{"name": "a\\uDC00b"}',
@@ -44,8 +55,8 @@ def test_which_bodies_are_walked(raw, walked):
     '{"name": "\\ud800"}'.encode("utf-16"),
     '{"name": "x", "config": {"\\udfff": 1}}'.encode("utf-8-sig"),
 ])
-def test_a_lone_surrogate_is_refused_however_it_is_written(api_session, raw):
-    response = api_session.post(f"{BASE_URL}/api/v1/sessions", data=raw, timeout=10)
+def test_a_lone_surrogate_is_refused_however_it_is_written(refusals_session, raw):
+    response = refusals_session.post(f"{BASE_URL}/api/v1/sessions", data=raw, timeout=10)
     assert response.status_code == 400, response.text
     assert "lone surrogate" in response.json()["error"]["message"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import running_jobs
 from test_openapi import Checker
 from unixhttp import BASE_URL, unix_session
 
@@ -74,6 +75,14 @@ def test_projects_crud_names_and_pages(api):
     assert len(api.get("/api/v1/projects")["projects"]) == 4
 
 
+@pytest.fixture(scope="module")
+def refusals_api(tmp_path_factory):
+    """One daemon for the refused bodies: none makes a project (each case checks it), so none
+    needs a fresh daemon, whose start was most of such a case's time."""
+    with running_jobs(tmp_path_factory.mktemp("refusals"), "--gpus=none") as jobs:
+        yield jobs.client
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({}, "name"),
     ({"name": ""}, "name"),
@@ -88,7 +97,8 @@ def test_projects_crud_names_and_pages(api):
     ({"name": "ok", "description": 5}, "description"),
     ({"name": "ok", "primary_metric": ""}, "primary_metric"),
 ])
-def test_bad_project_bodies_name_the_field(api, body, field):
+def test_bad_project_bodies_name_the_field(refusals_api, body, field):
+    api = refusals_api
     err = refused(api.post, "/api/v1/projects", body)
     assert err.code == ErrorCode.BAD_REQUEST and err.details["field"] == field, err.message
     assert api.get("/api/v1/projects")["projects"] == []

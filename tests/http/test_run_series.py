@@ -12,6 +12,7 @@ import math
 from array import array
 
 import pytest
+from helpers import running_jobs
 from test_openapi import Checker
 from unixhttp import BASE_URL, unix_session
 
@@ -129,6 +130,14 @@ def test_a_resumed_run_comes_by_step_then_by_ts(api):
     assert by_ts["ts"] == sorted(by_ts["ts"]) and by_ts["count"] == 170
 
 
+@pytest.fixture(scope="module")
+def refusals_api(tmp_path_factory):
+    """One daemon for the refused queries: each case opens a run of its own and changes nothing
+    else, so none needs a fresh daemon, whose start was most of such a case's time."""
+    with running_jobs(tmp_path_factory.mktemp("refusals"), "--gpus=none") as jobs:
+        yield jobs.client
+
+
 @pytest.mark.parametrize(("query", "field"), [
     ("", "name"),
     ("name=loss&x=epoch", "x"),
@@ -142,7 +151,8 @@ def test_a_resumed_run_comes_by_step_then_by_ts(api):
     ("name=loss&encoding=msgpack", "encoding"),
     ("name=loss&cursor=nope", "cursor"),
 ])
-def test_bad_queries_name_their_parameter(api, query, field):
+def test_bad_queries_name_their_parameter(refusals_api, query, field):
+    api = refusals_api
     sid, run_id = open_run(api)
     send(api, sid, 0, "loss", [0], [T0], [1.0])
     with pytest.raises(ApiError) as err:
