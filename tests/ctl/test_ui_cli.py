@@ -9,9 +9,18 @@ import time
 
 import httpx
 import pytest
+from helpers import running_jobs
 from jobhelpers import ctl
 
 LINK = re.compile(r"http://127\.0\.0\.1:(\d+)/login\?code=[A-Za-z0-9_-]{43}")
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    """One daemon for the module's link tests: each link is made for its own call and works once,
+    so no test needs a fresh daemon, whose start was most of such a test's time."""
+    with running_jobs(tmp_path_factory.mktemp("ui")) as jobs:
+        yield jobs.daemon
 
 
 def front_url(daemon) -> str:
