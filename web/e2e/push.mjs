@@ -21,6 +21,7 @@ const QUIET_MS = 2 * POLL_MS + 500;
 const BACK_MS = POLL_MS + 500;
 const CHART_REQUEST = /^\/api\/v1\/runs\/(?:[^/]+\/metrics|metrics\/query)$/;
 const STREAM = /^\/api\/v1\/runs\/[^/]+\/metrics\/stream$/;
+const SUMMARY = /^\/api\/v1\/runs\/[^/]+\/summary$/; // the headline: it follows the stream too
 
 await main("push", 90_000, async (result) => {
   const base = env("GPUPLANE_UI_URL");
@@ -32,15 +33,18 @@ await main("push", 90_000, async (result) => {
 
   const chart = [];
   const streams = [];
+  const summaries = [];
   browser.context.on("request", (r) => {
     const path = new URL(r.url()).pathname;
     if (CHART_REQUEST.test(path)) chart.push(performance.now());
     if (STREAM.test(path)) streams.push(performance.now());
+    if (SUMMARY.test(path)) summaries.push(performance.now());
   });
   const points = () => page.evaluate(() => Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0));
   const grows = (before, timeout) => page.waitForFunction((n) =>
     Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0) > n, before, { timeout });
   const since = (t) => chart.filter((at) => at >= t).length;
+  const summariesSince = (t) => summaries.filter((at) => at >= t).length;
   let bursts = 0;
   const burst = () => writeFileSync(join(burstDir, `burst-${++bursts}`), "");
 
@@ -54,17 +58,22 @@ await main("push", 90_000, async (result) => {
   result.at = "quiet";
   let t = performance.now();
   await page.waitForTimeout(QUIET_MS); // the span is the check: nothing may ask in it
-  result.quiet = { ms: QUIET_MS, chart_requests: since(t) };
+  result.quiet = { ms: QUIET_MS, chart_requests: since(t), summary_requests: summariesSince(t) };
   check(result, result.quiet.chart_requests === 0,
     `with the stream up and nothing logged, the chart asked ${result.quiet.chart_requests} times in ${QUIET_MS} ms`);
+  check(result, result.quiet.summary_requests === 0,
+    `with the stream up and nothing logged, the headline asked ${result.quiet.summary_requests} times in ${QUIET_MS} ms`);
 
   result.at = "pushed";
   let before = await points();
   t = performance.now();
   burst();
   await grows(before, 15_000);
-  result.pushed = { before, after: await points(), grew_ms: Math.round(performance.now() - t), chart_requests: since(t) };
+  await until(() => summariesSince(t) > 0, 5000); // the headline's refresh, asked with the announcement
+  result.pushed = { before, after: await points(), grew_ms: Math.round(performance.now() - t), chart_requests: since(t),
+    summary_requests: summariesSince(t) };
   check(result, result.pushed.chart_requests >= 1, "the pushed points came with no chart request");
+  check(result, result.pushed.summary_requests >= 1, "the headline did not follow the pushed points");
 
   result.at = "down";
   // The stream is refused from now on; hiding the tab closes it, showing it again reconnects.
@@ -90,9 +99,11 @@ await main("push", 90_000, async (result) => {
   await page.waitForTimeout(500);
   t = performance.now();
   await page.waitForTimeout(BACK_MS);
-  result.back = { ms: BACK_MS, chart_requests: since(t) };
+  result.back = { ms: BACK_MS, chart_requests: since(t), summary_requests: summariesSince(t) };
   check(result, result.back.chart_requests === 0,
     `with the stream open again the chart still asked ${result.back.chart_requests} times in ${BACK_MS} ms`);
+  check(result, result.back.summary_requests === 0,
+    `with the stream open again the headline still asked ${result.back.summary_requests} times in ${BACK_MS} ms`);
   const refusedTo = watch.problems.length;
   await screenshot(page, "push-run");
 
@@ -103,6 +114,12 @@ await main("push", 90_000, async (result) => {
     && (/metrics\/stream/.test(p) || /^console error .*Failed to load resource/.test(p))));
   for (const p of result.problems) result.failures.push(p);
 });
+
+/** Resolves once `ok()` holds (asked every 50 ms), or after `ms`. */
+async function until(ok, ms) {
+  const end = performance.now() + ms;
+  while (!ok() && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
+}
 
 /** The tab hidden or shown, as the page sees it (headless chromium never hides a tab itself). */
 async function setVisibility(page, state) {

@@ -101,7 +101,7 @@ async function dialogByKeyboard(page, p, result, where) {
   return { opener: openerText, focus_in: focusIn, stayed, closed, focus_back: back === openerText };
 }
 
-await main("quality", 110_000, async (result) => {
+await main("quality", 280_000, async (result) => {
   const base = env("GPUPLANE_UI_URL");
   const ids = { runId: env("GPUPLANE_UI_RUN_ID"), run2Id: env("GPUPLANE_UI_RUN2_ID"), jobId: env("GPUPLANE_UI_JOB_ID"),
     sweepId: env("GPUPLANE_UI_SWEEP_ID"), experimentId: env("GPUPLANE_UI_EXPERIMENT_ID") };

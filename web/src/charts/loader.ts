@@ -9,7 +9,7 @@ import { api, ApiError } from "../api/client";
 import type { RunMetrics } from "../api/types";
 import { DEFAULT_POINTS, metricsKey } from "../api/metricsKey";
 import { takePrefetched } from "../api/prefetch";
-import { EventStream } from "../api/sse";
+import { EventStream, type StreamState } from "../api/sse";
 import { FallbackPoll } from "./fallbackPoll";
 import type { SeriesStore } from "./series";
 
@@ -23,6 +23,10 @@ export interface LoaderOptions {
   points?: number;
   /** Polling period while a run's stream is down (reconnecting or refused). */
   pollMs?: number;
+  /** Told when a live run's stream announces points (a run page refreshes its summary then). */
+  onPoints?: (runId: string) => void;
+  /** Told each state of a live run's stream. */
+  onStreamState?: (runId: string, state: StreamState) => void;
 }
 
 export interface LoaderState {
@@ -73,12 +77,15 @@ export class TailQueue {
   }
 }
 
-export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_POINTS, pollMs = 3000 }: LoaderOptions): LoaderState {
+export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_POINTS, pollMs = 3000, onPoints,
+  onStreamState }: LoaderOptions): LoaderState {
   const [state, setState] = useState<LoaderState>({ loading: true, error: undefined, fetchMs: null, width: null });
   const runsKey = runs.join(",");
   const liveKey = live.join(",");
   const zoomKey = zoom ? `${zoom[0]}..${zoom[1]}` : "";
   const generation = useRef(0);
+  const listeners = useRef({ onPoints, onStreamState });
+  listeners.current = { onPoints, onStreamState };
 
   useEffect(() => {
     if (!runs.length) {
@@ -134,8 +141,12 @@ export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_
         onMessage: (m) => {
           if (m.event === "points" || m.event === "ready") queue.poke(false);
           else if (m.event === "reset") queue.poke(true);
+          if (m.event === "points" || m.event === "reset") listeners.current.onPoints?.(id);
         },
-        onState: (state) => poll.onState(state),
+        onState: (state) => {
+          poll.onState(state);
+          listeners.current.onStreamState?.(id, state);
+        },
       });
     });
     return () => {

@@ -6,6 +6,7 @@
 import { useEffect, useMemo, useState } from "react";
 import { api } from "../api/client";
 import { useEventStream, useNow, useResource } from "../api/hooks";
+import type { StreamState } from "../api/sse";
 import type { GpuEvent, Job, NodeInfo, Run, RunSummary } from "../api/types";
 import { colorOf } from "../charts/colors";
 import { useMetricsLoader } from "../charts/loader";
@@ -20,6 +21,7 @@ import { fmtDateTime, fmtDuration, fmtInt, fmtTime, fmtValue } from "../lib/form
 import { metricSourceLabel } from "../lib/checkpoints";
 import { primaryLevels, primaryMetric, primaryScope } from "../lib/primary";
 import { flatConfig, runLabel } from "../lib/runs";
+import { throttle } from "../lib/throttle";
 import { Link, useUrlState } from "../router/router";
 import { CheckpointsTab } from "./RunCheckpoints";
 import { DiagnosisTab } from "./RunDiagnosis";
@@ -40,10 +42,19 @@ export function RunDetail({ id }: { id: string }) {
   const run = useResource((s) => api.getRun(id, s), [id], { pollMs: 5000, keepPrevious: false });
   const r = run.data;
   const isLive = !r || r.status === "RUNNING";
-  const summary = useResource((s) => api.runSummary(id, s), [id], { pollMs: r?.status === "RUNNING" ? 5000 : undefined });
+  // The headline's summary follows the run's metric stream (refreshed when points are
+  // announced, at most every 2 s); it is polled only while that stream is down, or closed
+  // (a zoomed chart follows no stream).
+  const [metricStream, setMetricStream] = useState<StreamState | null>(null);
+  const streamDown = metricStream === "reconnecting" || metricStream === "failed" || metricStream === "closed";
+  const summary = useResource((s) => api.runSummary(id, s), [id],
+    { pollMs: r?.status === "RUNNING" && streamDown ? 5000 : undefined });
+  const summaryRefresh = useMemo(() => throttle(() => summary.reload(), 2000), [summary.reload]);
+  useEffect(() => () => summaryRefresh.cancel(), [summaryRefresh]);
   // The metrics request starts with the page (prefetched before the page's code even loads);
   // what is not needed to draw the charts waits for them, so it does not compete.
-  const loader = useMetricsLoader({ store, runs: [id], x: view.x, zoom: view.xr, live: isLive ? [id] : [] });
+  const loader = useMetricsLoader({ store, runs: [id], x: view.x, zoom: view.xr, live: isLive ? [id] : [],
+    onPoints: () => summaryRefresh.call(), onStreamState: (_, state) => setMetricStream(state) });
   const chartsFirst = view.tab !== "metrics" || loader.fetchMs !== null || loader.error !== undefined;
   const job = useResource(r?.job_id ? (s) => api.getJob(r.job_id!, s) : null, [r?.job_id]);
   const nodes = useResource(chartsFirst ? (s) => api.listNodes(s) : null, [chartsFirst]);
