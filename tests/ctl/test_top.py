@@ -18,7 +18,7 @@ import time
 import pytest
 from gpuplanectl import topview
 from gpuplanectl.commands.top import RESIZE_CHECK_S
-from helpers import DaemonProcess
+from helpers import DaemonProcess, running_jobs
 from jobhelpers import ctl, submit, wait_job
 
 NOW = 1_700_000_000.0
@@ -332,7 +332,15 @@ def test_daemon_gone_mid_view_restores_the_screen_and_says_so(gpu_daemon, termin
     assert re.search(rb"error: .*gpuplaned", ANSI.sub(b" ", term.output)), text
 
 
-def test_the_new_commands_import_nothing_heavy(gpu_daemon):
+@pytest.fixture(scope="module")
+def idle_daemon(tmp_path_factory) -> DaemonProcess:
+    """One daemon (two fake GPUs, no jobs) for the tests that only draw or list what it has: none
+    changes it, so none needs a fresh one, whose start was most of such a test's time."""
+    with running_jobs(tmp_path_factory.mktemp("top"), "--gpus", "fake:2") as jobs:
+        yield jobs.daemon
+
+
+def test_the_new_commands_import_nothing_heavy(idle_daemon):
     from test_imports import HEAVY
 
     probe = (
@@ -347,7 +355,7 @@ def test_the_new_commands_import_nothing_heavy(gpu_daemon):
         f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
         "print('PROBE ' + json.dumps({'codes': codes, 'heavy': heavy}))\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], env=gpu_daemon.env, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", probe], env=idle_daemon.env, capture_output=True, text=True,
                             timeout=30, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout.splitlines()[-1].removeprefix("PROBE "))
@@ -356,10 +364,10 @@ def test_the_new_commands_import_nothing_heavy(gpu_daemon):
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(0, 0), (1, 1), (0, 80), (2, 500)])
-def test_live_view_survives_a_tiny_or_odd_terminal(gpu_daemon, terminal, rows, cols):
+def test_live_view_survives_a_tiny_or_odd_terminal(idle_daemon, terminal, rows, cols):
     """It starts in 3 rows of 10 columns; a pty nobody sized reports 0 x 0, which ncurses
     refuses ("resizeterm() returned ERR" was a crash)."""
-    term = terminal(gpu_daemon, "--interval", "0.2", rows=3, cols=10)
+    term = terminal(idle_daemon, "--interval", "0.2", rows=3, cols=10)
     term.read_until(rb"gpuplane")
     term.resize(rows, cols)
     os.killpg(term.proc.pid, signal.SIGWINCH)
