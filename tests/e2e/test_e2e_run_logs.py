@@ -14,11 +14,20 @@ import sys
 from urllib.parse import urlencode
 
 import pytest
+from helpers import running_jobs
 from torch.utils.tensorboard import SummaryWriter
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    """One daemon for the module: each test imports a dir of its own and reads only that run, so
+    none needs a fresh daemon, whose start was most of such a test's time."""
+    with running_jobs(tmp_path_factory.mktemp("run-logs")) as jobs:
+        yield jobs.daemon
 
 
 def imported(daemon, root, logs: dict[str, bytes]) -> str:
