@@ -25,6 +25,14 @@ TEMPLATE = "/api/v1/runs/{run_id}/series"
 T0 = 1_700_000_000_000
 
 
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """One daemon for the module: each test opens runs of its own and reads only those, so none
+    needs a fresh daemon, whose start was most of such a test's time."""
+    with running_jobs(tmp_path_factory.mktemp("series"), "--gpus=none") as jobs:
+        yield jobs
+
+
 @pytest.fixture
 def session(jobs):
     s = unix_session(str(jobs.daemon.socket_path))
@@ -130,14 +138,6 @@ def test_a_resumed_run_comes_by_step_then_by_ts(api):
     assert by_ts["ts"] == sorted(by_ts["ts"]) and by_ts["count"] == 170
 
 
-@pytest.fixture(scope="module")
-def refusals_api(tmp_path_factory):
-    """One daemon for the refused queries: each case opens a run of its own and changes nothing
-    else, so none needs a fresh daemon, whose start was most of such a case's time."""
-    with running_jobs(tmp_path_factory.mktemp("refusals"), "--gpus=none") as jobs:
-        yield jobs.client
-
-
 @pytest.mark.parametrize(("query", "field"), [
     ("", "name"),
     ("name=loss&x=epoch", "x"),
@@ -151,8 +151,7 @@ def refusals_api(tmp_path_factory):
     ("name=loss&encoding=msgpack", "encoding"),
     ("name=loss&cursor=nope", "cursor"),
 ])
-def test_bad_queries_name_their_parameter(refusals_api, query, field):
-    api = refusals_api
+def test_bad_queries_name_their_parameter(api, query, field):
     sid, run_id = open_run(api)
     send(api, sid, 0, "loss", [0], [T0], [1.0])
     with pytest.raises(ApiError) as err:
