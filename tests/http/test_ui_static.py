@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from helpers import DaemonProcess, kill_processes_with_env
 
 from gpuplaned.http.ui_routes import resolve
 from gpuplaned.protocol.errors import ApiError, ErrorCode
@@ -63,12 +64,19 @@ class Front:
         return self.daemon.client().post("/api/v1/tokens", {"name": "t", "scopes": ["read"]})["secret"]
 
 
-@pytest.fixture
-def built(daemon_factory, tmp_path) -> Front:
-    dist = make_build(tmp_path / "web")
-    daemon = daemon_factory("--gpus=fake:1", env={"GPUPLANE_WEB_DIR": str(dist)}).start()
-    daemon.wait_ready()
-    return Front(daemon)
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Front:
+    """One daemon serving one build for the module: the tests only read it (one makes a token of
+    its own), so none needs a fresh daemon, whose start was most of such a test's time."""
+    root = tmp_path_factory.mktemp("ui-static")
+    dist = make_build(root / "web")
+    daemon = DaemonProcess(root / "d", "--gpus=fake:1", env={"GPUPLANE_WEB_DIR": str(dist)}).start()
+    try:
+        daemon.wait_ready()
+        yield Front(daemon)
+    finally:
+        daemon.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
 
 
 def test_the_app_is_served_without_credentials(built):
