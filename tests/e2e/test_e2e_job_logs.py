@@ -7,7 +7,7 @@ import json
 import socket
 
 import pytest
-from helpers import Jobs
+from helpers import running_jobs
 
 pytestmark = pytest.mark.e2e
 
@@ -62,9 +62,12 @@ def read_events(daemon, path: str, headers=None, stop_after: int | None = None):
     return events
 
 
-@pytest.fixture
-def jobs(daemon_factory, tmp_path):
-    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """One daemon for the module: each test reads the logs of its own jobs, which end within it,
+    so none needs a fresh daemon, whose start was most of such a test's time."""
+    with running_jobs(tmp_path_factory.mktemp("job-logs"), "--gpus=fake:1") as jobs:
+        yield jobs
 
 
 def test_follow_both_streams_then_end(jobs):
