@@ -8,16 +8,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import Jobs, wait_for
+from helpers import Jobs, running_jobs, wait_for
 
 pytestmark = pytest.mark.e2e
 
 SDK_DIR = Path(__file__).resolve().parents[2] / "sdk"
 
 
-@pytest.fixture
-def jobs(daemon_factory, tmp_path):
-    return Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """One daemon for the module: each test looks only at its own job and that job's events, and
+    the job ends within the test, so none needs a fresh daemon, whose start was most of its time."""
+    with running_jobs(tmp_path_factory.mktemp("failures"), "--gpus=fake:1") as jobs:
+        yield jobs
 
 
 def events_of(jobs: Jobs, job_id: str, kind: str, count: int = 1) -> list[dict]:
