@@ -40,6 +40,11 @@ await main("push", 90_000, async (result) => {
     if (STREAM.test(path)) streams.push(performance.now());
     if (SUMMARY.test(path)) summaries.push(performance.now());
   });
+  // The stream's answers, in the browser's order among the requests: what follows one was asked after it.
+  const opens = [];
+  browser.context.on("response", (r) => {
+    if (STREAM.test(new URL(r.url()).pathname) && r.status() === 200) opens.push(performance.now());
+  });
   const points = () => page.evaluate(() => Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0));
   const grows = (before, timeout) => page.waitForFunction((n) =>
     Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0) > n, before, { timeout });
@@ -93,10 +98,15 @@ await main("push", 90_000, async (result) => {
 
   result.at = "back";
   const reopened = page.waitForResponse((r) => STREAM.test(new URL(r.url()).pathname) && r.status() === 200, { timeout: 30_000 });
+  const opensBefore = opens.length;
   await page.unroute(streamPattern);
   await reopened;
-  // Its "ready" brings the tail up to date: one request, at once. Then nothing.
-  await page.waitForTimeout(500);
+  await until(() => opens.length > opensBefore, 5000);
+  const tOpen = opens[opensBefore] ?? performance.now();
+  // Its "ready" brings the chart up to date, and the headline's polling stops with one last
+  // fetch: one request each, at once. Then nothing.
+  await until(() => since(tOpen) > 0 && summariesSince(tOpen) > 0, 10_000);
+  await page.waitForTimeout(200);
   t = performance.now();
   await page.waitForTimeout(BACK_MS);
   result.back = { ms: BACK_MS, chart_requests: since(t), summary_requests: summariesSince(t) };
