@@ -4,11 +4,20 @@ sessions (ranks) report to one run, and the run's series come back as chart colu
 from __future__ import annotations
 
 import pytest
-from helpers import running_jobs
+from helpers import Jobs, running_jobs
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """One daemon for the module: each test opens sessions and runs of its own and reads only
+    those (the one that counts every run has a daemon of its own), so none needs a fresh daemon,
+    whose start was most of such a test's time."""
+    with running_jobs(tmp_path_factory.mktemp("sessions"), "--gpus=none") as jobs:
+        yield jobs
 
 
 def batch(seq: int, steps: range, name: str = "train/loss", value=lambda s: 1.0 / (s + 1)) -> dict:
@@ -57,7 +66,8 @@ def test_ranks_share_a_run_which_ends_with_its_last_session(api):
     assert err.value.code == ErrorCode.CONFLICT and "finished" in err.value.message
 
 
-def test_a_named_run_id_is_created_then_joined(api):
+def test_a_named_run_id_is_created_then_joined(daemon_factory, tmp_path):
+    api = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=none").client  # it counts every run
     made = api.post("/api/v1/sessions", {"run_id": "my-run.1"})
     assert made["run_id"] == "my-run.1"
     assert api.post("/api/v1/sessions", {"run_id": "my-run.1"})["run_id"] == "my-run.1"
@@ -89,14 +99,6 @@ def test_downsampled_run_series_keep_the_spike(api):
     assert by_time["x"] == list(range(1000, 1010)) and by_time["x_axis"] == "ts"
 
 
-@pytest.fixture(scope="module")
-def refusals_api(tmp_path_factory):
-    """One daemon for the refused bodies: none opens a session, so none needs a fresh daemon,
-    whose start was most of such a case's time."""
-    with running_jobs(tmp_path_factory.mktemp("refusals"), "--gpus=none") as jobs:
-        yield jobs.client
-
-
 @pytest.mark.parametrize(("path", "body", "field"), [
     ("/api/v1/sessions", {"colour": "red"}, "colour"),
     ("/api/v1/sessions", {"run_id": "has space"}, "run_id"),
@@ -107,9 +109,9 @@ def refusals_api(tmp_path_factory):
     ("/api/v1/sessions", {"started_at": "yesterday"}, "started_at"),
     ("/api/v1/sessions", {"started_at": 1.5}, "started_at"),
 ])
-def test_bad_session_bodies(refusals_api, path, body, field):
+def test_bad_session_bodies(api, path, body, field):
     with pytest.raises(ApiError) as err:
-        refusals_api.post(path, body)
+        api.post(path, body)
     assert err.value.code == ErrorCode.BAD_REQUEST and err.value.details["field"] == field
 
 
