@@ -125,10 +125,14 @@ await main("quality", 280_000, async (result) => {
         await page.waitForFunction(NOT_BUSY);
         await page.evaluate(() => document.fonts.ready);
         const shown = await page.evaluate(() => ({ theme: document.documentElement.dataset.theme,
-          scrollWidth: document.scrollingElement.scrollWidth, clientWidth: document.scrollingElement.clientWidth }));
+          scrollWidth: document.scrollingElement.scrollWidth, clientWidth: document.scrollingElement.clientWidth,
+          // A shown, named column squeezed to nothing (a fixed-layout table narrower than its columns).
+          squeezed: [...document.querySelectorAll("table thead th")].filter((th) => th.textContent.trim() &&
+            getComputedStyle(th).display !== "none" && th.getBoundingClientRect().width < 24).map((th) => th.textContent.trim()) }));
         check(result, shown.theme === theme, `${where}: the theme is ${shown.theme}`);
         check(result, shown.scrollWidth <= shown.clientWidth,
           `${where}: the page scrolls sideways (${shown.scrollWidth} > ${shown.clientWidth})`);
+        check(result, shown.squeezed.length === 0, `${where}: columns squeezed to nothing: ${shown.squeezed.join(", ")}`);
         const t1 = performance.now();
         const serious = await axeViolations(page);
         const t2 = performance.now();
@@ -136,7 +140,7 @@ await main("quality", 280_000, async (result) => {
         const shot = await screenshot(page, `quality-${p.name}-${theme}-${size.name}`);
         const entry = { name: p.name, theme, size: size.name, ms: Math.round(performance.now() - t0),
           ready_ms: Math.round(t1 - t0), axe_ms: Math.round(t2 - t1), overflow:
-          shown.scrollWidth - shown.clientWidth, axe: serious.map((v) => v.id), shot, problems: watch.problems.slice(before) };
+          shown.scrollWidth - shown.clientWidth, squeezed: shown.squeezed, axe: serious.map((v) => v.id), shot, problems: watch.problems.slice(before) };
         result.pages.push(entry);
         if (theme !== "light") continue;
         if (p.dialog) result.keyboard.push({ page: p.name, size: size.name, dialog: await dialogByKeyboard(page, p, result, where) });
