@@ -29,7 +29,7 @@ NOUNS = {
     "actor": ["list", "start", "stop", "restart"],
     "group": ["list", "set", "pause", "resume"],
     "queue": ["status", "pause", "resume"],
-    "sweep": ["list", "show", "cancel", "pause", "resume", "retry-failed"],
+    "sweep": ["list", "show", "set", "cancel", "pause", "resume", "retry-failed"],
 }
 OLD = ["start", "stop", "restart", "submit", "jobs", "logs", "explain", "runs", "metrics", "diagnose", "compare",
        "import-run", "checkpoints", "eval", "evals", "projects"]

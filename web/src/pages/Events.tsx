@@ -61,6 +61,16 @@ export function Events() {
     const seen = new Set<string>();
     return [...fresh, ...(first.data?.events ?? []), ...older].filter((e) => (seen.has(e.id) ? false : (seen.add(e.id), true)));
   }, [fresh, first.data, older]);
+  // A forgotten node's name, as its events kept it: an event written after the forget (a run's
+  // end, say) has none of its own, and takes the one its older events keep.
+  const names = useMemo(() => {
+    const known = new Map(nodeNames);
+    for (const e of events) {
+      const kept = e.node_id && !known.has(e.node_id) ? eventNodeName(e, known) : null;
+      if (e.node_id && kept) known.set(e.node_id, kept);
+    }
+    return known;
+  }, [events, nodeNames]);
   const types = useMemo(() => [...new Set([...KNOWN_TYPES, ...events.map((e) => e.type), ...view.type])].sort(), [events, view.type]);
   const scoped = [["node", view.node_id, "node_id"], ["job", view.job_id, "job_id"], ["run", view.run_id, "run_id"]] as const;
 
@@ -117,7 +127,7 @@ export function Events() {
                     {e.job_id && <Link to={`/jobs/${e.job_id}`} className="mono">{shortId(e.job_id)}</Link>}
                     {e.node_id && (nodeNames.has(e.node_id) ? <Link to={`/nodes?node=${e.node_id}`}>{nodeNames.get(e.node_id)}</Link>
                       : <span data-forgotten-node={e.node_id} title={`node ${e.node_id}: no longer known to the server (forgotten)`}>
-                        {eventNodeName(e, nodeNames) ?? shortId(e.node_id)}{nodes.data && <span className="muted"> (forgotten)</span>}</span>)}
+                        {eventNodeName(e, names) ?? shortId(e.node_id)}{nodes.data && <span className="muted"> (forgotten)</span>}</span>)}
                     {!e.run_id && !e.job_id && !e.node_id && <CopyId id={e.id} />}
                   </span></td>
                   <td className="num mono">{e.step === null ? "" : fmtInt(e.step)}</td>
