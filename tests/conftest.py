@@ -42,6 +42,14 @@ def daemon(daemon_factory):
 
 
 @pytest.fixture
+def conn(tmp_path):
+    """A store in a fresh SQLite file, every migration applied (a test module may define its own)."""
+    conn = open_writer(tmp_path / "gpuplane.db")
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
 def db(tmp_path):
     """``(conn, node_id)``: a store in a fresh SQLite file, every migration applied, with one node
     ``n1`` of one fake GPU (a test module may define its own ``db``)."""

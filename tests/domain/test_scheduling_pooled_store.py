@@ -11,16 +11,9 @@ from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.service.passes.dispatch import schedule
 from gpuplaned.store import job_rows
-from gpuplaned.store.database import load_migrations, open_writer
+from gpuplaned.store.database import load_migrations
 
 NOW = 1_700_000_000_000
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_writer(tmp_path / "gpuplane.db")
-    yield conn
-    conn.close()
 
 
 def _slurm(conn, name="hpc", gpus_per_job=2, max_jobs=2, labels=()):

@@ -15,16 +15,8 @@ from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.service.link.registry import NodeRegistry
 from gpuplaned.service.passes.dispatch import placement_of, run_pass, schedule
 from gpuplaned.store import job_rows
-from gpuplaned.store.database import open_writer
 
 NOW = 1_700_000_000_000
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_writer(tmp_path / "gpuplane.db")
-    yield conn
-    conn.close()
 
 
 def _node(conn, name, gpus, model="RTX 4090", memory=24564):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
 import trio
 
 from gpuplaned.config import load_config
@@ -17,17 +16,9 @@ from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.service.link.registry import NodeRegistry
 from gpuplaned.service.passes.dispatch import SAY_AGAIN_S, run_pass, util_rule_of
 from gpuplaned.store import job_rows
-from gpuplaned.store.database import open_writer
 
 NOW = 1_700_000_000_000
 FOREIGN = "GPU 0: foreign process 4 GiB (pid 4242)"
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_writer(tmp_path / "gpuplane.db")
-    yield conn
-    conn.close()
 
 
 def _node(conn, registry, gpus=1, max_cpu_jobs=0):

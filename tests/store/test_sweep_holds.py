@@ -5,23 +5,14 @@ nor costs every pass a read of all of them; a lifted hold lets its trials run ag
 
 from __future__ import annotations
 
-import pytest
 
 from gpuplaned.protocol.agent import GpuInfo, Hello
 from gpuplaned.protocol.job_wire import JobSpec
 from gpuplaned.service.passes.dispatch import schedule
 from gpuplaned.store import job_rows, sweep_rows
-from gpuplaned.store.database import open_writer
 from gpuplaned.store.sweep_rows import SweepRow
 
 NOW = 1_700_000_000_000
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_writer(tmp_path / "gpuplane.db")
-    yield conn
-    conn.close()
 
 
 def _sweep(conn, trials, *, max_parallel=None, paused=False):
