@@ -323,6 +323,10 @@ class SlurmBackend:
                 state.killed, state.killed_at = record, trio.current_time()  # preempted? Slurm tells (_judge)
                 return None
             self.watched.pop(handle.slurm_id, None)
+            if state.cancelled and record.reason == ExitReason.SIGNALED:
+                # scancel signals every process of the job: ours may die of it before our shim's
+                # own SIGTERM reaches it. We asked: it is our cancel.
+                record = attrs.evolve(record, reason=ExitReason.CANCELLED)
             return a.ExitSeen(record)
         return None
 

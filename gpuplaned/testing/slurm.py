@@ -108,6 +108,8 @@ class SlurmScript:
     stops_after_s: float = 0.0  # from scancel's SIGTERM to its end
     runtime_record: bool = True  # False: the shim writes no runtime.json (nor exit.json)
     exit_record: bool = True  # False: the shim dies without writing exit.json
+    # scancel's SIGTERM reaches the job before the shim's does: it dies of it (``signaled``).
+    term_kills_first: bool = False
 
 
 @attrs.define
@@ -613,7 +615,7 @@ class FakeSlurm:
             state = "CANCELLED" if job.stop.is_set() else "TIMEOUT"
             job.state = "COMPLETING"
             await trio.sleep(plan.stops_after_s)
-            self._shim_ends(job, spec, "cancelled", None, signal.SIGTERM)
+            self._shim_ends(job, spec, "signaled" if plan.term_kills_first else "cancelled", None, signal.SIGTERM)
             if job.preempted:
                 self._requeue(job)
             else:

@@ -165,6 +165,18 @@ async def test_a_cancel_while_the_job_runs_is_an_scancel_and_its_shim_records_it
     assert (fake.jobs["1"].state, fake.free_gpus) == ("CANCELLED", fake.gpus)
 
 
+async def test_a_job_that_scancels_sigterm_kills_before_its_shim_does_is_still_cancelled(nursery, tmp_path,
+                                                                                        autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=600.0, stops_after_s=3.0, term_kills_first=True))
+    node = await slurm_node(nursery, tmp_path, fake)
+    await node.link.dispatch(pooled())
+    assert (await node.link.next_report()).status == "RUNNING"
+    await trio.sleep(10.0)
+    await node.link.cancel("job_1", 1)
+    cancelled = await node.link.next_report()  # exit.json says "signaled SIGTERM": we asked, so a cancel
+    assert (cancelled.status, cancelled.signal, cancelled.failure_reason) == ("CANCELLED", "SIGTERM", None)
+
+
 async def test_a_job_past_its_timeout_is_stopped_by_its_shim_before_slurms_limit(nursery, tmp_path,
                                                                                  autojump_clock):
     fake = FakeSlurm(default=SlurmScript(runs_s=HOUR, stops_after_s=1.0))
