@@ -72,7 +72,7 @@ async def test_six_trials_are_one_throttled_array_each_with_its_own_end_and_a_ra
     trials = [f"trial_{i}" for i in range(6)]
     await seen.until(lambda: all(seen.last(t) is not None for t in trials))
     [sbatch] = sbatches(fake)  # one array for the six, gathered while they came
-    assert f"--array=0-5%2" in sbatch and "--job-name=gp-sweep-swp_1-0-1" in sbatch and "--gres=gpu:1" in sbatch
+    assert "--array=0-5%2" in sbatch and "--job-name=gp-sweep-swp_1-0-1" in sbatch and "--gres=gpu:1" in sbatch
     [array_id] = fake.throttles
     # The two that run say so; the four Slurm holds wait with its reason, once each.
     assert sorted(seen.last(t).status for t in trials) == ["RUNNING"] * 2 + ["WAITING"] * 4
