@@ -273,3 +273,20 @@ def test_patch_changes_max_parallel_naming_a_bad_value_and_only_for_its_owner(en
     call(url, mine, "POST", f"{path}/cancel")
     assert call(url, mine, "PATCH", path, {"max_parallel": 2}).status_code == 409
     assert stored(jobs, "SELECT max_parallel FROM sweeps WHERE id = ?", made["id"]) == [(None,)]
+
+
+def test_patch_refuses_hostile_bodies_and_changes_nothing(env):
+    jobs, url = env
+    mine = token(jobs, "patcher")
+    made = call(url, mine, "POST", SWEEPS, {"name": "patched", "job": job(jobs, "{x}"), "grid": {"x": [1]},
+                                            "max_parallel": 1}).json()["sweep"]
+    path = f"{SWEEPS}/{made['id']}"
+    headers = {"Authorization": f"Bearer {mine}", "Content-Type": "application/json"}
+    deep = b'{"max_parallel": ' + b"[" * 300 + b"]" * 300 + b"}"
+    huge = b'{"max_parallel": 2, "pad": "' + b"x" * 2_000_000 + b'"}'
+    for raw, words in ((deep, "deep"), (huge, ""), (b'{"max_parallel\\u0000": 2}', "max_parallel"),
+                       (b'{"max_parallel": 2, "extra": 1}', "extra"), (b"[2]", "object"), (b"not json", "JSON")):
+        refused = httpx.request("PATCH", url + path, content=raw, headers=headers, timeout=60)
+        assert refused.status_code in (400, 413), (raw[:40], refused.text)
+        assert words in refused.text, (raw[:40], refused.text)
+    assert stored(jobs, "SELECT max_parallel FROM sweeps WHERE id = ?", made["id"]) == [(1,)]

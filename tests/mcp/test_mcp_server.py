@@ -303,8 +303,12 @@ async def test_a_read_only_token_cannot_write(front):
     async with front.client("ro") as client:
         refused = error_of(await client.call_tool("submit_job", {"command": ["true"], "cwd": str(front.work)}))
         assert ok(await client.call_tool("list_nodes", {}))["nodes"][0]["name"] == "box"
+        # Every write tool, whatever its arguments: the scope is checked first.
+        others = {name: error_of(await client.call_tool(name, {"sweep_id": "swp_x", "job_id": "job_x"}))
+                  for name in WRITE}
     assert refused["code"] == "forbidden" and refused["details"]["needed"] == "write"
     assert "'write'" in refused["message"]
+    assert {name: e["code"] for name, e in others.items()} == dict.fromkeys(WRITE, "forbidden")
 
 
 def test_no_token_is_a_401_without_a_challenge(front):
