@@ -298,14 +298,19 @@ class SlurmBackend:
 
     async def watch(self, handle: SlurmHandle) -> a.Input:
         state = self.watched.setdefault(handle.slurm_id, _Watched())
+        row: QueueRow | None = None
         with self.poller.watching(handle.slurm_id):
             while True:
-                word = await self._look(handle, state)
-                if word is not None:
-                    return word
+                # A job Slurm still queues, and that never ran, has no records to read yet: with
+                # many queued, a round reads files only for those that may have them.
+                if row is None or not row.state.pending or state.running:
+                    word = await self._look(handle, state)
+                    if word is not None:
+                        return word
                 rows = await self.poller.next_round()
                 if rows is not None:
-                    word = await self._judge(handle, state, rows.get(handle.slurm_id))
+                    row = rows.get(handle.slurm_id)
+                    word = await self._judge(handle, state, row)
                     if word is not None:
                         return word
 
