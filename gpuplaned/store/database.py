@@ -5,6 +5,14 @@ a 1.1 GiB file read from disk, 0.5 s from the page cache, ``bench/quick_check_be
 or was written by a newer gpuplaned is a ``StoreError`` at start, which names the file and
 what to do. It is never recreated, truncated or migrated "just in case": the file on disk is
 exactly as we found it. The file is created 0600 (``gpuplaned.home.private_file``).
+
+The file is read raw (its header, a read-through that warms the page cache) only before this
+process has a SQLite connection to it. POSIX record locks belong to the process: closing *any*
+descriptor of the file drops every lock its SQLite connections hold there, and SQLite cannot
+know. A daemon that lost its shared lock looks gone to any other process: one closing its own
+connection (``gpuplanectl backup``, the sqlite3 shell) then takes the database as its last
+user, folds the write-ahead log in and deletes it, and every later commit of the daemon goes
+into the deleted log, to be lost at the next restart.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ import attrs
 from gpuplaned.home import private_file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# The files (device, inode) this process has read raw already: a store actor started again,
+# its readers still open, reads them through SQLite only. See the module docstring.
+_READ_RAW: set[tuple[int, int]] = set()
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -51,6 +62,22 @@ def load_migrations() -> list[Migration]:
     return found
 
 
+def _read_raw_once(path: Path) -> None:
+    """The header check and the read-through, done before any connection of this process
+    holds a lock on the file, so never again for the same file (see the module docstring)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot read database {path}: {exc.strerror}") from None
+    if (st.st_dev, st.st_ino) in _READ_RAW:
+        return
+    _check_header(path)
+    _read_through(path)
+    _READ_RAW.add((st.st_dev, st.st_ino))
+
+
 def _check_header(path: Path) -> None:
     try:
         with open(path, "rb") as f:
@@ -73,7 +100,6 @@ def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
     Raises:
         StoreError: naming the first problems found.
     """
-    _read_through(path)
     problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)").fetchall()]
     if problems != ["ok"]:
         raise StoreError(_damaged(path, "; ".join(problems)))
@@ -112,7 +138,7 @@ def open_writer(path: Path, migrations: list[Migration] | None = None) -> sqlite
     migrations = load_migrations() if migrations is None else migrations
     # The data dir holds job environments and output: private to its owner.
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _check_header(path)
+    _read_raw_once(path)
     try:
         # Born 0600 whatever the umask; SQLite gives the -wal and -shm files the database's mode.
         private_file(path)

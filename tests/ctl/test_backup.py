@@ -165,3 +165,26 @@ def test_bad_backup_and_restore_requests_are_refused_clearly(daemon, tmp_path):
     assert not (fresh.home / "gpuplane.db").exists()
     remote = ctl(dict(daemon.env, GPUPLANE_SERVER="http://127.0.0.1:9", GPUPLANE_TOKEN="gpp_x"), "backup")
     assert remote.returncode == 2 and "on the daemon's machine" in remote.stderr, remote.stderr
+
+
+def test_what_the_daemon_writes_after_another_process_looked_at_its_database_outlives_a_kill_9(daemon, tmp_path):
+    """A user's sqlite3 shell on the database, closing, must not take the daemon's write-ahead
+    log for its own. A daemon started on an existing database held no lock on it once it had
+    read the file raw after connecting, so the shell folded the log in and deleted it, and the
+    daemon's later commits went into the deleted log, to be lost at the next start."""
+    work = tmp_path / "work"
+    work.mkdir()
+    look = "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM jobs').fetchone()"
+    daemon.kill()  # started again on the database it made
+    restarted = DaemonProcess(tmp_path / "d", "--gpus", "fake:1")
+    try:
+        restarted.start()
+        restarted.wait_ready()
+        subprocess.run([sys.executable, "-c", look, str(daemon.home / "gpuplane.db")], check=True, timeout=60)
+        job = restarted.client().post("/api/v1/jobs", {"command": ["true"], "cwd": str(work), "gpu": 0})["job"]
+        restarted.kill()
+        restarted.start()
+        restarted.wait_ready()
+        assert restarted.client().get(f"/api/v1/jobs/{job['id']}")["job"]["id"] == job["id"]
+    finally:
+        restarted.kill()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 import uuid
 
@@ -334,3 +336,25 @@ async def test_a_read_sees_one_commit_whatever_commits_meanwhile(tmp_path):
     readers.close()
     writer.close()
 
+
+
+def test_another_process_closing_its_connection_leaves_the_writers_log_alone(tmp_path):
+    """The store's opening reads the file raw (header, read-through) before it connects: a
+    descriptor closed after would drop this process's locks, the next process to close its
+    own connection would take itself for the last user and delete the write-ahead log, and
+    every later commit would go into the deleted log (lost at the next start)."""
+    path = tmp_path / "gpuplane.db"
+    open_writer(path).close()  # an existing database, as at a daemon's restart
+    conn = open_writer(path)
+    reader = ("import sqlite3, sys\n"
+              "c = sqlite3.connect(sys.argv[1])\n"
+              "print(c.execute('SELECT count(*) FROM meta_probe').fetchone()[0])\n"
+              "c.close()\n")
+    conn.execute("CREATE TABLE meta_probe (n INTEGER)")
+    conn.execute("INSERT INTO meta_probe VALUES (1)")
+    first = subprocess.run([sys.executable, "-c", reader, str(path)], capture_output=True, text=True, check=True)
+    conn.execute("INSERT INTO meta_probe VALUES (2)")  # after the other process closed its connection
+    second = subprocess.run([sys.executable, "-c", reader, str(path)], capture_output=True, text=True, check=True)
+    assert (first.stdout.strip(), second.stdout.strip()) == ("1", "2")
+    assert path.with_name("gpuplane.db-wal").exists()
+    conn.close()
