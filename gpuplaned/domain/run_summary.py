@@ -2,7 +2,10 @@
 
 Pure: ``update`` takes the summary as stored (a JSON object), a batch of points and each
 metric's direction, and returns the new summary and the events the batch raised. The summary
-holds, per metric: the latest point, the best by its direction, how many points; the run's
+holds, per metric: the latest point, the best by its direction, the lowest and highest finite
+points (``min``, ``max``: null while none is finite; absent from a summary kept before they
+were, until ``gpuplaned.service.api.workspace`` fills them from the stored points), how many
+points; the run's
 progress (highest step); a trend over the recent window; and warnings. No LLM, no history
 scan: everything is incremental. When a metric's direction is edited, its "best" in every
 run is recomputed from the stored points instead (``gpuplaned.store.project_rows``).
@@ -97,13 +100,15 @@ def update(summary: Mapping[str, Any] | None, points: Mapping[str, tuple[Sequenc
         out["warnings"] = list(out.get("warnings") or [])
     events: list[SummaryEvent] = []
     for name, (steps, ts, values) in points.items():
-        metric = dict(out["metrics"].get(name) or {"count": 0})
+        metric = dict(out["metrics"].get(name) or {"count": 0, "min": None, "max": None})
         metric["direction"] = directions.get(name)
         metric["count"] = metric.get("count", 0) + len(values)
         finite = _all_finite(values)
         top = max(steps) if steps else None
         _latest(metric, steps, ts, values, top)
         _best(metric, steps, values, directions.get(name), finite)
+        if "min" in metric:  # else kept before min and max were: filled from the stored points
+            _extremes(metric, steps, values, finite)
         if is_loss(name):
             state = dict(out["_state"].get(name) or {"window": [], "nan_reported": False, "last_spike": None})
             events += _loss_rules(name, state, steps, values, out["warnings"], finite, spike)
@@ -238,6 +243,17 @@ def _best(metric: dict[str, Any], steps: Sequence[int], values: Sequence[float],
     old = metric.get("best")
     if old is None or better(direction, value, old["value"]):  # type: ignore[arg-type]
         metric["best"] = {"step": step, "value": value}
+
+
+def _extremes(metric: dict[str, Any], steps: Sequence[int], values: Sequence[float], finite: bool) -> None:
+    """Fold the batch's lowest and highest finite points into ``metric["min"]`` and ``["max"]``
+    (on a tie, the lowest step, as ``best_of``)."""
+    for key, direction in (("min", "minimize"), ("max", "maximize")):
+        found = best_of(steps, values, direction, finite)
+        old = metric.get(key)
+        if found is not None and (old is None or better(direction, found[0], old["value"])
+                                  or (found[0] == old["value"] and found[1] < old["step"])):
+            metric[key] = {"step": found[1], "value": found[0]}
 
 
 def _loss_rules(name: str, state: dict[str, Any], steps: Sequence[int], values: Sequence[float],
@@ -477,10 +493,13 @@ def _trend(window: Sequence[float]) -> str | None:
 
 
 def after_rewind(summary: Mapping[str, Any] | None, name: str, count: int, latest: tuple[int, int, float] | None,
-                 best: tuple[float, int] | None, window: Sequence[float] = ()) -> dict[str, Any] | None:
+                 best: tuple[float, int] | None, window: Sequence[float] = (),
+                 extremes: tuple[tuple[float, int] | None, tuple[float, int] | None] = (None, None)
+                 ) -> dict[str, Any] | None:
     """The summary once ``name``'s points from some step on were dropped (a resumed run's
     rewind, ``gpuplaned.tsdb.rewind``): its count, latest ``(step, ts, value)`` and best
     ``(value, step)`` as they are now, and the run's progress from every metric's latest.
+    ``extremes``: the lowest and highest finite ``(value, step)`` left.
     A loss metric's window becomes ``window`` (the last ``WINDOW`` finite values left, by
     step), its trend follows, and a spike at a dropped step no longer holds the next one
     back: the resumed points are judged against what is left, never against the dropped.
@@ -497,6 +516,8 @@ def after_rewind(summary: Mapping[str, Any] | None, name: str, count: int, lates
         metric["latest"] = {"step": latest[0], "ts": latest[1], "value": _json_value(latest[2])}
     if best is not None:
         metric["best"] = {"step": best[1], "value": best[0]}
+    for key, point in zip(("min", "max"), extremes):
+        metric[key] = None if point is None else {"step": point[1], "value": point[0]}
     state = (out.get("_state") or {}).get(name)
     if state is not None:
         state = dict(state)

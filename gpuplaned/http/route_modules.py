@@ -26,7 +26,9 @@ from gpuplaned.http import (
     sessions_routes,
     sweeps_routes,
     tokens_routes,
+    views_routes,
     webhook_routes,
+    workspace_routes,
     metric_stream_routes,
 )
 
@@ -57,6 +59,8 @@ DOCUMENTED: tuple[RouteModule, ...] = (
     sessions_routes,
     sweeps_routes,
     tokens_routes,
+    views_routes,
     webhook_routes,
+    workspace_routes,
     metric_stream_routes,
 )

@@ -26,7 +26,10 @@ ADMIN_RULES = (
     "/api/v1/webhooks",  # a Slack or Bark URL is itself a credential
     "/api/v1/audit",  # every caller's calls and arguments
 )
-READ_RULES = ("/api/v1/auth/logout", "/api/v1/runs/metrics:query")  # POSTs that change nothing
+# POSTs that change nothing; a view (a short link's state) is kept for whoever reads a page
+# (at most 64 KiB: gpuplaned.service.api.views), and its creator may delete it.
+READ_RULES = ("/api/v1/auth/logout", "/api/v1/runs/metrics:query", "/api/v1/workspace/runs", "/api/v1/views",
+              "/api/v1/views/<view_id>")
 UI_RULES = ("/", "/login", "/assets/<path:name>", "/<ui_path:path>")  # gpuplaned.http.ui_routes
 PUBLIC_RULES = ("/api/v1/auth/login", *UI_RULES)
 AGENT_RULES = ("/api/v1/agent/ws",)

@@ -98,9 +98,14 @@ def reference_update(summary, points, directions):
     events = []
     for name, (steps, ts, values) in points.items():
         direction = directions.get(name)
-        metric = dict(out["metrics"].get(name) or {"count": 0})
+        metric = dict(out["metrics"].get(name) or {"count": 0, "min": None, "max": None})
         metric["direction"] = direction
         metric["count"] = metric.get("count", 0) + len(values)
+        for key, sign in (("min", 1.0), ("max", -1.0)) if "min" in metric else ():  # lowest (value, step) wins
+            found = min(((sign * v, s) for v, s in zip(values, steps) if _ref_finite(v)), default=None)
+            old = metric[key]
+            if found is not None and (old is None or found < (sign * old["value"], old["step"])):
+                metric[key] = {"step": found[1], "value": sign * found[0]}
         if steps:
             i = max(range(len(steps)), key=lambda k: (steps[k], ts[k]))
             old = metric.get("latest")

@@ -53,6 +53,9 @@ def recount(conn: Connection, run_id: str, name: str) -> None:
     left = tsdb.remaining(conn, run_id, name, finite=run_summary.WINDOW if run_summary.is_loss(name) else 0)
     direction = ((before or {}).get("metrics") or {}).get(name, {}).get("direction")
     best = project_rows.best_point(conn, left.series_id, direction) if left.series_id is not None else None
-    after = run_summary.after_rewind(before, name, left.count, left.latest, best, left.last_finite)
+    extremes = ((project_rows.best_point(conn, left.series_id, "minimize"),
+                 project_rows.best_point(conn, left.series_id, "maximize"))
+                if left.series_id is not None else (None, None))
+    after = run_summary.after_rewind(before, name, left.count, left.latest, best, left.last_finite, extremes)
     if after is not None:
         run_rows.set_summary(conn, run_id, after)

@@ -217,6 +217,22 @@ export const api = {
     request<RunMetrics>(`/runs/${encodeURIComponent(id)}/metrics`, { query, signal }),
   queryRunsMetrics: (body: Schemas["RunMetricsQuery"], signal?: AbortSignal) =>
     request<Schemas["RunMetricsMany"]>("/runs/metrics:query", { method: "POST", body, signal }).then((r): RunMetrics[] => r.runs),
+  /** The Experiments table: runs of projects, experiments or a sweep (or listed), with flattened configs and
+   * per-metric count, last, min, max and best. */
+  workspaceRuns: (body: Schemas["WorkspaceQuery"], signal?: AbortSignal) =>
+    request<Schemas["WorkspaceRuns"]>("/workspace/runs", { method: "POST", body, signal }),
+  /** Keep a page's URL state under a short id (/v/<id>); with a name, a saved view. The same state gives the same id. */
+  createView: (body: Schemas["ViewCreate"]) =>
+    request<Schemas["ViewReply"]>("/views", { method: "POST", body }).then((r): Schemas["View"] => r.view),
+  getView: (id: string, signal?: AbortSignal) =>
+    request<Schemas["ViewReply"]>(`/views/${encodeURIComponent(id)}`, { signal }).then((r): Schemas["View"] => r.view),
+  listViews: (query: { saved?: boolean; page?: string; limit?: number }, signal?: AbortSignal) =>
+    request<Schemas["ViewList"]>("/views", {
+      query: { saved: query.saved === undefined ? undefined : String(query.saved), page: query.page, limit: query.limit },
+      signal,
+    }).then((r): Schemas["View"][] => r.views),
+  deleteView: (id: string) =>
+    request<Schemas["ViewReply"]>(`/views/${encodeURIComponent(id)}`, { method: "DELETE" }).then((r): Schemas["View"] => r.view),
   runCheckpoints: (id: string, metric: string | null, signal?: AbortSignal) =>
     request<CheckpointList>(`/runs/${encodeURIComponent(id)}/checkpoints`, { query: { metric }, signal }),
   /** The primary metric where a run sits, resolved experiment -> project -> global, with each level's own setting. */

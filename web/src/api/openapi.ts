@@ -1464,6 +1464,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/views": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Views, newest first
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["listViews"];
+        put?: never;
+        /**
+         * Keep a page's URL state under a short id (a short link, or a saved view with a name)
+         * @description The state is at most 64 KiB of UTF-8 (400 naming the limit beyond). A read scope may create views: sharing a link is reading. HTTP front: a token with the `read` scope.
+         */
+        post: operations["createView"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/views/{view_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One view
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["getView"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a view
+         * @description A write scope deletes any view; a read scope only the views it created (403 for another's). HTTP front: a token with the `read` scope.
+         */
+        delete: operations["deleteView"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/webhooks": {
         parameters: {
             query?: never;
@@ -1522,6 +1570,26 @@ export interface paths {
          * @description HTTP front: a token with the `admin` scope.
          */
         post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workspace/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The runs of projects, experiments or a sweep, with their configs and metric summaries (the Experiments table)
+         * @description A run matches when it is in any named project (or an experiment of it), experiment or sweep, or is listed. 400 names the first unknown project, experiment, sweep or run (details.field). Per metric: count, last, min, max and best (by its direction), each with its step, from the summary kept as batches arrive. HTTP front: a token with the `read` scope.
+         */
+        post: operations["workspaceRuns"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3495,6 +3563,36 @@ export interface components {
         TokenReply: {
             token: components["schemas"]["Token"];
         };
+        ViewReply: {
+            view: components["schemas"]["View"];
+        };
+        View: {
+            /** @description url-safe and random (the short link is /v/<id>) */
+            id: string;
+            /** @description the UI page the state is for */
+            page: string;
+            /** @description the page's query string, without '?' */
+            state: string;
+            /** @description a saved view's name; null: a short link */
+            name: string | null;
+            /** @description ms since the epoch */
+            created_at: number;
+        };
+        ViewCreate: {
+            /** @description the page's URL query string, without '?' (at most 64 KiB) */
+            state: string;
+            /** @description a saved view's name; absent: a short link */
+            name?: string | null;
+            /**
+             * @description the UI page the state is for
+             * @default experiments
+             */
+            page?: string;
+        };
+        ViewList: {
+            /** @description newest first */
+            views: components["schemas"]["View"][];
+        };
         WebhookReply: {
             webhook: components["schemas"]["WebhookInfo"];
         };
@@ -3554,6 +3652,100 @@ export interface components {
             /** @description the endpoint's HTTP status; null: no answer */
             status: number | null;
             error: string | null;
+        };
+        WorkspaceRuns: {
+            /** @description newest first */
+            runs: components["schemas"]["WorkspaceRun"][];
+            /** @description every metric the runs logged: the primary first, then by name */
+            metrics: components["schemas"]["WorkspaceMetric"][];
+            /** @description every config key of the runs, by name */
+            config_keys: components["schemas"]["ConfigKey"][];
+            /** @description the sweep's metric, else resolved for the one experiment or project named, else the global one; null: none is set */
+            primary_metric: string | null;
+            /** @description more runs matched than the limit */
+            truncated: boolean;
+        };
+        WorkspaceRun: {
+            id: string;
+            name: string | null;
+            status: string;
+            job_id: string | null;
+            /** @description the project's name (an experiment's project when the run names none) */
+            project: string | null;
+            /** @description the experiment's name */
+            experiment: string | null;
+            experiment_id: string | null;
+            /** @description the sweep whose trial the run's job is */
+            sweep_id: string | null;
+            /** @description the trial's number within its sweep (0, 1, 2 ...) */
+            sweep_trial: number | null;
+            tags: string[];
+            /** @description ms since the epoch */
+            created_at: number;
+            /** @description ms since the epoch; null while it runs */
+            ended_at: number | null;
+            /** @description what the script passed to init(config=...), nested keys joined with '.', each value as its JSON type (a sweep trial's values fill the keys the config lacks) */
+            config: {
+                [key: string]: unknown;
+            };
+            /** @description name -> summary */
+            metrics: {
+                [key: string]: components["schemas"]["MetricCell"];
+            };
+        };
+        /** @description One metric of one run, summarised as its points arrived (never by a read of them). */
+        MetricCell: {
+            /** @description how many points */
+            count: number;
+            /** @description the point with the greatest step (then time); null: none */
+            last: components["schemas"]["LastPoint"] | null;
+            /** @description the lowest finite point (on a tie, the lowest step); null: none is finite */
+            min: components["schemas"]["SummaryPoint"] | null;
+            /** @description the highest finite point (on a tie, the lowest step); null: none is finite */
+            max: components["schemas"]["SummaryPoint"] | null;
+            /** @description min or max by the metric's direction; null: it has none */
+            best: components["schemas"]["SummaryPoint"] | null;
+        };
+        LastPoint: {
+            step: number;
+            /** @description a number, or NaN, Infinity or -Infinity as a string */
+            value: number | ("NaN" | "Infinity" | "-Infinity");
+        };
+        SummaryPoint: {
+            step: number;
+            /** @description finite */
+            value: number;
+        };
+        WorkspaceMetric: {
+            name: string;
+            /**
+             * @description which way is better; null: none
+             * @enum {string|null}
+             */
+            direction: "min" | "max" | null;
+            /** @description the primary metric (listed first) */
+            primary: boolean;
+        };
+        ConfigKey: {
+            key: string;
+            /** @description the JSON types its values take across the runs */
+            types: ("number" | "string" | "bool" | "null" | "list" | "object")[];
+        };
+        /** @description Which runs: those in any named project, experiment or sweep, and those listed. */
+        WorkspaceQuery: {
+            /** @description project names or ids (prj_...) */
+            projects?: string[];
+            /** @description experiment ids (exp_...) */
+            experiments?: string[];
+            /** @description a sweep's id (swp_...) */
+            sweep?: string | null;
+            /** @description run ids */
+            runs?: string[];
+            /**
+             * @description at most this many runs, newest first
+             * @default 1000
+             */
+            limit?: number;
         };
         StreamedPoints: {
             /** @description the daemon's batch sequence (the id's second part) */
@@ -6657,6 +6849,143 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    listViews: {
+        parameters: {
+            query?: {
+                /** @description true: the saved (named) views only */
+                saved?: "true" | "false";
+                /** @description only this page's views */
+                page?: string | null;
+                /** @description at most this many, newest first */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The views. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ViewList"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    createView: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ViewCreate"];
+            };
+        };
+        responses: {
+            /** @description The same page, name and state were posted before: that view. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ViewReply"];
+                };
+            };
+            /** @description The new view. */
+            201: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ViewReply"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    getView: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the view's id (the short link's /v/<id>) */
+                view_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The view. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ViewReply"];
+                };
+            };
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
+    deleteView: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the view's id (the short link's /v/<id>) */
+                view_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted view. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ViewReply"];
+                };
+            };
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
     listWebhooks: {
         parameters: {
             query?: never;
@@ -6781,6 +7110,42 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    workspaceRuns: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: a repeat with the same key and body gets the first answer again (marked Idempotent-Replayed: true) for 24 h; the same key with another body, or while the first is still being answered, is 409. Keys are per caller and path. A reply that carries a secret (a new token, a login link) is never kept: its repeat is 409 naming what the first request made. Public routes keep no key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkspaceQuery"];
+            };
+        };
+        responses: {
+            /** @description The runs, newest first, and the metrics and config keys across them. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceRuns"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            408: components["responses"]["E408"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
     streamRunMetrics: {
         parameters: {
             query?: {
@@ -6871,6 +7236,7 @@ export const pathsApiV1EventsStreamGetParametersQuerySeverityValues: ReadonlyArr
 export const pathsApiV1EventsStreamGetParametersQueryTypeValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/events/stream"]["get"]["parameters"]["query"]["type"]> = ["AGENT_DISCONNECTED", "AGENT_RECONNECTED", "BUDGET_EXHAUSTED", "CHECKPOINT_CREATED", "CHECKPOINT_DELETED", "DISK_LOW", "DISK_OK", "EARLY_STOPPED", "EVALUATION_FINISHED", "GPU_LOST", "GPU_PINNING_VIOLATION", "GPU_RECOVERED", "GPU_UNDERUTILIZED", "JOB_FAILED", "JOB_TIMEOUT", "JOB_WAITING", "LOSS_NAN", "LOSS_SPIKE", "NODE_CONDITION_CLEARED", "NODE_CONDITION_RAISED", "OOM", "OVERFITTING_SUSPECTED", "POLICY_ACTION", "POLICY_SKIPPED", "RUN_FINISHED", "RUN_STALLED", "RUN_STARTED", "SPOOL_DROPPED", "SWEEP_PAUSED", "TB_FILE_REPLACED", "TB_RECORD_SKIPPED", "UNATTRIBUTED_FILE", "USER_EVENT"];
 export const pathsApiV1SweepsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/sweeps"]["get"]["parameters"]["query"]["status"]> = ["QUEUED", "RUNNING", "PAUSED", "SUCCEEDED", "FAILED", "CANCELLED", "DONE"];
 export const pathsApiV1SweepsSweep_idVerbPostParametersPathVerbValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/sweeps/{sweep_id}/{verb}"]["post"]["parameters"]["path"]["verb"]> = ["cancel", "pause", "resume", "retry-failed"];
+export const pathsApiV1ViewsGetParametersQuerySavedValues: ReadonlyArray<FlattenedDeepRequired<paths>["/api/v1/views"]["get"]["parameters"]["query"]["saved"]> = ["true", "false"];
 export const errorErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["error"]["code"]> = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "payload_too_large", "unsupported_media_type", "request_timeout", "not_ready", "stopping", "unavailable", "store_unavailable", "internal"];
 export const auditRowCaller_kindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AuditRow"]["caller_kind"]> = ["token", "cookie", "local", "public", "job", "node"];
 export const auditRowViaValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AuditRow"]["via"]> = ["rest", "mcp"];
@@ -6942,6 +7308,8 @@ export const webhookInfoSeverityValues: ReadonlyArray<FlattenedDeepRequired<comp
 export const webhookInfoFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookInfo"]["format"]> = ["json", "ntfy", "bark", "slack"];
 export const webhookCreateSeverityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookCreate"]["severity"]> = ["info", "warning", "critical"];
 export const webhookCreateFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookCreate"]["format"]> = ["json", "ntfy", "bark", "slack"];
+export const lastPointValueAnyOf1Values: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["LastPoint"]["value"]> = ["NaN", "Infinity", "-Infinity"];
+export const configKeyTypesValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConfigKey"]["types"]> = ["number", "string", "bool", "null", "list", "object"];
 export const runMetricsStreamEventOneOf0EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["RunMetricsStreamEvent"], {
     event: unknown;
 }>["event"]> = ["points"];
