@@ -107,6 +107,7 @@ def test_conditional_requests_revalidate(built):
 
 def test_client_routes_get_the_app(built):
     for path in ("/jobs/job_123", "/runs/run_1?tab=metrics", "/nodes/gpu-box-1/gpus/0", "/apix", "/loginx",
+                 "/v/Ab3_x-9zQk1", "/experiments?sel=p:vision&smooth=0.6",  # a short link, the workspace
                  "/assets-old/x", "/jobs/%2e%2e/x"):
         status, headers, body = built.get(path, HTML)
         assert (status, body.decode()) == (200, INDEX), path
