@@ -31,6 +31,8 @@ const PATHS: Record<string, string> = {
   wrap: "M4 6h16M4 12h13a3 3 0 010 6h-4M15 16l-2 2 2 2M4 18h5",
   alert: "M12 3l10 18H2L12 3zM12 10v4M12 17h.01",
   evals: "M9 3h6v3H9zM7 4.5H5V21h14V4.5h-2M8.5 14l2.5 2.5 4.5-5",
+  experiments: "M9 3h6M10 3v6l-5.6 9.5A1.7 1.7 0 005.9 21h12.2a1.7 1.7 0 001.5-2.5L14 9V3M7 15h10",
+  columns: "M4 4h16v16H4zM10 4v16M16 4v16",
 };
 
 export function Icon({ name, size = 16, className }: { name: keyof typeof PATHS | string; size?: number; className?: string }) {

@@ -7,6 +7,7 @@
 import { bool, num, oneOf, range, str, type Codec } from "../router/urlState";
 import type { Filter, Filters } from "./table";
 import { SUMMARIES, type SummaryChoice } from "./summary";
+import type { Brushes } from "./viz";
 
 const SPECIAL = /[%,:~=|]/g;
 
@@ -97,10 +98,7 @@ export function filtersCodec(): Codec<Filters> {
   };
 }
 
-/** The parallel coordinates' brushes (the viz's Brush shape): a closed range or a set of categories. */
-export type Brush = { kind: "range"; min: number; max: number } | { kind: "set"; values: string[] };
-export type Brushes = Record<string, Brush>;
-
+/** The parallel coordinates' brushes: a closed range or a set of categories, in the filters' syntax. */
 export function brushesCodec(): Codec<Brushes> {
   const filters = filtersCodec();
   return {
