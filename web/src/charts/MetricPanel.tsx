@@ -217,7 +217,7 @@ export function MetricPanel(props: MetricPanelProps) {
   );
 }
 
-function drawMarks(u: uPlot, marks: MetricPanelProps["marks"], _font: string): void {
+export function drawMarks(u: uPlot, marks: MetricPanelProps["marks"], _font: string): void {
   if (!marks?.length) return;
   const { ctx } = u;
   const { top, height } = u.bbox;

@@ -4,5 +4,9 @@
 
 export type { Axis, Brush, Brushes, Value, VizRow } from "./types";
 export { categoryLabel, passesBrushes } from "./brush";
+export { ParallelCoords, type ParallelCoordsProps } from "./ParallelCoords";
+export { Scatter, type ScatterProps } from "./Scatter";
 export { importance, MIN_TRIALS_PER_VALUE, type ImportanceRow } from "./importance";
+export { ImportanceTable, type ImportanceTableProps } from "./ImportanceTable";
+export { ExperimentPanels, type ExperimentPanelsProps, type PanelRunSpec } from "./ExperimentPanels";
 export { bandOn, groupRuns, unionX, type Band, type BandGroup } from "./bands";

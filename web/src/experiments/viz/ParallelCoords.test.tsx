@@ -1,0 +1,106 @@
+import { act, fireEvent, render } from "@testing-library/react";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ParallelCoords } from "./ParallelCoords";
+import { fakeWidth, nextFrame, recordCanvas, type CanvasRecorder } from "./testCanvas";
+import type { Axis, Brush, Brushes, VizRow } from "./types";
+
+const rows: VizRow[] = [
+  { id: "a", values: { lr: 0.001, opt: "adam", "metric:loss": 1 } },
+  { id: "b", values: { lr: 0.01, opt: "sgd", "metric:loss": 2 } },
+  { id: "c", values: { lr: 0.1, opt: null, "metric:loss": 3 } },
+];
+const axes: Axis[] = [
+  { key: "lr", label: "optim.lr", kind: "log" },
+  { key: "opt", label: "optimizer", kind: "category" },
+  { key: "metric:loss", label: "loss (min)", kind: "linear" },
+];
+const colors = new Map([["a", "#ff0000"], ["b", "#00ff00"], ["c", "#0000ff"]]);
+
+let canvas: CanvasRecorder;
+let restoreWidth: () => void;
+beforeEach(() => {
+  canvas = recordCanvas();
+  restoreWidth = fakeWidth(600);
+});
+afterEach(() => {
+  canvas.uninstall();
+  restoreWidth();
+});
+
+const strokeColours = () => canvas.calls.filter((c) => c.op === "set:strokeStyle").map((c) => c.args[0]);
+
+async function draw(brushes: Brushes = {}, onBrush = vi.fn(), onHover = vi.fn()) {
+  const view = render(<ParallelCoords axes={axes} rows={rows} colors={colors} brushes={brushes} onBrush={onBrush} onHover={onHover}
+    height={300} />);
+  await act(nextFrame);
+  return { ...view, onBrush, onHover, canvasEl: view.container.querySelector("canvas")! };
+}
+
+describe("ParallelCoords", () => {
+  it("draws a line per run in its colour and names every axis", async () => {
+    const { container } = await draw();
+    expect(strokeColours()).toEqual(expect.arrayContaining(["#ff0000", "#00ff00", "#0000ff"]));
+    const texts = canvas.calls.filter((c) => c.op === "fillText").map((c) => c.args[0]);
+    expect(texts).toEqual(expect.arrayContaining(["optim.lr", "optimizer", "loss (min)", "adam", "sgd", "null"]));
+    expect(container.querySelector(".viz-pc")?.getAttribute("data-passing")).toBe("3");
+  });
+
+  it("draws runs outside the brushes faint, not in their colour", async () => {
+    const { container } = await draw({ opt: { kind: "set", values: ["adam"] } });
+    expect(strokeColours()).toContain("#ff0000");
+    expect(strokeColours()).not.toContain("#00ff00");
+    expect(container.textContent).toContain("1 of 3 runs inside the brushes");
+  });
+
+  it("turns a drag along an axis into a brush, told at most once a frame, and a click into a clear", async () => {
+    const { canvasEl, onBrush } = await draw();
+    // The loss axis is the last, at x = 600 - 44; the plot spans y 36..286, loss 1 at the bottom, 3 at the top.
+    fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 1 });
+    fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
+    fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 161, pointerId: 1 });
+    expect(onBrush).not.toHaveBeenCalled(); // nothing until the frame
+    await act(nextFrame);
+    expect(onBrush).toHaveBeenCalledTimes(1);
+    const [key, brush] = onBrush.mock.calls[0] as [string, Brush];
+    expect(key).toBe("metric:loss");
+    expect(brush).toMatchObject({ kind: "range", min: 1 });
+    expect((brush as { max: number }).max).toBeCloseTo(2);
+    fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 161, pointerId: 1 });
+    expect(onBrush).toHaveBeenCalledTimes(1); // the same brush: not told twice
+    fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 150, button: 0, pointerId: 1 });
+    fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 150, pointerId: 1 });
+    expect(onBrush).toHaveBeenLastCalledWith("metric:loss", null);
+  });
+
+  it("brushes the categories a drag covers", async () => {
+    const { canvasEl, onBrush } = await draw();
+    // optimizer: 3 categories over 36..286, adam lowest (at 244), then null (161), sgd (78).
+    fireEvent.pointerDown(canvasEl, { clientX: 300, clientY: 280, button: 0, pointerId: 1 });
+    fireEvent.pointerMove(canvasEl, { clientX: 300, clientY: 150, pointerId: 1 });
+    fireEvent.pointerUp(canvasEl, { clientX: 300, clientY: 150, pointerId: 1 });
+    expect(onBrush).toHaveBeenLastCalledWith("opt", { kind: "set", values: ["adam", "null"] });
+  });
+
+  it("tells which run the pointer is over, once per change", async () => {
+    const { canvasEl, onHover } = await draw();
+    // Between the first two axes, halfway: run a runs from lr 0.001 (bottom, 286) to adam (244).
+    fireEvent.pointerMove(canvasEl, { clientX: 172, clientY: 265 });
+    fireEvent.pointerMove(canvasEl, { clientX: 173, clientY: 265 });
+    expect(onHover.mock.calls).toEqual([["a"]]);
+    fireEvent.pointerLeave(canvasEl);
+    expect(onHover).toHaveBeenLastCalledWith(null);
+  });
+
+  it("sets brushes by keyboard: a range per numeric axis, a choice per category", async () => {
+    const { getByLabelText, onBrush, container } = await draw({ lr: { kind: "range", min: 0.001, max: 0.01 } });
+    expect((getByLabelText("optim.lr: from") as HTMLInputElement).value).toBe("0.001");
+    fireEvent.change(getByLabelText("loss (min): from"), { target: { value: "1.5" } });
+    fireEvent.change(getByLabelText("loss (min): to"), { target: { value: "2.5" } });
+    fireEvent.submit(container.querySelector('form[data-axis="metric:loss"]')!);
+    expect(onBrush).toHaveBeenLastCalledWith("metric:loss", { kind: "range", min: 1.5, max: 2.5 });
+    fireEvent.click(getByLabelText("sgd"));
+    expect(onBrush).toHaveBeenLastCalledWith("opt", { kind: "set", values: ["sgd"] });
+    fireEvent.click(getByLabelText("Clear the brush on optim.lr"));
+    expect(onBrush).toHaveBeenLastCalledWith("lr", null);
+  });
+});
