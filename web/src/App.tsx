@@ -11,6 +11,8 @@ import { Compare } from "./pages/Compare";
 import { Dashboard } from "./pages/Dashboard";
 import { Evaluations } from "./pages/Evaluations";
 import { Events } from "./pages/Events";
+import { Experiments } from "./pages/Experiments";
+import { ShortLink } from "./experiments/ShortLink";
 import { JobDetail } from "./pages/JobDetail";
 import { Jobs } from "./pages/Jobs";
 import { Nodes } from "./pages/Nodes";
@@ -31,6 +33,8 @@ const NAV = [
   { to: "/", label: "Dashboard", icon: "dashboard", match: (p: string) => p === "/" },
   { to: "/jobs", label: "Jobs", icon: "jobs", match: (p: string) => p.startsWith("/jobs") },
   { to: "/runs", label: "Runs", icon: "runs", match: (p: string) => p.startsWith("/runs") },
+  { to: "/experiments", label: "Experiments", icon: "experiments",
+    match: (p: string) => p.startsWith("/experiments") || p.startsWith("/v/") },
   { to: "/sweeps", label: "Sweeps", icon: "sweeps", match: (p: string) => p.startsWith("/sweeps") },
   { to: "/compare", label: "Compare", icon: "compare", match: (p: string) => p.startsWith("/compare") },
   { to: "/evaluations", label: "Evaluations", icon: "evals", match: (p: string) => p.startsWith("/evaluations") },
@@ -50,6 +54,9 @@ function Page({ pathname }: { pathname: string }) {
   if (pathname === "/sweeps") return <Sweeps />;
   m = matchPath("/sweeps/:id", pathname);
   if (m) return <SweepDetail id={m.id} />;
+  if (pathname === "/experiments") return <Experiments />;
+  m = matchPath("/v/:id", pathname);
+  if (m) return <ShortLink id={m.id} />;
   if (pathname === "/compare") return <Compare />;
   if (pathname === "/evaluations") return <Evaluations />;
   if (pathname === "/nodes") return <Nodes />;

@@ -50,10 +50,15 @@ export function kindOf(values: Iterable<CellValue>): ColumnKind {
 
 const RANK: Record<string, number> = { number: 0, boolean: 1, string: 2, object: 3 };
 
-/** Order of two cells: numbers by value, false before true, text naturally; null and absent always last. */
+/** A cell with nothing to order by: null, absent, or a NaN (a metric that diverged). */
+export function isMissing(v: CellValue): boolean {
+  return v === null || v === undefined || (typeof v === "number" && Number.isNaN(v));
+}
+
+/** Order of two cells: numbers by value, false before true, text naturally; null, absent and NaN always last. */
 export function compareValues(a: CellValue, b: CellValue): number {
-  const aMissing = a === null || a === undefined;
-  const bMissing = b === null || b === undefined;
+  const aMissing = isMissing(a);
+  const bMissing = isMissing(b);
   if (aMissing || bMissing) return aMissing === bMissing ? 0 : aMissing ? 1 : -1;
   if (typeof a !== typeof b) return RANK[typeof a] - RANK[typeof b];
   if (typeof a === "number") return a - (b as number);

@@ -15,6 +15,14 @@ export function chosenSummary(choices: Record<string, SummaryChoice>, name: stri
   return choices[name] ?? defaultSummary(direction);
 }
 
+const NONFINITE: Record<string, number> = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity };
+
+/** A point's value as a number: the wire spells a non-finite last value as a string. */
+export function pointValue(value: number | string | null | undefined): number | null {
+  if (typeof value === "number") return value;
+  return typeof value === "string" && value in NONFINITE ? NONFINITE[value] : null;
+}
+
 /** The chosen point of a metric, or null where the run has none. Best falls back to the
  * direction's extreme, and to the last value where the metric has no direction. */
 export function pickSummary(metric: WorkspaceMetric | undefined, choice: SummaryChoice, direction: Direction): MetricPoint | null {
@@ -22,5 +30,6 @@ export function pickSummary(metric: WorkspaceMetric | undefined, choice: Summary
   const point = choice === "best"
     ? metric.best ?? (direction === "min" ? metric.min : direction === "max" ? metric.max : metric.last)
     : metric[choice];
-  return point && point.value !== null && point.value !== undefined ? point : null;
+  const value = pointValue(point?.value);
+  return point && value !== null ? { step: point.step, value } : null;
 }

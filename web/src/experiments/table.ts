@@ -2,7 +2,7 @@
 // summaries), filters, sort, groups with mean/min/max per metric, the keys that differ, and
 // deltas against a baseline run.
 
-import { compareValues, configId, formatValue, kindOf, metricId, valueKey, type CellValue, type Column } from "./columns";
+import { compareValues, configId, formatValue, isMissing, kindOf, metricId, valueKey, type CellValue, type Column } from "./columns";
 import { chosenSummary, pickSummary, type SummaryChoice } from "./summary";
 import type { WorkspaceMetricInfo, WorkspaceRun } from "./types";
 
@@ -64,7 +64,7 @@ export function applyFilters(rows: readonly TableRow[], filters: Filters): Table
   return rows.filter((row) => active.every(([col, f]) => passesFilter(row.values[col], f)));
 }
 
-/** Sorted by one column ("-" first: descending); null and absent cells stay last either way. */
+/** Sorted by one column ("-" first: descending); null, absent and NaN cells stay last either way. */
 export function sortRows(rows: readonly TableRow[], sort: string): TableRow[] {
   if (!sort) return [...rows];
   const desc = sort.startsWith("-");
@@ -72,7 +72,7 @@ export function sortRows(rows: readonly TableRow[], sort: string): TableRow[] {
   return [...rows].sort((a, b) => {
     const x = a.values[col];
     const y = b.values[col];
-    const missing = (x === null || x === undefined) !== (y === null || y === undefined);
+    const missing = isMissing(x) !== isMissing(y);
     const order = compareValues(x, y);
     return missing || !desc ? order : -order;
   });

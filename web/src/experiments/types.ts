@@ -1,68 +1,29 @@
-// The workspace's wire shapes (POST /api/v1/workspace/runs, /api/v1/views), as the contract
-// with the server names them. Kept here until the generated OpenAPI types carry them.
+// The workspace's wire shapes (POST /api/v1/workspace/runs, /api/v1/views), from the generated
+// OpenAPI types. The document leaves a run's config an untyped object (`dict` on the Python
+// side): it is narrowed here to the JSON values the server flattens it to.
+
+import type { components } from "../api/openapi";
+
+type Schemas = components["schemas"];
 
 export type JsonValue = number | string | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
+/** A metric summary's point as the table uses it: a non-finite last value is a number here (NaN, ±Infinity). */
 export interface MetricPoint {
   step: number | null;
   value: number | null;
 }
 
-export interface WorkspaceMetric {
-  count: number;
-  last: MetricPoint | null;
-  min: MetricPoint | null;
-  max: MetricPoint | null;
-  best: MetricPoint | null;
-}
+export type WorkspaceMetric = Schemas["MetricCell"];
 
-export interface WorkspaceRun {
-  id: string;
-  name: string | null;
-  status: string;
-  job_id: string | null;
-  project: string | null;
-  experiment: string | null;
-  experiment_id: string | null;
-  sweep_id: string | null;
-  sweep_trial: number | null;
-  tags: string[];
-  created_at: number | null;
-  ended_at: number | null;
+export type WorkspaceRun = Omit<Schemas["WorkspaceRun"], "config"> & {
   /** Nested configs flattened with ".", JSON types kept. */
   config: Record<string, JsonValue>;
-  metrics: Record<string, WorkspaceMetric>;
-}
+};
 
-export type Direction = "min" | "max" | null;
+export type Direction = Schemas["WorkspaceMetric"]["direction"];
+export type WorkspaceMetricInfo = Schemas["WorkspaceMetric"];
 
-export interface WorkspaceMetricInfo {
-  name: string;
-  direction: Direction;
-  primary: boolean;
-}
-
-export interface WorkspaceReply {
-  runs: WorkspaceRun[];
-  /** Primary first. */
-  metrics: WorkspaceMetricInfo[];
-  config_keys: { key: string; types: string[] }[];
-  primary_metric: string | null;
-  truncated: boolean;
-}
-
-export interface WorkspaceQuery {
-  projects?: string[];
-  experiments?: string[];
-  sweep?: string | null;
-  runs?: string[];
-  limit?: number;
-}
-
-export interface SavedView {
-  id: string;
-  state: string;
-  name: string | null;
-  page: string;
-  created_at: number;
-}
+export type WorkspaceReply = Omit<Schemas["WorkspaceRuns"], "runs"> & { runs: WorkspaceRun[] };
+export type WorkspaceQuery = Schemas["WorkspaceQuery"];
+export type SavedView = Schemas["View"];
