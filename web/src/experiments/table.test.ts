@@ -44,6 +44,18 @@ describe("a metric column's summary", () => {
     expect(pickSummary(undefined, "last", null)).toBeNull();
   });
 
+  it("reads a non-finite last value (sent as a string) as a number, and sorts a NaN last", () => {
+    const diverged = { count: 3, last: { step: 3, value: "NaN" as const }, min: { step: 1, value: 0.5 }, max: { step: 2, value: 9 }, best: null };
+    const inf = { ...diverged, last: { step: 3, value: "-Infinity" as const } };
+    expect(pickSummary(diverged, "last", null)?.value).toBeNaN();
+    expect(pickSummary(inf, "last", null)).toEqual({ step: 3, value: -Infinity });
+    const rows = buildRows([wsRun("a", { metrics: { acc: diverged } }), wsRun("b", { metrics: { acc: wsMetric([1, 2], [1, 2], [1, 2]) } }),
+      wsRun("c", { metrics: { acc: inf } })], [ACC], {});
+    expect(sortRows(rows, "m.acc").map((r) => r.run.id)).toEqual(["c", "b", "a"]);
+    expect(sortRows(rows, "-m.acc").map((r) => r.run.id)).toEqual(["b", "c", "a"]);
+    expect(formatValue(rows[0].values["m.acc"])).toBe("NaN");
+  });
+
   it("defaults to best where the metric has a direction, last where not; a choice overrides", () => {
     const runs = [wsRun("a", { metrics: { "val/loss": m, acc: wsMetric([9, 0.7], [1, 0.1], [5, 0.8]) } })];
     const [row] = buildRows(runs, [LOSS, ACC], {});

@@ -1,0 +1,128 @@
+import { act, fireEvent, render, screen, waitFor } from "@testing-library/react";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ShortLink } from "../experiments/ShortLink";
+import { SHORT_LINK_OVER, ShareButton } from "../experiments/ShareViews";
+import { wsMetric, wsRun } from "../experiments/testRuns";
+import type { WorkspaceReply } from "../experiments/types";
+import { Experiments } from "./Experiments";
+
+function json(status: number, body: unknown) {
+  return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+}
+
+const REPLY: WorkspaceReply = {
+  runs: [
+    wsRun("run_a", { name: "alpha", status: "RUNNING", config: { lr: 0.1, opt: "adam" }, metrics: { loss: wsMetric([9, 0.5], [5, 0.2], [0, 2]) } }),
+    wsRun("run_b", { name: "beta", config: { lr: null, opt: "sgd" }, metrics: { loss: wsMetric([9, 0.9], [5, 0.7], [0, 2]) } }),
+    wsRun("run_c", { name: "gamma", status: "FAILED", config: { lr: 0.01, opt: "adam" }, metrics: {} }),
+  ],
+  metrics: [], config_keys: [{ key: "lr", types: ["number", "null"] }, { key: "opt", types: ["string"] }],
+  primary_metric: null, truncated: false,
+};
+
+describe("the Experiments page", () => {
+  let fetchMock: ReturnType<typeof vi.fn>;
+  const calls = (path: string) => fetchMock.mock.calls.filter(([url]) => String(url).startsWith(`/api/v1${path}`));
+  beforeEach(() => {
+    fetchMock = vi.fn(async (url: string) => {
+      if (url.startsWith("/api/v1/workspace/runs")) return json(200, REPLY);
+      if (url.startsWith("/api/v1/sweeps")) return json(200, { sweeps: [] });
+      return json(404, { error: { code: "not_found", message: `no such endpoint: ${url}` } });
+    });
+    vi.stubGlobal("fetch", fetchMock);
+  });
+  afterEach(() => {
+    vi.unstubAllGlobals();
+    window.history.replaceState(null, "", "/");
+  });
+
+  const runIds = () => [...document.querySelectorAll<HTMLTableRowElement>("tbody tr[data-run]")].map((tr) => tr.dataset.run);
+
+  it("loads the URL's selection in one request and shows the view the URL names: filters, sort, hidden columns", async () => {
+    window.history.replaceState(null, "", "/experiments?p=vision,nlp&f=c.opt=adam&sort=-c.lr&hide=tags,created");
+    render(<Experiments />);
+    await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]));
+    expect(calls("/workspace/runs")).toHaveLength(1);
+    const [, init] = calls("/workspace/runs")[0];
+    expect(JSON.parse(init.body)).toEqual({ projects: ["vision", "nlp"], experiments: [], sweep: null, limit: 1000 });
+    const heads = [...document.querySelectorAll("thead .exp-col-label")].map((e) => e.textContent);
+    expect(heads).toEqual(["Status", "Name", "lr", "opt"]);
+    expect(screen.getByText("opt ∈ {adam}")).toBeTruthy();
+  });
+
+  it("writes each change into the address: sort, diff-only, group, a removed filter", async () => {
+    window.history.replaceState(null, "", "/experiments?p=vision&f=c.opt=adam");
+    render(<Experiments />);
+    await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]));
+    fireEvent.click(screen.getByTitle("Sort by lr"));
+    expect(new URLSearchParams(window.location.search).get("sort")).toBe("c.lr");
+    await waitFor(() => expect(runIds()).toEqual(["run_c", "run_a"]));
+    fireEvent.click(screen.getByRole("button", { name: "Diff only" }));
+    expect(new URLSearchParams(window.location.search).get("diff")).toBe("1");
+    // Among the adam runs only lr differs: opt drops out of the table.
+    await waitFor(() => expect([...document.querySelectorAll("thead .exp-col-label")].map((e) => e.textContent))
+      .not.toContain("opt"));
+    fireEvent.change(screen.getByLabelText("Group by"), { target: { value: "status" } });
+    expect(new URLSearchParams(window.location.search).get("g")).toBe("status");
+    fireEvent.click(screen.getByLabelText("Remove the filter on opt"));
+    expect(new URLSearchParams(window.location.search).get("f")).toBeNull();
+    await waitFor(() => expect(runIds()).toHaveLength(3));
+  });
+
+  it("asks to pick something, and loads nothing, while the URL selects nothing", async () => {
+    window.history.replaceState(null, "", "/experiments");
+    render(<Experiments />);
+    expect(screen.getByText("Pick what to study")).toBeTruthy();
+    await act(async () => undefined);
+    expect(calls("/workspace/runs")).toHaveLength(0);
+  });
+});
+
+describe("short links", () => {
+  let fetchMock: ReturnType<typeof vi.fn>;
+  beforeEach(() => {
+    fetchMock = vi.fn();
+    vi.stubGlobal("fetch", fetchMock);
+  });
+  afterEach(() => {
+    vi.unstubAllGlobals();
+    window.history.replaceState(null, "", "/");
+  });
+
+  it("/v/<id> loads the view and replaces the address with the full state", async () => {
+    window.history.pushState(null, "", "/v/Ab3dEf9x");
+    const before = window.history.length;
+    fetchMock.mockResolvedValue(json(200, { view: { id: "Ab3dEf9x", state: "sweep=swp_1&g=c.opt", name: null, page: "experiments",
+      created_at: 1 } }));
+    render(<ShortLink id="Ab3dEf9x" />);
+    await waitFor(() => expect(window.location.pathname).toBe("/experiments"));
+    expect(window.location.search).toBe("?sweep=swp_1&g=c.opt");
+    expect(window.history.length).toBe(before);
+    expect(String(fetchMock.mock.calls[0][0])).toBe("/api/v1/views/Ab3dEf9x");
+  });
+
+  it("says so when the view is not kept", async () => {
+    fetchMock.mockResolvedValue(json(404, { error: { code: "not_found", message: "no view Ab3dEf9x" } }));
+    render(<ShortLink id="Ab3dEf9x" />);
+    await screen.findByText("No such view");
+  });
+
+  it("Share copies the address while the state is short, and a server-kept short link once it is long", async () => {
+    const writeText = vi.fn(async () => undefined);
+    Object.defineProperty(navigator, "clipboard", { value: { writeText }, configurable: true });
+    window.history.replaceState(null, "", "/experiments?p=vision");
+    render(<ShareButton />);
+    fireEvent.click(screen.getByRole("button", { name: "Share" }));
+    await waitFor(() => expect(writeText).toHaveBeenCalledWith(`${window.location.origin}/experiments?p=vision`));
+    expect(fetchMock).not.toHaveBeenCalled();
+
+    const long = `p=${"x".repeat(SHORT_LINK_OVER)}`;
+    window.history.replaceState(null, "", `/experiments?${long}`);
+    fetchMock.mockResolvedValue(json(200, { view: { id: "Zz9yXw8v", state: long, name: null, page: "experiments", created_at: 1 } }));
+    fireEvent.click(screen.getByRole("button", { name: "Share" }));
+    await waitFor(() => expect(writeText).toHaveBeenLastCalledWith(`${window.location.origin}/v/Zz9yXw8v`));
+    const [url, init] = fetchMock.mock.calls[0];
+    expect([url, init.method, JSON.parse(init.body)]).toEqual(["/api/v1/views", "POST", { state: long, page: "experiments" }]);
+    expect(screen.getByRole("status").textContent).toContain("Copied short link");
+  });
+});
