@@ -45,7 +45,28 @@ export function recordCanvas(): CanvasRecorder {
       return ctx;
     },
   });
-  return { calls, uninstall: () => Object.defineProperty(proto, "getContext", original) };
+  // uPlot builds its lines as Path2D objects, which jsdom lacks too: a path that keeps nothing.
+  const g = globalThis as { Path2D?: unknown };
+  const hadPath = "Path2D" in g;
+  if (!hadPath) {
+    g.Path2D = class {
+      moveTo(): void {}
+      lineTo(): void {}
+      rect(): void {}
+      arc(): void {}
+      bezierCurveTo(): void {}
+      quadraticCurveTo(): void {}
+      closePath(): void {}
+      addPath(): void {}
+    };
+  }
+  return {
+    calls,
+    uninstall: () => {
+      Object.defineProperty(proto, "getContext", original);
+      if (!hadPath) delete g.Path2D;
+    },
+  };
 }
 
 /** Give every element a width (jsdom lays nothing out), for components that size to their host. */

@@ -1,0 +1,133 @@
+import { render, waitFor } from "@testing-library/react";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ExperimentPanels, type PanelRunSpec } from "./ExperimentPanels";
+import { chunks, nextBatch } from "./panelLoader";
+import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
+
+function json(body: unknown) {
+  return new Response(JSON.stringify(body), { status: 200, headers: { "Content-Type": "application/json" } });
+}
+
+// A run's metrics as the daemon answers them: 4 buckets of each asked name.
+function runMetrics(runId: string, names: string[], offset: number) {
+  const series = Object.fromEntries(names.map((n) => {
+    const avg = [1, 2, 3, 4].map((v) => v + offset);
+    return [n, { min: avg, max: avg, avg, last: avg, count: [1, 1, 1, 1], nan: [0, 0, 0, 0] }];
+  }));
+  return { run_id: runId, x_axis: "step", resolution: "raw", width: 1, x: [0, 10, 20, 30], series };
+}
+
+interface Call {
+  path: string;
+  body: { run_ids?: string[]; names?: string[]; points?: number } | null;
+}
+
+let calls: Call[];
+let canvas: CanvasRecorder;
+let restoreWidth: () => void;
+let hold: Promise<void> | null;
+
+beforeEach(() => {
+  calls = [];
+  hold = null;
+  canvas = recordCanvas();
+  restoreWidth = fakeWidth(500);
+  vi.stubGlobal("fetch", vi.fn(async (url: string, init: RequestInit) => {
+    const path = String(url);
+    const body = init.body ? JSON.parse(String(init.body)) : null;
+    calls.push({ path, body });
+    if (hold) await hold;
+    if (path === "/api/v1/runs/metrics:query") {
+      return json({ runs: body.run_ids.map((id: string, i: number) => runMetrics(id, body.names, i * 10)) });
+    }
+    if (path.startsWith("/api/v1/events")) {
+      const run = new URL(path, "http://x").searchParams.get("run_id");
+      return json({ next_cursor: null, events: run === "a" ? [{ id: "ev_1", ts: 5, type: "NAN_LOSS", severity: "critical", step: 20,
+        run_id: "a", job_id: null, node_id: null, message: "loss is NaN", data: {} }] : [] });
+    }
+    return new Response("{}", { status: 404 });
+  }));
+});
+afterEach(() => {
+  vi.unstubAllGlobals();
+  canvas.uninstall();
+  restoreWidth();
+});
+
+const runs: PanelRunSpec[] = [
+  { id: "a", label: "run a", color: "#ff0000", group: "adam" },
+  { id: "b", label: "run b", color: "#00ff00", group: "adam" },
+  { id: "c", label: "run c", color: "#0000ff", group: "sgd" },
+];
+const metricQueries = () => calls.filter((c) => c.path === "/api/v1/runs/metrics:query");
+
+describe("the panels' loading plan", () => {
+  it("asks for the metrics in view first, then all the others", () => {
+    const all = ["loss", "acc", "lr", "gn"];
+    expect(nextBatch(all, new Set(), new Set(), new Set(["acc", "lr"]))).toEqual(["acc", "lr"]);
+    expect(nextBatch(all, new Set(["acc"]), new Set(["lr"]), new Set(["acc", "lr"]))).toEqual(["loss", "gn"]);
+    expect(nextBatch(all, new Set(all), new Set(), new Set())).toEqual([]);
+  });
+
+  it("splits runs into queries of at most 50", () => {
+    const ids = Array.from({ length: 120 }, (_, i) => `r${i}`);
+    expect(chunks(ids, 50).map((c) => c.length)).toEqual([50, 50, 20]);
+  });
+});
+
+describe("ExperimentPanels", () => {
+  it("draws a panel per metric, the primary first and starred, every run overlaid, then marks the runs' events", async () => {
+    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss", "acc"]} primary="val/loss" x="step" smooth={0}
+      zoom={null} onZoom={() => undefined} live={[]} groups={false} />);
+    await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("2"));
+    const titles = [...container.querySelectorAll(".chart-panel")].map((p) => p.getAttribute("data-metric"));
+    expect(titles).toEqual(["val/loss", "acc"]);
+    expect(container.querySelector('.chart-panel[data-metric="val/loss"] .viz-star')).not.toBeNull();
+    expect(container.querySelector('.chart-panel[data-metric="acc"] .viz-star')).toBeNull();
+    // One query for the three runs and both metrics (no observer in jsdom: all panels count as in view).
+    expect(metricQueries().map((c) => c.body)).toEqual([{ run_ids: ["a", "b", "c"], names: ["val/loss", "acc"], x: "step", points: 600 }]);
+    await waitFor(() => expect(container.querySelector('.chart-panel[data-metric="acc"]')?.getAttribute("data-points")).toBe("4"));
+    // Events are read once the first charts are in, per run, and the critical one is drawn: a dashed line in run a's colour.
+    await waitFor(() => expect(calls.filter((c) => c.path.startsWith("/api/v1/events")).length).toBe(3));
+    await waitFor(() => expect(canvas.calls.some((c) => c.op === "setLineDash" && (c.args[0] as number[]).length === 2)).toBe(true));
+  });
+
+  it("loads the panels in view before the others", async () => {
+    const observers: { cb: IntersectionObserverCallback; nodes: Element[] }[] = [];
+    vi.stubGlobal("IntersectionObserver", class {
+      nodes: Element[] = [];
+      constructor(cb: IntersectionObserverCallback) {
+        observers.push({ cb, nodes: this.nodes });
+      }
+      observe(n: Element) { this.nodes.push(n); }
+      disconnect() {}
+    });
+    let release!: () => void;
+    hold = new Promise((r) => (release = r));
+    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss", "acc", "lr"]} x="step" smooth={0}
+      zoom={null} onZoom={() => undefined} live={[]} groups={false} />);
+    expect(metricQueries()).toHaveLength(0); // nothing until the panels say where they are
+    for (const o of observers) {
+      const metric = o.nodes[0].getAttribute("data-metric");
+      o.cb([{ isIntersecting: metric === "acc", target: o.nodes[0] } as unknown as IntersectionObserverEntry], o as never);
+    }
+    await waitFor(() => expect(metricQueries()).toHaveLength(1));
+    expect(metricQueries()[0].body!.names).toEqual(["acc"]);
+    release();
+    await waitFor(() => expect(metricQueries()).toHaveLength(2));
+    expect(metricQueries()[1].body!.names).toEqual(["val/loss", "lr"]);
+    await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("3"));
+  });
+
+  it("draws one band per group when grouped, in the group's first run's colour", async () => {
+    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss"]} x="step" smooth={0}
+      zoom={null} onZoom={() => undefined} live={[]} groups />);
+    const panel = () => container.querySelector(".viz-band-panel");
+    await waitFor(() => expect(panel()?.getAttribute("data-points")).toBe("4"));
+    expect(panel()!.getAttribute("data-groups")).toBe("2");
+    // The mean lines are stroked in the groups' colours; run b (in group adam) has no line of its own.
+    const strokes = canvas.calls.filter((c) => c.op === "set:strokeStyle").map((c) => c.args[0]);
+    expect(strokes).toEqual(expect.arrayContaining(["#ff0000", "#0000ff"]));
+    expect(strokes).not.toContain("#00ff00");
+  });
+});
