@@ -27,6 +27,8 @@ export interface BandPanelProps {
   theme: string;
   marks?: Mark[];
   title?: React.ReactNode;
+  /** Beside the title: a control for this metric. */
+  headExtra?: React.ReactNode;
   height?: number;
 }
 
@@ -46,7 +48,7 @@ export function bandSeries(groups: readonly BandGroup[]): { series: uPlot.Series
   return { series, bands };
 }
 
-export function BandPanel({ store, name, groups, smoothing, xMode, zoom, onZoom, syncKey, theme, marks, title, height = 190 }: BandPanelProps) {
+export function BandPanel({ store, name, groups, smoothing, xMode, zoom, onZoom, syncKey, theme, marks, title, headExtra, height = 190 }: BandPanelProps) {
   const chart = useRef<uPlot | null>(null);
   const readout = useRef<HTMLDivElement>(null);
   const panel = useRef<HTMLDivElement>(null);
@@ -143,6 +145,7 @@ export function BandPanel({ store, name, groups, smoothing, xMode, zoom, onZoom,
     <div ref={panel} className="panel chart-panel multi viz-band-panel" data-metric={name} data-groups={groups.length}>
       <div className="chart-head">
         <span className="chart-title" title={name}>{title ?? name}</span>
+        {headExtra}
         <div className="readout" ref={readout} />
       </div>
       <UPlotChart options={options} height={height} onChart={onChart} />

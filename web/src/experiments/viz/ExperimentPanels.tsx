@@ -35,6 +35,8 @@ export interface ExperimentPanelsProps {
   groups: boolean;
   /** The primary metric, starred (it should be metrics[0]). */
   primary?: string | null;
+  /** Beside each panel's title: a control for that metric (the page's primary-metric star). */
+  headExtra?: (metric: string) => React.ReactNode;
   /** Events per run are read for at most this many runs (the first ones). */
   maxEventRuns?: number;
 }
@@ -43,7 +45,8 @@ const SYNC_KEY = "experiments";
 const EVENT_REFRESH_MS = 15_000;
 const EVENT_FETCHES_AT_ONCE = 4;
 
-export function ExperimentPanels({ runs, metrics, x, smooth, zoom, onZoom, live, groups, primary = null, maxEventRuns = 50 }: ExperimentPanelsProps) {
+export function ExperimentPanels({ runs, metrics, x, smooth, zoom, onZoom, live, groups, primary = null, headExtra,
+  maxEventRuns = 50 }: ExperimentPanelsProps) {
   const { theme } = useTheme();
   const ids = useMemo(() => runs.map((r) => r.id), [runs.map((r) => r.id).join(",")]); // eslint-disable-line react-hooks/exhaustive-deps
   const [eventsTick, setEventsTick] = useState(0);
@@ -70,16 +73,17 @@ export function ExperimentPanels({ runs, metrics, x, smooth, zoom, onZoom, live,
       <ErrorBanner error={loader.error} />
       <div className="chart-grid">
         {metrics.map((name) => {
-          const title = name === primary ? <><span className="viz-star" aria-label="Primary metric" title="Primary metric">★</span> {name}</> : undefined;
+          const star = name === primary ? <span className="viz-star" role="img" aria-label="Primary metric" title="Primary metric">★</span> : null;
+          const extra = headExtra?.(name);
           return (
             <PanelSlot key={name} name={name} onSeen={loader.seen}>
               {groups ? (
                 <BandPanel store={loader.store(name)} name={name} groups={bandGroups} smoothing={smooth} xMode={x} zoom={zoom}
-                  onZoom={onZoom} syncKey={SYNC_KEY} theme={theme} marks={marks} title={title} />
+                  onZoom={onZoom} syncKey={SYNC_KEY} theme={theme} marks={marks} title={<>{star}{name}</>} headExtra={extra} />
               ) : (
                 <MetricPanel store={loader.store(name)} name={name} runs={panelRuns} smoothing={smooth} xMode={x} zoom={zoom}
                   onZoom={onZoom} syncKey={SYNC_KEY} theme={theme} marks={marks}
-                  headExtra={name === primary ? <span className="viz-star" aria-label="Primary metric" title="Primary metric">★</span> : undefined} />
+                  headExtra={star || extra ? <>{star}{extra}</> : undefined} />
               )}
             </PanelSlot>
           );
