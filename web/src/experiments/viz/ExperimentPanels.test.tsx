@@ -26,10 +26,13 @@ let calls: Call[];
 let canvas: CanvasRecorder;
 let restoreWidth: () => void;
 let hold: Promise<void> | null;
+let stream: ReadableStreamDefaultController<Uint8Array> | null;
+const say = (text: string) => stream!.enqueue(new TextEncoder().encode(text));
 
 beforeEach(() => {
   calls = [];
   hold = null;
+  stream = null;
   canvas = recordCanvas();
   restoreWidth = fakeWidth(500);
   vi.stubGlobal("fetch", vi.fn(async (url: string, init: RequestInit) => {
@@ -39,6 +42,20 @@ beforeEach(() => {
     if (hold) await hold;
     if (path === "/api/v1/runs/metrics:query") {
       return json({ runs: body.run_ids.map((id: string, i: number) => runMetrics(id, body.names, i * 10)) });
+    }
+    if (path === "/api/v1/runs/a/metrics/stream") {
+      return new Response(new ReadableStream<Uint8Array>({
+        start(controller) {
+          stream = controller;
+          init.signal?.addEventListener("abort", () => controller.error(new DOMException("aborted", "AbortError")));
+        },
+      }), { status: 200, headers: { "Content-Type": "text/event-stream" } });
+    }
+    if (path.startsWith("/api/v1/runs/a/metrics?")) {
+      // The tail after step 30: the last bucket again and a new one.
+      const m = runMetrics("a", ["val/loss"], 0);
+      return json({ ...m, x: [30, 40], series: { "val/loss": { min: [4, 5], max: [4, 5], avg: [4, 5], last: [4, 5], count: [1, 1],
+        nan: [0, 0] } } });
     }
     if (path.startsWith("/api/v1/events")) {
       const run = new URL(path, "http://x").searchParams.get("run_id");
@@ -129,5 +146,22 @@ describe("ExperimentPanels", () => {
     const strokes = canvas.calls.filter((c) => c.op === "set:strokeStyle").map((c) => c.args[0]);
     expect(strokes).toEqual(expect.arrayContaining(["#ff0000", "#0000ff"]));
     expect(strokes).not.toContain("#00ff00");
+  });
+
+  it("follows a live run by its metric stream: a tail from its last step when points are announced, no timer", async () => {
+    const intervals = vi.spyOn(globalThis, "setInterval");
+    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss"]} x="step" smooth={0}
+      zoom={null} onZoom={() => undefined} live={["a"]} groups={false} />);
+    const points = () => container.querySelector('.chart-panel[data-metric="val/loss"]')?.getAttribute("data-points");
+    await waitFor(() => expect(points()).toBe("4"));
+    await waitFor(() => expect(stream).not.toBeNull());
+    say("event: points\ndata: {}\n\n");
+    await waitFor(() => expect(points()).toBe("5"));
+    const tail = calls.find((c) => c.path.startsWith("/api/v1/runs/a/metrics?"))!;
+    const query = new URL(tail.path, "http://x").searchParams;
+    expect(query.get("start")).toBe("30");
+    expect(query.get("names")).toContain("val/loss");
+    expect(intervals.mock.calls.filter(([, ms]) => ms === 3000)).toHaveLength(0); // no fallback poll while the stream is up
+    intervals.mockRestore();
   });
 });
