@@ -638,7 +638,7 @@ def test_every_page_meets_the_quality_bar_light_and_dark_at_a_laptops_and_a_phon
 
     names = ["dashboard", "jobs", "job", "runs", *(f"run-{t}" for t in ("metrics", "diagnosis", "system", "events",
              "checkpoints", "details")), "compare", "events", "nodes", "checkpoints-evaluations", "sweeps", "sweep",
-             "webhooks", "tokens", "audit", "signin", "not-found"]
+             "experiments", "short-link", "webhooks", "tokens", "audit", "signin", "not-found"]
     assert [(p["size"], p["theme"], p["name"]) for p in r["pages"]] == [
         (s, t, n) for s in ("1280", "390") for t in ("light", "dark") for n in names]
     for p in r["pages"]:
@@ -647,7 +647,7 @@ def test_every_page_meets_the_quality_bar_light_and_dark_at_a_laptops_and_a_phon
     kinds = {(k["page"], k["size"], "dialog" if "dialog" in k else "table") for k in r["keyboard"]}
     assert kinds == {(n, s, kind) for s in ("1280", "390") for n, kind in (
         ("jobs", "dialog"), ("jobs", "table"), ("job", "dialog"), ("runs", "table"), ("sweeps", "table"),
-        ("tokens", "dialog"))}, kinds
+        ("experiments", "table"), ("tokens", "dialog"))}, kinds
     for k in r["keyboard"]:
         if "dialog" in k:
             assert k["dialog"] == {**k["dialog"], "focus_in": True, "stayed": True, "closed": True, "focus_back": True}, k

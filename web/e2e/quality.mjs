@@ -18,7 +18,7 @@ const THEMES = ["light", "dark"];
 const SERIOUS = new Set(["serious", "critical"]);
 const NOT_BUSY = () => document.querySelectorAll('[aria-busy="true"], .chart-skeleton').length === 0;
 
-function pages({ runId, run2Id, jobId, sweepId, experimentId }) {
+function pages({ runId, run2Id, jobId, sweepId, experimentId, viewId, viewState }) {
   const run = (tab) => ({ name: `run-${tab}`, path: `/runs/${runId}?tab=${tab}`, ready: ".tabs-bar" });
   return [
     { name: "dashboard", path: "/", ready: ".gpu-grid tbody tr" },
@@ -35,6 +35,9 @@ function pages({ runId, run2Id, jobId, sweepId, experimentId }) {
     { name: "checkpoints-evaluations", path: `/evaluations?experiment=${experimentId}`, ready: "h1" },
     { name: "sweeps", path: "/sweeps", ready: "table tbody tr a", rowOpens: /^\/sweeps\/[^/]+$/ },
     { name: "sweep", path: `/sweeps/${sweepId}`, ready: "table tbody tr" },
+    { name: "experiments", path: `/experiments?sweep=${sweepId}`, ready: ".exp-table tbody tr[data-run]", rowOpens: /^\/runs\/[^/]+$/ },
+    // A short link: it loads the kept view and shows the full state in the address.
+    { name: "short-link", path: `/v/${viewId}`, ready: ".exp-table tbody tr[data-run]", address: `/experiments?${viewState}` },
     { name: "webhooks", path: "/settings/webhooks", ready: "h1" },
     { name: "tokens", path: "/settings/tokens", ready: "table tbody tr",
       dialog: { opener: { role: "button", name: /^Revoke / } } },
@@ -108,6 +111,12 @@ await main("quality", 280_000, async (result) => {
   const { watch, page } = await openWatchedPage(result, { viewport: SIZES[0] });
   await signIn(page, base, env("GPUPLANE_UI_TOKEN"), "/jobs");
   watch.expect401 = false;
+  ids.viewState = `sweep=${ids.sweepId}&sort=-m.loss&diff=1`;
+  ids.viewId = await page.evaluate(async (state) => {
+    const r = await fetch("/api/v1/views", { method: "POST", body: JSON.stringify({ state, page: "experiments" }),
+      headers: { "Content-Type": "application/json", "X-GPUPlane-CSRF": "1" } });
+    return (await r.json()).view.id;
+  }, ids.viewState);
 
   result.pages = [];
   result.keyboard = [];
@@ -123,6 +132,10 @@ await main("quality", 280_000, async (result) => {
         await page.goto(new URL(p.path, base).href);
         await page.locator(p.ready).first().waitFor();
         await page.waitForFunction(NOT_BUSY);
+        if (p.address) {
+          const at = new URL(page.url());
+          check(result, at.pathname + at.search === p.address, `${where}: the address is ${at.pathname}${at.search}, not ${p.address}`);
+        }
         await page.evaluate(() => document.fonts.ready);
         const shown = await page.evaluate(() => ({ theme: document.documentElement.dataset.theme,
           scrollWidth: document.scrollingElement.scrollWidth, clientWidth: document.scrollingElement.clientWidth,
