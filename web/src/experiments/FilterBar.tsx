@@ -69,8 +69,10 @@ function FilterEditor({ columns, rows, filters, start, onApply, onClose }: {
   useEffect(() => {
     if (!shown) return;
     const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) { setShown(false); onClose(); } };
+    const onKey = (e: KeyboardEvent) => { if (e.key === "Escape") { setShown(false); onClose(); } };
     document.addEventListener("mousedown", close);
-    return () => document.removeEventListener("mousedown", close);
+    document.addEventListener("keydown", onKey);
+    return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
   }, [shown]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const apply = () => {

@@ -1,7 +1,7 @@
 import { act, fireEvent, render, screen, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ShortLink } from "../experiments/ShortLink";
-import { SHORT_LINK_OVER, ShareButton } from "../experiments/ShareViews";
+import { SavedViews, SHORT_LINK_OVER, ShareButton } from "../experiments/ShareViews";
 import { wsMetric, wsRun } from "../experiments/testRuns";
 import type { WorkspaceReply } from "../experiments/types";
 import { Experiments } from "./Experiments";
@@ -124,5 +124,35 @@ describe("short links", () => {
     const [url, init] = fetchMock.mock.calls[0];
     expect([url, init.method, JSON.parse(init.body)]).toEqual(["/api/v1/views", "POST", { state: long, page: "experiments" }]);
     expect(screen.getByRole("status").textContent).toContain("Copied short link");
+  });
+
+  it("saved views: named from the current state, listed, loaded into the address, deleted only after a confirmation", async () => {
+    const kept = { id: "v1", name: "best lr", state: "sweep=swp_1&g=c.lr", page: "experiments", created_at: 1 };
+    fetchMock.mockImplementation(async (url: string, init: RequestInit) => {
+      if (init.method === "POST") return json(200, { view: { ...kept, id: "v2", ...JSON.parse(String(init.body)) } });
+      if (init.method === "DELETE") return json(200, { view: kept });
+      return json(200, { views: [kept] });
+    });
+    window.history.replaceState(null, "", "/experiments?p=vision&diff=1");
+    render(<SavedViews />);
+    fireEvent.click(screen.getByRole("button", { name: "Saved views" }));
+    await screen.findByText("best lr");
+    expect(String(fetchMock.mock.calls[0][0])).toBe("/api/v1/views?saved=true&page=experiments");
+    fireEvent.click(screen.getByRole("button", { name: "Save" }));
+    expect(screen.getByRole("alert").textContent).toBe("Name the view to save it.");
+    fireEvent.change(screen.getByLabelText("View name"), { target: { value: "vision diff" } });
+    fireEvent.click(screen.getByRole("button", { name: "Save" }));
+    await waitFor(() => expect(fetchMock.mock.calls.some(([, i]) => i.method === "POST")).toBe(true));
+    const posted = fetchMock.mock.calls.find(([, i]) => i.method === "POST")!;
+    expect(JSON.parse(posted[1].body)).toEqual({ state: "p=vision&diff=1", name: "vision diff", page: "experiments" });
+
+    fireEvent.click(screen.getByLabelText("Delete the view best lr"));
+    expect(screen.getByRole("dialog")).toBeTruthy();
+    expect(fetchMock.mock.calls.some(([, i]) => i.method === "DELETE")).toBe(false);
+    fireEvent.click(screen.getByRole("button", { name: "Delete" }));
+    await waitFor(() => expect(fetchMock.mock.calls.some(([u, i]) => i.method === "DELETE" && u === "/api/v1/views/v1")).toBe(true));
+
+    fireEvent.click(await screen.findByTitle("Open best lr"));
+    expect(window.location.pathname + window.location.search).toBe("/experiments?sweep=swp_1&g=c.lr");
   });
 });

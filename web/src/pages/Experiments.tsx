@@ -4,7 +4,7 @@
 // for a sweep, parallel coordinates, a scatter and parameter importance. Brushing an axis
 // filters the table and the charts. The URL holds the whole view (experiments/viewState.ts).
 
-import { useEffect, useMemo, useState } from "react";
+import { memo, useEffect, useMemo, useState } from "react";
 import { useResource } from "../api/hooks";
 import { colorsFor } from "../charts/colors";
 import { nameMatcher } from "../charts/MetricsGrid";
@@ -37,6 +37,7 @@ export function Experiments() {
     : null, [selKey]);
   const reply = data.data;
   const metrics = useMemo(() => reply?.metrics ?? [], [reply]);
+  const metricNames = useMemo(() => metrics.map((m) => m.name), [metrics]);
   const rows = useMemo(() => buildRows(reply?.runs ?? [], metrics, view.s), [reply, metrics, view.s]);
   const configCols = useMemo(() => configColumns(reply?.config_keys.map((k) => k.key) ?? [], rows), [reply, rows]);
   const metricCols = useMemo(() => metricColumns(metrics), [metrics]);
@@ -124,7 +125,7 @@ export function Experiments() {
               <Empty title="No run passes the filters" compact>Remove a filter or a brush to see runs again.</Empty>
             )}
           </section>
-          <Panels view={view} setView={setView} rows={sorted} metrics={metrics.map((m) => m.name)} colors={colors} labels={labels}
+          <Panels view={view} setView={setView} rows={sorted} metrics={metricNames} colors={colors} labels={labels}
             groupCol={groupCol} primary={primary?.name ?? null} />
         </>
       )}
@@ -132,14 +133,14 @@ export function Experiments() {
   );
 }
 
-function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primary }: {
+// Memoised: hovering a row re-renders the page, never the charts.
+const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primary }: {
   view: ExperimentsView; setView: (p: Partial<ExperimentsView>) => void; rows: ReturnType<typeof sortRows>; metrics: string[];
   colors: Map<string, string>; labels: Map<string, string>; groupCol: Column | null; primary: string | null }) {
-  const runs = rows.slice(0, PANEL_RUNS).map((r) => ({ id: r.run.id, label: labels.get(r.run.id) ?? r.run.id,
-    color: colors.get(r.run.id)!, group: groupCol ? valueKey(r.values[groupCol.id]) : undefined }));
-  const match = nameMatcher(view.m);
-  const shown = metrics.filter(match); // the reply's order: the primary first
-  const live = rows.slice(0, PANEL_RUNS).filter((r) => r.run.status === "RUNNING").map((r) => r.run.id);
+  const runs = useMemo(() => rows.slice(0, PANEL_RUNS).map((r) => ({ id: r.run.id, label: labels.get(r.run.id) ?? r.run.id,
+    color: colors.get(r.run.id)!, group: groupCol ? valueKey(r.values[groupCol.id]) : undefined })), [rows, labels, colors, groupCol]);
+  const shown = useMemo(() => metrics.filter(nameMatcher(view.m)), [metrics, view.m]); // the reply's order: the primary first
+  const live = useMemo(() => rows.slice(0, PANEL_RUNS).filter((r) => r.run.status === "RUNNING").map((r) => r.run.id), [rows]);
   const [draft, setDraft] = useState(view.smooth);
   useEffect(() => setDraft(view.smooth), [view.smooth]);
   return (
@@ -172,7 +173,7 @@ function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primar
       )}
     </section>
   );
-}
+});
 
 function SweepAnalysis({ view, setView, configCols, varying, metric, metricCols, direction, rows, colors, labels, hover, onHover }: {
   view: ExperimentsView; setView: (p: Partial<ExperimentsView>) => void; configCols: Column[]; varying: Set<string>;
