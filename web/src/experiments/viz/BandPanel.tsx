@@ -52,6 +52,7 @@ export function BandPanel({ store, name, groups, smoothing, xMode, zoom, onZoom,
   const chart = useRef<uPlot | null>(null);
   const readout = useRef<HTMLDivElement>(null);
   const panel = useRef<HTMLDivElement>(null);
+  const drawn = useRef(false);
   const state = useRef({ groups, smoothing, zoom, onZoom, marks, xMode });
   state.current = { groups, smoothing, zoom, onZoom, marks, xMode };
   const groupKey = groups.map((g) => `${g.key}:${g.color}:${g.runs.join(",")}`).join("|");
@@ -127,6 +128,11 @@ export function BandPanel({ store, name, groups, smoothing, xMode, zoom, onZoom,
     if (!u) return;
     const s = state.current;
     const data = bandsData(store, name, s.groups, s.smoothing);
+    if (!drawn.current && data[0].length) {
+      drawn.current = true;
+      // As MetricPanel: when this panel first had points to draw (bench/ui_bench.py reads it).
+      performance.mark(`gpuplane:chart-drawn:${name}`);
+    }
     if (panel.current) panel.current.dataset.points = String(data[0].length);
     if (s.zoom) {
       u.setData(data, false);

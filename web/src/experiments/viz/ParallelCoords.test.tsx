@@ -92,7 +92,12 @@ describe("ParallelCoords", () => {
   });
 
   it("sets brushes by keyboard: a range per numeric axis, a choice per category", async () => {
-    const { getByLabelText, onBrush, container } = await draw({ lr: { kind: "range", min: 0.001, max: 0.01 } });
+    const { getByLabelText, onBrush, container, getByText } = await draw({ lr: { kind: "range", min: 0.001, max: 0.01 } });
+    const details = container.querySelector("details")!;
+    expect(container.querySelector("form")).toBeNull(); // closed: not rendered
+    details.open = true;
+    fireEvent(details, new Event("toggle"));
+    expect(getByText("Set brushes by keyboard")).toBeTruthy();
     expect((getByLabelText("optim.lr: from") as HTMLInputElement).value).toBe("0.001");
     fireEvent.change(getByLabelText("loss (min): from"), { target: { value: "1.5" } });
     fireEvent.change(getByLabelText("loss (min): to"), { target: { value: "2.5" } });

@@ -9,7 +9,7 @@
 // No React render happens per mouse move. Below the chart, a form sets the same brushes
 // by keyboard.
 
-import { useEffect, useMemo, useRef, type FormEvent } from "react";
+import { useEffect, useMemo, useRef, useState, type FormEvent } from "react";
 import { chartTheme } from "../../charts/theme";
 import { fmtTick } from "../../lib/format";
 import { useTheme } from "../../lib/theme";
@@ -282,15 +282,17 @@ function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, co
 /** The keyboard way to brush: per axis, a range (numbers) or a choice of values (categories). */
 function BrushForm({ axes, rows, brushes, onBrush }: { axes: Axis[]; rows: VizRow[]; brushes: Brushes;
   onBrush: (key: string, brush: Brush | null) => void }) {
+  // Rendered only while open: a drag re-renders the chart's owner each frame, and a closed form need not follow.
+  const [open, setOpen] = useState(false);
   return (
-    <details className="viz-pc-keys">
+    <details className="viz-pc-keys" onToggle={(e) => setOpen(e.currentTarget.open)}>
       <summary>Set brushes by keyboard</summary>
-      <div className="viz-pc-form">
+      {open && <div className="viz-pc-form">
         {axes.map((axis) => (axis.kind === "category"
           ? <SetForm key={axis.key} axis={axis} rows={rows} brush={brushes[axis.key]} onBrush={onBrush} />
           : <RangeForm key={`${axis.key}:${JSON.stringify(brushes[axis.key] ?? null)}`} axis={axis} brush={brushes[axis.key]}
             onBrush={onBrush} />))}
-      </div>
+      </div>}
     </details>
   );
 }
