@@ -103,12 +103,10 @@ def _select(conn: Any, query: WorkspaceQuery) -> tuple[list[WorkspaceRow], str |
 
 def _primary(conn: Any, rows: list[WorkspaceRow]) -> str | None:
     """The primary metric of the runs' one experiment, else of their one project, else the global one."""
-    experiments = {row.experiment_id for row in rows}
-    projects = {row.project_id for row in rows}
-    experiment = project_rows.find_experiment(conn, next(iter(experiments))) if experiments - {None} and len(
-        experiments) == 1 else None
-    project = project_rows.find_project(conn, next(iter(projects))) if projects - {None} and len(
-        projects) == 1 else None
+    (experiment_id, *others), (project_id, *more) = ({row.experiment_id for row in rows} or {None},
+                                                     {row.project_id for row in rows} or {None})
+    experiment = project_rows.find_experiment(conn, experiment_id) if experiment_id and not others else None
+    project = project_rows.find_project(conn, project_id) if project_id and not more else None
     return project_rows.resolve(conn, project, experiment).metric
 
 
