@@ -1,7 +1,7 @@
-import { render, waitFor } from "@testing-library/react";
+import { cleanup, render, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ExperimentPanels, type PanelRunSpec } from "./ExperimentPanels";
-import { chunks, nextBatch } from "./panelLoader";
+import { chunks, Holdings, nextBatch } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
 
 function json(body: unknown) {
@@ -66,6 +66,7 @@ beforeEach(() => {
   }));
 });
 afterEach(() => {
+  cleanup(); // unmount before the canvas stand-ins go
   vi.unstubAllGlobals();
   canvas.uninstall();
   restoreWidth();
@@ -79,11 +80,23 @@ const runs: PanelRunSpec[] = [
 const metricQueries = () => calls.filter((c) => c.path === "/api/v1/runs/metrics:query");
 
 describe("the panels' loading plan", () => {
-  it("asks for the metrics in view first, then all the others", () => {
+  it("asks for the metrics in view first, then all the others, and only for the runs they lack", () => {
     const all = ["loss", "acc", "lr", "gn"];
-    expect(nextBatch(all, new Set(), new Set(), new Set(["acc", "lr"]))).toEqual(["acc", "lr"]);
-    expect(nextBatch(all, new Set(["acc"]), new Set(["lr"]), new Set(["acc", "lr"]))).toEqual(["loss", "gn"]);
-    expect(nextBatch(all, new Set(all), new Set(), new Set())).toEqual([]);
+    const h = new Holdings();
+    expect(nextBatch(all, ["a", "b"], h, new Set(["acc", "lr"]))).toEqual({ metrics: ["acc", "lr"], runs: ["a", "b"] });
+    h.start(["acc", "lr"], ["a", "b"]);
+    expect(nextBatch(all, ["a", "b"], h, new Set(["acc", "lr"]))).toEqual({ metrics: ["loss", "gn"], runs: ["a", "b"] });
+    h.done(["acc", "lr"], ["a", "b"], true);
+    h.start(["loss", "gn"], ["a", "b"]);
+    h.done(["loss", "gn"], ["a", "b"], true);
+    expect(nextBatch(all, ["a", "b"], h, new Set())).toEqual({ metrics: [], runs: [] });
+    // A brush narrows the runs: nothing to fetch. A new run: only that run.
+    expect(nextBatch(all, ["b"], h, new Set(["acc"])).metrics).toEqual([]);
+    expect(nextBatch(all, ["b", "c"], h, new Set(["acc"]))).toEqual({ metrics: ["acc"], runs: ["c"] });
+    // A failed fetch is asked for again.
+    h.start(["acc"], ["c"]);
+    h.done(["acc"], ["c"], false);
+    expect(nextBatch(all, ["c"], h, new Set(["acc"]))).toEqual({ metrics: ["acc"], runs: ["c"] });
   });
 
   it("splits runs into queries of at most 50", () => {
@@ -163,5 +176,17 @@ describe("ExperimentPanels", () => {
     expect(query.get("names")).toContain("val/loss");
     expect(intervals.mock.calls.filter(([, ms]) => ms === 3000)).toHaveLength(0); // no fallback poll while the stream is up
     intervals.mockRestore();
+  });
+
+  it("fetches nothing when the runs narrow (a brush) and only the added run when one joins", async () => {
+    const props = { metrics: ["val/loss"], x: "step" as const, smooth: 0, zoom: null, onZoom: () => undefined, live: [], groups: false };
+    const { container, rerender } = render(<ExperimentPanels runs={runs.slice(0, 2)} {...props} />);
+    const loaded = () => container.querySelector(".viz-panels")?.getAttribute("data-loaded");
+    await waitFor(() => expect(loaded()).toBe("1"));
+    rerender(<ExperimentPanels runs={runs.slice(0, 1)} {...props} />);
+    rerender(<ExperimentPanels runs={runs} {...props} />);
+    await waitFor(() => expect(metricQueries()).toHaveLength(2));
+    await waitFor(() => expect(loaded()).toBe("1"));
+    expect(metricQueries().map((c) => c.body!.run_ids)).toEqual([["a", "b"], ["c"]]);
   });
 });

@@ -1,4 +1,4 @@
-import { act, fireEvent, render } from "@testing-library/react";
+import { act, cleanup, fireEvent, render } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ParallelCoords } from "./ParallelCoords";
 import { fakeWidth, nextFrame, recordCanvas, type CanvasRecorder } from "./testCanvas";
@@ -23,6 +23,7 @@ beforeEach(() => {
   restoreWidth = fakeWidth(600);
 });
 afterEach(() => {
+  cleanup(); // unmount before the canvas stand-ins go
   canvas.uninstall();
   restoreWidth();
 });

@@ -1,4 +1,4 @@
-import { act, fireEvent, render } from "@testing-library/react";
+import { act, cleanup, fireEvent, render } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { nearestDot, placeDots, Scatter } from "./Scatter";
 import { fakeWidth, nextFrame, recordCanvas, type CanvasRecorder } from "./testCanvas";
@@ -45,6 +45,7 @@ describe("Scatter", () => {
     restore = fakeWidth(400);
   });
   afterEach(() => {
+    cleanup(); // unmount before the canvas stand-ins go
     canvas.uninstall();
     restore();
   });

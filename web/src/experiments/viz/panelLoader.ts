@@ -33,6 +33,7 @@ export interface PanelsLoader {
   store: (metric: string) => SeriesStore;
   /** Each panel tells whether it is in view (an IntersectionObserver's report); the metrics seen are loaded first. */
   seen: (metric: string, visible: boolean) => void;
+  /** The metrics that hold every run asked for. */
   loaded: ReadonlySet<string>;
   loading: boolean;
   error: ApiError | undefined;
@@ -45,12 +46,60 @@ export function chunks<T>(items: readonly T[], size: number): T[][] {
   return out;
 }
 
-/** What to fetch next: the metrics in view not loaded yet, or else all the others. */
-export function nextBatch(metrics: readonly string[], loaded: ReadonlySet<string>, busy: ReadonlySet<string>,
-  inView: ReadonlySet<string>): string[] {
-  const need = metrics.filter((m) => !loaded.has(m) && !busy.has(m));
+/** Which (metric, run) pairs are held or on their way, so a change of runs fetches only the runs it adds. */
+export class Holdings {
+  private readonly held = new Map<string, Set<string>>();
+  private readonly busy = new Map<string, Set<string>>();
+
+  has(metric: string, run: string): boolean {
+    return this.held.get(metric)?.has(run) ?? false;
+  }
+
+  /** Runs of `runs` neither held nor being fetched for `metric`. */
+  missing(metric: string, runs: readonly string[]): string[] {
+    const held = this.held.get(metric);
+    const busy = this.busy.get(metric);
+    return runs.filter((r) => !held?.has(r) && !busy?.has(r));
+  }
+
+  complete(metric: string, runs: readonly string[]): boolean {
+    const held = this.held.get(metric);
+    return runs.every((r) => held?.has(r));
+  }
+
+  start(metrics: readonly string[], runs: readonly string[]): void {
+    for (const m of metrics) for (const r of runs) add(this.busy, m, r);
+  }
+
+  done(metrics: readonly string[], runs: readonly string[], ok: boolean): void {
+    for (const m of metrics) {
+      for (const r of runs) {
+        this.busy.get(m)?.delete(r);
+        if (ok) add(this.held, m, r);
+      }
+    }
+  }
+
+  clear(): void {
+    this.held.clear();
+    this.busy.clear();
+  }
+}
+
+function add(map: Map<string, Set<string>>, key: string, value: string): void {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  set.add(value);
+}
+
+/** What to fetch next: the metrics in view that lack some run, or else all the others; and the runs they lack. */
+export function nextBatch(metrics: readonly string[], runs: readonly string[], holdings: Holdings,
+  inView: ReadonlySet<string>): { metrics: string[]; runs: string[] } {
+  const need = metrics.filter((m) => holdings.missing(m, runs).length > 0);
   const visible = need.filter((m) => inView.has(m));
-  return visible.length ? visible : need;
+  const batch = visible.length ? visible : need;
+  const lacking = new Set(batch.flatMap((m) => holdings.missing(m, runs)));
+  return { metrics: batch, runs: runs.filter((r) => lacking.has(r)) };
 }
 
 /** One metric's part of a fetch, as the store takes it. */
@@ -87,53 +136,56 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points = PANEL_P
     if (visible) next.add(metric);
     return next;
   }), []);
-  const [loaded, setLoaded] = useState<ReadonlySet<string>>(() => new Set());
   const [error, setError] = useState<ApiError | undefined>();
-  const busy = useRef(new Set<string>());
-  const loadedRef = useRef(loaded);
-  loadedRef.current = loaded;
+  const holdings = useRef(new Holdings());
+  // Bumped when a fetch lands: the next batch is worked out again, and `loaded` with it.
+  const [landed, setLanded] = useState(0);
 
   const runsKey = runs.join(",");
   const zoomKey = zoom ? `${zoom[0]}..${zoom[1]}` : "";
-  const viewKey = `${runsKey}|${x}|${zoomKey}|${points}`;
+  // The runs may change every frame while a brush is dragged: a new set of runs fetches only the
+  // runs it adds, and what it drops stays cached. A new axis, zoom or resolution starts over.
+  const viewKey = `${x}|${zoomKey}|${points}`;
   const generation = useRef(0);
   const controller = useRef<AbortController | null>(null);
 
-  // A new set of runs, axis or zoom: everything loaded is stale; fetch again, visible first.
   useEffect(() => {
     generation.current++;
     controller.current?.abort();
     controller.current = new AbortController();
-    busy.current.clear();
-    setLoaded(new Set());
+    holdings.current.clear();
     setError(undefined);
+    setLanded((n) => n + 1);
     return () => controller.current?.abort();
   }, [viewKey]);
 
   const metricsKey = metrics.join("\u0000");
   useEffect(() => {
     if (!runs.length || !controller.current || !inView) return;
-    const batch = nextBatch(metrics, loadedRef.current, busy.current, inView);
-    if (!batch.length) return;
+    const batch = nextBatch(metrics, runs, holdings.current, inView);
+    if (!batch.metrics.length) return;
     const gen = generation.current;
     const signal = controller.current.signal;
-    for (const m of batch) busy.current.add(m);
-    fetchMetrics(runs, batch, x, zoom, points, signal).then((all) => {
+    holdings.current.start(batch.metrics, batch.runs);
+    fetchMetrics(batch.runs, batch.metrics, x, zoom, points, signal).then((all) => {
       if (gen !== generation.current) return;
-      for (const name of batch) {
+      for (const name of batch.metrics) {
         const s = store(name);
         for (const m of all) s.replace(m.run_id, only(m, name));
-        for (const id of s.runs()) if (!runs.includes(id)) s.removeRun(id);
-        busy.current.delete(name);
       }
-      setLoaded((l) => new Set([...l, ...batch]));
+      holdings.current.done(batch.metrics, batch.runs, true);
+      setLanded((n) => n + 1);
     }, (e) => {
-      for (const m of batch) busy.current.delete(m);
-      if (e.name === "AbortError" || gen !== generation.current) return;
+      if (gen !== generation.current) return;
+      holdings.current.done(batch.metrics, batch.runs, false);
+      if (e.name === "AbortError") return;
       setError(e instanceof ApiError ? e : new ApiError(0, "client", e.message));
     });
-    // `loaded` re-runs this after each batch, so the panels out of view follow the visible ones.
-  }, [viewKey, metricsKey, inView, loaded, store]); // eslint-disable-line react-hooks/exhaustive-deps
+    // `landed` re-runs this after each batch, so the panels out of view follow the visible ones.
+  }, [viewKey, runsKey, metricsKey, inView, landed, store]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const loaded = useMemo(() => new Set(metrics.filter((m) => holdings.current.complete(m, runs))),
+    [runsKey, metricsKey, landed]); // eslint-disable-line react-hooks/exhaustive-deps
 
   // Live tails for the metrics loaded so far, while not zoomed.
   const listeners = useRef({ onPoints });

@@ -46,9 +46,9 @@ export function recordCanvas(): CanvasRecorder {
     },
   });
   // uPlot builds its lines as Path2D objects, which jsdom lacks too: a path that keeps nothing.
+  // It stays after uninstall: uPlot may still commit a frame queued before its chart was destroyed.
   const g = globalThis as { Path2D?: unknown };
-  const hadPath = "Path2D" in g;
-  if (!hadPath) {
+  if (!("Path2D" in g)) {
     g.Path2D = class {
       moveTo(): void {}
       lineTo(): void {}
@@ -60,13 +60,7 @@ export function recordCanvas(): CanvasRecorder {
       addPath(): void {}
     };
   }
-  return {
-    calls,
-    uninstall: () => {
-      Object.defineProperty(proto, "getContext", original);
-      if (!hadPath) delete g.Path2D;
-    },
-  };
+  return { calls, uninstall: () => Object.defineProperty(proto, "getContext", original) };
 }
 
 /** Give every element a width (jsdom lays nothing out), for components that size to their host. */
