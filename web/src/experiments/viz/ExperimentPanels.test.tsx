@@ -1,6 +1,6 @@
-import { cleanup, render, waitFor } from "@testing-library/react";
+import { act, cleanup, render, renderHook, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ExperimentPanels, type PanelRunSpec } from "./ExperimentPanels";
+import { ExperimentPanels, RUNS_SETTLE_MS, useSettledRuns, type PanelRunSpec } from "./ExperimentPanels";
 import { chunks, Holdings, nextBatch } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
 
@@ -184,9 +184,33 @@ describe("ExperimentPanels", () => {
     const loaded = () => container.querySelector(".viz-panels")?.getAttribute("data-loaded");
     await waitFor(() => expect(loaded()).toBe("1"));
     rerender(<ExperimentPanels runs={runs.slice(0, 1)} {...props} />);
+    await waitFor(() => expect(container.querySelector(".chart-panel")?.classList.contains("multi")).toBe(false)); // one run drawn
+    expect(metricQueries()).toHaveLength(1);
     rerender(<ExperimentPanels runs={runs} {...props} />);
     await waitFor(() => expect(metricQueries()).toHaveLength(2));
     await waitFor(() => expect(loaded()).toBe("1"));
     expect(metricQueries().map((c) => c.body!.run_ids)).toEqual([["a", "b"], ["c"]]);
+  });
+});
+
+describe("the runs the panels draw", () => {
+  it("follow a new set only once it holds still (a brush drag), and keep their identity for the same set", () => {
+    vi.useFakeTimers();
+    try {
+      const { result, rerender } = renderHook(({ r }) => useSettledRuns(r), { initialProps: { r: runs } });
+      const first = result.current;
+      expect(first.map((r) => r.id)).toEqual(["a", "b", "c"]);
+      rerender({ r: runs.map((r) => ({ ...r })) });
+      expect(result.current).toBe(first); // same content: same object, nothing redrawn
+      rerender({ r: runs.slice(0, 2) });
+      act(() => vi.advanceTimersByTime(RUNS_SETTLE_MS - 50));
+      rerender({ r: runs.slice(0, 1) });
+      act(() => vi.advanceTimersByTime(RUNS_SETTLE_MS - 1));
+      expect(result.current).toBe(first);
+      act(() => vi.advanceTimersByTime(1));
+      expect(result.current.map((r) => r.id)).toEqual(["a"]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -45,10 +45,28 @@ const SYNC_KEY = "experiments";
 const EVENT_REFRESH_MS = 15_000;
 const EVENT_FETCHES_AT_ONCE = 4;
 
-export function ExperimentPanels({ runs, metrics, x, smooth, zoom, onZoom, live, groups, primary = null, headExtra,
+/** The runs the panels draw: a new set only once it has held still this long (a brush drag changes it every frame). */
+export const RUNS_SETTLE_MS = 150;
+
+/** `runs` after it stopped changing for `ms` (the first set at once); equal sets keep their identity. */
+export function useSettledRuns(runs: PanelRunSpec[], ms = RUNS_SETTLE_MS): PanelRunSpec[] {
+  const key = runs.map((r) => `${r.id}\u0001${r.color}\u0001${r.label}\u0001${r.group ?? ""}`).join("\u0002");
+  const [settled, setSettled] = useState({ key, runs });
+  const latest = useRef(runs);
+  latest.current = runs;
+  useEffect(() => {
+    if (key === settled.key) return;
+    const timer = setTimeout(() => setSettled({ key, runs: latest.current }), ms);
+    return () => clearTimeout(timer);
+  }, [key, settled.key, ms]);
+  return settled.runs;
+}
+
+export function ExperimentPanels({ runs: asked, metrics, x, smooth, zoom, onZoom, live, groups, primary = null, headExtra,
   maxEventRuns = 50 }: ExperimentPanelsProps) {
   const { theme } = useTheme();
-  const ids = useMemo(() => runs.map((r) => r.id), [runs.map((r) => r.id).join(",")]); // eslint-disable-line react-hooks/exhaustive-deps
+  const runs = useSettledRuns(asked);
+  const ids = useMemo(() => runs.map((r) => r.id), [runs]);
   const [eventsTick, setEventsTick] = useState(0);
   const lastEvents = useRef(0);
   // Marks follow live runs: their streams' announcements refresh the events, at most every 15 s (no timer).
