@@ -264,16 +264,24 @@ function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, co
     const ticks = scale.ticks();
     const every = Math.max(1, Math.ceil((ticks.length * 12) / Math.max(1, height - MARGIN.top - MARGIN.bottom)));
     const dx = a === p.scales.length - 1 ? 6 : -6;
+    // Labels left of the axis (right of the last one): the first and last have only the margin.
+    const room = (a === 0 || a === p.scales.length - 1 ? Math.min(gap / 2, MARGIN.left) : gap / 2) - 8;
+    ctx.lineWidth = 3;
+    ctx.strokeStyle = t.bg;
+    ctx.lineJoin = "round";
     ticks.forEach((tick, i) => {
-      if (i % every) return;
-      ctx.fillText(fit(ctx, tick.label, Math.min(gap / 2, MARGIN.left) - 8), x + dx, tick.px);
+      if (i % every || room < 16) return; // too narrow for any label: none, rather than a row of "…"
+      const label = fit(ctx, tick.label, room);
+      // A halo in the background colour keeps the label readable over the lines.
+      ctx.strokeText(label, x + dx, tick.px);
+      ctx.fillText(label, x + dx, tick.px);
     });
     ctx.fillStyle = t.text;
     ctx.font = t.font;
     ctx.textAlign = a === 0 ? "left" : a === p.scales.length - 1 ? "right" : "center";
     ctx.textBaseline = "alphabetic";
-    const room = a === 0 || a === p.scales.length - 1 ? gap / 2 + MARGIN.left - 8 : gap - 8;
-    ctx.fillText(fit(ctx, scale.axis.label, room), a === 0 ? x - MARGIN.left + 4 : a === p.scales.length - 1 ? x + MARGIN.right - 4 : x,
+    const titleRoom = a === 0 || a === p.scales.length - 1 ? gap / 2 + MARGIN.left - 8 : gap - 8;
+    ctx.fillText(fit(ctx, scale.axis.label, titleRoom), a === 0 ? x - MARGIN.left + 4 : a === p.scales.length - 1 ? x + MARGIN.right - 4 : x,
       MARGIN.top - 16);
     ctx.font = t.fontSmall;
   });
