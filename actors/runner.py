@@ -273,7 +273,8 @@ class _Runner:
         job_dir = self.backend.attempt_dir(active.job_id, active.attempt)
         run = _Run(a.Attempt(active.job_id, active.attempt), job_dir, tuple(active.gpu_indexes),
                    run_id=active.run_id, evaluation=None)
-        found = await self.backend.adopt(active.job_id, active.attempt, active.cancel_requested)
+        found = await self.backend.adopt(active.job_id, active.attempt, active.cancel_requested,
+                                         sweep_limit=active.sweep_max_parallel if active.sweep_id else None)
         if found.problem is not None:
             log.error("job %s attempt %d: %s", active.job_id, active.attempt, found.problem)
         elif found.waiting is not None:

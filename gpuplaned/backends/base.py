@@ -98,8 +98,11 @@ class RunnerBackend(Protocol):
         as its own array applies it there; one whose trials the server's queue holds does nothing."""
         ...
 
-    async def adopt(self, job_id: str, attempt: int, cancel_requested: bool) -> a.Adopt:
-        """After a restart, what the backend finds of an attempt the server says is active."""
+    async def adopt(self, job_id: str, attempt: int, cancel_requested: bool, *,
+                    sweep_limit: int | None = None) -> a.Adopt:
+        """After a restart, what the backend finds of an attempt the server says is active.
+        ``sweep_limit``: a trial's sweep's max_parallel now (0: none), which a backend running
+        trials as arrays applies to each array it finds (a SweepThrottle may have been missed)."""
         ...
 
     async def read_end(self, job_id: str, attempt: int, record: a.ExitRecordFacts | None,

@@ -148,7 +148,8 @@ class LocalBackend:
     async def throttle(self, sweep_id: str, max_parallel: int) -> None:
         """Nothing to do: the server's queue holds a local node's trials to their sweep's max_parallel."""
 
-    async def adopt(self, job_id: str, attempt: int, cancel_requested: bool) -> a.Adopt:
+    async def adopt(self, job_id: str, attempt: int, cancel_requested: bool, *,
+                    sweep_limit: int | None = None) -> a.Adopt:
         job_dir = self.attempt_dir(job_id, attempt)
         oom_kills = self._oom_kills()
         return await self.blocking(_inspect, job_dir, (job_id, attempt), cancel_requested, oom_kills)

@@ -265,22 +265,25 @@ class SlurmBackend:
         """The sweep's max_parallel is now ``max_parallel`` (0: none): each of its arrays here
         runs at most that many tasks at once from now on."""
         self.arrays.throttle(sweep_id, max_parallel)
-        backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
         for array_id in sorted(self.sweep_arrays.get(sweep_id, ()), key=int):
-            while True:
-                try:
-                    if not await set_throttle(self.cli, array_id, max_parallel):
-                        self.sweep_arrays[sweep_id].discard(array_id)  # all of it ended: nothing to throttle
-                    else:
-                        log.info("sweep %s: Slurm array %s runs at most %s tasks at once", sweep_id, array_id,
-                                 max_parallel or "any number of")
-                    break
-                except SlurmUnreachable as error:
-                    unreachable(self.conditions, error)
-                    await trio.sleep(backoff.failed())
-                except SlurmError as error:
-                    log.warning("scontrol update JobId=%s ArrayTaskThrottle=%d: %s", array_id, max_parallel, error)
-                    break
+            await self._throttle_array(sweep_id, array_id, max_parallel)
+
+    async def _throttle_array(self, sweep_id: str, array_id: str, max_parallel: int) -> None:
+        backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
+        while True:
+            try:
+                if not await set_throttle(self.cli, array_id, max_parallel):
+                    self.sweep_arrays[sweep_id].discard(array_id)  # all of it ended: nothing to throttle
+                else:
+                    log.info("sweep %s: Slurm array %s runs at most %s tasks at once", sweep_id, array_id,
+                             max_parallel or "any number of")
+                return
+            except SlurmUnreachable as error:
+                unreachable(self.conditions, error)
+                await trio.sleep(backoff.failed())
+            except SlurmError as error:
+                log.warning("scontrol update JobId=%s ArrayTaskThrottle=%d: %s", array_id, max_parallel, error)
+                return
 
     def _extra_args(self, request: SpawnRequest) -> tuple[str, ...]:
         args = []
@@ -439,7 +442,8 @@ class SlurmBackend:
 
     # -- adopt ----------------------------------------------------------------------------
 
-    async def adopt(self, job_id: str, attempt: int, cancel_requested: bool) -> a.Adopt:
+    async def adopt(self, job_id: str, attempt: int, cancel_requested: bool, *,
+                    sweep_limit: int | None = None) -> a.Adopt:
         job_dir = self.attempt_dir(job_id, attempt)
         try:
             array = await self.blocking(read_array_record, job_dir)  # a sweep's trial: a task of its array
@@ -447,12 +451,14 @@ class SlurmBackend:
             return a.Adopt(None, problem=str(error))
         name = job_name(job_id, attempt) if array is None else array.name
         backoff = Backoff(period_s=self.slurm.poll_interval_s, max_s=self.slurm.poll_max_s)
+        fresh: list[str] = []  # arrays first found now: each takes the sweep's limit as it is now
         while True:  # whether Slurm has the job decides between adopting it and requeueing it
             try:
                 found = await find_by_name(self.cli, name)
                 if array is not None:
-                    for array_id in found:
-                        self.sweep_arrays.setdefault(array.sweep_id, set()).add(array_id)
+                    known = self.sweep_arrays.setdefault(array.sweep_id, set())
+                    fresh += [array_id for array_id in found if array_id not in known]
+                    known.update(found)
                     found = [task_id(array_id, array.index) for array_id in found]
                 rows = await poll(self.cli, found) if found else {}
                 break
@@ -460,6 +466,10 @@ class SlurmBackend:
                 unreachable(self.conditions, error)
                 await trio.sleep(backoff.failed())
         answered(self.conditions)
+        if array is not None and sweep_limit is not None:
+            # A SweepThrottle sent while this node was away, or lost to a crash, holds from now.
+            for array_id in fresh:
+                await self._throttle_array(array.sweep_id, array_id, sweep_limit)
         try:
             runtime, record = await self.blocking(_records, SlurmHandle(job_id, attempt, "", job_dir))
         except CorruptRecord as error:

@@ -105,6 +105,10 @@ class ActiveJob:
     # The job's own variables as submitted: for an attempt that ended while the node was away,
     # whose process can no longer tell (its declared log and checkpoint folders).
     env: dict[str, str] = attrs.field(factory=dict)
+    # A sweep's trial: its sweep and that sweep's max_parallel now (0: none). A node that runs
+    # trials as arrays applies it on adoption, for a SweepThrottle it may have missed while away.
+    sweep_id: str | None = None
+    sweep_max_parallel: int = 0
 
 
 @attrs.frozen

@@ -624,12 +624,13 @@ def register_node(conn: sqlite3.Connection, hello: Hello, now_ms: int) -> tuple[
         if index not in present:
             conn.execute("DELETE FROM gpu_slots WHERE node_id = ? AND gpu_index = ?", (node_id, index))
     active = conn.execute(
-        f"SELECT id, attempt, run_id, cancel_requested, gpu_indexes, env FROM jobs WHERE node_id = ? AND "
-        f"{one_of('status', _ON_NODE)}", (node_id, *_ON_NODE),
+        "SELECT j.id, j.attempt, j.run_id, j.cancel_requested, j.gpu_indexes, j.env, j.sweep_id, s.max_parallel "
+        f"FROM jobs j LEFT JOIN sweeps s ON s.id = j.sweep_id WHERE j.node_id = ? AND {one_of('j.status', _ON_NODE)}",
+        (node_id, *_ON_NODE),
     ).fetchall()
     return node_id, [ActiveJob(job_id, attempt, run_id, bool(cancel), tuple(json.loads(gpus or "[]")),
-                               json.loads(env) if env else {})
-                     for job_id, attempt, run_id, cancel, gpus, env in active]
+                               json.loads(env) if env else {}, sweep_id, limit or 0)
+                     for job_id, attempt, run_id, cancel, gpus, env, sweep_id, limit in active]
 
 
 # --- remote nodes: LOST and unacknowledged dispatches (gpuplaned.service.link.agent_link) ----------

@@ -177,6 +177,28 @@ async def test_after_a_restart_each_trial_is_adopted_as_its_task_and_the_throttl
     assert len(sbatches(fake)) == 1  # adopted, never submitted again
 
 
+async def test_a_limit_changed_while_the_runner_was_away_reaches_the_array_on_adoption_once(
+        nursery, tmp_path, autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(runs_s=100.0), gpus=4)
+    await nursery.start(fake.simulate)
+    async with trio.open_nursery() as first_life:
+        node, seen = await node_with(first_life, tmp_path, fake)
+        for i in range(3):
+            await node.link.dispatch(trial(i, throttle=1))
+        await seen.until(lambda: all(seen.last(f"trial_{i}") is not None for i in range(3)))
+        first_life.cancel_scope.cancel()  # gone before the sweep's new limit (3) was sent
+    [array_id] = fake.throttles
+    # No SweepThrottle this time: the hello's active jobs carry the sweep's limit as it is now.
+    link = MemoryNodeLink(active=tuple(ActiveJob(f"trial_{i}", 1, f"run_trial_{i}_1", sweep_id=SWEEP,
+                                                 sweep_max_parallel=3) for i in range(3)))
+    node, seen = await node_with(nursery, tmp_path, fake, link)
+    await seen.until(lambda: seen.ended(*(f"trial_{i}" for i in range(3))))
+    assert {seen.last(f"trial_{i}").status for i in range(3)} == {"SUCCEEDED"}
+    updates = [c for c in fake.commands if c[:2] == ("scontrol", "update")]
+    assert updates == [("scontrol", "update", f"JobId={array_id}", "ArrayTaskThrottle=3")]  # once, not per trial
+    assert fake.most_running[array_id] == 3
+
+
 async def test_a_preempted_trial_is_requeued_by_slurm_as_its_task_and_that_task_alone_cancelled(
         nursery, tmp_path, autojump_clock):
     fake = FakeSlurm(default=SlurmScript(runs_s=HOUR, stops_after_s=2.0), gpus=4, requeue_delay_s=10.0)

@@ -47,3 +47,20 @@ def test_a_local_nodes_trials_keep_the_hold_and_carry_no_array(conn):
     trials = _sweep(conn, 4, max_parallel=2)
     placed = schedule(conn, NOW, {box})
     assert [(d.job.job_id, d.job.array) for d in placed] == [(trials[0], None), (trials[1], None)]
+
+
+def test_a_pooled_nodes_hello_gives_each_active_trial_its_sweeps_limit_now_and_a_plain_job_none(conn):
+    hello = Hello("hpc", "0", (), runner="slurm", pooled=PooledCapacity(1, 4))
+    hpc, _ = job_rows.register_node(conn, hello, NOW)
+    trials = _sweep(conn, 2, max_parallel=2)
+    schedule(conn, NOW, {hpc})
+    sweep_rows.update_settings(conn, "swp_TEST", max_parallel=3, metric=None, goal="min", early_stop=None,
+                               retry_on=None)  # raised while the node was away
+    conn.execute("BEGIN")
+    plain = job_rows.insert_job(conn, JobSpec(name="plain", command=("true",), cwd="/", env={}, gpu=1), NOW,
+                                job_rows.capacities(conn))
+    conn.execute("COMMIT")
+    schedule(conn, NOW, {hpc})
+    _, active = job_rows.register_node(conn, hello, NOW)
+    assert sorted((a.job_id, a.sweep_id, a.sweep_max_parallel) for a in active) == sorted(
+        [(trials[0], "swp_TEST", 3), (trials[1], "swp_TEST", 3), (plain, None, 0)])
