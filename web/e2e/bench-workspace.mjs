@@ -12,7 +12,8 @@
 //     Opens PATH (a sweep's), waits for the parallel coordinates, then drags a brush DRAGS times
 //     along the first and the last axis (60 pointer moves each) under a Chrome trace: per frame
 //     (BeginMainThreadFrame to the next) the renderer main thread's busy time (its RunTask
-//     slices), over the frames between the marks bench:drag-start and bench:drag-end.
+//     slices), over the frames inside each drag (marks bench:drag-start .. bench:drag-end). A
+//     drag that finds the chart gone (its brushes hid it) reloads PATH first, outside the marks.
 //   node e2e/bench-workspace.mjs follow URL PATH SECONDS
 //     Opens PATH (live runs), waits for the charts, then reads CDP Performance.getMetrics
 //     before and after SECONDS: the main thread's busy share (TaskDuration / wall time) and its
@@ -103,29 +104,35 @@ async function open(result) {
   }
 }
 
-/** The renderer main thread's busy ms per frame, from a Chrome trace's events. */
+/** The renderer main thread's busy ms per frame, from a Chrome trace's events: the frames
+ * (BeginMainThreadFrame to the next) inside each bench:drag-start .. bench:drag-end pair. */
 function framesFromTrace(events) {
   const named = (name) => events.filter((e) => e.name === name);
-  const mainThreads = named("thread_name").filter((e) => e.args?.name === "CrRendererMain");
-  const marks = (label) => events.filter((e) => e.name === label && e.cat?.includes("blink.user_timing"));
-  const [start] = marks("bench:drag-start");
-  const [end] = marks("bench:drag-end");
-  if (!start || !end) return { error: "the trace has no drag marks" };
-  const thread = mainThreads.find((t) => t.pid === start.pid && (start.tid === undefined || t.tid === start.tid))
-    ?? mainThreads.find((t) => t.pid === start.pid);
-  const tid = thread?.tid ?? start.tid;
-  const mine = (e) => e.pid === start.pid && e.tid === tid;
-  const tasks = named("RunTask").filter((e) => mine(e) && e.ph === "X").map((e) => [e.ts, e.ts + (e.dur ?? 0)]);
-  const begins = named("BeginMainThreadFrame").filter(mine).map((e) => e.ts)
-    .filter((ts) => ts >= start.ts && ts <= end.ts).sort((a, b) => a - b);
+  const marks = (label) => events.filter((e) => e.name === label && e.cat?.includes("blink.user_timing"))
+    .sort((a, b) => a.ts - b.ts);
+  const starts = marks("bench:drag-start");
+  const ends = marks("bench:drag-end");
+  if (!starts.length || starts.length !== ends.length) return { error: "the trace lacks drag marks" };
   const frames = [];
-  for (let i = 0; i + 1 < begins.length; i++) {
-    const [a, b] = [begins[i], begins[i + 1]];
-    let busy = 0;
-    for (const [s, e] of tasks) if (e > a && s < b) busy += Math.min(e, b) - Math.max(s, a);
-    frames.push({ busy_ms: busy / 1000, interval_ms: (b - a) / 1000 });
-  }
-  return { frames, window_ms: (end.ts - start.ts) / 1000 };
+  let windowUs = 0;
+  starts.forEach((start, i) => {
+    const end = ends[i];
+    const main = named("thread_name").find((t) => t.pid === start.pid && t.args?.name === "CrRendererMain");
+    const tid = main?.tid ?? start.tid;
+    const mine = (e) => e.pid === start.pid && e.tid === tid;
+    const tasks = named("RunTask").filter((e) => mine(e) && e.ph === "X" && e.ts < end.ts && e.ts + (e.dur ?? 0) > start.ts)
+      .map((e) => [e.ts, e.ts + (e.dur ?? 0)]);
+    const begins = named("BeginMainThreadFrame").filter(mine).map((e) => e.ts)
+      .filter((ts) => ts >= start.ts && ts <= end.ts).sort((a, b) => a - b);
+    for (let k = 0; k + 1 < begins.length; k++) {
+      const [a, b] = [begins[k], begins[k + 1]];
+      let busy = 0;
+      for (const [s0, e0] of tasks) if (e0 > a && s0 < b) busy += Math.min(e0, b) - Math.max(s0, a);
+      frames.push({ busy_ms: busy / 1000, interval_ms: (b - a) / 1000 });
+    }
+    windowUs += end.ts - start.ts;
+  });
+  return { frames, window_ms: windowUs / 1000 };
 }
 
 function p95(values) {
@@ -139,20 +146,22 @@ async function brush(result) {
   result.page_errors = [];
   page.on("pageerror", (e) => result.page_errors.push(String(e).slice(0, 300)));
   page.on("console", (m) => { if (m.type() === "error") result.page_errors.push(m.text().slice(0, 300)); });
-  await page.goto(new URL(path, base).href);
-  const canvas = page.locator(".viz-pc canvas").first();
-  await canvas.waitFor({ state: "visible", timeout: 60_000 });
-  await page.waitForFunction(() => Number(document.querySelector(".viz-pc")?.dataset.rows ?? 0) > 0, null,
-    { timeout: 60_000, polling: 100 });
-  result.rows = Number(await page.locator(".viz-pc").first().getAttribute("data-rows"));
-  await canvas.scrollIntoViewIfNeeded();
-  const box = await canvas.boundingBox();
-  const axes = [box.x + 44, box.x + box.width - 44];  // ParallelCoords' first and last axis (its MARGIN)
-  // A sub-range of the axis (MARGIN top 36, bottom 14): most rows stay in, as a user narrows down.
-  const span = box.height - 50;
-  const top = box.y + 36 + 0.15 * span;
-  const bottom = box.y + 36 + 0.85 * span;
-  const clear = page.getByRole("button", { name: "Clear brushes" });
+  const rows = () => page.evaluate(() => {
+    const pc = document.querySelector(".viz-pc");
+    return pc ? { rows: Number(pc.dataset.rows ?? 0), passing: Number(pc.dataset.passing ?? 0) } : null;
+  });
+  /** The page as PATH gives it (no brush), its parallel coordinates drawn: their canvas's box. */
+  const fresh = async () => {
+    await page.goto(new URL(path, base).href);
+    const canvas = page.locator(".viz-pc canvas").first();
+    await canvas.waitFor({ state: "visible", timeout: 60_000 });
+    await page.waitForFunction(() => Number(document.querySelector(".viz-pc")?.dataset.rows ?? 0) > 0, null,
+      { timeout: 60_000, polling: 100 });
+    await canvas.scrollIntoViewIfNeeded();
+    return canvas.boundingBox();
+  };
+  let box = await fresh();
+  result.rows = (await rows()).rows;
   const cdp = await context.newCDPSession(page);
   const chunks = [];
   cdp.on("Tracing.dataCollected", (e) => chunks.push(...e.value));
@@ -162,20 +171,32 @@ async function brush(result) {
       "disabled-by-default-devtools.timeline.frame", "blink.user_timing", "__metadata"] },
     transferMode: "ReportEvents",
   });
-  await page.evaluate(() => performance.mark("bench:drag-start"));
-  const t0 = Date.now();
+  result.passing_after = [];
+  result.reloads = 0;
+  let dragMs = 0;
   for (let i = 0; i < count; i++) {
-    const x = axes[i % 2];
-    const [from, to] = i % 4 < 2 ? [top, bottom] : [bottom, top];
-    await page.mouse.move(x, from);
+    if (!(await page.locator(".viz-pc canvas").first().isVisible())) {
+      box = await fresh();  // the brushes hid the chart: start again from the page without them
+      result.reloads++;
+    }
+    // The first or the last axis (ParallelCoords' MARGIN: left and right 44, top 36, bottom 14),
+    // over a middle part of it, as a user narrows a range down.
+    const x = i % 2 ? box.x + box.width - 44 : box.x + 44;
+    const span = box.height - 50;
+    const [from, to] = i % 4 < 2 ? [0.15, 0.85] : [0.85, 0.15];
+    const t0 = Date.now();
+    await page.evaluate(() => performance.mark("bench:drag-start"));
+    await page.mouse.move(x, box.y + 36 + from * span);
     await page.mouse.down();
-    await page.mouse.move(x, (from + to) / 2, { steps: 30 });
-    await page.mouse.move(x, to, { steps: 30 });
+    await page.mouse.move(x, box.y + 36 + ((from + to) / 2) * span, { steps: 30 });
+    await page.mouse.move(x, box.y + 36 + to * span, { steps: 30 });
     await page.mouse.up();
-    if (i % 2 === 1 && await clear.isVisible()) await clear.click();  // a fresh start every other drag
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+    await page.evaluate(() => performance.mark("bench:drag-end"));
+    dragMs += Date.now() - t0;
+    result.passing_after.push((await rows())?.passing ?? null);
   }
-  result.drag_wall_ms = Date.now() - t0;
-  await page.evaluate(() => performance.mark("bench:drag-end"));
+  result.drag_wall_ms = dragMs;
   await cdp.send("Tracing.end");
   await done;
   const found = framesFromTrace(chunks);
@@ -189,7 +210,6 @@ async function brush(result) {
     result.interval_p95_ms = p95(found.frames.map((f) => f.interval_ms));
     result.window_ms = found.window_ms;
   }
-  result.passing = await page.evaluate(() => document.querySelector(".viz-pc")?.dataset.passing ?? null);
   if (process.env.GPUPLANE_BENCH_SHOT) await page.screenshot({ path: process.env.GPUPLANE_BENCH_SHOT, fullPage: true });
   await cdp.detach();
   await page.close();
