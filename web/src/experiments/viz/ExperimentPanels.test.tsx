@@ -1,7 +1,7 @@
 import { act, cleanup, render, renderHook, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ExperimentPanels, RUNS_SETTLE_MS, useSettledRuns, type PanelRunSpec } from "./ExperimentPanels";
-import { chunks, Holdings, nextBatch } from "./panelLoader";
+import { chunks, Holdings, MAX_STREAMS, nextBatch, pointsFor } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
 
 function json(body: unknown) {
@@ -43,10 +43,10 @@ beforeEach(() => {
     if (path === "/api/v1/runs/metrics:query") {
       return json({ runs: body.run_ids.map((id: string, i: number) => runMetrics(id, body.names, i * 10)) });
     }
-    if (path === "/api/v1/runs/a/metrics/stream") {
+    if (path.endsWith("/metrics/stream")) {
       return new Response(new ReadableStream<Uint8Array>({
         start(controller) {
-          stream = controller;
+          if (path === "/api/v1/runs/a/metrics/stream") stream = controller;
           init.signal?.addEventListener("abort", () => controller.error(new DOMException("aborted", "AbortError")));
         },
       }), { status: 200, headers: { "Content-Type": "text/event-stream" } });
@@ -99,6 +99,12 @@ describe("the panels' loading plan", () => {
     expect(nextBatch(all, ["c"], h, new Set(["acc"]))).toEqual({ metrics: ["acc"], runs: ["c"] });
   });
 
+  it("asks fewer points per run the more runs a panel overlays", () => {
+    expect(pointsFor(3)).toBe(600);
+    expect(pointsFor(50)).toBe(300);
+    expect(pointsFor(1000)).toBe(100);
+  });
+
   it("splits runs into queries of at most 50", () => {
     const ids = Array.from({ length: 120 }, (_, i) => `r${i}`);
     expect(chunks(ids, 50).map((c) => c.length)).toEqual([50, 50, 20]);
@@ -114,8 +120,9 @@ describe("ExperimentPanels", () => {
     expect(titles).toEqual(["val/loss", "acc"]);
     expect(container.querySelector('.chart-panel[data-metric="val/loss"] .viz-star')).not.toBeNull();
     expect(container.querySelector('.chart-panel[data-metric="acc"] .viz-star')).toBeNull();
-    // One query for the three runs and both metrics (no observer in jsdom: all panels count as in view).
-    expect(metricQueries().map((c) => c.body)).toEqual([{ run_ids: ["a", "b", "c"], names: ["val/loss", "acc"], x: "step", points: 600 }]);
+    // One query per metric for the three runs, the primary first (no observer in jsdom: all panels count as in view).
+    expect(metricQueries().map((c) => c.body)).toEqual([{ run_ids: ["a", "b", "c"], names: ["val/loss"], x: "step", points: 600 },
+      { run_ids: ["a", "b", "c"], names: ["acc"], x: "step", points: 600 }]);
     await waitFor(() => expect(container.querySelector('.chart-panel[data-metric="acc"]')?.getAttribute("data-points")).toBe("4"));
     // Events are read once the first charts are in, per run, and the critical one is drawn: a dashed line in run a's colour.
     await waitFor(() => expect(calls.filter((c) => c.path.startsWith("/api/v1/events")).length).toBe(3));
@@ -144,8 +151,8 @@ describe("ExperimentPanels", () => {
     await waitFor(() => expect(metricQueries()).toHaveLength(1));
     expect(metricQueries()[0].body!.names).toEqual(["acc"]);
     release();
-    await waitFor(() => expect(metricQueries()).toHaveLength(2));
-    expect(metricQueries()[1].body!.names).toEqual(["val/loss", "lr"]);
+    await waitFor(() => expect(metricQueries()).toHaveLength(3));
+    expect(metricQueries().slice(1).map((c) => c.body!.names)).toEqual([["val/loss"], ["lr"]]);
     await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("3"));
   });
 
@@ -190,6 +197,19 @@ describe("ExperimentPanels", () => {
     await waitFor(() => expect(metricQueries()).toHaveLength(2));
     await waitFor(() => expect(loaded()).toBe("1"));
     expect(metricQueries().map((c) => c.body!.run_ids)).toEqual([["a", "b"], ["c"]]);
+  });
+});
+
+describe("many live runs", () => {
+  it("opens at most MAX_STREAMS metric streams and polls the other live runs (no connection left for them)", async () => {
+    const many: PanelRunSpec[] = Array.from({ length: MAX_STREAMS + 2 }, (_, i) => ({ id: `r${i}`, label: `r${i}`, color: "#123456" }));
+    const intervals = vi.spyOn(globalThis, "setInterval");
+    const { container } = render(<ExperimentPanels runs={many} metrics={["val/loss"]} x="step" smooth={0} zoom={null}
+      onZoom={() => undefined} live={many.map((r) => r.id)} groups={false} />);
+    await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("1"));
+    await waitFor(() => expect(calls.filter((c) => c.path.endsWith("/metrics/stream")).length).toBe(MAX_STREAMS));
+    expect(intervals.mock.calls.filter(([, ms]) => ms === 3000)).toHaveLength(2);
+    intervals.mockRestore();
   });
 });
 

@@ -16,6 +16,15 @@ import { SeriesStore } from "../../charts/series";
 export const RUNS_PER_QUERY = 50;
 /** Points per run and metric: a panel is a few hundred pixels wide, so more than this draws nothing new. */
 export const PANEL_POINTS = 600;
+/** Points per panel over all its runs: 50 overlaid runs get 300 each (one metric of 50 runs stays near 1 MB of JSON). */
+export const PANEL_POINT_BUDGET = 15_000;
+/** Browsers open 6 HTTP/1.1 connections per origin and a metric stream holds one: at most this many, the rest are for fetches. */
+export const MAX_STREAMS = 4;
+
+/** The points to ask per run for `runs` runs overlaid. */
+export function pointsFor(runs: number, most = PANEL_POINTS): number {
+  return Math.max(100, Math.min(most, Math.floor(PANEL_POINT_BUDGET / Math.max(1, runs))));
+}
 
 export interface PanelsLoaderOptions {
   runs: readonly string[];
@@ -115,7 +124,9 @@ async function fetchMetrics(runs: readonly string[], names: readonly string[], x
   return parts.flat();
 }
 
-export function usePanelsLoader({ runs, metrics, x, zoom, live, points = PANEL_POINTS, pollMs = 3000, onPoints }: PanelsLoaderOptions): PanelsLoader {
+export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = PANEL_POINTS, pollMs = 3000, onPoints }: PanelsLoaderOptions): PanelsLoader {
+  // Resolution follows the number of runs in steps of 10, so a brush that drops a run refetches nothing.
+  const points = pointsFor(Math.ceil(Math.max(1, runs.length) / 10) * 10, most);
   const stores = useRef(new Map<string, SeriesStore>());
   const store = useCallback((metric: string) => {
     let s = stores.current.get(metric);
@@ -167,20 +178,22 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points = PANEL_P
     const gen = generation.current;
     const signal = controller.current.signal;
     holdings.current.start(batch.metrics, batch.runs);
-    fetchMetrics(batch.runs, batch.metrics, x, zoom, points, signal).then((all) => {
-      if (gen !== generation.current) return;
-      for (const name of batch.metrics) {
+    // One request per metric, all at once, in the given order (the primary first): each panel
+    // draws as soon as its own metric lands instead of waiting for one reply of every metric.
+    for (const name of batch.metrics) {
+      fetchMetrics(batch.runs, [name], x, zoom, points, signal).then((all) => {
+        if (gen !== generation.current) return;
         const s = store(name);
         for (const m of all) s.replace(m.run_id, only(m, name));
-      }
-      holdings.current.done(batch.metrics, batch.runs, true);
-      setLanded((n) => n + 1);
-    }, (e) => {
-      if (gen !== generation.current) return;
-      holdings.current.done(batch.metrics, batch.runs, false);
-      if (e.name === "AbortError") return;
-      setError(e instanceof ApiError ? e : new ApiError(0, "client", e.message));
-    });
+        holdings.current.done([name], batch.runs, true);
+        setLanded((n) => n + 1);
+      }, (e) => {
+        if (gen !== generation.current) return;
+        holdings.current.done([name], batch.runs, false);
+        if (e.name === "AbortError") return;
+        setError(e instanceof ApiError ? e : new ApiError(0, "client", e.message));
+      });
+    }
     // `landed` re-runs this after each batch, so the panels out of view follow the visible ones.
   }, [viewKey, runsKey, metricsKey, inView, landed, store]); // eslint-disable-line react-hooks/exhaustive-deps
 
@@ -218,11 +231,17 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points = PANEL_P
       }
     };
     const polls: FallbackPoll[] = [];
-    const streams = live.map((id) => {
+    const streams = live.flatMap((id, i) => {
       const queue = new TailQueue((full) => tail(id, full));
       const poll = new FallbackPoll(() => queue.poke(false), pollMs);
       polls.push(poll);
-      return new EventStream({
+      if (i >= MAX_STREAMS) {
+        // No connection left for its stream (the daemon has no stream of several runs): polled as if its stream were down.
+        poll.onState("failed");
+        queue.poke(false);
+        return [];
+      }
+      return [new EventStream({
         path: `/runs/${encodeURIComponent(id)}/metrics/stream`,
         onMessage: (m) => {
           if (m.event === "points" || m.event === "ready") queue.poke(false);
@@ -230,7 +249,7 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points = PANEL_P
           if (m.event === "points" || m.event === "reset") listeners.current.onPoints?.(id);
         },
         onState: (state) => poll.onState(state),
-      });
+      })];
     });
     return () => {
       abort.abort();
