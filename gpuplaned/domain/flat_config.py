@@ -4,6 +4,7 @@ column turns into strings because one run's value was missing."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,3 +44,16 @@ def key_types(configs: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
         for key, value in config.items():
             seen.setdefault(key, set()).add(json_type(value))
     return {key: sorted(types) for key, types in sorted(seen.items())}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as JSON can carry it: a NaN or infinite number (which a script's config may hold,
+    and JSON cannot) becomes the string ``NaN``, ``Infinity`` or ``-Infinity``, in lists and
+    objects too; ``key_types`` still counts it a number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    return value

@@ -53,8 +53,8 @@ class WorkspaceRun:
     created_at: int = doc("ms since the epoch")
     ended_at: int | None = doc("ms since the epoch; null while it runs")
     config: dict[str, Any] = doc("what the script passed to init(config=...), nested keys joined with '.', "
-                                 "each value as its JSON type (a sweep trial's values fill the keys the config "
-                                 "lacks)")
+                                 "each value as its JSON type (a NaN or infinite number as the string NaN, "
+                                 "Infinity or -Infinity; a sweep trial's values fill the keys the config lacks)")
     metrics: dict[str, MetricCell] = doc("name -> summary")
 
 

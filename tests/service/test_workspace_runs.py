@@ -71,7 +71,8 @@ async def test_selection_configs_and_summaries(tmp_path, nursery):
                  metrics={"train/loss": [(0, 3.0), (1, 1.0), (2, 1.0), (3, math.nan)], "acc": [(0, 0.2), (5, 0.7)]})
             _run(conn, "run_b", created=20, project_id=vision, config={"optim": {"lr": "auto"}},
                  metrics={"train/loss": [(0, 2.0), (1, 4.0)]})
-            _run(conn, "run_c", created=30, project_id=other, config={"layers": 8})
+            _run(conn, "run_c", created=30, project_id=other,
+                 config={"layers": 8, "eps": math.nan, "clip": [1.0, -math.inf], "warm": {"to": math.inf}})
             _run(conn, "run_t", created=40, job_id="job_t0", config={"layers": 4},
                  metrics={"val/loss": [(0, math.inf), (1, math.nan)]})
             project_rows.set_primary(conn, "acc", 1, project=project_rows.find_project(conn, vision))
@@ -101,6 +102,10 @@ async def test_selection_configs_and_summaries(tmp_path, nursery):
 
         both = await _ask(ctx, experiments=[lr], runs=["run_c"], limit=1)
         assert [r["id"] for r in both["runs"]] == ["run_c"] and both["truncated"] is True
+        # JSON has no NaN or infinity: they travel as strings, and their keys stay numbers.
+        c = json.loads(json.dumps(both, allow_nan=False))["runs"][0]
+        assert c["config"] == {"layers": 8, "eps": "NaN", "clip": [1.0, "-Infinity"], "warm.to": "Infinity"}
+        assert {k["key"]: k["types"] for k in both["config_keys"]}["eps"] == ["number"]
 
         trials = await _ask(ctx, sweep="swp_1")
         (t,) = trials["runs"]

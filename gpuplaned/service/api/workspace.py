@@ -168,7 +168,7 @@ async def workspace_runs(shared: ServerContext, query: WorkspaceQuery) -> Worksp
             id=row.id, name=row.name, status=row.status, job_id=row.job_id, project=row.project,
             experiment=row.experiment, experiment_id=row.experiment_id, sweep_id=row.sweep_id,
             sweep_trial=row.sweep_trial, tags=list(tags) if isinstance(tags, list) else [], created_at=row.created_at,
-            ended_at=row.ended_at, config=config, metrics=metrics))
+            ended_at=row.ended_at, config={k: flat_config.json_safe(v) for k, v in config.items()}, metrics=metrics))
     order = sorted(names | ({primary} if primary else set()), key=lambda n: (n != primary, n))
     return WorkspaceRuns(
         runs=runs,

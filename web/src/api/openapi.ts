@@ -3684,7 +3684,7 @@ export interface components {
             created_at: number;
             /** @description ms since the epoch; null while it runs */
             ended_at: number | null;
-            /** @description what the script passed to init(config=...), nested keys joined with '.', each value as its JSON type (a sweep trial's values fill the keys the config lacks) */
+            /** @description what the script passed to init(config=...), nested keys joined with '.', each value as its JSON type (a NaN or infinite number as the string NaN, Infinity or -Infinity; a sweep trial's values fill the keys the config lacks) */
             config: {
                 [key: string]: unknown;
             };
