@@ -27,12 +27,14 @@ let canvas: CanvasRecorder;
 let restoreWidth: () => void;
 let hold: Promise<void> | null;
 let stream: ReadableStreamDefaultController<Uint8Array> | null;
+let stagger: boolean; // metric replies land 40 ms apart, in the order asked
 const say = (text: string) => stream!.enqueue(new TextEncoder().encode(text));
 
 beforeEach(() => {
   calls = [];
   hold = null;
   stream = null;
+  stagger = false;
   canvas = recordCanvas();
   restoreWidth = fakeWidth(500);
   vi.stubGlobal("fetch", vi.fn(async (url: string, init: RequestInit) => {
@@ -41,6 +43,7 @@ beforeEach(() => {
     calls.push({ path, body });
     if (hold) await hold;
     if (path === "/api/v1/runs/metrics:query") {
+      if (stagger) await new Promise((r) => setTimeout(r, 40 * calls.filter((c) => c.path === path).length));
       return json({ runs: body.run_ids.map((id: string, i: number) => runMetrics(id, body.names, i * 10)) });
     }
     if (path.endsWith("/metrics/stream")) {
@@ -197,6 +200,17 @@ describe("ExperimentPanels", () => {
     await waitFor(() => expect(metricQueries()).toHaveLength(2));
     await waitFor(() => expect(loaded()).toBe("1"));
     expect(metricQueries().map((c) => c.body!.run_ids)).toEqual([["a", "b"], ["c"]]);
+  });
+});
+
+describe("live runs", () => {
+  it("open one stream a run, kept while the other metrics land one by one", async () => {
+    stagger = true;
+    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss", "acc", "lr", "gn"]} x="step" smooth={0}
+      zoom={null} onZoom={() => undefined} live={["a"]} groups={false} />);
+    await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("4"));
+    await waitFor(() => expect(stream).not.toBeNull());
+    expect(calls.filter((c) => c.path.endsWith("/metrics/stream"))).toHaveLength(1);
   });
 });
 

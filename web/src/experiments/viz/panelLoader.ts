@@ -204,12 +204,17 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
   const listeners = useRef({ onPoints });
   listeners.current = { onPoints };
   const liveKey = live.join(",");
-  const loadedKey = [...loaded].sort().join("\u0000");
+  const metricsRef = useRef(metrics);
+  metricsRef.current = metrics;
+  // Streams open once the first metric is in, and stay open as the others land (a tail reads
+  // which metrics hold the run when it runs): reopening them per landed metric cost 3 streams a run.
+  const started = loaded.size > 0;
   useEffect(() => {
-    const names = [...loaded];
-    if (zoom || !live.length || !names.length) return;
+    if (zoom || !live.length || !started) return;
     const abort = new AbortController();
     const tail = async (id: string, full: boolean) => {
+      const names = metricsRef.current.filter((n) => holdings.current.has(n, id));
+      if (!names.length) return;
       let last: number | null = null;
       let most = 0;
       for (const n of names) {
@@ -256,7 +261,7 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
       for (const s of streams) s.close();
       for (const p of polls) p.stop();
     };
-  }, [liveKey, loadedKey, x, zoomKey, points, pollMs, store]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [liveKey, started, x, zoomKey, points, pollMs, store]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const loading = useMemo(() => runs.length > 0 && metrics.some((m) => !loaded.has(m)) && !error,
     [runsKey, metricsKey, loaded, error]); // eslint-disable-line react-hooks/exhaustive-deps
