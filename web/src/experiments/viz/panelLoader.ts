@@ -11,6 +11,7 @@ import type { RunMetrics } from "../../api/types";
 import { FallbackPoll } from "../../charts/fallbackPoll";
 import { TailQueue } from "../../charts/loader";
 import { SeriesStore } from "../../charts/series";
+import { ThrottledFrames } from "./throttledFrames";
 
 /** POST /runs/metrics:query takes at most this many runs; more go in several requests at once. */
 export const RUNS_PER_QUERY = 50;
@@ -18,6 +19,8 @@ export const RUNS_PER_QUERY = 50;
 export const PANEL_POINTS = 600;
 /** Points per panel over all its runs: 50 overlaid runs get 300 each (one metric of 50 runs stays near 1 MB of JSON). */
 export const PANEL_POINT_BUDGET = 15_000;
+/** The panels redraw at most this often as points land (live tails, metrics loading one by one). */
+export const REDRAW_MS = 250;
 /** Browsers open 6 HTTP/1.1 connections per origin and a metric stream holds one: at most this many, the rest are for fetches. */
 export const MAX_STREAMS = 4;
 
@@ -128,9 +131,14 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
   // Resolution follows the number of runs in steps of 10, so a brush that drops a run refetches nothing.
   const points = pointsFor(Math.ceil(Math.max(1, runs.length) / 10) * 10, most);
   const stores = useRef(new Map<string, SeriesStore>());
+  // One scheduler for every metric's store: the panels redraw together, at most every REDRAW_MS.
+  const frames = useRef<ThrottledFrames | null>(null);
   const store = useCallback((metric: string) => {
     let s = stores.current.get(metric);
-    if (!s) stores.current.set(metric, (s = new SeriesStore()));
+    if (!s) {
+      frames.current ??= new ThrottledFrames(REDRAW_MS);
+      stores.current.set(metric, (s = new SeriesStore(frames.current)));
+    }
     return s;
   }, []);
   useEffect(() => () => {
