@@ -1,7 +1,7 @@
 import { act, cleanup, render, renderHook, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ExperimentPanels, RUNS_SETTLE_MS, useSettledRuns, type PanelRunSpec } from "./ExperimentPanels";
-import { chunks, Holdings, MAX_STREAMS, nextBatch, pointsFor } from "./panelLoader";
+import { chunks, Holdings, MAX_STREAMS, nextBatch, pointsFor, TAIL_MIN_MS } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
 
 function json(body: unknown) {
@@ -19,6 +19,7 @@ function runMetrics(runId: string, names: string[], offset: number) {
 
 interface Call {
   path: string;
+  at: number;
   body: { run_ids?: string[]; names?: string[]; points?: number } | null;
 }
 
@@ -40,7 +41,7 @@ beforeEach(() => {
   vi.stubGlobal("fetch", vi.fn(async (url: string, init: RequestInit) => {
     const path = String(url);
     const body = init.body ? JSON.parse(String(init.body)) : null;
-    calls.push({ path, body });
+    calls.push({ path, body, at: performance.now() });
     if (hold) await hold;
     if (path === "/api/v1/runs/metrics:query") {
       if (stagger) await new Promise((r) => setTimeout(r, 40 * calls.filter((c) => c.path === path).length));
@@ -186,6 +187,15 @@ describe("ExperimentPanels", () => {
     expect(query.get("names")).toContain("val/loss");
     expect(intervals.mock.calls.filter(([, ms]) => ms === 3000)).toHaveLength(0); // no fallback poll while the stream is up
     intervals.mockRestore();
+    // Two more announcements at once: one more tail, no sooner than TAIL_MIN_MS after the last.
+    const tails = () => calls.filter((c) => c.path.startsWith("/api/v1/runs/a/metrics?"));
+    const before = tails().length;
+    say("event: points\ndata: {}\n\n");
+    say("event: points\ndata: {}\n\n");
+    await waitFor(() => expect(tails().length).toBe(before + 1), { timeout: TAIL_MIN_MS + 1000 });
+    expect(tails()[before].at - tails()[before - 1].at).toBeGreaterThanOrEqual(TAIL_MIN_MS - 5);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(tails().length).toBe(before + 1);
   });
 
   it("fetches nothing when the runs narrow (a brush) and only the added run when one joins", async () => {

@@ -21,6 +21,8 @@ export const PANEL_POINTS = 600;
 export const PANEL_POINT_BUDGET = 15_000;
 /** The panels redraw at most this often as points land (live tails, metrics loading one by one). */
 export const REDRAW_MS = 250;
+/** A live run's tails are fetched at most this often (its stream may announce points several times a second). */
+export const TAIL_MIN_MS = 1000;
 /** Browsers open 6 HTTP/1.1 connections per origin and a metric stream holds one: at most this many, the rest are for fetches. */
 export const MAX_STREAMS = 4;
 
@@ -220,7 +222,13 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
   useEffect(() => {
     if (zoom || !live.length || !started) return;
     const abort = new AbortController();
+    const lastTail = new Map<string, number>();
     const tail = async (id: string, full: boolean) => {
+      // Announcements meanwhile gather in the run's TailQueue: one fetch after the wait covers them.
+      const wait = (lastTail.get(id) ?? -Infinity) + TAIL_MIN_MS - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      if (abort.signal.aborted) return;
+      lastTail.set(id, performance.now());
       const names = metricsRef.current.filter((n) => holdings.current.has(n, id));
       if (!names.length) return;
       let last: number | null = null;
