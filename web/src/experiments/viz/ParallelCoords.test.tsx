@@ -73,6 +73,23 @@ describe("ParallelCoords", () => {
     expect(onBrush).toHaveBeenLastCalledWith("metric:loss", null);
   });
 
+  it("survives its axes changing under a drag: the brush follows the axis by key, or the drag ends with it", async () => {
+    const { canvasEl, onBrush, rerender } = await draw();
+    fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 1 });
+    // The page drops the optimizer axis (it no longer varies): loss is now the second of two axes, still at x 556.
+    const two = [axes[0], axes[2]];
+    rerender(<ParallelCoords axes={two} rows={rows} colors={colors} brushes={{}} onBrush={onBrush} height={300} />);
+    fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 161, pointerId: 1 });
+    await act(nextFrame);
+    expect(onBrush.mock.calls[0][0]).toBe("metric:loss");
+    // Now the loss axis goes too, mid-drag: no error, and no brush told for another axis.
+    rerender(<ParallelCoords axes={[axes[0], axes[1]]} rows={rows} colors={colors} brushes={{}} onBrush={onBrush} height={300} />);
+    fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 100, pointerId: 1 });
+    await act(nextFrame);
+    fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 100, pointerId: 1 });
+    expect(onBrush.mock.calls.every(([key]) => key === "metric:loss")).toBe(true);
+  });
+
   it("brushes the categories a drag covers", async () => {
     const { canvasEl, onBrush } = await draw();
     // optimizer: 3 categories over 36..286, adam lowest (at 244), then null (161), sgd (78).

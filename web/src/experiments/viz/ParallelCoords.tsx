@@ -16,7 +16,7 @@ import { useTheme } from "../../lib/theme";
 import { categoryLabel, passesBrushes, rangeBrush } from "./brush";
 import { fit, localPoint, prepare, useFrame, useWidth } from "./canvas";
 import { axisAt, nearestRow, project, type Layout, type Projection } from "./projection";
-import { brushFromDrag, brushSpans, categoriesOf } from "./scale";
+import { brushFromDrag, brushSpans, categoriesOf, type Scale } from "./scale";
 import type { Axis, Brush, Brushes, VizRow } from "./types";
 
 export interface ParallelCoordsProps {
@@ -34,7 +34,8 @@ const MARGIN = { top: 36, bottom: 14, left: 44, right: 44 };
 const FALLBACK_COLOR = "#888888";
 
 interface Drag {
-  axis: number;
+  /** The axis by key: the page may change the axes (and their order) while a drag is on. */
+  key: string;
   from: number;
   to: number;
   moved: boolean;
@@ -67,8 +68,8 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     const drag = s.drag;
     const effective = dragBrushes(s.projection, s.brushes, drag);
     // The brush being dragged, told to the page once per frame at most (and only when it changed).
-    if (drag?.moved) {
-      const key = s.projection.scales[drag.axis].axis.key;
+    if (drag?.moved && scaleOf(s.projection, drag)) {
+      const key = drag.key;
       const brush = effective[key] ?? null;
       const said = JSON.stringify(brush);
       if (said !== s.reported) {
@@ -91,7 +92,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     if (axis < 0 || y < MARGIN.top - 12 || y > height - MARGIN.bottom + 8) return;
     e.currentTarget.setPointerCapture?.(e.pointerId);
     const at = clampY(y, height);
-    live.current.drag = { axis, from: at, to: at, moved: false };
+    live.current.drag = { key: p.scales[axis].axis.key, from: at, to: at, moved: false };
     live.current.reported = JSON.stringify(live.current.brushes[p.scales[axis].axis.key] ?? null);
     e.preventDefault();
   };
@@ -122,12 +123,13 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     const drag = s.drag;
     if (!drag || !s.projection) return;
     s.drag = null;
-    const scale = s.projection.scales[drag.axis];
+    e.currentTarget.releasePointerCapture?.(e.pointerId);
+    const scale = scaleOf(s.projection, drag);
+    if (!scale) return; // its axis went while dragging
     const brush = drag.moved ? brushFromDrag(scale, drag.from, drag.to) : null;
     // A click (no drag) clears the axis; a drag sets (or replaces) its brush.
     if (JSON.stringify(brush) !== s.reported || !drag.moved) callbacks.current.onBrush(scale.axis.key, brush);
     s.reported = "";
-    e.currentTarget.releasePointerCapture?.(e.pointerId);
     frame();
   };
 
@@ -163,14 +165,20 @@ export function ParallelCoords(props: ParallelCoordsProps) {
   );
 }
 
+function scaleOf(p: Projection, drag: Drag): Scale | undefined {
+  return p.scales.find((sc) => sc.axis.key === drag.key);
+}
+
 function clampY(y: number, height: number): number {
   return Math.min(Math.max(y, MARGIN.top), height - MARGIN.bottom);
 }
 
 function dragBrushes(p: Projection, brushes: Brushes, drag: Drag | null): Brushes {
   if (!drag?.moved) return brushes;
-  const key = p.scales[drag.axis].axis.key;
-  const brush = brushFromDrag(p.scales[drag.axis], drag.from, drag.to);
+  const scale = scaleOf(p, drag);
+  if (!scale) return brushes;
+  const key = drag.key;
+  const brush = brushFromDrag(scale, drag.from, drag.to);
   const out = { ...brushes };
   if (brush) out[key] = brush;
   else delete out[key];
