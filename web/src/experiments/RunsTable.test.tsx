@@ -36,7 +36,7 @@ describe("the runs table", () => {
     const t = table(runs(1000));
     const first = t.rendered();
     expect(first.length).toBeGreaterThan(10);
-    expect(first.length).toBeLessThan(40);
+    expect(first.length).toBeLessThan(60);
     expect(first[0].dataset.run).toBe("run_0000");
     const spacer = t.container.querySelector<HTMLTableCellElement>("tr.exp-spacer td")!;
     expect(parseFloat(spacer.style.height)).toBe((1000 - first.length) * ROW_HEIGHT);
@@ -46,7 +46,7 @@ describe("the runs table", () => {
     fireEvent.scroll(t.box);
     await frame();
     const later = t.rendered();
-    expect(later.length).toBeLessThan(40);
+    expect(later.length).toBeLessThan(70);
     const shown = later.map((tr) => Number(tr.dataset.index));
     expect(shown).toContain(500);
     expect(later[0].getAttribute("aria-rowindex")).toBe(String(shown[0] + 2));
@@ -112,5 +112,27 @@ describe("the runs table", () => {
     expect(lossCell.textContent).toBe("0.3 [0.1, 0.5]");
     fireEvent.click(headers[0].querySelector("button")!);
     expect(t.rendered().map((tr) => tr.dataset.run)).toEqual(["run_0000", "run_0002", "run_0004"]);
+  });
+
+  it("while scrolling, rows take no pointer and a row sliding under it is no hover; after a pause, hovers count again", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const onHover = vi.fn();
+      const t = table(runs(200), { onHover });
+      const row = () => t.rendered()[3];
+      fireEvent.mouseEnter(row());
+      expect(onHover).toHaveBeenLastCalledWith("run_0003");
+      onHover.mockClear();
+      fireEvent.scroll(t.box);
+      expect(t.box.classList.contains("exp-scrolling")).toBe(true);
+      fireEvent.mouseEnter(t.rendered()[4]);
+      expect(onHover).not.toHaveBeenCalled();
+      vi.advanceTimersByTime(250);
+      expect(t.box.classList.contains("exp-scrolling")).toBe(false);
+      fireEvent.mouseEnter(t.rendered()[5]);
+      expect(onHover).toHaveBeenLastCalledWith("run_0005");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseState, patchSearch } from "../router/urlState";
 import { esc, parseFilter, unesc, viewSchema, type ExperimentsView } from "./viewState";
-import { scrollToRow, virtualWindow } from "./virtual";
+import { sameWindow, scrollToRow, virtualWindow } from "./virtual";
 
 describe("the Experiments view in the URL", () => {
   it("round-trips every part of the view, keys with the syntax's own characters included", () => {
@@ -40,14 +40,25 @@ describe("the Experiments view in the URL", () => {
 });
 
 describe("the virtual window", () => {
-  it("renders the visible rows and an overscan, with spacers for the rest", () => {
-    expect(virtualWindow(0, 320, 32, 1000, 5)).toEqual({ start: 0, end: 15, before: 0, after: 985 * 32 });
-    const w = virtualWindow(3200, 320, 32, 1000, 5);
-    expect([w.start, w.end, w.before, w.after]).toEqual([95, 115, 95 * 32, 885 * 32]);
-    expect(virtualWindow(31_900, 320, 32, 1000, 5)).toMatchObject({ start: 991, end: 1000, after: 0 });
+  it("renders the visible rows and a block to spare on each side, with spacers for the rest", () => {
+    expect(virtualWindow(0, 320, 32, 1000, 16)).toEqual({ start: 0, end: 32, before: 0, after: 968 * 32 });
+    // Rows 100..109 in view: blocks 80..127 rendered.
+    expect(virtualWindow(3200, 320, 32, 1000, 16)).toEqual({ start: 80, end: 128, before: 80 * 32, after: 872 * 32 });
+    expect(virtualWindow(31_900, 320, 32, 1000, 16)).toMatchObject({ start: 976, end: 1000, after: 0 });
     expect(virtualWindow(0, 320, 32, 0)).toEqual({ start: 0, end: 0, before: 0, after: 0 });
-    const at = virtualWindow(12_345, 480, 32, 1000, 3);
-    expect(at.before + (at.end - at.start) * 32 + at.after).toBe(32_000);
+    for (const top of [0, 517, 12_345, 20_000, 31_680]) {
+      const w = virtualWindow(top, 480, 32, 1000, 16);
+      expect(w.before + (w.end - w.start) * 32 + w.after).toBe(32_000);
+      // Every row in view is rendered, with at least a block more below it.
+      expect(w.start).toBeLessThanOrEqual(Math.floor(top / 32));
+      expect(w.end).toBeGreaterThanOrEqual(Math.min(1000, Math.ceil((top + 480) / 32) + 16));
+    }
+  });
+
+  it("keeps the same window while the scroll stays inside a block", () => {
+    const at = (top: number) => virtualWindow(top, 320, 32, 1000, 16);
+    expect(sameWindow(at(3200), at(3200 + 32))).toBe(true);
+    expect(sameWindow(at(3200), at(3200 + 12 * 32))).toBe(false);
   });
 
   it("scrolls just enough to show a row", () => {

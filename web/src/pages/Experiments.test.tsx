@@ -6,6 +6,9 @@ import { wsMetric, wsRun } from "../experiments/testRuns";
 import type { WorkspaceReply } from "../experiments/types";
 import { Experiments } from "./Experiments";
 
+// A loaded machine (the suite runs beside builds) can take more than waitFor's default second.
+const SLOW = { timeout: 5000 };
+
 function json(status: number, body: unknown) {
   return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
 }
@@ -41,7 +44,7 @@ describe("the Experiments page", () => {
   it("loads the URL's selection in one request and shows the view the URL names: filters, sort, hidden columns", async () => {
     window.history.replaceState(null, "", "/experiments?p=vision,nlp&f=c.opt=adam&sort=-c.lr&hide=tags,created");
     render(<Experiments />);
-    await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]));
+    await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]), SLOW);
     expect(calls("/workspace/runs")).toHaveLength(1);
     const [, init] = calls("/workspace/runs")[0];
     expect(JSON.parse(init.body)).toEqual({ projects: ["vision", "nlp"], experiments: [], sweep: null, limit: 1000 });
@@ -53,20 +56,20 @@ describe("the Experiments page", () => {
   it("writes each change into the address: sort, diff-only, group, a removed filter", async () => {
     window.history.replaceState(null, "", "/experiments?p=vision&f=c.opt=adam");
     render(<Experiments />);
-    await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]));
+    await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]), SLOW);
     fireEvent.click(screen.getByTitle("Sort by lr"));
     expect(new URLSearchParams(window.location.search).get("sort")).toBe("c.lr");
-    await waitFor(() => expect(runIds()).toEqual(["run_c", "run_a"]));
+    await waitFor(() => expect(runIds()).toEqual(["run_c", "run_a"]), SLOW);
     fireEvent.click(screen.getByRole("button", { name: "Diff only" }));
     expect(new URLSearchParams(window.location.search).get("diff")).toBe("1");
     // Among the adam runs only lr differs: opt drops out of the table.
     await waitFor(() => expect([...document.querySelectorAll("thead .exp-col-label")].map((e) => e.textContent))
-      .not.toContain("opt"));
+      .not.toContain("opt"), SLOW);
     fireEvent.change(screen.getByLabelText("Group by"), { target: { value: "status" } });
     expect(new URLSearchParams(window.location.search).get("g")).toBe("status");
     fireEvent.click(screen.getByLabelText("Remove the filter on opt"));
     expect(new URLSearchParams(window.location.search).get("f")).toBeNull();
-    await waitFor(() => expect(runIds()).toHaveLength(3));
+    await waitFor(() => expect(runIds()).toHaveLength(3), SLOW);
   });
 
   it("asks to pick something, and loads nothing, while the URL selects nothing", async () => {
@@ -95,7 +98,7 @@ describe("short links", () => {
     fetchMock.mockResolvedValue(json(200, { view: { id: "Ab3dEf9x", state: "sweep=swp_1&g=c.opt", name: null, page: "experiments",
       created_at: 1 } }));
     render(<ShortLink id="Ab3dEf9x" />);
-    await waitFor(() => expect(window.location.pathname).toBe("/experiments"));
+    await waitFor(() => expect(window.location.pathname).toBe("/experiments"), SLOW);
     expect(window.location.search).toBe("?sweep=swp_1&g=c.opt");
     expect(window.history.length).toBe(before);
     expect(String(fetchMock.mock.calls[0][0])).toBe("/api/v1/views/Ab3dEf9x");
@@ -104,7 +107,7 @@ describe("short links", () => {
   it("says so when the view is not kept", async () => {
     fetchMock.mockResolvedValue(json(404, { error: { code: "not_found", message: "no view Ab3dEf9x" } }));
     render(<ShortLink id="Ab3dEf9x" />);
-    await screen.findByText("No such view");
+    await screen.findByText("No such view", undefined, SLOW);
   });
 
   it("Share copies the address while the state is short, and a server-kept short link once it is long", async () => {
@@ -113,14 +116,14 @@ describe("short links", () => {
     window.history.replaceState(null, "", "/experiments?p=vision");
     render(<ShareButton />);
     fireEvent.click(screen.getByRole("button", { name: "Share" }));
-    await waitFor(() => expect(writeText).toHaveBeenCalledWith(`${window.location.origin}/experiments?p=vision`));
+    await waitFor(() => expect(writeText).toHaveBeenCalledWith(`${window.location.origin}/experiments?p=vision`), SLOW);
     expect(fetchMock).not.toHaveBeenCalled();
 
     const long = `p=${"x".repeat(SHORT_LINK_OVER)}`;
     window.history.replaceState(null, "", `/experiments?${long}`);
     fetchMock.mockResolvedValue(json(200, { view: { id: "Zz9yXw8v", state: long, name: null, page: "experiments", created_at: 1 } }));
     fireEvent.click(screen.getByRole("button", { name: "Share" }));
-    await waitFor(() => expect(writeText).toHaveBeenLastCalledWith(`${window.location.origin}/v/Zz9yXw8v`));
+    await waitFor(() => expect(writeText).toHaveBeenLastCalledWith(`${window.location.origin}/v/Zz9yXw8v`), SLOW);
     const [url, init] = fetchMock.mock.calls[0];
     expect([url, init.method, JSON.parse(init.body)]).toEqual(["/api/v1/views", "POST", { state: long, page: "experiments" }]);
     expect(screen.getByRole("status").textContent).toContain("Copied short link");
@@ -128,7 +131,7 @@ describe("short links", () => {
 
   it("saved views: named from the current state, listed, loaded into the address, deleted only after a confirmation", async () => {
     const kept = { id: "v1", name: "best lr", state: "sweep=swp_1&g=c.lr", page: "experiments", created_at: 1 };
-    fetchMock.mockImplementation(async (url: string, init: RequestInit) => {
+    fetchMock.mockImplementation(async (_url: string, init: RequestInit) => {
       if (init.method === "POST") return json(200, { view: { ...kept, id: "v2", ...JSON.parse(String(init.body)) } });
       if (init.method === "DELETE") return json(200, { view: kept });
       return json(200, { views: [kept] });
@@ -136,13 +139,13 @@ describe("short links", () => {
     window.history.replaceState(null, "", "/experiments?p=vision&diff=1");
     render(<SavedViews />);
     fireEvent.click(screen.getByRole("button", { name: "Saved views" }));
-    await screen.findByText("best lr");
+    await screen.findByText("best lr", undefined, SLOW);
     expect(String(fetchMock.mock.calls[0][0])).toBe("/api/v1/views?saved=true&page=experiments");
     fireEvent.click(screen.getByRole("button", { name: "Save" }));
     expect(screen.getByRole("alert").textContent).toBe("Name the view to save it.");
     fireEvent.change(screen.getByLabelText("View name"), { target: { value: "vision diff" } });
     fireEvent.click(screen.getByRole("button", { name: "Save" }));
-    await waitFor(() => expect(fetchMock.mock.calls.some(([, i]) => i.method === "POST")).toBe(true));
+    await waitFor(() => expect(fetchMock.mock.calls.some(([, i]) => i.method === "POST")).toBe(true), SLOW);
     const posted = fetchMock.mock.calls.find(([, i]) => i.method === "POST")!;
     expect(JSON.parse(posted[1].body)).toEqual({ state: "p=vision&diff=1", name: "vision diff", page: "experiments" });
 
@@ -150,9 +153,9 @@ describe("short links", () => {
     expect(screen.getByRole("dialog")).toBeTruthy();
     expect(fetchMock.mock.calls.some(([, i]) => i.method === "DELETE")).toBe(false);
     fireEvent.click(screen.getByRole("button", { name: "Delete" }));
-    await waitFor(() => expect(fetchMock.mock.calls.some(([u, i]) => i.method === "DELETE" && u === "/api/v1/views/v1")).toBe(true));
+    await waitFor(() => expect(fetchMock.mock.calls.some(([u, i]) => i.method === "DELETE" && u === "/api/v1/views/v1")).toBe(true), SLOW);
 
-    fireEvent.click(await screen.findByTitle("Open best lr"));
+    fireEvent.click(await screen.findByTitle("Open best lr", undefined, SLOW));
     expect(window.location.pathname + window.location.search).toBe("/experiments?sweep=swp_1&g=c.lr");
   });
 });

@@ -64,8 +64,9 @@ export function Experiments() {
     [sorted, groupCol, metricCols]);
   const varying = useMemo(() => new Set(differingColumns(sorted, configCols.map((c) => c.id))), [sorted, configCols]);
   const hidden = useMemo(() => new Set(view.hide), [view.hide]);
-  const shownColumns = allColumns.filter((c) => c.id === "name" || (!hidden.has(c.id) && (!view.diff || c.group !== "config" ||
-    varying.has(c.id))));
+  // Memoised, as every prop of the table: a row hover re-renders the page, and must not re-render every row.
+  const shownColumns = useMemo(() => allColumns.filter((c) => c.id === "name" || (!hidden.has(c.id) && (!view.diff ||
+    c.group !== "config" || varying.has(c.id)))), [allColumns, hidden, view.diff, varying]);
   const baseline = view.base ? rows.find((r) => r.run.id === view.base) : undefined;
 
   const setFilter = (col: string, f: ExperimentsView["f"][string] | null) => {
@@ -120,7 +121,7 @@ export function Experiments() {
               <RunsTable rows={sorted} groups={groups} groupLabel={groupCol?.label} columns={shownColumns} metrics={metrics}
                 choices={view.s} onChoice={(name, choice) => setView({ s: { ...view.s, [name]: choice } })}
                 sort={view.sort} onSort={(sort) => setView({ sort })} baseline={view.base} onBaseline={(base) => setView({ base })}
-                colors={colors} highlight={hover} onHover={setHover} />
+                colors={colors} highlight={hover} onHover={view.sweep ? setHover : undefined} />
             ) : (
               <Empty title="No run passes the filters" compact>Remove a filter or a brush to see runs again.</Empty>
             )}
