@@ -4,6 +4,7 @@ import { ShortLink } from "../experiments/ShortLink";
 import { SavedViews, SHORT_LINK_OVER, ShareButton } from "../experiments/ShareViews";
 import { wsMetric, wsRun } from "../experiments/testRuns";
 import type { WorkspaceReply } from "../experiments/types";
+import { recordCanvas } from "../experiments/viz/testCanvas";
 import { Experiments } from "./Experiments";
 
 // A loaded machine (the suite runs beside builds) can take more than waitFor's default second.
@@ -70,6 +71,21 @@ describe("the Experiments page", () => {
     fireEvent.click(screen.getByLabelText("Remove the filter on opt"));
     expect(new URLSearchParams(window.location.search).get("f")).toBeNull();
     await waitFor(() => expect(runIds()).toHaveLength(3), SLOW);
+  });
+
+  it("for a sweep, a brush filters the table and keeps the axis it is on, though its key no longer varies in what it leaves", async () => {
+    const canvas = recordCanvas();
+    try {
+      window.history.replaceState(null, "", "/experiments?sweep=swp_1&b=c.opt=adam");
+      render(<Experiments />);
+      await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]), SLOW);
+      expect(JSON.parse(calls("/workspace/runs")[0][1].body)).toMatchObject({ projects: [], experiments: [], sweep: "swp_1" });
+      const pc = screen.getByRole("img", { name: /^Parallel coordinates/ });
+      expect(pc.getAttribute("aria-label")).toBe("Parallel coordinates: 3 runs over lr, opt");
+      expect(screen.getByRole("button", { name: /brushed: 2 of 3/ })).toBeTruthy();
+    } finally {
+      canvas.uninstall();
+    }
   });
 
   it("asks to pick something, and loads nothing, while the URL selects nothing", async () => {

@@ -63,6 +63,8 @@ export function Experiments() {
   const groups = useMemo(() => (groupCol ? groupRows(sorted, groupCol.id, metricCols.map((c) => c.id)) : null),
     [sorted, groupCol, metricCols]);
   const varying = useMemo(() => new Set(differingColumns(sorted, configCols.map((c) => c.id))), [sorted, configCols]);
+  // The sweep's axes come from the runs before brushing: a brush must not remove the axis it is on.
+  const sweepKeys = useMemo(() => new Set(differingColumns(filtered, configCols.map((c) => c.id))), [filtered, configCols]);
   const hidden = useMemo(() => new Set(view.hide), [view.hide]);
   // Memoised, as every prop of the table: a row hover re-renders the page, and must not re-render every row.
   const shownColumns = useMemo(() => allColumns.filter((c) => c.id === "name" || (!hidden.has(c.id) && (!view.diff ||
@@ -101,7 +103,7 @@ export function Experiments() {
       ) : (
         <>
           {view.sweep && (
-            <SweepAnalysis view={view} setView={setView} configCols={configCols} varying={varying} metric={primaryCol}
+            <SweepAnalysis view={view} setView={setView} configCols={configCols} varying={sweepKeys} metric={primaryCol}
               metricCols={metricCols} direction={primary?.direction ?? null} rows={vizRows} colors={colors} labels={labels}
               hover={hover} onHover={setHover} />
           )}
