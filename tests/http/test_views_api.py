@@ -120,3 +120,35 @@ def test_workspace_runs_for_a_read_token(front):
     assert status == 400 and refused["error"]["details"]["field"] == "projects"
     sdk = front.token("ws-sdk", ["sdk"])
     assert front.call("POST", "/api/v1/workspace/runs", sdk, {"projects": ["ws"]})[0] == 403
+
+
+def test_several_runs_on_one_metrics_stream(front):
+    client = front.daemon.client()
+    opened = [client.post("/api/v1/sessions", {"project": "live"}) for _ in range(2)]
+    a, b = (o["run_id"] for o in opened)
+    reader = front.token("stream-read", ["read"])
+    status, refused = front.call("GET", f"/api/v1/runs/metrics/stream?run_ids={a},run_nope", reader)
+    assert status == 404 and refused["error"]["details"]["field"] == "run_ids[1]"
+
+    conn = http.client.HTTPConnection(front.host, front.port, timeout=10)
+    try:
+        conn.request("GET", f"/api/v1/runs/metrics/stream?run_ids={a},{b}&names=val/*",
+                     headers={"Authorization": f"Bearer {reader}"})
+        response = conn.getresponse()
+        assert response.status == 200 and response.getheader("Content-Type").startswith("text/event-stream")
+
+        def event() -> tuple[str, dict]:
+            fields: dict[str, str] = {}
+            while (line := response.readline().decode().rstrip("\n")) or not fields:
+                if line and not line.startswith(":"):
+                    key, _, value = line.partition(": ")
+                    fields[key] = value
+            return fields["event"], json.loads(fields["data"])
+
+        assert event()[0] == "ready"
+        client.post(f"/api/v1/sessions/{opened[1]['session_id']}/batches", {"seq": 0, "metrics": {
+            "train/loss": {"step": [0], "ts": [1], "value": [1.0]}, "val/acc": {"step": [0], "ts": [1], "value": [0.5]}}})
+        kind, data = event()
+        assert kind == "points" and data["run_id"] == b and list(data["series"]) == ["val/acc"]
+    finally:
+        conn.close()

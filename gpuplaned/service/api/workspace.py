@@ -114,6 +114,17 @@ def _summary_metrics(row: WorkspaceRow) -> dict[str, Any]:
     return (row.summary or {}).get("metrics") or {}
 
 
+async def require_runs(shared: ServerContext, run_ids: list[str]) -> None:
+    """Raises:
+        ApiError: not_found naming the first of ``run_ids`` that no run has (``run_ids[i]``).
+    """
+    missing = await access.readers(shared, "runs").run(lambda conn: workspace_rows.missing_runs(conn, run_ids))
+    if missing:
+        at = run_ids.index(missing[0])
+        raise ApiError(ErrorCode.NOT_FOUND, f"run_ids[{at}]: no run {missing[0]!r}",
+                       {"field": f"run_ids[{at}]", "run_id": missing[0]})
+
+
 async def _extremes(shared: ServerContext, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], Extremes]:
     """Min and max for summaries kept before they were: stored once by the store; read only
     (and asked again next time) where this daemon cannot write now."""

@@ -10,6 +10,11 @@ then follow from this id". Within that, a resume sends every batch after the id 
 follower subscribes before it reads what it missed, both in memory on the event loop, so
 nothing falls between them.
 
+``follow_many`` is the same for several runs on one stream (``GET /api/v1/runs/metrics/stream``:
+a browser holds six connections to a host, so a page following eight runs cannot hold a
+stream each): every run's batches come through one ``Broadcast`` of them all, filtered by run,
+each frame naming its run; the seq is the daemon's, so one ``Last-Event-ID`` resumes them all.
+
 Published after the commit by the SDK's batch route (``gpuplaned.service.api.sessions.add_batch``)
 and the TensorBoard tailer's points (``gpuplaned.service.link.nodes`` ``tb_points``).
 """
@@ -26,7 +31,7 @@ import attrs
 
 from gpuplaned.protocol.patterns import NameFilter
 from gpuplaned.protocol.converter import unstructure
-from gpuplaned.protocol.metric_stream_frames import StreamedPoints, StreamReady, StreamReset
+from gpuplaned.protocol.metric_stream_frames import RunStreamedPoints, StreamedPoints, StreamReady, StreamReset
 from gpuplaned.protocol.sse_frames import format_event
 from gpuplaned.runtime.broadcast import Broadcast, Lagged
 
@@ -59,6 +64,7 @@ class MetricFeeds:
         self.epoch = os.urandom(4).hex()
         self.seq = 0
         self._runs: OrderedDict[str, _RunFeed] = OrderedDict()
+        self._every: Broadcast[tuple[str, MetricBatch]] = Broadcast()  # every run's batches, for follow_many
 
     def _feed(self, run_id: str) -> _RunFeed:
         feed = self._runs.get(run_id)
@@ -86,6 +92,7 @@ class MetricFeeds:
             feed.kept_points -= gone.points
             feed.dropped_through = gone.seq
         feed.broadcast.publish(batch)
+        self._every.publish((run_id, batch))
 
     def event_id(self, seq: int) -> str:
         return f"{self.epoch}-{seq}"
@@ -134,6 +141,47 @@ class MetricFeeds:
             feed.followers -= 1
 
 
+    async def follow_many(self, run_ids: Sequence[str], names: tuple[str, ...], last_event_id: str | None
+                          ) -> AsyncGenerator[bytes, None]:
+        """``follow`` for several runs at once: their batches in seq order, each frame naming its
+        run; ``reset`` when any run's resume point is gone (read them all again)."""
+        wanted = NameFilter(names, "names")
+        runs = list(dict.fromkeys(run_ids))
+        feeds = {run_id: self._feed(run_id) for run_id in runs}
+        for feed in feeds.values():
+            feed.followers += 1
+        try:
+            async with self._every.subscribe(maxlen=FEED_MAXLEN) as live:
+                points = [self.resume_point(run_id, last_event_id) for run_id in runs]
+                after = self.seq if None in points else min(p for p in points if p is not None)
+                if None in points:
+                    yield _event(StreamReset(reason="resume point unknown: read the series again"),
+                                 self.event_id(after), "reset")
+                elif last_event_id is None:
+                    yield _event(StreamReady(), self.event_id(after), "ready")
+                missed = sorted(((b.seq, run_id, b) for run_id, f in feeds.items() for b in f.recent if b.seq > after),
+                                key=lambda item: item[0])
+                for seq, run_id, batch in missed:
+                    after = seq
+                    frame = _frame(self, batch, wanted, run_id)
+                    if frame is not None:
+                        yield frame
+                async for item in live:
+                    if isinstance(item, Lagged):
+                        yield _event(StreamReset(reason=f"fell behind by {item.skipped} batches"),
+                                     self.event_id(self.seq), "reset")
+                        return
+                    run_id, batch = item
+                    if run_id in feeds and batch.seq > after:
+                        after = batch.seq
+                        frame = _frame(self, batch, wanted, run_id)
+                        if frame is not None:
+                            yield frame
+        finally:
+            for feed in feeds.values():
+                feed.followers -= 1
+
+
 def _finite(values: Sequence[Any]) -> tuple[list[Any], dict[str, list[int]]]:
     nonfinite: dict[str, list[int]] = {"NaN": [], "Infinity": [], "-Infinity": []}
     out: list[Any] = []
@@ -150,7 +198,8 @@ def _list(column: Sequence[Any] | None) -> list[Any] | None:
     return None if column is None else list(column)
 
 
-def _frame(feeds: MetricFeeds, batch: MetricBatch, wanted: NameFilter) -> bytes | None:
+def _frame(feeds: MetricFeeds, batch: MetricBatch, wanted: NameFilter, run_id: str | None = None) -> bytes | None:
+    """The ``points`` event of ``batch``'s wanted series; with ``run_id``, naming its run (follow_many)."""
     series: dict[str, Any] = {}
     for name, cols in batch.series.items():
         if wanted(name):
@@ -159,10 +208,12 @@ def _frame(feeds: MetricFeeds, batch: MetricBatch, wanted: NameFilter) -> bytes 
                             "nonfinite": nonfinite}
     if not series:
         return None
-    return _event(StreamedPoints(seq=batch.seq, series=series), feeds.event_id(batch.seq), "points")
+    frame = StreamedPoints(seq=batch.seq, series=series) if run_id is None else \
+        RunStreamedPoints(run_id=run_id, seq=batch.seq, series=series)
+    return _event(frame, feeds.event_id(batch.seq), "points")
 
 
-def _event(frame: StreamedPoints | StreamReady | StreamReset, event_id: str, kind: str) -> bytes:
+def _event(frame: StreamedPoints | RunStreamedPoints | StreamReady | StreamReset, event_id: str, kind: str) -> bytes:
     """One SSE event of the stream (``protocol.metric_stream_frames``: what the route documents)."""
     return format_event(json.dumps(unstructure(frame), separators=(",", ":"), allow_nan=False), id=event_id,
                         event=kind)

@@ -1616,6 +1616,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/metrics/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow several runs' new points on one stream (Server-Sent Events)
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["streamRunsMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -3761,6 +3781,34 @@ export interface components {
         };
         /** @description One event of GET /api/v1/runs/{id}/metrics/stream; ids are <epoch>-<seq>, to resume from with Last-Event-ID. */
         RunMetricsStreamEvent: {
+            /** @enum {unknown} */
+            event: "points";
+            data: string;
+            id: string;
+        } | {
+            /** @enum {unknown} */
+            event: "ready";
+            data: string;
+            id: string;
+        } | {
+            /** @enum {unknown} */
+            event: "reset";
+            data: string;
+            id: string;
+        };
+        /** @description ``points`` of the several-run stream: one committed batch of one run. */
+        RunStreamedPoints: {
+            /** @description the run whose batch it is */
+            run_id: string;
+            /** @description the daemon's batch sequence (the id's second part) */
+            seq: number;
+            /** @description name -> {step: [int], ts: [ms], value: [number | null], nonfinite: {NaN: [index], Infinity: [index], -Infinity: [index]}} */
+            series: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description One event of GET /api/v1/runs/metrics/stream; ids are <epoch>-<seq> (the daemon's, one for all the runs), to resume from with Last-Event-ID. */
+        RunsMetricsStreamEvent: {
             /** @enum {unknown} */
             event: "points";
             data: string;
@@ -7182,6 +7230,41 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    streamRunsMetrics: {
+        parameters: {
+            query: {
+                /** @description comma-separated run ids (1 to 64) */
+                run_ids: string[];
+                /** @description comma-separated names or shell patterns (train/*); absent: every series */
+                names?: string[];
+            };
+            header?: {
+                /** @description sent by a reconnecting EventSource: resume after this event (wins over the query) */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description As GET /api/v1/runs/{id}/metrics/stream for each run: `points` names its run; `ready` (first, without Last-Event-ID): read the series now; `reset`: a resume point is gone: read every run's series again. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["RunsMetricsStreamEvent"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            404: components["responses"]["E404"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
     getOpenApi: {
         parameters: {
             query?: never;
@@ -7317,6 +7400,15 @@ export const runMetricsStreamEventOneOf1EventValues: ReadonlyArray<Extract<Flatt
     event: unknown;
 }>["event"]> = ["ready"];
 export const runMetricsStreamEventOneOf2EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["RunMetricsStreamEvent"], {
+    event: unknown;
+}>["event"]> = ["reset"];
+export const runsMetricsStreamEventOneOf0EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["RunsMetricsStreamEvent"], {
+    event: unknown;
+}>["event"]> = ["points"];
+export const runsMetricsStreamEventOneOf1EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["RunsMetricsStreamEvent"], {
+    event: unknown;
+}>["event"]> = ["ready"];
+export const runsMetricsStreamEventOneOf2EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["RunsMetricsStreamEvent"], {
     event: unknown;
 }>["event"]> = ["reset"];
 export const componentsResponsesE400ContentApplicationJsonErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["responses"]["E400"]["content"]["application/json"]["error"]["code"]> = ["bad_request"];
