@@ -1,6 +1,6 @@
 import { act, cleanup, fireEvent, render } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ParallelCoords } from "./ParallelCoords";
+import { BRUSH_PAUSE_MS, ParallelCoords } from "./ParallelCoords";
 import { fakeWidth, nextFrame, recordCanvas, type CanvasRecorder } from "./testCanvas";
 import type { Axis, Brush, Brushes, VizRow } from "./types";
 
@@ -53,13 +53,16 @@ describe("ParallelCoords", () => {
     expect(container.textContent).toContain("1 of 3 runs inside the brushes");
   });
 
-  it("turns a drag along an axis into a brush, told at most once a frame, and a click into a clear", async () => {
+  it("turns a drag along an axis into a brush, told when the pointer rests and when let go, and a click into a clear", async () => {
     const { canvasEl, onBrush } = await draw();
     // The loss axis is the last, at x = 600 - 44; the plot spans y 36..286, loss 1 at the bottom, 3 at the top.
     fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 1 });
     fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
+    await act(nextFrame);
     fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 161, pointerId: 1 });
-    expect(onBrush).not.toHaveBeenCalled(); // nothing until the frame
+    await act(nextFrame);
+    expect(onBrush).not.toHaveBeenCalled(); // moving: the chart draws the brush, the page is not told yet
+    await act(() => new Promise((r) => setTimeout(r, BRUSH_PAUSE_MS + 30)));
     await act(nextFrame);
     expect(onBrush).toHaveBeenCalledTimes(1);
     const [key, brush] = onBrush.mock.calls[0] as [string, Brush];
@@ -68,6 +71,13 @@ describe("ParallelCoords", () => {
     expect((brush as { max: number }).max).toBeCloseTo(2);
     fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 161, pointerId: 1 });
     expect(onBrush).toHaveBeenCalledTimes(1); // the same brush: not told twice
+    // A drag let go without resting: told once, at the release.
+    fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 1 });
+    fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 120, pointerId: 1 });
+    await act(nextFrame);
+    fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 120, pointerId: 1 });
+    expect(onBrush).toHaveBeenCalledTimes(2);
+    expect((onBrush.mock.calls[1][1] as { max: number }).max).toBeCloseTo(2.33, 1);
     fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 150, button: 0, pointerId: 1 });
     fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 150, pointerId: 1 });
     expect(onBrush).toHaveBeenLastCalledWith("metric:loss", null);
@@ -80,6 +90,7 @@ describe("ParallelCoords", () => {
     const two = [axes[0], axes[2]];
     rerender(<ParallelCoords axes={two} rows={rows} colors={colors} brushes={{}} onBrush={onBrush} height={300} />);
     fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 161, pointerId: 1 });
+    await act(() => new Promise((r) => setTimeout(r, BRUSH_PAUSE_MS + 30)));
     await act(nextFrame);
     expect(onBrush.mock.calls[0][0]).toBe("metric:loss");
     // Now the loss axis goes too, mid-drag: no error, and no brush told for another axis.

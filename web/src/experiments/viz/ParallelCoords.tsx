@@ -5,7 +5,8 @@
 //
 // Built for 200 runs at 60 fps while brushing: the pixel of every run on every axis is
 // precomputed (projection.ts) when the rows, axes or width change; a mouse move only
-// updates refs and asks for a frame; the frame redraws and reports the brush at most once.
+// updates refs and asks for a frame; the frame redraws. The page hears of the brush when the
+// pointer rests for a moment and when it is let go (it re-filters its table and panels then).
 // No React render happens per mouse move. Below the chart, a form sets the same brushes
 // by keyboard.
 
@@ -31,6 +32,8 @@ export interface ParallelCoordsProps {
 }
 
 const MARGIN = { top: 36, bottom: 14, left: 44, right: 44 };
+/** A drag's brush is told to the page when the pointer rests this long, and when it is let go. */
+export const BRUSH_PAUSE_MS = 120;
 const FALLBACK_COLOR = "#888888";
 
 interface Drag {
@@ -56,7 +59,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
 
   // What the frame reads; refreshed each render, changed by pointer handlers without rendering.
   const live = useRef({ projection, brushes, colors, highlight, colours, drag: null as Drag | null, hover: -1,
-    reported: "" });
+    reported: "", pauseDue: false, pauseTimer: 0 as ReturnType<typeof setTimeout> | 0 });
   Object.assign(live.current, { projection, brushes, colors, highlight, colours });
   const callbacks = useRef({ onBrush, onHover });
   callbacks.current = { onBrush, onHover };
@@ -67,8 +70,11 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     if (!el || !s.projection) return;
     const drag = s.drag;
     const effective = dragBrushes(s.projection, s.brushes, drag);
-    // The brush being dragged, told to the page once per frame at most (and only when it changed).
-    if (drag?.moved && scaleOf(s.projection, drag)) {
+    // The brush being dragged, told to the page when the pointer pauses (once per frame at most, and
+    // only when it changed). Telling it on every frame of a drag re-filtered the whole page each
+    // frame (table, scatter, panels): 40 ms a frame for 200 trials; the chart itself follows the pointer.
+    if (drag?.moved && s.pauseDue && scaleOf(s.projection, drag)) {
+      s.pauseDue = false;
       const key = drag.key;
       const brush = effective[key] ?? null;
       const said = JSON.stringify(brush);
@@ -83,6 +89,9 @@ export function ParallelCoords(props: ParallelCoordsProps) {
   });
 
   useEffect(() => frame(), [frame, projection, brushes, colors, highlight, colours]);
+  useEffect(() => () => {
+    if (live.current.pauseTimer) clearTimeout(live.current.pauseTimer);
+  }, []);
 
   const onPointerDown = (e: React.PointerEvent<HTMLCanvasElement>) => {
     const p = live.current.projection;
@@ -105,6 +114,12 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     if (s.drag) {
       s.drag.to = clampY(y, height);
       if (Math.abs(s.drag.to - s.drag.from) >= 3) s.drag.moved = true;
+      if (s.pauseTimer) clearTimeout(s.pauseTimer);
+      s.pauseTimer = setTimeout(() => {
+        s.pauseTimer = 0;
+        s.pauseDue = true;
+        frame();
+      }, BRUSH_PAUSE_MS);
       frame();
       return;
     }
@@ -123,6 +138,9 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     const drag = s.drag;
     if (!drag || !s.projection) return;
     s.drag = null;
+    if (s.pauseTimer) clearTimeout(s.pauseTimer);
+    s.pauseTimer = 0;
+    s.pauseDue = false;
     e.currentTarget.releasePointerCapture?.(e.pointerId);
     const scale = scaleOf(s.projection, drag);
     if (!scale) return; // its axis went while dragging
