@@ -12,12 +12,13 @@
 //     Opens PATH (a sweep's), waits for the parallel coordinates, then drags a brush DRAGS times
 //     along the first and the last axis (60 pointer moves each) under a Chrome trace: per frame
 //     (BeginMainThreadFrame to the next) the renderer main thread's busy time (its RunTask
-//     slices), over the frames inside each drag (marks bench:drag-start .. bench:drag-end). A
+//     slices; and their CPU time, tdur), over the frames inside each drag (marks bench:drag-start .. bench:drag-end). A
 //     drag that finds the chart gone (its brushes hid it) reloads PATH first, outside the marks.
 //   node e2e/bench-workspace.mjs follow URL PATH SECONDS
 //     Opens PATH (live runs), waits for the charts, then reads CDP Performance.getMetrics
-//     before and after SECONDS: the main thread's busy share (TaskDuration / wall time) and its
-//     script, layout and style parts; and how far the charts' points moved on.
+//     before and after SECONDS: the main thread's busy share (TaskDuration / wall time), its CPU
+//     share (ThreadTime, which a loaded machine does not stretch) and its script, layout and
+//     style parts; and how far the charts' points moved on.
 // Env: GPUPLANE_TOKEN (signs in first), GPUPLANE_CHROMIUM (default /usr/bin/chromium).
 
 import { openBrowser, signIn } from "./lib.mjs";
@@ -120,15 +121,24 @@ function framesFromTrace(events) {
     const main = named("thread_name").find((t) => t.pid === start.pid && t.args?.name === "CrRendererMain");
     const tid = main?.tid ?? start.tid;
     const mine = (e) => e.pid === start.pid && e.tid === tid;
+    // A task's wall time (dur) and, for its share of each frame, its CPU time (tdur: what a loaded
+    // machine's scheduling does not stretch).
     const tasks = named("RunTask").filter((e) => mine(e) && e.ph === "X" && e.ts < end.ts && e.ts + (e.dur ?? 0) > start.ts)
-      .map((e) => [e.ts, e.ts + (e.dur ?? 0)]);
+      .map((e) => [e.ts, e.ts + (e.dur ?? 0), e.dur ? (e.tdur ?? e.dur) / e.dur : 1]);
     const begins = named("BeginMainThreadFrame").filter(mine).map((e) => e.ts)
       .filter((ts) => ts >= start.ts && ts <= end.ts).sort((a, b) => a - b);
     for (let k = 0; k + 1 < begins.length; k++) {
       const [a, b] = [begins[k], begins[k + 1]];
       let busy = 0;
-      for (const [s0, e0] of tasks) if (e0 > a && s0 < b) busy += Math.min(e0, b) - Math.max(s0, a);
-      frames.push({ busy_ms: busy / 1000, interval_ms: (b - a) / 1000 });
+      let cpu = 0;
+      for (const [s0, e0, share] of tasks) {
+        if (e0 > a && s0 < b) {
+          const part = Math.min(e0, b) - Math.max(s0, a);
+          busy += part;
+          cpu += part * share;
+        }
+      }
+      frames.push({ busy_ms: busy / 1000, cpu_ms: cpu / 1000, interval_ms: (b - a) / 1000 });
     }
     windowUs += end.ts - start.ts;
   });
@@ -205,6 +215,7 @@ async function brush(result) {
   } else {
     result.frames = found.frames.length;
     result.busy_p95_ms = p95(found.frames.map((f) => f.busy_ms));
+    result.cpu_p95_ms = p95(found.frames.map((f) => f.cpu_ms));
     result.busy_max_ms = Math.max(0, ...found.frames.map((f) => f.busy_ms));
     result.busy_mean_ms = found.frames.reduce((n, f) => n + f.busy_ms, 0) / Math.max(1, found.frames.length);
     result.interval_p95_ms = p95(found.frames.map((f) => f.interval_ms));
@@ -240,7 +251,8 @@ async function follow(result) {
   const wall = after.Timestamp - before.Timestamp;
   const share = (name) => (after[name] - before[name]) / wall;
   Object.assign(result, {
-    window_s: wall, busy: share("TaskDuration"), script: share("ScriptDuration"), layout: share("LayoutDuration"),
+    window_s: wall, busy: share("TaskDuration"), cpu: after.ThreadTime === undefined ? null : share("ThreadTime"),
+    script: share("ScriptDuration"), layout: share("LayoutDuration"),
     style: share("RecalcStyleDuration"), metrics_requests: requests, stream_requests: streams,
     charts: pointsAfter.length, points_before: pointsBefore, points_after: pointsAfter,
     js_heap_mb: after.JSHeapUsedSize / 1048576,
