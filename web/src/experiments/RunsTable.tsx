@@ -199,7 +199,7 @@ export function RunsTable(props: RunsTableProps) {
   );
 }
 
-const SWATCH_WIDTH = 22;
+const SWATCH_WIDTH = 28; // the quality bar counts a named column under 24 px as squeezed
 
 /** A column's fixed width: the layout stays put whichever rows are rendered. */
 export function columnWidth(c: Column): number {
