@@ -101,6 +101,20 @@ describe("ParallelCoords", () => {
     expect(onBrush.mock.calls.every(([key]) => key === "metric:loss")).toBe(true);
   });
 
+  it("redraws only the lines and brushes on a drag frame; the axes and labels stay on their own canvas", async () => {
+    const { canvasEl, container } = await draw();
+    expect(container.querySelectorAll("canvas")).toHaveLength(2);
+    const before = canvas.calls.length;
+    fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 1 });
+    fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
+    await act(nextFrame);
+    const frameCalls = canvas.calls.slice(before);
+    expect(frameCalls.some((c) => c.op === "stroke")).toBe(true);
+    expect(frameCalls.some((c) => c.op === "fillRect")).toBe(true); // the brush being dragged
+    expect(frameCalls.filter((c) => c.op === "fillText" || c.op === "strokeText")).toHaveLength(0);
+    fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
+  });
+
   it("brushes the categories a drag covers", async () => {
     const { canvasEl, onBrush } = await draw();
     // optimizer: 3 categories over 36..286, adam lowest (at 244), then null (161), sgd (78).

@@ -52,6 +52,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
   const { axes, rows, colors, brushes, onBrush, highlight = null, onHover, height = 300 } = props;
   const [host, width] = useWidth<HTMLDivElement>();
   const canvas = useRef<HTMLCanvasElement>(null);
+  const axesCanvas = useRef<HTMLCanvasElement>(null);
   const { theme } = useTheme();
   const projection = useMemo(() => (width > 0 ? project(axes, rows, pcLayout(width, height)) : null),
     [axes, rows, width, height]);
@@ -59,7 +60,8 @@ export function ParallelCoords(props: ParallelCoordsProps) {
 
   // What the frame reads; refreshed each render, changed by pointer handlers without rendering.
   const live = useRef({ projection, brushes, colors, highlight, colours, drag: null as Drag | null, hover: -1,
-    reported: "", pauseDue: false, pauseTimer: 0 as ReturnType<typeof setTimeout> | 0 });
+    reported: "", pauseDue: false, pauseTimer: 0 as ReturnType<typeof setTimeout> | 0,
+    axesFor: { projection: null as Projection | null, colours: null as ReturnType<typeof chartTheme> | null } });
   Object.assign(live.current, { projection, brushes, colors, highlight, colours });
   const callbacks = useRef({ onBrush, onHover });
   callbacks.current = { onBrush, onHover };
@@ -84,8 +86,13 @@ export function ParallelCoords(props: ParallelCoordsProps) {
       }
     }
     const ctx = prepare(el, width, height);
-    if (ctx) draw(ctx, s.projection, effective, s.colors, highlightIndex(s.projection, s.hover, s.highlight), s.colours,
-      width, height);
+    if (ctx) draw(ctx, s.projection, effective, s.colors, highlightIndex(s.projection, s.hover, s.highlight), s.colours);
+    // The axes layer: only when what it shows changed, not on every frame of a drag.
+    if (axesCanvas.current && (s.axesFor.projection !== s.projection || s.axesFor.colours !== s.colours)) {
+      s.axesFor = { projection: s.projection, colours: s.colours };
+      const top = prepare(axesCanvas.current, width, height);
+      if (top) drawAxes(top, s.projection, s.colours, width, height);
+    }
   });
 
   useEffect(() => frame(), [frame, projection, brushes, colors, highlight, colours]);
@@ -177,6 +184,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
           aria-label={`Parallel coordinates: ${rows.length} runs over ${axes.map((a) => a.label).join(", ")}`}
           onPointerDown={onPointerDown} onPointerMove={onPointerMove} onPointerUp={onPointerUp}
           onPointerCancel={onPointerUp} onPointerLeave={onPointerLeave} />
+        <canvas ref={axesCanvas} className="viz-pc-axes" style={{ width: "100%", height }} aria-hidden="true" />
       </div>
       <BrushForm axes={axes} rows={rows} brushes={brushes} onBrush={onBrush} />
     </div>
@@ -228,7 +236,7 @@ function tracePath(ctx: CanvasRenderingContext2D, p: Projection, r: number): voi
 }
 
 function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, colors: Map<string, string>, hi: number,
-  t: ReturnType<typeof chartTheme>, width: number, height: number): void {
+  t: ReturnType<typeof chartTheme>): void {
   const passing = passMask(p, brushes);
   // Runs outside the brushes: one faint path.
   ctx.lineWidth = 1;
@@ -262,7 +270,26 @@ function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, co
     tracePath(ctx, p, hi);
     ctx.stroke();
   }
-  // Axes, brushes, ticks and titles over the lines.
+  // The brushes over the lines (the axes and their labels are on the canvas above).
+  p.scales.forEach((scale, a) => {
+    const brush = brushes[scale.axis.key];
+    if (!brush) return;
+    const x = Math.round(p.xs[a]) + 0.5;
+    ctx.fillStyle = t.accent;
+    ctx.strokeStyle = t.accent;
+    ctx.lineWidth = 1;
+    for (const [y0, y1] of brushSpans(scale, brush)) {
+      ctx.globalAlpha = 0.22;
+      ctx.fillRect(x - 7, y0, 14, Math.max(2, y1 - y0));
+      ctx.globalAlpha = 1;
+      ctx.strokeRect(x - 7, y0, 14, Math.max(2, y1 - y0));
+    }
+  });
+}
+
+/** The axes, their ticks and titles: on their own canvas, drawn only when the projection or the theme changes. */
+function drawAxes(ctx: CanvasRenderingContext2D, p: Projection, t: ReturnType<typeof chartTheme>, width: number,
+  height: number): void {
   const gap = p.xs.length > 1 ? p.xs[1] - p.xs[0] : width;
   ctx.font = t.fontSmall;
   p.scales.forEach((scale, a) => {
@@ -273,17 +300,6 @@ function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, co
     ctx.moveTo(x, MARGIN.top);
     ctx.lineTo(x, height - MARGIN.bottom);
     ctx.stroke();
-    const brush = brushes[scale.axis.key];
-    if (brush) {
-      ctx.fillStyle = t.accent;
-      ctx.strokeStyle = t.accent;
-      for (const [y0, y1] of brushSpans(scale, brush)) {
-        ctx.globalAlpha = 0.22;
-        ctx.fillRect(x - 7, y0, 14, Math.max(2, y1 - y0));
-        ctx.globalAlpha = 1;
-        ctx.strokeRect(x - 7, y0, 14, Math.max(2, y1 - y0));
-      }
-    }
     ctx.fillStyle = t.muted;
     ctx.textAlign = a === p.scales.length - 1 ? "left" : "right";
     ctx.textBaseline = "middle";
