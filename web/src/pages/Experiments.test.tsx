@@ -27,12 +27,13 @@ const REPLY: WorkspaceReply = {
 describe("the Experiments page", () => {
   let fetchMock: ReturnType<typeof vi.fn>;
   const calls = (path: string) => fetchMock.mock.calls.filter(([url]) => String(url).startsWith(`/api/v1${path}`));
+  const serve = async (url: string, _init?: RequestInit) => {
+    if (url.startsWith("/api/v1/workspace/runs")) return json(200, REPLY);
+    if (url.startsWith("/api/v1/sweeps")) return json(200, { sweeps: [] });
+    return json(404, { error: { code: "not_found", message: `no such endpoint: ${url}` } });
+  };
   beforeEach(() => {
-    fetchMock = vi.fn(async (url: string) => {
-      if (url.startsWith("/api/v1/workspace/runs")) return json(200, REPLY);
-      if (url.startsWith("/api/v1/sweeps")) return json(200, { sweeps: [] });
-      return json(404, { error: { code: "not_found", message: `no such endpoint: ${url}` } });
-    });
+    fetchMock = vi.fn(serve);
     vi.stubGlobal("fetch", fetchMock);
   });
   afterEach(() => {
@@ -86,6 +87,41 @@ describe("the Experiments page", () => {
     } finally {
       canvas.uninstall();
     }
+  });
+
+  it("follows its running runs by push: an event about one of them reloads the table, another run's does not", async () => {
+    let push: (text: string) => void = () => undefined;
+    fetchMock.mockImplementation(async (url: string, init: RequestInit) => {
+      if (!url.startsWith("/api/v1/events/stream")) return serve(url);
+      const body = new ReadableStream<Uint8Array>({
+        start(c) {
+          push = (text) => c.enqueue(new TextEncoder().encode(text));
+          init.signal?.addEventListener("abort", () => c.error(new DOMException("aborted", "AbortError")));
+        },
+      });
+      return new Response(body, { status: 200, headers: { "Content-Type": "text/event-stream" } });
+    });
+    const event = (id: string, type: string, run: string) => `id: ${id}\nevent: event\ndata: ${JSON.stringify({ id, ts: 1, type,
+      severity: "info", node_id: null, job_id: null, run_id: run, step: null, message: null, context: {} })}\n\n`;
+    window.history.replaceState(null, "", "/experiments?p=vision");
+    render(<Experiments />);
+    await waitFor(() => expect(runIds()).toHaveLength(3), SLOW);
+    await waitFor(() => expect(calls("/events/stream")).toHaveLength(1), SLOW);
+    push(event("ev_1", "CHECKPOINT_SAVED", "run_elsewhere"));
+    await act(async () => { await new Promise((r) => setTimeout(r, 20)); });
+    expect(calls("/workspace/runs")).toHaveLength(1);
+    push(event("ev_2", "RUN_FINISHED", "run_a"));
+    await waitFor(() => expect(calls("/workspace/runs")).toHaveLength(2), SLOW);
+  });
+
+  it("follows nothing while none of its runs is running", async () => {
+    const done = { ...REPLY, runs: REPLY.runs.map((r) => ({ ...r, status: "SUCCEEDED" })) };
+    fetchMock.mockImplementation(async (url: string) => (url.startsWith("/api/v1/workspace/runs") ? json(200, done) : serve(url)));
+    window.history.replaceState(null, "", "/experiments?p=vision");
+    render(<Experiments />);
+    await waitFor(() => expect(runIds()).toHaveLength(3), SLOW);
+    await act(async () => { await new Promise((r) => setTimeout(r, 20)); });
+    expect(calls("/events/stream")).toHaveLength(0);
   });
 
   it("asks to pick something, and loads nothing, while the URL selects nothing", async () => {

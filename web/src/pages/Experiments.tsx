@@ -15,6 +15,7 @@ import { useUrlState } from "../router/router";
 import { workspaceApi } from "../experiments/api";
 import { RUN_COLUMNS, metricId, valueKey, type Column } from "../experiments/columns";
 import { FilterBar } from "../experiments/FilterBar";
+import { useLiveRefresh } from "../experiments/liveRefresh";
 import { RunsTable } from "../experiments/RunsTable";
 import { Selection } from "../experiments/Selection";
 import { SavedViews, ShareButton } from "../experiments/ShareViews";
@@ -36,6 +37,8 @@ export function Experiments() {
     ? (s) => workspaceApi.runs({ projects: view.p, experiments: view.e, sweep: view.sweep || null, limit: LIMIT }, s)
     : null, [selKey]);
   const reply = data.data;
+  const runIds = useMemo(() => new Set((reply?.runs ?? []).map((r) => r.id)), [reply]);
+  useLiveRefresh(runIds, !!reply?.runs.some((r) => r.status === "RUNNING"), data.reload);
   const metrics = useMemo(() => reply?.metrics ?? [], [reply]);
   const metricNames = useMemo(() => metrics.map((m) => m.name), [metrics]);
   const rows = useMemo(() => buildRows(reply?.runs ?? [], metrics, view.s), [reply, metrics, view.s]);
