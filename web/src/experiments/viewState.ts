@@ -4,7 +4,7 @@
 // values that may hold any character (config keys, metric names) are escaped so that lists
 // and entries split unambiguously; malformed entries are dropped, never guessed at.
 
-import { bool, num, oneOf, range, str, type Codec } from "../router/urlState";
+import { bool, num, oneOf, parseState, range, str, type Codec } from "../router/urlState";
 import type { Filter, Filters } from "./table";
 import { SUMMARIES, type SummaryChoice } from "./summary";
 import type { Brushes } from "./viz";
@@ -143,4 +143,10 @@ export type ExperimentsView = { [K in keyof typeof viewSchema]: ReturnType<(type
 /** Whether the view selects anything to load. */
 export function hasSelection(view: Pick<ExperimentsView, "p" | "e" | "sweep">): boolean {
   return view.p.length > 0 || view.e.length > 0 || view.sweep !== "";
+}
+
+/** The view as the address holds it now, not as the last render saw it: for a handler called
+ * several times in one tick (a chart clearing each of its brushes), each call builds on the last. */
+export function currentView(search = window.location.search): ExperimentsView {
+  return parseState(search, viewSchema);
 }

@@ -89,6 +89,20 @@ describe("the Experiments page", () => {
     }
   });
 
+  it("clearing every brush at once (the chart calls once per brush, in one tick) clears them all", async () => {
+    const canvas = recordCanvas();
+    try {
+      window.history.replaceState(null, "", "/experiments?sweep=swp_1&b=c.opt=adam,c.lr:0.001..0.2");
+      render(<Experiments />);
+      await waitFor(() => expect(runIds()).toEqual(["run_a", "run_c"]), SLOW);
+      fireEvent.click(screen.getByRole("button", { name: "Clear brushes" }));
+      expect(new URLSearchParams(window.location.search).get("b")).toBeNull();
+      await waitFor(() => expect(runIds()).toHaveLength(3), SLOW);
+    } finally {
+      canvas.uninstall();
+    }
+  });
+
   it("follows its running runs by push: an event about one of them reloads the table, another run's does not", async () => {
     let push: (text: string) => void = () => undefined;
     fetchMock.mockImplementation(async (url: string, init: RequestInit) => {

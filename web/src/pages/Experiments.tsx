@@ -21,7 +21,7 @@ import { Selection } from "../experiments/Selection";
 import { SavedViews, ShareButton } from "../experiments/ShareViews";
 import { TableToolbar } from "../experiments/TableToolbar";
 import { applyFilters, buildRows, configColumns, differingColumns, groupRows, metricColumns, sortRows } from "../experiments/table";
-import { hasSelection, viewSchema, type ExperimentsView } from "../experiments/viewState";
+import { currentView, hasSelection, viewSchema, type ExperimentsView } from "../experiments/viewState";
 import { axisOf, sweepAxes, toVizRows } from "../experiments/vizData";
 import { ExperimentPanels, ImportanceTable, ParallelCoords, Scatter, importance, passesBrushes } from "../experiments/viz";
 
@@ -75,7 +75,7 @@ export function Experiments() {
   const baseline = view.base ? rows.find((r) => r.run.id === view.base) : undefined;
 
   const setFilter = (col: string, f: ExperimentsView["f"][string] | null) => {
-    const next = { ...view.f };
+    const next = { ...currentView().f };
     if (f) next[col] = f;
     else delete next[col];
     setView({ f: next });
@@ -124,7 +124,7 @@ export function Experiments() {
             </div>
             {sorted.length ? (
               <RunsTable rows={sorted} groups={groups} groupLabel={groupCol?.label} columns={shownColumns} metrics={metrics}
-                choices={view.s} onChoice={(name, choice) => setView({ s: { ...view.s, [name]: choice } })}
+                choices={view.s} onChoice={(name, choice) => setView({ s: { ...currentView().s, [name]: choice } })}
                 sort={view.sort} onSort={(sort) => setView({ sort })} baseline={view.base} onBaseline={(base) => setView({ base })}
                 colors={colors} highlight={hover} onHover={view.sweep ? setHover : undefined} />
             ) : (
@@ -197,7 +197,7 @@ function SweepAnalysis({ view, setView, configCols, varying, metric, metricCols,
   const scores = useMemo(() => (metric ? importance(rows, configCols.filter((c) => varying.has(c.id)).map((c) => c.id), metric.id,
     direction) : []), [rows, configCols, varying, metric, direction]);
   const onBrush = (key: string, brush: ExperimentsView["b"][string] | null) => {
-    const next = { ...view.b };
+    const next = { ...currentView().b };
     if (brush) next[key] = brush;
     else delete next[key];
     setView({ b: next });
