@@ -11,11 +11,13 @@ import { nameMatcher } from "../charts/MetricsGrid";
 import { Empty, ErrorBanner, Loading, PageHeader, Segmented } from "../components/ui";
 import { Icon } from "../components/Icon";
 import { fmtInt } from "../lib/format";
+import type { PrimaryScope } from "../lib/primary";
 import { useUrlState } from "../router/router";
 import { workspaceApi } from "../experiments/api";
 import { RUN_COLUMNS, metricId, valueKey, type Column } from "../experiments/columns";
 import { FilterBar } from "../experiments/FilterBar";
 import { useLiveRefresh } from "../experiments/liveRefresh";
+import { MetricStar, workspaceScope } from "../experiments/primaryStar";
 import { RunsTable } from "../experiments/RunsTable";
 import { Selection } from "../experiments/Selection";
 import { SavedViews, ShareButton } from "../experiments/ShareViews";
@@ -51,6 +53,7 @@ export function Experiments() {
     .map((r) => [r.experiment_id!, `${r.project ?? "?"} / ${r.experiment ?? r.experiment_id}`])), [reply]);
 
   const primary = metrics.find((m) => m.primary) ?? null;
+  const scope = useMemo(() => workspaceScope(view, reply?.runs ?? []), [view.p, view.e, view.sweep, reply]); // eslint-disable-line react-hooks/exhaustive-deps
   const primaryCol = primary ? metricCols.find((c) => c.id === metricId(primary.name)) ?? null : null;
   const vizKeys = useMemo(() => [...configCols.map((c) => c.id), ...metricCols.map((c) => c.id)], [configCols, metricCols]);
   const filtered = useMemo(() => applyFilters(rows, view.f), [rows, view.f]);
@@ -132,7 +135,7 @@ export function Experiments() {
             )}
           </section>
           <Panels view={view} setView={setView} rows={sorted} metrics={metricNames} colors={colors} labels={labels}
-            groupCol={groupCol} primary={primary?.name ?? null} />
+            groupCol={groupCol} primary={primary?.name ?? null} scope={scope} onPrimaryChanged={data.reload} />
         </>
       )}
     </div>
@@ -140,9 +143,10 @@ export function Experiments() {
 }
 
 // Memoised: hovering a row re-renders the page, never the charts.
-const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primary }: {
+const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primary, scope, onPrimaryChanged }: {
   view: ExperimentsView; setView: (p: Partial<ExperimentsView>) => void; rows: ReturnType<typeof sortRows>; metrics: string[];
-  colors: Map<string, string>; labels: Map<string, string>; groupCol: Column | null; primary: string | null }) {
+  colors: Map<string, string>; labels: Map<string, string>; groupCol: Column | null; primary: string | null;
+  scope: PrimaryScope | null; onPrimaryChanged: () => void }) {
   const runs = useMemo(() => rows.slice(0, PANEL_RUNS).map((r) => ({ id: r.run.id, label: labels.get(r.run.id) ?? r.run.id,
     color: colors.get(r.run.id)!, group: groupCol ? valueKey(r.values[groupCol.id]) : undefined })), [rows, labels, colors, groupCol]);
   const shown = useMemo(() => metrics.filter(nameMatcher(view.m)), [metrics, view.m]); // the reply's order: the primary first
@@ -173,7 +177,8 @@ const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labe
       </div>
       {shown.length ? (
         <ExperimentPanels runs={runs} metrics={shown} x={view.x} smooth={view.smooth} zoom={view.xr}
-          onZoom={(xr) => setView({ xr })} live={live} groups={!!groupCol} primary={primary} />
+          onZoom={(xr) => setView({ xr })} live={live} groups={!!groupCol} primary={scope ? null : primary /* the ★ button shows it */}
+          headExtra={scope ? (name) => <MetricStar name={name} primary={primary} scope={scope} onChanged={onPrimaryChanged} /> : undefined} />
       ) : (
         <Empty title={metrics.length ? "No metric matches the filter" : "These runs have logged no metrics"} compact />
       )}
