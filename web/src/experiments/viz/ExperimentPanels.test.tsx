@@ -104,8 +104,8 @@ describe("the panels' loading plan", () => {
   });
 
   it("asks fewer points per run the more runs a panel overlays", () => {
-    expect(pointsFor(3)).toBe(600);
-    expect(pointsFor(50)).toBe(300);
+    expect(pointsFor(3)).toBe(400);
+    expect(pointsFor(50)).toBe(240);
     expect(pointsFor(1000)).toBe(100);
   });
 
@@ -125,8 +125,8 @@ describe("ExperimentPanels", () => {
     expect(container.querySelector('.chart-panel[data-metric="val/loss"] .viz-star')).not.toBeNull();
     expect(container.querySelector('.chart-panel[data-metric="acc"] .viz-star')).toBeNull();
     // One query per metric for the three runs, the primary first (no observer in jsdom: all panels count as in view).
-    expect(metricQueries().map((c) => c.body)).toEqual([{ run_ids: ["a", "b", "c"], names: ["val/loss"], x: "step", points: 600 },
-      { run_ids: ["a", "b", "c"], names: ["acc"], x: "step", points: 600 }]);
+    expect(metricQueries().map((c) => c.body)).toEqual([{ run_ids: ["a", "b", "c"], names: ["val/loss"], x: "step", points: 400 },
+      { run_ids: ["a", "b", "c"], names: ["acc"], x: "step", points: 400 }]);
     await waitFor(() => expect(container.querySelector('.chart-panel[data-metric="acc"]')?.getAttribute("data-points")).toBe("4"));
     // Events are read once the first charts are in, per run, and the critical one is drawn: a dashed line in run a's colour.
     await waitFor(() => expect(calls.filter((c) => c.path.startsWith("/api/v1/events")).length).toBe(3));

@@ -15,14 +15,14 @@ import { ThrottledFrames } from "./throttledFrames";
 
 /** POST /runs/metrics:query takes at most this many runs; more go in several requests at once. */
 export const RUNS_PER_QUERY = 50;
-/** Points per run and metric: a panel is a few hundred pixels wide, so more than this draws nothing new. */
-export const PANEL_POINTS = 600;
-/** Points per panel over all its runs: 50 overlaid runs get 300 each (one metric of 50 runs stays near 1 MB of JSON). */
-export const PANEL_POINT_BUDGET = 15_000;
+/** Points per run and metric: a panel is 400 to 600 px wide, and uPlot builds each line over the union of the runs x values, so more costs every redraw and shows nothing new. */
+export const PANEL_POINTS = 400;
+/** Points per panel over all its runs: 50 overlaid runs get 240 each (one metric of 50 runs stays under 1 MB of JSON). */
+export const PANEL_POINT_BUDGET = 12_000;
 /** The panels redraw at most this often as points land (live tails, metrics loading one by one). */
-export const REDRAW_MS = 250;
+export const REDRAW_MS = 500;
 /** A live run's tails are fetched at most this often (its stream may announce points several times a second). */
-export const TAIL_MIN_MS = 1000;
+export const TAIL_MIN_MS = 1500;
 /** Browsers open 6 HTTP/1.1 connections per origin and a metric stream holds one: at most this many, the rest are for fetches. */
 export const MAX_STREAMS = 4;
 
