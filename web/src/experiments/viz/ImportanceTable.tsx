@@ -23,8 +23,8 @@ export function ImportanceTable({ rows, target, labels }: ImportanceTableProps) 
     <div className="table-wrap viz-importance">
       <table className="table compact">
         <caption className="muted small">
-          How much of {target ? <b className="mono">{target}</b> : "the metric"}'s spread each key explains: the correlation
-          ratio η for categories, |Spearman ρ| for numbers (0 to 1).
+          How much of {target ? <b className="mono">{target}</b> : "the metric"}'s spread each key explains, 0 to 1: the correlation
+          ratio η for categories (and numbers with few values), |Spearman ρ| for numbers.
         </caption>
         <thead>
           <tr><th scope="col">Key</th><th scope="col">Importance</th><th scope="col" className="num">Trials per value</th>
