@@ -644,12 +644,14 @@ def test_every_page_meets_the_quality_bar_light_and_dark_at_a_laptops_and_a_phon
     for p in r["pages"]:
         assert p["problems"] == [] and p["axe"] == [] and p["overflow"] <= 0, p
         assert Path(p["shot"]).stat().st_size > 5_000, p
-    kinds = {(k["page"], k["size"], "dialog" if "dialog" in k else "table") for k in r["keyboard"]}
+    kinds = {(k["page"], k["size"], next(kind for kind in ("dialog", "popovers", "table") if kind in k)) for k in r["keyboard"]}
     assert kinds == {(n, s, kind) for s in ("1280", "390") for n, kind in (
         ("jobs", "dialog"), ("jobs", "table"), ("job", "dialog"), ("runs", "table"), ("sweeps", "table"),
-        ("experiments", "table"), ("tokens", "dialog"))}, kinds
+        ("experiments", "table"), ("experiments", "popovers"), ("tokens", "dialog"))}, kinds
     for k in r["keyboard"]:
-        if "dialog" in k:
+        if "popovers" in k:
+            assert all(v == {"overflow": 0, "closed": True, "focus_back": True} for v in k["popovers"].values()), k
+        elif "dialog" in k:
             assert k["dialog"] == {**k["dialog"], "focus_in": True, "stayed": True, "closed": True, "focus_back": True}, k
         else:
             assert k["table"]["reached"] and k["table"]["landed"] != "/" + k["page"], k

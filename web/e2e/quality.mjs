@@ -35,7 +35,8 @@ function pages({ runId, run2Id, jobId, sweepId, experimentId, viewId, viewState 
     { name: "checkpoints-evaluations", path: `/evaluations?experiment=${experimentId}`, ready: "h1" },
     { name: "sweeps", path: "/sweeps", ready: "table tbody tr a", rowOpens: /^\/sweeps\/[^/]+$/ },
     { name: "sweep", path: `/sweeps/${sweepId}`, ready: "table tbody tr" },
-    { name: "experiments", path: `/experiments?sweep=${sweepId}`, ready: ".exp-table tbody tr[data-run]", rowOpens: /^\/runs\/[^/]+$/ },
+    { name: "experiments", path: `/experiments?sweep=${sweepId}`, ready: ".exp-table tbody tr[data-run]", rowOpens: /^\/runs\/[^/]+$/,
+      popovers: ["Add project", "Filter", "Columns", "Saved views"] },
     // A short link: it loads the kept view and shows the full state in the address.
     { name: "short-link", path: `/v/${viewId}`, ready: ".exp-table tbody tr[data-run]", address: `/experiments?${viewState}` },
     { name: "webhooks", path: "/settings/webhooks", ready: "h1" },
@@ -75,6 +76,29 @@ async function tableByKeyboard(page, p, result, where) {
   const landed = new URL(page.url()).pathname;
   check(result, p.rowOpens.test(landed), `${where}: Enter on the row's "${label}" went to ${landed}`);
   return { reached: true, label, landed };
+}
+
+/** Each named button's popover, opened by keyboard, must not make the page scroll sideways; Escape closes it
+ * and gives the focus back to its button. */
+async function popoversStayOnScreen(page, p, result, where) {
+  const out = {};
+  for (const name of p.popovers) {
+    const button = page.getByRole("button", { name: new RegExp(`^${name}`) }).first();
+    await button.focus();
+    await page.keyboard.press("Enter");
+    await page.locator(".popover").first().waitFor();
+    const { scrollWidth, clientWidth } = await page.evaluate(() => ({ scrollWidth: document.scrollingElement.scrollWidth,
+      clientWidth: document.scrollingElement.clientWidth }));
+    check(result, scrollWidth <= clientWidth, `${where}: the "${name}" popover makes the page scroll sideways (${scrollWidth} > ${clientWidth})`);
+    await page.keyboard.press("Escape");
+    await page.locator(".popover").waitFor({ state: "detached", timeout: 5000 }).catch(() => undefined);
+    const closed = await page.locator(".popover").count() === 0;
+    check(result, closed, `${where}: Escape did not close the "${name}" popover`);
+    const back = await page.evaluate(() => document.activeElement?.textContent.trim() ?? "");
+    check(result, back.startsWith(name), `${where}: after Escape the focus is on "${back}", not on "${name}"`);
+    out[name] = { overflow: scrollWidth - clientWidth, closed, focus_back: back.startsWith(name) };
+  }
+  return out;
 }
 
 /** The dialog's opener by keyboard: focus in, Tab round inside, Escape out, focus back. */
@@ -156,6 +180,7 @@ await main("quality", 280_000, async (result) => {
           shown.scrollWidth - shown.clientWidth, squeezed: shown.squeezed, axe: serious.map((v) => v.id), shot, problems: watch.problems.slice(before) };
         result.pages.push(entry);
         if (theme !== "light") continue;
+        if (p.popovers) result.keyboard.push({ page: p.name, size: size.name, popovers: await popoversStayOnScreen(page, p, result, where) });
         if (p.dialog) result.keyboard.push({ page: p.name, size: size.name, dialog: await dialogByKeyboard(page, p, result, where) });
         if (p.rowOpens) result.keyboard.push({ page: p.name, size: size.name, table: await tableByKeyboard(page, p, result, where) });
       }

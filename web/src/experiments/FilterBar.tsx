@@ -66,10 +66,16 @@ function FilterEditor({ columns, rows, filters, start, onApply, onClose }: {
   const [picked, setPicked] = useState<string[]>(current?.kind === "set" ? current.values : []);
   const [error, setError] = useState<string | null>(null);
   const box = useRef<HTMLDivElement>(null);
+  const toggle = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     if (!shown) return;
     const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) { setShown(false); onClose(); } };
-    const onKey = (e: KeyboardEvent) => { if (e.key === "Escape") { setShown(false); onClose(); } };
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== "Escape") return;
+      setShown(false);
+      onClose();
+      toggle.current?.focus();
+    };
     document.addEventListener("mousedown", close);
     document.addEventListener("keydown", onKey);
     return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
@@ -99,7 +105,7 @@ function FilterEditor({ columns, rows, filters, start, onApply, onClose }: {
 
   return (
     <div className="picker" ref={box}>
-      <button type="button" className="btn btn-sm" aria-expanded={shown} onClick={() => setShown(!shown)}>
+      <button type="button" className="btn btn-sm" ref={toggle} aria-expanded={shown} onClick={() => setShown(!shown)}>
         <Icon name="plus" size={13} />Filter
       </button>
       {shown && (

@@ -63,10 +63,15 @@ function ChipPicker({ noun, selected, label, options, open, setOpen, onAdd, onRe
   setOpen: (open: boolean) => void; onAdd: (id: string) => void; onRemove: (id: string) => void }) {
   const [q, setQ] = useState("");
   const box = useRef<HTMLDivElement>(null);
+  const toggle = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     if (!open) return;
     const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) setOpen(false); };
-    const onKey = (e: KeyboardEvent) => { if (e.key === "Escape") setOpen(false); };
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== "Escape") return;
+      setOpen(false);
+      toggle.current?.focus();
+    };
     document.addEventListener("mousedown", close);
     document.addEventListener("keydown", onKey);
     return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
@@ -84,7 +89,7 @@ function ChipPicker({ noun, selected, label, options, open, setOpen, onAdd, onRe
         </span>
       ))}
       <div className="picker" ref={box}>
-        <button type="button" className="btn btn-sm" onClick={() => setOpen(!open)} aria-expanded={open}>
+        <button type="button" className="btn btn-sm" ref={toggle} onClick={() => setOpen(!open)} aria-expanded={open}>
           <Icon name="plus" size={13} />Add {noun}
         </button>
         {open && (

@@ -78,12 +78,19 @@ export function SavedViews() {
   const [error, setError] = useState<string | null>(null);
   const [doomed, setDoomed] = useState<SavedView | null>(null);
   const box = useRef<HTMLDivElement>(null);
+  const toggle = useRef<HTMLButtonElement>(null);
   const views = useResource(open ? (s) => workspaceApi.savedViews(s) : null, [open]);
   useEffect(() => {
     if (!open || doomed) return;
     const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) setOpen(false); };
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== "Escape") return;
+      setOpen(false);
+      toggle.current?.focus();
+    };
     document.addEventListener("mousedown", close);
-    return () => document.removeEventListener("mousedown", close);
+    document.addEventListener("keydown", onKey);
+    return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
   }, [open, doomed]);
   const save = async () => {
     if (!name.trim()) {
@@ -101,7 +108,7 @@ export function SavedViews() {
   };
   return (
     <div className="picker exp-views" ref={box}>
-      <button type="button" className="btn btn-sm" aria-expanded={open} onClick={() => setOpen(!open)}>Saved views</button>
+      <button type="button" className="btn btn-sm" ref={toggle} aria-expanded={open} onClick={() => setOpen(!open)}>Saved views</button>
       {open && (
         <div className="popover exp-views-pop">
           <form className="exp-save" onSubmit={(e) => { e.preventDefault(); void save(); }}>

@@ -37,10 +37,15 @@ function ColumnsMenu({ columns, hidden, onHidden }: { columns: Column[]; hidden:
   const [open, setOpen] = useState(false);
   const [q, setQ] = useState("");
   const box = useRef<HTMLDivElement>(null);
+  const toggle = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     if (!open) return;
     const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) setOpen(false); };
-    const onKey = (e: KeyboardEvent) => { if (e.key === "Escape") setOpen(false); };
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== "Escape") return;
+      setOpen(false);
+      toggle.current?.focus();
+    };
     document.addEventListener("mousedown", close);
     document.addEventListener("keydown", onKey);
     return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
@@ -55,7 +60,7 @@ function ColumnsMenu({ columns, hidden, onHidden }: { columns: Column[]; hidden:
   const shown = columns.filter((c) => !hide.has(c.id)).length;
   return (
     <div className="picker" ref={box}>
-      <button type="button" className="btn btn-sm" aria-expanded={open} onClick={() => setOpen(!open)}>
+      <button type="button" className="btn btn-sm" ref={toggle} aria-expanded={open} onClick={() => setOpen(!open)}>
         <Icon name="columns" size={13} />Columns <span className="muted">{shown}/{columns.length}</span>
       </button>
       {open && (
