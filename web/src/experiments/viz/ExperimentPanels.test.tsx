@@ -133,6 +133,21 @@ describe("ExperimentPanels", () => {
     await waitFor(() => expect(canvas.calls.some((c) => c.op === "setLineDash" && (c.args[0] as number[]).length === 2)).toBe(true));
   });
 
+  it("asks for the first metric alone, then the others together once it is in", async () => {
+    let release!: () => void;
+    hold = new Promise((r) => (release = r));
+    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss", "acc", "lr"]} primary="val/loss" x="step"
+      smooth={0} zoom={null} onZoom={() => undefined} live={[]} groups={false} />);
+    await waitFor(() => expect(metricQueries()).toHaveLength(1));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(metricQueries().map((c) => c.body!.names)).toEqual([["val/loss"]]);
+    hold = null;
+    release();
+    await waitFor(() => expect(metricQueries()).toHaveLength(3));
+    expect(metricQueries().slice(1).map((c) => c.body!.names)).toEqual([["acc"], ["lr"]]);
+    await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("3"));
+  });
+
   it("loads the panels in view before the others", async () => {
     const observers: { cb: IntersectionObserverCallback; nodes: Element[] }[] = [];
     vi.stubGlobal("IntersectionObserver", class {

@@ -188,22 +188,26 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
     const gen = generation.current;
     const signal = controller.current.signal;
     holdings.current.start(batch.metrics, batch.runs);
-    // One request per metric, all at once, in the given order (the primary first): each panel
-    // draws as soon as its own metric lands instead of waiting for one reply of every metric.
-    for (const name of batch.metrics) {
-      fetchMetrics(batch.runs, [name], x, zoom, points, signal).then((all) => {
-        if (gen !== generation.current) return;
-        const s = store(name);
-        for (const m of all) s.replace(m.run_id, only(m, name));
-        holdings.current.done([name], batch.runs, true);
-        setLanded((n) => n + 1);
-      }, (e) => {
-        if (gen !== generation.current) return;
-        holdings.current.done([name], batch.runs, false);
-        if (e.name === "AbortError") return;
-        setError(e instanceof ApiError ? e : new ApiError(0, "client", e.message));
-      });
-    }
+    // One request per metric, so each panel draws as soon as its own metric lands. The batch's
+    // first metric (the primary, when in view) goes alone, and the rest together once it is in:
+    // the daemon answers one request faster than eight at once, and the first chart is what
+    // the user waits for.
+    const one = (name: string) => fetchMetrics(batch.runs, [name], x, zoom, points, signal).then((all) => {
+      if (gen !== generation.current) return;
+      const s = store(name);
+      for (const m of all) s.replace(m.run_id, only(m, name));
+      holdings.current.done([name], batch.runs, true);
+      setLanded((n) => n + 1);
+    }, (e) => {
+      if (gen !== generation.current) return;
+      holdings.current.done([name], batch.runs, false);
+      if (e.name === "AbortError") return;
+      setError(e instanceof ApiError ? e : new ApiError(0, "client", e.message));
+    });
+    const [first, ...rest] = batch.metrics;
+    void one(first).then(() => {
+      if (gen === generation.current) for (const name of rest) void one(name);
+    });
     // `landed` re-runs this after each batch, so the panels out of view follow the visible ones.
   }, [viewKey, runsKey, metricsKey, inView, landed, store]); // eslint-disable-line react-hooks/exhaustive-deps
 
