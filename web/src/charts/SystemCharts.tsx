@@ -1,11 +1,12 @@
 // A node's system metrics over a time window (a run's, or the last hour on the Nodes
 // page): GPU utilization, memory, temperature and power per GPU, host CPU and memory.
-// Crosshairs are synced; a live window is refetched every 10 s.
+// Crosshairs are synced. A live window follows the node's stream (GET /nodes/{node}/stream):
+// each snapshot is appended to the fetched series; it is refetched on a timer only while that
+// stream is down, and once more when it is back (the readings it missed).
 
 import { useMemo } from "react";
 import uPlot from "uplot";
-import { api } from "../api/client";
-import { useResource } from "../api/hooks";
+import { type Span, useFollowedNodeMetrics } from "../api/nodeStream";
 import type { NodeMetrics } from "../api/types";
 import { Empty, ErrorBanner } from "../components/ui";
 import { fmtMiB, fmtPct, fmtTimeTicks } from "../lib/format";
@@ -41,24 +42,19 @@ export function gpuIndexesIn(m: NodeMetrics): number[] {
   return [...found].sort((a, b) => a - b);
 }
 
-/** `start`..`end` (null: now, followed), or a `window` back from now ("1h"), followed. */
-export type Span = { start: number; end: number | null } | { window: string };
+export type { Span };
 
-export function SystemCharts({ nodeId, span, gpus, syncKey, pollMs = 10_000 }: {
-  nodeId: string; span: Span; gpus: number[] | null; syncKey: string; pollMs?: number }) {
+export function SystemCharts({ nodeId, span, gpus, syncKey, pollMs = 5000 }: {
+  nodeId: string; span: Span; gpus: number[] | null; syncKey: string;
+  /** The refetch period while the node's stream is down. */
+  pollMs?: number }) {
   const { theme } = useTheme();
   const names = useMemo(() => {
     const g = gpus === null ? ["gpu*"] : gpus.map((i) => `gpu${i}`);
     return [...PANELS.filter((p) => p.gpu).flatMap((p) => g.map((x) => `${x}.${p.metric}`)), "host.cpu_percent",
       "host.memory_used_mb"];
   }, [gpus]);
-  const spanKey = "window" in span ? span.window : `${span.start}..${span.end}`;
-  const live = "window" in span || span.end === null;
-  const metrics = useResource((signal) => {
-    if ("window" in span) return api.nodeMetrics(nodeId, { names, window: span.window, points: 600 }, signal);
-    const stop = span.end ?? Date.now();
-    return api.nodeMetrics(nodeId, { names, start: Math.min(span.start, stop - 60_000), end: stop, points: 600 }, signal);
-  }, [nodeId, spanKey, names.join(",")], { pollMs: live ? pollMs : undefined });
+  const metrics = useFollowedNodeMetrics(nodeId, span, names, pollMs);
 
   if (metrics.error && !metrics.data) return <ErrorBanner error={metrics.error} onRetry={metrics.reload} />;
   const m = metrics.data;

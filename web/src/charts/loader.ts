@@ -77,6 +77,25 @@ export class TailQueue {
   }
 }
 
+/** Runs on one GET /runs/metrics/stream (the daemon's limit). */
+export const MAX_FOLLOWED = 64;
+
+/** The run a several-run stream's `points` event is of (its data's run_id); null when it names none. */
+export function pointsRun(data: string): string | null {
+  try {
+    const id = (JSON.parse(data) as { run_id?: unknown }).run_id;
+    return typeof id === "string" ? id : null;
+  } catch {
+    return null;
+  }
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
 export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_POINTS, pollMs = 3000, onPoints,
   onStreamState }: LoaderOptions): LoaderState {
   const [state, setState] = useState<LoaderState>({ loading: true, error: undefined, fetchMs: null, width: null });
@@ -130,25 +149,35 @@ export function useMetricsLoader({ store, runs, x, zoom, live, points = DEFAULT_
     // The run's metric stream says when points were committed; the tail itself is still read
     // from the metrics endpoint, so it is bucketed like the overview. Polling only while the
     // stream is down (reconnecting, or refused by a daemon without it); once it is open again
-    // its "ready" brings the tail up to date.
+    // its "ready" brings the tail up to date. Several live runs share one stream
+    // (GET /runs/metrics/stream?run_ids=): a browser holds only six connections to a host.
+    const queues = new Map(live.map((id) => [id, new TailQueue((full) => tail(id, full))]));
+    const pokeAll = (full: boolean) => { for (const q of queues.values()) q.poke(full); };
     const polls: FallbackPoll[] = [];
-    const streams = live.map((id) => {
-      const queue = new TailQueue((full) => tail(id, full));
-      const poll = new FallbackPoll(() => queue.poke(false), pollMs);
+    const follow = (path: string, ids: readonly string[], query?: Record<string, string>) => {
+      const poll = new FallbackPoll(() => { for (const id of ids) queues.get(id)!.poke(false); }, pollMs);
       polls.push(poll);
       return new EventStream({
-        path: `/runs/${encodeURIComponent(id)}/metrics/stream`,
+        path, query,
         onMessage: (m) => {
-          if (m.event === "points" || m.event === "ready") queue.poke(false);
-          else if (m.event === "reset") queue.poke(true);
-          if (m.event === "points" || m.event === "reset") listeners.current.onPoints?.(id);
+          if (m.event === "ready") pokeAll(false);
+          else if (m.event === "reset") pokeAll(true);
+          if (m.event === "reset") for (const id of ids) listeners.current.onPoints?.(id);
+          if (m.event !== "points") return;
+          const id = ids.length === 1 ? ids[0] : pointsRun(m.data);
+          if (id === null || !queues.has(id)) return;
+          queues.get(id)!.poke(false);
+          listeners.current.onPoints?.(id);
         },
         onState: (state) => {
           poll.onState(state);
-          listeners.current.onStreamState?.(id, state);
+          for (const id of ids) listeners.current.onStreamState?.(id, state);
         },
       });
-    });
+    };
+    const streams = live.length === 1
+      ? [follow(`/runs/${encodeURIComponent(live[0])}/metrics/stream`, live)]
+      : chunks(live, MAX_FOLLOWED).map((ids) => follow("/runs/metrics/stream", ids, { run_ids: ids.join(",") }));
     return () => {
       abort.abort();
       for (const s of streams) s.close();

@@ -1,12 +1,17 @@
 // Compare: the same metrics overlaid across the chosen runs, one stable color per run,
 // with a side-by-side summary table marking the best run per metric. The run list, the
-// axis, smoothing, filter and zoom are in the URL, so a comparison is a link.
+// axis, smoothing, filter and zoom are in the URL, so a comparison is a link. Live runs
+// follow one metric stream for them all; their summaries are refreshed from what it brings
+// (throttled), and polled for only while it is down.
 
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../api/client";
 import { useResource } from "../api/hooks";
+import { KeyedThrottle } from "../api/pushedByStream";
+import type { StreamState } from "../api/sse";
 import type { GpuEvent, Run, RunSummary } from "../api/types";
 import { colorsFor } from "../charts/colors";
+import { FallbackPoll } from "../charts/fallbackPoll";
 import { useMetricsLoader } from "../charts/loader";
 import { GridToolbar, MetricsGrid } from "../charts/MetricsGrid";
 import { SeriesStore } from "../charts/series";
@@ -20,6 +25,8 @@ import { Link, useUrlState } from "../router/router";
 import { bool, list, num, oneOf, range, str } from "../router/urlState";
 
 const MAX_RUNS = 50; // POST /runs/metrics:query takes at most 50
+const SUMMARY_MS = 3000; // a live run's summary is asked at most this often as its points are announced
+const SUMMARY_POLL_MS = 15_000; // and this often while the metric stream is down
 const schema = {
   runs: list(), x: oneOf(["step", "ts"] as const, "step"), smooth: num(0.6, 0, 0.99), m: str(), xr: range(), logy: bool(false),
 };
@@ -38,8 +45,14 @@ export function Compare() {
   const colors = useMemo(() => colorsFor(ids), [key]); // eslint-disable-line react-hooks/exhaustive-deps
   const live = ids.filter((id) => runs.data?.get(id)?.status === "RUNNING");
   const known = runs.data ? ids.filter((id) => runs.data!.has(id)) : ids;
-  const loader = useMetricsLoader({ store, runs: known, x: view.x, zoom: view.xr, live });
-  const summaries = useSummaries(ids, live);
+  const pushed = usePushedSummaries(live);
+  const loader = useMetricsLoader({ store, runs: known, x: view.x, zoom: view.xr, live, onPoints: pushed.onPoints,
+    onStreamState: pushed.onStreamState });
+  const fetched = useSummaries(ids, []);
+  const summaries = new Map(ids.flatMap((id) => {
+    const s = pushed.fresh.get(id) ?? fetched.get(id);
+    return s ? [[id, s] as const] : [];
+  }));
   const panelRuns = useMemo(() => known.map((id) => ({ id, label: runLabel(runs.data?.get(id), id), color: colors.get(id)! })),
     [known.join(","), runs.data, colors]); // eslint-disable-line react-hooks/exhaustive-deps
   const missing = runs.data ? ids.filter((id) => !runs.data!.has(id)) : [];
@@ -88,6 +101,30 @@ export function Compare() {
       )}
     </div>
   );
+}
+
+/** Live runs' summaries, asked again when their stream announces points (at most every SUMMARY_MS
+ * per run), and every SUMMARY_POLL_MS only while that stream is down. */
+export function usePushedSummaries(live: readonly string[]) {
+  const [fresh, setFresh] = useState(() => new Map<string, RunSummary>());
+  const liveKey = live.join(",");
+  const { refresh, poll } = useMemo(() => {
+    const abort = new AbortController();
+    const refresh = new KeyedThrottle((id) => {
+      api.runSummary(id, abort.signal).then((s) => setFresh((m) => new Map(m).set(id, s)), () => undefined);
+    }, SUMMARY_MS);
+    const poll = new FallbackPoll(() => { for (const id of live) refresh.call(id); }, SUMMARY_POLL_MS);
+    return { refresh: { call: (id: string) => refresh.call(id), stop: () => { refresh.cancel(); abort.abort(); } }, poll };
+  }, [liveKey]); // eslint-disable-line react-hooks/exhaustive-deps
+  useEffect(() => () => {
+    refresh.stop();
+    poll.stop();
+  }, [refresh, poll]);
+  return {
+    fresh,
+    onPoints: (id: string) => refresh.call(id),
+    onStreamState: (_id: string, state: StreamState) => poll.onState(state),
+  };
 }
 
 function RunPicker({ exclude, onPick }: { exclude: string[]; onPick: (id: string) => void }) {

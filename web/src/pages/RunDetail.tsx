@@ -60,9 +60,11 @@ export function RunDetail({ id }: { id: string }) {
   const nodes = useResource(chartsFirst ? (s) => api.listNodes(s) : null, [chartsFirst]);
   const events = useResource(chartsFirst ? (s) => api.listEvents({ run_id: id, limit: 500 }, s) : null, [id, chartsFirst]);
   const [liveEvents, setLiveEvents] = useState<GpuEvent[]>([]);
+  const [eventPushes, setEventPushes] = useState(0); // what the diagnosis is refreshed on
   const eventStream = useEventStream(r?.status === "RUNNING" && events.data ? `run-events/${id}` : null,
     { path: "/events/stream", query: { run_id: id }, lastEventId: events.data?.events[0]?.id ?? null },
     (m) => {
+      if (m.event === "event" || m.event === "lagged") setEventPushes((n) => n + 1);
       if (m.event !== "event") return;
       const ev = JSON.parse(m.data) as GpuEvent;
       setLiveEvents((l) => (l.some((e) => e.id === ev.id) ? l : [ev, ...l]));
@@ -128,7 +130,8 @@ export function RunDetail({ id }: { id: string }) {
             emptyHint={<>This run has logged no metrics. From the training script: <code>run.log({"{"}"train/loss": loss{"}"}, step=step)</code></>} />
         </>
       )}
-      {view.tab === "diagnosis" && <DiagnosisTab runId={id} live={isLive} />}
+      {view.tab === "diagnosis" && <DiagnosisTab runId={id} live={isLive}
+        events={{ state: eventStream.state, pushes: eventPushes }} />}
       {view.tab === "system" && r && <SystemTab run={r} job={job.data} node={node} />}
       {view.tab === "events" && <EventsTab events={allEvents} loading={!events.data} error={events.error} now={now}
         live={r?.status === "RUNNING" ? eventStream.state : null} />}
