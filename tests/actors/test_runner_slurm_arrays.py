@@ -154,8 +154,9 @@ def test_task_lists_as_slurm_writes_them():
     assert expand_tasks("0-6:3") == [0, 3, 6]
 
 
-async def test_after_a_restart_each_trial_is_adopted_as_its_task_and_the_throttle_still_reaches_its_array(
-        nursery, tmp_path, autojump_clock):
+async def three_trials_then_the_runner_goes(nursery, tmp_path) -> tuple[FakeSlurm, str]:
+    """Three trials of SWEEP as one array throttled to 1; the runner then goes, Slurm's array
+    carries on: (the Slurm, the array's id)."""
     fake = FakeSlurm(default=SlurmScript(runs_s=100.0), gpus=4)
     await nursery.start(fake.simulate)
     async with trio.open_nursery() as first_life:
@@ -163,8 +164,14 @@ async def test_after_a_restart_each_trial_is_adopted_as_its_task_and_the_throttl
         for i in range(3):
             await node.link.dispatch(trial(i, throttle=1))
         await seen.until(lambda: all(seen.last(f"trial_{i}") is not None for i in range(3)))
-        first_life.cancel_scope.cancel()  # the runner goes; Slurm's array carries on
+        first_life.cancel_scope.cancel()
     [array_id] = fake.throttles
+    return fake, array_id
+
+
+async def test_after_a_restart_each_trial_is_adopted_as_its_task_and_the_throttle_still_reaches_its_array(
+        nursery, tmp_path, autojump_clock):
+    fake, array_id = await three_trials_then_the_runner_goes(nursery, tmp_path)
     link = MemoryNodeLink(active=tuple(ActiveJob(f"trial_{i}", 1, f"run_trial_{i}_1") for i in range(3)))
     node, seen = await node_with(nursery, tmp_path, fake, link)
     await seen.until(lambda: all(seen.last(f"trial_{i}") is not None for i in range(3)))
@@ -179,15 +186,7 @@ async def test_after_a_restart_each_trial_is_adopted_as_its_task_and_the_throttl
 
 async def test_a_limit_changed_while_the_runner_was_away_reaches_the_array_on_adoption_once(
         nursery, tmp_path, autojump_clock):
-    fake = FakeSlurm(default=SlurmScript(runs_s=100.0), gpus=4)
-    await nursery.start(fake.simulate)
-    async with trio.open_nursery() as first_life:
-        node, seen = await node_with(first_life, tmp_path, fake)
-        for i in range(3):
-            await node.link.dispatch(trial(i, throttle=1))
-        await seen.until(lambda: all(seen.last(f"trial_{i}") is not None for i in range(3)))
-        first_life.cancel_scope.cancel()  # gone before the sweep's new limit (3) was sent
-    [array_id] = fake.throttles
+    fake, array_id = await three_trials_then_the_runner_goes(nursery, tmp_path)  # before the new limit (3) was sent
     # No SweepThrottle this time: the hello's active jobs carry the sweep's limit as it is now.
     link = MemoryNodeLink(active=tuple(ActiveJob(f"trial_{i}", 1, f"run_trial_{i}_1", sweep_id=SWEEP,
                                                  sweep_max_parallel=3) for i in range(3)))
