@@ -8,17 +8,16 @@ import { api } from "../api/client";
 import type { PrimaryMetric, Run, RunPrimaryMetric } from "../api/types";
 import { primaryScope, starAction, type PrimaryScope } from "../lib/primary";
 
-export function PrimaryStar({ name, run, primary, onChanged }: {
-  name: string; run: Run; primary: RunPrimaryMetric | null | undefined; onChanged: () => void }) {
+/** PUT /primary-metric for a ★: sets ``metric`` (null: unsets it) at ``scope``, then ``onChanged``;
+ * ``busy`` while it is under way, ``error`` the last failure's message. */
+export function usePrimaryPut(onChanged: () => void) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
-  const scope = primaryScope(run);
-  const action = starAction(name, primary, scope);
-  const click = async () => {
+  const put = async (metric: string | null, scope: PrimaryScope) => {
     setBusy(true);
     setError(null);
     try {
-      await api.setPrimaryMetric({ metric: action.kind === "clear" ? null : name, ...scope.body });
+      await api.setPrimaryMetric({ metric, ...scope.body });
       onChanged();
     } catch (e) {
       setError((e as Error).message);
@@ -26,6 +25,15 @@ export function PrimaryStar({ name, run, primary, onChanged }: {
       setBusy(false);
     }
   };
+  return { busy, error, put };
+}
+
+export function PrimaryStar({ name, run, primary, onChanged }: {
+  name: string; run: Run; primary: RunPrimaryMetric | null | undefined; onChanged: () => void }) {
+  const { busy, error, put } = usePrimaryPut(onChanged);
+  const scope = primaryScope(run);
+  const action = starAction(name, primary, scope);
+  const click = () => put(action.kind === "clear" ? null : name, scope);
   return (
     <>
       <button type="button" className={action.on ? "star-btn on" : "star-btn"} aria-pressed={action.on}
@@ -40,20 +48,8 @@ export function PrimaryStar({ name, run, primary, onChanged }: {
  * that level's own setting is this metric, and sets or clears it there. */
 export function PrimaryLevels({ name, levels, settings, onChanged }: {
   name: string; levels: PrimaryScope[]; settings: PrimaryMetric["settings"] | undefined; onChanged: () => void }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const flip = async (level: PrimaryScope, on: boolean) => {
-    setBusy(true);
-    setError(null);
-    try {
-      await api.setPrimaryMetric({ metric: on ? null : name, ...level.body });
-      onChanged();
-    } catch (e) {
-      setError((e as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { busy, error, put } = usePrimaryPut(onChanged);
+  const flip = (level: PrimaryScope, on: boolean) => put(on ? null : name, level);
   return (
     <span className="primary-levels" role="group" aria-label={`${name}: primary metric at each level`}>
       {levels.map((l) => {

@@ -2,8 +2,7 @@
 // at (its one experiment, a sweep's experiment, or its one project), through PUT
 // /primary-metric, or unsets it there. Shown only where the selection names one such scope.
 
-import { useState } from "react";
-import { api } from "../api/client";
+import { usePrimaryPut } from "../components/PrimaryStar";
 import type { PrimaryScope } from "../lib/primary";
 import type { WorkspaceRun } from "./types";
 
@@ -25,21 +24,9 @@ export function workspaceScope(sel: { p: string[]; e: string[]; sweep: string },
 
 export function MetricStar({ name, primary, scope, onChanged }: {
   name: string; primary: string | null; scope: PrimaryScope; onChanged: () => void }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
+  const { busy, error, put } = usePrimaryPut(onChanged);
   const on = primary === name;
-  const click = async () => {
-    setBusy(true);
-    setError(null);
-    try {
-      await api.setPrimaryMetric({ metric: on ? null : name, ...scope.body });
-      onChanged();
-    } catch (e) {
-      setError((e as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const click = () => put(on ? null : name, scope);
   return (
     <>
       <button type="button" className={on ? "star-btn on" : "star-btn"} aria-pressed={on} disabled={busy} onClick={click}
