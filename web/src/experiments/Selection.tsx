@@ -1,11 +1,12 @@
 // What the workspace looks at: one or more projects and experiments, or a sweep. Each is a
 // chip (removable) with a searchable picker to add more; the lists load when a picker opens.
 
-import { useEffect, useRef, useState } from "react";
+import { useState } from "react";
 import { api } from "../api/client";
 import { useResource } from "../api/hooks";
 import type { Experiment } from "../api/types";
 import { Icon } from "../components/Icon";
+import { usePopover } from "../components/usePopover";
 
 interface Option {
   id: string;
@@ -62,20 +63,7 @@ function ChipPicker({ noun, selected, label, options, open, setOpen, onAdd, onRe
   noun: string; selected: string[]; label: (id: string) => string; options: Option[] | undefined; open: boolean;
   setOpen: (open: boolean) => void; onAdd: (id: string) => void; onRemove: (id: string) => void }) {
   const [q, setQ] = useState("");
-  const box = useRef<HTMLDivElement>(null);
-  const toggle = useRef<HTMLButtonElement>(null);
-  useEffect(() => {
-    if (!open) return;
-    const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) setOpen(false); };
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key !== "Escape") return;
-      setOpen(false);
-      toggle.current?.focus();
-    };
-    document.addEventListener("mousedown", close);
-    document.addEventListener("keydown", onKey);
-    return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
-  }, [open, setOpen]);
+  const { box, toggle } = usePopover(open, setOpen);
   const shown = (options ?? []).filter((o) => !selected.includes(o.id))
     .filter((o) => !q || `${o.label} ${o.id}`.toLowerCase().includes(q.toLowerCase())).slice(0, 60);
   return (

@@ -3,10 +3,11 @@
 // its state into the address (the view's id is not kept in it, so edits on top of it are
 // what a link shares).
 
-import { useEffect, useRef, useState } from "react";
+import { useState } from "react";
 import { useResource } from "../api/hooks";
 import { ConfirmDialog } from "../components/Dialog";
 import { Icon } from "../components/Icon";
+import { usePopover } from "../components/usePopover";
 import { fmtDateTime } from "../lib/format";
 import { navigate } from "../router/router";
 import { workspaceApi } from "./api";
@@ -77,21 +78,8 @@ export function SavedViews() {
   const [name, setName] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [doomed, setDoomed] = useState<SavedView | null>(null);
-  const box = useRef<HTMLDivElement>(null);
-  const toggle = useRef<HTMLButtonElement>(null);
+  const { box, toggle } = usePopover(open, setOpen, !doomed);
   const views = useResource(open ? (s) => workspaceApi.savedViews(s) : null, [open]);
-  useEffect(() => {
-    if (!open || doomed) return;
-    const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) setOpen(false); };
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key !== "Escape") return;
-      setOpen(false);
-      toggle.current?.focus();
-    };
-    document.addEventListener("mousedown", close);
-    document.addEventListener("keydown", onKey);
-    return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
-  }, [open, doomed]);
   const save = async () => {
     if (!name.trim()) {
       setError("Name the view to save it.");

@@ -1,8 +1,9 @@
 // What the runs table shows: its columns (a searchable list, per group), the key its rows are
 // grouped by, the diff-only switch and the baseline run.
 
-import { useEffect, useRef, useState } from "react";
+import { useState } from "react";
 import { Icon } from "../components/Icon";
+import { usePopover } from "../components/usePopover";
 import type { Column } from "./columns";
 
 export function TableToolbar({ columns, hidden, onHidden, group, onGroup, diff, onDiff, baselineName, onClearBaseline }: {
@@ -36,20 +37,7 @@ const GROUP_LABEL = { run: "Run", config: "Config", metric: "Metrics" } as const
 function ColumnsMenu({ columns, hidden, onHidden }: { columns: Column[]; hidden: string[]; onHidden: (hidden: string[]) => void }) {
   const [open, setOpen] = useState(false);
   const [q, setQ] = useState("");
-  const box = useRef<HTMLDivElement>(null);
-  const toggle = useRef<HTMLButtonElement>(null);
-  useEffect(() => {
-    if (!open) return;
-    const close = (e: MouseEvent) => { if (!box.current?.contains(e.target as Node)) setOpen(false); };
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key !== "Escape") return;
-      setOpen(false);
-      toggle.current?.focus();
-    };
-    document.addEventListener("mousedown", close);
-    document.addEventListener("keydown", onKey);
-    return () => { document.removeEventListener("mousedown", close); document.removeEventListener("keydown", onKey); };
-  }, [open]);
+  const { box, toggle } = usePopover(open, setOpen);
   const hide = new Set(hidden);
   const matches = columns.filter((c) => c.id !== "name" && (!q || c.label.toLowerCase().includes(q.toLowerCase())));
   const setGroup = (cols: Column[], show: boolean) => {
