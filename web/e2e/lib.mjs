@@ -181,3 +181,18 @@ function finish(result, started) {
   out.ok = out.failures.length === 0;
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }
+
+/** Resolves once `ok()` holds (asked every 50 ms), or after `ms`. */
+export async function until(ok, ms) {
+  const end = performance.now() + ms;
+  while (!ok() && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
+}
+
+/** The tab hidden or shown, as the page sees it (headless chromium never hides a tab itself). */
+export async function setVisibility(page, state) {
+  await page.evaluate((s) => {
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => s });
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => s === "hidden" });
+    document.dispatchEvent(new Event("visibilitychange"));
+  }, state);
+}

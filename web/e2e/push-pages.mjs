@@ -11,7 +11,7 @@
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { check, env, main, openWatchedPage, screenshot, signIn } from "./lib.mjs";
+import { check, env, main, openWatchedPage, screenshot, setVisibility, signIn, until } from "./lib.mjs";
 
 const NODE_POLL_MS = 5000; // SystemCharts' refetch period while its stream is down
 const NODE_QUIET_MS = 11_000; // longer than the 10 s period it polled at on a timer before it followed the stream
@@ -121,18 +121,3 @@ await main("push-pages", 110_000, async (result) => {
     && i + problemsFrom < b) && /ERR_CONNECTION_REFUSED/.test(p) && (/\/stream/.test(p) || /^console error .*Failed to load resource/.test(p))));
   for (const p of result.problems) result.failures.push(p);
 });
-
-/** Resolves once `ok()` holds (asked every 50 ms), or after `ms`. */
-async function until(ok, ms) {
-  const end = performance.now() + ms;
-  while (!ok() && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
-}
-
-/** The tab hidden or shown, as the page sees it (headless chromium never hides a tab itself). */
-async function setVisibility(page, state) {
-  await page.evaluate((s) => {
-    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => s });
-    Object.defineProperty(document, "hidden", { configurable: true, get: () => s === "hidden" });
-    document.dispatchEvent(new Event("visibilitychange"));
-  }, state);
-}

@@ -14,7 +14,7 @@
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { check, env, main, openWatchedPage, screenshot, signIn } from "./lib.mjs";
+import { check, env, main, openWatchedPage, screenshot, setVisibility, signIn, until } from "./lib.mjs";
 
 const POLL_MS = 3000; // the chart's polling period while its stream is down (charts/loader.ts)
 const QUIET_MS = 2 * POLL_MS + 500;
@@ -124,18 +124,3 @@ await main("push", 90_000, async (result) => {
     && (/metrics\/stream/.test(p) || /^console error .*Failed to load resource/.test(p))));
   for (const p of result.problems) result.failures.push(p);
 });
-
-/** Resolves once `ok()` holds (asked every 50 ms), or after `ms`. */
-async function until(ok, ms) {
-  const end = performance.now() + ms;
-  while (!ok() && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
-}
-
-/** The tab hidden or shown, as the page sees it (headless chromium never hides a tab itself). */
-async function setVisibility(page, state) {
-  await page.evaluate((s) => {
-    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => s });
-    Object.defineProperty(document, "hidden", { configurable: true, get: () => s === "hidden" });
-    document.dispatchEvent(new Event("visibilitychange"));
-  }, state);
-}
