@@ -151,24 +151,10 @@ export function MetricPanel(props: MetricPanelProps) {
         y: { distr: logY ? 3 : 1 },
       },
       axes: [
-        { ...axis, size: 30, values: xMode === "ts" ? (u: uPlot, splits: number[]) => fmtTimeTicks(splits, (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0)) : (_u: uPlot, splits: number[]) => splits.map((v) =>
-          Math.abs(v) >= 1e6 ? `${fmtTick(v / 1e6)}M` : Math.abs(v) >= 10_000 ? `${fmtTick(v / 1000)}k` : fmtTick(v)) },
+        { ...axis, size: 30, values: xTicks(xMode) },
         { ...axis, size: autoSize, values: (_u: uPlot, splits: number[]) => splits.map(fmtTick) },
       ],
-      hooks: {
-        setCursor: [(u) => writeReadout(u)],
-        setSelect: [(u) => {
-          if (u.select.width < 4) return;
-          const lo = u.posToVal(u.select.left, "x");
-          const hi = u.posToVal(u.select.left + u.select.width, "x");
-          u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
-          if (hi > lo) state.current.onZoom([Math.floor(lo), Math.ceil(hi)]);
-        }],
-        draw: [(u) => drawMarks(u, state.current.marks, t.font)],
-        ready: [(u) => {
-          u.over.addEventListener("dblclick", () => state.current.onZoom(null));
-        }],
-      },
+      hooks: { setCursor: [(u) => writeReadout(u)], ...zoomAndMarkHooks(state, t.font) },
     };
     return opts;
     // theme: rebuild with the new CSS colors; runKey: the series list changed.
@@ -215,6 +201,30 @@ export function MetricPanel(props: MetricPanelProps) {
       <UPlotChart options={options} height={height} onChart={onChart} />
     </div>
   );
+}
+
+/** The x axis' tick labels: times, or steps with k and M past 10,000 and 1,000,000. */
+export function xTicks(xMode: XMode): (u: uPlot, splits: number[]) => string[] {
+  if (xMode === "ts") return (u, splits) => fmtTimeTicks(splits, (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0));
+  return (_u, splits) => splits.map((v) =>
+    Math.abs(v) >= 1e6 ? `${fmtTick(v / 1e6)}M` : Math.abs(v) >= 10_000 ? `${fmtTick(v / 1000)}k` : fmtTick(v));
+}
+
+/** A panel's hooks for zooming (drag to zoom in, double-click to zoom out, through the panel's
+ * current ``onZoom``) and for drawing its marks. */
+export function zoomAndMarkHooks(state: { current: { onZoom: (r: [number, number] | null) => void; marks: MetricPanelProps["marks"] } },
+  font: string): uPlot.Hooks.Arrays {
+  return {
+    setSelect: [(u) => {
+      if (u.select.width < 4) return;
+      const lo = u.posToVal(u.select.left, "x");
+      const hi = u.posToVal(u.select.left + u.select.width, "x");
+      u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+      if (hi > lo) state.current.onZoom([Math.floor(lo), Math.ceil(hi)]);
+    }],
+    draw: [(u) => drawMarks(u, state.current.marks, font)],
+    ready: [(u) => u.over.addEventListener("dblclick", () => state.current.onZoom(null))],
+  };
 }
 
 export function drawMarks(u: uPlot, marks: MetricPanelProps["marks"], _font: string): void {

@@ -7,7 +7,7 @@ import { useCallback, useEffect, useMemo, useRef } from "react";
 import uPlot from "uplot";
 import { autoSize } from "../../charts/axis";
 import { withAlpha } from "../../charts/colors";
-import { drawMarks, fmtX, type Mark, type XMode } from "../../charts/MetricPanel";
+import { fmtX, xTicks, zoomAndMarkHooks, type Mark, type XMode } from "../../charts/MetricPanel";
 import { nearestValue } from "../../charts/panelData";
 import type { SeriesStore } from "../../charts/series";
 import { chartTheme } from "../../charts/theme";
@@ -105,21 +105,10 @@ export function BandPanel({ store, name, groups, smoothing, xMode, zoom, onZoom,
         points: { show: false } },
       scales: { x: { time: xMode === "ts" } },
       axes: [
-        { ...axis, size: 30, values: (_u: uPlot, splits: number[]) => splits.map((v) => (xMode === "ts" ? fmtX(v, "ts") : fmtTick(v))) },
+        { ...axis, size: 30, values: xTicks(xMode) },
         { ...axis, size: autoSize, values: (_u: uPlot, splits: number[]) => splits.map(fmtTick) },
       ],
-      hooks: {
-        setCursor: [(u) => writeReadout(u)],
-        setSelect: [(u) => {
-          if (u.select.width < 4) return;
-          const lo = u.posToVal(u.select.left, "x");
-          const hi = u.posToVal(u.select.left + u.select.width, "x");
-          u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
-          if (hi > lo) state.current.onZoom([Math.floor(lo), Math.ceil(hi)]);
-        }],
-        draw: [(u) => drawMarks(u, state.current.marks, t.font)],
-        ready: [(u) => u.over.addEventListener("dblclick", () => state.current.onZoom(null))],
-      },
+      hooks: { setCursor: [(u) => writeReadout(u)], ...zoomAndMarkHooks(state, t.font) },
     };
   }, [groupKey, xMode, syncKey, theme, writeReadout]); // eslint-disable-line react-hooks/exhaustive-deps
 
