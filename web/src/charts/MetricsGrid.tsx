@@ -56,29 +56,34 @@ export function groupNames(names: readonly string[]): [string, string[]][] {
   return [...groups.entries()].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0].localeCompare(b[0])));
 }
 
-export function GridToolbar({ view, setView, extra, names, width }: {
-  view: GridView; setView: (p: Partial<GridView>) => void; extra?: ReactNode; names: number; width: number | null }) {
+/** The charts' toolbar: metric filter, x axis, smoothing, log y (where the view has it), the zoom
+ * chip, and what the grid shows. */
+export function GridToolbar<V extends Omit<GridView, "logy"> & { logy?: boolean }>({ view, setView, extra, names, width }: {
+  view: V; setView: (p: Partial<V>) => void; extra?: ReactNode; names: number; width: number | null }) {
   const [draft, setDraft] = useState(view.smooth);
   useEffect(() => setDraft(view.smooth), [view.smooth]);
   return (
     <div className="toolbar chart-toolbar">
       <div className="search">
         <Icon name="search" size={14} />
-        <input value={view.m} onChange={(e) => setView({ m: e.target.value })} placeholder="Metrics: loss, eval/*"
+        <input value={view.m} onChange={(e) => setView({ m: e.target.value } as Partial<V>)} placeholder="Metrics: loss, eval/*"
           aria-label="Filter metrics" />
       </div>
-      <Segmented label="X axis" value={view.x} onChange={(x) => setView({ x, xr: null })}
+      <Segmented label="X axis" value={view.x} onChange={(x) => setView({ x, xr: null } as Partial<V>)}
         options={[{ id: "step", label: "Step" }, { id: "ts", label: "Time" }]} />
       <label className="slider" title="Exponential moving average (debiased, as TensorBoard)">
         <span>Smoothing</span>
         <input type="range" min={0} max={0.99} step={0.01} value={draft} onChange={(e) => setDraft(Number(e.target.value))}
-          onPointerUp={() => setView({ smooth: draft })} onKeyUp={() => setView({ smooth: draft })} aria-label="Smoothing" />
+          onPointerUp={() => setView({ smooth: draft } as Partial<V>)} onKeyUp={() => setView({ smooth: draft } as Partial<V>)}
+          aria-label="Smoothing" />
         <b className="mono">{draft.toFixed(2)}</b>
       </label>
-      <button className={view.logy ? "btn btn-sm on" : "btn btn-sm"} aria-pressed={view.logy} onClick={() => setView({ logy: !view.logy })}
-        title="Logarithmic y axis">log y</button>
+      {view.logy !== undefined && (
+        <button className={view.logy ? "btn btn-sm on" : "btn btn-sm"} aria-pressed={view.logy}
+          onClick={() => setView({ logy: !view.logy } as Partial<V>)} title="Logarithmic y axis">log y</button>
+      )}
       {view.xr && (
-        <button className="chip on zoom-chip" onClick={() => setView({ xr: null })} title="Zoom out (or double-click a chart)">
+        <button className="chip on zoom-chip" onClick={() => setView({ xr: null } as Partial<V>)} title="Zoom out (or double-click a chart)">
           <Icon name="zoomOut" size={13} />{fmtX(view.xr[0], view.x)} – {view.x === "ts" ? fmtX(view.xr[1], "ts") : fmtInt(view.xr[1])}
           <Icon name="x" size={12} />
         </button>

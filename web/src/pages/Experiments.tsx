@@ -4,11 +4,11 @@
 // for a sweep, parallel coordinates, a scatter and parameter importance. Brushing an axis
 // filters the table and the charts. The URL holds the whole view (experiments/viewState.ts).
 
-import { memo, useEffect, useMemo, useState } from "react";
+import { memo, useMemo, useState } from "react";
 import { useResource } from "../api/hooks";
 import { colorsFor } from "../charts/colors";
-import { nameMatcher } from "../charts/MetricsGrid";
-import { Empty, ErrorBanner, Loading, PageHeader, Segmented } from "../components/ui";
+import { GridToolbar, nameMatcher } from "../charts/MetricsGrid";
+import { Empty, ErrorBanner, Loading, PageHeader } from "../components/ui";
 import { Icon } from "../components/Icon";
 import { fmtInt } from "../lib/format";
 import type { PrimaryScope } from "../lib/primary";
@@ -151,30 +151,10 @@ const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labe
     color: colors.get(r.run.id)!, group: groupCol ? valueKey(r.values[groupCol.id]) : undefined })), [rows, labels, colors, groupCol]);
   const shown = useMemo(() => metrics.filter(nameMatcher(view.m)), [metrics, view.m]); // the reply's order: the primary first
   const live = useMemo(() => rows.slice(0, PANEL_RUNS).filter((r) => r.run.status === "RUNNING").map((r) => r.run.id), [rows]);
-  const [draft, setDraft] = useState(view.smooth);
-  useEffect(() => setDraft(view.smooth), [view.smooth]);
   return (
     <section className="exp-section" aria-label="Metric panels">
-      <div className="toolbar chart-toolbar">
-        <div className="search">
-          <Icon name="search" size={14} />
-          <input value={view.m} onChange={(e) => setView({ m: e.target.value })} placeholder="Metrics: loss, eval/*" aria-label="Filter metrics" />
-        </div>
-        <Segmented label="X axis" value={view.x} onChange={(x) => setView({ x, xr: null })}
-          options={[{ id: "step", label: "Step" }, { id: "ts", label: "Time" }]} />
-        <label className="slider" title="Exponential moving average (debiased, as TensorBoard)">
-          <span>Smoothing</span>
-          <input type="range" min={0} max={0.99} step={0.01} value={draft} onChange={(e) => setDraft(Number(e.target.value))}
-            onPointerUp={() => setView({ smooth: draft })} onKeyUp={() => setView({ smooth: draft })} aria-label="Smoothing" />
-          <b className="mono">{draft.toFixed(2)}</b>
-        </label>
-        {view.xr && (
-          <button type="button" className="chip on" onClick={() => setView({ xr: null })} title="Zoom out">
-            zoom {fmtInt(view.xr[0])}–{fmtInt(view.xr[1])} <Icon name="x" size={11} />
-          </button>
-        )}
-        {rows.length > PANEL_RUNS && <span className="toolbar-note muted small">the first {PANEL_RUNS} of {fmtInt(rows.length)} runs</span>}
-      </div>
+      <GridToolbar view={view} setView={setView} names={0} width={null}
+        extra={rows.length > PANEL_RUNS && <span className="toolbar-note muted small">the first {PANEL_RUNS} of {fmtInt(rows.length)} runs</span>} />
       {shown.length ? (
         <ExperimentPanels runs={runs} metrics={shown} x={view.x} smooth={view.smooth} zoom={view.xr}
           onZoom={(xr) => setView({ xr })} live={live} groups={!!groupCol} primary={scope ? null : primary /* the ★ button shows it */}
