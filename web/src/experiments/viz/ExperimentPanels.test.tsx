@@ -1,7 +1,7 @@
 import { act, cleanup, render, renderHook, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ExperimentPanels, RUNS_SETTLE_MS, useSettledRuns, type PanelRunSpec } from "./ExperimentPanels";
-import { chunks, Holdings, MAX_STREAMS, nextBatch, pointsFor, TAIL_MIN_MS } from "./panelLoader";
+import { chunks, Holdings, nextBatch, pointsFor, usePanelsLoader } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
 
 function json(body: unknown) {
@@ -29,6 +29,7 @@ let restoreWidth: () => void;
 let hold: Promise<void> | null;
 let stream: ReadableStreamDefaultController<Uint8Array> | null;
 let stagger: boolean; // metric replies land 40 ms apart, in the order asked
+let refuse: boolean; // the several-run stream answers 503 (down: reconnecting)
 const say = (text: string) => stream!.enqueue(new TextEncoder().encode(text));
 
 beforeEach(() => {
@@ -36,6 +37,7 @@ beforeEach(() => {
   hold = null;
   stream = null;
   stagger = false;
+  refuse = false;
   canvas = recordCanvas();
   restoreWidth = fakeWidth(500);
   vi.stubGlobal("fetch", vi.fn(async (url: string, init: RequestInit) => {
@@ -47,19 +49,24 @@ beforeEach(() => {
       if (stagger) await new Promise((r) => setTimeout(r, 40 * calls.filter((c) => c.path === path).length));
       return json({ runs: body.run_ids.map((id: string, i: number) => runMetrics(id, body.names, i * 10)) });
     }
-    if (path.endsWith("/metrics/stream")) {
+    if (path.startsWith("/api/v1/runs/metrics/stream?")) {
+      if (refuse) return new Response("{}", { status: 503 });
       return new Response(new ReadableStream<Uint8Array>({
         start(controller) {
-          if (path === "/api/v1/runs/a/metrics/stream") stream = controller;
+          stream = controller;
           init.signal?.addEventListener("abort", () => controller.error(new DOMException("aborted", "AbortError")));
         },
       }), { status: 200, headers: { "Content-Type": "text/event-stream" } });
     }
-    if (path.startsWith("/api/v1/runs/a/metrics?")) {
+    const read = /^\/api\/v1\/runs\/([^/]+)\/metrics\?/.exec(path);
+    if (read) {
+      const query = new URL(path, "http://x").searchParams;
+      const names = query.get("names")!.split(",");
+      const m = runMetrics(read[1], names, 0);
+      if (query.get("start") === null) return json(m); // a fresh overview: steps 0..30
       // The tail after step 30: the last bucket again and a new one.
-      const m = runMetrics("a", ["val/loss"], 0);
-      return json({ ...m, x: [30, 40], series: { "val/loss": { min: [4, 5], max: [4, 5], avg: [4, 5], last: [4, 5], count: [1, 1],
-        nan: [0, 0] } } });
+      const tail = { min: [4, 5], max: [4, 5], avg: [4, 5], last: [4, 5], count: [1, 1], nan: [0, 0] };
+      return json({ ...m, x: [30, 40], series: Object.fromEntries(names.map((n) => [n, tail])) });
     }
     if (path.startsWith("/api/v1/events")) {
       const run = new URL(path, "http://x").searchParams.get("run_id");
@@ -187,32 +194,6 @@ describe("ExperimentPanels", () => {
     expect(strokes).not.toContain("#00ff00");
   });
 
-  it("follows a live run by its metric stream: a tail from its last step when points are announced, no timer", async () => {
-    const intervals = vi.spyOn(globalThis, "setInterval");
-    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss"]} x="step" smooth={0}
-      zoom={null} onZoom={() => undefined} live={["a"]} groups={false} />);
-    const points = () => container.querySelector('.chart-panel[data-metric="val/loss"]')?.getAttribute("data-points");
-    await waitFor(() => expect(points()).toBe("4"));
-    await waitFor(() => expect(stream).not.toBeNull());
-    say("event: points\ndata: {}\n\n");
-    await waitFor(() => expect(points()).toBe("5"));
-    const tail = calls.find((c) => c.path.startsWith("/api/v1/runs/a/metrics?"))!;
-    const query = new URL(tail.path, "http://x").searchParams;
-    expect(query.get("start")).toBe("30");
-    expect(query.get("names")).toContain("val/loss");
-    expect(intervals.mock.calls.filter(([, ms]) => ms === 3000)).toHaveLength(0); // no fallback poll while the stream is up
-    intervals.mockRestore();
-    // Two more announcements at once: one more tail, no sooner than TAIL_MIN_MS after the last.
-    const tails = () => calls.filter((c) => c.path.startsWith("/api/v1/runs/a/metrics?"));
-    const before = tails().length;
-    say("event: points\ndata: {}\n\n");
-    say("event: points\ndata: {}\n\n");
-    await waitFor(() => expect(tails().length).toBe(before + 1), { timeout: TAIL_MIN_MS + 1000 });
-    expect(tails()[before].at - tails()[before - 1].at).toBeGreaterThanOrEqual(TAIL_MIN_MS - 5);
-    await new Promise((r) => setTimeout(r, 100));
-    expect(tails().length).toBe(before + 1);
-  });
-
   it("fetches nothing when the runs narrow (a brush) and only the added run when one joins", async () => {
     const props = { metrics: ["val/loss"], x: "step" as const, smooth: 0, zoom: null, onZoom: () => undefined, live: [], groups: false };
     const { container, rerender } = render(<ExperimentPanels runs={runs.slice(0, 2)} {...props} />);
@@ -228,27 +209,86 @@ describe("ExperimentPanels", () => {
   });
 });
 
-describe("live runs", () => {
-  it("open one stream a run, kept while the other metrics land one by one", async () => {
-    stagger = true;
-    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss", "acc", "lr", "gn"]} x="step" smooth={0}
-      zoom={null} onZoom={() => undefined} live={["a"]} groups={false} />);
-    await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("4"));
-    await waitFor(() => expect(stream).not.toBeNull());
-    expect(calls.filter((c) => c.path.endsWith("/metrics/stream"))).toHaveLength(1);
-  });
-});
+const streamCalls = () => calls.filter((c) => c.path.startsWith("/api/v1/runs/metrics/stream?"));
+const reads = () => calls.filter((c) => /^\/api\/v1\/runs\/[^/]+\/metrics\?/.test(c.path));
+const batch = (run: string, seq: number, steps: number[], values: (number | null)[], nonfinite?: Record<string, number[]>) =>
+  `event: points\nid: 0000abcd-${seq}\ndata: ${JSON.stringify({ run_id: run, seq,
+    series: { "val/loss": { step: steps, ts: steps.map((s) => 1000 + s), value: values, ...(nonfinite ? { nonfinite } : {}) } } })}\n\n`;
+const eight: PanelRunSpec[] = Array.from({ length: 8 }, (_, i) => ({ id: `r${i}`, label: `r${i}`, color: "#123456" }));
 
-describe("many live runs", () => {
-  it("opens at most MAX_STREAMS metric streams and polls the other live runs (no connection left for them)", async () => {
-    const many: PanelRunSpec[] = Array.from({ length: MAX_STREAMS + 2 }, (_, i) => ({ id: `r${i}`, label: `r${i}`, color: "#123456" }));
+describe("live runs", () => {
+  it("are followed on one stream, read once on ready, and ask nothing more while it is up and quiet", async () => {
+    stagger = true;
     const intervals = vi.spyOn(globalThis, "setInterval");
+    const onPoints = vi.fn();
+    const { container } = render(<ExperimentPanels runs={eight} metrics={["val/loss", "acc"]} x="step" smooth={0} zoom={null}
+      onZoom={() => undefined} live={eight.map((r) => r.id)} groups={false} onPoints={onPoints} />);
+    await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("2"));
+    await waitFor(() => expect(stream).not.toBeNull());
+    expect(streamCalls()).toHaveLength(1); // kept open while the second metric landed
+    const q = new URL(streamCalls()[0].path, "http://x").searchParams;
+    expect(q.get("run_ids")).toBe("r0,r1,r2,r3,r4,r5,r6,r7");
+    expect(q.get("names")).toBe("val/loss,acc");
+    say("event: ready\ndata: {}\n\n");
+    await waitFor(() => expect(reads()).toHaveLength(8)); // each live run's series read again once
+    expect(reads().every((c) => !new URL(c.path, "http://x").searchParams.has("start"))).toBe(true);
+    const before = calls.length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(calls.length).toBe(before);
+    expect(intervals.mock.calls.filter(([, ms]) => ms === 3000)).toHaveLength(0); // no polling while the stream is up
+    intervals.mockRestore();
+    // Points land from the event itself: drawn, the page told, and no metrics request (the marks' events are read again).
+    const points = () => container.querySelector('.chart-panel[data-metric="val/loss"]')?.getAttribute("data-points");
+    expect(points()).toBe("4");
+    say(batch("r3", 7, [40, 41], [5, 6]));
+    await waitFor(() => expect(points()).toBe("6"));
+    expect(onPoints).toHaveBeenCalledTimes(1);
+    expect(calls.slice(before).filter((c) => !c.path.startsWith("/api/v1/events"))).toEqual([]);
+  });
+
+  it("take the points from the events into the runs' series, each batch and point once, on the overview's buckets", async () => {
+    const { result } = renderHook(() => usePanelsLoader({ runs: ["a", "b"], metrics: ["val/loss"], x: "step", zoom: null,
+      live: ["a", "b"] }));
+    await waitFor(() => expect(stream).not.toBeNull());
+    say("event: ready\ndata: {}\n\n");
+    await waitFor(() => expect(reads()).toHaveLength(2));
+    const col = () => result.current.store("val/loss").columns("a", "val/loss")!;
+    await waitFor(() => expect(col().x).toEqual([0, 10, 20, 30]));
+    say(batch("a", 3, [30, 31, 32], [9, 5, 6])); // step 30 is in the read already
+    await waitFor(() => expect(col().x).toEqual([0, 10, 20, 30, 31, 32]));
+    expect(col().val.slice(4)).toEqual([5, 6]);
+    say(batch("a", 3, [33], [7])); // the same batch again (a resume): ignored
+    say(batch("a", 4, [32, 33, 34], [6, 7, null], { NaN: [2] })); // step 32 sent twice; a NaN is kept as a gap
+    await waitFor(() => expect(col().x).toEqual([0, 10, 20, 30, 31, 32, 33, 34]));
+    expect(col().val.slice(4)).toEqual([5, 6, 7, null]);
+    expect(result.current.store("val/loss").columns("b", "val/loss")!.x).toEqual([0, 10, 20, 30]);
+    expect(reads()).toHaveLength(2);
+    // A reset reads every run's series again.
+    say("event: reset\ndata: {}\n\n");
+    await waitFor(() => expect(reads()).toHaveLength(4));
+    await waitFor(() => expect(col().x).toEqual([0, 10, 20, 30]));
+  });
+
+  it("poll with a tail read only while the stream is down", async () => {
+    refuse = true;
+    renderHook(() => usePanelsLoader({ runs: ["a"], metrics: ["val/loss"], x: "step", zoom: null, live: ["a"], pollMs: 40 }));
+    await waitFor(() => expect(reads().length).toBeGreaterThanOrEqual(2));
+    expect(new URL(reads()[0].path, "http://x").searchParams.get("start")).toBe("30");
+    refuse = false; // the stream's retry (after its backoff) gets through: polling stops
+    await waitFor(() => expect(stream).not.toBeNull(), { timeout: 3000 });
+    await new Promise((r) => setTimeout(r, 60));
+    const polled = reads().length;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(reads().length).toBe(polled);
+  });
+
+  it("go on several streams only past MAX_FOLLOWED runs (a browser holds six connections)", async () => {
+    const many: PanelRunSpec[] = Array.from({ length: 70 }, (_, i) => ({ id: `r${i}`, label: `r${i}`, color: "#123456" }));
     const { container } = render(<ExperimentPanels runs={many} metrics={["val/loss"]} x="step" smooth={0} zoom={null}
       onZoom={() => undefined} live={many.map((r) => r.id)} groups={false} />);
     await waitFor(() => expect(container.querySelector(".viz-panels")?.getAttribute("data-loaded")).toBe("1"));
-    await waitFor(() => expect(calls.filter((c) => c.path.endsWith("/metrics/stream")).length).toBe(MAX_STREAMS));
-    expect(intervals.mock.calls.filter(([, ms]) => ms === 3000)).toHaveLength(2);
-    intervals.mockRestore();
+    await waitFor(() => expect(streamCalls()).toHaveLength(2));
+    expect(streamCalls().map((c) => new URL(c.path, "http://x").searchParams.get("run_ids")!.split(",").length)).toEqual([64, 6]);
   });
 });
 

@@ -1,7 +1,8 @@
 // The workspace's panel grid: one panel per metric, the ★ primary metric first, every run
 // overlaid in its stable colour (or, grouped, one band per group), the crosshair synced
 // across panels, the runs' warnings, criticals and checkpoints marked on the x axis, and
-// live runs followed by their metric streams. Panels in view load first (panelLoader.ts).
+// live runs followed on one stream of several runs, their points in its events. Panels in
+// view load first (panelLoader.ts).
 
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../../api/client";
@@ -39,6 +40,8 @@ export interface ExperimentPanelsProps {
   headExtra?: (metric: string) => React.ReactNode;
   /** Events per run are read for at most this many runs (the first ones). */
   maxEventRuns?: number;
+  /** Called each time points of a live run land (often: the caller throttles what it does). */
+  onPoints?: () => void;
 }
 
 const SYNC_KEY = "experiments";
@@ -63,7 +66,7 @@ export function useSettledRuns(runs: PanelRunSpec[], ms = RUNS_SETTLE_MS): Panel
 }
 
 export function ExperimentPanels({ runs: asked, metrics, x, smooth, zoom, onZoom, live, groups, primary = null, headExtra,
-  maxEventRuns = 50 }: ExperimentPanelsProps) {
+  maxEventRuns = 50, onPoints: onLivePoints }: ExperimentPanelsProps) {
   const { theme } = useTheme();
   const runs = useSettledRuns(asked);
   const ids = useMemo(() => runs.map((r) => r.id), [runs]);
@@ -71,6 +74,7 @@ export function ExperimentPanels({ runs: asked, metrics, x, smooth, zoom, onZoom
   const lastEvents = useRef(0);
   // Marks follow live runs: their streams' announcements refresh the events, at most every 15 s (no timer).
   const onPoints = () => {
+    onLivePoints?.();
     const now = Date.now();
     if (now - lastEvents.current < EVENT_REFRESH_MS) return;
     lastEvents.current = now;

@@ -1,16 +1,17 @@
 // Loading the workspace's panels, visible first: one SeriesStore per metric, so a metric is
 // fetched (for every run at once, downsampled by the server) when its panel first shows,
-// and the panels out of view follow in one batch after those. Live runs are followed as
-// on Compare: each run's metric stream says when points were committed, a tail fetch reads
-// them for the metrics loaded so far; polling runs only while a stream is down.
+// and the panels out of view follow in one batch after those. Live runs are followed on one
+// stream of several runs (GET /runs/metrics/stream?run_ids=) whose events carry the points
+// (streamedPoints.ts); polling runs only while that stream is down.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../../api/client";
 import { EventStream } from "../../api/sse";
 import type { RunMetrics } from "../../api/types";
 import { FallbackPoll } from "../../charts/fallbackPoll";
-import { TailQueue } from "../../charts/loader";
+import { MAX_FOLLOWED, TailQueue } from "../../charts/loader";
 import { SeriesStore } from "../../charts/series";
+import { LiveBuckets, parseRunPoints, type RunPoints } from "./streamedPoints";
 import { ThrottledFrames } from "./throttledFrames";
 
 /** POST /runs/metrics:query takes at most this many runs; more go in several requests at once. */
@@ -21,10 +22,8 @@ export const PANEL_POINTS = 400;
 export const PANEL_POINT_BUDGET = 12_000;
 /** The panels redraw at most this often as points land (live tails, metrics loading one by one). */
 export const REDRAW_MS = 500;
-/** A live run's tails are fetched at most this often (its stream may announce points several times a second). */
-export const TAIL_MIN_MS = 1500;
-/** Browsers open 6 HTTP/1.1 connections per origin and a metric stream holds one: at most this many, the rest are for fetches. */
-export const MAX_STREAMS = 4;
+/** The stream is told the panels' metrics when there are at most this many (the daemon's limit of names); else it sends all. */
+export const MAX_STREAM_NAMES = 200;
 
 /** The points to ask per run for `runs` runs overlaid. */
 export function pointsFor(runs: number, most = PANEL_POINTS): number {
@@ -39,7 +38,7 @@ export interface PanelsLoaderOptions {
   live: readonly string[];
   points?: number;
   pollMs?: number;
-  /** Told when a live run's stream announces points. */
+  /** Told when points of a live run land (or a reset says to read its series again). */
   onPoints?: (runId: string) => void;
 }
 
@@ -159,6 +158,8 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
   }), []);
   const [error, setError] = useState<ApiError | undefined>();
   const holdings = useRef(new Holdings());
+  // Where each run's streamed points go in each metric's columns (restarted by every read).
+  const buckets = useRef(new LiveBuckets());
   // Bumped when a fetch lands: the next batch is worked out again, and `loaded` with it.
   const [landed, setLanded] = useState(0);
 
@@ -175,6 +176,7 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
     controller.current?.abort();
     controller.current = new AbortController();
     holdings.current.clear();
+    buckets.current.clear();
     setError(undefined);
     setLanded((n) => n + 1);
     return () => controller.current?.abort();
@@ -195,7 +197,10 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
     const one = (name: string) => fetchMetrics(batch.runs, [name], x, zoom, points, signal).then((all) => {
       if (gen !== generation.current) return;
       const s = store(name);
-      for (const m of all) s.replace(m.run_id, only(m, name));
+      for (const m of all) {
+        s.replace(m.run_id, only(m, name));
+        buckets.current.restart(m.run_id, name, s.lastX(m.run_id), s.widths.get(m.run_id) ?? 1);
+      }
       holdings.current.done([name], batch.runs, true);
       setLanded((n) => n + 1);
     }, (e) => {
@@ -214,74 +219,95 @@ export function usePanelsLoader({ runs, metrics, x, zoom, live, points: most = P
   const loaded = useMemo(() => new Set(metrics.filter((m) => holdings.current.complete(m, runs))),
     [runsKey, metricsKey, landed]); // eslint-disable-line react-hooks/exhaustive-deps
 
-  // Live tails for the metrics loaded so far, while not zoomed.
+  // Live runs, while not zoomed: their points come on one stream (chunks of MAX_FOLLOWED runs),
+  // each event's points appended to the runs' series as they are; a run's series is read again
+  // only when the stream says so (`ready`, `reset`) or its columns grew long. Polling (a tail
+  // read) only while the stream is down.
   const listeners = useRef({ onPoints });
   listeners.current = { onPoints };
   const liveKey = live.join(",");
   const metricsRef = useRef(metrics);
   metricsRef.current = metrics;
-  // Streams open once the first metric is in, and stay open as the others land (a tail reads
-  // which metrics hold the run when it runs): reopening them per landed metric cost 3 streams a run.
+  // The stream opens once the first metric is in, and stays open as the others land.
   const started = loaded.size > 0;
   useEffect(() => {
     if (zoom || !live.length || !started) return;
     const abort = new AbortController();
-    const lastTail = new Map<string, number>();
-    const tail = async (id: string, full: boolean) => {
-      // Announcements meanwhile gather in the run's TailQueue: one fetch after the wait covers them.
-      const wait = (lastTail.get(id) ?? -Infinity) + TAIL_MIN_MS - performance.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      if (abort.signal.aborted) return;
-      lastTail.set(id, performance.now());
-      const names = metricsRef.current.filter((n) => holdings.current.has(n, id));
-      if (!names.length) return;
-      let last: number | null = null;
-      let most = 0;
-      for (const n of names) {
-        const s = store(n);
-        const lx = s.lastX(id);
-        if (lx !== null) last = last === null ? lx : Math.min(last, lx);
-        most = Math.max(most, s.points(id));
+    const held = (id: string) => metricsRef.current.filter((n) => holdings.current.has(n, id));
+    // A run being read: its events wait, and go on top of what the read brought.
+    const waiting = new Map<string, RunPoints[]>();
+    const take = (p: RunPoints) => {
+      let long = false;
+      for (const [name, s] of Object.entries(p.series)) {
+        if (!holdings.current.has(name, p.run_id)) continue;
+        const t = buckets.current.take(p.run_id, name, s, x);
+        if (!t) continue;
+        const st = store(name);
+        st.append(p.run_id, t.metrics, t.from);
+        long ||= st.points(p.run_id) > points * 3;
       }
+      // Grown long: a fresh overview keeps the columns (and every redraw) small.
+      if (long) queues.get(p.run_id)?.poke(true);
+    };
+    const read = async (id: string, full: boolean) => {
+      const names = held(id);
+      if (!names.length || abort.signal.aborted) return;
+      const last = names.reduce<number | null>((lo, n) => {
+        const lx = store(n).lastX(id);
+        return lx === null ? lo : lo === null ? lx : Math.min(lo, lx);
+      }, null);
+      waiting.set(id, []);
       try {
-        if (full || last === null || most > points * 3) {
+        if (full || last === null) {
           const m = await api.runMetrics(id, { names, x, points }, abort.signal);
           for (const n of names) store(n).replace(id, only(m, n));
         } else {
           const m = await api.runMetrics(id, { names, x, points, start: last }, abort.signal);
           for (const n of names) store(n).append(id, only(m, n), last);
         }
+        for (const n of names) { const st = store(n); buckets.current.restart(id, n, st.lastX(id), st.widths.get(id) ?? 1); }
       } catch (e) {
         if ((e as Error).name === "AbortError") return;
+      } finally {
+        const queued = waiting.get(id) ?? [];
+        waiting.delete(id);
+        if (!abort.signal.aborted) for (const p of queued) take(p);
       }
     };
+    const queues = new Map(live.map((id) => [id, new TailQueue((full) => read(id, full))]));
     const polls: FallbackPoll[] = [];
-    const streams = live.flatMap((id, i) => {
-      const queue = new TailQueue((full) => tail(id, full));
-      const poll = new FallbackPoll(() => queue.poke(false), pollMs);
+    const names = metricsRef.current.length <= MAX_STREAM_NAMES ? metricsRef.current.join(",") : undefined;
+    const streams = chunks(live, MAX_FOLLOWED).map((ids) => {
+      const poll = new FallbackPoll(() => { for (const id of ids) queues.get(id)!.poke(false); }, pollMs);
       polls.push(poll);
-      if (i >= MAX_STREAMS) {
-        // No connection left for its stream (the daemon has no stream of several runs): polled as if its stream were down.
-        poll.onState("failed");
-        queue.poke(false);
-        return [];
-      }
-      return [new EventStream({
-        path: `/runs/${encodeURIComponent(id)}/metrics/stream`,
+      let lastSeq = 0;
+      return new EventStream({
+        path: "/runs/metrics/stream",
+        query: { run_ids: ids.join(","), names },
         onMessage: (m) => {
-          if (m.event === "points" || m.event === "ready") queue.poke(false);
-          else if (m.event === "reset") queue.poke(true);
-          if (m.event === "points" || m.event === "reset") listeners.current.onPoints?.(id);
+          if (m.event === "ready" || m.event === "reset") {
+            for (const id of ids) queues.get(id)!.poke(true);
+            if (m.event === "reset") for (const id of ids) listeners.current.onPoints?.(id);
+            return;
+          }
+          if (m.event !== "points") return;
+          const p = parseRunPoints(m.data);
+          if (!p || !queues.has(p.run_id) || p.seq <= lastSeq) return; // a batch sent again on a resume
+          lastSeq = p.seq;
+          const wait = waiting.get(p.run_id);
+          if (wait) wait.push(p);
+          else take(p);
+          listeners.current.onPoints?.(p.run_id);
         },
         onState: (state) => poll.onState(state),
-      })];
+      });
     });
     return () => {
       abort.abort();
       for (const s of streams) s.close();
       for (const p of polls) p.stop();
     };
-  }, [liveKey, started, x, zoomKey, points, pollMs, store]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [liveKey, started, x, zoomKey, points, pollMs, metricsKey, store]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const loading = useMemo(() => runs.length > 0 && metrics.some((m) => !loaded.has(m)) && !error,
     [runsKey, metricsKey, loaded, error]); // eslint-disable-line react-hooks/exhaustive-deps
