@@ -1,27 +1,34 @@
-"""The live metric feed: ids, resume points, what is kept, and reset when a resume would leave a gap."""
+"""The live metric feed: ids, resume points, what is kept, and reset when a resume would leave a gap;
+and several runs on one stream (``MetricFeeds.follow_many``, behind ``GET /api/v1/runs/metrics/stream``):
+only the followed runs' batches, each naming its run, in seq order across runs; a resume replays
+every followed run's batches after the id once; a gone resume point of any run is a reset."""
 
 from __future__ import annotations
 
 import json
 
 import trio
+import trio.testing
 
 from gpuplaned.service.link import metric_feeds
 from gpuplaned.service.link.metric_feeds import MetricFeeds
 
 
-def batch(step: int, n: int = 1) -> dict:
-    return {"loss": {"step": list(range(step, step + n)), "ts": [0] * n, "value": [0.5] * n}}
+def batch(step: int, n: int = 1, name: str = "loss") -> dict:
+    return {name: {"step": list(range(step, step + n)), "ts": [0] * n, "value": [0.5] * n}}
 
 
-async def frames(feeds: MetricFeeds, run_id: str, last_id: str | None, count: int) -> list[tuple[str, str, dict]]:
+async def frames(feeds: MetricFeeds, runs: str | list[str], last_id: str | None, count: int,
+                 names: tuple[str, ...] = ()) -> list[tuple[str, str, dict]]:
+    """The first ``count`` events of one run's stream (``runs`` a run id) or several runs' (a list)."""
     out = []
-    stream = feeds.follow(run_id, (), last_id)
-    async for raw in stream:
-        fields = dict(line.split(": ", 1) for line in raw.decode().strip().splitlines())
-        out.append((fields["event"], fields["id"], json.loads(fields["data"])))
-        if len(out) == count:
-            break
+    stream = feeds.follow(runs, names, last_id) if isinstance(runs, str) else feeds.follow_many(runs, names, last_id)
+    with trio.fail_after(5):  # a missing frame fails the test instead of hanging it
+        async for raw in stream:
+            fields = dict(line.split(": ", 1) for line in raw.decode().strip().splitlines())
+            out.append((fields["event"], fields["id"], json.loads(fields["data"])))
+            if len(out) == count:
+                break
     await stream.aclose()
     return out
 
@@ -65,3 +72,45 @@ async def test_nonfinite_values_are_null_with_their_indexes():
     (_, _, data), = await frames(feeds, "run_a", feeds.event_id(0), 1)
     assert data["series"]["x"]["value"] == [None, 1.0, None]
     assert data["series"]["x"]["nonfinite"] == {"NaN": [0], "Infinity": [], "-Infinity": [2]}
+
+
+async def test_the_followed_runs_batches_in_seq_order_each_naming_its_run():
+    feeds = MetricFeeds()
+    feeds.publish("run_a", batch(0))  # seq 1
+    feeds.publish("run_b", batch(10))  # 2 (its feed begins at 1: a resume from 1 on misses nothing of it)
+    feeds.publish("run_c", batch(0))  # 3: not followed
+    feeds.publish("run_b", batch(11))  # 4
+    feeds.publish("run_a", batch(1))  # 5
+    got = await frames(feeds, ["run_a", "run_b"], feeds.event_id(1), 3)
+    assert [(d["run_id"], d["seq"], d["series"]["loss"]["step"]) for _, _, d in got] == [
+        ("run_b", 2, [10]), ("run_b", 4, [11]), ("run_a", 5, [1])]
+    assert [event_id for _, event_id, _ in got] == [feeds.event_id(s) for s in (2, 4, 5)]
+    again = await frames(feeds, ["run_a", "run_b"], feeds.event_id(4), 1)  # resumed: each batch once
+    assert [(d["run_id"], d["seq"]) for _, _, d in again] == [("run_a", 5)]
+
+    async with trio.open_nursery() as nursery:
+        seen: list = []
+
+        async def follow() -> None:
+            seen.extend(await frames(feeds, ["run_b", "run_a"], None, 3, ("acc",)))
+
+        nursery.start_soon(follow)
+        await trio.testing.wait_all_tasks_blocked()
+        feeds.publish("run_c", batch(1, name="acc"))
+        feeds.publish("run_b", batch(13))  # no wanted series: no event
+        feeds.publish("run_b", batch(12, name="acc"))
+        feeds.publish("run_a", batch(2, name="acc"))
+    assert [kind for kind, _, _ in seen] == ["ready", "points", "points"]
+    assert [(d["run_id"], d["series"]["acc"]["step"]) for _, _, d in seen[1:]] == [("run_b", [12]), ("run_a", [2])]
+
+
+async def test_a_resume_point_gone_for_any_run_is_a_reset(monkeypatch):
+    monkeypatch.setattr(metric_feeds, "KEEP_POINTS", 10)
+    feeds = MetricFeeds()
+    feeds.publish("run_a", batch(0, 1))  # seq 1
+    for step in range(0, 30, 5):
+        feeds.publish("run_b", batch(step, 5))  # run_b keeps its last two batches only
+    (kind, _, _), = await frames(feeds, ["run_a", "run_b"], feeds.event_id(1), 1)
+    assert kind == "reset"  # run_b's batches 2 to 5 are gone
+    kept = await frames(feeds, ["run_a", "run_b"], feeds.event_id(5), 2)
+    assert [(d["run_id"], d["series"]["loss"]["step"][0]) for _, _, d in kept] == [("run_b", 20), ("run_b", 25)]
