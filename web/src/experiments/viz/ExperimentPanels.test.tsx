@@ -1,7 +1,7 @@
 import { act, cleanup, render, renderHook, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ExperimentPanels, RUNS_SETTLE_MS, useSettledRuns, type PanelRunSpec } from "./ExperimentPanels";
-import { chunks, Holdings, nextBatch, pointsFor, usePanelsLoader } from "./panelLoader";
+import { chunks, Holdings, LIVE_REDRAW_MS, nextBatch, pointsFor, REDRAW_MS, usePanelsLoader } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
 
 function json(body: unknown) {
@@ -267,6 +267,22 @@ describe("live runs", () => {
     say("event: reset\ndata: {}\n\n");
     await waitFor(() => expect(reads()).toHaveLength(4));
     await waitFor(() => expect(col().x).toEqual([0, 10, 20, 30]));
+  });
+
+  it("redraw at most every LIVE_REDRAW_MS while followed", async () => {
+    const { result } = renderHook(() => usePanelsLoader({ runs: ["a"], metrics: ["val/loss"], x: "step", zoom: null, live: ["a"] }));
+    await waitFor(() => expect(stream).not.toBeNull());
+    say("event: ready\ndata: {}\n\n");
+    await waitFor(() => expect(reads()).toHaveLength(1));
+    const s = result.current.store("val/loss");
+    await new Promise((r) => setTimeout(r, LIVE_REDRAW_MS + 50)); // the read's redraw is done
+    const drawn = s.flushes;
+    say(batch("a", 1, [31], [1]));
+    await waitFor(() => expect(s.flushes).toBe(drawn + 1));
+    const at = performance.now();
+    say(batch("a", 2, [32], [1]));
+    await waitFor(() => expect(s.flushes).toBe(drawn + 2), { timeout: LIVE_REDRAW_MS + 500 });
+    expect(performance.now() - at).toBeGreaterThan(REDRAW_MS + 100);
   });
 
   it("poll with a tail read only while the stream is down", async () => {

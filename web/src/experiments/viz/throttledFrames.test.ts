@@ -53,4 +53,18 @@ describe("ThrottledFrames", () => {
     frame();
     expect(ran).toEqual(["a"]);
   });
+
+  it("waits the new minMs once it changes (slower while live runs are followed)", () => {
+    const { t, frame, advance, frames } = rig();
+    const ran: string[] = [];
+    t.request(() => ran.push("a"));
+    frame();
+    t.minMs = 1000;
+    t.request(() => ran.push("b"));
+    advance(999);
+    expect(frames.size).toBe(0);
+    advance(1);
+    frame();
+    expect(ran).toEqual(["a", "b"]);
+  });
 });

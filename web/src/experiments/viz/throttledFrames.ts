@@ -18,7 +18,8 @@ export class ThrottledFrames implements FrameScheduler {
   private nextId = 1;
   private readonly pending = new Map<number, { timer?: ReturnType<typeof setTimeout>; frame?: number }>();
 
-  constructor(private readonly minMs: number, private readonly now: () => number = () => performance.now(),
+  /** `minMs` may change (e.g. slower while only live points land); the next request uses it. */
+  constructor(public minMs: number, private readonly now: () => number = () => performance.now(),
     private readonly frames: FrameScheduler = animationFrames, private readonly timers: OneShotTimers = REAL_TIMERS) {}
 
   request(callback: () => void): number {
