@@ -237,8 +237,10 @@ async function follow(result) {
   });
   await page.goto(new URL(path, base).href);
   await page.waitForFunction(() => window.__allDrawnMs !== null, null, { timeout: 60_000, polling: 100 });
+  // Each chart's last x (step): a chart that keeps up moves it on (its x count may drop when a
+  // live run's overview is read again, so that is not the measure).
   const points = () => page.evaluate(() => [...document.querySelectorAll(".viz-panels .chart-panel")]
-    .map((p) => Number(p.dataset.points ?? 0)));
+    .map((p) => Number(p.dataset.lastX || 0)));
   const cdp = await context.newCDPSession(page);
   await cdp.send("Performance.enable", { timeDomain: "timeTicks" });
   const read = async () => Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
@@ -254,7 +256,7 @@ async function follow(result) {
     window_s: wall, busy: share("TaskDuration"), cpu: after.ThreadTime === undefined ? null : share("ThreadTime"),
     script: share("ScriptDuration"), layout: share("LayoutDuration"),
     style: share("RecalcStyleDuration"), metrics_requests: requests, stream_requests: streams,
-    charts: pointsAfter.length, points_before: pointsBefore, points_after: pointsAfter,
+    charts: pointsAfter.length, steps_before: pointsBefore, steps_after: pointsAfter,
     js_heap_mb: after.JSHeapUsedSize / 1048576,
   });
   await cdp.detach();

@@ -170,8 +170,12 @@ export function MetricPanel(props: MetricPanelProps) {
       // For load-time checks (scripts/measure-open.mjs): when this panel first had points to draw.
       performance.mark(`gpuplane:chart-drawn:${name}`);
     }
-    // How many x values the chart holds, for the browser tests (web/e2e): a live run's grows.
-    if (panel.current) panel.current.dataset.points = String(data[0].length);
+    // How many x values the chart holds, and its last, for the browser tests and benches (web/e2e):
+    // a live run's last x moves on (the count may drop when an overview is read again).
+    if (panel.current) {
+      panel.current.dataset.points = String(data[0].length);
+      panel.current.dataset.lastX = String(data[0].length ? data[0][data[0].length - 1] : "");
+    }
     if (s.zoom) {
       u.setData(data, false);
       u.setScale("x", { min: s.zoom[0], max: s.zoom[1] });

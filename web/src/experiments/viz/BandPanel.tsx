@@ -122,7 +122,10 @@ export function BandPanel({ store, name, groups, smoothing, xMode, zoom, onZoom,
       // As MetricPanel: when this panel first had points to draw (bench/ui_bench.py reads it).
       performance.mark(`gpuplane:chart-drawn:${name}`);
     }
-    if (panel.current) panel.current.dataset.points = String(data[0].length);
+    if (panel.current) {  // as MetricPanel: for the browser tests and benches
+      panel.current.dataset.points = String(data[0].length);
+      panel.current.dataset.lastX = String(data[0].length ? data[0][data[0].length - 1] : "");
+    }
     if (s.zoom) {
       u.setData(data, false);
       u.setScale("x", { min: s.zoom[0], max: s.zoom[1] });
