@@ -93,10 +93,11 @@ else
 UI_TEST_DEPS := node-check $(WEB_BUILD) $(CHROMIUM)
 endif
 
-# Two pytest workers (pytest-xdist): most tests wait on real daemons and child processes, so
-# one process keeps 2 cores half idle; two ran tests/ctl in 148 s instead of 247 s. A test
-# file stays on one worker (--dist loadfile), so a module's shared daemon starts once.
-TEST_WORKERS ?= 2
+# Three pytest workers (pytest-xdist) on 2 cores: most tests wait on real daemons and child
+# processes. One process kept 2 cores half idle (two ran tests/ctl in 148 s instead of 247 s),
+# and two still did: a full two-worker run used 1.16 cores on average (22 min of CPU in 19 min).
+# A test file stays on one worker (--dist loadfile), so a module's shared daemon starts once.
+TEST_WORKERS ?= 3
 
 test: $(STAMP) $(UI_TEST_DEPS) slurm-install
 ifneq ($(GPUPLANE_SKIP_UI_TESTS),1)
