@@ -31,9 +31,10 @@ _VIEW = Param("view_id", "the view's id (the short link's /v/<id>)")
 
 CREATE = api.post("/api/v1/views", "createView", "Keep a page's URL state under a short id (a short link, or a "
                                                  "saved view with a name)",
-                  Reply(201, ViewReply, "The new view."), errors=(400, 413), body=ViewCreate,
+                  Reply(201, ViewReply, "The new view."), errors=(400, 409, 413), body=ViewCreate,
                   also=(Reply(200, ViewReply, "The same page, name and state were posted before: that view."),),
-                  description="The state is at most 64 KiB of UTF-8 (400 naming the limit beyond). A read scope "
+                  description="The state is at most 64 KiB of UTF-8 (400 naming the limit beyond); a token or browser "
+                              "session keeps at most 1,000 views (409 beyond: delete some). A read scope "
                               "may create views: sharing a link is reading.")
 LIST = api.get("/api/v1/views", "listViews", "Views, newest first", Reply(200, ViewList, "The views."),
                errors=(400,), query=ViewsQuery)

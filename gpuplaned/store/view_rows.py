@@ -32,6 +32,11 @@ def get_view(conn: sqlite3.Connection, view_id: str) -> tuple[View, str | None] 
     return (_view(row[:5]), row[5]) if row else None
 
 
+def count_of(conn: sqlite3.Connection, token_id: str) -> int:
+    """How many views ``token_id`` has made (and not deleted)."""
+    return conn.execute("SELECT count(*) FROM views WHERE token_id = ?", (token_id,)).fetchone()[0]
+
+
 def id_taken(conn: sqlite3.Connection, view_id: str) -> bool:
     return conn.execute("SELECT 1 FROM views WHERE id = ?", (view_id,)).fetchone() is not None
 

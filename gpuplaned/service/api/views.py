@@ -3,8 +3,9 @@ travels as ``/v/<id>``; a named one is a saved view.
 
 - The id is url-safe and random (``secrets``: 11 characters), so no one reaches another's view
   by counting; the same page, name and state posted again answers the id it got first.
-- A state is at most ``MAX_STATE_BYTES`` (64 KiB of UTF-8): a read scope may create views
-  (sharing a link is reading), and that bound keeps it from filling the disk much.
+- A state is at most ``MAX_STATE_BYTES`` (64 KiB of UTF-8), and a token or browser session keeps
+  at most ``MAX_VIEWS_EACH`` views (64 MiB): a read scope may create views (sharing a link is
+  reading), and these bounds keep it from filling the disk. The local socket (the user) has none.
 - Deleting: the local socket and a write (or admin) scope delete any; a read-only caller only
   the views it created.
 """
@@ -32,6 +33,7 @@ MAX_STATE_BYTES = 64 * 1024
 ID_BYTES = 8  # 11 url-safe characters
 PAGE_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"
 MAX_LISTED = 500
+MAX_VIEWS_EACH = 1_000
 
 
 def _state_fault(state: str) -> str | None:
@@ -84,6 +86,10 @@ async def create_view(shared: ServerContext, body: ViewCreate, caller: Any = Non
         found = view_rows.find_by_hash(conn, state_hash)
         if found is not None:
             return found, False
+        if owner is not None and (made := view_rows.count_of(conn, owner)) >= MAX_VIEWS_EACH:
+            raise ApiError(ErrorCode.CONFLICT, f"this caller has {made} views, the most one may keep "
+                           f"({MAX_VIEWS_EACH}); delete some (DELETE /api/v1/views/{{id}}) to make more",
+                           {"limit": MAX_VIEWS_EACH, "views": made})
         view_id = secrets.token_urlsafe(ID_BYTES)
         while view_rows.id_taken(conn, view_id):
             view_id = secrets.token_urlsafe(ID_BYTES)

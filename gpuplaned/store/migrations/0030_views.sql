@@ -12,3 +12,4 @@ CREATE TABLE views (
 );
 CREATE UNIQUE INDEX idx_views_state ON views(state_hash);
 CREATE INDEX idx_views_saved ON views(created_at DESC, id DESC) WHERE name IS NOT NULL;
+CREATE INDEX idx_views_owner ON views(token_id) WHERE token_id IS NOT NULL;  -- a caller's count, for its cap

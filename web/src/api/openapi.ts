@@ -1479,7 +1479,7 @@ export interface paths {
         put?: never;
         /**
          * Keep a page's URL state under a short id (a short link, or a saved view with a name)
-         * @description The state is at most 64 KiB of UTF-8 (400 naming the limit beyond). A read scope may create views: sharing a link is reading. HTTP front: a token with the `read` scope.
+         * @description The state is at most 64 KiB of UTF-8 (400 naming the limit beyond); a token or browser session keeps at most 1,000 views (409 beyond: delete some). A read scope may create views: sharing a link is reading. HTTP front: a token with the `read` scope.
          */
         post: operations["createView"];
         delete?: never;
