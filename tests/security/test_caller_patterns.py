@@ -39,7 +39,10 @@ from gpuplaned.protocol.errors import ApiError, ErrorCode
 CATASTROPHIC = [r"(.+)+X", r"(a|aa)+$", r"(a*)*b", r"(a+)+$", r"(.*a){12}X", r"^(\w+\s?)*$"]
 LINE = "a" * 33 + "!"  # the 34-character line: every pattern above backtracks on it in Python's re
 LINES = 20_000
-MAX_LATENCY_S = 0.5
+# Not a latency target (bench/ has those): what a frozen daemon would show. One of these patterns
+# on the 34-character line backtracks for hours in Python's re; a loaded CI box (3 test workers on
+# 2 cores, chromium beside) stretched a healthy answer to 0.64 s, past the 0.5 s this was.
+MAX_LATENCY_S = 2.0
 
 
 # The pure parts.
