@@ -1,7 +1,8 @@
-// Data hooks: a fetched resource with optional polling (paused while the tab is hidden),
-// a followed SSE stream, and a ticking clock for "3m ago" labels.
+// Data hooks: a fetched resource, refetched on the daemon's changes stream (`live`) or by
+// polling (paused while the tab is hidden), a followed SSE stream, and a ticking clock for "3m ago" labels.
 
 import { useCallback, useEffect, useRef, useState } from "react";
+import { changes, type Topic } from "./changes";
 import { ApiError } from "./client";
 import { EventStream, type SSEMessage, type StreamOptions, type StreamState } from "./sse";
 
@@ -14,10 +15,21 @@ export interface Resource<T> {
   mutate: (update: (data: T | undefined) => T | undefined) => void;
 }
 
+export interface ResourceOptions {
+  /** Fetch again this often (without `live`), or only while the changes stream is down (with it). */
+  pollMs?: number;
+  keepPrevious?: boolean;
+  /**
+   * Follow the daemon's changes stream: fetch again when it names one of these topics, and on each
+   * of its `ready`s (it opened or came back). Nothing then runs on a timer while it is up.
+   */
+  live?: readonly Topic[];
+}
+
 export function useResource<T>(
   fetcher: ((signal: AbortSignal) => Promise<T>) | null,
   deps: readonly unknown[],
-  options: { pollMs?: number; keepPrevious?: boolean } = {},
+  options: ResourceOptions = {},
 ): Resource<T> {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<ApiError | undefined>(undefined);
@@ -25,7 +37,8 @@ export function useResource<T>(
   const [tick, setTick] = useState(0);
   const fetcherRef = useRef(fetcher);
   fetcherRef.current = fetcher;
-  const { pollMs, keepPrevious = true } = options;
+  const { pollMs, keepPrevious = true, live } = options;
+  const liveKey = live ? live.join(",") : null;
 
   useEffect(() => {
     if (!keepPrevious) setData(undefined);
@@ -41,12 +54,32 @@ export function useResource<T>(
     const abort = new AbortController();
     let timer: ReturnType<typeof setTimeout> | null = null;
     let stopped = false;
+    let inFlight = false;
+    let again = false; // a change came while fetching: that fetch may predate it
+    let down = liveKey === null; // without live, pollMs always applies
+    const polling = () => !!pollMs && down;
+    const unschedule = () => {
+      if (timer !== null) clearTimeout(timer);
+      timer = null;
+    };
+    const schedule = () => {
+      if (polling() && timer === null && !stopped) timer = setTimeout(() => {
+        timer = null;
+        void run();
+      }, pollMs);
+    };
     const run = async () => {
       if (stopped) return;
-      if (pollMs && document.visibilityState === "hidden") {
-        timer = setTimeout(run, pollMs);
+      unschedule();
+      if (inFlight) {
+        again = true;
         return;
       }
+      if (polling() && document.visibilityState === "hidden") {
+        schedule();
+        return;
+      }
+      inFlight = true;
       setLoading(true);
       try {
         const value = await fetcherRef.current!(abort.signal);
@@ -57,26 +90,38 @@ export function useResource<T>(
         if (stopped || (e as Error).name === "AbortError") return;
         setError(e instanceof ApiError ? e : new ApiError(0, "client", (e as Error).message));
       } finally {
+        inFlight = false;
         if (!stopped) setLoading(false);
       }
-      if (pollMs && !stopped) timer = setTimeout(run, pollMs);
+      if (stopped) return;
+      if (again) {
+        again = false;
+        void run();
+        return;
+      }
+      schedule();
     };
+    const unsubscribe = liveKey === null ? null : changes.subscribe(liveKey.split(","), {
+      onChange: () => void run(),
+      onDown: (d) => {
+        down = d;
+        if (!d) unschedule();
+        else if (!inFlight) schedule();
+      },
+    });
     void run();
     const onVisible = () => {
-      if (pollMs && document.visibilityState === "visible" && timer !== null) {
-        clearTimeout(timer);
-        timer = null;
-        void run();
-      }
+      if (polling() && document.visibilityState === "visible" && timer !== null) void run();
     };
     document.addEventListener("visibilitychange", onVisible);
     return () => {
       stopped = true;
       abort.abort();
-      if (timer !== null) clearTimeout(timer);
+      unschedule();
+      unsubscribe?.();
       document.removeEventListener("visibilitychange", onVisible);
     };
-  }, [...deps, tick, pollMs, fetcher === null]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [...deps, tick, pollMs, liveKey, fetcher === null]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const reload = useCallback(() => setTick((t) => t + 1), []);
   const mutate = useCallback((update: (d: T | undefined) => T | undefined) => setData(update), []);
