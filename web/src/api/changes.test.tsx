@@ -124,6 +124,8 @@ describe("useResource with live", () => {
 
     w.streams[0].send("ready", { topics: ["groups", "jobs", "runs"] });
     await advance(0);
+    expect([w.count(JOBS), w.count(RUNS)]).toEqual([1, 1]); // the first fetch began under a second ago
+    await advance(1_000);
     expect([w.count(JOBS), w.count(RUNS)]).toEqual([2, 2]);
     await advance(30_000);
     expect([w.count(JOBS), w.count(RUNS)]).toEqual([2, 2]); // up: nothing on a timer
@@ -135,11 +137,21 @@ describe("useResource with live", () => {
     expect(result.current.jobs.data).toEqual({ version: 1 });
     expect(result.current.runs.data).toEqual({ version: 0 });
 
+    // A burst every 250 ms: the first fetched at once, then at most one a second.
+    await advance(5_000);
+    for (let i = 0; i < 5; i++) {
+      w.streams[0].send("changes", { topics: ["jobs"] });
+      await advance(250);
+    }
+    expect(w.count(JOBS)).toBe(5); // at 0 and 1000 ms; the one sent at 1000 ms waits for 2000
+    await advance(5_000);
+    expect(w.count(JOBS)).toBe(6);
+
     // Down: both poll every pollMs.
     w.refuse = true;
     w.streams[0].end();
     await advance(5_000);
-    expect(w.count(JOBS)).toBeGreaterThanOrEqual(6);
+    expect(w.count(JOBS)).toBeGreaterThanOrEqual(9);
     expect(w.count(RUNS)).toBeGreaterThanOrEqual(5);
 
     // Back: ready fetches each once more, then nothing on a timer.

@@ -24,7 +24,12 @@ export interface ResourceOptions {
    * of its `ready`s (it opened or came back). Nothing then runs on a timer while it is up.
    */
   live?: readonly Topic[];
+  /** With `live`: fetched at most this often (a lone change at once, a burst's rest at the gap's end). */
+  liveGapMs?: number;
 }
+
+/** A live resource's default least gap: a training run rewrites its run's summary every few hundred ms. */
+export const LIVE_GAP_MS = 1000;
 
 export function useResource<T>(
   fetcher: ((signal: AbortSignal) => Promise<T>) | null,
@@ -37,7 +42,7 @@ export function useResource<T>(
   const [tick, setTick] = useState(0);
   const fetcherRef = useRef(fetcher);
   fetcherRef.current = fetcher;
-  const { pollMs, keepPrevious = true, live } = options;
+  const { pollMs, keepPrevious = true, live, liveGapMs = LIVE_GAP_MS } = options;
   const liveKey = live ? live.join(",") : null;
 
   useEffect(() => {
@@ -53,6 +58,8 @@ export function useResource<T>(
     }
     const abort = new AbortController();
     let timer: ReturnType<typeof setTimeout> | null = null;
+    let pokeTimer: ReturnType<typeof setTimeout> | null = null;
+    let lastStart = -Infinity;
     let stopped = false;
     let inFlight = false;
     let again = false; // a change came while fetching: that fetch may predate it
@@ -68,6 +75,16 @@ export function useResource<T>(
         void run();
       }, pollMs);
     };
+    // A change: fetch now, or at the end of the least gap since the last fetch began.
+    const poke = () => {
+      if (stopped || pokeTimer !== null) return;
+      const wait = lastStart + liveGapMs - Date.now();
+      if (wait <= 0) void run();
+      else pokeTimer = setTimeout(() => {
+        pokeTimer = null;
+        void run();
+      }, wait);
+    };
     const run = async () => {
       if (stopped) return;
       unschedule();
@@ -80,6 +97,7 @@ export function useResource<T>(
         return;
       }
       inFlight = true;
+      lastStart = Date.now();
       setLoading(true);
       try {
         const value = await fetcherRef.current!(abort.signal);
@@ -96,13 +114,13 @@ export function useResource<T>(
       if (stopped) return;
       if (again) {
         again = false;
-        void run();
+        poke();
         return;
       }
       schedule();
     };
     const unsubscribe = liveKey === null ? null : changes.subscribe(liveKey.split(","), {
-      onChange: () => void run(),
+      onChange: poke,
       onDown: (d) => {
         down = d;
         if (!d) unschedule();
@@ -118,10 +136,11 @@ export function useResource<T>(
       stopped = true;
       abort.abort();
       unschedule();
+      if (pokeTimer !== null) clearTimeout(pokeTimer);
       unsubscribe?.();
       document.removeEventListener("visibilitychange", onVisible);
     };
-  }, [...deps, tick, pollMs, liveKey, fetcher === null]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [...deps, tick, pollMs, liveKey, liveGapMs, fetcher === null]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const reload = useCallback(() => setTick((t) => t + 1), []);
   const mutate = useCallback((update: (d: T | undefined) => T | undefined) => setData(update), []);
