@@ -1,9 +1,11 @@
 // Run summaries for tables: fetched a few at a time (GET /runs has no summaries in it),
-// cached for the session, refreshed while a run is still running.
+// cached for the session, refreshed while a run is still running (on the daemon's changes stream).
 
 import { useEffect, useRef, useState } from "react";
+import { changes } from "../api/changes";
 import { api } from "../api/client";
 import type { RunSummary } from "../api/types";
+import { throttle } from "./throttle";
 
 const cache = new Map<string, RunSummary>();
 
@@ -43,11 +45,12 @@ export function useSummaries(ids: readonly string[], running: readonly string[],
     };
   }, [key]); // eslint-disable-line react-hooks/exhaustive-deps
 
+  // A running run's summary is rewritten as its points arrive, and each rewrite is a `runs` change:
+  // asked again on those (at most every refreshMs), and on a timer only while the stream is down.
   useEffect(() => {
     if (!running.length) return;
     const abort = new AbortController();
-    const timer = setInterval(() => {
-      if (document.visibilityState === "hidden") return;
+    const refresh = throttle(() => {
       void mapLimit(running, 4, async (id) => {
         try {
           cache.set(id, await api.runSummary(id, abort.signal));
@@ -57,8 +60,23 @@ export function useSummaries(ids: readonly string[], running: readonly string[],
         setVersion((v) => v + 1);
       });
     }, refreshMs);
+    let poll: ReturnType<typeof setInterval> | null = null;
+    const unsubscribe = changes.subscribe(["runs"], {
+      onChange: () => refresh.call(),
+      onDown: (down) => {
+        if (down && poll === null) poll = setInterval(() => {
+          if (document.visibilityState !== "hidden") refresh.call();
+        }, refreshMs);
+        if (!down && poll !== null) {
+          clearInterval(poll);
+          poll = null;
+        }
+      },
+    });
     return () => {
-      clearInterval(timer);
+      unsubscribe();
+      refresh.cancel();
+      if (poll !== null) clearInterval(poll);
       abort.abort();
     };
   }, [runningKey, refreshMs]); // eslint-disable-line react-hooks/exhaustive-deps

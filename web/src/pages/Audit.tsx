@@ -21,7 +21,7 @@ export function Audit() {
   const [typed, setTyped] = useState(view.token);
   const now = useNow(5000);
   const first = useResource((s) => api.listAudit({ token: view.token || undefined, limit: PAGE }, s), [view.token],
-    { pollMs: 10_000, keepPrevious: false });
+    { live: ["audit"], pollMs: 10_000, keepPrevious: false });
   const [older, setOlder] = useState<AuditRow[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   useEffect(() => {

@@ -2,7 +2,8 @@
 // with a side-by-side summary table marking the best run per metric. The run list, the
 // axis, smoothing, filter and zoom are in the URL, so a comparison is a link. Live runs
 // follow one metric stream for them all; their summaries are refreshed from what it brings
-// (throttled), and polled for only while it is down.
+// (throttled), and polled for only while it is down. The runs' records and events are fetched
+// again when the daemon's changes stream names them.
 
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../api/client";
@@ -41,7 +42,7 @@ export function Compare() {
     const out = new Map<string, Run>();
     await Promise.all(ids.map((id) => api.getRun(id, signal).then((r) => out.set(id, r), () => undefined)));
     return out;
-  }, [key], { pollMs: 10_000 });
+  }, [key], { live: ["runs"], pollMs: 10_000, liveGapMs: 10_000 }); // a request per run
   const colors = useMemo(() => colorsFor(ids), [key]); // eslint-disable-line react-hooks/exhaustive-deps
   const live = ids.filter((id) => runs.data?.get(id)?.status === "RUNNING");
   const known = runs.data ? ids.filter((id) => runs.data!.has(id)) : ids;
@@ -62,7 +63,7 @@ export function Compare() {
     await Promise.all(ids.map((id) => api.listEvents({ run_id: id, limit: 200 }, signal).then((p) => out.set(id, p.events),
       () => undefined)));
     return out;
-  }, [key], { pollMs: live.length ? 15_000 : undefined });
+  }, [key], live.length ? { live: ["events"], pollMs: 15_000, liveGapMs: 15_000 } : {}); // ended runs get no new events
   const marks = useMemo(() => compareMarks(events.data ?? new Map(), colors,
     new Map(panelRuns.map((r) => [r.id, r.label])), view.x), [events.data, colors, panelRuns, view.x]);
 

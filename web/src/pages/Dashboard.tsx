@@ -30,10 +30,10 @@ export function Dashboard() {
   const store = useMemo(() => new LiveStore(WINDOW_MS), []);
   useEffect(() => () => store.dispose(), [store]);
 
-  const nodes = useResource((s) => api.listNodes(s), [], { pollMs: 2000 });
-  const jobs = useResource((s) => api.listJobs({ status: SHOWN, limit: 500 }, s), [], { pollMs: 3000 });
+  const nodes = useResource((s) => api.listNodes(s), [], { live: ["nodes"], pollMs: 2000, liveGapMs: 2000 });
+  const jobs = useResource((s) => api.listJobs({ status: SHOWN, limit: 500 }, s), [], { live: ["jobs"], pollMs: 3000 });
 
-  // Each poll adds the latest readings; the first sight of a node seeds 10 minutes of history.
+  // Each fetch adds the latest readings; the first sight of a node seeds 10 minutes of history.
   const seeded = useRef(new Set<string>());
   useEffect(() => {
     for (const node of nodes.data ?? []) {
@@ -185,7 +185,7 @@ export function headline(summary: RunSummary | undefined): [string, number | nul
 }
 
 function RecentRuns({ now }: { now: number }) {
-  const runs = useResource((s) => api.listRuns({ limit: 8 }, s), [], { pollMs: 5000 });
+  const runs = useResource((s) => api.listRuns({ limit: 8 }, s), [], { live: ["runs"], pollMs: 5000 });
   const list = runs.data?.runs ?? [];
   const ids = list.map((r) => r.id);
   const summaries = useSummaries(ids, list.filter((r) => r.status === "RUNNING").map((r) => r.id));
@@ -226,7 +226,7 @@ function RunningJobs({ jobs, now }: { jobs: Job[]; now: number }) {
     const out = new Map<string, RunSummary>();
     await Promise.all(runIds.slice(0, 20).map((id) => api.runSummary(id, signal).then((s) => out.set(id, s), () => undefined)));
     return out;
-  }, [key], { pollMs: 5000 });
+  }, [key], { live: ["runs"], pollMs: 5000, liveGapMs: 5000 }); // up to 20 requests each
   return (
     <section className="card">
       <header className="card-head"><h2>Running</h2><Link to="/jobs?tab=running" className="muted small">all jobs</Link></header>

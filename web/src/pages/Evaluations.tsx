@@ -23,7 +23,7 @@ export function Evaluations() {
   const project = view.project || linked.data?.project || "";
   const experiments = useResource(project ? (s) => api.listExperiments(project, s) : null, [project]);
   const evals = useResource(view.experiment ? (s) => api.experimentEvaluations(view.experiment, s) : null,
-    [view.experiment], { pollMs: 15_000, keepPrevious: false });
+    [view.experiment], { live: ["evaluations"], pollMs: 15_000, keepPrevious: false });
   const experimentName = experiments.data?.find((e) => e.id === view.experiment)?.name ?? linked.data?.name;
 
   return (

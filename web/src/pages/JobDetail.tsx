@@ -27,8 +27,9 @@ const MAX_LINES = 200_000;
 export function JobDetail({ id }: { id: string }) {
   const [view, setView] = useUrlState(schema);
   const now = useNow(1000);
-  const job = useResource((s) => api.getJob(id, s), [id], { pollMs: 3000, keepPrevious: false });
-  const nodes = useResource((s) => api.listNodes(s), [], { pollMs: 5000 }); // a remote node's link comes and goes
+  const job = useResource((s) => api.getJob(id, s), [id], { live: ["jobs"], pollMs: 3000, keepPrevious: false });
+  const nodes = useResource((s) => api.listNodes(s), [],
+    { live: ["nodes"], pollMs: 5000, liveGapMs: 5000 }); // a remote node's link comes and goes; each snapshot is a change
   const [copy, setCopy] = useState(false);
   const j = job.data;
 

@@ -29,10 +29,10 @@ export function Jobs() {
   const [view, setView] = useUrlState(schema);
   const now = useNow(1000);
   const jobs = useResource((s) => api.listJobs({ status: STATES[view.tab], group: view.group || undefined, limit: view.n }, s),
-    [view.tab, view.n, view.group], { pollMs: 3000, keepPrevious: false });
-  const groups = useResource((s) => api.listGroups(s), [], { pollMs: 3000 });
+    [view.tab, view.n, view.group], { live: ["jobs"], pollMs: 3000, keepPrevious: false });
+  const groups = useResource((s) => api.listGroups(s), [], { live: ["groups", "jobs"], pollMs: 3000 });
   const active = useResource((s) => api.listJobs({ status: [...STATES.queued, ...STATES.running], limit: 1000 }, s), [],
-    { pollMs: 3000 });
+    { live: ["jobs"], pollMs: 3000 });
   const nodes = useResource((s) => api.listNodes(s), []);
   const [changed, setChanged] = useState<Map<string, Job>>(new Map());
 

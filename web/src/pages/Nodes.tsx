@@ -19,7 +19,7 @@ const schema = { node: str(), range: oneOf(Object.keys(RANGES) as Range[], "1h")
 export function Nodes() {
   const [view, setView] = useUrlState(schema);
   const now = useNow(1000);
-  const nodes = useResource((s) => api.listNodes(s), [], { pollMs: 2000 });
+  const nodes = useResource((s) => api.listNodes(s), [], { live: ["nodes"], pollMs: 2000, liveGapMs: 2000 });
   const list = nodes.data ?? [];
   const selected = list.find((n) => n.name === view.node || n.id === view.node) ?? (list.length === 1 ? list[0] : undefined);
 

@@ -16,7 +16,7 @@ export function CheckpointsTab({ runId, summary }: { runId: string; summary: Run
   // the metric this page would call primary (an eval metric with a direction, else a loss).
   const asked = primary && !primary.chosen ? primary.name : null;
   const ckpts = useResource(summary ? (s) => api.runCheckpoints(runId, asked, s) : null, [runId, asked, !!summary],
-    { pollMs: 15_000 });
+    { live: ["checkpoints", "evaluations"], pollMs: 15_000 });
   if (ckpts.error) {
     if (ckpts.error.missingEndpoint) {
       return <Empty title="Checkpoints are not listed by this daemon" icon="runs">

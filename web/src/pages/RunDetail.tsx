@@ -39,7 +39,7 @@ export function RunDetail({ id }: { id: string }) {
   const now = useNow(1000);
   const store = useMemo(() => new SeriesStore(), [id]);
   useEffect(() => () => store.dispose(), [store]);
-  const run = useResource((s) => api.getRun(id, s), [id], { pollMs: 5000, keepPrevious: false });
+  const run = useResource((s) => api.getRun(id, s), [id], { live: ["runs"], pollMs: 5000, keepPrevious: false });
   const r = run.data;
   const isLive = !r || r.status === "RUNNING";
   // The headline's summary follows the run's metric stream (refreshed when points are

@@ -24,7 +24,7 @@ const schema = {
 export function Runs() {
   const [view, setView] = useUrlState(schema);
   const now = useNow(5000);
-  const runs = useResource((s) => api.listRuns({ limit: view.n }, s), [view.n], { pollMs: 5000 });
+  const runs = useResource((s) => api.listRuns({ limit: view.n }, s), [view.n], { live: ["runs"], pollMs: 5000 });
   const listed = runs.data?.runs ?? [];
   const all = listed;
   const ids = useMemo(() => all.map((r) => r.id), [all]);

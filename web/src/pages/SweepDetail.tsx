@@ -16,7 +16,8 @@ import { SweepBar } from "./Sweeps";
 
 export function SweepDetail({ id }: { id: string }) {
   const now = useNow(5000);
-  const sweep = useResource((s) => api.getSweep(id, s), [id], { pollMs: 3000, keepPrevious: false });
+  const sweep = useResource((s) => api.getSweep(id, s), [id],
+    { live: ["sweeps", "jobs", "runs"], pollMs: 3000, liveGapMs: 3000, keepPrevious: false });
   const [acting, setActing] = useState<SweepVerb | null>(null);
   const [actionError, setActionError] = useState<ApiError | Error | undefined>(undefined);
   const [confirmCancel, setConfirmCancel] = useState(false);

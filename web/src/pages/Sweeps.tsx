@@ -11,7 +11,7 @@ import { Link, navigate } from "../router/router";
 
 export function Sweeps() {
   const now = useNow(5000);
-  const sweeps = useResource((s) => api.listSweeps(s), [], { pollMs: 3000 });
+  const sweeps = useResource((s) => api.listSweeps(s), [], { live: ["sweeps", "jobs"], pollMs: 3000 });
   const list = sweeps.data ?? [];
   return (
     <div className="page">

@@ -14,7 +14,7 @@ import { budget, limitsText, tokenState } from "../lib/tokens";
 
 export function Tokens() {
   const now = useNow(5000);
-  const tokens = useResource((s) => api.listTokens({ limit: 500 }, s), [], { pollMs: 10_000 });
+  const tokens = useResource((s) => api.listTokens({ limit: 500 }, s), [], { live: ["tokens"], pollMs: 10_000 });
   const [revoking, setRevoking] = useState<ApiToken | null>(null);
   const list = tokens.data?.tokens ?? [];
   return (

@@ -13,7 +13,7 @@ import { EMPTY_WEBHOOK_FORM, webhookBody, type WebhookForm } from "../lib/webhoo
 
 export function Webhooks() {
   const now = useNow(5000);
-  const hooks = useResource((s) => api.listWebhooks(s), [], { pollMs: 5000 });
+  const hooks = useResource((s) => api.listWebhooks(s), [], { live: ["webhooks"], pollMs: 5000 });
   const [form, setForm] = useState<WebhookForm>(EMPTY_WEBHOOK_FORM);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
