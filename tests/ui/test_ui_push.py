@@ -1,7 +1,8 @@
 """Live by push beyond a run's page (issue 33 item 3), in a real browser against a real daemon
 (web/e2e/push-pages.mjs): the Nodes page's system charts follow the node's stream, Compare's two
 live runs one several-run metric stream (their summaries refreshed from it); none asks on a timer
-while its stream is up, each polls while it is refused, and stops once it is back.
+while its stream is up, each polls while it is refused, and stops once it is back. The list pages
+(web/e2e/push-lists.mjs) follow GET /changes/stream: nothing on a timer, a submitted job shown at once.
 
 A daemon of its own (two fake GPUs, two jobs that log a burst of points when the script asks),
 with the module fixtures and helpers of test_ui_e2e.py.
@@ -58,6 +59,32 @@ def test_the_node_charts_and_compare_follow_their_streams_and_poll_only_while_th
         assert all(n >= 2 for k, n in r["compare"]["down"].items() if k != "ms"), r["compare"]
         assert all(n == 0 for n in r["compare"]["back"].values()), r["compare"]
         assert r["problems"] == []
+    finally:
+        daemon.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
+
+
+def test_the_list_pages_ask_nothing_on_a_timer_and_fetch_again_when_the_changes_stream_names_them(tmp_path):
+    """web/e2e/push-lists.mjs: Runs and Jobs quiet on one changes stream; a job submitted through
+    the API is asked for and shown at once (the pages polled every 5 s and 3 s before)."""
+    _require_browser()
+    daemon = DaemonProcess(tmp_path / "d", "--gpus", "fake:1")
+    try:
+        daemon.start()
+        daemon.wait_ready()
+        jobs = Jobs(daemon, tmp_path / "work")
+        jobs.wait_node()
+        url = daemon.client().get("/api/v1/daemon")["endpoints"]["http"]
+        made = daemon.run_ctl("token", "create", "ui-lists", "--scope", "read,write", "--json")
+        assert made.returncode == 0, made.stderr
+
+        r = run_script_on(daemon, url, json.loads(made.stdout)["secret"], "push-lists",
+                          GPUPLANE_UI_CWD=str(jobs.workdir), GPUPLANE_UI_SUBMIT_NAME="ui-pushed-job")
+
+        assert r["runs_quiet"] == [] and r["jobs_quiet"] == [], r
+        assert r["streams"] == 1, r
+        assert r["asked_after_submit"] >= 1, r
+        assert [j["name"] for j in jobs.client.get("/api/v1/jobs")["jobs"]] == ["ui-pushed-job"]
     finally:
         daemon.kill()
         kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
