@@ -120,11 +120,14 @@ export function MetricPanel(props: MetricPanelProps) {
       );
       bands.push({ series: [2, 1], fill: withAlpha(color, 0.12) });
     } else {
+      // Overlaid runs' lines 1 px wide: Skia draws a stroke no wider than a device pixel as a
+      // hairline, and strokes a wider one as a filled polygon, which dominated redraws of panels
+      // overlaying many runs (the Experiments workspace following live runs).
       for (const run of runs) {
         series.push(
-          { label: run.label, stroke: smoothed ? withAlpha(run.color, 0.22) : run.color, width: 1.25, spanGaps: true,
+          { label: run.label, stroke: smoothed ? withAlpha(run.color, 0.22) : run.color, width: 1, spanGaps: true,
             points: { show: false } },
-          { label: `${run.label} (smoothed)`, stroke: run.color, width: 1.5, spanGaps: true, show: smoothed,
+          { label: `${run.label} (smoothed)`, stroke: run.color, width: 1, spanGaps: true, show: smoothed,
             points: { show: false } },
         );
       }

@@ -254,7 +254,9 @@ function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, co
     list.push(r);
     byColor.set(c, list);
   });
-  ctx.lineWidth = 1.25;
+  // 1 px: Skia draws a stroke no wider than a device pixel as a hairline; a wider one is
+  // turned into a polygon and filled, several times the cost of a drag's frame for 200 runs.
+  ctx.lineWidth = 1;
   for (const [c, list] of byColor) {
     ctx.globalAlpha = hi >= 0 ? 0.35 : 0.8;
     ctx.strokeStyle = c;
