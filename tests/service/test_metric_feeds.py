@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import trio
 import trio.testing
 
@@ -25,12 +26,20 @@ async def frames(feeds: MetricFeeds, runs: str | list[str], last_id: str | None,
     stream = feeds.follow(runs, names, last_id) if isinstance(runs, str) else feeds.follow_many(runs, names, last_id)
     with trio.fail_after(5):  # a missing frame fails the test instead of hanging it
         async for raw in stream:
-            fields = dict(line.split(": ", 1) for line in raw.decode().strip().splitlines())
-            out.append((fields["event"], fields["id"], json.loads(fields["data"])))
-            if len(out) == count:
+            out.extend(parse(raw))
+            if len(out) >= count:
                 break
     await stream.aclose()
     return out
+
+
+def parse(raw: bytes) -> list[tuple[str, str, dict]]:
+    """The events of one write (follow_many gathers several into one)."""
+    events = []
+    for text in raw.decode().strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in text.splitlines())
+        events.append((fields["event"], fields["id"], json.loads(fields["data"])))
+    return events
 
 
 async def test_a_resume_sends_each_batch_after_the_id_once_then_live_ones():
@@ -114,3 +123,33 @@ async def test_a_resume_point_gone_for_any_run_is_a_reset(monkeypatch):
     assert kind == "reset"  # run_b's batches 2 to 5 are gone
     kept = await frames(feeds, ["run_a", "run_b"], feeds.event_id(5), 2)
     assert [(d["run_id"], d["series"]["loss"]["step"][0]) for _, _, d in kept] == [("run_b", 20), ("run_b", 25)]
+
+
+async def test_several_runs_live_batches_leave_together_a_lone_one_at_most_the_window_late(autojump_clock):
+    feeds = MetricFeeds(gather_s=0.25)
+    writes: list[tuple[float, list]] = []
+
+    async def follow() -> None:
+        stream = feeds.follow_many(["run_a", "run_b"], (), None)
+        async for raw in stream:
+            writes.append((trio.current_time(), parse(raw)))
+            if sum(len(events) for _, events in writes) == 6:
+                break
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follow)
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        for step in range(4):  # a burst over 0.15 s, both runs
+            feeds.publish("run_a" if step % 2 else "run_b", batch(step))
+            await trio.sleep(0.05)
+        await trio.sleep(1)
+        feeds.publish("run_a", batch(10))  # a lone one, long after
+    (ready_at, ready), (burst_at, burst), (lone_at, lone) = writes
+    assert [kind for kind, _, _ in ready] == ["ready"]
+    assert [(d["run_id"], d["series"]["loss"]["step"]) for _, _, d in burst] == \
+        [("run_b", [0]), ("run_a", [1]), ("run_b", [2]), ("run_a", [3])]
+    assert burst_at - start == pytest.approx(0.25)  # the window opens with the first batch
+    assert [d["series"]["loss"]["step"] for _, _, d in lone] == [[10]]
+    assert lone_at - (start + 0.2 + 1) == pytest.approx(0.25)
