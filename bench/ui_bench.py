@@ -254,8 +254,9 @@ def run_node(children: Children, args: list[str], token: str, timeout: float,
              script: Path = NODE_SCRIPT) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLANE_")}
     env.update(GPUPLANE_TOKEN=token, GPUPLANE_CHROMIUM=CHROMIUM)
-    if os.environ.get("GPUPLANE_BENCH_SHOT"):  # a screenshot of the brushed page, to see what was measured
-        env["GPUPLANE_BENCH_SHOT"] = os.environ["GPUPLANE_BENCH_SHOT"]
+    for name in ("GPUPLANE_BENCH_SHOT", "GPUPLANE_BENCH_TRACE"):  # a screenshot of the brushed page, a trace of the follow
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     proc = children.start(["node", str(script), *args], cwd=WEB, env=env)
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -21,6 +21,7 @@
 //     style parts; and how far the charts' points moved on.
 // Env: GPUPLANE_TOKEN (signs in first), GPUPLANE_CHROMIUM (default /usr/bin/chromium).
 
+import { writeFileSync } from "node:fs";
 import { openBrowser, signIn } from "./lib.mjs";
 
 const [mode, base, path, countArg] = process.argv.slice(2);
@@ -209,6 +210,7 @@ async function brush(result) {
   result.drag_wall_ms = dragMs;
   await cdp.send("Tracing.end");
   await done;
+  if (process.env.GPUPLANE_BENCH_TRACE) writeFileSync(`${process.env.GPUPLANE_BENCH_TRACE}.brush.json`, JSON.stringify({ traceEvents: chunks }));
   const found = framesFromTrace(chunks);
   if (found.error) {
     result.error = found.error;
@@ -244,12 +246,31 @@ async function follow(result) {
   const cdp = await context.newCDPSession(page);
   await cdp.send("Performance.enable", { timeDomain: "timeTicks" });
   const read = async () => Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
+  // GPUPLANE_BENCH_TRACE=FILE: keep a Chrome trace of the window (what the main thread did).
+  const traceFile = process.env.GPUPLANE_BENCH_TRACE;
+  const chunks = [];
+  let traced = null;
+  if (traceFile) {
+    cdp.on("Tracing.dataCollected", (e) => chunks.push(...e.value));
+    traced = new Promise((resolve) => cdp.once("Tracing.tracingComplete", resolve));
+    await cdp.send("Tracing.start", {
+      traceConfig: { includedCategories: ["devtools.timeline", "disabled-by-default-devtools.timeline",
+        "v8.execute", "blink", "cc", "gpu", "toplevel", "__metadata"] },
+      transferMode: "ReportEvents",
+    });
+  }
   counting = true;  // the tail reads in the window
   const before = await read();
   const pointsBefore = await points();
   await new Promise((resolve) => setTimeout(resolve, count * 1000));  // the window: nothing asked of the page
   const after = await read();
   const pointsAfter = await points();
+  if (process.env.GPUPLANE_BENCH_SHOT) await page.screenshot({ path: `${process.env.GPUPLANE_BENCH_SHOT}.follow.png` });
+  if (traceFile) {
+    await cdp.send("Tracing.end");
+    await traced;
+    writeFileSync(traceFile, JSON.stringify({ traceEvents: chunks }));
+  }
   const wall = after.Timestamp - before.Timestamp;
   const share = (name) => (after[name] - before[name]) / wall;
   Object.assign(result, {
