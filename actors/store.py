@@ -5,6 +5,9 @@ Inputs: ``Write`` messages on its inbox, each a function to run inside the write
 Outputs: each ``Write``'s reply, resolved only after its transaction has committed.
 Restart: permanent; a crash fails the replies of the batch in flight and nothing else.
 Ready: the database is open, checked and migrated; ``started()`` passes a ``StoreHandle``.
+Changes: the topics each committed batch changed (``gpuplaned.store.change_topics``, triggers
+on this connection) are published on ``shared.changes`` after its commit; a batch rolled back
+publishes nothing.
 
 Group commit: the actor takes one message, then everything else already queued (up to
 ``store.max_batch``), and runs the lot in one transaction on a worker thread. Each write
@@ -30,7 +33,9 @@ import attrs
 import trio
 
 from gpuplaned.runtime.context import IDLE, ActorContext
-from gpuplaned.service.context import Configured
+from gpuplaned.service.context import Storing
+from gpuplaned.store import change_topics
+from gpuplaned.store.change_topics import ChangeMarks
 from gpuplaned.store.database import checkpoint, open_writer, schema_version
 from gpuplaned.store.writer import StoreUnavailable, Write, commit_batch
 
@@ -53,10 +58,12 @@ class StoreStats:
 
 
 class StoreHandle:
-    def __init__(self, conn: sqlite3.Connection, ctx: ActorContext[Configured], db_path: Any) -> None:
+    def __init__(self, conn: sqlite3.Connection, ctx: ActorContext[Storing], db_path: Any, marks: ChangeMarks) -> None:
         self._conn = conn
         self._ctx = ctx
         self._db_path = db_path
+        self.marks = marks
+        self.changes = ctx.shared.changes
         self.schema_version = schema_version(conn)
         self.batches = 0
         self.writes = 0
@@ -87,11 +94,12 @@ class StoreHandle:
         )
 
 
-async def run(ctx: ActorContext[Configured], *, task_status: trio.TaskStatus[StoreHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def run(ctx: ActorContext[Storing], *, task_status: trio.TaskStatus[StoreHandle] = trio.TASK_STATUS_IGNORED) -> None:
     cfg = ctx.shared.config
     db_path = cfg.db_path
     conn = await trio.to_thread.run_sync(open_writer, db_path)
-    handle = StoreHandle(conn, ctx, db_path)
+    marks = change_topics.track(conn)
+    handle = StoreHandle(conn, ctx, db_path, marks)
     batch: list[Write] = []
     try:
         log.info("store ready: %s (schema version %d)", db_path, handle.schema_version)
@@ -143,10 +151,17 @@ async def run(ctx: ActorContext[Configured], *, task_status: trio.TaskStatus[Sto
 async def _commit(conn: sqlite3.Connection, handle: StoreHandle, batch: list[Write]) -> None:
     start = trio.current_time()
     # Not cancellable: a batch half-handed to SQLite finishes (it is one transaction either way).
-    if all(w.small for w in batch):
-        outcomes = commit_batch(conn, batch)
-    else:
-        outcomes = await trio.to_thread.run_sync(commit_batch, conn, batch)
+    try:
+        if all(w.small for w in batch):
+            outcomes = commit_batch(conn, batch, handle.marks)
+        else:
+            outcomes = await trio.to_thread.run_sync(commit_batch, conn, batch, handle.marks)
+    except BaseException:
+        handle.marks.discard()  # rolled back: nothing of it happened
+        raise
+    changed = handle.marks.take()
+    if changed and not handle.changes.closed:  # before the replies: whoever one wakes finds it published
+        handle.changes.publish(changed)
     handle.last_commit_ms = (trio.current_time() - start) * 1000
     handle.unchecked = True
     handle.batches += 1

@@ -68,7 +68,10 @@ class DaemonContext:
     readers: Readers | None = None
     wall_ms: Callable[[], int] = now_ms  # the wall clock expiry is judged by (tokens, browser sessions)
     supervisor: Supervisor = attrs.field(default=None)
-    nodes: NodeRegistry = attrs.field(factory=NodeRegistry)  # reach each node's runner
+    # What each commit changed, by topic (the store actor's and the node registry's), for the changes stream.
+    changes: Broadcast[frozenset[str]] = attrs.field(factory=Broadcast)
+    nodes: NodeRegistry = attrs.field(  # reach each node's runner
+        default=attrs.Factory(lambda self: NodeRegistry(self.changes), takes_self=True))
     event_feed: Broadcast[EventRow] = attrs.field(factory=Broadcast)  # newly recorded events, for followers
     log_feeds: LogFeeds = attrs.field(factory=LogFeeds)  # running jobs' new output, for live followers
     metric_feeds: MetricFeeds = attrs.field(factory=MetricFeeds)  # runs' newly committed points, for live charts

@@ -30,6 +30,7 @@ from gpuplaned.http import (
     webhook_routes,
     workspace_routes,
     metric_stream_routes,
+    changes_routes,  # last: it imports the list routes whose scopes it follows
 )
 
 if TYPE_CHECKING:
@@ -63,4 +64,5 @@ DOCUMENTED: tuple[RouteModule, ...] = (
     webhook_routes,
     workspace_routes,
     metric_stream_routes,
+    changes_routes,
 )

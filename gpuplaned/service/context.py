@@ -33,6 +33,17 @@ class Configured(Protocol):
     config: Config
 
 
+class Changes(Protocol):
+    """What each committed write changed, by topic (``gpuplaned.protocol.change_replies.TOPICS``):
+    the store actor publishes each commit's, the node registry ``nodes`` for each live snapshot."""
+
+    changes: Broadcast[frozenset[str]]
+
+
+class Storing(Configured, Changes, Protocol):
+    """What the store actor uses."""
+
+
 class Running(Protocol):
     """The daemon itself: its state, its endpoint, when it started, its wall clock, and the one
     way to stop it."""
@@ -68,8 +79,8 @@ class Nodes(Protocol):
     runner: Callable[[], RunningJobs | None]
 
 
-class Feeds(Protocol):
-    """Live fan-out to followers: newly recorded events, running jobs' new output, runs' new points."""
+class Feeds(Changes, Protocol):
+    """Live fan-out to followers: what changed, newly recorded events, running jobs' new output, runs' new points."""
 
     event_feed: Broadcast[EventRow]
     log_feeds: LogFeeds

@@ -25,6 +25,7 @@ import trio
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.runtime.call import Reply, call
 from gpuplaned.runtime.states import ActorState
+from gpuplaned.store.change_topics import ChangeMarks
 
 T = TypeVar("T")
 
@@ -136,13 +137,15 @@ async def write(port: trio.MemorySendChannel[Any] | RequestPort, apply: Callable
     return await call(port, lambda reply: Write(apply, reply, small))
 
 
-def commit_batch(conn: sqlite3.Connection, batch: list[Write]) -> list[tuple[bool, Any]]:
+def commit_batch(conn: sqlite3.Connection, batch: list[Write],
+                 marks: ChangeMarks | None = None) -> list[tuple[bool, Any]]:
     """The store actor's group commit, on its worker thread: the batch in one transaction, each
     write in a savepoint of its own (a batch of one: the transaction alone), so a write that
     raises is undone alone and its caller gets the error. Returns ``(ok, result or error)`` per
-    write."""
+    write. ``marks``: the change triggers' (``change_topics.track``), told which writes were
+    kept and which undone; the caller takes them after the commit."""
     if len(batch) == 1:
-        return [_commit_one(conn, batch[0])]
+        return [_commit_one(conn, batch[0], marks)]
     outcomes: list[tuple[bool, Any]] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -153,9 +156,13 @@ def commit_batch(conn: sqlite3.Connection, batch: list[Write]) -> list[tuple[boo
             except Exception as exc:  # noqa: BLE001 - reported to that write's caller
                 conn.execute("ROLLBACK TO write")
                 conn.execute("RELEASE write")
+                if marks is not None:
+                    marks.undo()
                 outcomes.append((False, exc))
             else:
                 conn.execute("RELEASE write")
+                if marks is not None:
+                    marks.keep()
                 outcomes.append((True, result))
         conn.execute("COMMIT")
     except BaseException:
@@ -165,7 +172,7 @@ def commit_batch(conn: sqlite3.Connection, batch: list[Write]) -> list[tuple[boo
     return outcomes
 
 
-def _commit_one(conn: sqlite3.Connection, item: Write) -> tuple[bool, Any]:
+def _commit_one(conn: sqlite3.Connection, item: Write, marks: ChangeMarks | None) -> tuple[bool, Any]:
     """A batch of one write: its transaction serves as its savepoint, two statements fewer (in a
     drain most batches are one job's report or one scheduling pass)."""
     conn.execute("BEGIN IMMEDIATE")
@@ -175,6 +182,8 @@ def _commit_one(conn: sqlite3.Connection, item: Write) -> tuple[bool, Any]:
         except Exception as exc:  # noqa: BLE001 - reported to that write's caller
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if marks is not None:
+                marks.undo()
             return False, exc
         conn.execute("COMMIT")
     except BaseException:

@@ -38,6 +38,7 @@ class Server:
     config: Config
     nodes: NodeRegistry = attrs.Factory(NodeRegistry)
     event_feed: Broadcast = attrs.Factory(Broadcast)
+    changes: Broadcast = attrs.Factory(Broadcast)  # the store publishes what each commit changed
     log_feeds: LogFeeds = attrs.Factory(LogFeeds)
     readers: None = None
     supervisor: Supervisor | None = None

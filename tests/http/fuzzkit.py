@@ -26,6 +26,7 @@ EXCLUDED = {
     ("GET", "/api/v1/nodes/{node}/stream"): "a known node streams until the client leaves",
     ("GET", "/api/v1/runs/{run_id}/metrics/stream"): "a known run streams until the client leaves",
     ("GET", "/api/v1/runs/metrics/stream"): "known runs stream until the client leaves",
+    ("GET", "/api/v1/changes/stream"): "streams until the client leaves",
     # Checked in test_groups_api.py instead:
     ("POST", "/api/v1/jobs/{job_id}/remove"): "removes the known jobs the other cases name",
     ("POST", "/api/v1/jobs:clean"): "removes the ended jobs the other cases need",

@@ -15,6 +15,7 @@ import trio.testing
 from gpuplaned.actors import store
 
 from gpuplaned.config import Config
+from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.call import Reply
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import ActorStartError, Supervisor
@@ -112,6 +113,7 @@ def test_newer_database_is_refused_and_untouched(tmp_path):
 @attrs.define
 class Shared:
     config: Config
+    changes: Broadcast[frozenset[str]] = attrs.field(factory=Broadcast)  # what the store publishes
 
 
 def store_spec():

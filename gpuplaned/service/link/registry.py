@@ -21,6 +21,9 @@ from gpuplaned.protocol.uplink_frames import Heartbeat
 from gpuplaned.runtime.broadcast import Broadcast
 
 
+NODES_CHANGED = frozenset({"nodes"})
+
+
 def now_ms() -> int:
     """Wall-clock milliseconds: timestamps on records, never timing logic."""
     return int(time.time() * 1000)
@@ -64,7 +67,10 @@ class _Link:
 class NodeRegistry:
     """Server side: node id -> the channel that reaches that node's runner."""
 
-    def __init__(self) -> None:
+    def __init__(self, changes: Broadcast[frozenset[str]] | None = None) -> None:
+        """``changes``: told ``nodes`` with each live snapshot, attach and detach (the readings
+        and the online state node lists show)."""
+        self._changes = changes
         self._ports: dict[str, trio.MemorySendChannel[Any]] = {}
         self._snapshots: dict[str, NodeSnapshot] = {}
         # Each node's GPU utilisation readings, for ``[scheduler] max_free_util`` (``withheld``).
@@ -80,6 +86,7 @@ class NodeRegistry:
         """Route the node's messages to ``port``; ``session``: a remote agent's (an earlier
         connection of it still attached is told to close)."""
         self._ports[node_id] = port
+        self._changed()
         if session is not None:
             link = self._links.setdefault(node_id, _Link())
             old, link.session = link.session, session
@@ -92,11 +99,16 @@ class NodeRegistry:
         if port is not None and self._ports.get(node_id) is not port:
             return
         self._ports.pop(node_id, None)
+        self._changed()
         self._snapshots.pop(node_id, None)  # stale readings must not pass for live ones
         self._util.pop(node_id, None)
         link = self._links.get(node_id)
         if link is not None:
             link.session = None
+
+    def _changed(self) -> None:
+        if self._changes is not None and not self._changes.closed:
+            self._changes.publish(NODES_CHANGED)
 
     def heard(self, node_id: str, at_ms: int) -> None:
         """Any frame from a remote node's agent: it is alive (cheap: in memory only)."""
@@ -154,6 +166,7 @@ class NodeRegistry:
             window = self._util[node_id] = gpu_free.UtilWindow()
         window.add(gpu_free.uses_of(snapshot.gpus))
         self.snapshot_feed.publish((node_id, snapshot))
+        self._changed()
         return before is None or (before.accepting, before.blocked_gpus) != (snapshot.accepting, snapshot.blocked_gpus)
 
     def snapshot(self, node_id: str) -> NodeSnapshot | None:

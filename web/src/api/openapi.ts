@@ -1636,6 +1636,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/changes/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow which lists change (Server-Sent Events)
+         * @description HTTP front: a token with the `read` scope.
+         */
+        get: operations["streamChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -3823,6 +3843,21 @@ export interface components {
             event: "reset";
             data: string;
             id: string;
+        };
+        /** @description `ready`: every topic this caller may hear; `changes`: those that changed since the last event. */
+        ChangedTopics: {
+            /** @description sorted, each once */
+            topics: ("audit" | "checkpoints" | "evaluations" | "events" | "groups" | "jobs" | "nodes" | "runs" | "sweeps" | "tokens" | "views" | "webhooks")[];
+        };
+        /** @description One event of GET /api/v1/changes/stream: topics, sorted, each once; no ids (nothing to resume: a reconnect gets `ready` again). */
+        ChangeStreamEvent: {
+            /** @enum {unknown} */
+            event: "ready";
+            data: string;
+        } | {
+            /** @enum {unknown} */
+            event: "changes";
+            data: string;
         };
         OpenApiDocument: {
             openapi: string;
@@ -7265,6 +7300,31 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    streamChanges: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `ready` first, listing every topic this caller may hear (refetch what you show); then `changes` events naming the topics committed writes changed since the last one: one at once for a lone change, then at most one per 500 ms, the union of what changed. Topics: `audit`, `checkpoints`, `evaluations`, `events`, `groups`, `jobs`, `nodes`, `runs`, `sweeps`, `tokens`, `views`, `webhooks`; `audit`, `tokens` and `webhooks` only for a caller that may read their lists. A comment every 15 s keeps it open. */
+            200: {
+                headers: {
+                    "X-GPUPlane-API": components["headers"]["ApiVersion"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ChangeStreamEvent"];
+                };
+            };
+            401: components["responses"]["E401"];
+            403: components["responses"]["E403"];
+            500: components["responses"]["E500"];
+            503: components["responses"]["E503"];
+        };
+    };
     getOpenApi: {
         parameters: {
             query?: never;
@@ -7411,6 +7471,13 @@ export const runsMetricsStreamEventOneOf1EventValues: ReadonlyArray<Extract<Flat
 export const runsMetricsStreamEventOneOf2EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["RunsMetricsStreamEvent"], {
     event: unknown;
 }>["event"]> = ["reset"];
+export const changedTopicsTopicsValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ChangedTopics"]["topics"]> = ["audit", "checkpoints", "evaluations", "events", "groups", "jobs", "nodes", "runs", "sweeps", "tokens", "views", "webhooks"];
+export const changeStreamEventOneOf0EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ChangeStreamEvent"], {
+    event: unknown;
+}>["event"]> = ["ready"];
+export const changeStreamEventOneOf1EventValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ChangeStreamEvent"], {
+    event: unknown;
+}>["event"]> = ["changes"];
 export const componentsResponsesE400ContentApplicationJsonErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["responses"]["E400"]["content"]["application/json"]["error"]["code"]> = ["bad_request"];
 export const componentsResponsesE401ContentApplicationJsonErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["responses"]["E401"]["content"]["application/json"]["error"]["code"]> = ["unauthorized"];
 export const componentsResponsesE403ContentApplicationJsonErrorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["responses"]["E403"]["content"]["application/json"]["error"]["code"]> = ["forbidden"];
