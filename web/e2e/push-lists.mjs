@@ -34,7 +34,9 @@ await main("push-lists", 60_000, async (result) => {
 
   result.at = "the Runs page";
   await page.locator(".page").first().waitFor();
-  await page.waitForTimeout(1500); // the fetch the stream's ready asks for
+  // The page's first fetch, then the one the stream's `ready` asks for (what changed before it opened).
+  await until(() => since(t0, /^\/api\/v1\/runs$/).length >= 2, 10_000);
+  await page.waitForTimeout(300);
   let t = performance.now();
   await page.waitForTimeout(RUNS_QUIET_MS);
   result.runs_quiet = since(t, LISTS);
