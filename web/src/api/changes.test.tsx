@@ -89,6 +89,18 @@ describe("ChangesFeed", () => {
     const late: boolean[] = [];
     feed.subscribe(["runs"], { onChange: () => undefined, onDown: (d) => late.push(d) });
     expect(late).toEqual([true]); // joining a refused stream: down from the start
+    expect(opened.length).toBe(1);
+  });
+
+  it("tries a refused stream afresh for the next page, not for each subscriber of this one", () => {
+    const { feed, opened } = handFeed();
+    const leave = feed.subscribe(["jobs"], { onChange: () => undefined });
+    opened[0].onState("failed"); // a 401: the app goes to sign-in, and its pages leave
+    leave();
+    const down: boolean[] = [];
+    feed.subscribe(["jobs"], { onChange: () => undefined, onDown: (d) => down.push(d) }); // signed in again, within the linger
+    feed.subscribe(["runs"], { onChange: () => undefined });
+    expect([opened.length, opened[0].closed, opened[1].closed, down]).toEqual([2, true, false, []]);
   });
 });
 

@@ -62,6 +62,8 @@ export class ChangesFeed {
   /** Follow `topics`; returns the unsubscribe. */
   subscribe(topics: readonly string[], subscriber: ChangeSubscriber): () => void {
     const sub: Subscription = { ...subscriber, topics, down: false };
+    // A refused stream kept by the linger is tried afresh by the next page (a 401 led to sign-in since).
+    if (!this.subs.size && this.state === "failed") this.close();
     this.subs.add(sub);
     if (this.closeTimer !== null) clearTimeout(this.closeTimer);
     this.closeTimer = null;
