@@ -6,13 +6,12 @@
 // it polls only while it is "down": the stream reconnecting or refused, or not carrying any of
 // its topics for this caller.
 
-import { EventStream, type SSEMessage, type StreamOptions, type StreamState } from "./sse";
+import type { components } from "./openapi";
 import { streamDown } from "./pushedByStream";
+import { EventStream, type SSEMessage, type StreamOptions, type StreamState } from "./sse";
 
-/** The daemon's topic names (GET /changes/stream); refetches are keyed on these exactly. */
-export type Topic =
-  | "jobs" | "groups" | "sweeps" | "runs" | "nodes" | "events" | "checkpoints" | "evaluations"
-  | "tokens" | "webhooks" | "audit" | "views";
+/** The daemon's topic names (GET /changes/stream, from its OpenAPI document); refetches are keyed on these exactly. */
+export type Topic = components["schemas"]["ChangedTopics"]["topics"][number];
 
 export interface ChangeSubscriber {
   /** Refetch: a change named one of the topics, or the stream (re)opened. */
