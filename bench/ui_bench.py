@@ -534,7 +534,8 @@ def ws_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         rows.append(("  script / layout / style", f"{f['script'] * 100:.2f} / {f['layout'] * 100:.2f} / "
                      f"{f['style'] * 100:.2f} %", "", "info"))
         rows.append(("  charts kept up", f"{f['charts']} charts, each moved on >= {moved:,} steps; "
-                     f"{f['metrics_requests']} metrics requests, {f['stream_requests']} streams opened; JS heap "
+                     f"{f['metrics_requests']} metrics requests, {f['stream_requests']} streams opened, "
+                     f"{f.get('table_reads', 0)} table reads; JS heap "
                      f"{f['js_heap_mb']:.1f} MB", "", verdict(moved >= f["rate"] * f["window_s"] * 0.5)))
     return rows
 

@@ -232,10 +232,12 @@ async function follow(result) {
   const page = await context.newPage();
   let requests = 0;
   let streams = 0;
+  let tableReads = 0;  // the runs table read again as points arrive (its metric summaries)
   let counting = false;
   page.on("request", (r) => {
     if (r.url().includes("/metrics/stream")) streams++;
     else if (counting && r.url().includes("/metrics")) requests++;
+    else if (counting && r.url().includes("/workspace/runs")) tableReads++;
   });
   await page.goto(new URL(path, base).href);
   await page.waitForFunction(() => window.__allDrawnMs !== null, null, { timeout: 60_000, polling: 100 });
@@ -276,7 +278,7 @@ async function follow(result) {
   Object.assign(result, {
     window_s: wall, busy: share("TaskDuration"), cpu: after.ThreadTime === undefined ? null : share("ThreadTime"),
     script: share("ScriptDuration"), layout: share("LayoutDuration"),
-    style: share("RecalcStyleDuration"), metrics_requests: requests, stream_requests: streams,
+    style: share("RecalcStyleDuration"), metrics_requests: requests, stream_requests: streams, table_reads: tableReads,
     charts: pointsAfter.length, steps_before: pointsBefore, steps_after: pointsAfter,
     js_heap_mb: after.JSHeapUsedSize / 1048576,
   });

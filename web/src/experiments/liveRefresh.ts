@@ -1,8 +1,9 @@
 // The table follows its runs by push, never by a timer: while any of them runs, the events
-// stream is followed, and an event about one of them (its end, a checkpoint, a warning) or a
-// run starting (a sweep's next trial) loads the table again, at most once per REFRESH_MS.
+// stream is followed, and an event about one of them (its end, a checkpoint, a warning), a
+// run starting (a sweep's next trial) or a live run's points on the panels' stream loads the
+// table again, at most once per REFRESH_MS.
 
-import { useEffect, useMemo, useRef } from "react";
+import { useCallback, useEffect, useMemo, useRef } from "react";
 import { useEventStream } from "../api/hooks";
 import type { GpuEvent } from "../api/types";
 import { throttle } from "../lib/throttle";
@@ -15,7 +16,9 @@ export function concernsRuns(event: Pick<GpuEvent, "type" | "run_id">, runIds: R
   return event.run_id !== null && runIds.has(event.run_id);
 }
 
-export function useLiveRefresh(runIds: ReadonlySet<string>, live: boolean, reload: () => void): void {
+/** Follows the events while `live`; returns the throttled reload, for the panels to call when a
+ * live run's points arrive (the table's metric summaries move on between the runs' events). */
+export function useLiveRefresh(runIds: ReadonlySet<string>, live: boolean, reload: () => void): () => void {
   const refresh = useMemo(() => throttle(reload, REFRESH_MS), [reload]);
   useEffect(() => () => refresh.cancel(), [refresh]);
   const ids = useRef(runIds);
@@ -28,4 +31,5 @@ export function useLiveRefresh(runIds: ReadonlySet<string>, live: boolean, reloa
       // A malformed event changes nothing here.
     }
   });
+  return useCallback(() => refresh.call(), [refresh]);
 }

@@ -40,7 +40,7 @@ export function Experiments() {
     : null, [selKey]);
   const reply = data.data;
   const runIds = useMemo(() => new Set((reply?.runs ?? []).map((r) => r.id)), [reply]);
-  useLiveRefresh(runIds, !!reply?.runs.some((r) => r.status === "RUNNING"), data.reload);
+  const refreshTable = useLiveRefresh(runIds, !!reply?.runs.some((r) => r.status === "RUNNING"), data.reload);
   const metrics = useMemo(() => reply?.metrics ?? [], [reply]);
   const metricNames = useMemo(() => metrics.map((m) => m.name), [metrics]);
   const rows = useMemo(() => buildRows(reply?.runs ?? [], metrics, view.s), [reply, metrics, view.s]);
@@ -135,7 +135,8 @@ export function Experiments() {
             )}
           </section>
           <Panels view={view} setView={setView} rows={sorted} metrics={metricNames} colors={colors} labels={labels}
-            groupCol={groupCol} primary={primary?.name ?? null} scope={scope} onPrimaryChanged={data.reload} />
+            groupCol={groupCol} primary={primary?.name ?? null} scope={scope} onPrimaryChanged={data.reload}
+            onPoints={refreshTable} />
         </>
       )}
     </div>
@@ -143,10 +144,11 @@ export function Experiments() {
 }
 
 // Memoised: hovering a row re-renders the page, never the charts.
-const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primary, scope, onPrimaryChanged }: {
+const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primary, scope, onPrimaryChanged,
+  onPoints }: {
   view: ExperimentsView; setView: (p: Partial<ExperimentsView>) => void; rows: ReturnType<typeof sortRows>; metrics: string[];
   colors: Map<string, string>; labels: Map<string, string>; groupCol: Column | null; primary: string | null;
-  scope: PrimaryScope | null; onPrimaryChanged: () => void }) {
+  scope: PrimaryScope | null; onPrimaryChanged: () => void; onPoints: () => void }) {
   const runs = useMemo(() => rows.slice(0, PANEL_RUNS).map((r) => ({ id: r.run.id, label: labels.get(r.run.id) ?? r.run.id,
     color: colors.get(r.run.id)!, group: groupCol ? valueKey(r.values[groupCol.id]) : undefined })), [rows, labels, colors, groupCol]);
   const shown = useMemo(() => metrics.filter(nameMatcher(view.m)), [metrics, view.m]); // the reply's order: the primary first
@@ -157,7 +159,7 @@ const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labe
         extra={rows.length > PANEL_RUNS && <span className="toolbar-note muted small">the first {PANEL_RUNS} of {fmtInt(rows.length)} runs</span>} />
       {shown.length ? (
         <ExperimentPanels runs={runs} metrics={shown} x={view.x} smooth={view.smooth} zoom={view.xr}
-          onZoom={(xr) => setView({ xr })} live={live} groups={!!groupCol} primary={scope ? null : primary /* the ★ button shows it */}
+          onZoom={(xr) => setView({ xr })} live={live} onPoints={onPoints} groups={!!groupCol} primary={scope ? null : primary /* the ★ button shows it */}
           headExtra={scope ? (name) => <MetricStar name={name} primary={primary} scope={scope} onChanged={onPrimaryChanged} /> : undefined} />
       ) : (
         <Empty title={metrics.length ? "No metric matches the filter" : "These runs have logged no metrics"} compact />
