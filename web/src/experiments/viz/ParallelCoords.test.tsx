@@ -101,9 +101,9 @@ describe("ParallelCoords", () => {
     expect(onBrush.mock.calls.every(([key]) => key === "metric:loss")).toBe(true);
   });
 
-  it("redraws only the lines and brushes on a drag frame; the axes and labels stay on their own canvas", async () => {
+  it("redraws only the lines inside the brushes and the brushes on a drag frame; the axes, labels and faint runs stay on their own canvases", async () => {
     const { canvasEl, container } = await draw();
-    expect(container.querySelectorAll("canvas")).toHaveLength(2);
+    expect(container.querySelectorAll("canvas")).toHaveLength(3);
     const before = canvas.calls.length;
     fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 1 });
     fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
@@ -112,6 +112,9 @@ describe("ParallelCoords", () => {
     expect(frameCalls.some((c) => c.op === "stroke")).toBe(true);
     expect(frameCalls.some((c) => c.op === "fillRect")).toBe(true); // the brush being dragged
     expect(frameCalls.filter((c) => c.op === "fillText" || c.op === "strokeText")).toHaveLength(0);
+    // The runs outside the brush are not stroked again: they are on the faint layer, drawn once.
+    expect(frameCalls.filter((c) => c.op === "set:globalAlpha" && c.args[0] === 0.18)).toHaveLength(0);
+    expect(canvas.calls.slice(0, before).some((c) => c.op === "set:globalAlpha" && c.args[0] === 0.18)).toBe(true);
     fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
   });
 

@@ -53,6 +53,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
   const [host, width] = useWidth<HTMLDivElement>();
   const canvas = useRef<HTMLCanvasElement>(null);
   const axesCanvas = useRef<HTMLCanvasElement>(null);
+  const faintCanvas = useRef<HTMLCanvasElement>(null);
   const { theme } = useTheme();
   const projection = useMemo(() => (width > 0 ? project(axes, rows, pcLayout(width, height)) : null),
     [axes, rows, width, height]);
@@ -87,11 +88,14 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     }
     const ctx = prepare(el, width, height);
     if (ctx) draw(ctx, s.projection, effective, s.colors, highlightIndex(s.projection, s.hover, s.highlight), s.colours);
-    // The axes layer: only when what it shows changed, not on every frame of a drag.
-    if (axesCanvas.current && (s.axesFor.projection !== s.projection || s.axesFor.colours !== s.colours)) {
+    // The axes above and every run faint below: only when what they show changed, not on every
+    // frame of a drag (a frame then strokes only the runs inside the brushes).
+    if (s.axesFor.projection !== s.projection || s.axesFor.colours !== s.colours) {
       s.axesFor = { projection: s.projection, colours: s.colours };
-      const top = prepare(axesCanvas.current, width, height);
+      const top = axesCanvas.current && prepare(axesCanvas.current, width, height);
       if (top) drawAxes(top, s.projection, s.colours, width, height);
+      const under = faintCanvas.current && prepare(faintCanvas.current, width, height);
+      if (under) drawFaint(under, s.projection, s.colours);
     }
   });
 
@@ -180,10 +184,11 @@ export function ParallelCoords(props: ParallelCoordsProps) {
         )}
       </div>
       <div ref={host} className="viz-canvas-host" style={{ height }}>
-        <canvas ref={canvas} style={{ width: "100%", height }} role="img"
+        <canvas ref={canvas} className="viz-pc-lines" style={{ width: "100%", height }} role="img"
           aria-label={`Parallel coordinates: ${rows.length} runs over ${axes.map((a) => a.label).join(", ")}`}
           onPointerDown={onPointerDown} onPointerMove={onPointerMove} onPointerUp={onPointerUp}
           onPointerCancel={onPointerUp} onPointerLeave={onPointerLeave} />
+        <canvas ref={faintCanvas} className="viz-pc-faint" style={{ width: "100%", height }} aria-hidden="true" />
         <canvas ref={axesCanvas} className="viz-pc-axes" style={{ width: "100%", height }} aria-hidden="true" />
       </div>
       <BrushForm axes={axes} rows={rows} brushes={brushes} onBrush={onBrush} />
@@ -238,14 +243,7 @@ function tracePath(ctx: CanvasRenderingContext2D, p: Projection, r: number): voi
 function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, colors: Map<string, string>, hi: number,
   t: ReturnType<typeof chartTheme>): void {
   const passing = passMask(p, brushes);
-  // Runs outside the brushes: one faint path.
-  ctx.lineWidth = 1;
-  ctx.globalAlpha = 0.18;
-  ctx.strokeStyle = t.axis;
-  ctx.beginPath();
-  for (let r = 0; r < p.rows.length; r++) if (!passing[r]) tracePath(ctx, p, r);
-  ctx.stroke();
-  // The rest: one path per colour.
+  // Runs inside the brushes, one path per colour (those outside show faint from the layer below).
   const byColor = new Map<string, number[]>();
   p.rows.forEach((row, r) => {
     if (!passing[r]) return;
@@ -287,6 +285,17 @@ function draw(ctx: CanvasRenderingContext2D, p: Projection, brushes: Brushes, co
       ctx.strokeRect(x - 7, y0, 14, Math.max(2, y1 - y0));
     }
   });
+}
+
+/** Every run as one faint path, on the canvas under the lines: drawn only when the projection or the theme changes. */
+function drawFaint(ctx: CanvasRenderingContext2D, p: Projection, t: ReturnType<typeof chartTheme>): void {
+  ctx.lineWidth = 1;
+  ctx.globalAlpha = 0.18;
+  ctx.strokeStyle = t.axis;
+  ctx.beginPath();
+  for (let r = 0; r < p.rows.length; r++) tracePath(ctx, p, r);
+  ctx.stroke();
+  ctx.globalAlpha = 1;
 }
 
 /** The axes, their ticks and titles: on their own canvas, drawn only when the projection or the theme changes. */
