@@ -24,6 +24,25 @@ describe("the filter editor", () => {
     expect(describeFilter("opt", { kind: "set", values: ["adam"] })).toBe("opt ∈ {adam}");
   });
 
+  it("filters a time column by dates and times, kept as epoch ms, and shows them as dates", () => {
+    expect(editorFor(col("created"), rows)).toEqual({ kind: "range", time: true });
+    const onChange = vi.fn();
+    render(<FilterBar columns={columns} rows={rows} filters={{}} onChange={onChange} />);
+    fireEvent.click(screen.getByRole("button", { name: "Filter" }));
+    fireEvent.change(screen.getByLabelText("Filter column"), { target: { value: "created" } });
+    expect(screen.queryByLabelText("Minimum")).toBeNull(); // no raw milliseconds to type
+    fireEvent.change(screen.getByLabelText("From"), { target: { value: "2026-12-06T10:30" } });
+    fireEvent.change(screen.getByLabelText("To"), { target: { value: "2026-12-05T10:30" } });
+    fireEvent.click(screen.getByRole("button", { name: "Apply" }));
+    expect(screen.getByRole("alert").textContent).toBe("From is after to.");
+    fireEvent.change(screen.getByLabelText("To"), { target: { value: "" } });
+    fireEvent.click(screen.getByRole("button", { name: "Apply" }));
+    const from = new Date("2026-12-06T10:30").getTime();
+    expect(onChange).toHaveBeenCalledWith("created", { kind: "range", min: from, max: null });
+    expect(describeFilter("Created", { kind: "range", min: from, max: null }, true)).not.toContain(String(from));
+    expect(describeFilter("Created", { kind: "range", min: from, max: null }, true)).toMatch(/^Created ≥ .*10:30/);
+  });
+
   it("refuses a range that is not one, naming the problem, and applies a good one", () => {
     const onChange = vi.fn();
     render(<FilterBar columns={columns} rows={rows} filters={{}} onChange={onChange} />);

@@ -1,30 +1,33 @@
 // The table's filters as chips, and an editor that fits the column: a numeric range for
-// numbers (metric summaries included), a set of states for the status, a set of values for
-// a column with few of them, and "contains" for the rest.
+// numbers (metric summaries included), a range of dates and times for a time (kept as epoch
+// ms), a set of states for the status, a set of values for a column with few of them, and
+// "contains" for the rest.
 
 import { useEffect, useRef, useState } from "react";
 import { RUN_STATES } from "../api/types";
 import { Icon } from "../components/Icon";
-import { fmtValue } from "../lib/format";
+import { fmtDateTime, fmtValue } from "../lib/format";
 import { formatValue, valueKey, type Column } from "./columns";
 import type { Filter, Filters, TableRow } from "./table";
 
 const MAX_SET = 12;
 
-export function describeFilter(label: string, f: Filter): string {
+export function describeFilter(label: string, f: Filter, time = false): string {
   if (f.kind === "range") {
-    if (f.min !== null && f.max !== null) return `${label} ∈ [${fmtValue(f.min)}, ${fmtValue(f.max)}]`;
-    return f.min !== null ? `${label} ≥ ${fmtValue(f.min)}` : `${label} ≤ ${fmtValue(f.max)}`;
+    const show = time ? fmtDateTime : fmtValue;
+    if (f.min !== null && f.max !== null) return `${label} ∈ [${show(f.min)}, ${show(f.max)}]`;
+    return f.min !== null ? `${label} ≥ ${show(f.min)}` : `${label} ≤ ${show(f.max)}`;
   }
   if (f.kind === "set") return `${label} ∈ {${f.values.map((v) => v || "not set").join(", ")}}`;
   return `${label} contains “${f.text}”`;
 }
 
 /** The editor a column gets: range, set (with its values) or text. */
-export function editorFor(column: Column, rows: readonly TableRow[]): { kind: "range" } | { kind: "set"; values: string[] } |
-  { kind: "text" } {
+export function editorFor(column: Column, rows: readonly TableRow[]): { kind: "range"; time?: true } |
+  { kind: "set"; values: string[] } | { kind: "text" } {
   if (column.id === "status") return { kind: "set", values: [...RUN_STATES] };
-  if (column.kind === "number" || column.kind === "time") return { kind: "range" };
+  if (column.kind === "time") return { kind: "range", time: true };
+  if (column.kind === "number") return { kind: "range" };
   const values = new Set(rows.map((r) => valueKey(r.values[column.id])));
   if ((column.kind === "bool" || column.kind === "string" || column.kind === "mixed") && values.size <= MAX_SET) {
     return { kind: "set", values: [...values].sort() };
@@ -36,11 +39,12 @@ export function FilterBar({ columns, rows, filters, onChange }: {
   columns: Column[]; rows: TableRow[]; filters: Filters; onChange: (col: string, filter: Filter | null) => void }) {
   const [open, setOpen] = useState<string | null>(null);
   const label = (id: string) => columns.find((c) => c.id === id)?.label ?? id;
+  const isTime = (id: string) => columns.find((c) => c.id === id)?.kind === "time";
   return (
     <div className="exp-filters" role="group" aria-label="Filters">
       {Object.entries(filters).map(([col, f]) => (
         <span key={col} className="chip on exp-filter-chip">
-          <button type="button" className="link-btn" onClick={() => setOpen(col)} title="Change this filter">{describeFilter(label(col), f)}</button>
+          <button type="button" className="link-btn" onClick={() => setOpen(col)} title="Change this filter">{describeFilter(label(col), f, isTime(col))}</button>
           <button type="button" className="icon-btn" onClick={() => onChange(col, null)} aria-label={`Remove the filter on ${label(col)}`}>
             <Icon name="x" size={11} />
           </button>
@@ -59,9 +63,11 @@ function FilterEditor({ columns, rows, filters, start, onApply, onClose }: {
   const [col, setCol] = useState(start ?? columns.find((c) => c.id !== "name")?.id ?? "");
   const column = columns.find((c) => c.id === col);
   const editor = column ? editorFor(column, rows) : { kind: "text" as const };
+  const time = editor.kind === "range" && !!editor.time;
   const current = filters[col];
-  const [min, setMin] = useState(current?.kind === "range" && current.min !== null ? String(current.min) : "");
-  const [max, setMax] = useState(current?.kind === "range" && current.max !== null ? String(current.max) : "");
+  const shownBound = (v: number | null) => (v === null ? "" : time ? toLocalInput(v) : String(v));
+  const [min, setMin] = useState(current?.kind === "range" ? shownBound(current.min) : "");
+  const [max, setMax] = useState(current?.kind === "range" ? shownBound(current.max) : "");
   const [text, setText] = useState(current?.kind === "text" ? current.text : "");
   const [picked, setPicked] = useState<string[]>(current?.kind === "set" ? current.values : []);
   const [error, setError] = useState<string | null>(null);
@@ -84,14 +90,16 @@ function FilterEditor({ columns, rows, filters, start, onApply, onClose }: {
   const apply = () => {
     if (!column) return;
     if (editor.kind === "range") {
-      const lo = min.trim() === "" ? null : Number(min);
-      const hi = max.trim() === "" ? null : Number(max);
+      const bound = (v: string) => (v.trim() === "" ? null : time ? new Date(v).getTime() : Number(v));
+      const lo = bound(min);
+      const hi = bound(max);
       if ((lo !== null && !Number.isFinite(lo)) || (hi !== null && !Number.isFinite(hi))) {
-        setError("Min and max must be numbers (or empty for an open end).");
+        setError(time ? "From and to must be dates and times (or empty for an open end)."
+          : "Min and max must be numbers (or empty for an open end).");
         return;
       }
-      if (lo === null && hi === null) { setError("Give a min, a max, or both."); return; }
-      if (lo !== null && hi !== null && lo > hi) { setError("Min is above max."); return; }
+      if (lo === null && hi === null) { setError(time ? "Give a from, a to, or both." : "Give a min, a max, or both."); return; }
+      if (lo !== null && hi !== null && lo > hi) { setError(time ? "From is after to." : "Min is above max."); return; }
       onApply(col, { kind: "range", min: lo, max: hi });
     } else if (editor.kind === "set") {
       if (!picked.length) { setError("Pick at least one value."); return; }
@@ -112,11 +120,19 @@ function FilterEditor({ columns, rows, filters, start, onApply, onClose }: {
         <form className="popover exp-filter-pop" onSubmit={(e) => { e.preventDefault(); apply(); }}>
           <label className="field">
             <span>Column</span>
-            <select value={col} onChange={(e) => { setCol(e.target.value); setError(null); setPicked([]); }} aria-label="Filter column">
+            <select value={col} onChange={(e) => { setCol(e.target.value); setError(null); setPicked([]); setMin(""); setMax(""); }}
+              aria-label="Filter column">
               {columns.map((c) => <option key={c.id} value={c.id}>{c.group === "metric" ? `${c.label} (metric)` : c.label}</option>)}
             </select>
           </label>
-          {editor.kind === "range" && (
+          {time && (
+            <div className="exp-range">
+              <input type="datetime-local" value={min} onChange={(e) => setMin(e.target.value)} aria-label="From" />
+              <span>to</span>
+              <input type="datetime-local" value={max} onChange={(e) => setMax(e.target.value)} aria-label="To" />
+            </div>
+          )}
+          {editor.kind === "range" && !time && (
             <div className="exp-range">
               <input inputMode="decimal" value={min} onChange={(e) => setMin(e.target.value)} placeholder="min" aria-label="Minimum" />
               <span>to</span>
@@ -146,4 +162,11 @@ function FilterEditor({ columns, rows, filters, start, onApply, onClose }: {
       )}
     </div>
   );
+}
+
+/** Epoch ms as a datetime-local input's value (local time, to the minute). */
+function toLocalInput(ms: number): string {
+  const d = new Date(ms);
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
