@@ -107,9 +107,12 @@ function NodeCard({ node, store, now, jobs }: { node: NodeInfo; store: LiveStore
       {node.conditions.length > 0 && (
         <div className="banner banner-warn compact"><Icon name="alert" size={14} />{node.conditions.join(" · ")}</div>
       )}
-      {node.gpus.length === 0 ? (
-        <Empty compact title="No GPUs on this node" icon="gpu">{node.gpu_backend_note ?? `GPU backend: ${node.gpu_backend}`}</Empty>
+      {node.gpus.length === 0 ? (node.pooled ? (
+        <Empty compact title="GPUs placed by Slurm for each job" icon="gpu">
+          Up to {node.pooled.gpus_per_job} GPUs a job · {node.pooled.jobs_in_flight} of {node.pooled.max_jobs} jobs in flight</Empty>
       ) : (
+        <Empty compact title="No GPUs on this node" icon="gpu">{node.gpu_backend_note ?? `GPU backend: ${node.gpu_backend}`}</Empty>
+      )) : (
         <div className="gpu-grid-wrap"><table className="gpu-grid">
           <thead>
             <tr><th>GPU</th><th>Job</th>{GPU_FIELDS.map((f) => <th key={f.metric}>{f.label}</th>)}</tr>
@@ -146,7 +149,7 @@ function NodeCard({ node, store, now, jobs }: { node: NodeInfo; store: LiveStore
       <footer className="card-foot muted">
         <span>{String(node.hardware.hostname ?? node.name)}</span>
         <span>{node.gpu_backend === "nvml" ? "NVML" : node.gpu_backend}</span>
-        <span>CPU jobs {node.cpu_jobs}/{node.max_cpu_jobs}</span>
+        {!node.pooled && <span>CPU jobs {node.cpu_jobs}/{node.max_cpu_jobs}</span>}
         {host && <span>load {fmtValue(host.load1)}</span>}
         <span className="spark-legend">last 10 min</span>
       </footer>

@@ -1,7 +1,7 @@
 import { render } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
 import type { NodeInfo, NodeLink } from "../api/types";
-import { linkItems, NodesTable } from "./Nodes";
+import { Conditions, linkItems, NodesTable, runnerItems } from "./Nodes";
 
 const NOW = 1_800_000_000_000;
 
@@ -63,5 +63,29 @@ describe("a node's link details", () => {
     expect(text(linkItems(node("gpu3", { remote: true, link: null }), NOW))[0]).toBe(
       "Link: detached not heard from since the server started");
     expect(text(linkItems(node("box"), NOW))).toEqual(["Link: local"]);
+  });
+});
+
+describe("a Slurm node", () => {
+  const slurm = node("cluster", { runner: "slurm", gpu_backend: "slurm", max_cpu_jobs: 0,
+    pooled: { gpus_per_job: 4, max_jobs: 8, jobs_in_flight: 3 }, conditions: ["slurm_unreachable"],
+    condition_messages: { slurm_unreachable: "slurmctld did not answer squeue within 10 s" } });
+
+  it("shows its runner and job slots in the list, not 0 of 0 GPUs", () => {
+    const { heads, rows } = table([node("box"), slurm]);
+    expect(heads).toContain("Runner");
+    expect([rows.cluster.Runner.textContent, rows.box.Runner.textContent]).toEqual(["slurm", "local"]);
+    expect(rows.cluster["GPUs busy"].textContent).toBe("up to 4 a job");
+    expect(rows.cluster["CPU jobs"].textContent).toBe("3 / 8 jobs");
+    expect(rows.box["GPUs busy"].textContent).toBe("0 / 0");
+    expect(table([node("box")]).heads).not.toContain("Runner"); // all local: no column
+  });
+
+  it("details its capacity and what each condition means", () => {
+    expect(runnerItems(slurm)).toEqual([["Runner", "slurm"],
+      ["Capacity", "up to 4 GPUs a job, 8 jobs at once, 3 in flight"]]);
+    expect(runnerItems(node("box"))).toEqual([]);
+    const { container } = render(<Conditions node={slurm} />);
+    expect(container.textContent).toBe("slurm_unreachable: slurmctld did not answer squeue within 10 s");
   });
 });

@@ -1,6 +1,8 @@
 // Nodes: every node with its state and heartbeat (and, for a remote agent's node, its link:
-// attached or detached, last heartbeat, spool backlog, clock skew); the chosen one in detail:
-// hardware, GPU slots with their owners and readings, host resources, and its metric history.
+// attached or detached, last heartbeat, spool backlog, clock skew; for a Slurm node, its
+// runner and job slots); the chosen one in detail: hardware, GPU slots with their owners and
+// readings (or, on a Slurm node, its capacity), what each condition means, host resources,
+// and its metric history.
 
 import { api } from "../api/client";
 import { useNow, useResource } from "../api/hooks";
@@ -48,12 +50,14 @@ export function LinkBadge({ node }: { node: NodeInfo }) {
 export function NodesTable({ nodes, selected, now, onSelect }: { nodes: NodeInfo[]; selected?: NodeInfo; now: number;
   onSelect: (n: NodeInfo) => void }) {
   const links = hasRemote(nodes);
+  const runners = nodes.some((n) => n.runner !== "local"); // a Runner column only then
   return (
     <div className="table-wrap">
       <table className="table">
         <thead><tr><th>Node</th><th>Status</th>
           {links && <><th>Link</th><th>Heartbeat</th><th className="num" title="The agent's spool not yet acknowledged">Backlog</th>
             <th className="num" title="The agent's clock minus the server's">Skew</th></>}
+          {runners && <th>Runner</th>}
           <th className="num">GPUs busy</th><th className="num">CPU jobs</th>
           <th>CPU</th><th>Memory</th><th>Last seen</th><th>Backend</th><th>Labels</th></tr></thead>
         <tbody>
@@ -70,8 +74,16 @@ export function NodesTable({ nodes, selected, now, onSelect }: { nodes: NodeInfo
                   <td className="num nowrap">{remote ? fmtBacklog(n.link) : "—"}</td>
                   <td className="num nowrap">{remote ? fmtSkew(n.link?.skew_ms) : "—"}</td>
                 </>}
-                <td className="num">{n.gpus.filter((g) => g.owner_job_id).length} / {n.gpus.length}</td>
-                <td className="num">{n.cpu_jobs} / {n.max_cpu_jobs}</td>
+                {runners && <td>{n.runner}</td>}
+                {n.pooled ? <>
+                  {/* Slurm places each job's GPUs: the most a job may ask, and the job slots (CPU jobs count against them). */}
+                  <td className="num nowrap" title="Slurm places each job's GPUs">up to {n.pooled.gpus_per_job} a job</td>
+                  <td className="num nowrap" title="Its jobs in Slurm (queued there or running, CPU jobs too) of the most it holds at once">
+                    {n.pooled.jobs_in_flight} / {n.pooled.max_jobs} jobs</td>
+                </> : <>
+                  <td className="num">{n.gpus.filter((g) => g.owner_job_id).length} / {n.gpus.length}</td>
+                  <td className="num">{n.cpu_jobs} / {n.max_cpu_jobs}</td>
+                </>}
                 <td className="meter-cell"><Meter value={host?.cpu_percent} label="CPU" /><span>{fmtPct(host?.cpu_percent)}</span></td>
                 <td className="meter-cell"><Meter value={host?.memory_used_mb} max={host?.memory_total_mb ?? 0} label="Memory" />
                   <span>{fmtMiB(host?.memory_used_mb)} / {fmtMiB(host?.memory_total_mb)}</span></td>
@@ -99,6 +111,28 @@ export function linkItems(node: NodeInfo, now: number): [string, React.ReactNode
   ];
 }
 
+/** How the node runs jobs: nothing more for a local node; a Slurm node's runner and capacity. */
+export function runnerItems(node: NodeInfo): [string, React.ReactNode][] {
+  if (!node.pooled) return node.runner === "local" ? [] : [["Runner", node.runner]];
+  const p = node.pooled;
+  return [
+    ["Runner", node.runner],
+    ["Capacity", `up to ${p.gpus_per_job} GPUs a job, ${p.max_jobs} jobs at once, ${p.jobs_in_flight} in flight`],
+  ];
+}
+
+/** Each condition that holds, with what it means where the node says (a Slurm controller that does not answer...). */
+export function Conditions({ node }: { node: NodeInfo }) {
+  return (
+    <ul className="node-conditions">
+      {node.conditions.map((c) => (
+        <li key={c}><span className="text-warn">{c}</span>
+          {node.condition_messages[c] && <span className="small">: {node.condition_messages[c]}</span>}</li>
+      ))}
+    </ul>
+  );
+}
+
 function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Range; setRange: (r: Range) => void; now: number }) {
   const snap = node.snapshot;
   const host = snap?.host;
@@ -119,7 +153,8 @@ function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Ran
             ["Last seen", <Ago ts={lastSeen(node)} now={now} />],
             ["Connected", node.connected ? "yes" : "no"],
             ...linkItems(node, now),
-            ...(node.conditions.length ? [["Conditions", <span className="text-warn">{node.conditions.join(", ")}</span>] as [string, React.ReactNode]] : []),
+            ...runnerItems(node),
+            ...(node.conditions.length ? [["Conditions", <Conditions node={node} />] as [string, React.ReactNode]] : []),
           ]} />
         </section>
         <section className="card">
@@ -139,7 +174,9 @@ function NodeDetail({ node, range, setRange, now }: { node: NodeInfo; range: Ran
       </div>
       <section className="card">
         <header className="card-head"><h2>GPUs</h2><span className="muted small">{node.gpus.length} slot{node.gpus.length === 1 ? "" : "s"}</span></header>
-        {node.gpus.length === 0 ? <Empty compact title="No GPUs" icon="gpu">{node.gpu_backend_note ?? ""}</Empty> : (
+        {node.gpus.length === 0 ? (node.pooled
+          ? <Empty compact title="Placed by Slurm for each job" icon="gpu">Up to {node.pooled.gpus_per_job} GPUs a job; the job's own page shows which it got.</Empty>
+          : <Empty compact title="No GPUs" icon="gpu">{node.gpu_backend_note ?? ""}</Empty>) : (
           <table className="table compact">
             <thead><tr><th>#</th><th>Model</th><th>Owner</th><th>Util</th><th>Memory</th><th className="num">Temp</th>
               <th className="num">Power</th><th className="num">SM clock</th><th className="num">Fan</th><th>Throttle</th><th className="num">ECC</th><th>Processes</th></tr></thead>
