@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
@@ -20,17 +23,28 @@ from test_ui_e2e import BURSTS, SDK_DIR, _require_browser, run_script_on
 pytestmark = pytest.mark.e2e
 
 
-def test_the_node_charts_and_compare_follow_their_streams_and_poll_only_while_they_are_down(tmp_path):
+@contextmanager
+def browser_daemon(tmp_path: Path, gpus: str, token_name: str) -> Iterator[tuple[DaemonProcess, Jobs, str, str]]:
+    """A daemon of its own with ``gpus`` fake GPUs, its node up: it, its jobs, its HTTP address and a
+    read-write token's secret; killed with every process it started on the way out."""
     _require_browser()
-    daemon = DaemonProcess(tmp_path / "d", "--gpus", "fake:2")
+    daemon = DaemonProcess(tmp_path / "d", "--gpus", gpus)
     try:
         daemon.start()
         daemon.wait_ready()
         jobs = Jobs(daemon, tmp_path / "work")
         jobs.wait_node()
         url = daemon.client().get("/api/v1/daemon")["endpoints"]["http"]
-        made = daemon.run_ctl("token", "create", "ui-push", "--scope", "read,write", "--json")
+        made = daemon.run_ctl("token", "create", token_name, "--scope", "read,write", "--json")
         assert made.returncode == 0, made.stderr
+        yield daemon, jobs, url, json.loads(made.stdout)["secret"]
+    finally:
+        daemon.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
+
+
+def test_the_node_charts_and_compare_follow_their_streams_and_poll_only_while_they_are_down(tmp_path):
+    with browser_daemon(tmp_path, "fake:2", "ui-push") as (daemon, jobs, url, secret):
         node = jobs.client.get("/api/v1/nodes")["nodes"][0]["name"]
 
         folder = tmp_path / "bursts"
@@ -46,7 +60,7 @@ def test_the_node_charts_and_compare_follow_their_streams_and_poll_only_while_th
             wait_for(lambda run_id=run_id: jobs.client.get(f"/api/v1/runs/{run_id}/metrics?names=loss")["series"].get("loss"),
                      30, interval=0.1, what="the first burst's points")
 
-        r = run_script_on(daemon, url, json.loads(made.stdout)["secret"], "push-pages", GPUPLANE_UI_NODE=node,
+        r = run_script_on(daemon, url, secret, "push-pages", GPUPLANE_UI_NODE=node,
                           GPUPLANE_UI_RUN_IDS=",".join(runs), GPUPLANE_UI_BURST_DIR=str(folder))
 
         assert r["node"]["quiet"]["metrics_requests"] == 0, r["node"]
@@ -59,32 +73,16 @@ def test_the_node_charts_and_compare_follow_their_streams_and_poll_only_while_th
         assert all(n >= 2 for k, n in r["compare"]["down"].items() if k != "ms"), r["compare"]
         assert all(n == 0 for n in r["compare"]["back"].values()), r["compare"]
         assert r["problems"] == []
-    finally:
-        daemon.kill()
-        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
 
 
 def test_the_list_pages_ask_nothing_on_a_timer_and_fetch_again_when_the_changes_stream_names_them(tmp_path):
     """web/e2e/push-lists.mjs: Runs and Jobs quiet on one changes stream; a job submitted through
     the API is asked for and shown at once (the pages polled every 5 s and 3 s before)."""
-    _require_browser()
-    daemon = DaemonProcess(tmp_path / "d", "--gpus", "fake:1")
-    try:
-        daemon.start()
-        daemon.wait_ready()
-        jobs = Jobs(daemon, tmp_path / "work")
-        jobs.wait_node()
-        url = daemon.client().get("/api/v1/daemon")["endpoints"]["http"]
-        made = daemon.run_ctl("token", "create", "ui-lists", "--scope", "read,write", "--json")
-        assert made.returncode == 0, made.stderr
-
-        r = run_script_on(daemon, url, json.loads(made.stdout)["secret"], "push-lists",
+    with browser_daemon(tmp_path, "fake:1", "ui-lists") as (daemon, jobs, url, secret):
+        r = run_script_on(daemon, url, secret, "push-lists",
                           GPUPLANE_UI_CWD=str(jobs.workdir), GPUPLANE_UI_SUBMIT_NAME="ui-pushed-job")
 
         assert r["runs_quiet"] == [] and r["jobs_quiet"] == [], r
         assert r["streams"] == 1, r
         assert r["asked_after_submit"] >= 1, r
         assert [j["name"] for j in jobs.client.get("/api/v1/jobs")["jobs"]] == ["ui-pushed-job"]
-    finally:
-        daemon.kill()
-        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
