@@ -181,6 +181,30 @@ describe("useResource with live", () => {
     expect(changes.following).toBe(false); // the last subscriber left: the stream is closed
   });
 
+  it("asks nothing while the tab is hidden, and once when it shows if something changed meanwhile", async () => {
+    const w = wire(/\/changes\/stream$/, () => ({}));
+    const { unmount } = render();
+    await advance(0);
+    w.streams[0].send("ready", { topics: ["groups", "jobs", "runs"] });
+    await advance(2_000);
+    const shown = w.count(JOBS);
+    const visibility = vi.spyOn(document, "visibilityState", "get").mockReturnValue("hidden");
+    for (let i = 0; i < 10; i++) {
+      w.streams[0].send("changes", { topics: ["jobs"] });
+      await advance(1_000);
+    }
+    expect(w.count(JOBS)).toBe(shown); // a background tab: nothing asked
+    visibility.mockReturnValue("visible");
+    document.dispatchEvent(new Event("visibilitychange"));
+    await advance(0);
+    expect(w.count(JOBS)).toBe(shown + 1); // once, for all ten
+    await advance(10_000);
+    expect(w.count(JOBS)).toBe(shown + 1);
+    expect(w.count(RUNS)).toBe(2); // its topic never changed
+    visibility.mockRestore();
+    unmount();
+  });
+
   it("polls a daemon that refuses the stream, and without live polls as before", async () => {
     const w = wire(/\/changes\/stream$/, () => ({}));
     vi.stubGlobal("fetch", vi.fn(async (input: string) => {
