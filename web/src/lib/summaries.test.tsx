@@ -39,10 +39,23 @@ describe("useSummaries of running runs", () => {
     expect(result.current.get("rn_live")?.progress.step).toBe(7);
     expect(w.count(/rn_done/)).toBe(1); // an ended run's summary is not asked again
 
+    await advance(10_000);
+    const visibility = vi.spyOn(document, "visibilityState", "get").mockReturnValue("hidden");
+    for (let i = 0; i < 4; i++) {
+      w.streams[0].send("changes", { topics: ["runs"] });
+      await advance(6_000);
+    }
+    expect(w.count(SUMMARY)).toBe(3); // a background tab asks nothing
+    visibility.mockReturnValue("visible");
+    document.dispatchEvent(new Event("visibilitychange"));
+    await advance(0);
+    expect(w.count(SUMMARY)).toBe(4); // once on showing, for all four
+    visibility.mockRestore();
+
     w.refuse = true;
     w.streams[0].end();
     await advance(20_000);
-    expect(w.count(SUMMARY)).toBeGreaterThanOrEqual(6); // down: every refreshMs
+    expect(w.count(SUMMARY)).toBeGreaterThanOrEqual(7); // down: every refreshMs
     unmount();
   });
 });

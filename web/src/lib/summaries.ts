@@ -61,8 +61,19 @@ export function useSummaries(ids: readonly string[], running: readonly string[],
       });
     }, refreshMs);
     let poll: ReturnType<typeof setInterval> | null = null;
+    let unseen = false; // changed while the tab was hidden: asked once it shows
+    const onVisible = () => {
+      if (document.visibilityState === "visible" && unseen) {
+        unseen = false;
+        refresh.call();
+      }
+    };
+    document.addEventListener("visibilitychange", onVisible);
     const unsubscribe = changes.subscribe(["runs"], {
-      onChange: () => refresh.call(),
+      onChange: () => {
+        if (document.visibilityState === "hidden") unseen = true;
+        else refresh.call();
+      },
       onDown: (down) => {
         if (down && poll === null) poll = setInterval(() => {
           if (document.visibilityState !== "hidden") refresh.call();
@@ -75,6 +86,7 @@ export function useSummaries(ids: readonly string[], running: readonly string[],
     });
     return () => {
       unsubscribe();
+      document.removeEventListener("visibilitychange", onVisible);
       refresh.cancel();
       if (poll !== null) clearInterval(poll);
       abort.abort();
