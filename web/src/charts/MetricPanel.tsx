@@ -9,6 +9,7 @@ import { autoSize } from "./axis";
 import { withAlpha } from "./colors";
 import { lastValue, nearestValue, panelData, type PanelRun } from "./panelData";
 import type { SeriesStore } from "./series";
+import type { RunHighlight } from "./highlight";
 import { chartTheme } from "./theme";
 import { UPlotChart } from "./UPlotChart";
 
@@ -38,14 +39,19 @@ export interface MetricPanelProps {
   marks?: Mark[];
   /** Beside the title: a control for this metric (the run page's primary-metric star). */
   headExtra?: ReactNode;
+  /** The run the page points at, stressed over the others (several runs only). */
+  highlight?: RunHighlight;
 }
+
+/** The others' opacity while a run is stressed (pointed at elsewhere on the page, or hovered here). */
+export const DIMMED_ALPHA = 0.3;
 
 export function fmtX(x: number, mode: XMode): string {
   return mode === "ts" ? fmtDateTime(x) : `step ${fmtInt(x)}`;
 }
 
 export function MetricPanel(props: MetricPanelProps) {
-  const { store, name, runs, smoothing, xMode, zoom, onZoom, syncKey, theme, logY = false, height = 190, marks } = props;
+  const { store, name, runs, smoothing, xMode, zoom, onZoom, syncKey, theme, logY = false, height = 190, marks, highlight } = props;
   const chart = useRef<uPlot | null>(null);
   const readout = useRef<HTMLDivElement>(null);
   const panel = useRef<HTMLDivElement>(null);
@@ -148,7 +154,7 @@ export function MetricPanel(props: MetricPanelProps) {
         points: { size: 5, fill: t.bg, width: 1.5 },
         focus: { prox: 16 },
       },
-      focus: { alpha: 1 },
+      focus: { alpha: highlight && !single ? DIMMED_ALPHA : 1 },
       scales: {
         x: { time: xMode === "ts" },
         y: { distr: logY ? 3 : 1 },
@@ -161,7 +167,7 @@ export function MetricPanel(props: MetricPanelProps) {
     };
     return opts;
     // theme: rebuild with the new CSS colors; runKey: the series list changed.
-  }, [runKey, single, smoothed, xMode, syncKey, theme, logY, writeReadout]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [runKey, single, smoothed, xMode, syncKey, theme, logY, writeReadout, !!highlight]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const apply = useCallback(() => {
     const u = chart.current;
@@ -188,10 +194,23 @@ export function MetricPanel(props: MetricPanelProps) {
     writeReadout(u);
   }, [store, name, writeReadout]);
 
+  // The stressed run's shown line (smoothed or raw) in focus, the others dimmed; none: all as drawn.
+  const stress = useCallback((u: uPlot, run: string | null) => {
+    const { runs: rs, smoothing: sm } = state.current;
+    const i = run === null || rs.length < 2 ? -1 : rs.findIndex((r) => r.id === run);
+    u.setSeries(i < 0 ? null : 1 + 2 * i + (sm > 0 ? 1 : 0), { focus: true });
+  }, []);
+
   const onChart = useCallback((u: uPlot | null) => {
     chart.current = u;
-    if (u) apply();
-  }, [apply]);
+    if (!u) return;
+    apply();
+    if (highlight?.current) stress(u, highlight.current);
+  }, [apply, highlight, stress]);
+
+  useEffect(() => highlight?.subscribe((run) => {
+    if (chart.current) stress(chart.current, run);
+  }), [highlight, stress]);
 
   // New points arrive through the store, at most once per animation frame.
   useEffect(() => store.subscribe(name, apply), [store, name, apply]);

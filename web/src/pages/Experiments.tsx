@@ -4,9 +4,10 @@
 // for a sweep, parallel coordinates, a scatter and parameter importance. Brushing an axis
 // filters the table and the charts. The URL holds the whole view (experiments/viewState.ts).
 
-import { memo, useMemo, useState } from "react";
+import { memo, useEffect, useMemo, useState } from "react";
 import { useResource } from "../api/hooks";
 import { colorsFor } from "../charts/colors";
+import { RunHighlight } from "../charts/highlight";
 import { GridToolbar, nameMatcher } from "../charts/MetricsGrid";
 import { Empty, ErrorBanner, Loading, PageHeader } from "../components/ui";
 import { Icon } from "../components/Icon";
@@ -34,6 +35,9 @@ const PANEL_RUNS = 50;
 export function Experiments() {
   const [view, setView] = useUrlState(viewSchema);
   const [hover, setHover] = useState<string | null>(null);
+  // The hovered run, for the line charts to stress without re-rendering (the panels are memoised).
+  const highlight = useMemo(() => new RunHighlight(), []);
+  useEffect(() => highlight.set(hover), [highlight, hover]);
   const selKey = `${view.p.join(",")}|${view.e.join(",")}|${view.sweep}`;
   const data = useResource(hasSelection(view)
     ? (s) => workspaceApi.runs({ projects: view.p, experiments: view.e, sweep: view.sweep || null, limit: LIMIT }, s)
@@ -136,7 +140,7 @@ export function Experiments() {
           </section>
           <Panels view={view} setView={setView} rows={sorted} metrics={metricNames} colors={colors} labels={labels}
             groupCol={groupCol} primary={primary?.name ?? null} scope={scope} onPrimaryChanged={data.reload}
-            onPoints={refreshTable} />
+            onPoints={refreshTable} highlight={highlight} />
         </>
       )}
     </div>
@@ -145,10 +149,10 @@ export function Experiments() {
 
 // Memoised: hovering a row re-renders the page, never the charts.
 const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labels, groupCol, primary, scope, onPrimaryChanged,
-  onPoints }: {
+  onPoints, highlight }: {
   view: ExperimentsView; setView: (p: Partial<ExperimentsView>) => void; rows: ReturnType<typeof sortRows>; metrics: string[];
   colors: Map<string, string>; labels: Map<string, string>; groupCol: Column | null; primary: string | null;
-  scope: PrimaryScope | null; onPrimaryChanged: () => void; onPoints: () => void }) {
+  scope: PrimaryScope | null; onPrimaryChanged: () => void; onPoints: () => void; highlight: RunHighlight }) {
   const runs = useMemo(() => rows.slice(0, PANEL_RUNS).map((r) => ({ id: r.run.id, label: labels.get(r.run.id) ?? r.run.id,
     color: colors.get(r.run.id)!, group: groupCol ? valueKey(r.values[groupCol.id]) : undefined })), [rows, labels, colors, groupCol]);
   const shown = useMemo(() => metrics.filter(nameMatcher(view.m)), [metrics, view.m]); // the reply's order: the primary first
@@ -159,7 +163,7 @@ const Panels = memo(function Panels({ view, setView, rows, metrics, colors, labe
         extra={rows.length > PANEL_RUNS && <span className="toolbar-note muted small">the first {PANEL_RUNS} of {fmtInt(rows.length)} runs</span>} />
       {shown.length ? (
         <ExperimentPanels runs={runs} metrics={shown} x={view.x} smooth={view.smooth} zoom={view.xr}
-          onZoom={(xr) => setView({ xr })} live={live} onPoints={onPoints} groups={!!groupCol} primary={scope ? null : primary /* the ★ button shows it */}
+          onZoom={(xr) => setView({ xr })} live={live} onPoints={onPoints} highlight={highlight} groups={!!groupCol} primary={scope ? null : primary /* the ★ button shows it */}
           headExtra={scope ? (name) => <MetricStar name={name} primary={primary} scope={scope} onChanged={onPrimaryChanged} /> : undefined} />
       ) : (
         <Empty title={metrics.length ? "No metric matches the filter" : "These runs have logged no metrics"} compact />

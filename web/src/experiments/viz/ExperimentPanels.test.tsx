@@ -3,6 +3,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ExperimentPanels, RUNS_SETTLE_MS, useSettledRuns, type PanelRunSpec } from "./ExperimentPanels";
 import { chunks, Holdings, LIVE_REDRAW_MS, nextBatch, pointsFor, REDRAW_MS, usePanelsLoader } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
+import { RunHighlight } from "../../charts/highlight";
+import { DIMMED_ALPHA } from "../../charts/MetricPanel";
 
 function json(body: unknown) {
   return new Response(JSON.stringify(body), { status: 200, headers: { "Content-Type": "application/json" } });
@@ -123,6 +125,23 @@ describe("the panels' loading plan", () => {
 });
 
 describe("ExperimentPanels", () => {
+  it("stresses the run the page points at on every line chart, the others dimmed, without a render", async () => {
+    const highlight = new RunHighlight();
+    const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss", "acc"]} x="step" smooth={0}
+      zoom={null} onZoom={() => undefined} live={[]} groups={false} highlight={highlight} />);
+    await waitFor(() => expect(container.querySelector('.chart-panel[data-metric="acc"]')?.getAttribute("data-points")).toBe("4"));
+    const dimmed = () => canvas.calls.filter((c) => c.op === "set:globalAlpha" && c.args[0] === DIMMED_ALPHA).length;
+    const before = dimmed();
+    await act(async () => highlight.set("b")); // hovered on the parallel coordinates (uPlot redraws in a microtask)
+    await waitFor(() => expect(dimmed()).toBeGreaterThan(before));
+    const stressed = dimmed();
+    await act(async () => highlight.set(null));
+    const cleared = canvas.calls.length;
+    await act(async () => highlight.set(null)); // the same again: nothing to draw
+    expect(canvas.calls.length).toBe(cleared);
+    expect(dimmed()).toBe(stressed); // back to all as drawn: nothing dimmed since
+  });
+
   it("draws a panel per metric, the primary first and starred, every run overlaid, then marks the runs' events", async () => {
     const { container } = render(<ExperimentPanels runs={runs} metrics={["val/loss", "acc"]} primary="val/loss" x="step" smooth={0}
       zoom={null} onZoom={() => undefined} live={[]} groups={false} />);

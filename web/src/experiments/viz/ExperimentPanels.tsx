@@ -8,6 +8,7 @@ import { useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../../api/client";
 import type { GpuEvent } from "../../api/types";
 import { MetricPanel } from "../../charts/MetricPanel";
+import type { RunHighlight } from "../../charts/highlight";
 import { ErrorBanner } from "../../components/ui";
 import { compareMarks } from "../../lib/marks";
 import { useTheme } from "../../lib/theme";
@@ -42,6 +43,8 @@ export interface ExperimentPanelsProps {
   maxEventRuns?: number;
   /** Called each time points of a live run land (often: the caller throttles what it does). */
   onPoints?: () => void;
+  /** The run the page points at (the parallel coordinates, the scatter, the table): stressed on the line charts. */
+  highlight?: RunHighlight;
 }
 
 const SYNC_KEY = "experiments";
@@ -66,7 +69,7 @@ export function useSettledRuns(runs: PanelRunSpec[], ms = RUNS_SETTLE_MS): Panel
 }
 
 export function ExperimentPanels({ runs: asked, metrics, x, smooth, zoom, onZoom, live, groups, primary = null, headExtra,
-  maxEventRuns = 50, onPoints: onLivePoints }: ExperimentPanelsProps) {
+  maxEventRuns = 50, onPoints: onLivePoints, highlight }: ExperimentPanelsProps) {
   const { theme } = useTheme();
   const runs = useSettledRuns(asked);
   const ids = useMemo(() => runs.map((r) => r.id), [runs]);
@@ -104,7 +107,7 @@ export function ExperimentPanels({ runs: asked, metrics, x, smooth, zoom, onZoom
                   onZoom={onZoom} syncKey={SYNC_KEY} theme={theme} marks={marks} title={<>{star}{name}</>} headExtra={extra} />
               ) : (
                 <MetricPanel store={loader.store(name)} name={name} runs={panelRuns} smoothing={smooth} xMode={x} zoom={zoom}
-                  onZoom={onZoom} syncKey={SYNC_KEY} theme={theme} marks={marks}
+                  onZoom={onZoom} syncKey={SYNC_KEY} theme={theme} marks={marks} highlight={highlight}
                   headExtra={star || extra ? <>{star}{extra}</> : undefined} />
               )}
             </PanelSlot>
