@@ -4,6 +4,7 @@ import { ExperimentPanels, RUNS_SETTLE_MS, useSettledRuns, type PanelRunSpec } f
 import { chunks, Holdings, LIVE_REDRAW_MS, nextBatch, pointsFor, REDRAW_MS, usePanelsLoader } from "./panelLoader";
 import { fakeWidth, recordCanvas, type CanvasRecorder } from "./testCanvas";
 import { RunHighlight } from "../../charts/highlight";
+import { brushDrag } from "./brushDrag";
 import { DIMMED_ALPHA } from "../../charts/MetricPanel";
 
 function json(body: unknown) {
@@ -328,6 +329,26 @@ describe("live runs", () => {
 });
 
 describe("the runs the panels draw", () => {
+  it("wait for a brush drag to end before they take a new set (no chart rebuilt under the drag)", () => {
+    vi.useFakeTimers();
+    try {
+      const { result, rerender } = renderHook(({ r }) => useSettledRuns(r), { initialProps: { r: runs } });
+      const first = result.current;
+      brushDrag.start();
+      rerender({ r: runs.slice(0, 2) }); // the page told of the brush at a rest, mid-drag
+      act(() => vi.advanceTimersByTime(RUNS_SETTLE_MS * 10));
+      expect(result.current).toBe(first);
+      brushDrag.end();
+      act(() => vi.advanceTimersByTime(RUNS_SETTLE_MS - 1));
+      expect(result.current).toBe(first);
+      act(() => vi.advanceTimersByTime(1));
+      expect(result.current.map((r) => r.id)).toEqual(["a", "b"]);
+    } finally {
+      if (brushDrag.active) brushDrag.end();
+      vi.useRealTimers();
+    }
+  });
+
   it("follow a new set only once it holds still (a brush drag), and keep their identity for the same set", () => {
     vi.useFakeTimers();
     try {

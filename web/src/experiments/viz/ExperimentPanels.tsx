@@ -9,6 +9,7 @@ import { api } from "../../api/client";
 import type { GpuEvent } from "../../api/types";
 import { MetricPanel } from "../../charts/MetricPanel";
 import type { RunHighlight } from "../../charts/highlight";
+import { brushDrag } from "./brushDrag";
 import { ErrorBanner } from "../../components/ui";
 import { compareMarks } from "../../lib/marks";
 import { useTheme } from "../../lib/theme";
@@ -62,8 +63,22 @@ export function useSettledRuns(runs: PanelRunSpec[], ms = RUNS_SETTLE_MS): Panel
   latest.current = runs;
   useEffect(() => {
     if (key === settled.key) return;
-    const timer = setTimeout(() => setSettled({ key, runs: latest.current }), ms);
-    return () => clearTimeout(timer);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let unlisten: (() => void) | undefined;
+    // Held still `ms`, and no brush being dragged (else again `ms` after the drag ends).
+    const arm = () => {
+      unlisten?.();
+      unlisten = undefined;
+      timer = setTimeout(() => {
+        if (brushDrag.active) unlisten = brushDrag.onEnd(arm);
+        else setSettled({ key, runs: latest.current });
+      }, ms);
+    };
+    arm();
+    return () => {
+      clearTimeout(timer);
+      unlisten?.();
+    };
   }, [key, settled.key, ms]);
   return settled.runs;
 }

@@ -1,6 +1,7 @@
 import { act, cleanup, fireEvent, render } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { BRUSH_PAUSE_MS, ParallelCoords } from "./ParallelCoords";
+import { brushDrag } from "./brushDrag";
 import { fakeWidth, nextFrame, recordCanvas, type CanvasRecorder } from "./testCanvas";
 import type { Axis, Brush, Brushes, VizRow } from "./types";
 
@@ -116,6 +117,15 @@ describe("ParallelCoords", () => {
     expect(frameCalls.filter((c) => c.op === "set:globalAlpha" && c.args[0] === 0.18)).toHaveLength(0);
     expect(canvas.calls.slice(0, before).some((c) => c.op === "set:globalAlpha" && c.args[0] === 0.18)).toBe(true);
     fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
+  });
+
+  it("says a brush is being dragged from pointer down to up, for the charts to wait", async () => {
+    const { canvasEl } = await draw();
+    fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 1 });
+    expect(brushDrag.active).toBe(true);
+    fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
+    fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
+    expect(brushDrag.active).toBe(false);
   });
 
   it("brushes the categories a drag covers", async () => {

@@ -15,6 +15,7 @@ import { chartTheme } from "../../charts/theme";
 import { fmtTick } from "../../lib/format";
 import { useTheme } from "../../lib/theme";
 import { categoryLabel, passesBrushes, rangeBrush } from "./brush";
+import { brushDrag } from "./brushDrag";
 import { fit, localPoint, prepare, useFrame, useWidth } from "./canvas";
 import { axisAt, nearestRow, project, type Layout, type Projection } from "./projection";
 import { brushFromDrag, brushSpans, categoriesOf, type Scale } from "./scale";
@@ -102,6 +103,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
   useEffect(() => frame(), [frame, projection, brushes, colors, highlight, colours]);
   useEffect(() => () => {
     if (live.current.pauseTimer) clearTimeout(live.current.pauseTimer);
+    if (live.current.drag) brushDrag.end(); // unmounted mid-drag
   }, []);
 
   const onPointerDown = (e: React.PointerEvent<HTMLCanvasElement>) => {
@@ -112,6 +114,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
     if (axis < 0 || y < MARGIN.top - 12 || y > height - MARGIN.bottom + 8) return;
     e.currentTarget.setPointerCapture?.(e.pointerId);
     const at = clampY(y, height);
+    if (!live.current.drag) brushDrag.start();
     live.current.drag = { key: p.scales[axis].axis.key, from: at, to: at, moved: false };
     live.current.reported = JSON.stringify(live.current.brushes[p.scales[axis].axis.key] ?? null);
     e.preventDefault();
@@ -147,8 +150,10 @@ export function ParallelCoords(props: ParallelCoordsProps) {
   const onPointerUp = (e: React.PointerEvent<HTMLCanvasElement>) => {
     const s = live.current;
     const drag = s.drag;
-    if (!drag || !s.projection) return;
+    if (!drag) return;
     s.drag = null;
+    brushDrag.end();
+    if (!s.projection) return;
     if (s.pauseTimer) clearTimeout(s.pauseTimer);
     s.pauseTimer = 0;
     s.pauseDue = false;
