@@ -126,6 +126,10 @@ describe("ParallelCoords", () => {
     fireEvent.pointerMove(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
     fireEvent.pointerUp(canvasEl, { clientX: 556, clientY: 200, pointerId: 1 });
     expect(brushDrag.active).toBe(false);
+    // A drag whose pointer capture is lost without a pointerup (the window lost focus) ends too.
+    fireEvent.pointerDown(canvasEl, { clientX: 556, clientY: 286, button: 0, pointerId: 2 });
+    fireEvent(canvasEl, new Event("lostpointercapture", { bubbles: true }));
+    expect(brushDrag.active).toBe(false);
   });
 
   it("brushes the categories a drag covers", async () => {

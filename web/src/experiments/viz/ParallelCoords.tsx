@@ -192,7 +192,7 @@ export function ParallelCoords(props: ParallelCoordsProps) {
         <canvas ref={canvas} className="viz-pc-lines" style={{ width: "100%", height }} role="img"
           aria-label={`Parallel coordinates: ${rows.length} runs over ${axes.map((a) => a.label).join(", ")}`}
           onPointerDown={onPointerDown} onPointerMove={onPointerMove} onPointerUp={onPointerUp}
-          onPointerCancel={onPointerUp} onPointerLeave={onPointerLeave} />
+          onPointerCancel={onPointerUp} onLostPointerCapture={onPointerUp} onPointerLeave={onPointerLeave} />
         <canvas ref={faintCanvas} className="viz-pc-faint" style={{ width: "100%", height }} aria-hidden="true" />
         <canvas ref={axesCanvas} className="viz-pc-axes" style={{ width: "100%", height }} aria-hidden="true" />
       </div>
