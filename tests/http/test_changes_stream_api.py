@@ -77,6 +77,24 @@ async def test_a_read_token_hears_no_admin_topic_and_its_ready_lists_its_topics(
                 shared.changes.close()  # the test client cannot hang up: the server ends the streams
 
 
+async def test_a_hostile_query_or_body_widens_nothing_and_the_stream_opens_as_ever(tmp_path, nursery):
+    """The stream takes no parameters: control characters, a deep query and a big body are ignored,
+    never read as topics; a read token still hears only its own."""
+    spec = ActorSpec("store", store.run, frozenset({"all"}), graceful_stop=True, inbox_size=1024)
+    async with daemon_context(tmp_path, nursery, [spec], readers=True) as shared:
+        shared.lifecycle.ready()
+        client = create_app(shared, tokens=True)[0].test_client()
+        secret = (await create_token(shared, "reader", ["read"])).secret
+        hostile = {"topics": "audit,tokens\x00\x1b[2J", "a[b][c][d][e][f]": "x" * 10_000, "\x7f": "\n\r"}
+        with trio.fail_after(20):
+            async with client.request(PATH, query_string=hostile, headers={"Authorization": f"Bearer {secret}"}) as conn:
+                await conn.send(json.dumps({"topics": ["audit"]} | {"deep": [[[[[[[[[[]]]]]]]]]]}).encode() * 20_000)
+                await conn.send_complete()
+                assert await Stream(conn).next() == ("ready", sorted(set(TOPICS) - ADMIN_ONLY))
+                assert conn.status_code == 200
+                shared.changes.close()
+
+
 def test_a_job_submitted_to_a_real_daemon_is_heard_as_jobs(jobs):
     with contextlib.closing(jobs.client.events(PATH, read_timeout=15)) as stream:
         ready = next(stream)
