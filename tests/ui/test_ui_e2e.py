@@ -23,6 +23,8 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,11 +112,12 @@ class UI:
     work: Path
 
 
-@pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory):
+@contextmanager
+def browser_daemon(root: Path, gpus: str, token_name: str) -> Iterator[tuple[DaemonProcess, Jobs, str, str]]:
+    """A daemon of its own with ``gpus`` fake GPUs, its node up: it, its jobs, its HTTP address and a
+    read-write token's secret; killed with every process it started on the way out."""
     _require_browser()
-    root = tmp_path_factory.mktemp("ui")
-    daemon = DaemonProcess(root / "d", "--gpus", "fake:2")
+    daemon = DaemonProcess(root / "d", "--gpus", gpus)
     try:
         daemon.start()
         daemon.wait_ready()
@@ -122,10 +125,18 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
         jobs.wait_node()
         url = daemon.client().get("/api/v1/daemon")["endpoints"]["http"]
         assert url and url.startswith("http://127.0.0.1:"), url
-        made = daemon.run_ctl("token", "create", "ui-e2e", "--scope", "read,write", "--json")
+        made = daemon.run_ctl("token", "create", token_name, "--scope", "read,write", "--json")
         assert made.returncode == 0, made.stderr
-        token = json.loads(made.stdout)["secret"]
+        yield daemon, jobs, url, json.loads(made.stdout)["secret"]
+    finally:
+        daemon.kill()
+        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
 
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("ui")
+    with browser_daemon(root, "fake:2", "ui-e2e") as (daemon, jobs, url, token):
         sdk_env = {k: v for k, v in daemon.env.items()}
         sdk_env["PYTHONPATH"] = str(SDK_DIR)
         done = subprocess.run([sys.executable, "-c", FINISHED], env=sdk_env, capture_output=True, text=True,
@@ -144,9 +155,6 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
         wait_for(logging, 30, interval=0.1, what="the live job's first metrics")
         live_run = jobs.client.get(f"/api/v1/runs/{live_job['run_id']}")["run"]
         yield UI(daemon, jobs, url, token, live_job, live_run, done_run, root / "work")
-    finally:
-        daemon.kill()
-        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
 
 
 def run_script(ui: UI, name: str, **env: str) -> dict:

@@ -10,37 +10,13 @@ with the module fixtures and helpers of test_ui_e2e.py.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-from helpers import DaemonProcess, Jobs, kill_processes_with_env, wait_for
-from test_ui_e2e import BURSTS, SDK_DIR, _require_browser, run_script_on
+from helpers import wait_for
+from test_ui_e2e import BURSTS, SDK_DIR, browser_daemon, run_script_on
 
 pytestmark = pytest.mark.e2e
-
-
-@contextmanager
-def browser_daemon(tmp_path: Path, gpus: str, token_name: str) -> Iterator[tuple[DaemonProcess, Jobs, str, str]]:
-    """A daemon of its own with ``gpus`` fake GPUs, its node up: it, its jobs, its HTTP address and a
-    read-write token's secret; killed with every process it started on the way out."""
-    _require_browser()
-    daemon = DaemonProcess(tmp_path / "d", "--gpus", gpus)
-    try:
-        daemon.start()
-        daemon.wait_ready()
-        jobs = Jobs(daemon, tmp_path / "work")
-        jobs.wait_node()
-        url = daemon.client().get("/api/v1/daemon")["endpoints"]["http"]
-        made = daemon.run_ctl("token", "create", token_name, "--scope", "read,write", "--json")
-        assert made.returncode == 0, made.stderr
-        yield daemon, jobs, url, json.loads(made.stdout)["secret"]
-    finally:
-        daemon.kill()
-        kill_processes_with_env(f"GPUPLANE_RUNTIME_DIR={daemon.runtime_dir}")
 
 
 def test_the_node_charts_and_compare_follow_their_streams_and_poll_only_while_they_are_down(tmp_path):
