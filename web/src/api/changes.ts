@@ -4,7 +4,8 @@
 // subscribes). A subscriber is told to refetch when a `changes` event names one of its topics,
 // and on every `ready` (what changed before the stream opened, or while it was reconnecting);
 // it polls only while it is "down": the stream reconnecting or refused, or not carrying any of
-// its topics for this caller.
+// its topics for this caller. While the tab is hidden nobody is told; each subscriber a change
+// concerned is told once when the tab shows.
 
 import type { components } from "./openapi";
 import { streamDown } from "./pushedByStream";
@@ -23,6 +24,7 @@ export interface ChangeSubscriber {
 interface Subscription extends ChangeSubscriber {
   topics: readonly string[];
   down: boolean;
+  unseen: boolean; // told of a change while the tab was hidden: told once it shows
 }
 
 type OpenStream = (onMessage: (m: SSEMessage) => void, onState: (s: StreamState) => void) => { close(): void };
@@ -60,7 +62,7 @@ export class ChangesFeed {
 
   /** Follow `topics`; returns the unsubscribe. */
   subscribe(topics: readonly string[], subscriber: ChangeSubscriber): () => void {
-    const sub: Subscription = { ...subscriber, topics, down: false };
+    const sub: Subscription = { ...subscriber, topics, down: false, unseen: false };
     // A refused stream kept by the linger is tried afresh by the next page (a 401 led to sign-in since).
     if (!this.subs.size && this.state === "failed") this.close();
     this.subs.add(sub);
@@ -70,6 +72,7 @@ export class ChangesFeed {
       this.state = "connecting";
       this.heard = null;
       this.stream = this.open((m) => this.onMessage(m), (s) => this.onState(s));
+      if (typeof document !== "undefined") document.addEventListener("visibilitychange", this.onVisible);
     }
     this.tell(sub);
     return () => {
@@ -85,6 +88,7 @@ export class ChangesFeed {
     const stream = this.stream;
     this.stream = null;
     stream?.close();
+    if (typeof document !== "undefined") document.removeEventListener("visibilitychange", this.onVisible);
     this.state = "closed";
     this.heard = null;
   }
@@ -107,13 +111,28 @@ export class ChangesFeed {
       this.heard = new Set(topics.map(String));
       for (const sub of [...this.subs]) {
         this.tell(sub);
-        sub.onChange();
+        this.change(sub);
       }
     } else if (message.event === "changes") {
       const changed = new Set(topics.map(String));
-      for (const sub of [...this.subs]) if (sub.topics.some((t) => changed.has(t))) sub.onChange();
+      for (const sub of [...this.subs]) if (sub.topics.some((t) => changed.has(t))) this.change(sub);
     }
   }
+
+  /** A tab in the background asks nothing: what changed meanwhile is told once, when it shows. */
+  private change(sub: Subscription): void {
+    if (typeof document !== "undefined" && document.visibilityState === "hidden") sub.unseen = true;
+    else sub.onChange();
+  }
+
+  private readonly onVisible = (): void => {
+    if (document.visibilityState !== "visible") return;
+    for (const sub of [...this.subs]) {
+      if (!sub.unseen) continue;
+      sub.unseen = false;
+      sub.onChange();
+    }
+  };
 
   private downFor(sub: Subscription): boolean {
     if (streamDown(this.state)) return true;

@@ -63,7 +63,6 @@ export function useResource<T>(
     let stopped = false;
     let inFlight = false;
     let again = false; // a change came while fetching: that fetch may predate it
-    let unseen = false; // a change came while the tab was hidden: fetched once it shows
     let down = liveKey === null; // without live, pollMs always applies
     const polling = () => !!pollMs && down;
     const unschedule = () => {
@@ -79,10 +78,6 @@ export function useResource<T>(
     // A change: fetch now, or at the end of the least gap since the last fetch began.
     const poke = () => {
       if (stopped || pokeTimer !== null) return;
-      if (document.visibilityState === "hidden") {
-        unseen = true; // a background tab asks nothing; what changed meanwhile is fetched once, on showing
-        return;
-      }
       const wait = lastStart + liveGapMs - Date.now();
       if (wait <= 0) void run();
       else pokeTimer = setTimeout(() => {
@@ -134,11 +129,7 @@ export function useResource<T>(
     });
     void run();
     const onVisible = () => {
-      if (document.visibilityState !== "visible") return;
-      if (unseen) {
-        unseen = false;
-        poke();
-      } else if (polling() && timer !== null) void run();
+      if (polling() && document.visibilityState === "visible" && timer !== null) void run();
     };
     document.addEventListener("visibilitychange", onVisible);
     return () => {

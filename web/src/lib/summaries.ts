@@ -61,19 +61,8 @@ export function useSummaries(ids: readonly string[], running: readonly string[],
       });
     }, refreshMs);
     let poll: ReturnType<typeof setInterval> | null = null;
-    let unseen = false; // changed while the tab was hidden: asked once it shows
-    const onVisible = () => {
-      if (document.visibilityState === "visible" && unseen) {
-        unseen = false;
-        refresh.call();
-      }
-    };
-    document.addEventListener("visibilitychange", onVisible);
     const unsubscribe = changes.subscribe(["runs"], {
-      onChange: () => {
-        if (document.visibilityState === "hidden") unseen = true;
-        else refresh.call();
-      },
+      onChange: () => refresh.call(),
       onDown: (down) => {
         if (down && poll === null) poll = setInterval(() => {
           if (document.visibilityState !== "hidden") refresh.call();
@@ -86,7 +75,6 @@ export function useSummaries(ids: readonly string[], running: readonly string[],
     });
     return () => {
       unsubscribe();
-      document.removeEventListener("visibilitychange", onVisible);
       refresh.cancel();
       if (poll !== null) clearInterval(poll);
       abort.abort();
