@@ -81,6 +81,11 @@ export function fmtDateTime(ts: number | null | undefined): string {
   return ts === null || ts === undefined ? "—" : dateTime.format(new Date(ts));
 }
 
+/** A Slurm node's capacity (Slurm places each job's GPUs): said the way `gpuplanectl node show` says it. */
+export function pooledCapacity(p: { gpus_per_job: number; max_jobs: number; jobs_in_flight: number }): string {
+  return `up to ${p.gpus_per_job} GPUs a job, ${p.max_jobs} jobs at once, ${p.jobs_in_flight} in flight`;
+}
+
 /** When a node was last heard from: its heartbeat or its latest sample, whichever is newer. */
 export function lastSeen(node: { last_heartbeat_at: number | null; snapshot: { ts: number } | null }): number | null {
   const t = Math.max(node.last_heartbeat_at ?? 0, node.snapshot?.ts ?? 0);

@@ -10,7 +10,7 @@ import { LiveStore } from "../charts/live";
 import { Sparkline } from "../charts/Sparkline";
 import { Icon } from "../components/Icon";
 import { Ago, Empty, ErrorBanner, LiveDot, Loading, Meter, PageHeader, SeverityBadge, StatusBadge } from "../components/ui";
-import { fmtDuration, fmtInt, fmtMiB, fmtPct, fmtValue, lastSeen } from "../lib/format";
+import { fmtDuration, fmtInt, fmtMiB, fmtPct, fmtValue, lastSeen, pooledCapacity } from "../lib/format";
 import { ACTIVE, WAITING } from "../lib/jobStates";
 import { GPU_FIELDS, gpuKey, snapshotPoints } from "../lib/nodeKeys";
 import { useTheme } from "../lib/theme";
@@ -109,7 +109,7 @@ function NodeCard({ node, store, now, jobs }: { node: NodeInfo; store: LiveStore
       )}
       {node.gpus.length === 0 ? (node.pooled ? (
         <Empty compact title="GPUs placed by Slurm for each job" icon="gpu">
-          Up to {node.pooled.gpus_per_job} GPUs a job · {node.pooled.jobs_in_flight} of {node.pooled.max_jobs} jobs in flight</Empty>
+          {pooledCapacity(node.pooled)}</Empty>
       ) : (
         <Empty compact title="No GPUs on this node" icon="gpu">{node.gpu_backend_note ?? `GPU backend: ${node.gpu_backend}`}</Empty>
       )) : (

@@ -9,7 +9,7 @@ import { useNow, useResource } from "../api/hooks";
 import type { GpuReading, NodeInfo } from "../api/types";
 import { SystemCharts } from "../charts/SystemCharts";
 import { Ago, Empty, ErrorBanner, KeyValues, Loading, Meter, PageHeader, Segmented, StatusBadge } from "../components/ui";
-import { fmtBytes, fmtMiB, fmtPct, fmtValue, lastSeen } from "../lib/format";
+import { fmtBytes, fmtMiB, fmtPct, fmtValue, lastSeen, pooledCapacity } from "../lib/format";
 import { fmtBacklog, fmtSkew, hasRemote, linkState } from "../lib/nodeLink";
 import { Link, useUrlState } from "../router/router";
 import { oneOf, str } from "../router/urlState";
@@ -114,11 +114,7 @@ export function linkItems(node: NodeInfo, now: number): [string, React.ReactNode
 /** How the node runs jobs: nothing more for a local node; a Slurm node's runner and capacity. */
 export function runnerItems(node: NodeInfo): [string, React.ReactNode][] {
   if (!node.pooled) return node.runner === "local" ? [] : [["Runner", node.runner]];
-  const p = node.pooled;
-  return [
-    ["Runner", node.runner],
-    ["Capacity", `up to ${p.gpus_per_job} GPUs a job, ${p.max_jobs} jobs at once, ${p.jobs_in_flight} in flight`],
-  ];
+  return [["Runner", node.runner], ["Capacity", pooledCapacity(node.pooled)]];
 }
 
 /** Each condition that holds, with what it means where the node says (a Slurm controller that does not answer...). */
