@@ -157,11 +157,17 @@ async function localLink(page, result) {
   return { heads, link };
 }
 
-/** Compare: one chart per metric, its readout naming each run. */
+/** Compare: one chart per metric, its readout naming each run. The charts may draw before the
+ * runs' records are in (a loaded box, or the browser's six connections busy), the readout
+ * naming runs by id until then: each gets 10 s to name them. */
 async function compareReadout(page, metrics, labels, result) {
   const out = {};
   for (const name of metrics) {
     const panel = page.locator(`.chart-panel[data-metric="${name}"]`);
+    await page.waitForFunction(({ metric, wanted }) => {
+      const shown = [...document.querySelectorAll(`.chart-panel[data-metric="${metric}"] .readout-run`)].map((e) => e.textContent);
+      return wanted.every((label) => shown.includes(label));
+    }, { metric: name, wanted: labels }, { timeout: 10_000, polling: 100 }).catch(() => undefined);  // checked below
     const runs = await panel.locator(".readout-run").allTextContents();
     out[name] = runs;
     for (const label of labels) check(result, runs.includes(label), `compare: the ${name} readout lacks ${label}: ${runs}`);
