@@ -214,7 +214,11 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
 async def _local_backend(home: Path, node_name: str, launcher: LauncherFactory,
                          blocking: Blocking) -> AsyncIterator[RunnerBackend]:
     async with launcher() as opened:
-        yield LocalBackend(home, node_name, opened, blocking)
+        backend = LocalBackend(home, node_name, opened, blocking)
+        try:
+            yield backend
+        finally:
+            backend.close()
 
 
 @attrs.define

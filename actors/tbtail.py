@@ -9,7 +9,8 @@ from its main process's environment), taking the files named since the attempt s
 (``runtime.json`` ``started_at``) that a process of the job wrote (the pid in the file's name,
 or an open descriptor for a name with none: ``gpuplaned.job_processes``, which remembers
 every process seen in each attempt, looked at once a pass while jobs run), and, per file,
-the cursor the server has stored. A file no attempt of the node wrote is reported once
+the cursor the server has stored (not asked for an attempt this runner started after the
+tailer first looked: it has none yet). A file no attempt of the node wrote is reported once
 (``UNATTRIBUTED_FILE``, info) and not read.
 Inputs: the runner's live jobs (``ctx.shared.runner()``, looked at every ``TRACK_S``, so
 that a short job is seen too; while there are none, on the runner's ``changed`` event) and
@@ -115,6 +116,11 @@ class _Attempt:
     stored: dict[str, TbCursor] = attrs.Factory(dict)  # path -> the cursor the server has
     ended_at: float | None = None
     quiet: int = 0  # passes since it ended that read nothing
+    # Started after this tailer first looked, by this runner: nothing of it can be stored yet, so
+    # its first tail starts from no cursors without asking the server (a worker-thread read a
+    # job, the most of this actor's cost at hundreds of short jobs a second). Wrong, it costs
+    # one pass: the server names the files stale and the tail is made again from what it has.
+    fresh: bool = False
 
 
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread.run_sync
@@ -145,6 +151,7 @@ class _Tailer:
         self.blocking = blocking
         self.attempts: dict[tuple[str, int], _Attempt] = {}
         self.done: set[tuple[str, int]] = set()  # ended attempts read to their end and forgotten
+        self.looked = False  # whether _track has seen the runner once (attempts new after it are fresh)
         self.node_id: str | None = None
         self.processes = JobProcesses()  # who wrote what: the evidence a file is an attempt's
         self.reported: set[str] = set()  # unattributed files already reported
@@ -201,24 +208,27 @@ class _Tailer:
             # Every live job, read or not: a file of one it does not read is not unattributed.
             self.processes.track(key, pgid=job.pgid, session=job.shim_pid or None)
             if key not in self.attempts and job.run_id is not None and job.cwd is not None:
-                self.attempts[key] = self._attempt(job)
+                self.attempts[key] = self._attempt(job, fresh=self.looked)
         now = trio.current_time()
         ends = runner.recent_ends
         for key, job in list(ends.items()):
             if key not in self.attempts and key not in self.done and key not in keys and job.run_id is not None \
                     and job.cwd is not None:
-                self.attempts[key] = attrs.evolve(self._attempt(job), ended_at=now)
+                self.attempts[key] = attrs.evolve(self._attempt(job, fresh=self.looked), ended_at=now)
         self.done.intersection_update(ends.keys())  # bounded by the runner's list
         self.processes.live_only(keys, time.time())  # wall clock: compared with the files' names
         for key, watched in self.attempts.items():
             if key not in keys and watched.ended_at is None:
                 watched.ended_at = now
         self.handle.attempts = len(self.attempts)
+        self.looked = True
 
     @staticmethod
-    def _attempt(job: LiveJobView) -> _Attempt:
+    def _attempt(job: LiveJobView, *, fresh: bool) -> _Attempt:
         assert job.run_id is not None and job.cwd is not None
-        return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=not job.env)
+        adopted = not job.env
+        return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=adopted,
+                        fresh=fresh and not adopted)
 
     def _forget_ended(self) -> None:
         for key, watched in list(self.attempts.items()):
@@ -309,7 +319,9 @@ class _Tailer:
                       env: Mapping[str, str]) -> Callable[[], JobTail] | None:
         since = runtime.started_at
         try:
-            stored = await self.shared.link.tb_cursors(TbCursors(watched.job_id, watched.attempt))
+            fresh, watched.fresh = watched.fresh, False  # a tail made again asks
+            stored = (TbCursors(watched.job_id, watched.attempt) if fresh
+                      else await self.shared.link.tb_cursors(TbCursors(watched.job_id, watched.attempt)))
         except Exception as exc:  # noqa: BLE001 - asked again next pass
             log.warning("stored TensorBoard cursors of job %s attempt %d unknown yet: %s", watched.job_id,
                         watched.attempt, exc)

@@ -7,6 +7,7 @@ v2 (``memory.events``) and v1 (``memory.oom_control``), including hybrid layouts
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -55,3 +56,30 @@ def read_oom_kills(counter: Path) -> int | None:
         return _counter(counter.read_text())
     except OSError:
         return None
+
+
+class OomCounter:
+    """Our cgroup's OOM-kill counter (``oom_kill_file``), its file kept open and read with one
+    ``pread`` from offset 0, which the kernel answers afresh: ~2 us a read against ~25 us for
+    opening, reading and closing it (the runner reads it at every job's start)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def read(self) -> int | None:
+        """The count now; None if there is no counter or it cannot be read."""
+        if self.path is None:
+            return None
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            return _counter(os.pread(self._fd, 4096, 0).decode(errors="replace"))
+        except OSError:
+            self.close()  # opened again next time: the cgroup file may come back
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from gpuplaned.backends.base import AttemptRequest, Running, Started, StartRefused
-from gpuplaned.cgroup import oom_kill_count, oom_kill_file, read_oom_kills
+from gpuplaned.cgroup import OomCounter, oom_kill_file
 from gpuplaned.domain import attempts as a
 from gpuplaned.domain.failures import ExitReason
 from gpuplaned.home import attempt_dir
@@ -62,13 +62,16 @@ class LocalBackend:
         self.node_name = node_name
         self.launcher = launcher
         self.blocking = blocking
-        self.oom_counter = oom_kill_file()  # our cgroup's; it does not move
+        self.oom_counter = OomCounter(oom_kill_file())  # our cgroup's; it does not move
 
     def attempt_dir(self, job_id: str, attempt: int) -> Path:
         return attempt_dir(self.home, job_id, attempt)
 
     def _oom_kills(self) -> int | None:
-        return None if self.oom_counter is None else read_oom_kills(self.oom_counter)
+        return self.oom_counter.read()
+
+    def close(self) -> None:
+        self.oom_counter.close()
 
     async def start(self, attempt: AttemptRequest) -> Started:
         request = attempt.spawn
@@ -159,7 +162,8 @@ class LocalBackend:
         if not a.needs_reading(record):
             return a.EndRead(record)  # nothing to read: no thread needed
         oom_kills = handle.oom_kills_at_start if handle is not None else None
-        return await self.blocking(_read_end, self.attempt_dir(job_id, attempt), (job_id, attempt), record, oom_kills)
+        return await self.blocking(_read_end, self.attempt_dir(job_id, attempt), (job_id, attempt), record, oom_kills,
+                                   self.oom_counter)
 
 
 def _inspect(job_dir: Path, owner: tuple[str, int], cancel_requested: bool, oom_kills: int | None) -> a.Adopt:
@@ -182,7 +186,7 @@ def running_of(runtime: Runtime) -> Running:
 
 
 def _read_end(job_dir: Path, owner: tuple[str, int], record: ExitRecord | None,
-              oom_kills_at_start: int | None) -> a.EndRead:
+              oom_kills_at_start: int | None, oom_counter: OomCounter) -> a.EndRead:
     """How a failed (or unknown) attempt ended: its record (``exit.json`` when not given),
     the tail of its stderr and whether the OOM killer killed it (on a thread)."""
     if record is None:
@@ -194,7 +198,7 @@ def _read_end(job_dir: Path, owner: tuple[str, int], record: ExitRecord | None,
             return a.EndRead(None)
     oom_killed = False
     if record.signal == signal.SIGKILL and record.reason == ExitReason.SIGNALED and oom_kills_at_start is not None:
-        now = oom_kill_count()
+        now = oom_counter.read()
         oom_killed = now is not None and now > oom_kills_at_start
     stderr_tail = "" if record.succeeded else tail_text(job_dir / "stderr.log")  # only failures need it
     return a.EndRead(record, stderr_tail=stderr_tail, oom_killed=oom_killed)

@@ -275,3 +275,62 @@ async def test_a_file_is_read_by_the_job_whose_process_wrote_it_and_one_of_no_jo
     [reported] = link.node_events  # once, though both jobs' folders hold it and many passes saw it
     assert (reported.type, reported.severity, reported.context["path"], reported.context["pid"]) == (
         "UNATTRIBUTED_FILE", "info", stray, 1)
+
+
+class CountingLink(MemoryNodeLink):
+    """Counts the stored-cursor questions, per attempt."""
+
+    asked: list[tuple[str, int]] = []
+
+    async def tb_cursors(self, request):  # type: ignore[no-untyped-def]
+        self.asked = [*self.asked, (request.job_id, request.attempt)]
+        return await super().tb_cursors(request)
+
+
+async def test_a_job_that_starts_after_the_tailer_looked_is_read_without_asking_for_its_cursors(
+        nursery, tmp_path, autojump_clock):
+    runner = Runner()
+    link, handle, _ = await start(nursery, tmp_path, runner, CountingLink())
+    await trio.sleep(POLL)  # the tailer has looked: no job yet
+    live = job(tmp_path, tmp_path / "home")
+    writer = SummaryWriter(os.path.join(live.cwd, "runs"))
+    for step in range(4):
+        writer.add_scalar("loss", float(step), step)
+    writer.flush()
+    runner.live["job_1"] = live
+    runner.touch()
+    await trio.sleep(3 * POLL)
+    assert link.asked == []  # a new attempt has nothing stored: not asked
+    assert [s for s, _ in sent(link)["loss"]] == [0, 1, 2, 3]
+    writer.close()
+
+
+async def test_a_wrong_guess_that_nothing_is_stored_costs_one_pass_and_sends_nothing_twice(
+        nursery, tmp_path, autojump_clock):
+    live = job(tmp_path, tmp_path / "home")
+    writer = SummaryWriter(os.path.join(live.cwd, "runs"))
+    for step in range(3):
+        writer.add_scalar("loss", float(step), step)
+    writer.flush()
+    runner = Runner(live={"job_1": live})
+    link, _, cancel = await start(nursery, tmp_path, runner, CountingLink())
+    await trio.sleep(2 * POLL)  # the first tailer stored steps 0-2
+    cancel.cancel()
+    stored = dict(link.tb_stored)
+    runner.live.clear()  # the restarted tailer's first look misses the job (a runner restarting meanwhile)
+    link, handle, _ = await start(nursery, tmp_path, runner, link)
+    await trio.sleep(POLL)
+    for step in range(3, 5):
+        writer.add_scalar("loss", float(step), step)
+    writer.close()
+    runner.live["job_1"] = live  # back: taken for a new attempt, so its cursors are not asked at first
+    runner.touch()
+    await trio.sleep(4 * POLL)
+    assert handle.statistics().resets == 1  # the server named the file stale: the tail was made again
+    assert link.asked == [("job_1", 1)] * 2  # the first tailer's start, then after the stale pass
+    last = link.tb_passes[-1]
+    [part] = last.files
+    assert part.after == stored[("job_1", 1, part.path)].cursor  # read on from what the server had
+    assert part.cursor.offset == os.path.getsize(part.path)
+    steps = [s for s in last.files[0].series if s.name == "loss"]
+    assert np.frombuffer(base64.b64decode(steps[0].step), "<i8").tolist() == [3, 4]  # each step stored once

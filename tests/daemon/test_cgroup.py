@@ -1,4 +1,4 @@
-from gpuplaned.cgroup import oom_kill_count
+from gpuplaned.cgroup import OomCounter, oom_kill_count, oom_kill_file
 
 
 def test_cgroup_v2(tmp_path):
@@ -25,3 +25,37 @@ def test_unknown(tmp_path):
 def test_this_machine_does_not_crash():
     value = oom_kill_count()
     assert value is None or value >= 0
+
+
+def test_the_kept_open_counter_reads_the_count_afresh_each_time(tmp_path):
+    events = tmp_path / "memory.events"
+    events.write_text("low 0\noom 0\noom_kill 2\n")
+    counter = OomCounter(events)
+    try:
+        assert counter.read() == 2
+        events.write_text("low 0\noom 1\noom_kill 7\n")  # same file (inode): the kept fd sees the new text
+        assert counter.read() == 7
+        events.unlink()
+        events.write_text("oom_kill 9\n")  # replaced: the old fd still reads the old file until it fails
+        assert counter.read() in (7, 9)
+    finally:
+        counter.close()
+
+
+def test_a_counter_that_cannot_be_read_says_none_and_opens_again_once_it_can(tmp_path):
+    assert OomCounter(None).read() is None
+    missing = tmp_path / "memory.events"
+    counter = OomCounter(missing)
+    assert counter.read() is None
+    missing.write_text("oom_kill 4\n")
+    assert counter.read() == 4
+    counter.close()
+    counter.close()  # twice: harmless
+
+
+def test_the_kept_open_counter_agrees_with_a_fresh_read_on_this_machine():
+    counter = OomCounter(oom_kill_file())
+    try:
+        assert counter.read() == oom_kill_count()
+    finally:
+        counter.close()
