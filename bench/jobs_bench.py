@@ -45,6 +45,7 @@ Usage::
     .venv/bin/python bench/jobs_bench.py            # full run, about 4 minutes on 2 CPUs
     .venv/bin/python bench/jobs_bench.py --quick    # smoke run, about 1.5 minutes
     .venv/bin/python bench/jobs_bench.py --json     # JSON on stdout, progress on stderr
+    .venv/bin/python bench/jobs_bench.py --root /dev/shm   # the job files on tmpfs (see file_system)
 
 Always exits 0 (it is a benchmark, not a test) unless the arguments are wrong. Every daemon,
 follower and task-spooler server it starts is stopped on the way out, including on Ctrl-C,
@@ -56,6 +57,7 @@ clients) are killed; the temp dir is removed unless ``--keep``. Standard library
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -691,14 +693,14 @@ def tsp_wait_all(tsp: Tsp, count: int) -> list[tuple[str, str]]:
     return wait_until(all_done, JOB_TIMEOUT, BATCH_POLL, f"{count} tsp jobs to finish")
 
 
-def launcher_floor(count: int) -> dict[str, Any]:
+def launcher_floor(count: int, under: Path | None = None) -> dict[str, Any]:
     """The node side alone, no daemon: the launcher starts ``true`` and reports its end,
     ``count`` times in a row. What one slot's cycle costs before any store or scheduler."""
     import trio
 
     from gpuplaned.launching.client import SpawnRequest, open_launcher
 
-    root = Path(tempfile.mkdtemp(prefix="gpuplane-floor-"))
+    root = Path(tempfile.mkdtemp(prefix="gpuplane-floor-", dir=under))
 
     async def run() -> list[float]:
         cycles = []
@@ -723,12 +725,43 @@ def launcher_floor(count: int) -> dict[str, Any]:
             "wall_s": wall}
 
 
+def file_system(root: Path, count: int = 200) -> dict[str, Any]:
+    """The file system that holds the daemons' homes (their jobs' folders and records, and the
+    store) and what making its files costs there: a job makes two folders and four files.
+
+    Measured because it moves every figure here: on an ext4 without a journal (this project's
+    VMs), the inode allocator skips inodes deleted in the last half minute after reading each one
+    (``find_inode_bit``/``recently_deleted``), so after a run's folders are removed a ``mkdir``
+    can cost ~0.8 ms instead of ~30 us, while task-spooler (``-n``) makes no file at all."""
+    mount, fstype = "?", "?"
+    real = os.path.realpath(root)
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and (real == parts[1] or real.startswith(parts[1].rstrip("/") + "/")) \
+                    and len(parts[1]) >= len(mount if mount != "?" else ""):
+                mount, fstype = parts[1], parts[2]
+    probe = Path(tempfile.mkdtemp(prefix="fs-probe-", dir=root))
+    try:
+        t = time.perf_counter()
+        for i in range(count):
+            os.mkdir(probe / f"d{i}")
+        mkdir_s = (time.perf_counter() - t) / count
+        t = time.perf_counter()
+        for i in range(count):
+            os.close(os.open(probe / f"d{i}" / "f", os.O_CREAT | os.O_WRONLY, 0o600))
+        create_s = (time.perf_counter() - t) / count
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return {"root": str(root), "mount": mount, "fstype": fstype, "mkdir_s": mkdir_s, "create_s": create_s}
+
+
 def bench_queue(dm: JobDaemons, tsp_exe: str | None, root: Path, registry: list[Tsp], slots_list: list[int],
                 reps: int, count: int) -> dict[str, Any]:
     out: dict[str, Any] = {"count": count, "reps": reps, "ours": {}, "tsp": {}, "ours_drained": {},
                            "tsp_drained": {}}
     progress(f"launcher alone: {count} true jobs in a row")
-    out["floor"] = launcher_floor(count)
+    out["floor"] = launcher_floor(count, root)
     for rep in range(reps):
         for slots in slots_list:
             label = f"{count} jobs rep {rep + 1}/{reps}"
@@ -1211,10 +1244,18 @@ def sweep_rows(sw: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def fs_lines(fs: dict[str, Any] | None) -> list[str]:
+    if not fs:
+        return []
+    return [f"job files under {fs['root']} ({fs['fstype']} at {fs['mount']}): mkdir {fs['mkdir_s'] * 1e6:.0f} us, "
+            f"file create {fs['create_s'] * 1e6:.0f} us (each of 200; --root picks another place)"]
+
+
 def render(res: dict[str, Any]) -> str:
     meta = res["meta"]
     out = [*heading("gpuplaned jobs benchmark", meta),
-           f"job start clock: {meta.get('stamp')}; task-spooler: {meta.get('tsp') or 'not available'}", "",
+           f"job start clock: {meta.get('stamp')}; task-spooler: {meta.get('tsp') or 'not available'}",
+           *fs_lines(meta.get("fs")), "",
            *table_lines(table_rows(res)), ""]
     out.append(f"Anchors (shared/research/peers-perf.md section 3, another machine): task-spooler "
                f"{TSP_ANCHOR_LATENCY_MS[0]}-{TSP_ANCHOR_LATENCY_MS[1]} ms submit -> start, "
@@ -1261,6 +1302,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--install-tsp", action="store_true",
                         help="apt-get update && apt-get install -y task-spooler when tsp is missing (root)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (daemon logs) and print its path")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="where the temp dir (daemon homes, job folders, task-spooler's) is made "
+                             "(default: $TMPDIR or /tmp); its file system is measured and shown")
     parser.add_argument("--skip", action="append", default=[], choices=("dispatch", "queue", "sweep", "logs", "tsp"),
                         help="skip a section (repeatable)")
     args = parser.parse_args(argv)
@@ -1283,7 +1327,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, raise_interrupt)
-    root = Path(tempfile.mkdtemp(prefix="gpuplane-jobs-bench-"))
+    root = Path(tempfile.mkdtemp(prefix="gpuplane-jobs-bench-", dir=args.root))
     dm = JobDaemons(args.python, root, args.log_level)
     tsps: list[Tsp] = []
     res: dict[str, Any] = {
@@ -1299,6 +1343,7 @@ def main(argv: list[str] | None = None) -> int:
     with guarded_run(res, root, args.keep, t_start, "daemons", kill_forked_children, kill_tsps, dm.stop_all):
         stamp_argv, how = build_stamp(root)
         res["meta"]["stamp"] = how
+        res["meta"]["fs"] = file_system(root)
         tsp_exe = None
         tsp_reason = "skipped (--skip tsp)"
         if "tsp" not in args.skip:
