@@ -63,8 +63,11 @@ async def run(ctx: ActorContext[ServerContext], *,
     while True:
         await trio.sleep(config.interval_s)
         clock_ms = int(trio.current_time() * 1000)  # silence is measured on trio's clock (virtual in tests)
-        # Small: a few indexed reads per running job, committed on the event loop's thread.
-        rows = await write(ctx.ports["store"], lambda conn: one_pass(conn, clock_ms, now_ms()), small=True)
+        # Not small: besides a few indexed reads per running job, the lifecycle rule looks up
+        # every run that started or ended in its look-back hour (~5 us each: 20,000 sweep trials
+        # in an hour are ~0.1 s), so it is committed on the store's worker thread, where SQLite's
+        # work leaves the event loop free.
+        rows = await write(ctx.ports["store"], lambda conn: one_pass(conn, clock_ms, now_ms()))
         handle.passes += 1
         handle.raised += len(rows)
         handle.watched = len(states)

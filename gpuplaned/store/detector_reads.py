@@ -55,7 +55,7 @@ def started_without(conn: sqlite3.Connection, since_ms: int, event_type: str) ->
     ``since_ms`` that have no ``event_type`` event yet, in the order they started."""
     return conn.execute(
         "SELECT id, name, job_id, node_id, started_at FROM runs r WHERE started_at >= ? AND source != 'import' "
-        "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY started_at",
+        "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND +e.type = ?) ORDER BY started_at",
         (since_ms, event_type)).fetchall()
 
 
@@ -65,7 +65,7 @@ def finished_without(conn: sqlite3.Connection, since_ms: int, event_type: str) -
     return conn.execute(
         "SELECT id, name, job_id, node_id, status, started_at, finished_at, failure_reason FROM runs r "
         "WHERE finished_at >= ? AND source != 'import' "
-        "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = ?) ORDER BY finished_at",
+        "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND +e.type = ?) ORDER BY finished_at",
         (since_ms, event_type)).fetchall()
 
 
