@@ -1,13 +1,15 @@
-"""A list page reads its own rows, not the whole table: the runs list, newest first, in the order
-of an index (``idx_runs_created``, migration 0031), so a page costs the same at 3,000 runs as at
-30. Counted in SQLite VM steps (a progress handler), not timed."""
+"""A list page reads its own rows, not the whole table (migration 0031): the runs list, newest
+first, in the order of an index, so a page costs the same at 3,000 runs as at 30; a job's events
+and the warnings, by their own indexes. Counted in SQLite VM steps (a progress handler), not timed."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuplaned.store import run_rows
+from gpuplaned.protocol.event_replies import EventRow
+from gpuplaned.store import event_rows, run_rows
 from gpuplaned.store.database import open_writer
+from gpuplaned.store.event_rows import EventFilter
 
 T0 = 1_700_000_000_000
 
@@ -49,3 +51,16 @@ def test_the_runs_list_is_read_in_the_index_order(conn):
     plan = " ".join(row[3] for row in conn.execute(
         "EXPLAIN QUERY PLAN SELECT id FROM runs ORDER BY created_at DESC, id DESC LIMIT 50"))
     assert "idx_runs_created" in plan and "TEMP B-TREE" not in plan
+
+
+def test_a_jobs_events_and_the_warnings_are_read_without_the_other_events(conn):
+    events = [EventRow(f"ev_{i:05d}", T0 + i, "RUN_FINISHED", "info", "nd_1", f"job_{i // 2:05d}", f"run_{i:05d}",
+                       None, "finished", {}) for i in range(4000)]
+    events[10] = EventRow("ev_warn", T0 + 10, "LOSS_SPIKE", "warning", "nd_1", "job_00005", "run_00010", 7, "spike", {})
+    event_rows.insert_events(conn, events)
+    found, steps = steps_of(conn, lambda: event_rows.list_events(conn, EventFilter(job_id="job_00003"), 50))
+    assert [e.id for _, e in found] == ["ev_00007", "ev_00006"]
+    assert steps < 2_000  # ~300; every event was read before: ~52,000
+    found, steps = steps_of(conn, lambda: event_rows.list_events(conn, EventFilter(severities=("warning", "error")), 50))
+    assert [e.id for _, e in found] == ["ev_warn"]
+    assert steps < 2_000
