@@ -4,21 +4,11 @@ and the warnings, by their own indexes. Counted in SQLite VM steps (a progress h
 
 from __future__ import annotations
 
-import pytest
-
 from gpuplaned.protocol.event_replies import EventRow
 from gpuplaned.store import event_rows, run_rows
-from gpuplaned.store.database import open_writer
 from gpuplaned.store.event_rows import EventFilter
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-def conn(tmp_path):
-    db = open_writer(tmp_path / "gpuplane.db")
-    yield db
-    db.close()
 
 
 def add_runs(conn, count: int) -> None:
