@@ -97,6 +97,7 @@ class LiveJob:
     run_id: str | None = None
     cwd: str | None = None  # where the job runs (its checkpoint folders are under it)
     env: Mapping[str, str] = attrs.field(factory=dict)  # the job's own variables (an adopted job's: unknown, {})
+    started_here: bool = False  # this runner started it (not adopted after a restart): nothing of it is stored yet
 
 
 @attrs.define
@@ -369,7 +370,7 @@ class _Runner:
         run.pid = running.pid
         self.handle.list_live(LiveJob(machine.job_id, machine.attempt, running.supervisor_pid or 0,
                                       running.supervisor_start_time, run.pgid, run.gpu_indexes, run.run_id, run.cwd,
-                                      run.env))
+                                      run.env, started_here=not isinstance(event, a.Adopt)))
 
     def _unlist(self, run: _Run) -> None:
         self.handle.unlist_live(run.machine.job_id, run.machine.attempt)

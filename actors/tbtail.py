@@ -208,13 +208,14 @@ class _Tailer:
             # Every live job, read or not: a file of one it does not read is not unattributed.
             self.processes.track(key, pgid=job.pgid, session=job.shim_pid or None)
             if key not in self.attempts and job.run_id is not None and job.cwd is not None:
-                self.attempts[key] = self._attempt(job, fresh=self.looked)
+                self.attempts[key] = self._attempt(job, fresh=self.looked and job.started_here)
         now = trio.current_time()
         ends = runner.recent_ends
         for key, job in list(ends.items()):
             if key not in self.attempts and key not in self.done and key not in keys and job.run_id is not None \
                     and job.cwd is not None:
-                self.attempts[key] = attrs.evolve(self._attempt(job, fresh=self.looked), ended_at=now)
+                self.attempts[key] = attrs.evolve(self._attempt(job, fresh=self.looked and job.started_here),
+                                                  ended_at=now)
         self.done.intersection_update(ends.keys())  # bounded by the runner's list
         self.processes.live_only(keys, time.time())  # wall clock: compared with the files' names
         for key, watched in self.attempts.items():
@@ -226,9 +227,7 @@ class _Tailer:
     @staticmethod
     def _attempt(job: LiveJobView, *, fresh: bool) -> _Attempt:
         assert job.run_id is not None and job.cwd is not None
-        adopted = not job.env
-        return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=adopted,
-                        fresh=fresh and not adopted)
+        return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=not job.env, fresh=fresh)
 
     def _forget_ended(self) -> None:
         for key, watched in list(self.attempts.items()):

@@ -71,6 +71,9 @@ class LiveJobView(LiveJob, Protocol):
     @property
     def gpu_indexes(self) -> tuple[int, ...]: ...
 
+    @property
+    def started_here(self) -> bool: ...  # this runner started it, rather than adopting it after a restart
+
 
 class RunningJobs(Protocol):
     """The runner's handle, as the monitor sees it: the node's id and its live jobs; and, for

@@ -20,6 +20,7 @@ class LiveJob:
     pgid: int | None = None
     gpu_indexes: tuple[int, ...] = ()
     shim_pid: int = 0
+    started_here: bool = False
 
 
 @attrs.define

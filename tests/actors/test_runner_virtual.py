@@ -167,3 +167,5 @@ async def test_attempts_that_ended_are_listed_for_the_watchers_those_ended_while
     assert [r.status for r in await _reports(node.link, 2)] == ["RUNNING", "SUCCEEDED"]
     assert list(node.handle.recent_ends) == [("job_0", 1), ("job_1", 1)]
     assert node.handle.recent_ends[("job_1", 1)].run_id == "run_job_1_1"
+    # The watchers' evidence that nothing of an attempt can be stored yet: this runner started it.
+    assert node.handle.recent_ends[("job_1", 1)].started_here and not away.started_here

@@ -13,6 +13,7 @@ import os
 import time
 from types import SimpleNamespace
 
+import attrs
 import numpy as np
 import trio
 from torch.utils.tensorboard import SummaryWriter
@@ -292,7 +293,7 @@ async def test_a_job_that_starts_after_the_tailer_looked_is_read_without_asking_
     runner = Runner()
     link, handle, _ = await start(nursery, tmp_path, runner, CountingLink())
     await trio.sleep(POLL)  # the tailer has looked: no job yet
-    live = job(tmp_path, tmp_path / "home")
+    live = attrs.evolve(job(tmp_path, tmp_path / "home"), started_here=True)
     writer = SummaryWriter(os.path.join(live.cwd, "runs"))
     for step in range(4):
         writer.add_scalar("loss", float(step), step)
@@ -303,6 +304,11 @@ async def test_a_job_that_starts_after_the_tailer_looked_is_read_without_asking_
     assert link.asked == []  # a new attempt has nothing stored: not asked
     assert [s for s, _ in sent(link)["loss"]] == [0, 1, 2, 3]
     writer.close()
+    adopted = job(tmp_path, tmp_path / "home", job_id="job_2")  # re-adopted by a restarted runner: asked
+    runner.live["job_2"] = adopted
+    runner.touch()
+    await trio.sleep(2 * POLL)
+    assert link.asked == [("job_2", 1)]
 
 
 async def test_a_wrong_guess_that_nothing_is_stored_costs_one_pass_and_sends_nothing_twice(
@@ -323,7 +329,7 @@ async def test_a_wrong_guess_that_nothing_is_stored_costs_one_pass_and_sends_not
     for step in range(3, 5):
         writer.add_scalar("loss", float(step), step)
     writer.close()
-    runner.live["job_1"] = live  # back: taken for a new attempt, so its cursors are not asked at first
+    runner.live["job_1"] = attrs.evolve(live, started_here=True)  # back, and (wrongly) a new attempt: not asked
     runner.touch()
     await trio.sleep(4 * POLL)
     assert handle.statistics().resets == 1  # the server named the file stale: the tail was made again
