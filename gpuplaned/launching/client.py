@@ -284,24 +284,44 @@ class Launcher:
         self._next_seq += 1
         waiter = _Waiter(self._next_seq)
         data = json.dumps(message | {"seq": waiter.seq}).encode() + b"\n"
-        async with self._send_lock:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        # The reply is waited for anyway: the lock and the write take no turn of the scheduler
+        # when they need not wait (two task steps of every job's start).
+        if self._send_lock.locked():
+            await self._send_lock.acquire()
+        else:
+            self._send_lock.acquire_nowait()
+        try:
             if self._gone is not None:
                 raise LauncherGone(self._gone)
-            await trio.lowlevel.checkpoint_if_cancelled()
             self._pending[waiter.seq] = waiter
             try:
                 # A half-written request would put the stream out of step for good. The
                 # launcher reads its stdin between any two steps of its work, so this
                 # finishes promptly unless it is stopped, and ends if it dies.
                 with trio.CancelScope(shield=True):
-                    await self._stdin.send_all(data)
+                    await self._write(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 del self._pending[waiter.seq]
                 self._set_gone(f"launcher pid {self.pid} stopped reading requests ({exc!r})")
                 raise LauncherGone(self._gone) from exc
+        finally:
+            self._send_lock.release()
         await self._read_until(lambda: waiter.reply is not None)
         assert waiter.reply is not None
         return waiter.reply
+
+    async def _write(self, data: bytes) -> None:
+        """All of ``data`` to the launcher's stdin: straight into the pipe when it has room (a
+        request is far smaller than a pipe's buffer), the rest through the stream."""
+        try:
+            sent = os.write(self._stdin.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(exc) from exc  # EPIPE: it exited; EBADF: closed
+        if sent < len(data):
+            await self._stdin.send_all(memoryview(data)[sent:])
 
     async def _read_until(self, done: Callable[[], bool]) -> None:
         """Take a turn at reading the launcher's lines (one task reads, the others wait for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -68,6 +69,20 @@ async def test_started_at_in_the_reply_is_runtime_json_s(launcher, jobs):
     assert spawned.started_at == raw["started_at"]  # the very same float, not re-rounded
     assert before <= spawned.started_at <= after
     await wait_job_end(launcher, spawned, req.job_dir)
+
+
+async def test_a_request_larger_than_the_pipe_goes_out_whole(launcher, jobs):
+    # Written straight into the pipe while it has room, the rest through the stream: 600 kB of
+    # variables (ten pipe buffers; execve takes 128 kB a string) reach the job intact, and the
+    # next request after them.
+    env = {f"BIG{i}": str(i) * 100_000 for i in range(6)}
+    req = jobs.request(["sh", "-c", 'printf %s "$BIG0$BIG1$BIG2$BIG3$BIG4$BIG5" | md5sum'], env=env)
+    spawned = await launcher.spawn(req)
+    await wait_job_end(launcher, spawned, req.job_dir)
+    expected = hashlib.md5("".join(env.values()).encode()).hexdigest()
+    assert (req.job_dir / "stdout.log").read_text().split()[0] == expected
+    small = jobs.request(["true"])
+    await wait_job_end(launcher, await launcher.spawn(small), small.job_dir)
 
 
 async def test_the_shim_creates_the_job_dir(launcher, jobs, tmp_path):
