@@ -208,14 +208,13 @@ class _Tailer:
             # Every live job, read or not: a file of one it does not read is not unattributed.
             self.processes.track(key, pgid=job.pgid, session=job.shim_pid or None)
             if key not in self.attempts and job.run_id is not None and job.cwd is not None:
-                self.attempts[key] = self._attempt(job, fresh=self.looked and job.started_here)
+                self.attempts[key] = self._attempt(job)
         now = trio.current_time()
         ends = runner.recent_ends
         for key, job in list(ends.items()):
             if key not in self.attempts and key not in self.done and key not in keys and job.run_id is not None \
                     and job.cwd is not None:
-                self.attempts[key] = attrs.evolve(self._attempt(job, fresh=self.looked and job.started_here),
-                                                  ended_at=now)
+                self.attempts[key] = attrs.evolve(self._attempt(job), ended_at=now)
         self.done.intersection_update(ends.keys())  # bounded by the runner's list
         self.processes.live_only(keys, time.time())  # wall clock: compared with the files' names
         for key, watched in self.attempts.items():
@@ -224,10 +223,10 @@ class _Tailer:
         self.handle.attempts = len(self.attempts)
         self.looked = True
 
-    @staticmethod
-    def _attempt(job: LiveJobView, *, fresh: bool) -> _Attempt:
+    def _attempt(self, job: LiveJobView) -> _Attempt:
         assert job.run_id is not None and job.cwd is not None
-        return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=not job.env, fresh=fresh)
+        return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=not job.env,
+                        fresh=self.looked and job.started_here)
 
     def _forget_ended(self) -> None:
         for key, watched in list(self.attempts.items()):

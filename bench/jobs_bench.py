@@ -57,7 +57,6 @@ clients) are killed; the temp dir is removed unless ``--keep``. Standard library
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing
 import os
@@ -733,14 +732,10 @@ def file_system(root: Path, count: int = 200) -> dict[str, Any]:
     VMs), the inode allocator skips inodes deleted in the last half minute after reading each one
     (``find_inode_bit``/``recently_deleted``), so after a run's folders are removed a ``mkdir``
     can cost ~0.8 ms instead of ~30 us, while task-spooler (``-n``) makes no file at all."""
-    mount, fstype = "?", "?"
-    real = os.path.realpath(root)
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if len(parts) > 2 and (real == parts[1] or real.startswith(parts[1].rstrip("/") + "/")) \
-                    and len(parts[1]) >= len(mount if mount != "?" else ""):
-                mount, fstype = parts[1], parts[2]
+    real = Path(os.path.realpath(root))
+    holding = [p for p in psutil.disk_partitions(all=True) if real.is_relative_to(p.mountpoint)]
+    deepest = max(holding, key=lambda p: len(p.mountpoint), default=None)
+    mount, fstype = (deepest.mountpoint, deepest.fstype) if deepest else ("?", "?")
     probe = Path(tempfile.mkdtemp(prefix="fs-probe-", dir=root))
     try:
         t = time.perf_counter()

@@ -40,6 +40,7 @@ from typing import Any
 
 from gpuplaned.protocol.agent import Hello, JobStatus
 from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.runtime.call import Reply
 from gpuplaned.service.passes import dispatch
 from gpuplaned.store import change_topics, job_rows
 from gpuplaned.store.database import open_writer
@@ -47,16 +48,6 @@ from gpuplaned.store.writer import Write, commit_batch
 
 PARTS = ("end + pass, one transaction", "RUNNING, one transaction", "the pass", "the end's apply_status",
          "RUNNING's apply_status")
-
-
-class _Reply:
-    """Where ``commit_batch``'s outcome would go in the daemon: nowhere, here."""
-
-    def resolve(self, value: Any) -> None:
-        pass
-
-    def fail(self, error: BaseException) -> None:
-        raise error
 
 
 class Store:
@@ -69,7 +60,7 @@ class Store:
                                                                       _now_ms()))
 
     def write(self, apply: Callable[[sqlite3.Connection], Any]) -> Any:
-        [(ok, value)] = commit_batch(self.conn, [Write(apply, _Reply(), True)], self.marks)
+        [(ok, value)] = commit_batch(self.conn, [Write(apply, Reply(), True)], self.marks)  # the outcome comes back here
         self.marks.take()
         if not ok:
             raise value

@@ -63,6 +63,15 @@ def job(tmp_path, home, env: dict[str, str] | None = None, started_at: float | N
     return live
 
 
+def losses(folder: str, steps: range) -> SummaryWriter:
+    """A ``SummaryWriter`` in ``folder`` that has written ``loss`` = step at each of ``steps``, flushed."""
+    writer = SummaryWriter(folder)
+    for step in steps:
+        writer.add_scalar("loss", float(step), step)
+    writer.flush()
+    return writer
+
+
 async def start(nursery, tmp_path, runner: Runner, link: MemoryNodeLink | None = None):
     link = link or MemoryNodeLink()
     cfg = Config(home=tmp_path / "home", runtime_dir=tmp_path / "run",
@@ -125,10 +134,7 @@ async def test_both_scalar_forms_and_add_scalars_folders_are_sent_once_as_they_g
 
 async def test_a_restarted_tailer_starts_from_the_stored_cursors(nursery, tmp_path, autojump_clock):
     live = job(tmp_path, tmp_path / "home")
-    writer = SummaryWriter(os.path.join(live.cwd, "logs"))
-    for step in range(10):
-        writer.add_scalar("loss", float(step), step)
-    writer.flush()
+    writer = losses(os.path.join(live.cwd, "logs"), range(10))
     runner = Runner(live={"job_1": live})
     link, _, cancel = await start(nursery, tmp_path, runner)
     await trio.sleep(2 * POLL)
@@ -143,10 +149,7 @@ async def test_a_restarted_tailer_starts_from_the_stored_cursors(nursery, tmp_pa
 
 async def test_a_pass_the_server_could_not_take_is_read_again_from_what_it_stored(nursery, tmp_path, autojump_clock):
     live = job(tmp_path, tmp_path / "home", env={"GPUPLANE_TB_DIR": "tb"})
-    writer = SummaryWriter(os.path.join(live.cwd, "tb"))  # a declared folder
-    for step in range(4):
-        writer.add_scalar("loss", float(step), step)
-    writer.flush()
+    writer = losses(os.path.join(live.cwd, "tb"), range(4))  # a declared folder
     flaky = FlakyLink()
     flaky.failures = 1
     link, handle, _ = await start(nursery, tmp_path, Runner(live={"job_1": live}), flaky)
@@ -195,10 +198,7 @@ class LostAnswerLink(MemoryNodeLink):
 
 async def test_a_pass_stored_but_not_answered_is_not_sent_again(nursery, tmp_path, autojump_clock):
     live = job(tmp_path, tmp_path / "home")
-    writer = SummaryWriter(os.path.join(live.cwd, "runs"))
-    for step in range(3):
-        writer.add_scalar("loss", float(step), step)
-    writer.flush()
+    writer = losses(os.path.join(live.cwd, "runs"), range(3))
     link, handle, _ = await start(nursery, tmp_path, Runner(live={"job_1": live}), LostAnswerLink())
     await trio.sleep(3 * POLL)
     writer.add_scalar("loss", 3.0, 3)
@@ -229,10 +229,7 @@ async def test_a_job_that_lives_less_than_a_pass_is_still_read(nursery, tmp_path
 async def test_an_attempt_that_ended_while_the_daemon_was_away_is_read_to_its_end_once(nursery, tmp_path,
                                                                                       autojump_clock):
     live = job(tmp_path, tmp_path / "home", env={"GPUPLANE_TB_DIR": "tb"})
-    writer = SummaryWriter(os.path.join(live.cwd, "tb"))  # a declared folder
-    for step in range(5):
-        writer.add_scalar("loss", float(step), step)
-    writer.flush()
+    writer = losses(os.path.join(live.cwd, "tb"), range(5))  # a declared folder
     link, _, cancel = await start(nursery, tmp_path, Runner(live={"job_1": live}))
     await trio.sleep(2 * POLL)
     cancel.cancel()  # the daemon is killed
@@ -294,10 +291,7 @@ async def test_a_job_that_starts_after_the_tailer_looked_is_read_without_asking_
     link, handle, _ = await start(nursery, tmp_path, runner, CountingLink())
     await trio.sleep(POLL)  # the tailer has looked: no job yet
     live = attrs.evolve(job(tmp_path, tmp_path / "home"), started_here=True)
-    writer = SummaryWriter(os.path.join(live.cwd, "runs"))
-    for step in range(4):
-        writer.add_scalar("loss", float(step), step)
-    writer.flush()
+    writer = losses(os.path.join(live.cwd, "runs"), range(4))
     runner.live["job_1"] = live
     runner.touch()
     await trio.sleep(3 * POLL)
@@ -314,10 +308,7 @@ async def test_a_job_that_starts_after_the_tailer_looked_is_read_without_asking_
 async def test_a_wrong_guess_that_nothing_is_stored_costs_one_pass_and_sends_nothing_twice(
         nursery, tmp_path, autojump_clock):
     live = job(tmp_path, tmp_path / "home")
-    writer = SummaryWriter(os.path.join(live.cwd, "runs"))
-    for step in range(3):
-        writer.add_scalar("loss", float(step), step)
-    writer.flush()
+    writer = losses(os.path.join(live.cwd, "runs"), range(3))
     runner = Runner(live={"job_1": live})
     link, _, cancel = await start(nursery, tmp_path, runner, CountingLink())
     await trio.sleep(2 * POLL)  # the first tailer stored steps 0-2
