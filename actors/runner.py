@@ -98,6 +98,8 @@ class LiveJob:
     cwd: str | None = None  # where the job runs (its checkpoint folders are under it)
     env: Mapping[str, str] = attrs.field(factory=dict)  # the job's own variables (an adopted job's: unknown, {})
     started_here: bool = False  # this runner started it (not adopted after a restart): nothing of it is stored yet
+    pid: int | None = None  # its main process, and when it was started (wall clock), where known here
+    started_at: float | None = None
 
 
 @attrs.define
@@ -242,7 +244,7 @@ class _Run:
 def _live_job(job_id: str, attempt: int, running: Running, gpu_indexes: tuple[int, ...], run_id: str | None,
               env: Mapping[str, str]) -> LiveJob:
     return LiveJob(job_id, attempt, running.supervisor_pid or 0, running.supervisor_start_time, running.pgid,
-                   gpu_indexes, run_id, running.cwd, env)
+                   gpu_indexes, run_id, running.cwd, env, pid=running.pid, started_at=running.started_at)
 
 
 class _Runner:
@@ -370,7 +372,8 @@ class _Runner:
         run.pid = running.pid
         self.handle.list_live(LiveJob(machine.job_id, machine.attempt, running.supervisor_pid or 0,
                                       running.supervisor_start_time, run.pgid, run.gpu_indexes, run.run_id, run.cwd,
-                                      run.env, started_here=not isinstance(event, a.Adopt)))
+                                      run.env, started_here=not isinstance(event, a.Adopt), pid=running.pid,
+                                      started_at=running.started_at))
 
     def _unlist(self, run: _Run) -> None:
         self.handle.unlist_live(run.machine.job_id, run.machine.attempt)

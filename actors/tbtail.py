@@ -70,7 +70,7 @@ from gpuplaned.runtime.context import ActorContext
 if TYPE_CHECKING:
     import numpy as np
 
-    from gpuplaned.tensorboard import FileBatch, JobTail
+    from gpuplaned.tensorboard import FileBatch, JobTail, Listing
 
 log = logging.getLogger("gpuplaned.tbtail")
 
@@ -121,6 +121,30 @@ class _Attempt:
     # job, the most of this actor's cost at hundreds of short jobs a second). Wrong, it costs
     # one pass: the server names the files stale and the tail is made again from what it has.
     fresh: bool = False
+    start: _Start | None = None  # how it started, as the runner told (None: from its runtime.json)
+
+
+@attrs.frozen
+class _Start:
+    """What the tailer needs of an attempt's start: its clock (the files written since), and its
+    processes (whose files are its own)."""
+
+    started_at: float
+    pgid: int
+    shim_pid: int
+    pid: int
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> _Start:
+        return cls(runtime.started_at, runtime.pgid, runtime.shim_pid, runtime.pid)
+
+    @classmethod
+    def told(cls, job: LiveJobView) -> _Start | None:
+        """The runner's word for an attempt it started (the values the shim wrote to runtime.json
+        and reported): no file to read. None: not started here, or not all of it known."""
+        if not job.started_here or job.started_at is None or not job.pgid or not job.shim_pid or not job.pid:
+            return None
+        return cls(job.started_at, job.pgid, job.shim_pid, job.pid)
 
 
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread.run_sync
@@ -226,7 +250,7 @@ class _Tailer:
     def _attempt(self, job: LiveJobView) -> _Attempt:
         assert job.run_id is not None and job.cwd is not None
         return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=not job.env,
-                        fresh=self.looked and job.started_here)
+                        fresh=self.looked and job.started_here, start=_Start.told(job))
 
     def _forget_ended(self) -> None:
         for key, watched in list(self.attempts.items()):
@@ -299,13 +323,16 @@ class _Tailer:
             watched.tail.close()
         watched.tail = None
 
-    async def _open(self, attempts: list[_Attempt]) -> dict[int, Callable[[], JobTail]]:
-        """How to make each attempt's tail, from its runtime.json and the server's stored
-        cursors (by ``id()`` of the attempt; one not started yet, or whose cursors are not known
-        yet, is left out: next pass). The tails are made on the pass's worker thread."""
-        starts = await self.blocking(_starts_of, self.home, attempts)
-        makers: dict[int, Callable[[], JobTail]] = {}
-        for watched, found in zip(attempts, starts, strict=True):
+    async def _open(self, attempts: list[_Attempt]) -> dict[int, Callable[[Listing], JobTail]]:
+        """How to make each attempt's tail, from how it started (the runner's word, else its
+        runtime.json) and the server's stored cursors (by ``id()`` of the attempt; one not
+        started yet, or whose cursors are not known yet, is left out: next pass). The tails are
+        made on the pass's worker thread."""
+        unknown = [w for w in attempts if w.start is None]
+        read = iter(await self.blocking(_starts_of, self.home, unknown) if unknown else ())
+        makers: dict[int, Callable[[Listing], JobTail]] = {}
+        for watched in attempts:
+            found = (watched.start, watched.env) if watched.start is not None else next(read)
             if found is None:
                 continue  # not started yet (or its record is unreadable): next pass
             maker = await self._opened(watched, *found)
@@ -313,9 +340,9 @@ class _Tailer:
                 makers[id(watched)] = maker
         return makers
 
-    async def _opened(self, watched: _Attempt, runtime: Runtime,
-                      env: Mapping[str, str]) -> Callable[[], JobTail] | None:
-        since = runtime.started_at
+    async def _opened(self, watched: _Attempt, start: _Start,
+                      env: Mapping[str, str]) -> Callable[[Listing], JobTail] | None:
+        since = start.started_at
         try:
             fresh, watched.fresh = watched.fresh, False  # a tail made again asks
             stored = (TbCursors(watched.job_id, watched.attempt) if fresh
@@ -327,8 +354,8 @@ class _Tailer:
         watched.env = env
         watched.adopted = watched.adopted and not env  # read once: the process may be gone by the next reset
         key = (watched.job_id, watched.attempt)
-        self.processes.track(key, pgid=runtime.pgid, session=runtime.shim_pid, main_pid=runtime.pid,
-                             started_at=runtime.started_at)
+        self.processes.track(key, pgid=start.pgid, session=start.shim_pid, main_pid=start.pid,
+                             started_at=start.started_at)
         if watched.ended_at is not None:  # its group's id may be another's by now: never scanned
             self.processes.ended(key, time.time())
         watched.stored = {f.path: f.cursor for f in stored.files}
@@ -340,8 +367,8 @@ class _Tailer:
 
         cwd, host, grace, claim = watched.cwd, self.host, self.grace, self._claim(watched)
 
-        def make() -> JobTail:  # on the worker thread: log_roots resolves paths
-            return JobTail(log_roots(cwd, env, _declared(env)), since=since, host=host,
+        def make(listing: Listing) -> JobTail:  # on the worker thread: log_roots resolves paths
+            return JobTail(log_roots(cwd, env, _declared(env), resolve=listing.realpath), since=since, host=host,
                            cursors={f.path: Cursor(f.cursor.inode, f.cursor.offset) for f in stored.files},
                            rewinds=_merged(stored.files), grace=grace, claim=claim)
 
@@ -382,7 +409,7 @@ class _Tailer:
                                                                                            for e in events))
 
 
-def _start_of(home: Path, watched: _Attempt) -> tuple[Runtime, Mapping[str, str]] | None:
+def _start_of(home: Path, watched: _Attempt) -> tuple[_Start, Mapping[str, str]] | None:
     """Runs on a worker thread: the attempt's ``runtime.json`` (its start, its processes) and its environment."""
     try:
         runtime = read_runtime(attempt_dir(home, watched.job_id, watched.attempt), (watched.job_id, watched.attempt))
@@ -396,26 +423,29 @@ def _start_of(home: Path, watched: _Attempt) -> tuple[Runtime, Mapping[str, str]
             env = psutil.Process(runtime.pid).environ()
         except (psutil.Error, OSError):
             env = {}
-    return runtime, env
+    return _Start.of(runtime), env
 
 
-def _starts_of(home: Path, attempts: list[_Attempt]) -> list[tuple[Runtime, Mapping[str, str]] | None]:
+def _starts_of(home: Path, attempts: list[_Attempt]) -> list[tuple[_Start, Mapping[str, str]] | None]:
     """Runs on a worker thread: ``_start_of`` of each attempt."""
     return [_start_of(home, watched) for watched in attempts]
 
 
-def _poll_all(tails: list[tuple[JobTail | None, Callable[[], JobTail] | None]], now: float
+def _poll_all(tails: list[tuple[JobTail | None, Callable[[Listing], JobTail] | None]], now: float
               ) -> list[tuple[JobTail, list[FileBatch] | OSError]]:
     """Runs on a worker thread: each tail (made first by its maker where it has none yet) and
     what its poll read, or the OSError it met (a file it may not read: that attempt alone
-    starts again)."""
+    starts again). The tails share one look at the folders (``Listing``)."""
+    from gpuplaned.tensorboard import Listing
+
+    listing = Listing()
     out: list[tuple[JobTail, list[FileBatch] | OSError]] = []
     for tail, make in tails:
         if tail is None:
             assert make is not None
-            tail = make()
+            tail = make(listing)
         try:
-            out.append((tail, tail.poll(now)))
+            out.append((tail, tail.poll(now, listing)))
         except OSError as exc:
             out.append((tail, exc))
     return out

@@ -74,6 +74,12 @@ class LiveJobView(LiveJob, Protocol):
     @property
     def started_here(self) -> bool: ...  # this runner started it, rather than adopting it after a restart
 
+    @property
+    def pid(self) -> int | None: ...  # its main process, where known
+
+    @property
+    def started_at(self) -> float | None: ...  # when its main process was started (wall clock), where known
+
 
 class RunningJobs(Protocol):
     """The runner's handle, as the monitor sees it: the node's id and its live jobs; and, for

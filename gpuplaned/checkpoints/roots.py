@@ -50,6 +50,8 @@ def walkable(root: str, cwd: str) -> bool:
     """Whether the watcher may walk ``root``: one under the job's folder ``cwd`` (its
     ``checkpoints/``, ``outputs/``, ``runs/``) must still be there once links are resolved;
     a folder the job declared outside it is the user's word, taken as it resolves."""
+    if os.path.normpath(root) == os.path.normpath(cwd):
+        return True  # the job's folder itself (a job's usual one root): nothing to resolve
     if lexically_within(root, cwd):
         return within(root, cwd)
     return True

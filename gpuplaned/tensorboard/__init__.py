@@ -9,6 +9,7 @@
 """
 
 from gpuplaned.tensorboard.discovery import EventFile as EventFile
+from gpuplaned.tensorboard.discovery import Listing as Listing
 from gpuplaned.tensorboard.discovery import find_event_files as find_event_files
 from gpuplaned.tensorboard.discovery import log_roots as log_roots
 from gpuplaned.tensorboard.events import Columns as Columns

@@ -38,8 +38,8 @@ import attrs
 
 from gpuplaned.tensorboard.rewind import order_key
 
-__all__ = ["LOG_DIRS", "MAX_DEPTH", "SLACK", "Claim", "EventFile", "find_event_files", "log_roots", "parse_name",
-           "writer_pid"]
+__all__ = ["LOG_DIRS", "MAX_DEPTH", "SLACK", "Claim", "EventFile", "Listing", "find_event_files", "log_roots",
+           "parse_name", "writer_pid"]
 
 LOG_DIRS = ("runs", "logs", "outputs", "lightning_logs")
 MAX_DEPTH = 5
@@ -77,8 +77,10 @@ def parse_name(name: str) -> tuple[int, str] | None:
 
 
 def log_roots(cwd: str | os.PathLike, env: Mapping[str, str] | None = None,
-              extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
-    """The folders to look in for a job started in ``cwd`` with environment ``env``."""
+              extra: Iterable[str | os.PathLike] = (), *,
+              resolve: Callable[[Path], str] = os.path.realpath) -> list[Path]:
+    """The folders to look in for a job started in ``cwd`` with environment ``env``; two names
+    of one folder count once, as ``resolve`` (``Listing.realpath`` in a pass) resolves them."""
     base = Path(cwd)
     roots = [base / name for name in LOG_DIRS]
     declared = list(extra)
@@ -88,7 +90,7 @@ def log_roots(cwd: str | os.PathLike, env: Mapping[str, str] | None = None,
     seen: set[str] = set()
     unique = []
     for root in roots:
-        key = os.path.realpath(root)
+        key = resolve(root)
         if key not in seen:
             seen.add(key)
             unique.append(root)
@@ -108,20 +110,48 @@ def writer_pid(rest: str, host: str) -> int | None:
     return int(first) if first.isdigit() else None
 
 
+class Listing:
+    """One pass's look at the folders, shared by the jobs it reads: each root walked and each
+    path resolved once, however many jobs share them (a queue's or a sweep's jobs mostly run
+    in one folder; at hundreds of short jobs a second, walking it again for each was most of
+    the TensorBoard tailer's CPU). Good for one pass only: folders change between passes."""
+
+    def __init__(self) -> None:
+        self._walks: dict[str, list[Path]] = {}
+        self._real: dict[str, str] = {}
+
+    def event_files(self, root: Path) -> list[Path]:
+        """``_walk(root)``, walked once."""
+        key = os.fspath(root)
+        found = self._walks.get(key)
+        if found is None:
+            found = self._walks[key] = list(_walk(root))
+        return found
+
+    def realpath(self, path: str | os.PathLike) -> str:
+        key = os.fspath(path)
+        real = self._real.get(key)
+        if real is None:
+            real = self._real[key] = os.path.realpath(key)
+        return real
+
+
 def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = None,
-                     claim: Claim | None = None) -> list[EventFile]:
+                     claim: Claim | None = None, listing: Listing | None = None) -> list[EventFile]:
     """The event files under ``roots`` written since ``since`` (seconds since the epoch),
     in TensorBoard's order; with ``claim`` (and ``host``), only those it takes. Roots that do
-    not exist are skipped; roots nested in one another give each file once."""
+    not exist are skipped; roots nested in one another give each file once. ``listing``: the
+    pass's, when several jobs are looked at in a row."""
     found: dict[str, tuple[Path, Path]] = {}  # realpath -> (file, the root it was found under)
+    resolve = os.path.realpath if listing is None else listing.realpath
     for root in roots:
-        for path in _walk(Path(root)):
+        for path in _walk(Path(root)) if listing is None else listing.event_files(Path(root)):
             parsed = parse_name(path.name)
             if parsed is None or parsed[0] < since - SLACK or not _from_host(parsed[1], host):
                 continue
             if claim is not None and not claim(path, parsed[0], writer_pid(parsed[1], host) if host else None):
                 continue
-            found.setdefault(os.path.realpath(path), (path, Path(root)))
+            found.setdefault(resolve(path), (path, Path(root)))
     by_root: dict[Path, list[Path]] = {}
     for path, root in found.values():
         by_root.setdefault(root, []).append(path)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import attrs
 
-from gpuplaned.tensorboard.discovery import Claim, EventFile, find_event_files
+from gpuplaned.tensorboard.discovery import Claim, EventFile, Listing, find_event_files
 from gpuplaned.tensorboard.events import Columns
 from gpuplaned.tensorboard.reader import Cursor, EventFileReader, Problem
 from gpuplaned.tensorboard.rewind import Order, Rewinds, order_key
@@ -77,11 +77,11 @@ class JobTail:
             reader.close()
         self._files.clear()
 
-    def poll(self, now: float) -> list[FileBatch]:
+    def poll(self, now: float, listing: Listing | None = None) -> list[FileBatch]:
         """Look for new files, read every file's new records (in TensorBoard's file order),
-        and return a batch per file that moved."""
+        and return a batch per file that moved. ``listing``: the pass's, shared by its tails."""
         claim = None if self._claim is None else self._claims
-        for found in find_event_files(self.roots, since=self.since, host=self.host, claim=claim):
+        for found in find_event_files(self.roots, since=self.since, host=self.host, claim=claim, listing=listing):
             key = os.fspath(found.path)
             if key not in self._files:
                 reader = EventFileReader(found.path, self._cursors.get(key), grace=self.grace)

@@ -21,6 +21,8 @@ class LiveJob:
     gpu_indexes: tuple[int, ...] = ()
     shim_pid: int = 0
     started_here: bool = False
+    pid: int | None = None
+    started_at: float | None = None
 
 
 @attrs.define

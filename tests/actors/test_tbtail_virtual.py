@@ -331,3 +331,27 @@ async def test_a_wrong_guess_that_nothing_is_stored_costs_one_pass_and_sends_not
     assert part.cursor.offset == os.path.getsize(part.path)
     steps = [s for s in last.files[0].series if s.name == "loss"]
     assert np.frombuffer(base64.b64decode(steps[0].step), "<i8").tolist() == [3, 4]  # each step stored once
+
+
+async def test_the_runners_word_on_how_a_job_started_stands_for_its_runtime_json(nursery, tmp_path, autojump_clock):
+    """A job this runner started comes with what its shim reported (its start, its processes):
+    its files are read without its runtime.json, which is not read at all. One without that
+    word (adopted after a restart) waits for its runtime.json."""
+    runner = Runner()
+    link, _, _ = await start(nursery, tmp_path, runner)
+    await trio.sleep(POLL)
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    told = Live("job_1", 1, "run_1", str(cwd), started_here=True, pid=os.getpid(), pgid=(1 << 22) + 1,
+                shim_pid=1 << 22, started_at=time.time())
+    writer = losses(os.path.join(cwd, "runs"), range(3))
+    writer.close()
+    runner.live["job_1"] = told  # no runtime.json in its attempt folder (none made)
+    runner.touch()
+    await trio.sleep(3 * POLL)
+    assert [s for s, _ in sent(link)["loss"]] == [0, 1, 2]
+    assert not attempt_dir(tmp_path / "home", "job_1", 1).exists()
+    runner.live["job_2"] = attrs.evolve(told, job_id="job_2", run_id="run_2", started_here=False)
+    runner.touch()
+    await trio.sleep(3 * POLL)
+    assert [p.job_id for p in link.tb_passes] == ["job_1"]  # job_2: its start not known yet, nothing read
