@@ -54,7 +54,7 @@ from gpuplaned.domain.event_types import UNATTRIBUTED_FILE
 from gpuplaned.home import attempt_dir
 from gpuplaned.job_processes import SLACK_S, JobProcesses
 from gpuplaned.launching.job_files import CorruptRecord, Runtime, read_runtime
-from gpuplaned.node_context import LiveJobView, NodeContext
+from gpuplaned.node_context import JobStart, LiveJobView, NodeContext
 from gpuplaned.protocol.agent import CheckpointsFound, FoundCheckpoint, NodeEvent
 from gpuplaned.runtime.context import ActorContext
 
@@ -205,8 +205,15 @@ class _Watcher:
 
     def _attempt(self, job: LiveJobView) -> _Attempt:
         assert job.run_id is not None and job.cwd is not None
+        started_ns = None
+        start = JobStart.told(job)  # the runner's word: its runtime.json need not be read
+        if start is not None:
+            started_ns = int(start.started_at * 1e9)
+            self.processes.track((job.job_id, job.attempt), pgid=start.pgid, session=start.shim_pid,
+                                 main_pid=start.pid, started_at=start.started_at)
         return _Attempt(job.job_id, job.attempt, job.run_id, job.pgid, job.shim_pid, job.cwd,
-                        watched_roots(job.cwd, _declared(job.env)), adopted=not job.env, rule=Stability(self.stable_s))
+                        watched_roots(job.cwd, _declared(job.env)), adopted=not job.env, started_ns=started_ns,
+                        rule=Stability(self.stable_s))
 
     def _forget_ended(self) -> None:
         now = trio.current_time()
@@ -285,11 +292,15 @@ class _Watcher:
             log.info("unattributed checkpoints not reported (%s): %s", exc, ", ".join(paths))
 
     def _scan_all(self, attempts: list[_Attempt], finals: list[bool]) -> list[_Seen]:
-        """Runs on a worker thread: ``_scan`` of each attempt (``finals``: which have ended)."""
-        return [self._scan(watched, not final) for watched, final in zip(attempts, finals, strict=True)]
+        """Runs on a worker thread: ``_scan`` of each attempt (``finals``: which have ended). A
+        folder is walked once for all the attempts that watch it (a queue's or a sweep's jobs
+        mostly share one): at hundreds of short jobs, walking it for each was most of a pass."""
+        walked: dict[tuple[str, str], list[Candidate]] = {}
+        return [self._scan(watched, not final, walked) for watched, final in zip(attempts, finals, strict=True)]
 
-    def _scan(self, watched: _Attempt, live: bool) -> _Seen:
-        """Runs on a worker thread: walks the attempt's folders and stats what it finds."""
+    def _scan(self, watched: _Attempt, live: bool, walked: dict[tuple[str, str], list[Candidate]]) -> _Seen:
+        """Runs on a worker thread: walks the attempt's folders (those not in ``walked`` yet, the
+        pass's) and stats what it finds."""
         started_ns, roots = watched.started_ns, watched.roots
         if started_ns is None:
             runtime = _runtime(self.home, watched.job_id, watched.attempt)
@@ -302,7 +313,7 @@ class _Watcher:
                     self.processes.ended(key, time.time())
                 if watched.adopted and live:  # an ended one's pid may be another process's now
                     roots = watched_roots(watched.cwd, _declared(_environ(runtime.pid)))
-        candidates = {c.path: c for root in roots for c in find_candidates(root, watched.cwd)}
+        candidates = {c.path: c for root in roots for c in _walked(walked, root, watched.cwd)}
         writing: frozenset[str] = frozenset()
         if candidates and live:
             writing = frozenset(p for p, mode in self.processes.open_files((watched.job_id, watched.attempt))
@@ -372,6 +383,14 @@ def _runtime(home: Path, job_id: str, attempt: int) -> Runtime | None:
         return read_runtime(attempt_dir(home, job_id, attempt), (job_id, attempt))
     except (CorruptRecord, OSError):
         return None
+
+
+def _walked(walked: dict[tuple[str, str], list[Candidate]], root: str, cwd: str) -> list[Candidate]:
+    """``find_candidates(root, cwd)``, found once a pass."""
+    found = walked.get((root, cwd))
+    if found is None:
+        found = walked[(root, cwd)] = list(find_candidates(root, cwd))
+    return found
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:

@@ -52,8 +52,8 @@ import trio
 from gpuplaned.domain.event_types import UNATTRIBUTED_FILE
 from gpuplaned.home import attempt_dir
 from gpuplaned.job_processes import JobProcesses
-from gpuplaned.launching.job_files import CorruptRecord, Runtime, read_runtime
-from gpuplaned.node_context import LiveJobView, NodeContext
+from gpuplaned.launching.job_files import CorruptRecord, read_runtime
+from gpuplaned.node_context import JobStart, LiveJobView, NodeContext
 from gpuplaned.protocol.agent import NodeEvent
 from gpuplaned.protocol.tb_frames import (
     TbCursor,
@@ -121,30 +121,7 @@ class _Attempt:
     # job, the most of this actor's cost at hundreds of short jobs a second). Wrong, it costs
     # one pass: the server names the files stale and the tail is made again from what it has.
     fresh: bool = False
-    start: _Start | None = None  # how it started, as the runner told (None: from its runtime.json)
-
-
-@attrs.frozen
-class _Start:
-    """What the tailer needs of an attempt's start: its clock (the files written since), and its
-    processes (whose files are its own)."""
-
-    started_at: float
-    pgid: int
-    shim_pid: int
-    pid: int
-
-    @classmethod
-    def of(cls, runtime: Runtime) -> _Start:
-        return cls(runtime.started_at, runtime.pgid, runtime.shim_pid, runtime.pid)
-
-    @classmethod
-    def told(cls, job: LiveJobView) -> _Start | None:
-        """The runner's word for an attempt it started (the values the shim wrote to runtime.json
-        and reported): no file to read. None: not started here, or not all of it known."""
-        if not job.started_here or job.started_at is None or not job.pgid or not job.shim_pid or not job.pid:
-            return None
-        return cls(job.started_at, job.pgid, job.shim_pid, job.pid)
+    start: JobStart | None = None  # how it started, as the runner told (None: from its runtime.json)
 
 
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking call: trio.to_thread.run_sync
@@ -250,7 +227,7 @@ class _Tailer:
     def _attempt(self, job: LiveJobView) -> _Attempt:
         assert job.run_id is not None and job.cwd is not None
         return _Attempt(job.job_id, job.attempt, job.run_id, job.cwd, dict(job.env), adopted=not job.env,
-                        fresh=self.looked and job.started_here, start=_Start.told(job))
+                        fresh=self.looked and job.started_here, start=JobStart.told(job))
 
     def _forget_ended(self) -> None:
         for key, watched in list(self.attempts.items()):
@@ -340,7 +317,7 @@ class _Tailer:
                 makers[id(watched)] = maker
         return makers
 
-    async def _opened(self, watched: _Attempt, start: _Start,
+    async def _opened(self, watched: _Attempt, start: JobStart,
                       env: Mapping[str, str]) -> Callable[[Listing], JobTail] | None:
         since = start.started_at
         try:
@@ -409,7 +386,7 @@ class _Tailer:
                                                                                            for e in events))
 
 
-def _start_of(home: Path, watched: _Attempt) -> tuple[_Start, Mapping[str, str]] | None:
+def _start_of(home: Path, watched: _Attempt) -> tuple[JobStart, Mapping[str, str]] | None:
     """Runs on a worker thread: the attempt's ``runtime.json`` (its start, its processes) and its environment."""
     try:
         runtime = read_runtime(attempt_dir(home, watched.job_id, watched.attempt), (watched.job_id, watched.attempt))
@@ -423,10 +400,10 @@ def _start_of(home: Path, watched: _Attempt) -> tuple[_Start, Mapping[str, str]]
             env = psutil.Process(runtime.pid).environ()
         except (psutil.Error, OSError):
             env = {}
-    return _Start.of(runtime), env
+    return JobStart(runtime.started_at, runtime.pgid, runtime.shim_pid, runtime.pid), env
 
 
-def _starts_of(home: Path, attempts: list[_Attempt]) -> list[tuple[_Start, Mapping[str, str]] | None]:
+def _starts_of(home: Path, attempts: list[_Attempt]) -> list[tuple[JobStart, Mapping[str, str]] | None]:
     """Runs on a worker thread: ``_start_of`` of each attempt."""
     return [_start_of(home, watched) for watched in attempts]
 

@@ -81,6 +81,26 @@ class LiveJobView(LiveJob, Protocol):
     def started_at(self) -> float | None: ...  # when its main process was started (wall clock), where known
 
 
+@attrs.frozen
+class JobStart:
+    """How an attempt started, as its readers need it: its clock (its files are those written
+    since) and its processes (whose files are its own). What its ``runtime.json`` holds."""
+
+    started_at: float  # wall clock, epoch seconds
+    pgid: int
+    shim_pid: int
+    pid: int
+
+    @classmethod
+    def told(cls, job: LiveJobView) -> JobStart | None:
+        """The runner's word for an attempt it started (the values the shim wrote to
+        ``runtime.json`` and reported): no file to read. None: not started here (adopted after
+        a restart), or not all of it known: read its ``runtime.json``."""
+        if not job.started_here or job.started_at is None or not job.pgid or not job.shim_pid or not job.pid:
+            return None
+        return cls(job.started_at, job.pgid, job.shim_pid, job.pid)
+
+
 class RunningJobs(Protocol):
     """The runner's handle, as the monitor sees it: the node's id and its live jobs; and, for
     the tailer and the watcher, the attempts that ended lately (oldest first), those that

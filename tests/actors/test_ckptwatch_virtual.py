@@ -9,6 +9,7 @@ import functools
 import os
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import attrs
@@ -237,3 +238,19 @@ async def test_two_jobs_saving_into_one_folder_take_only_what_they_were_seen_wri
     await trio.sleep(15)
     assert [(f.job_id, [os.path.basename(c.path) for c in f.checkpoints]) for f in link.checkpoint_finds] == [
         ("job_2", ["step_5.pt"]), ("job_1", ["step_9.pt"])]
+
+
+async def test_the_runners_word_on_when_a_job_started_dates_it_without_its_runtime_json(
+        nursery, tmp_path, autojump_clock):
+    """A job this runner started comes with what its shim reported: with no runtime.json to
+    read, its start still tells a checkpoint of an earlier run (older) from its own."""
+    now = time.time()
+    live = job(tmp_path, started_here=True, pid=os.getpid(), pgid=os.getpgrp(), shim_pid=os.getpid(), started_at=now)
+    folder = tmp_path / "work" / "checkpoints"
+    save(folder / "earlier.pt", 1)
+    os.utime(folder / "earlier.pt", (now - 3600, now - 3600))  # an hour before the job started
+    save(folder / "step_2.pt", 2)
+    link, _ = await start(nursery, tmp_path, Runner(live={live.job_id: live}))
+    await trio.sleep(30)
+    assert found(link) == [("step_2.pt", 2)]
+    assert not (tmp_path / "home" / "jobs").exists()  # no attempt folder, no runtime.json
