@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The daemon's CPU per job while it drains a queue, this checkout against an earlier commit,
+interleaved: what a change to the job path saves, on a machine whose speed moves by half within
+minutes (bench/README.md, "Two things on this box").
+
+Each run starts a fresh daemon (``--gpus none --max-cpu-jobs SLOTS``, as ``jobs_bench.py``'s
+drains), queues ``--jobs`` ``true`` jobs behind one blocker per slot, releases them, and measures
+from the release until the last job has ended: jobs/s, the daemon's CPU a job (utime+stime, all
+threads), and that CPU split into the event loop's thread and the worker threads. ``--against
+REV`` runs the same drain on a checkout of REV (a ``git worktree`` in the temp dir, imported
+through ``PYTHONPATH``) before each run of this checkout, ``--pairs`` times. ``--stop ACTOR,...``
+stops those actors (``POST /api/v1/actors/{name}/stop``) before the drain: what an actor costs
+the job path is the difference (a node actor only reads the jobs' files; the jobs run without it).
+
+Usage::
+
+    .venv/bin/python bench/drain_bench.py --against HEAD~3                # 1 slot, 1,000 jobs, 4 pairs
+    .venv/bin/python bench/drain_bench.py --against main --slots 2 --pairs 3
+    .venv/bin/python bench/drain_bench.py --stop tbtail,ckptwatch,logs    # this checkout alone
+    .venv/bin/python bench/drain_bench.py --root /tmp                     # the homes on disk (default tmpfs)
+
+Always exits 0 unless the arguments are wrong; daemons are stopped and the temp dir (and the
+worktree) removed on the way out, Ctrl-C included. Standard library, psutil and the other
+benches' helpers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from daemon_bench import guarded_run, progress, raise_interrupt, report, run_meta
+from jobs_bench import FILE_POLL, JOB_TIMEOUT, Daemon, JobDaemons, blocker_argv, wait_all_ended, wait_until
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def checkout(rev: str, root: Path) -> Path:
+    """A worktree of ``rev`` that imports as ``gpuplaned`` from ``PYTHONPATH`` (its ``actors/``
+    linked in as ``gpuplaned.actors``, as the package's ``package-dir`` maps it when installed)."""
+    tree = root / "against"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(tree), rev], check=True)
+    (tree / "gpuplaned" / "actors").symlink_to("../actors")
+    return tree
+
+
+def remove_checkout(tree: Path) -> None:
+    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False,
+                   capture_output=True)
+
+
+def thread_cpu(proc: psutil.Process) -> dict[int, float]:
+    return {t.id: t.user_time + t.system_time for t in proc.threads()}
+
+
+def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str]) -> dict[str, Any]:
+    """One fresh daemon draining ``jobs`` queued ``true`` jobs at ``slots``."""
+    d: Daemon = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
+    try:
+        for name in stop:
+            d.client.post(f"/api/v1/actors/{name}/stop", {})
+        go = d.work / "go"
+        blockers = [d.submit(blocker_argv(go), gpu=0)["id"] for _ in range(slots)]
+        wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01, "the blockers")
+        ids = [d.submit(["true"], gpu=0)["id"] for _ in range(jobs)]
+        time.sleep(0.5)  # the submits' passes and tails settle
+        proc = psutil.Process(d.proc.pid)
+        main_thread = d.proc.pid  # the event loop runs on the process's first thread
+        threads0, cpu0, t0 = thread_cpu(proc), proc.cpu_times(), time.perf_counter()
+        go.touch()
+        wait_until(lambda: (d.attempt_dir(ids[-1]) / "exit.json").exists(), JOB_TIMEOUT, FILE_POLL, "the last exit")
+        last: list[Any] = []
+        by_status = wait_all_ended(d, ids, on_last=lambda: last.append(
+            (proc.cpu_times(), time.perf_counter(), thread_cpu(proc))))
+        cpu1, t1, threads1 = last[0]
+    finally:
+        dm.stop(d.proc)
+    used = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
+    loop_s = used.get(main_thread, 0.0)
+    return {"jobs_per_s": jobs / (t1 - t0), "cpu_ms": ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / jobs * 1e3,
+            "loop_ms": loop_s / jobs * 1e3, "workers_ms": (sum(used.values()) - loop_s) / jobs * 1e3,
+            "by_status": by_status}
+
+
+def render(res: dict[str, Any]) -> str:
+    meta = res["meta"]
+    lines = [f"drain of {meta['jobs']} queued true jobs at {meta['slots']} slot(s), a fresh daemon each run "
+             f"(load average at start {'/'.join(f'{x:.2f}' for x in meta['loadavg_start'])})"]
+    if meta["stop"]:
+        lines.append(f"actors stopped before each drain: {', '.join(meta['stop'])}")
+    lines.append(f"{'run':<26} {'jobs/s':>8} {'CPU ms/job':>11} {'loop':>7} {'workers':>8}  ended")
+    for run in res["runs"]:
+        lines.append(f"{run['tree']:<26} {run['jobs_per_s']:>8.0f} {run['cpu_ms']:>11.2f} {run['loop_ms']:>7.2f} "
+                     f"{run['workers_ms']:>8.2f}  {run['by_status']}")
+    trees = list(dict.fromkeys(run["tree"] for run in res["runs"]))
+    if len(trees) == 2:
+        a, b = ([r for r in res["runs"] if r["tree"] == t] for t in trees)
+        pairs = list(zip(a, b))
+        lines.append("")
+        for key, what in (("cpu_ms", "CPU a job"), ("jobs_per_s", "jobs/s")):
+            ratios = [y[key] / x[key] for x, y in pairs]
+            lines.append(f"{what}, {trees[1]} / {trees[0]}, per pair: {', '.join(f'{r:.2f}' for r in ratios)} "
+                         f"(median {statistics.median(ratios):.2f})")
+    for error in res["errors"]:
+        lines.append(f"error: {error}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", metavar="REV", help="also drain on this commit, before each run of this checkout")
+    parser.add_argument("--slots", type=int, default=1, help="--max-cpu-jobs of each daemon (default 1)")
+    parser.add_argument("--jobs", type=int, default=1000, help="queued jobs a drain (default 1000)")
+    parser.add_argument("--pairs", type=int, default=4, help="runs of each (default 4)")
+    parser.add_argument("--stop", default="", metavar="ACTOR,...", help="actors to stop before each drain")
+    parser.add_argument("--root", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                        help="where the daemons' homes go (default /dev/shm: the disk out of the comparison)")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemons")
+    parser.add_argument("--json", action="store_true", help="the figures as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = parser.parse_args(argv)
+    if args.slots < 1 or args.jobs < 1 or args.pairs < 1:
+        parser.error("--slots, --jobs and --pairs must be at least 1")
+    args.quick = False
+    args.log_level = None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    root = Path(tempfile.mkdtemp(prefix="gpuplane-drain-bench-", dir=args.root))
+    stop = [name for name in args.stop.split(",") if name]
+    res: dict[str, Any] = {"meta": run_meta(args, slots=args.slots, jobs=args.jobs, stop=stop), "runs": [],
+                           "errors": []}
+    trees: list[tuple[str, str | None]] = [("this checkout", None)]
+    t_start = time.perf_counter()
+    dm = JobDaemons(args.python, root, None)
+    worktree: list[Path] = []
+    with guarded_run(res, root, args.keep, t_start, "daemons", dm.stop_all,
+                     lambda: [remove_checkout(t) for t in worktree]):
+        if args.against:
+            worktree.append(checkout(args.against, root))
+            trees.insert(0, (args.against, str(worktree[0])))
+        for n in range(args.pairs):
+            for name, path in trees:
+                progress(f"pair {n + 1}/{args.pairs}: {name}")
+                with daemons_import(path):
+                    res["runs"].append({"tree": name, **drain(dm, args.slots, args.jobs, stop)})
+    return report(res, args.json, render)
+
+
+@contextmanager
+def daemons_import(path: str | None) -> Iterator[None]:
+    """Daemons started meanwhile import ``gpuplaned`` from ``path`` (None: this checkout's);
+    the bench's own modules stay this checkout's."""
+    saved = os.environ.get("PYTHONPATH")
+    if path is not None:
+        os.environ["PYTHONPATH"] = path
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+if __name__ == "__main__":
+    sys.exit(main())
