@@ -11,7 +11,10 @@ Inputs: the runner's live jobs (``ctx.shared.runner()``) and the attempts that e
 found ended on adoption); file events from watchfiles on
 the folders that exist, which start a pass at once; a full pass every
 ``checkpoints.rescan_interval_s`` besides, so nothing is missed (a folder created later, an
-event lost), and when a candidate's ``checkpoints.stable_s`` window is due.
+event lost), and when a candidate's ``checkpoints.stable_s`` window is due; and a pass as soon
+as the runner has listed half of what it keeps (``ENDS_KEPT``) ended attempts since the last
+one, so that a burst of short jobs is taken in whole (one that outran even that is logged, with
+how many were missed).
 Outputs, through the node link: ``CheckpointsFound`` with each checkpoint once its size and
 mtime have stayed the same for ``stable_s`` and no process of the job holds it open for
 writing, with its fingerprint and the step and epoch it tells. Only what changed since the
@@ -54,7 +57,7 @@ from gpuplaned.domain.event_types import UNATTRIBUTED_FILE
 from gpuplaned.home import attempt_dir
 from gpuplaned.job_processes import SLACK_S, JobProcesses
 from gpuplaned.launching.job_files import CorruptRecord, Runtime, read_runtime
-from gpuplaned.node_context import JobStart, LiveJobView, NodeContext
+from gpuplaned.node_context import ENDS_KEPT, JobStart, LiveJobView, NodeContext
 from gpuplaned.protocol.agent import CheckpointsFound, FoundCheckpoint, NodeEvent
 from gpuplaned.runtime.context import ActorContext
 
@@ -65,6 +68,7 @@ MTIME_SLACK_NS = 1_000_000_000  # a file's mtime may trail the attempt's recorde
 WATCH_TIMEOUT_MS = 500  # how soon a stopped watchfiles thread notices
 ENDED_GRACE = 2  # windows and rescans an ended attempt's final pass is retried (a find the server refused)
 MIN_PASS_GAP = 0.25  # s between the starts of two passes, however often files change
+ENDS_LOOK_S = 0.05  # s between two looks at how many attempts ended since the last pass
 MAX_REPORTED = 10_000  # unattributed checkpoints remembered as reported; past it the memory starts again
 
 
@@ -130,6 +134,7 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ck
     handle = CkptwatchHandle()
     async with trio.open_nursery() as nursery:
         watcher = _Watcher(ctx, handle, nursery, watch, blocking)
+        nursery.start_soon(watcher.follow_ends)
         task_status.started(handle)
         await watcher.loop()
 
@@ -153,6 +158,7 @@ class _Watcher:
         self.watched: tuple[str, ...] = ()
         self.stop_watching: trio.Event | None = None
         self.processes = JobProcesses()  # who wrote what: the evidence a checkpoint is an attempt's
+        self.ends_taken: int | None = None  # the runner's ends_listed when the last pass took in its list
         self.reported: set[str] = set()  # unattributed checkpoints already reported
 
     async def loop(self) -> None:
@@ -174,11 +180,33 @@ class _Watcher:
             # A job writing TensorBoard events under runs/ wakes the watcher all the time.
             await trio.sleep_until(started + MIN_PASS_GAP)
 
+    async def follow_ends(self) -> None:
+        """Wake a pass early once the runner has listed half as many ended attempts since the
+        last pass as it keeps (``ENDS_KEPT``): a pass every rescan saw only the last of a burst
+        of short jobs (hundreds a second), and the others' checkpoints were never looked for.
+        Waits on the runner's changes (looking again each rescan: a restarted runner has a new
+        handle), so an idle node costs next to nothing."""
+        while True:
+            runner = self.shared.runner()
+            if runner is None:  # not up yet
+                await trio.sleep(self.rescan_s)
+                continue
+            with trio.move_on_after(self.rescan_s):
+                await runner.changed.wait()
+            if self.ends_taken is not None and runner.ends_listed - self.ends_taken >= ENDS_KEPT // 2:
+                self.wake.set()
+            await trio.sleep(ENDS_LOOK_S)
+
     def _track(self) -> None:
         """Take in the runner's new live attempts; note the time the others ended."""
         runner = self.shared.runner()
         if runner is not None:
             self.node_id = runner.node_id
+            missed = runner.ends_listed - self.ends_taken - ENDS_KEPT if self.ends_taken is not None else 0
+            if missed > 0:  # faster than passes could follow: say so, not nothing
+                log.warning("%d attempts ended and left the runner's list of the last %d before a pass took "
+                            "them in; their checkpoints are not looked for", missed, ENDS_KEPT)
+            self.ends_taken = runner.ends_listed
         live = list(runner.live.values()) if runner is not None else []
         now = trio.current_time()
         keys = set()
@@ -239,24 +267,27 @@ class _Watcher:
         # Every attempt's folders walked in one worker-thread call, not one each: at hundreds of
         # short jobs a second the hand-offs cost more than the walks.
         seens = await self.blocking(self._scan_all, attempts, finals) if attempts else []
-        for watched, final, seen in zip(attempts, finals, seens, strict=True):
+        for watched, seen in zip(attempts, seens, strict=True):
             watched.started_ns, watched.roots = seen.started_ns, seen.roots
             watched.wrote.update(seen.held)
+        folders = _Folders(self.attempts.values())
+        for watched, final, seen in zip(attempts, finals, seens, strict=True):
             ready = watched.rule.feed(trio.current_time(), seen.observed, final=final)
-            ready = await self._its_own(watched, ready, seen.observed)
+            ready = await self._its_own(watched, ready, seen.observed, folders)
             taken = not ready or await self._register(watched, [seen.candidates[p] for p in ready], seen.observed)
             watched.finished = final and taken
             pending += watched.rule.pending()
         self.handle.pending = pending
 
-    async def _its_own(self, watched: _Attempt, ready: list[str], observed: dict[str, Observation]) -> list[str]:
+    async def _its_own(self, watched: _Attempt, ready: list[str], observed: dict[str, Observation],
+                       folders: _Folders) -> list[str]:
         """The ready candidates that are the attempt's, on evidence; the others are settled
         (not offered again until they change), and those no job wrote reported once."""
         mine, nobodys = [], []
         for path in ready:
             real = os.path.realpath(path)  # two jobs may name one folder two ways
-            others = [a for a in self.attempts.values() if a is not watched and real in a.wrote]
-            if real in watched.wrote or (not others and not self._sharers(watched, path, observed[path].mtime_ns)):
+            others = [a for a in folders.writers(real) if a is not watched]
+            if real in watched.wrote or (not others and not _sharers(folders, watched, real, observed[path].mtime_ns)):
                 mine.append(path)
                 continue
             watched.rule.registered(path, observed[path])
@@ -265,12 +296,6 @@ class _Watcher:
         await self._report(watched, nobodys)
         return mine
 
-    def _sharers(self, watched: _Attempt, path: str, mtime_ns: int) -> list[_Attempt]:
-        """The other attempts that watch the folder ``path`` lies in and ran when it was written."""
-        slack = int(SLACK_S * 1e9)
-        return [a for a in self.attempts.values() if a is not watched and _under(path, a.roots)
-                and (a.started_ns is None or a.started_ns - slack <= mtime_ns)
-                and (a.ended_wall_ns is None or mtime_ns <= a.ended_wall_ns + slack)]
 
     async def _report(self, watched: _Attempt, paths: list[str]) -> None:
         events = []
@@ -393,9 +418,46 @@ def _walked(walked: dict[tuple[str, str], list[Candidate]], root: str, cwd: str)
     return found
 
 
-def _under(path: str, roots: Iterable[str]) -> bool:
-    real = os.path.realpath(path)
-    return any(os.path.commonpath([real, r]) == r for r in map(os.path.realpath, roots))
+def _sharers(folders: _Folders, watched: _Attempt, real: str, mtime_ns: int) -> list[_Attempt]:
+    """The other attempts that watch the folder the file ``real`` (resolved) lies in and ran
+    when it was written."""
+    slack = int(SLACK_S * 1e9)
+    return [a for a in folders.watching(real) if a is not watched
+            and (a.started_ns is None or a.started_ns - slack <= mtime_ns)
+            and (a.ended_wall_ns is None or mtime_ns <= a.ended_wall_ns + slack)]
+
+
+class _Folders:
+    """For one pass: which attempts watch which folder (their roots, resolved once each), and
+    which were seen writing which file. A checkpoint's other watchers are found from its own
+    folders up, not by resolving every attempt's roots again for each checkpoint: a burst of
+    short jobs that each saved one made a pass quadratic (768 such jobs: seconds a pass)."""
+
+    def __init__(self, attempts: Iterable[_Attempt]) -> None:
+        real: dict[str, str] = {}
+        self._by_root: dict[str, dict[int, _Attempt]] = {}
+        self._by_file: dict[str, dict[int, _Attempt]] = {}
+        for a in attempts:
+            for root in a.roots:
+                top = real.get(root) or real.setdefault(root, os.path.realpath(root))
+                self._by_root.setdefault(top, {})[id(a)] = a
+            for path in a.wrote:
+                self._by_file.setdefault(path, {})[id(a)] = a
+
+    def watching(self, real: str) -> list[_Attempt]:
+        """The attempts with a root that is ``real`` (a resolved path) or holds it."""
+        found: dict[int, _Attempt] = {}
+        folder = real
+        while True:
+            found.update(self._by_root.get(folder, {}))
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return list(found.values())
+            folder = parent
+
+    def writers(self, real: str) -> list[_Attempt]:
+        """The attempts seen holding the file ``real`` open for writing."""
+        return list(self._by_file.get(real, {}).values())
 
 
 def _declared(env: Mapping[str, str]) -> tuple[str, ...]:

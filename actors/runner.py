@@ -52,7 +52,7 @@ from gpuplaned.launching.client import Launching, SpawnRequest, open_launcher
 from gpuplaned.launching.environment import JobEnvironment
 from gpuplaned.launching.eval_result import read_result, result_path
 from gpuplaned.protocol.job_states import NodeReport
-from gpuplaned.node_context import FollowLogs, LogsEnded, NodeContext
+from gpuplaned.node_context import ENDS_KEPT, FollowLogs, LogsEnded, NodeContext
 from gpuplaned.node_link import Reconcile
 from gpuplaned.protocol.agent import (
     ActiveJob,
@@ -72,7 +72,6 @@ from gpuplaned.slurm.commands import SlurmCli
 log = logging.getLogger("gpuplaned.runner")
 
 _ENDS = (NodeReport.SUCCEEDED, NodeReport.FAILED, NodeReport.CANCELLED)
-ENDS_KEPT = 256  # attempts kept in RunnerHandle.recent_ends
 
 
 @attrs.frozen
@@ -118,12 +117,14 @@ class RunnerHandle:
     started: int = 0
     ended: int = 0
     adopted: int = 0
+    ends_listed: int = 0  # attempts taken into recent_ends so far
 
     def ended_here(self, job: LiveJob) -> None:
         self.recent_ends.pop((job.job_id, job.attempt), None)
         self.recent_ends[(job.job_id, job.attempt)] = job
         while len(self.recent_ends) > ENDS_KEPT:
             del self.recent_ends[next(iter(self.recent_ends))]
+        self.ends_listed += 1
         self.touch()
 
     def list_live(self, job: LiveJob) -> None:

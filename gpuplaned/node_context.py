@@ -101,6 +101,9 @@ class JobStart:
         return cls(job.started_at, job.pgid, job.shim_pid, job.pid)
 
 
+ENDS_KEPT = 256  # the attempts that ended lately that the runner lists (``RunningJobs.recent_ends``)
+
+
 class RunningJobs(Protocol):
     """The runner's handle, as the monitor sees it: the node's id and its live jobs; and, for
     the tailer and the watcher, the attempts that ended lately (oldest first), those that
@@ -119,6 +122,11 @@ class RunningJobs(Protocol):
     def changed(self) -> trio.Event:
         """Set when ``live`` or ``recent_ends`` next changes (then replaced by a new one): a
         reader with nothing to watch waits on it instead of looking again and again."""
+
+    @property
+    def ends_listed(self) -> int:
+        """How many attempts ``recent_ends`` has taken in so far: a reader that took in the
+        list when this was n, and finds it more than ``ENDS_KEPT`` past n, has missed some."""
 
 
 def _no_runner() -> RunningJobs | None:

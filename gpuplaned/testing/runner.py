@@ -35,7 +35,20 @@ class MemoryRunner:
     live: dict[str, LiveJob] = attrs.Factory(dict)
     recent_ends: dict[tuple[str, int], LiveJob] = attrs.Factory(dict)
     changed: trio.Event = attrs.Factory(trio.Event)
+    ends_listed: int = 0
+    kept: int | None = None  # how many ends ``end`` keeps listed (the runner's ENDS_KEPT); None: all
 
     def touch(self) -> None:
         self.changed.set()
         self.changed = trio.Event()
+
+    def end(self, job: LiveJob) -> None:
+        """``job`` ended, as the runner lists it: out of ``live``, last of ``recent_ends``, which
+        keeps the last ``kept``; then ``touch()``."""
+        self.live.pop(job.job_id, None)
+        self.recent_ends.pop((job.job_id, job.attempt), None)
+        self.recent_ends[(job.job_id, job.attempt)] = job
+        while self.kept is not None and len(self.recent_ends) > self.kept:
+            del self.recent_ends[next(iter(self.recent_ends))]
+        self.ends_listed += 1
+        self.touch()

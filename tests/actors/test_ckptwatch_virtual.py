@@ -18,7 +18,7 @@ import trio
 
 from gpuplaned.actors import ckptwatch
 from gpuplaned.config import CheckpointsConfig, Config
-from gpuplaned.node_context import NodeContext
+from gpuplaned.node_context import ENDS_KEPT, NodeContext
 from gpuplaned.protocol.agent import CheckpointsFound
 from gpuplaned.runtime.context import ActorContext
 from gpuplaned.testing.launcher import inline
@@ -254,3 +254,36 @@ async def test_the_runners_word_on_when_a_job_started_dates_it_without_its_runti
     await trio.sleep(30)
     assert found(link) == [("step_2.pt", 2)]
     assert not (tmp_path / "home" / "jobs").exists()  # no attempt folder, no runtime.json
+
+
+async def test_a_burst_of_short_jobs_longer_than_the_runners_list_of_ends_is_watched_whole(
+        nursery, tmp_path, autojump_clock):
+    """Far more short jobs end between two rescans than the runner lists (ENDS_KEPT): each one's
+    checkpoint is still registered (a pass every rescan saw only the last ENDS_KEPT ends, and the
+    others' checkpoints were never looked for)."""
+    runner = Runner(kept=ENDS_KEPT)
+    link, _ = await start(nursery, tmp_path, runner, stable_s=1)
+    await trio.sleep(0.1)  # just after a pass: the next rescan is 2 s away
+    jobs = 3 * ENDS_KEPT
+    for n in range(jobs):
+        folder = tmp_path / f"w{n}" / "checkpoints"
+        folder.mkdir(parents=True)
+        (folder / f"step_{n}.pt").write_bytes(b"w" * 64)
+        live = Live(f"job_{n}", 1, f"run_{n}", str(tmp_path / f"w{n}"))
+        runner.live[live.job_id] = live
+        runner.touch()
+        await trio.sleep(0.001)
+        runner.end(live)  # a job of a millisecond: 768 of them end within a rescan
+        await trio.sleep(0.001)
+    await trio.sleep(30)
+    assert sorted(step for _, step in found(link)) == list(range(jobs))
+
+
+async def test_ends_faster_than_any_pass_could_take_in_are_said_missed(nursery, tmp_path, autojump_clock, caplog):
+    runner = Runner(kept=ENDS_KEPT)
+    await start(nursery, tmp_path, runner)
+    await trio.sleep(0.1)  # a pass has taken in the runner's (empty) list
+    for n in range(ENDS_KEPT + 40):  # all at once: no pass runs between them
+        runner.end(Live(f"job_{n}", 1, f"run_{n}", str(tmp_path)))
+    await trio.sleep(5)
+    assert "40 attempts ended and left the runner's list of the last 256 before a pass took them in" in caplog.text
