@@ -37,6 +37,7 @@ Ready: immediately (nothing to open).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -296,7 +297,6 @@ class _Watcher:
         await self._report(watched, nobodys)
         return mine
 
-
     async def _report(self, watched: _Attempt, paths: list[str]) -> None:
         events = []
         for path in paths:
@@ -320,12 +320,12 @@ class _Watcher:
         """Runs on a worker thread: ``_scan`` of each attempt (``finals``: which have ended). A
         folder is walked once for all the attempts that watch it (a queue's or a sweep's jobs
         mostly share one): at hundreds of short jobs, walking it for each was most of a pass."""
-        walked: dict[tuple[str, str], list[Candidate]] = {}
+        walked = functools.cache(lambda root, cwd: list(find_candidates(root, cwd)))
         return [self._scan(watched, not final, walked) for watched, final in zip(attempts, finals, strict=True)]
 
-    def _scan(self, watched: _Attempt, live: bool, walked: dict[tuple[str, str], list[Candidate]]) -> _Seen:
-        """Runs on a worker thread: walks the attempt's folders (those not in ``walked`` yet, the
-        pass's) and stats what it finds."""
+    def _scan(self, watched: _Attempt, live: bool, walked: Callable[[str, str], list[Candidate]]) -> _Seen:
+        """Runs on a worker thread: walks the attempt's folders (through ``walked``, the pass's
+        ``find_candidates``, which walks each once) and stats what it finds."""
         started_ns, roots = watched.started_ns, watched.roots
         if started_ns is None:
             runtime = _runtime(self.home, watched.job_id, watched.attempt)
@@ -338,7 +338,7 @@ class _Watcher:
                     self.processes.ended(key, time.time())
                 if watched.adopted and live:  # an ended one's pid may be another process's now
                     roots = watched_roots(watched.cwd, _declared(_environ(runtime.pid)))
-        candidates = {c.path: c for root in roots for c in _walked(walked, root, watched.cwd)}
+        candidates = {c.path: c for root in roots for c in walked(root, watched.cwd)}
         writing: frozenset[str] = frozenset()
         if candidates and live:
             writing = frozenset(p for p, mode in self.processes.open_files((watched.job_id, watched.attempt))
@@ -410,14 +410,6 @@ def _runtime(home: Path, job_id: str, attempt: int) -> Runtime | None:
         return None
 
 
-def _walked(walked: dict[tuple[str, str], list[Candidate]], root: str, cwd: str) -> list[Candidate]:
-    """``find_candidates(root, cwd)``, found once a pass."""
-    found = walked.get((root, cwd))
-    if found is None:
-        found = walked[(root, cwd)] = list(find_candidates(root, cwd))
-    return found
-
-
 def _sharers(folders: _Folders, watched: _Attempt, real: str, mtime_ns: int) -> list[_Attempt]:
     """The other attempts that watch the folder the file ``real`` (resolved) lies in and ran
     when it was written."""
@@ -434,13 +426,12 @@ class _Folders:
     short jobs that each saved one made a pass quadratic (768 such jobs: seconds a pass)."""
 
     def __init__(self, attempts: Iterable[_Attempt]) -> None:
-        real: dict[str, str] = {}
+        real = functools.cache(os.path.realpath)
         self._by_root: dict[str, dict[int, _Attempt]] = {}
         self._by_file: dict[str, dict[int, _Attempt]] = {}
         for a in attempts:
             for root in a.roots:
-                top = real.get(root) or real.setdefault(root, os.path.realpath(root))
-                self._by_root.setdefault(top, {})[id(a)] = a
+                self._by_root.setdefault(real(root), {})[id(a)] = a
             for path in a.wrote:
                 self._by_file.setdefault(path, {})[id(a)] = a
 

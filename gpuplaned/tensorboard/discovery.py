@@ -29,6 +29,7 @@ key); TensorBoard shows it on the ``val`` chart as the line ``loss``, and its se
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -117,23 +118,8 @@ class Listing:
     the TensorBoard tailer's CPU). Good for one pass only: folders change between passes."""
 
     def __init__(self) -> None:
-        self._walks: dict[str, list[Path]] = {}
-        self._real: dict[str, str] = {}
-
-    def event_files(self, root: Path) -> list[Path]:
-        """``_walk(root)``, walked once."""
-        key = os.fspath(root)
-        found = self._walks.get(key)
-        if found is None:
-            found = self._walks[key] = list(_walk(root))
-        return found
-
-    def realpath(self, path: str | os.PathLike) -> str:
-        key = os.fspath(path)
-        real = self._real.get(key)
-        if real is None:
-            real = self._real[key] = os.path.realpath(key)
-        return real
+        self.event_files: Callable[[Path], list[Path]] = functools.cache(lambda root: list(_walk(root)))
+        self.realpath: Callable[[str | os.PathLike], str] = functools.cache(os.path.realpath)
 
 
 def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = None,
