@@ -65,21 +65,35 @@ def thread_cpu(proc: psutil.Process) -> dict[int, float]:
     return {t.id: t.user_time + t.system_time for t in proc.threads()}
 
 
-def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str]) -> dict[str, Any]:
-    """One fresh daemon draining ``jobs`` queued ``true`` jobs at ``slots``."""
+def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str], one_by_one: bool = False) -> dict[str, Any]:
+    """One fresh daemon draining ``jobs`` queued ``true`` jobs at ``slots``; ``one_by_one``: the
+    jobs POSTed one at a time to free slots instead (measured from the first POST)."""
     d: Daemon = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
+    posts: list[float] = []
     try:
         for name in stop:
             d.client.post(f"/api/v1/actors/{name}/stop", {})
-        go = d.work / "go"
-        blockers = [d.submit(blocker_argv(go), gpu=0)["id"] for _ in range(slots)]
-        wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01, "the blockers")
-        ids = [d.submit(["true"], gpu=0)["id"] for _ in range(jobs)]
-        time.sleep(0.5)  # the submits' passes and tails settle
         proc = psutil.Process(d.proc.pid)
         main_thread = d.proc.pid  # the event loop runs on the process's first thread
-        threads0, cpu0, t0 = thread_cpu(proc), proc.cpu_times(), time.perf_counter()
-        go.touch()
+        if one_by_one:
+            for _ in range(20):  # warm up: the first jobs' code paths and the database's pages
+                d.submit(["true"], gpu=0)
+            time.sleep(0.5)
+            threads0, cpu0, t0 = thread_cpu(proc), proc.cpu_times(), time.perf_counter()
+            ids = []
+            for _ in range(jobs):  # a new connection each, as the CLI makes
+                sent = time.perf_counter()
+                ids.append(d.submit(["true"], gpu=0)["id"])
+                posts.append(time.perf_counter() - sent)
+        else:
+            go = d.work / "go"
+            blockers = [d.submit(blocker_argv(go), gpu=0)["id"] for _ in range(slots)]
+            wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01,
+                       "the blockers")
+            ids = [d.submit(["true"], gpu=0)["id"] for _ in range(jobs)]
+            time.sleep(0.5)  # the submits' passes and tails settle
+            threads0, cpu0, t0 = thread_cpu(proc), proc.cpu_times(), time.perf_counter()
+            go.touch()
         wait_until(lambda: (d.attempt_dir(ids[-1]) / "exit.json").exists(), JOB_TIMEOUT, FILE_POLL, "the last exit")
         last: list[Any] = []
         by_status = wait_all_ended(d, ids, on_last=lambda: last.append(
@@ -91,25 +105,28 @@ def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str]) -> dict[str, A
     loop_s = used.get(main_thread, 0.0)
     return {"jobs_per_s": jobs / (t1 - t0), "cpu_ms": ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / jobs * 1e3,
             "loop_ms": loop_s / jobs * 1e3, "workers_ms": (sum(used.values()) - loop_s) / jobs * 1e3,
-            "by_status": by_status}
+            "post_ms": statistics.median(posts) * 1e3 if posts else None, "by_status": by_status}
 
 
 def render(res: dict[str, Any]) -> str:
     meta = res["meta"]
-    lines = [f"drain of {meta['jobs']} queued true jobs at {meta['slots']} slot(s), a fresh daemon each run "
+    how = "POSTed one by one to" if meta["one_by_one"] else "queued, drained at"
+    lines = [f"{meta['jobs']} true jobs {how} {meta['slots']} slot(s), a fresh daemon each run "
              f"(load average at start {'/'.join(f'{x:.2f}' for x in meta['loadavg_start'])})"]
     if meta["stop"]:
         lines.append(f"actors stopped before each drain: {', '.join(meta['stop'])}")
-    lines.append(f"{'run':<26} {'jobs/s':>8} {'CPU ms/job':>11} {'loop':>7} {'workers':>8}  ended")
+    lines.append(f"{'run':<26} {'jobs/s':>8} {'CPU ms/job':>11} {'loop':>7} {'workers':>8} {'POST ms':>8}  ended")
     for run in res["runs"]:
+        post = f"{run['post_ms']:.2f}" if run["post_ms"] is not None else "-"
         lines.append(f"{run['tree']:<26} {run['jobs_per_s']:>8.0f} {run['cpu_ms']:>11.2f} {run['loop_ms']:>7.2f} "
-                     f"{run['workers_ms']:>8.2f}  {run['by_status']}")
+                     f"{run['workers_ms']:>8.2f} {post:>8}  {run['by_status']}")
     trees = list(dict.fromkeys(run["tree"] for run in res["runs"]))
     if len(trees) == 2:
         a, b = ([r for r in res["runs"] if r["tree"] == t] for t in trees)
         pairs = list(zip(a, b))
         lines.append("")
-        for key, what in (("cpu_ms", "CPU a job"), ("jobs_per_s", "jobs/s")):
+        keys = (("cpu_ms", "CPU a job"), ("jobs_per_s", "jobs/s"), ("post_ms", "POST"))
+        for key, what in keys[:3 if meta["one_by_one"] else 2]:
             ratios = [y[key] / x[key] for x, y in pairs]
             lines.append(f"{what}, {trees[1]} / {trees[0]}, per pair: {', '.join(f'{r:.2f}' for r in ratios)} "
                          f"(median {statistics.median(ratios):.2f})")
@@ -126,6 +143,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1000, help="queued jobs a drain (default 1000)")
     parser.add_argument("--pairs", type=int, default=4, help="runs of each (default 4)")
     parser.add_argument("--stop", default="", metavar="ACTOR,...", help="actors to stop before each drain")
+    parser.add_argument("--one-by-one", action="store_true",
+                        help="POST the jobs one at a time to free slots (a new connection each, as the CLI does), "
+                             "measured from the first POST, instead of queueing them behind blockers")
     parser.add_argument("--root", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
                         help="where the daemons' homes go (default /dev/shm: the disk out of the comparison)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemons")
@@ -144,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix="gpuplane-drain-bench-", dir=args.root))
     stop = [name for name in args.stop.split(",") if name]
-    res: dict[str, Any] = {"meta": run_meta(args, slots=args.slots, jobs=args.jobs, stop=stop), "runs": [],
+    res: dict[str, Any] = {"meta": run_meta(args, slots=args.slots, jobs=args.jobs, stop=stop,
+                                                      one_by_one=args.one_by_one), "runs": [],
                            "errors": []}
     trees: list[tuple[str, str | None]] = [("this checkout", None)]
     t_start = time.perf_counter()
@@ -159,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, path in trees:
                 progress(f"pair {n + 1}/{args.pairs}: {name}")
                 with daemons_import(path):
-                    res["runs"].append({"tree": name, **drain(dm, args.slots, args.jobs, stop)})
+                    res["runs"].append({"tree": name, **drain(dm, args.slots, args.jobs, stop, args.one_by_one)})
     return report(res, args.json, render)
 
 

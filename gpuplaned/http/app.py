@@ -140,6 +140,7 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
             await check_token(request)
         else:
             await check_peer(request)
+        g.store_rider = audit_routes.rider(http_front=tokens)  # the request's record, with its first write
         state = shared.lifecycle.state
         if state is DaemonState.NOT_READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})

@@ -10,13 +10,17 @@ under ``/api/`` on either front (``/mcp`` is audited per tool call by the MCP se
 records the route as ``METHOD /rule``, the path parameters, the query and the JSON body
 (redacted by ``gpuplaned.service.api.audit``), and ``ok`` or the error code. A request refused
 before anyone was authenticated (401) is not recorded: it did nothing, and a flood of them
-must not fill the table.
+must not fill the table. A request's first write carries its ``ok`` record into its own
+transaction (``rider``), so no change is ever committed without its record; ``record_write``
+then adds only what that record does not tell (a failure after the change, or a request that
+wrote nothing).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,10 +31,11 @@ from quart_trio import QuartTrio
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.http.scopes import is_public
-from gpuplaned.protocol.audit_replies import AuditList
+from gpuplaned.protocol.audit_replies import AuditList, AuditRow
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.service.api import audit
 from gpuplaned.service.api.ui_sessions import Caller
+from gpuplaned.store.writer import Rider
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -82,25 +87,54 @@ async def record_write(shared: ServerContext, response: Response, *, http_front:
         log.exception("audit log: could not record %s %s", request.method, request.path)
 
 
+def rider(*, http_front: bool) -> Rider | None:
+    """The request's record for its first write to carry (``store.writer.Rider``): a change and
+    the record of it commit together, and the reply waits for one transaction, not two. None
+    for a read. ``record_write`` then records only what that record does not tell: a request
+    that failed after its change was made, or one that changed nothing."""
+    if request.method in READ_METHODS:
+        return None
+    return Rider(lambda: _prepared(http_front))
+
+
+async def _prepared(http_front: bool) -> Callable[[Any], None] | None:
+    try:
+        row = await _row(http_front, "ok", None)
+    except Exception:  # noqa: BLE001 - the write goes on; record_write records the request then
+        log.exception("audit log: could not prepare the record of %s %s", request.method, request.path)
+        return None
+    return audit.inserter(row) if row is not None else None
+
+
 async def _record(shared: ServerContext, response: Response, http_front: bool) -> None:
-    rule = request.url_rule.rule if request.url_rule is not None else None
-    if request.method in READ_METHODS or rule is None or not rule.startswith("/api/"):
-        return
-    caller = getattr(g, "caller", None)
-    if http_front and caller is None:
-        if not is_public(rule):
-            return
-        caller = PUBLIC_CALLER
+    carried = getattr(g, "store_rider", None)
+    if carried is not None and carried.carried and response.status_code < 400:
+        return  # recorded with its change, in that change's transaction
     outcome, detail = "ok", None
     if response.status_code >= 400:
         outcome, detail = await _error_of(response)
+    row = await _row(http_front, outcome, detail)
+    if row is not None:
+        await audit.queue(shared, row)
+
+
+async def _row(http_front: bool, outcome: str, detail: str | None) -> AuditRow | None:
+    """The request's record (None: a read, or a request that is not recorded)."""
+    rule = request.url_rule.rule if request.url_rule is not None else None
+    if request.method in READ_METHODS or rule is None or not rule.startswith("/api/"):
+        return None
+    caller = getattr(g, "caller", None)
+    if http_front and caller is None:
+        if not is_public(rule):
+            return None
+        caller = PUBLIC_CALLER
     arguments: dict[str, Any] = {"path": dict(request.view_args or {}), "query": request.args.to_dict(flat=True)}
     body = await _json_body()
     if body is not None:
         # A sign-in's body is kept only as the object it must be (its token key is redacted).
         arguments["body"] = body if isinstance(body, dict) or not is_public(rule) else "[omitted]"
-    await audit.record(shared, caller=caller, via="rest", action=f"{request.method} {rule}", arguments=arguments,
-                       outcome=outcome, detail=detail)
+    return audit.row(caller=caller, via="rest", action=f"{request.method} {rule}", arguments=arguments,
+                     outcome=outcome, detail=detail)
 
 
 async def _json_body() -> Any:

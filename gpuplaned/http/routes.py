@@ -16,11 +16,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
-from quart import Response, request
+from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from gpuplaned.http.bodies import json_body, query_args
 from gpuplaned.protocol.converter import structure
+from gpuplaned.store.writer import riding
 
 
 @attrs.frozen
@@ -90,7 +91,8 @@ class Route:
                 if self.body is not None:
                     empty = not self.body_required and not (await request.get_data()).strip()
                     path["body"] = structure({} if empty else await json_body(), self.body)
-                return await handler(**path)
+                with riding(getattr(g, "store_rider", None)):  # the handler's first write carries it
+                    return await handler(**path)
 
             app.add_url_rule(self.rule, view_func=view, methods=[self.method])
             return handler

@@ -15,8 +15,11 @@ refused request never changes anything later. Internal callers own their timeout
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import attrs
@@ -28,6 +31,7 @@ from gpuplaned.runtime.states import ActorState
 from gpuplaned.store.change_topics import ChangeMarks
 
 T = TypeVar("T")
+log = logging.getLogger("gpuplaned.store")
 
 STORE_UP = frozenset({ActorState.STARTING, ActorState.RUNNING})
 STATE_POLL_S = 0.05  # how often a queued request's write looks whether the store still runs
@@ -74,6 +78,56 @@ class StoreUnavailable(Exception):
     pass
 
 
+@attrs.define(eq=False)
+class Rider:
+    """What a request's first write takes into its own transaction: the request's audit record
+    (``gpuplaned.http.audit_routes``), so that a change and the record of it commit together, in
+    one transaction instead of two.
+
+    ``prepare`` is awaited as that write is sent; it builds what to apply (None: nothing to
+    carry) and must not raise. ``carried``: a write took it and committed. A write that fails
+    gives it back to the next; once the request's handler has returned (``riding``), a write
+    made later (by a task it left running) takes nothing.
+    """
+
+    prepare: Callable[[], Awaitable[Callable[[sqlite3.Connection], None] | None]]
+    carried: bool = False
+    busy: bool = False  # a write has it in flight
+    closed: bool = False  # the request's handler has returned
+
+    @property
+    def free(self) -> bool:
+        return not (self.carried or self.busy or self.closed)
+
+
+_RIDER: ContextVar[Rider | None] = ContextVar("gpuplane_store_rider", default=None)
+
+
+@contextmanager
+def riding(rider: Rider | None) -> Iterator[None]:
+    """While the block runs, a write through a ``RequestPort`` in this context takes ``rider``."""
+    token = _RIDER.set(rider)
+    try:
+        yield
+    finally:
+        _RIDER.reset(token)
+        if rider is not None:
+            rider.closed = True
+
+
+def _carrying(apply: Callable[[sqlite3.Connection], T],
+              extra: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], tuple[T, bool]]:
+    def both(conn: sqlite3.Connection) -> tuple[T, bool]:
+        result = apply(conn)  # raises: the savepoint takes both back
+        try:
+            extra(conn)
+        except Exception:  # noqa: BLE001 - the change goes on; its rider is written apart
+            log.exception("a request's write could not carry its rider; it is written after the reply")
+            return result, False
+        return result, True
+    return both
+
+
 def store_unavailable(message: str, **details: Any) -> ApiError:
     return ApiError(ErrorCode.STORE_UNAVAILABLE, message, {"actor": "store", **details})
 
@@ -95,6 +149,20 @@ class RequestPort:
             ApiError: ``store_unavailable`` when the store stopped running before it took
                 the write, or before it committed it; nothing was written then.
         """
+        rider = _RIDER.get()
+        if rider is None or not rider.free:
+            return await self._write(apply, small)
+        rider.busy = True  # this write takes it; given back unless it commits
+        try:
+            extra = await rider.prepare()
+            if extra is None:
+                return await self._write(apply, small)
+            result, rider.carried = await self._write(_carrying(apply, extra), small)
+            return result
+        finally:
+            rider.busy = False
+
+    async def _write(self, apply: Callable[[sqlite3.Connection], T], small: bool) -> T:
         ticket, reply = Ticket(), Reply[Any]()
         try:
             await self._send(Write(apply, reply, small, ticket))

@@ -186,3 +186,29 @@ def test_clients_vanishing_mid_stream_leave_no_task_behind(jobs):
     assert after <= before + 2
     jobs.client.post(f"/api/v1/jobs/{job['id']}/cancel")
     jobs.wait(job["id"])
+
+
+def test_a_writes_audit_record_commits_with_it_and_a_refusal_is_recorded_once(jobs):
+    def rows():
+        entries = jobs.client.get("/api/v1/audit?limit=1000")["entries"]
+        return sorted((e for e in entries if e["action"] == "POST /api/v1/jobs"), key=lambda e: e["id"])
+
+    def submit(*argv, **more):
+        return jobs.client.post("/api/v1/jobs", {"command": ["true", *argv], "cwd": str(jobs.workdir), **more})["job"]
+
+    first = submit("first")
+    # In the submit's own transaction: there as soon as the reply is, and only once.
+    [row] = rows()
+    assert row["outcome"] == "ok" and row["arguments"]["body"]["command"] == ["true", "first"]
+
+    # Refused inside its write (an unknown dependency): nothing is changed, and the refusal is
+    # recorded once, with its code, and no "ok" record rides along. It is queued before the
+    # reply, so the next submit's record, committed with that submit, comes after it.
+    with pytest.raises(ApiError) as refused:
+        submit(after={"ids": ["job_nope"]})
+    assert refused.value.code is ErrorCode.BAD_REQUEST
+    last = submit("last")
+    kept, refusal, later = rows()
+    assert kept == row and later["outcome"] == "ok" and later["arguments"]["body"]["command"] == ["true", "last"]
+    assert refusal["outcome"] == "bad_request" and "job_nope" in refusal["detail"]
+    assert {j["id"] for j in jobs.client.get("/api/v1/jobs")["jobs"]} == {first["id"], last["id"]}

@@ -1,6 +1,7 @@
 """A request's writes (``RequestPort``) against a real store actor and SQLite file: refused,
 and never applied later, when the store stops running before it takes them; the daemon's
-internal writes wait for the store instead."""
+internal writes wait for the store instead. A request's rider (its audit record) goes into the
+transaction of its first write that commits, and only that one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import trio
 from test_store import insert_project, start_store
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.store.writer import RequestPort, write
+from gpuplaned.store.writer import RequestPort, Rider, riding, write
 
 
 def projects(tmp_path) -> list[str]:
@@ -100,3 +101,48 @@ async def test_a_request_cancelled_once_its_write_is_taken_still_gets_the_outcom
         await trio.sleep(0)
     assert outcome == [4] and scope.cancelled_caught
     assert projects(tmp_path) == ["p4"]
+
+
+def rider_inserting(n, prepared):
+    async def prepare():
+        prepared.append(n)
+        return lambda conn: insert_project(n)(conn)
+    return Rider(prepare)
+
+
+async def test_a_rider_commits_with_the_first_write_that_commits_and_never_again(nursery, tmp_path):
+    sup, _ = await start_store(nursery, tmp_path)
+    port, prepared = request_port(sup), []
+    rider = rider_inserting(100, prepared)
+
+    def refused(conn):
+        insert_project(1)(conn)
+        raise ValueError("the write's own check fails")
+
+    with riding(rider):
+        with pytest.raises(ValueError):
+            await port.write(refused, small=True)
+        assert not rider.carried and projects(tmp_path) == []  # undone with the write that failed
+        assert await port.write(insert_project(2), small=True) == 2
+        assert rider.carried and projects(tmp_path) == ["p100", "p2"]
+        assert await port.write(insert_project(3), small=True) == 3
+    assert prepared == [100, 100] and projects(tmp_path) == ["p100", "p2", "p3"]
+    # A write once the block has ended (a task the handler left running) takes nothing.
+    late = rider_inserting(200, prepared)
+    with riding(late):
+        pass
+    with riding(late):  # even inside another block: the rider was closed with the first
+        assert await port.write(insert_project(4), small=True) == 4
+    assert not late.carried and "p200" not in projects(tmp_path)
+
+
+async def test_a_rider_that_fails_leaves_the_write_alone(nursery, tmp_path):
+    sup, _ = await start_store(nursery, tmp_path)
+
+    async def prepare():
+        return insert_project(1)  # the same row as the write's: its insert fails
+
+    rider = Rider(prepare)
+    with riding(rider):
+        assert await request_port(sup).write(insert_project(1), small=True) == 1
+    assert not rider.carried and projects(tmp_path) == ["p1"]

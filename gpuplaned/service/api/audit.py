@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -115,11 +115,32 @@ async def record(shared: ServerContext, *, caller: Caller | None, via: str, acti
         outcome: "ok" or the error code.
     """
     try:
-        kind, token_id, token_name = _who(caller)
-        row = AuditRow(0, now_ms(), kind, token_id, token_name, via, action, _bounded(redact(arguments)), outcome,
-                       detail[:MAX_DETAIL_CHARS] if detail else None)
+        audit_row = row(caller=caller, via=via, action=action, arguments=arguments, outcome=outcome, detail=detail)
+    except Exception:  # noqa: BLE001 - an audit failure must never fail the call it records
+        log.exception("audit log: could not record %s %s", via, action)
+        return
+    await queue(shared, audit_row)
+
+
+def row(*, caller: Caller | None, via: str, action: str, arguments: Mapping[str, Any], outcome: str,
+        detail: str | None = None) -> AuditRow:
+    """The row that records one call (arguments redacted and bounded); see ``record``."""
+    kind, token_id, token_name = _who(caller)
+    return AuditRow(0, now_ms(), kind, token_id, token_name, via, action, _bounded(redact(arguments)), outcome,
+                    detail[:MAX_DETAIL_CHARS] if detail else None)
+
+
+def inserter(audit_row: AuditRow) -> Callable[[Any], None]:
+    """``audit_row``'s insert, for a write to run in its own transaction (``store.writer.Rider``)."""
+    return lambda conn: audit_rows.insert(conn, audit_row)
+
+
+async def queue(shared: ServerContext, audit_row: AuditRow) -> None:
+    """Queue ``audit_row`` on the store's writer without waiting for the commit; never raises."""
+    via, action = audit_row.via, audit_row.action
+    try:
         port = access.store_port(shared, "the audit log")
-        message = Write(lambda conn: audit_rows.insert(conn, row), Reply(), small=True)
+        message = Write(inserter(audit_row), Reply(), small=True)
         try:
             port.send_nowait(message)
         except trio.WouldBlock:
