@@ -7,6 +7,7 @@ never an HTML page or a traceback. Before READY every request gets 503 ``not_rea
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import logging
 from typing import TYPE_CHECKING, Any
@@ -140,7 +141,7 @@ def create_app(shared: ServerContext, *, secret: str | None = None, tokens: bool
             await check_token(request)
         else:
             await check_peer(request)
-        g.store_rider = audit_routes.rider(http_front=tokens)  # the request's record, with its first write
+        g.make_store_rider = functools.partial(audit_routes.rider, http_front=tokens)  # made by the route's view
         state = shared.lifecycle.state
         if state is DaemonState.NOT_READY:
             raise ApiError(ErrorCode.NOT_READY, "gpuplaned is starting; retry shortly", {"state": state.value})

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -87,23 +86,18 @@ async def record_write(shared: ServerContext, response: Response, *, http_front:
         log.exception("audit log: could not record %s %s", request.method, request.path)
 
 
-def rider(*, http_front: bool) -> Rider | None:
+async def rider(*, http_front: bool) -> Rider | None:
     """The request's record for its first write to carry (``store.writer.Rider``): a change and
-    the record of it commit together, and the reply waits for one transaction, not two. None
-    for a read. ``record_write`` then records only what that record does not tell: a request
+    the record of it commit together, and the reply waits for one transaction, not two. Made
+    before the handler runs (the body is read by then); None for a read, or a request that is
+    not recorded. ``record_write`` then records only what that record does not tell: a request
     that failed after its change was made, or one that changed nothing."""
-    if request.method in READ_METHODS:
-        return None
-    return Rider(lambda: _prepared(http_front))
-
-
-async def _prepared(http_front: bool) -> Callable[[Any], None] | None:
     try:
         row = await _row(http_front, "ok", None)
     except Exception:  # noqa: BLE001 - the write goes on; record_write records the request then
         log.exception("audit log: could not prepare the record of %s %s", request.method, request.path)
         return None
-    return audit.inserter(row) if row is not None else None
+    return Rider(audit.inserter(row)) if row is not None else None
 
 
 async def _record(shared: ServerContext, response: Response, http_front: bool) -> None:

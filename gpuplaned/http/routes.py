@@ -91,7 +91,10 @@ class Route:
                 if self.body is not None:
                     empty = not self.body_required and not (await request.get_data()).strip()
                     path["body"] = structure({} if empty else await json_body(), self.body)
-                with riding(getattr(g, "store_rider", None)):  # the handler's first write carries it
+                # Made once the body is read: the handler's first write carries it (store.writer.Rider).
+                make = getattr(g, "make_store_rider", None)
+                g.store_rider = await make() if make is not None else None
+                with riding(g.store_rider):
                     return await handler(**path)
 
             app.add_url_rule(self.rule, view_func=view, methods=[self.method])

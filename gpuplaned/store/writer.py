@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -84,13 +84,15 @@ class Rider:
     (``gpuplaned.http.audit_routes``), so that a change and the record of it commit together, in
     one transaction instead of two.
 
-    ``prepare`` is awaited as that write is sent; it builds what to apply (None: nothing to
-    carry) and must not raise. ``carried``: a write took it and committed. A write that fails
-    gives it back to the next; once the request's handler has returned (``riding``), a write
-    made later (by a task it left running) takes nothing.
+    ``apply`` is built before the request's handler runs: taking it must not await, or the
+    write it rides with would be queued later than its caller counts on (a submit wakes the
+    scheduler just before its insert is queued, so that the pass lands behind it). ``carried``:
+    a write took it and committed. A write that fails gives it back to the next; once the
+    handler has returned (``riding``), a write made later (by a task it left running) takes
+    nothing.
     """
 
-    prepare: Callable[[], Awaitable[Callable[[sqlite3.Connection], None] | None]]
+    apply: Callable[[sqlite3.Connection], None]
     carried: bool = False
     busy: bool = False  # a write has it in flight
     closed: bool = False  # the request's handler has returned
@@ -154,10 +156,7 @@ class RequestPort:
             return await self._write(apply, small)
         rider.busy = True  # this write takes it; given back unless it commits
         try:
-            extra = await rider.prepare()
-            if extra is None:
-                return await self._write(apply, small)
-            result, rider.carried = await self._write(_carrying(apply, extra), small)
+            result, rider.carried = await self._write(_carrying(apply, rider.apply), small)
             return result
         finally:
             rider.busy = False

@@ -18,16 +18,18 @@ from gpuplaned.actors import runner, scheduler, store
 from gpuplaned.config import Config
 from gpuplaned.node_context import LogsPort, NodeContext
 from gpuplaned.protocol.agent import Cancel
-from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.protocol.converter import structure
+from gpuplaned.protocol.job_wire import JobSpec, JobSubmit
 from gpuplaned.runtime.broadcast import Broadcast
 from gpuplaned.runtime.spec import ActorSpec
 from gpuplaned.runtime.supervisor import Supervisor
+from gpuplaned.service.api import jobs
 from gpuplaned.service.link.log_feeds import LogFeeds
 from gpuplaned.service.link.nodes import LocalNodeLink
 from gpuplaned.service.link.registry import NodeRegistry, now_ms
 from gpuplaned.service.passes.dispatch import wake_scheduler
 from gpuplaned.store import job_rows
-from gpuplaned.store.writer import write
+from gpuplaned.store.writer import Rider, riding, write
 from gpuplaned.testing.launcher import FakeLauncher, Script, inline
 
 
@@ -175,3 +177,20 @@ async def test_jobs_are_run_as_the_gpus_allow(nursery, tmp_path, autojump_clock,
     while [(await server.job(i)).status for i in ids] != ["SUCCEEDED"] * jobs:
         await trio.sleep(1.0)
     assert trio.current_time() - t0 == pytest.approx(expected_s, abs=1.0)
+
+
+async def test_a_requests_submit_is_placed_with_its_insert_not_at_the_next_tick(nursery, tmp_path, autojump_clock):
+    """A REST submit carries its audit record (``store.writer.Rider``) and still wakes the
+    scheduler just before its insert is queued, so the pass lands behind it: placed at once,
+    not up to a TICK later (it was, while taking the rider awaited before the insert)."""
+    server = await start(nursery, tmp_path, FakeLauncher(default=Script(runs_s=60.0)))
+    await trio.sleep(0.1)  # the start's passes are done: the next tick is TICK off
+    body = structure({"command": ["train", "now"], "cwd": str(tmp_path), "gpu": 1}, JobSubmit)
+    recorded = []
+    t0 = trio.current_time()
+    with riding(Rider(lambda conn: recorded.append(True))):
+        job = await jobs.submit(server, body)
+    while (await server.job(job.id)).status == "QUEUED":
+        await trio.sleep(0.001)
+    assert trio.current_time() - t0 < 0.05 < scheduler.TICK
+    assert recorded == [True]
