@@ -21,7 +21,10 @@ the fix is to stop the idle task when ``_read_data`` returns. A third: ``_close`
 EOF outside ``send_lock``, and trio's ``send_eof`` holds the send side across a checkpoint, so
 a reply sent then raised ``trio.BusyResourceError`` into the app (seen once, as 18 of them,
 issue 29); the fix is to take the lock for it. ``_TCPServer`` below carries exactly these
-three changes until a release has them.
+three changes until a release has them. And one for speed: the keep-alive timer is one task a
+connection whose deadline moves (``_IdleTimer``) instead of a task started (``nursery.start``)
+and cancelled around every request; a request on a new connection costs the server ~7% less
+CPU (``bench/http_stack_bench.py``'s stack, 0.92 -> 0.86 ms).
 
 The rest is ours: a reply sent before the request's body was all read says
 ``Connection: close`` (the server closes then, rather than read the rest of the body as the
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 import attrs
@@ -175,7 +179,54 @@ def _refusal(limit: int) -> bytes:
     return head.encode() + body
 
 
+class _IdleTimer:
+    """Hypercorn's keep-alive timer (``TrioSingleTask`` of ``_idle_timeout``) as one watcher a
+    connection: ``restart`` arms it (the connection is idle: it is closed once the keep-alive
+    timeout passes, or at once when the server terminates), ``stop`` disarms it (a request is
+    under way), ``end`` lets the watcher go (the connection is done). Neither arming nor
+    disarming starts, cancels or waits for a task."""
+
+    def __init__(self, server: TCPServer) -> None:
+        self.server = server
+        self.scope: trio.CancelScope | None = None
+        self.armed = False
+        self.ended = False
+
+    async def restart(self, task_group: Any, action: Any) -> None:
+        if self.ended:
+            return
+        if self.scope is None:
+            self.scope = trio.CancelScope()
+            task_group._nursery.start_soon(self._watch)
+        self.armed = True
+        self.scope.deadline = trio.current_time() + self.server.config.keep_alive_timeout
+
+    async def stop(self) -> None:
+        self.armed = False
+        if self.scope is not None:
+            self.scope.deadline = math.inf
+
+    def end(self) -> None:
+        self.ended = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+    async def _watch(self) -> None:
+        assert self.scope is not None
+        with self.scope:
+            await self.server.context.terminated.wait()
+        # Timed out while idle, or the server is terminating: an idle connection is closed now;
+        # one with a request under way is closed by Hypercorn once its reply is sent.
+        if not self.ended and self.armed:
+            with trio.CancelScope(shield=True):
+                await self.server._initiate_server_close()
+
+
 class _TCPServer(TCPServer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.idle_task = _IdleTimer(self)
+
     async def protocol_send(self, event: Any) -> None:
         if isinstance(event, RawData):  # already shielded upstream
             await super().protocol_send(event)
@@ -206,7 +257,7 @@ class _TCPServer(TCPServer):
         await super()._read_data()
         # The peer closed (or reading failed): close now, not when the keep-alive timer ends
         # (upstream, the connection's task group waits for that timer, holding the descriptor).
-        await self.idle_task.stop()
+        self.idle_task.end()
 
     async def run(self) -> None:
         peer_of_socket = peer_cred(self.stream.socket)
