@@ -294,7 +294,10 @@ def test_many_idle_connections_leave_the_daemon_whole(front):
     front.wait_no_connections()
     pid = front.daemon.pid
     fds_before = psutil.Process(pid).num_fds()
-    monitor_before = front.daemon.client().get("/api/v1/actors/monitor")["actor"]
+    # A daemon just READY may still be starting its monitor (its first reading): the flood must
+    # find it running, and leave it so.
+    monitor_before = wait_for(lambda: (actor := front.daemon.client().get("/api/v1/actors/monitor")["actor"])
+                              ["state"] == "RUNNING" and actor, what="the monitor to run")
     conns = []
     try:
         for _ in range(CAP * 4):  # all sent before any is answered: the first CAP hold their slots
