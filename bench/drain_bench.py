@@ -42,7 +42,7 @@ from typing import Any
 import psutil
 
 from daemon_bench import guarded_run, progress, raise_interrupt, report, run_meta
-from jobs_bench import FILE_POLL, JOB_TIMEOUT, Daemon, JobDaemons, blocker_argv, wait_all_ended, wait_until
+from jobs_bench import FILE_POLL, JOB_TIMEOUT, Daemon, JobDaemons, queue_behind_blockers, wait_all_ended, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,11 +86,7 @@ def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str], one_by_one: bo
                 ids.append(d.submit(["true"], gpu=0)["id"])
                 posts.append(time.perf_counter() - sent)
         else:
-            go = d.work / "go"
-            blockers = [d.submit(blocker_argv(go), gpu=0)["id"] for _ in range(slots)]
-            wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01,
-                       "the blockers")
-            ids = [d.submit(["true"], gpu=0)["id"] for _ in range(jobs)]
+            go, ids = queue_behind_blockers(d, slots, jobs)
             time.sleep(0.5)  # the submits' passes and tails settle
             threads0, cpu0, t0 = thread_cpu(proc), proc.cpu_times(), time.perf_counter()
             go.touch()

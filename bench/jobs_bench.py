@@ -571,11 +571,7 @@ def ours_drained(dm: JobDaemons, slots: int, count: int) -> dict[str, Any]:
     """
     d = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
     try:
-        go = d.work / "go"
-        blockers = [d.submit(blocker_argv(go), gpu=0)["id"] for _ in range(slots)]
-        wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01,
-                   "the blockers to run")
-        ids = [d.submit(["true"], gpu=0)["id"] for _ in range(count)]
+        go, ids = queue_behind_blockers(d, slots, count)
         proc = psutil.Process(d.proc.pid)
         cpu0 = proc.cpu_times()
         t0 = time.perf_counter()
@@ -599,6 +595,16 @@ def ours_drained(dm: JobDaemons, slots: int, count: int) -> dict[str, Any]:
 def blocker_argv(go: Path) -> list[str]:
     """A job that holds its slot until ``go`` exists."""
     return ["sh", "-c", f"while [ ! -e '{go}' ]; do sleep 0.002; done"]
+
+
+def queue_behind_blockers(d: Daemon, slots: int, count: int) -> tuple[Path, list[str]]:
+    """``count`` ``true`` jobs queued behind a blocker in each of ``slots`` slots: touch the
+    returned path to release them. Returns it and the queued jobs' ids."""
+    go = d.work / "go"
+    blockers = [d.submit(blocker_argv(go), gpu=0)["id"] for _ in range(slots)]
+    wait_until(lambda: all(d.job(b)["status"] == "RUNNING" for b in blockers), JOB_TIMEOUT, 0.01,
+               "the blockers to run")
+    return go, [d.submit(["true"], gpu=0)["id"] for _ in range(count)]
 
 
 def wait_all_ended(d: Daemon, ids: list[str], on_last: Any = None) -> dict[str, int]:
