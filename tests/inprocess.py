@@ -36,6 +36,11 @@ async def daemon_context(tmp_path: Path, nursery: trio.Nursery, specs: list[Acto
     try:
         yield ctx
     finally:
+        # The actors go before what they use, as the daemon stops them: an actor still running
+        # once the readers are closed crashed, and its restart failed the test (seen under load).
+        with trio.move_on_after(30) as stopping:
+            stopping.shield = True
+            await ctx.supervisor.stop_all()
         if ctx.readers is not None:
             ctx.readers.close()
         endpoint.release()
