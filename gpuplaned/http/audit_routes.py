@@ -30,6 +30,7 @@ from quart_trio import QuartTrio
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.http.scopes import is_public
+from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.audit_replies import AuditList, AuditRow
 from gpuplaned.protocol.fields import UNSET, field
 from gpuplaned.service.api import audit
@@ -143,8 +144,8 @@ async def _json_body() -> Any:
     if len(raw) > MAX_BODY_BYTES:  # a metric batch or an import: its size says enough
         return f"[{len(raw)} bytes omitted]"
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        return bounded_json.loads(raw)  # a hostile depth is "not JSON", never a RecursionError here
+    except ValueError:  # UnicodeDecodeError and bounded_json.TooDeep too
         return f"[{len(raw)} bytes, not JSON]"
 
 

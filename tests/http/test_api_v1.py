@@ -212,3 +212,16 @@ def test_a_writes_audit_record_commits_with_it_and_a_refusal_is_recorded_once(jo
     assert kept == row and later["outcome"] == "ok" and later["arguments"]["body"]["command"] == ["true", "last"]
     assert refusal["outcome"] == "bad_request" and "job_nope" in refusal["detail"]
     assert {j["id"] for j in jobs.client.get("/api/v1/jobs")["jobs"]} == {first["id"], last["id"]}
+
+
+def test_a_hostile_body_on_a_write_route_is_recorded_by_its_size(jobs):
+    """A body nested 60,000 deep on a route that takes none: the cancel is refused or done as
+    ever, and the audit record names the body as not JSON instead of failing to be written."""
+    job = jobs.client.post("/api/v1/jobs", {"command": ["sleep", "30"], "cwd": str(jobs.workdir)})["job"]
+    deep = b"[" * 60_000
+    status, _, _ = raw_post(jobs, f"/api/v1/jobs/{job['id']}/cancel", deep, {})
+    assert status in (200, 400)
+    [row] = [e for e in jobs.client.get("/api/v1/audit?limit=1000")["entries"]
+             if e["action"] == "POST /api/v1/jobs/<job_id>/cancel"]
+    assert row["arguments"]["body"] == f"[{len(deep)} bytes, not JSON]"
+    assert "Traceback" not in jobs.daemon.log()
