@@ -238,8 +238,7 @@ class _Watcher:
         start = JobStart.told(job)  # the runner's word: its runtime.json need not be read
         if start is not None:
             started_ns = int(start.started_at * 1e9)
-            self.processes.track((job.job_id, job.attempt), pgid=start.pgid, session=start.shim_pid,
-                                 main_pid=start.pid, started_at=start.started_at)
+            self.processes.started((job.job_id, job.attempt), start)
         return _Attempt(job.job_id, job.attempt, job.run_id, job.pgid, job.shim_pid, job.cwd,
                         watched_roots(job.cwd, _declared(job.env)), adopted=not job.env, started_ns=started_ns,
                         rule=Stability(self.stable_s))
@@ -332,8 +331,7 @@ class _Watcher:
             if runtime is not None:
                 started_ns = int(runtime.started_at * 1e9)
                 key = (watched.job_id, watched.attempt)
-                self.processes.track(key, pgid=runtime.pgid, session=runtime.shim_pid, main_pid=runtime.pid,
-                                     started_at=runtime.started_at)
+                self.processes.started(key, runtime)
                 if not live:  # its group's id may be another's by now: never scanned
                     self.processes.ended(key, time.time())
                 if watched.adopted and live:  # an ended one's pid may be another process's now

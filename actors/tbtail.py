@@ -51,7 +51,7 @@ import trio
 
 from gpuplaned.domain.event_types import UNATTRIBUTED_FILE
 from gpuplaned.home import attempt_dir
-from gpuplaned.job_processes import JobProcesses
+from gpuplaned.job_processes import JobProcesses, Started
 from gpuplaned.launching.job_files import CorruptRecord, read_runtime
 from gpuplaned.node_context import JobStart, LiveJobView, NodeContext
 from gpuplaned.protocol.agent import NodeEvent
@@ -317,7 +317,7 @@ class _Tailer:
                 makers[id(watched)] = maker
         return makers
 
-    async def _opened(self, watched: _Attempt, start: JobStart,
+    async def _opened(self, watched: _Attempt, start: Started,
                       env: Mapping[str, str]) -> Callable[[Listing], JobTail] | None:
         since = start.started_at
         try:
@@ -331,8 +331,7 @@ class _Tailer:
         watched.env = env
         watched.adopted = watched.adopted and not env  # read once: the process may be gone by the next reset
         key = (watched.job_id, watched.attempt)
-        self.processes.track(key, pgid=start.pgid, session=start.shim_pid, main_pid=start.pid,
-                             started_at=start.started_at)
+        self.processes.started(key, start)
         if watched.ended_at is not None:  # its group's id may be another's by now: never scanned
             self.processes.ended(key, time.time())
         watched.stored = {f.path: f.cursor for f in stored.files}
@@ -386,7 +385,7 @@ class _Tailer:
                                                                                            for e in events))
 
 
-def _start_of(home: Path, watched: _Attempt) -> tuple[JobStart, Mapping[str, str]] | None:
+def _start_of(home: Path, watched: _Attempt) -> tuple[Started, Mapping[str, str]] | None:
     """Runs on a worker thread: the attempt's ``runtime.json`` (its start, its processes) and its environment."""
     try:
         runtime = read_runtime(attempt_dir(home, watched.job_id, watched.attempt), (watched.job_id, watched.attempt))
@@ -400,10 +399,10 @@ def _start_of(home: Path, watched: _Attempt) -> tuple[JobStart, Mapping[str, str
             env = psutil.Process(runtime.pid).environ()
         except (psutil.Error, OSError):
             env = {}
-    return JobStart(runtime.started_at, runtime.pgid, runtime.shim_pid, runtime.pid), env
+    return runtime, env
 
 
-def _starts_of(home: Path, attempts: list[_Attempt]) -> list[tuple[JobStart, Mapping[str, str]] | None]:
+def _starts_of(home: Path, attempts: list[_Attempt]) -> list[tuple[Started, Mapping[str, str]] | None]:
     """Runs on a worker thread: ``_start_of`` of each attempt."""
     return [_start_of(home, watched) for watched in attempts]
 

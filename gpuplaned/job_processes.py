@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Hashable, Iterator
+from typing import Protocol
 
 import attrs
 import psutil
 
-__all__ = ["SLACK_S", "JobProcesses"]
+__all__ = ["SLACK_S", "JobProcesses", "Started"]
 
 # Seconds: an event file's name has whole seconds, a create time is read off another clock,
 # and runtime.json's start is written just after the main process was made.
@@ -49,6 +50,23 @@ def _create_time(pid: int) -> float | None:
         return None
 
 
+class Started(Protocol):
+    """How an attempt started: its ``runtime.json`` (``launching.job_files.Runtime``), or the
+    runner's word for it (``node_context.JobStart``)."""
+
+    @property
+    def started_at(self) -> float: ...
+
+    @property
+    def pgid(self) -> int: ...
+
+    @property
+    def shim_pid(self) -> int: ...
+
+    @property
+    def pid(self) -> int: ...
+
+
 class JobProcesses:
     """The processes of the attempts a reader follows, keyed by whatever the reader uses."""
 
@@ -66,6 +84,11 @@ class JobProcesses:
         job.session = session if session is not None else job.session
         job.main_pid = main_pid if main_pid is not None else job.main_pid
         job.started_at = started_at if started_at is not None else job.started_at
+
+    def started(self, key: Hashable, start: Started) -> None:
+        """``track`` all that ``start`` tells of ``key``: its group, its shim's session, its main
+        process and when it started."""
+        self.track(key, pgid=start.pgid, session=start.shim_pid, main_pid=start.pid, started_at=start.started_at)
 
     def ended(self, key: Hashable, at: float) -> None:
         """``key`` ended at wall time ``at``: its pids are evidence only for files named before."""

@@ -98,7 +98,10 @@ async def rider(*, http_front: bool) -> Rider | None:
     except Exception:  # noqa: BLE001 - the write goes on; record_write records the request then
         log.exception("audit log: could not prepare the record of %s %s", request.method, request.path)
         return None
-    return Rider(audit.inserter(row)) if row is not None else None
+    if row is None:
+        return None
+    g.audit_row = row  # record_write's, should no write carry it: the body is read and redacted once
+    return Rider(audit.inserter(row))
 
 
 async def _record(shared: ServerContext, response: Response, http_front: bool) -> None:
@@ -108,7 +111,9 @@ async def _record(shared: ServerContext, response: Response, http_front: bool) -
     outcome, detail = "ok", None
     if response.status_code >= 400:
         outcome, detail = await _error_of(response)
-    row = await _row(http_front, outcome, detail)
+    prepared: AuditRow | None = getattr(g, "audit_row", None)
+    row = (audit.answered(prepared, outcome, detail) if prepared is not None
+           else await _row(http_front, outcome, detail))
     if row is not None:
         await audit.queue(shared, row)
 

@@ -128,16 +128,16 @@ def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = 
     in TensorBoard's order; with ``claim`` (and ``host``), only those it takes. Roots that do
     not exist are skipped; roots nested in one another give each file once. ``listing``: the
     pass's, when several jobs are looked at in a row."""
+    listing = listing or Listing()
     found: dict[str, tuple[Path, Path]] = {}  # realpath -> (file, the root it was found under)
-    resolve = os.path.realpath if listing is None else listing.realpath
     for root in roots:
-        for path in _walk(Path(root)) if listing is None else listing.event_files(Path(root)):
+        for path in listing.event_files(Path(root)):
             parsed = parse_name(path.name)
             if parsed is None or parsed[0] < since - SLACK or not _from_host(parsed[1], host):
                 continue
             if claim is not None and not claim(path, parsed[0], writer_pid(parsed[1], host) if host else None):
                 continue
-            found.setdefault(resolve(path), (path, Path(root)))
+            found.setdefault(listing.realpath(path), (path, Path(root)))
     by_root: dict[Path, list[Path]] = {}
     for path, root in found.values():
         by_root.setdefault(root, []).append(path)

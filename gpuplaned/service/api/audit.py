@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import attrs
 import trio
 
 from gpuplaned.domain.secret_values import mask_url_passwords
@@ -127,7 +128,16 @@ def row(*, caller: Caller | None, via: str, action: str, arguments: Mapping[str,
     """The row that records one call (arguments redacted and bounded); see ``record``."""
     kind, token_id, token_name = _who(caller)
     return AuditRow(0, now_ms(), kind, token_id, token_name, via, action, _bounded(redact(arguments)), outcome,
-                    detail[:MAX_DETAIL_CHARS] if detail else None)
+                    _detail(detail))
+
+
+def answered(audit_row: AuditRow, outcome: str, detail: str | None) -> AuditRow:
+    """``audit_row`` as its call was answered: now, with ``outcome`` and ``detail``."""
+    return attrs.evolve(audit_row, ts=now_ms(), outcome=outcome, detail=_detail(detail))
+
+
+def _detail(detail: str | None) -> str | None:
+    return detail[:MAX_DETAIL_CHARS] if detail else None
 
 
 def inserter(audit_row: AuditRow) -> Callable[[Any], None]:
