@@ -79,18 +79,18 @@ def parse_name(name: str) -> tuple[int, str] | None:
 
 def log_roots(cwd: str | os.PathLike, env: Mapping[str, str] | None = None,
               extra: Iterable[str | os.PathLike] = (), *,
-              resolve: Callable[[Path], str] = os.path.realpath) -> list[Path]:
+              resolve: Callable[[str], str] = os.path.realpath) -> list[str]:
     """The folders to look in for a job started in ``cwd`` with environment ``env``; two names
-    of one folder count once, as ``resolve`` (``Listing.realpath`` in a pass) resolves them."""
-    base = Path(cwd)
-    roots = [base / name for name in LOG_DIRS]
-    declared = list(extra)
+    of one folder count once, as ``resolve`` (``Listing.realpath`` in a pass) resolves them.
+    Strings, not Paths: a tail's every poll walks them (``find_event_files``), for every job."""
+    base = os.fspath(cwd)
+    declared = [os.fspath(d) for d in extra]
     if env and env.get("TB_LOG_DIR"):
         declared.append(env["TB_LOG_DIR"])
-    roots += [base / d for d in declared]  # an absolute d stays as it is
     seen: set[str] = set()
     unique = []
-    for root in roots:
+    for name in (*LOG_DIRS, *declared):
+        root = os.path.join(base, name)  # an absolute name stays as it is
         key = resolve(root)
         if key not in seen:
             seen.add(key)
@@ -118,31 +118,35 @@ class Listing:
     the TensorBoard tailer's CPU). Good for one pass only: folders change between passes."""
 
     def __init__(self) -> None:
-        self.event_files: Callable[[Path], list[Path]] = functools.cache(lambda root: list(_walk(root)))
-        self.realpath: Callable[[str | os.PathLike], str] = functools.cache(os.path.realpath)
+        # Keyed by strings: every poll of every job looks its roots up, and making and hashing
+        # a Path for each was most of a poll's cost once the walk itself was cached.
+        self.event_files: Callable[[str], list[Path]] = functools.cache(lambda root: list(_walk(root)))
+        self.realpath: Callable[[str], str] = functools.cache(os.path.realpath)
 
 
-def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = None,
+def find_event_files(roots: Iterable[str | os.PathLike], *, since: float, host: str | None = None,
                      claim: Claim | None = None, listing: Listing | None = None) -> list[EventFile]:
     """The event files under ``roots`` written since ``since`` (seconds since the epoch),
     in TensorBoard's order; with ``claim`` (and ``host``), only those it takes. Roots that do
     not exist are skipped; roots nested in one another give each file once. ``listing``: the
     pass's, when several jobs are looked at in a row."""
     listing = listing or Listing()
-    found: dict[str, tuple[Path, Path]] = {}  # realpath -> (file, the root it was found under)
+    found: dict[str, tuple[Path, str]] = {}  # realpath -> (file, the root it was found under)
     for root in roots:
-        for path in listing.event_files(Path(root)):
+        key = os.fspath(root)
+        for path in listing.event_files(key):
             parsed = parse_name(path.name)
             if parsed is None or parsed[0] < since - SLACK or not _from_host(parsed[1], host):
                 continue
             if claim is not None and not claim(path, parsed[0], writer_pid(parsed[1], host) if host else None):
                 continue
-            found.setdefault(listing.realpath(path), (path, Path(root)))
-    by_root: dict[Path, list[Path]] = {}
-    for path, root in found.values():
-        by_root.setdefault(root, []).append(path)
+            found.setdefault(listing.realpath(os.fspath(path)), (path, key))
+    by_root: dict[str, list[Path]] = {}
+    for path, key in found.values():
+        by_root.setdefault(key, []).append(path)
     files = []
-    for root, paths in by_root.items():
+    for key, paths in by_root.items():
+        root = Path(key)
         depth = min(len(p.parent.relative_to(root).parts) for p in paths)
         bases = {p.parent for p in paths if len(p.parent.relative_to(root).parts) == depth}
         for path in paths:
@@ -155,8 +159,8 @@ def find_event_files(roots: Iterable[Path], *, since: float, host: str | None = 
     return files
 
 
-def _walk(root: Path):
-    """Files under ``root``, at most MAX_DEPTH folders down, hidden folders skipped."""
+def _walk(root: str):
+    """Event files under ``root``, at most MAX_DEPTH folders down, hidden folders skipped."""
     seen = 0
     stack = [(root, 0)]
     while stack:
@@ -172,7 +176,7 @@ def _walk(root: Path):
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if depth < MAX_DEPTH and not entry.name.startswith("."):
-                        stack.append((Path(entry.path), depth + 1))
+                        stack.append((entry.path, depth + 1))
                 elif entry.name.startswith("events.out.tfevents.") and entry.is_file():
                     yield Path(entry.path)
             except OSError:

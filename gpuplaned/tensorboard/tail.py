@@ -54,7 +54,7 @@ class JobTail:
             stored cursor (it was taken before). None: every file found is.
     """
 
-    def __init__(self, roots: Iterable[Path], *, since: float, host: str | None = None,
+    def __init__(self, roots: Iterable[str | os.PathLike], *, since: float, host: str | None = None,
                  cursors: Mapping[str, Cursor] | None = None,
                  rewinds: Mapping[str, tuple[Order, int]] | None = None, grace: float = 30.0,
                  claim: Claim | None = None) -> None:

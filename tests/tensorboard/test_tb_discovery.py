@@ -22,8 +22,8 @@ def names(files) -> list[str]:
 
 def test_roots_are_the_usual_dirs_tb_log_dir_and_declared_ones(tmp_path):
     roots = log_roots(tmp_path, {"TB_LOG_DIR": "tb", "HOME": "/x"}, extra=["/abs/dir", "runs"])
-    assert roots == [tmp_path / d for d in ("runs", "logs", "outputs", "lightning_logs", "/abs/dir", "tb")]
-    assert log_roots(tmp_path, {}) == [tmp_path / d for d in ("runs", "logs", "outputs", "lightning_logs")]
+    assert roots == [str(tmp_path / d) for d in ("runs", "logs", "outputs", "lightning_logs", "/abs/dir", "tb")]
+    assert log_roots(tmp_path, {}) == [str(tmp_path / d) for d in ("runs", "logs", "outputs", "lightning_logs")]
 
 
 def test_only_this_attempts_files_from_this_host(tmp_path):
