@@ -395,6 +395,11 @@ class _Runner:
             case a.Report(status):
                 if status.status in _ENDS and run.evaluation is not False:
                     status = await self._with_eval_result(run, status)
+                # A start is not waited on: the job's end, reported later, is applied after it
+                # all the same, and a short job's two share one transaction.
+                if status.status is NodeReport.RUNNING and self.shared.link.report_soon(
+                        self.handle.node_id, status, self.nursery):
+                    return None
                 await self.shared.link.report(self.handle.node_id, status)
             case a.FollowLogs(resume):
                 self.shared.logs.follow(FollowLogs(job_id, attempt, str(run.job_dir), resume=resume))

@@ -37,7 +37,7 @@ from gpuplaned.service.context import Storing
 from gpuplaned.store import change_topics
 from gpuplaned.store.change_topics import ChangeMarks
 from gpuplaned.store.database import checkpoint, open_writer, schema_version
-from gpuplaned.store.writer import StoreUnavailable, Write, commit_batch
+from gpuplaned.store.writer import LAZY_WAIT_S, StoreUnavailable, Write, commit_batch
 
 log = logging.getLogger("gpuplaned.store")
 
@@ -118,26 +118,22 @@ async def run(ctx: ActorContext[Storing], *, task_status: trio.TaskStatus[StoreH
             # so half the time the pass took a transaction of its own.
             await trio.lowlevel.cancel_shielded_checkpoint()
             batch = [first] if first.take() else []
-            while len(batch) < cfg.store.max_batch:
-                try:
-                    item = ctx.inbox.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-                if item.take():
-                    batch.append(item)
+            _take_queued(ctx, batch, cfg.store.max_batch)
+            if batch and all(item.lazy for item in batch):
+                # Nobody waits on these: give the next write a moment to share their transaction.
+                more = await ctx.receive_or_stop(trio.current_time() + LAZY_WAIT_S)
+                if isinstance(more, Write):
+                    await trio.lowlevel.cancel_shielded_checkpoint()  # as above: a job's end wakes the scheduler
+                    if more.take():
+                        batch.append(more)
+                    _take_queued(ctx, batch, cfg.store.max_batch)
             if batch:
                 await _commit(conn, handle, batch)
             batch = []
             if handle.unchecked and trio.current_time() - handle.checkpointed_at >= CHECKPOINT_INTERVAL_S:
                 await _checkpoint(conn, handle)
         # Stop requested: what is already queued still gets committed.
-        while True:
-            try:
-                item = ctx.inbox.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel):
-                break
-            if item.take():
-                batch.append(item)
+        _take_queued(ctx, batch, math.inf)
         if batch:
             await _commit(conn, handle, batch)
             batch = []
@@ -146,6 +142,18 @@ async def run(ctx: ActorContext[Storing], *, task_status: trio.TaskStatus[StoreH
             item.reply.fail(StoreUnavailable("the store stopped before this write committed"))
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(conn.close)
+
+
+def _take_queued(ctx: ActorContext[Storing], batch: list[Write], most: float) -> None:
+    """Add the writes already queued to ``batch``, up to ``most`` in all (those whose callers
+    gave up are dropped)."""
+    while len(batch) < most:
+        try:
+            item = ctx.inbox.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel):
+            return
+        if item.take():
+            batch.append(item)
 
 
 async def _commit(conn: sqlite3.Connection, handle: StoreHandle, batch: list[Write]) -> None:

@@ -35,6 +35,10 @@ log = logging.getLogger("gpuplaned.store")
 
 STORE_UP = frozenset({ActorState.STARTING, ActorState.RUNNING})
 STATE_POLL_S = 0.05  # how often a queued request's write looks whether the store still runs
+# How long lazy writes wait for company. A short job's end follows its start within a few
+# milliseconds: its start then rides in the transaction of its end (and the next dispatch)
+# instead of one of its own. Long enough for that, far too short for anyone to see.
+LAZY_WAIT_S = 0.02
 
 
 class Ticket:
@@ -68,6 +72,9 @@ class Write:
     # when every write of a batch is small; never a write that scans or bulk-inserts.
     small: bool = False
     ticket: Ticket | None = None  # a request's write (``RequestPort``)
+    # Nobody waits on it (a job's start, reported by ``NodeLink.report_soon``): a batch of
+    # such writes alone waits up to ``LAZY_WAIT_S`` for another write to share its transaction.
+    lazy: bool = False
 
     def take(self) -> bool:
         """What the store calls as it takes the write; False: its caller gave up, drop it."""

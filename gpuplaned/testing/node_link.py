@@ -73,6 +73,11 @@ class MemoryNodeLink:
         self.reports.append(status)
         self._reported[0].send_nowait(status)
 
+    def report_soon(self, node_id: str, status: JobStatus, nursery: trio.Nursery) -> bool:
+        self.reports.append(status)
+        self._reported[0].send_nowait(status)
+        return True
+
     async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
         self.snapshots.append(snapshot)
         await trio.lowlevel.checkpoint()

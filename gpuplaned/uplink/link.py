@@ -209,6 +209,10 @@ class UplinkNodeLink:
     async def report(self, node_id: str, status: JobStatus) -> None:
         self.record(status)
 
+    def report_soon(self, node_id: str, status: JobStatus, nursery: trio.Nursery) -> bool:
+        self.record(status)  # spooled in order already; nothing is left to wait for
+        return True
+
     async def metrics(self, node_id: str, batch: SysMetrics) -> None:
         self.record(batch)
 

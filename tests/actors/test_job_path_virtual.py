@@ -5,8 +5,10 @@ milliseconds, with the same SQL, state table and scheduling passes as the daemon
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import sqlite3
 from types import SimpleNamespace
 
 import attrs
@@ -29,7 +31,7 @@ from gpuplaned.service.link.nodes import LocalNodeLink
 from gpuplaned.service.link.registry import NodeRegistry, now_ms
 from gpuplaned.service.passes.dispatch import wake_scheduler
 from gpuplaned.store import job_rows
-from gpuplaned.store.writer import Rider, riding, write
+from gpuplaned.store.writer import LAZY_WAIT_S, Rider, riding, write
 from gpuplaned.testing.launcher import FakeLauncher, Script, inline
 
 
@@ -194,3 +196,50 @@ async def test_a_requests_submit_is_placed_with_its_insert_not_at_the_next_tick(
         await trio.sleep(0.001)
     assert trio.current_time() - t0 < 0.05 < scheduler.TICK
     assert recorded == [True]
+
+
+def transactions(statements: list[str]) -> list[list[str]]:
+    """The statements the store ran, by transaction."""
+    out: list[list[str]] = []
+    for sql in statements:
+        if sql.startswith("BEGIN"):
+            out.append([])
+        elif out and sql != "COMMIT":
+            out[-1].append(sql)
+    return out
+
+
+async def test_a_short_jobs_start_commits_in_the_transaction_of_its_end(nursery, tmp_path, autojump_clock, caplog):
+    """The runner does not wait on a job's RUNNING (``NodeLink.report_soon``): queued first, it
+    is applied first, however soon the job ends, and it waits for its end's transaction instead
+    of taking one of its own (``Write.lazy``)."""
+    server = await start(nursery, tmp_path, FakeLauncher(default=Script(runs_s=0.0)))
+    statements: list[str] = []
+    server.supervisor.handle("store")._conn.set_trace_callback(statements.append)
+    job_id = await server.submit("instant")
+    while (await server.job(job_id)).status != "SUCCEEDED":
+        await trio.sleep(0.001)
+    started = [t for t in transactions(statements) if any("UPDATE jobs SET status = 'RUNNING'" in s for s in t)]
+    assert len(started) == 1 and any("UPDATE jobs SET status = 'SUCCEEDED'" in s for s in started[0])
+    job = await server.job(job_id)
+    assert job.started_at is not None and job.started_at <= job.finished_at
+    assert await server.runs(job_id) == [(1, "SUCCEEDED", None)]
+    assert not [r for r in caplog.records if "ignored" in r.getMessage()]
+
+
+async def test_a_long_jobs_start_commits_by_itself_within_the_lazy_wait(nursery, tmp_path, autojump_clock):
+    launcher = FakeLauncher(default=Script(runs_s=600.0))
+    server = await start(nursery, tmp_path, launcher)
+    job_id = await server.submit("long")
+    while not launcher.jobs:  # no write meanwhile: it would take the start into its transaction
+        await trio.sleep(0.001)
+    [spawned] = launcher.jobs.values()
+
+    def status() -> str:  # read as another process would, writing nothing
+        with contextlib.closing(sqlite3.connect(tmp_path / "home" / "gpuplane.db")) as conn:
+            return conn.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+
+    await trio.sleep_until(spawned.started_at + LAZY_WAIT_S / 2)
+    assert status() == "DISPATCHING"  # its start waits for company...
+    await trio.sleep_until(spawned.started_at + LAZY_WAIT_S + 0.005)
+    assert status() == "RUNNING"  # ...for LAZY_WAIT_S at most

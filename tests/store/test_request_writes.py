@@ -13,7 +13,8 @@ import trio
 from test_store import insert_project, start_store
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.store.writer import RequestPort, Rider, riding, write
+from gpuplaned.runtime.call import Reply
+from gpuplaned.store.writer import LAZY_WAIT_S, RequestPort, Rider, Write, riding, write
 
 
 def projects(tmp_path) -> list[str]:
@@ -135,3 +136,31 @@ async def test_a_rider_that_fails_leaves_the_write_alone(nursery, tmp_path):
     with riding(rider):
         assert await request_port(sup).write(insert_project(1), small=True) == 1
     assert not rider.carried and projects(tmp_path) == ["p1"]
+
+
+async def test_a_lazy_write_waits_for_company_and_is_committed_at_a_stop(nursery, tmp_path, autojump_clock):
+    """A lazy write (a job's start) shares the transaction of the next write that comes within
+    ``LAZY_WAIT_S``, commits alone after that, and is committed, not dropped, when the store is
+    stopped while it waits."""
+    sup, _ = await start_store(nursery, tmp_path)
+    handle = sup.handle("store")
+    port = sup.ports["store"]
+    lazy = Reply()
+    before = handle.batches
+    port.send_nowait(Write(insert_project(1), lazy, small=True, lazy=True))
+    await trio.sleep(LAZY_WAIT_S / 2)
+    assert await write(port, insert_project(2), small=True) == 2
+    assert await lazy.wait() == 1 and handle.batches == before + 1  # one transaction for both
+
+    alone = Reply()
+    port.send_nowait(Write(insert_project(3), alone, small=True, lazy=True))
+    asked = trio.current_time()
+    assert await alone.wait() == 3
+    assert trio.current_time() - asked == pytest.approx(LAZY_WAIT_S)
+
+    stopped = Reply()
+    port.send_nowait(Write(insert_project(4), stopped, small=True, lazy=True))
+    await trio.sleep(0)
+    await sup.stop("store")
+    assert await stopped.wait() == 4
+    assert projects(tmp_path) == ["p1", "p2", "p3", "p4"]

@@ -17,7 +17,7 @@ published to live followers goes out only after that commit, and only when appli
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -45,6 +45,7 @@ from gpuplaned.protocol.agent import (
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
+from gpuplaned.runtime.call import Reply
 from gpuplaned.service.api import evaluations
 from gpuplaned.service.api.diagnosis import gpu_samples
 from gpuplaned.service.api.events import job_failure_row
@@ -56,7 +57,7 @@ from gpuplaned.service.passes.checkpoint_arrival import checkpoints_arrived
 from gpuplaned.service.passes.dispatch import wake_scheduler
 from gpuplaned.store import event_rows, job_rows, log_rows, node_rows, uplink_rows
 from gpuplaned.store.event_rows import EventRow
-from gpuplaned.store.writer import write
+from gpuplaned.store.writer import Write, write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import ServerContext
@@ -143,9 +144,36 @@ class LocalNodeLink:
         return HelloOk(node_id, tuple(active))
 
     async def report(self, node_id: str, status: JobStatus, *, once: Once | None = None) -> None:
-        shared = self._shared
+        if status.status not in (NodeReport.RUNNING, NodeReport.LOST, NodeReport.WAITING):
+            # An end frees a slot or a CPU place. Woken just before the report is queued, the
+            # scheduler's pass is queued behind it (the store takes writes in order), mostly
+            # into the same transaction, and the next queued job takes the place at once.
+            wake_scheduler(self._shared)
+        said = await write(self._shared.supervisor.ports["store"], self._applying(node_id, status, once), small=True)
+        self._said(status, *said)
 
-        def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[Any]]:
+    def report_soon(self, node_id: str, status: JobStatus, nursery: trio.Nursery) -> bool:
+        """Queued as a lazy write (``Write.lazy``): a short job's start shares the transaction
+        of its end instead of taking one of its own. Only a start comes this way."""
+        assert status.status is NodeReport.RUNNING, status
+        reply: Reply[tuple[job_rows.StatusOutcome, list[EventRow]]] = Reply()
+        try:
+            self._shared.supervisor.ports["store"].send_nowait(
+                Write(self._applying(node_id, status, None), reply, small=True, lazy=True))
+        except trio.WouldBlock:
+            return False
+
+        async def said() -> None:
+            self._said(status, *await reply.wait())
+
+        nursery.start_soon(said)
+        return True
+
+    def _applying(self, node_id: str, status: JobStatus,
+                  once: Once | None) -> Callable[[Any], tuple[job_rows.StatusOutcome, list[EventRow]]]:
+        """The report's change, for the store's transaction, with the events it raises."""
+
+        def apply(conn: Any) -> tuple[job_rows.StatusOutcome, list[EventRow]]:
             if not claimed(conn, once):
                 return job_rows.StatusOutcome(False, reason="a record applied before"), []
             now = now_ms()
@@ -163,12 +191,10 @@ class LocalNodeLink:
             events += evaluations.after_report(conn, status, outcome, now)  # an EVALUATE job's evaluation
             return outcome, events
 
-        if status.status not in (NodeReport.RUNNING, NodeReport.LOST, NodeReport.WAITING):
-            # An end frees a slot or a CPU place. Woken just before the report is queued, the
-            # scheduler's pass is queued behind it (the store takes writes in order), mostly
-            # into the same transaction, and the next queued job takes the place at once.
-            wake_scheduler(shared)
-        outcome, events = await write(shared.supervisor.ports["store"], apply, small=True)
+        return apply
+
+    def _said(self, status: JobStatus, outcome: job_rows.StatusOutcome, events: list[EventRow]) -> None:
+        """After the report's commit: its log line, and its events to their followers."""
         if not outcome.applied:
             log.warning("ignored %s report for %s attempt %d: %s", status.status, status.job_id,
                         status.attempt, outcome.reason)
@@ -176,7 +202,7 @@ class LocalNodeLink:
         if status.status != NodeReport.WAITING:  # a wait's news is its event's, below
             log.info("job %s attempt %d: %s", status.job_id, status.attempt, outcome.status)
         for row in events:  # after the commit: followers never see an event that was rolled back
-            shared.event_feed.publish(row)
+            self._shared.event_feed.publish(row)
             log.log(_log_level(row), "event %s for job %s attempt %d", row.type, status.job_id, status.attempt)
 
     async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:
