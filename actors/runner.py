@@ -397,8 +397,7 @@ class _Runner:
                     status = await self._with_eval_result(run, status)
                 # A start is not waited on: the job's end, reported later, is applied after it
                 # all the same, and a short job's two share one transaction.
-                if status.status is NodeReport.RUNNING and self.shared.link.report_soon(
-                        self.handle.node_id, status, self.nursery):
+                if status.status is NodeReport.RUNNING and self.shared.link.report_soon(self.handle.node_id, status):
                     return None
                 await self.shared.link.report(self.handle.node_id, status)
             case a.FollowLogs(resume):

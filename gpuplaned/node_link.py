@@ -68,10 +68,10 @@ class NodeLink(Protocol):
         """A job attempt's change of state (RUNNING, how it ended, REQUEUE, LOST)."""
         ...
 
-    def report_soon(self, node_id: str, status: JobStatus, nursery: trio.Nursery) -> bool:
+    def report_soon(self, node_id: str, status: JobStatus) -> bool:
         """``report`` without waiting for it (a job's start): queued now, so it is applied before
-        any report made after this call; what is left of it runs in ``nursery``. False: it
-        could not be queued now (the server's queue is full): ``report`` it instead."""
+        any report made after this call. False: it could not be queued now (the server's queue
+        is full): ``report`` it instead."""
         ...
 
     async def snapshot(self, node_id: str, snapshot: NodeSnapshot) -> None:

@@ -73,7 +73,7 @@ class MemoryNodeLink:
         self.reports.append(status)
         self._reported[0].send_nowait(status)
 
-    def report_soon(self, node_id: str, status: JobStatus, nursery: trio.Nursery) -> bool:
+    def report_soon(self, node_id: str, status: JobStatus) -> bool:
         self.reports.append(status)
         self._reported[0].send_nowait(status)
         return True

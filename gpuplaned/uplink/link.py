@@ -209,7 +209,7 @@ class UplinkNodeLink:
     async def report(self, node_id: str, status: JobStatus) -> None:
         self.record(status)
 
-    def report_soon(self, node_id: str, status: JobStatus, nursery: trio.Nursery) -> bool:
+    def report_soon(self, node_id: str, status: JobStatus) -> bool:
         self.record(status)  # spooled in order already; nothing is left to wait for
         return True
 

@@ -125,6 +125,27 @@ def oom_memory_curve(conn: Any, node_id: str, status: JobStatus, now: int) -> li
     return memory_curve(node_id, gpu)
 
 
+class _SaidOnCommit(Reply[tuple[job_rows.StatusOutcome, list[EventRow]]]):
+    """The answer to a report nobody waits on (``LocalNodeLink.report_soon``): what ``report``
+    does after its commit, done by the store as it answers, with no task of its own to wake."""
+
+    def __init__(self, link: LocalNodeLink, status: JobStatus) -> None:
+        super().__init__()
+        self._link = link
+        self._status = status
+
+    def resolve(self, value: tuple[job_rows.StatusOutcome, list[EventRow]]) -> None:
+        try:
+            self._link._said(self._status, *value)
+        except Exception:  # noqa: BLE001 - the store's loop must go on; the report is committed
+            log.exception("after the %s report for %s attempt %d", self._status.status, self._status.job_id,
+                          self._status.attempt)
+
+    def fail(self, error: BaseException) -> None:
+        log.error("the %s report for %s attempt %d was not recorded: %s", self._status.status, self._status.job_id,
+                  self._status.attempt, error)
+
+
 class LocalNodeLink:
     """The node link of role all: the node-side actors' view of the server (``NodeLink``)."""
 
@@ -152,21 +173,15 @@ class LocalNodeLink:
         said = await write(self._shared.supervisor.ports["store"], self._applying(node_id, status, once), small=True)
         self._said(status, *said)
 
-    def report_soon(self, node_id: str, status: JobStatus, nursery: trio.Nursery) -> bool:
+    def report_soon(self, node_id: str, status: JobStatus) -> bool:
         """Queued as a lazy write (``Write.lazy``): a short job's start shares the transaction
         of its end instead of taking one of its own. Only a start comes this way."""
         assert status.status is NodeReport.RUNNING, status
-        reply: Reply[tuple[job_rows.StatusOutcome, list[EventRow]]] = Reply()
         try:
             self._shared.supervisor.ports["store"].send_nowait(
-                Write(self._applying(node_id, status, None), reply, small=True, lazy=True))
+                Write(self._applying(node_id, status, None), _SaidOnCommit(self, status), small=True, lazy=True))
         except trio.WouldBlock:
             return False
-
-        async def said() -> None:
-            self._said(status, *await reply.wait())
-
-        nursery.start_soon(said)
         return True
 
     def _applying(self, node_id: str, status: JobStatus,
