@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,10 +105,61 @@ def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str], one_by_one: bo
             "post_ms": statistics.median(posts) * 1e3 if posts else None, "by_status": by_status}
 
 
+def drain_together(dm: JobDaemons, trees: list[tuple[str, str | None]], slots: int, jobs: int,
+                   stop: list[str]) -> list[dict[str, Any]]:
+    """One fresh daemon per tree, each with ``jobs`` queued behind its blockers, released at the
+    same moment and drained side by side: a swing of the machine's speed meets both. Each
+    daemon's CPU a job is its own process's (its event loop and worker threads), so it still
+    compares; jobs/s less so (the two share the cores)."""
+    started: list[tuple[str, Daemon, psutil.Process, Path, list[str]]] = []
+    try:
+        for name, path in trees:
+            with daemons_import(path):
+                d = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
+            for actor in stop:
+                d.client.post(f"/api/v1/actors/{actor}/stop", {})
+            go, ids = queue_behind_blockers(d, slots, jobs)
+            started.append((name, d, psutil.Process(d.proc.pid), go, ids))
+        time.sleep(0.5)  # the submits' passes and tails settle
+        before = [(thread_cpu(proc), proc.cpu_times(), time.perf_counter()) for _, _, proc, _, _ in started]
+        for _, _, _, go, _ in started:
+            go.touch()
+        ended: list[Any] = [None] * len(started)
+
+        def finish(i: int) -> None:
+            _, d, proc, _, ids = started[i]
+            last: list[Any] = []
+            by_status = wait_all_ended(d, ids, on_last=lambda: last.append(
+                (proc.cpu_times(), time.perf_counter(), thread_cpu(proc))))
+            ended[i] = (*last[0], by_status)
+
+        waiters = [threading.Thread(target=finish, args=(i,)) for i in range(len(started))]
+        for waiter in waiters:
+            waiter.start()
+        for waiter in waiters:
+            waiter.join()
+    finally:
+        for _, d, _, _, _ in started:
+            dm.stop(d.proc)
+    runs = []
+    for (name, d, _, _, _), (threads0, cpu0, t0), found in zip(started, before, ended, strict=True):
+        if found is None:
+            raise RuntimeError(f"{name}: its drain did not finish")
+        cpu1, t1, threads1, by_status = found
+        used = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
+        loop_s = used.get(d.proc.pid, 0.0)
+        runs.append({"tree": name, "jobs_per_s": jobs / (t1 - t0),
+                     "cpu_ms": ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / jobs * 1e3,
+                     "loop_ms": loop_s / jobs * 1e3, "workers_ms": (sum(used.values()) - loop_s) / jobs * 1e3,
+                     "post_ms": None, "by_status": by_status})
+    return runs
+
+
 def render(res: dict[str, Any]) -> str:
     meta = res["meta"]
     how = "POSTed one by one to" if meta["one_by_one"] else "queued, drained at"
-    lines = [f"{meta['jobs']} true jobs {how} {meta['slots']} slot(s), a fresh daemon each run "
+    lines = [f"{meta['jobs']} true jobs {how} {meta['slots']} slot(s), a fresh daemon each run"
+             f"{', the pair drained side by side' if meta['together'] else ''} "
              f"(load average at start {'/'.join(f'{x:.2f}' for x in meta['loadavg_start'])})"]
     if meta["stop"]:
         lines.append(f"actors stopped before each drain: {', '.join(meta['stop'])}")
@@ -142,6 +194,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--one-by-one", action="store_true",
                         help="POST the jobs one at a time to free slots (a new connection each, as the CLI does), "
                              "measured from the first POST, instead of queueing them behind blockers")
+    parser.add_argument("--together", action="store_true",
+                        help="with --against: drain the pair's two daemons at the same time (each its CPU a job), "
+                             "so that the machine's changes of speed meet both; the order they start in alternates")
     parser.add_argument("--root", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
                         help="where the daemons' homes go (default /dev/shm: the disk out of the comparison)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemons")
@@ -150,6 +205,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.slots < 1 or args.jobs < 1 or args.pairs < 1:
         parser.error("--slots, --jobs and --pairs must be at least 1")
+    if args.together and (not args.against or args.one_by_one):
+        parser.error("--together drains a pair of queues: it needs --against, and not --one-by-one")
     args.quick = False
     args.log_level = None
     return args
@@ -161,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="gpuplane-drain-bench-", dir=args.root))
     stop = [name for name in args.stop.split(",") if name]
     res: dict[str, Any] = {"meta": run_meta(args, slots=args.slots, jobs=args.jobs, stop=stop,
-                                                      one_by_one=args.one_by_one), "runs": [],
+                                                      one_by_one=args.one_by_one, together=args.together), "runs": [],
                            "errors": []}
     trees: list[tuple[str, str | None]] = [("this checkout", None)]
     t_start = time.perf_counter()
@@ -173,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             worktree.append(checkout(args.against, root))
             trees.insert(0, (args.against, str(worktree[0])))
         for n in range(args.pairs):
+            if args.together:
+                progress(f"pair {n + 1}/{args.pairs}: both")
+                order = trees if n % 2 == 0 else trees[::-1]
+                runs = {run["tree"]: run for run in drain_together(dm, order, args.slots, args.jobs, stop)}
+                res["runs"] += [runs[name] for name, _ in trees]  # each pair in the same order, for render
+                continue
             for name, path in trees:
                 progress(f"pair {n + 1}/{args.pairs}: {name}")
                 with daemons_import(path):
