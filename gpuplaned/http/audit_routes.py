@@ -27,6 +27,7 @@ import trio
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
+from gpuplaned.http.bodies import DecodedBody
 from gpuplaned.http.responses import ok
 from gpuplaned.http.routes import Reply, Routes
 from gpuplaned.http.scopes import is_public
@@ -138,6 +139,9 @@ async def _row(http_front: bool, outcome: str, detail: str | None) -> AuditRow |
 
 
 async def _json_body() -> Any:
+    decoded: DecodedBody | None = getattr(g, "json_body", None)
+    if decoded is not None:  # the route has read and decoded it already
+        return f"[{decoded.size} bytes omitted]" if decoded.size > MAX_BODY_BYTES else decoded.value
     raw: bytes | str = b""
     try:
         with trio.move_on_after(BODY_WAIT_S):  # read already, unless the request was refused before its body

@@ -8,7 +8,7 @@ import typing
 from typing import Any, TypeVar
 
 import attrs
-from quart import request
+from quart import g, request
 
 from gpuplaned.protocol import bounded_json
 from gpuplaned.protocol.converter import structure
@@ -27,7 +27,16 @@ async def json_body() -> Any:
         raise ApiError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON: {exc}") from None
     if _may_hold_surrogates(raw):
         _check_text(body)
+    g.json_body = DecodedBody(len(raw), body)  # the audit record's (audit_routes): not read and decoded twice
     return body
+
+
+@attrs.frozen
+class DecodedBody:
+    """A request's body as its route read it: its size, and what it decoded to."""
+
+    size: int
+    value: Any
 
 
 # Where a lone surrogate can come from in a UTF-8 body: an escape (\uD800-\uDFFF, either

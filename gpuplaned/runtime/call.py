@@ -37,10 +37,15 @@ class Reply(Generic[T]):
             self._done.set()
 
     async def wait(self) -> T:
-        await self._done.wait()
+        if not self._done.is_set():  # answered already: no turn of the scheduler
+            await self._done.wait()
         if self._error is not None:
             raise self._error
         return self._value
+
+    async def settled(self) -> None:
+        """Wait until it is answered, without taking the answer (``wait`` raises a failure)."""
+        await self._done.wait()
 
 
 async def call(port: trio.MemorySendChannel[Any], make_message: Callable[[Reply[T]], Any]) -> T:

@@ -172,7 +172,7 @@ class RequestPort:
         ticket, reply = Ticket(), Reply[Any]()
         try:
             await self._send(Write(apply, reply, small, ticket))
-            await self._taken(ticket)
+            await self._settled(ticket, reply)
         except trio.Cancelled:
             if ticket.abandon():
                 raise
@@ -190,17 +190,25 @@ class RequestPort:
                 raise store_unavailable(f"{exc}; nothing was changed: retry once it runs again") from None
 
     async def _send(self, message: Write) -> None:
-        """Queue ``message``, waiting for room (backpressure) while the store runs."""
+        """Queue ``message``, waiting for room (backpressure) while the store runs. With room,
+        queued without a turn of the scheduler: the caller waits for the answer anyway."""
+        await trio.lowlevel.checkpoint_if_cancelled()
         while self._state() in STORE_UP:
+            try:
+                self.port.send_nowait(message)
+                return
+            except trio.WouldBlock:
+                pass
             with trio.move_on_after(STATE_POLL_S):  # a cancelled send sends nothing
                 await self.port.send(message)
                 return
 
-    async def _taken(self, ticket: Ticket) -> None:
-        """Return once the store has taken the write, or is no longer running."""
-        while not ticket.taken.is_set() and self._state() in STORE_UP:
+    async def _settled(self, ticket: Ticket, reply: Reply[Any]) -> None:
+        """Return once the write is answered, or the store stopped running before it took it.
+        One wait for both (the store taking the write wakes nobody)."""
+        while not reply.done and (ticket.taken.is_set() or self._state() in STORE_UP):
             with trio.move_on_after(STATE_POLL_S):
-                await ticket.taken.wait()
+                await reply.settled()
 
 
 async def write(port: trio.MemorySendChannel[Any] | RequestPort, apply: Callable[[sqlite3.Connection], T], *,
