@@ -207,6 +207,28 @@ def test_connection_close_is_honoured(front):
         assert conn.closed_within(KEEP_ALIVE_S / 2) is not None
 
 
+def test_a_reply_larger_than_the_socket_takes_at_once_arrives_whole(front):
+    """A reply's bytes go straight into the socket while it has room, the rest through the
+    stream as the client reads (``connections._TCPServer._send_raw``): a client that reads late
+    through a small buffer gets every byte in order, and the connection serves on."""
+    with front.connect() as conn:
+        conn.request("GET", "/api/v1/openapi.json", front.tokens["read"])
+        expected = conn.reply()
+    assert expected.status == 200 and len(expected.body) > 128 * 1024  # far more than the buffers hold
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(5.0)
+    sock.connect(front.address)
+    conn = Conn.__new__(Conn)
+    conn.sock, conn.buf = sock, b""
+    with conn:
+        for _ in range(2):  # the second on the same connection: the first left it in step
+            conn.request("GET", "/api/v1/openapi.json", front.tokens["read"])
+            time.sleep(0.3)  # the server has filled what the socket takes, and waits for the rest
+            reply = conn.reply()
+            assert (reply.status, reply.body) == (200, expected.body)
+
+
 def test_slow_headers_are_cut(front):
     """A request head trickled in a byte at a time, on a connection that had a reply before."""
     with front.connect() as conn:
