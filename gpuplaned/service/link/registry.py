@@ -199,8 +199,12 @@ class NodeRegistry:
         port = self._ports.get(node_id)
         if port is None:
             raise NodeUnavailable(f"node {node_id} is not connected")
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled send sends nothing, as ``send``'s
         try:
-            await port.send(message)
+            try:
+                port.send_nowait(message)  # room: no turn of the scheduler for each job a pass places
+            except trio.WouldBlock:
+                await port.send(message)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             # A remote agent's connection closed just now: as if it had not been connected.
             raise NodeUnavailable(f"node {node_id} is not connected") from None
