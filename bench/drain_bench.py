@@ -20,7 +20,7 @@ Usage::
     .venv/bin/python bench/drain_bench.py --root /tmp                     # the homes on disk (default tmpfs)
 
 Always exits 0 unless the arguments are wrong; daemons are stopped and the temp dir (and the
-worktree) removed on the way out, Ctrl-C included. Standard library, psutil and the other
+worktree) removed on the way out, Ctrl-C included. Standard library, attrs, psutil and the other
 benches' helpers.
 """
 
@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import psutil
 
 from daemon_bench import guarded_run, progress, raise_interrupt, report, run_meta
@@ -66,21 +67,59 @@ def thread_cpu(proc: psutil.Process) -> dict[int, float]:
     return {t.id: t.user_time + t.system_time for t in proc.threads()}
 
 
+@attrs.frozen
+class Mark:
+    """A daemon's CPU (its process, and per thread) and the wall clock, at one moment."""
+
+    cpu: Any
+    wall: float
+    threads: dict[int, float]
+
+    @classmethod
+    def now(cls, proc: psutil.Process) -> Mark:
+        return cls(proc.cpu_times(), time.perf_counter(), thread_cpu(proc))
+
+
+def figures(jobs: int, main_thread: int, start: Mark, end: Mark, by_status: dict[str, int],
+            posts: list[float] | None = None) -> dict[str, Any]:
+    """A drain's figures from its marks: jobs/s, and the CPU a job, all of it, on the event
+    loop's thread (``main_thread``) and on the others."""
+    used = {tid: end.threads[tid] - start.threads.get(tid, 0.0) for tid in end.threads}
+    loop_s = used.get(main_thread, 0.0)
+    cpu_s = (end.cpu.user + end.cpu.system) - (start.cpu.user + start.cpu.system)
+    return {"jobs_per_s": jobs / (end.wall - start.wall), "cpu_ms": cpu_s / jobs * 1e3, "loop_ms": loop_s / jobs * 1e3,
+            "workers_ms": (sum(used.values()) - loop_s) / jobs * 1e3,
+            "post_ms": statistics.median(posts) * 1e3 if posts else None, "by_status": by_status}
+
+
+def started(dm: JobDaemons, slots: int, stop: list[str]) -> Daemon:
+    """A fresh daemon of ``slots`` CPU slots, with the actors ``stop`` names stopped."""
+    d: Daemon = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
+    for name in stop:
+        d.client.post(f"/api/v1/actors/{name}/stop", {})
+    return d
+
+
+def ended(d: Daemon, proc: psutil.Process, ids: list[str]) -> tuple[Mark, dict[str, int]]:
+    """Wait until every job of ``ids`` has ended: the mark as the last one did, and the jobs' count
+    by status."""
+    last: list[Mark] = []
+    by_status = wait_all_ended(d, ids, on_last=lambda: last.append(Mark.now(proc)))
+    return last[0], by_status
+
+
 def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str], one_by_one: bool = False) -> dict[str, Any]:
     """One fresh daemon draining ``jobs`` queued ``true`` jobs at ``slots``; ``one_by_one``: the
     jobs POSTed one at a time to free slots instead (measured from the first POST)."""
-    d: Daemon = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
+    d = started(dm, slots, stop)
     posts: list[float] = []
     try:
-        for name in stop:
-            d.client.post(f"/api/v1/actors/{name}/stop", {})
         proc = psutil.Process(d.proc.pid)
-        main_thread = d.proc.pid  # the event loop runs on the process's first thread
         if one_by_one:
             for _ in range(20):  # warm up: the first jobs' code paths and the database's pages
                 d.submit(["true"], gpu=0)
             time.sleep(0.5)
-            threads0, cpu0, t0 = thread_cpu(proc), proc.cpu_times(), time.perf_counter()
+            start = Mark.now(proc)
             ids = []
             for _ in range(jobs):  # a new connection each, as the CLI makes
                 sent = time.perf_counter()
@@ -89,20 +128,14 @@ def drain(dm: JobDaemons, slots: int, jobs: int, stop: list[str], one_by_one: bo
         else:
             go, ids = queue_behind_blockers(d, slots, jobs)
             time.sleep(0.5)  # the submits' passes and tails settle
-            threads0, cpu0, t0 = thread_cpu(proc), proc.cpu_times(), time.perf_counter()
+            start = Mark.now(proc)
             go.touch()
         wait_until(lambda: (d.attempt_dir(ids[-1]) / "exit.json").exists(), JOB_TIMEOUT, FILE_POLL, "the last exit")
-        last: list[Any] = []
-        by_status = wait_all_ended(d, ids, on_last=lambda: last.append(
-            (proc.cpu_times(), time.perf_counter(), thread_cpu(proc))))
-        cpu1, t1, threads1 = last[0]
+        end, by_status = ended(d, proc, ids)
     finally:
         dm.stop(d.proc)
-    used = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
-    loop_s = used.get(main_thread, 0.0)
-    return {"jobs_per_s": jobs / (t1 - t0), "cpu_ms": ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / jobs * 1e3,
-            "loop_ms": loop_s / jobs * 1e3, "workers_ms": (sum(used.values()) - loop_s) / jobs * 1e3,
-            "post_ms": statistics.median(posts) * 1e3 if posts else None, "by_status": by_status}
+    # The event loop runs on the process's first thread.
+    return figures(jobs, d.proc.pid, start, end, by_status, posts)
 
 
 def drain_together(dm: JobDaemons, trees: list[tuple[str, str | None]], slots: int, jobs: int,
@@ -111,47 +144,36 @@ def drain_together(dm: JobDaemons, trees: list[tuple[str, str | None]], slots: i
     same moment and drained side by side: a swing of the machine's speed meets both. Each
     daemon's CPU a job is its own process's (its event loop and worker threads), so it still
     compares; jobs/s less so (the two share the cores)."""
-    started: list[tuple[str, Daemon, psutil.Process, Path, list[str]]] = []
+    queued: list[tuple[str, Daemon, psutil.Process, Path, list[str]]] = []
     try:
         for name, path in trees:
             with daemons_import(path):
-                d = dm.start("--gpus", "none", "--max-cpu-jobs", str(slots))
-            for actor in stop:
-                d.client.post(f"/api/v1/actors/{actor}/stop", {})
+                d = started(dm, slots, stop)
             go, ids = queue_behind_blockers(d, slots, jobs)
-            started.append((name, d, psutil.Process(d.proc.pid), go, ids))
+            queued.append((name, d, psutil.Process(d.proc.pid), go, ids))
         time.sleep(0.5)  # the submits' passes and tails settle
-        before = [(thread_cpu(proc), proc.cpu_times(), time.perf_counter()) for _, _, proc, _, _ in started]
-        for _, _, _, go, _ in started:
+        starts = [Mark.now(proc) for _, _, proc, _, _ in queued]
+        for _, _, _, go, _ in queued:
             go.touch()
-        ended: list[Any] = [None] * len(started)
+        ends: list[tuple[Mark, dict[str, int]] | None] = [None] * len(queued)
 
         def finish(i: int) -> None:
-            _, d, proc, _, ids = started[i]
-            last: list[Any] = []
-            by_status = wait_all_ended(d, ids, on_last=lambda: last.append(
-                (proc.cpu_times(), time.perf_counter(), thread_cpu(proc))))
-            ended[i] = (*last[0], by_status)
+            _, d, proc, _, ids = queued[i]
+            ends[i] = ended(d, proc, ids)
 
-        waiters = [threading.Thread(target=finish, args=(i,)) for i in range(len(started))]
+        waiters = [threading.Thread(target=finish, args=(i,)) for i in range(len(queued))]
         for waiter in waiters:
             waiter.start()
         for waiter in waiters:
             waiter.join()
     finally:
-        for _, d, _, _, _ in started:
+        for _, d, _, _, _ in queued:
             dm.stop(d.proc)
     runs = []
-    for (name, d, _, _, _), (threads0, cpu0, t0), found in zip(started, before, ended, strict=True):
+    for (name, d, _, _, _), start, found in zip(queued, starts, ends, strict=True):
         if found is None:
             raise RuntimeError(f"{name}: its drain did not finish")
-        cpu1, t1, threads1, by_status = found
-        used = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
-        loop_s = used.get(d.proc.pid, 0.0)
-        runs.append({"tree": name, "jobs_per_s": jobs / (t1 - t0),
-                     "cpu_ms": ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / jobs * 1e3,
-                     "loop_ms": loop_s / jobs * 1e3, "workers_ms": (sum(used.values()) - loop_s) / jobs * 1e3,
-                     "post_ms": None, "by_status": by_status})
+        runs.append({"tree": name, **figures(jobs, d.proc.pid, start, *found)})
     return runs
 
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from typing import Any
 
 import attrs
@@ -57,6 +56,7 @@ from gpuplaned.config import HttpLimits
 from gpuplaned.launching.peers import PEER, PeerCred, peer_cred
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 from gpuplaned.protocol.version import API_VERSION, API_VERSION_HEADER
+from gpuplaned.runtime import eager
 
 GRACE = 3.0  # seconds in-flight requests get at shutdown, on either front
 _CAP = "gpuplane_connection_cap"  # the attribute of a hypercorn Config that carries a ConnectionCap
@@ -239,33 +239,19 @@ class _TCPServer(TCPServer):
             await super().protocol_send(event)
 
     async def _send_raw(self, data: bytes) -> None:
-        """Upstream's ``RawData`` send, without a turn of the scheduler where none is needed: the
-        lock taken at once when it is free, and the bytes written straight into the socket when
-        it has room (a reply is far smaller than a socket's buffer); the rest, if any, through
-        the stream, shielded as upstream (half a reply would garble the connection). Upstream's
-        took three turns for each of a reply's three sends (its head, its body and the empty
-        end of a sized body): a third of a request's task steps."""
-        lock = self.send_lock
-        if lock.locked():
-            await lock.acquire()
-        else:
-            lock.acquire_nowait()
+        """Upstream's ``RawData`` send, without a turn of the scheduler where none is needed
+        (``runtime.eager``: the lock, and the bytes straight into the socket), shielded as
+        upstream: half a reply would garble the connection. Upstream's took three turns for each
+        of a reply's three sends (its head, its body and the empty end of a sized body): a third
+        of a request's task steps."""
+        await eager.acquire(self.send_lock)
         try:
             with trio.CancelScope(shield=True):
-                sent = 0
-                if data:
-                    try:
-                        sent = os.write(self.stream.socket.fileno(), data)
-                    except BlockingIOError:
-                        sent = 0
-                    except OSError:  # EPIPE, ECONNRESET: the peer is gone; EBADF: closed here
-                        raise trio.BrokenResourceError from None
-                if sent < len(data):
-                    await self.stream.send_all(memoryview(data)[sent:])
+                await eager.write(self.stream.socket.fileno(), self.stream, data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             await self.protocol.handle(Closed())
         finally:
-            lock.release()
+            self.send_lock.release()
 
     async def _close(self) -> None:
         # Upstream sends the EOF outside ``send_lock``; trio's ``send_eof`` checkpoints while it

@@ -35,6 +35,7 @@ import trio
 
 from gpuplaned import shim
 from gpuplaned.launching.job_files import ExitRecord, InvalidField, exit_record, parse
+from gpuplaned.runtime import eager
 
 log = logging.getLogger("gpuplaned.runner")
 
@@ -287,10 +288,7 @@ class Launcher:
         await trio.lowlevel.checkpoint_if_cancelled()
         # The reply is waited for anyway: the lock and the write take no turn of the scheduler
         # when they need not wait (two task steps of every job's start).
-        if self._send_lock.locked():
-            await self._send_lock.acquire()
-        else:
-            self._send_lock.acquire_nowait()
+        await eager.acquire(self._send_lock)
         try:
             if self._gone is not None:
                 raise LauncherGone(self._gone)
@@ -300,7 +298,7 @@ class Launcher:
                 # launcher reads its stdin between any two steps of its work, so this
                 # finishes promptly unless it is stopped, and ends if it dies.
                 with trio.CancelScope(shield=True):
-                    await self._write(data)
+                    await eager.write(self._stdin.fileno(), self._stdin, data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 del self._pending[waiter.seq]
                 self._set_gone(f"launcher pid {self.pid} stopped reading requests ({exc!r})")
@@ -310,18 +308,6 @@ class Launcher:
         await self._read_until(lambda: waiter.reply is not None)
         assert waiter.reply is not None
         return waiter.reply
-
-    async def _write(self, data: bytes) -> None:
-        """All of ``data`` to the launcher's stdin: straight into the pipe when it has room (a
-        request is far smaller than a pipe's buffer), the rest through the stream."""
-        try:
-            sent = os.write(self._stdin.fileno(), data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise trio.BrokenResourceError(exc) from exc  # EPIPE: it exited; EBADF: closed
-        if sent < len(data):
-            await self._stdin.send_all(memoryview(data)[sent:])
 
     async def _read_until(self, done: Callable[[], bool]) -> None:
         """Take a turn at reading the launcher's lines (one task reads, the others wait for

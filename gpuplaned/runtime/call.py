@@ -7,11 +7,23 @@ their timeouts: wrap ``call`` in ``trio.fail_after``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
+from gpuplaned.runtime import eager
+
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+class Answer(Protocol[T_contra]):
+    """How an actor answers a message: a ``Reply``, for a caller that waits on it, or another
+    with these two (a report nobody waits on: ``service.link.nodes``)."""
+
+    def resolve(self, value: T_contra) -> None: ...
+
+    def fail(self, error: BaseException) -> None: ...
 
 
 class Reply(Generic[T]):
@@ -55,10 +67,5 @@ async def call(port: trio.MemorySendChannel[Any], make_message: Callable[[Reply[
     anyway): a job's reports and its scheduling pass each took one more task step for it.
     A caller cancelled before sending sends nothing, as with ``send``."""
     reply: Reply[T] = Reply()
-    message = make_message(reply)
-    await trio.lowlevel.checkpoint_if_cancelled()
-    try:
-        port.send_nowait(message)
-    except trio.WouldBlock:
-        await port.send(message)
+    await eager.send(port, make_message(reply))
     return await reply.wait()

@@ -26,7 +26,8 @@ import attrs
 import trio
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.runtime.call import Reply, call
+from gpuplaned.runtime import eager
+from gpuplaned.runtime.call import Answer, Reply, call
 from gpuplaned.runtime.states import ActorState
 from gpuplaned.store.change_topics import ChangeMarks
 
@@ -66,7 +67,7 @@ class Write:
     """Run ``apply(conn)`` in the next write transaction; its return value is the reply."""
 
     apply: Callable[[sqlite3.Connection], Any]
-    reply: Reply[Any]
+    reply: Answer[Any]
     # A few rows by key (a job's state, a submit): committed on the event loop's own
     # thread, which costs far less than the hand-off to a worker thread and back. Only
     # when every write of a batch is small; never a write that scans or bulk-inserts.
@@ -190,17 +191,10 @@ class RequestPort:
                 raise store_unavailable(f"{exc}; nothing was changed: retry once it runs again") from None
 
     async def _send(self, message: Write) -> None:
-        """Queue ``message``, waiting for room (backpressure) while the store runs. With room,
-        queued without a turn of the scheduler: the caller waits for the answer anyway."""
-        await trio.lowlevel.checkpoint_if_cancelled()
+        """Queue ``message``, waiting for room (backpressure) while the store runs."""
         while self._state() in STORE_UP:
-            try:
-                self.port.send_nowait(message)
-                return
-            except trio.WouldBlock:
-                pass
             with trio.move_on_after(STATE_POLL_S):  # a cancelled send sends nothing
-                await self.port.send(message)
+                await eager.send(self.port, message)
                 return
 
     async def _settled(self, ticket: Ticket, reply: Reply[Any]) -> None:

@@ -16,6 +16,7 @@ published to live followers goes out only after that commit, and only when appli
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,6 @@ from gpuplaned.protocol.agent import (
 from gpuplaned.protocol.errors import ApiError
 from gpuplaned.protocol.ids import new_id
 from gpuplaned.protocol.tb_frames import TbCursors, TbPoints, TbStored
-from gpuplaned.runtime.call import Reply
 from gpuplaned.service.api import evaluations
 from gpuplaned.service.api.diagnosis import gpu_samples
 from gpuplaned.service.api.events import job_failure_row
@@ -125,25 +125,24 @@ def oom_memory_curve(conn: Any, node_id: str, status: JobStatus, now: int) -> li
     return memory_curve(node_id, gpu)
 
 
-class _SaidOnCommit(Reply[tuple[job_rows.StatusOutcome, list[EventRow]]]):
+@attrs.frozen
+class _SaidOnCommit:
     """The answer to a report nobody waits on (``LocalNodeLink.report_soon``): what ``report``
-    does after its commit, done by the store as it answers, with no task of its own to wake."""
+    does after its commit (``said``), done by the store as it answers, with no task to wake."""
 
-    def __init__(self, link: LocalNodeLink, status: JobStatus) -> None:
-        super().__init__()
-        self._link = link
-        self._status = status
+    said: Callable[[job_rows.StatusOutcome, list[EventRow]], None]
+    status: JobStatus
 
     def resolve(self, value: tuple[job_rows.StatusOutcome, list[EventRow]]) -> None:
         try:
-            self._link._said(self._status, *value)
+            self.said(*value)
         except Exception:  # noqa: BLE001 - the store's loop must go on; the report is committed
-            log.exception("after the %s report for %s attempt %d", self._status.status, self._status.job_id,
-                          self._status.attempt)
+            log.exception("after the %s report for %s attempt %d", self.status.status, self.status.job_id,
+                          self.status.attempt)
 
     def fail(self, error: BaseException) -> None:
-        log.error("the %s report for %s attempt %d was not recorded: %s", self._status.status, self._status.job_id,
-                  self._status.attempt, error)
+        log.error("the %s report for %s attempt %d was not recorded: %s", self.status.status, self.status.job_id,
+                  self.status.attempt, error)
 
 
 class LocalNodeLink:
@@ -170,16 +169,18 @@ class LocalNodeLink:
             # scheduler's pass is queued behind it (the store takes writes in order), mostly
             # into the same transaction, and the next queued job takes the place at once.
             wake_scheduler(self._shared)
-        said = await write(self._shared.supervisor.ports["store"], self._applying(node_id, status, once), small=True)
-        self._said(status, *said)
+        outcome, events = await write(self._shared.supervisor.ports["store"], self._applying(node_id, status, once),
+                                      small=True)
+        self._said(status, outcome, events)
 
     def report_soon(self, node_id: str, status: JobStatus) -> bool:
         """Queued as a lazy write (``Write.lazy``): a short job's start shares the transaction
         of its end instead of taking one of its own. Only a start comes this way."""
         assert status.status is NodeReport.RUNNING, status
+        said = _SaidOnCommit(functools.partial(self._said, status), status)
         try:
             self._shared.supervisor.ports["store"].send_nowait(
-                Write(self._applying(node_id, status, None), _SaidOnCommit(self, status), small=True, lazy=True))
+                Write(self._applying(node_id, status, None), said, small=True, lazy=True))
         except trio.WouldBlock:
             return False
         return True

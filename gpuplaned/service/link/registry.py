@@ -18,6 +18,7 @@ import trio
 from gpuplaned.domain import gpu_free
 from gpuplaned.protocol.agent import NodeSnapshot, ServerToNode
 from gpuplaned.protocol.uplink_frames import Heartbeat
+from gpuplaned.runtime import eager
 from gpuplaned.runtime.broadcast import Broadcast
 
 
@@ -199,12 +200,8 @@ class NodeRegistry:
         port = self._ports.get(node_id)
         if port is None:
             raise NodeUnavailable(f"node {node_id} is not connected")
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled send sends nothing, as ``send``'s
         try:
-            try:
-                port.send_nowait(message)  # room: no turn of the scheduler for each job a pass places
-            except trio.WouldBlock:
-                await port.send(message)
+            await eager.send(port, message)  # no turn of the scheduler for each job a pass places
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             # A remote agent's connection closed just now: as if it had not been connected.
             raise NodeUnavailable(f"node {node_id} is not connected") from None
