@@ -311,7 +311,11 @@ class SlurmBackend:
                     if word is not None:
                         return word
                 rows = await self.poller.next_round()
-                if rows is not None:
+                if rows is None:
+                    # Slurm does not answer: the attempt's files are all there is to go on, and
+                    # a job it held may have started since it last answered.
+                    row = None
+                else:
                     row = rows.get(handle.slurm_id)
                     word = await self._judge(handle, state, row)
                     if word is not None:

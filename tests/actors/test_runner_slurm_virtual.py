@@ -245,6 +245,22 @@ async def test_slurm_down_mid_run_is_a_node_condition_and_the_job_ends_right(nur
     assert len(fake.jobs) == 2
 
 
+async def test_a_job_that_starts_just_before_slurm_stops_answering_is_reported_running_from_its_files(
+        nursery, tmp_path, autojump_clock):
+    fake = FakeSlurm(default=SlurmScript(pending=(("Priority", 5.0),), runs_s=600.0))
+    node = await slurm_node(nursery, tmp_path, fake)
+    await node.link.dispatch(pooled())
+    await trio.sleep(PERIOD)  # a poll round sees it pending
+    while not any(j.state == "RUNNING" for j in fake.jobs.values()):
+        await trio.sleep(0.001)
+    fake.pause()  # between its start and the next round: no squeue will say it runs
+    with trio.fail_after(60.0):
+        while (running := await node.link.next_report()).status == "WAITING":
+            pass
+    assert (running.job_id, running.status) == ("job_1", "RUNNING")
+    assert "slurm_unreachable" in node.shared.conditions.current()
+
+
 # -- a job that leaves squeue without its exit.json ----------------------------------------------------
 
 

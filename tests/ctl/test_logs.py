@@ -19,7 +19,7 @@ from gpuplanectl import render
 from gpuplanectl.client import SseDecoder, SseEvent
 from gpuplanectl.exit_codes import for_job_end
 from helpers import DaemonProcess
-from jobhelpers import ctl, show, submit, wait_job
+from jobhelpers import ctl, submit, wait_job
 
 from gpuplaned.protocol.discovery import PORTFILE_NAME, PortFile
 
@@ -35,7 +35,9 @@ def test_follow_prints_lines_as_they_come_and_exits_with_the_jobs_code(gpu_daemo
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         assert follower.stdout.readline() == "out 1\n"
-        assert show(gpu_daemon, job["id"])["status"] == "RUNNING"
+        # Its start is written within a few ms of its first line (a start nobody waits on
+        # shares the next write); it cannot end before the test says so.
+        wait_job(gpu_daemon, job["id"], lambda j: j["status"] == "RUNNING", what="the job to be RUNNING")
         (tmp_path / "go").touch()
         out, err = follower.communicate(timeout=20)
     finally:
