@@ -9,8 +9,9 @@ A client's requests share one kept-alive connection: locally a new connection co
 daemon ~0.4 ms of CPU (its HTTP server's set-up and teardown, and telling a job's process from
 the user's by its ancestors), a quarter of a submit; remotely a TLS handshake costs a round
 trip or three. A kept connection is checked before reuse, and a GET retried once on a fresh
-connection when the server had closed the old one; locally one idle longer than
-``KEPT_IDLE_S`` is not reused at all, so the daemon never closes it just as a request goes out.
+connection when the server had closed the old one; one idle for half what the server's
+``Keep-Alive: timeout=N`` says it keeps one (locally ``KEPT_IDLE_S`` when it says nothing) is
+not reused at all, so the server never closes it just as a request goes out.
 A request from a second thread while one is under way gets a connection of its own. The token
 goes in the ``Authorization`` header and nowhere else, and is cut out of any error text.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import select
 import socket
@@ -54,7 +56,7 @@ class DaemonUnreachable(Exception):
 # Errors that mean "the server had closed this kept-alive connection" when it is reused.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 _RETRIED = frozenset({"GET", "HEAD"})
-# Well inside the daemon's keep-alive ([http] keep_alive_timeout_s, 5 s unless set lower).
+# Locally, before the daemon has said its keep-alive: well inside its default (5 s).
 KEPT_IDLE_S = 2.0
 # A body-less error from a proxy in front of a remote daemon still says what went wrong.
 _STATUS_CODES = {
@@ -97,6 +99,7 @@ class DaemonClient:
         self._warned = False
         self._kept: http.client.HTTPConnection | None = None  # the kept-alive connection
         self._kept_at = 0.0  # when its last answer came (monotonic)
+        self._kept_idle_s = KEPT_IDLE_S if portfile is not None else None  # None: no bound
         self._kept_lock = threading.Lock()  # held by the thread whose request is on it
 
     @classmethod
@@ -231,8 +234,9 @@ class DaemonClient:
         """One request on the kept-alive connection: its status and body."""
         while True:
             conn = self._kept
+            idle_s = self._kept_idle_s
             if conn is not None and conn.sock is not None and (_dropped(conn.sock) or (
-                    self.server is None and time.monotonic() - self._kept_at > KEPT_IDLE_S)):
+                    idle_s is not None and time.monotonic() - self._kept_at > idle_s)):
                 conn.close()  # the server closed it while we were idle, or may be about to
             reused = conn is not None and conn.sock is not None
             if conn is None:
@@ -255,6 +259,9 @@ class DaemonClient:
         conn.request(method, target, body=payload, headers=headers)
         response = conn.getresponse()
         self._check_version(response.getheader(API_VERSION_HEADER))
+        kept_s = _keep_alive_s(response.getheader("Keep-Alive"))
+        if kept_s is not None:
+            self._kept_idle_s = kept_s / 2
         return response.status, response.read()
 
     def _error(self, status: int, body: Any) -> ApiError:
@@ -394,6 +401,20 @@ def _api_error(status: int, body: Any) -> ApiError:
     if error is None:
         error = ApiError(_STATUS_CODES.get(status, ErrorCode.INTERNAL), f"HTTP {status} with no error body")
     return error
+
+
+def _keep_alive_s(header: str | None) -> float | None:
+    """The ``timeout`` of a ``Keep-Alive`` header (``timeout=5, max=1000``): how long the server
+    keeps an idle connection; None when it says nothing readable."""
+    for part in (header or "").split(","):
+        name, _, value = part.partition("=")
+        if name.strip().lower() == "timeout":
+            try:
+                seconds = float(value.strip())
+            except ValueError:
+                return None
+            return seconds if seconds >= 0 and math.isfinite(seconds) else None
+    return None
 
 
 def _dropped(sock: socket.socket) -> bool:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import gpuplanectl.client as client_module
+import pytest
 from helpers import wait_for
 
 
@@ -22,13 +24,33 @@ def test_a_clients_requests_share_one_connection(daemon):
     assert sock.fileno() == -1  # closed with the client
 
 
-def test_a_connection_idle_past_kept_idle_s_is_not_reused(daemon, monkeypatch):
-    monkeypatch.setattr(client_module, "KEPT_IDLE_S", 0.0)  # every gap between requests is too long
+def test_a_connection_idle_for_half_the_daemons_keep_alive_is_not_reused(daemon_factory, tmp_path):
+    config = tmp_path / "gpuplaned.toml"
+    config.write_text("[http]\nkeep_alive_timeout_s = 1\n")
+    daemon = daemon_factory("--config", str(config))
+    daemon.start()
+    daemon.wait_ready()
     with daemon.client() as client:
         client.get("/api/v1/daemon")
+        assert client._kept_idle_s == 0.5  # its "Keep-Alive: timeout=1", halved
         first = client._kept.sock
         client.get("/api/v1/daemon")
+        assert client._kept.sock is first
+        time.sleep(0.7)  # past the half, before the daemon closes it
+        assert client.post("/api/v1/queue/pause")["paused"] is True
         assert client._kept.sock is not first and first.fileno() == -1
+        second = client._kept.sock
+        time.sleep(1.5)  # the daemon has closed it: a POST still goes, on a fresh connection
+        assert client.post("/api/v1/queue/resume")["paused"] is False
+        assert client._kept.sock is not second
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    ("timeout=5, max=1000", 5.0), ("max=1000, Timeout = 2", 2.0), ("timeout=0", 0.0), (None, None), ("", None),
+    ("max=3", None), ("timeout=soon", None), ("timeout=-1", None), ("timeout=nan", None), ("timeout=inf", None),
+])
+def test_the_keep_alive_header_is_read_or_ignored(header, seconds):
+    assert client_module._keep_alive_s(header) == seconds
 
 
 def test_a_kept_connection_to_a_daemon_that_restarted_gives_way_to_one_to_the_new_daemon(daemon_factory):

@@ -186,6 +186,7 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout(fr
             conn.request("GET", "/api/v1/daemon", front.tokens["read"])
             reply = conn.reply()
             assert reply.status == 200 and "close" not in reply.headers.get("connection", "")
+            assert reply.headers["keep-alive"] == f"timeout={KEEP_ALIVE_S:.0f}"  # clients stop reusing it in time
         closed_after = conn.closed_within(KEEP_ALIVE_S + 4)
         assert closed_after is not None, "the server left an idle connection open"
         assert closed_after >= KEEP_ALIVE_S * 0.8
