@@ -214,6 +214,38 @@ def test_kill_9_of_the_daemon_mid_job(daemon_factory, tmp_path):
     assert jobs.wait(after["id"])["status"] == "SUCCEEDED"
 
 
+def test_kill_9_while_a_jobs_start_is_not_yet_recorded(daemon_factory, tmp_path):
+    """A job's start is written with the store's next transaction, up to 20 ms after its process
+    started (``NodeLink.report_soon``): a daemon killed in between leaves the job DISPATCHING,
+    its process running. The restarted daemon adopts that process; it starts nothing twice."""
+    import sqlite3
+
+    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
+    first = jobs.daemon
+    job = jobs.sh("echo started >> starts; while [ ! -e finish ]; do sleep 0.02; done; exit 4", gpu=1)
+    jobs.wait(job["id"], "RUNNING")
+    first.signal(signal.SIGKILL)
+    first.proc.wait(10)
+    # What the store holds when the kill comes inside that window: the dispatch, not the start.
+    conn = sqlite3.connect(first.home / "gpuplane.db")
+    with conn:
+        conn.execute("UPDATE jobs SET status = 'DISPATCHING', started_at = NULL WHERE id = ?", (job["id"],))
+        conn.execute("UPDATE runs SET started_at = NULL WHERE job_id = ?", (job["id"],))
+    conn.close()
+    runtime = json.loads((first.home / "jobs" / job["id"] / "attempt-1" / "runtime.json").read_text())
+
+    jobs.restart(daemon_factory, "--gpus=fake:1")
+    running = jobs.wait(job["id"], "RUNNING")
+    assert (running["attempt"], running["started_at"]) == (1, int(runtime["started_at"] * 1000))
+    jobs.file("finish").touch()
+    done = jobs.wait(job["id"])
+    assert (done["status"], done["exit_code"], done["attempt"]) == ("FAILED", 4, 1)
+    assert jobs.file("starts").read_text() == "started\n"  # one process, the adopted one
+    runs = jobs.client.get(f"/api/v1/runs?job_id={job['id']}")["runs"]
+    assert [(r["attempt"], r["status"]) for r in runs] == [(1, "FAILED")]
+    assert jobs.client.get("/api/v1/nodes")["nodes"][0]["gpus"][0]["owner_job_id"] is None
+
+
 def test_job_that_ends_while_the_daemon_is_down(daemon_factory, tmp_path):
     jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
     first = jobs.daemon
