@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from helpers import Jobs, processes_with_env, running_jobs, wait_for
+from helpers import DaemonProcess, Jobs, processes_with_env, running_jobs, wait_for
 
 from gpuplaned.protocol.errors import ApiError, ErrorCode
 
@@ -183,17 +183,24 @@ def test_bad_submits_create_nothing(refusals, body, field):
     assert jobs.client.get("/api/v1/jobs")["jobs"] == []
 
 
-def test_kill_9_of_the_daemon_mid_job(daemon_factory, tmp_path):
+def killed_mid_job(daemon_factory, tmp_path, script: str) -> tuple[Jobs, DaemonProcess, dict]:
+    """A daemon on one fake GPU, running ``script`` as a job there, killed (SIGKILL) once the job
+    is RUNNING; the jobs' driver, the dead daemon and the job."""
     jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
     first = jobs.daemon
-    job = jobs.sh("""
-        i=0
-        while [ ! -e finish ]; do i=$((i+1)); echo "line $i"; sleep 0.01; done
-        echo done; exit 7
-    """, gpu=1)
+    job = jobs.sh(script, gpu=1)
     jobs.wait(job["id"], "RUNNING")
     first.signal(signal.SIGKILL)
     first.proc.wait(10)
+    return jobs, first, job
+
+
+def test_kill_9_of_the_daemon_mid_job(daemon_factory, tmp_path):
+    jobs, first, job = killed_mid_job(daemon_factory, tmp_path, """
+        i=0
+        while [ ! -e finish ]; do i=$((i+1)); echo "line $i"; sleep 0.01; done
+        echo done; exit 7
+    """)
     out = first.home / "jobs" / job["id"] / "attempt-1" / "stdout.log"
     size = out.stat().st_size
     wait_for(lambda: out.stat().st_size > size + 100, what="the job to keep writing while the daemon is dead")
@@ -220,12 +227,8 @@ def test_kill_9_while_a_jobs_start_is_not_yet_recorded(daemon_factory, tmp_path)
     its process running. The restarted daemon adopts that process; it starts nothing twice."""
     import sqlite3
 
-    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
-    first = jobs.daemon
-    job = jobs.sh("echo started >> starts; while [ ! -e finish ]; do sleep 0.02; done; exit 4", gpu=1)
-    jobs.wait(job["id"], "RUNNING")
-    first.signal(signal.SIGKILL)
-    first.proc.wait(10)
+    jobs, first, job = killed_mid_job(daemon_factory, tmp_path,
+                                      "echo started >> starts; while [ ! -e finish ]; do sleep 0.02; done; exit 4")
     # What the store holds when the kill comes inside that window: the dispatch, not the start.
     conn = sqlite3.connect(first.home / "gpuplane.db")
     with conn:
@@ -247,12 +250,8 @@ def test_kill_9_while_a_jobs_start_is_not_yet_recorded(daemon_factory, tmp_path)
 
 
 def test_job_that_ends_while_the_daemon_is_down(daemon_factory, tmp_path):
-    jobs = Jobs.start(daemon_factory, tmp_path / "work", "--gpus=fake:1")
-    first = jobs.daemon
-    job = jobs.sh("while [ ! -e finish ]; do sleep 0.02; done; echo bye; exit 3", gpu=1)
-    jobs.wait(job["id"], "RUNNING")
-    first.signal(signal.SIGKILL)
-    first.proc.wait(10)
+    jobs, first, job = killed_mid_job(daemon_factory, tmp_path,
+                                      "while [ ! -e finish ]; do sleep 0.02; done; echo bye; exit 3")
     jobs.file("finish").touch()
     exit_file = first.home / "jobs" / job["id"] / "attempt-1" / "exit.json"
     wait_for(exit_file.exists, what="the shim to record the exit")
