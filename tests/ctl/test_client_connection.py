@@ -112,3 +112,16 @@ def test_a_client_dropped_without_close_closes_its_connection(daemon):
     sock = client._kept.sock
     del client  # no ResourceWarning (pytest turns those into errors here)
     wait_for(lambda: sock.fileno() == -1, what="the dropped client's socket to close")
+
+
+def test_the_connection_the_daemon_ends_after_its_request_limit_is_replaced(daemon):
+    # Hypercorn ends a connection with "Connection: close" on its 1,000th reply
+    # (keep_alive_max_requests); the next request, a POST here, goes on a new one.
+    with daemon.client() as client:
+        client.get("/api/v1/daemon")
+        first = client._kept.sock
+        for _ in range(999):
+            client.get("/api/v1/queue")
+        assert client._kept.sock is None  # closed as that reply said
+        assert client.post("/api/v1/queue/pause")["paused"] is True
+        assert client._kept.sock is not None and client._kept.sock is not first
