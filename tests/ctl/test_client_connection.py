@@ -26,21 +26,21 @@ def test_a_clients_requests_share_one_connection(daemon):
 
 def test_a_connection_idle_for_half_the_daemons_keep_alive_is_not_reused(daemon_factory, tmp_path):
     config = tmp_path / "gpuplaned.toml"
-    config.write_text("[http]\nkeep_alive_timeout_s = 1\n")
+    config.write_text("[http]\nkeep_alive_timeout_s = 4\n")
     daemon = daemon_factory("--config", str(config))
     daemon.start()
     daemon.wait_ready()
     with daemon.client() as client:
         client.get("/api/v1/daemon")
-        assert client._kept_idle_s == 0.5  # its "Keep-Alive: timeout=1", halved
+        assert client._kept_idle_s == 2.0  # its "Keep-Alive: timeout=4", halved
         first = client._kept.sock
         client.get("/api/v1/daemon")
         assert client._kept.sock is first
-        time.sleep(0.7)  # past the half, before the daemon closes it
+        time.sleep(2.5)  # past the half, before the daemon closes it
         assert client.post("/api/v1/queue/pause")["paused"] is True
         assert client._kept.sock is not first and first.fileno() == -1
         second = client._kept.sock
-        time.sleep(1.5)  # the daemon has closed it: a POST still goes, on a fresh connection
+        time.sleep(4.5)  # the daemon has closed it: a POST still goes, on a fresh connection
         assert client.post("/api/v1/queue/resume")["paused"] is False
         assert client._kept.sock is not second
 
