@@ -175,6 +175,16 @@ class DaemonClient:
             return UnixHTTPConnection(self.portfile.unix, timeout)
         return http.client.HTTPConnection("127.0.0.1", self.portfile.tcp_port, timeout=timeout)
 
+    def _ready(self, conn: http.client.HTTPConnection) -> None:
+        """Connect ``conn`` now when it is to a remote server and not connected (``_open``); a
+        local one connects with its request, whose failure says the daemon does not answer."""
+        if self.server is not None and conn.sock is None:
+            self._open(conn)
+
+    def _target(self, path: str) -> str:
+        """What goes on the request line: a remote server's base path before ``path``."""
+        return path if self.server is None else self.server.base + path
+
     def _open(self, conn: http.client.HTTPConnection) -> None:
         """Connect ``conn`` to the remote server (TLS handshake included)."""
         try:
@@ -214,8 +224,7 @@ class DaemonClient:
         else:  # another thread's request is on the kept connection
             conn = self.new_connection()
             try:
-                if self.server is not None:
-                    self._open(conn)
+                self._ready(conn)
                 status, raw = self._exchange(conn, method, path, payload, headers)
             except (OSError, http.client.HTTPException) as exc:
                 raise self._unreachable(exc) from None
@@ -241,8 +250,7 @@ class DaemonClient:
             reused = conn is not None and conn.sock is not None
             if conn is None:
                 conn = self._kept = self.new_connection()
-            if conn.sock is None and self.server is not None:
-                self._open(conn)  # locally the request connects, and a failure reads as ever
+            self._ready(conn)
             try:
                 answer = self._exchange(conn, method, path, payload, headers)
             except (OSError, http.client.HTTPException) as exc:
@@ -255,8 +263,7 @@ class DaemonClient:
 
     def _exchange(self, conn: http.client.HTTPConnection, method: str, path: str, payload: bytes | None,
                   headers: dict[str, str]) -> tuple[int, bytes]:
-        target = path if self.server is None else self.server.base + path
-        conn.request(method, target, body=payload, headers=headers)
+        conn.request(method, self._target(path), body=payload, headers=headers)
         response = conn.getresponse()
         self._check_version(response.getheader(API_VERSION_HEADER))
         kept_s = _keep_alive_s(response.getheader("Keep-Alive"))
@@ -317,12 +324,9 @@ class DaemonClient:
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
         conn = self.new_connection(read_timeout)
-        target = path
-        if self.server is not None:
-            self._open(conn)
-            target = self.server.base + path
+        self._ready(conn)
         try:
-            conn.request("GET", target, headers=headers)
+            conn.request("GET", self._target(path), headers=headers)
             response = conn.getresponse()
             if not 200 <= response.status < 300:
                 raw = response.read()

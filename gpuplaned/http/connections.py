@@ -36,6 +36,7 @@ and the TCP front takes at most ``[http] max_connections`` connections, answerin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -324,14 +325,13 @@ class _H11Protocol(H11Protocol):
             if self.connection.their_state is h11.SEND_BODY:
                 # Answered before the body was all read (a 404, 405, OPTIONS, 408 or 413): the
                 # rest of it is still coming, so this connection ends with the reply.
-                headers = [(name, value) for name, value in event.headers if name.lower() != b"connection"]
-                event = Response(stream_id=event.stream_id, status_code=event.status_code,
-                                 headers=[*headers, (b"connection", b"close")])
+                kept = [(name, value) for name, value in event.headers if name.lower() != b"connection"]
+                headers = [*kept, (b"connection", b"close")]
             else:
                 # How long the connection is kept idle, so that a client stops reusing it in time
                 # rather than send a request as it is closed (gpuplanectl's client reads it).
-                event = Response(stream_id=event.stream_id, status_code=event.status_code,
-                                 headers=[*event.headers, (b"keep-alive", self._keep_alive)])
+                headers = [*event.headers, (b"keep-alive", self._keep_alive)]
+            event = dataclasses.replace(event, headers=headers)
         await super().stream_send(event)
 
     @functools.cached_property

@@ -70,8 +70,7 @@ class MemoryNodeLink:
 
     async def report(self, node_id: str, status: JobStatus) -> None:
         await trio.lowlevel.checkpoint()
-        self.reports.append(status)
-        self._reported[0].send_nowait(status)
+        self.report_soon(node_id, status)
 
     def report_soon(self, node_id: str, status: JobStatus) -> bool:
         self.reports.append(status)

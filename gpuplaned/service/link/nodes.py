@@ -16,7 +16,6 @@ published to live followers goes out only after that commit, and only when appli
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -130,12 +129,12 @@ class _SaidOnCommit:
     """The answer to a report nobody waits on (``LocalNodeLink.report_soon``): what ``report``
     does after its commit (``said``), done by the store as it answers, with no task to wake."""
 
-    said: Callable[[job_rows.StatusOutcome, list[EventRow]], None]
+    said: Callable[[JobStatus, job_rows.StatusOutcome, list[EventRow]], None]
     status: JobStatus
 
     def resolve(self, value: tuple[job_rows.StatusOutcome, list[EventRow]]) -> None:
         try:
-            self.said(*value)
+            self.said(self.status, *value)
         except Exception:  # noqa: BLE001 - the store's loop must go on; the report is committed
             log.exception("after the %s report for %s attempt %d", self.status.status, self.status.job_id,
                           self.status.attempt)
@@ -177,7 +176,7 @@ class LocalNodeLink:
         """Queued as a lazy write (``Write.lazy``): a short job's start shares the transaction
         of its end instead of taking one of its own. Only a start comes this way."""
         assert status.status is NodeReport.RUNNING, status
-        said = _SaidOnCommit(functools.partial(self._said, status), status)
+        said = _SaidOnCommit(self._said, status)
         try:
             self._shared.supervisor.ports["store"].send_nowait(
                 Write(self._applying(node_id, status, None), said, small=True, lazy=True))
