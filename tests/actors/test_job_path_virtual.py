@@ -198,6 +198,23 @@ async def test_a_requests_submit_is_placed_with_its_insert_not_at_the_next_tick(
     assert recorded == [True]
 
 
+async def test_a_submit_returns_once_its_jobs_spawn_request_is_with_the_launcher(nursery, tmp_path, autojump_clock):
+    """The reply's own work (the job's view, its JSON, the send) waits for the job's start: a
+    submit to a free slot returns with the spawn request already written, not yielded the event
+    loop to (it was, half the time: trio runs the tasks a commit wakes in either order)."""
+    launcher = FakeLauncher(default=Script(runs_s=60.0))
+    server = await start(nursery, tmp_path, launcher)
+    await trio.sleep(0.1)  # the start's passes are done
+    for i in range(20):  # each order trio may pick
+        body = structure({"command": ["train", f"j{i}"], "cwd": str(tmp_path), "gpu": 1}, JobSubmit)
+        job = await jobs.submit(server, body)
+        assert [r.job_id for r in launcher.spawn_requests] == [job.id]
+        await server.cancel(job.id)
+        while (await server.job(job.id)).status != "CANCELLED":
+            await trio.sleep(0.1)
+        launcher.spawn_requests.clear()
+
+
 def transactions(statements: list[str]) -> list[list[str]]:
     """The statements the store ran, by transaction."""
     out: list[list[str]] = []

@@ -39,7 +39,13 @@ from gpuplaned.service.api import budgets, evaluations
 from gpuplaned.service.api.tokens import grants
 from gpuplaned.service.link.registry import NodeUnavailable, now_ms
 from gpuplaned.service.passes import resume
-from gpuplaned.service.passes.dispatch import change_queue, placement_of, util_rule_of, wake_scheduler
+from gpuplaned.service.passes.dispatch import (
+    change_queue,
+    let_dispatch_go_first,
+    placement_of,
+    util_rule_of,
+    wake_scheduler,
+)
 from gpuplaned.service.sealing import seal_env
 from gpuplaned.store import dependency_rows, event_rows, group_rows, job_rows, resume_rows
 from gpuplaned.store.event_rows import EventRow
@@ -93,7 +99,9 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
     # store takes writes in order), mostly into the same transaction, and places the job at
     # once when a slot is free.
     wake_scheduler(shared)
-    return await write(port, insert, small=True)
+    job = await write(port, insert, small=True)
+    await let_dispatch_go_first()  # the job's start before the reply's own work
+    return job
 
 
 async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None = None) -> SubmitPlan:
