@@ -17,6 +17,7 @@ Usage::
     .venv/bin/python bench/drain_bench.py --against HEAD~3                # 1 slot, 1,000 jobs, 4 pairs
     .venv/bin/python bench/drain_bench.py --against main --slots 2 --pairs 3
     .venv/bin/python bench/drain_bench.py --stop tbtail,ckptwatch,logs    # this checkout alone
+    .venv/bin/python bench/drain_bench.py --log-level warning             # without a job's log lines
     .venv/bin/python bench/drain_bench.py --root /tmp                     # the homes on disk (default tmpfs)
 
 Always exits 0 unless the arguments are wrong; daemons are stopped and the temp dir (and the
@@ -213,6 +214,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1000, help="queued jobs a drain (default 1000)")
     parser.add_argument("--pairs", type=int, default=4, help="runs of each (default 4)")
     parser.add_argument("--stop", default="", metavar="ACTOR,...", help="actors to stop before each drain")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                        help="the daemons' --log-level (default: theirs, info); warning drops a job's log lines")
     parser.add_argument("--one-by-one", action="store_true",
                         help="POST the jobs one at a time to free slots (a new connection each, as the CLI does), "
                              "measured from the first POST, instead of queueing them behind blockers")
@@ -230,7 +233,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.together and (not args.against or args.one_by_one):
         parser.error("--together drains a pair of queues: it needs --against, and not --one-by-one")
     args.quick = False
-    args.log_level = None
     return args
 
 
@@ -244,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                            "errors": []}
     trees: list[tuple[str, str | None]] = [("this checkout", None)]
     t_start = time.perf_counter()
-    dm = JobDaemons(args.python, root, None)
+    dm = JobDaemons(args.python, root, args.log_level)
     worktree: list[Path] = []
     with guarded_run(res, root, args.keep, t_start, "daemons", dm.stop_all,
                      lambda: [remove_checkout(t) for t in worktree]):
