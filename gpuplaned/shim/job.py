@@ -291,31 +291,32 @@ def _make_job_dir(job_dir: str) -> list[str]:
     """Create ``job_dir`` (0700; missing parents with the default mode).
 
     Returns the directories that gained an entry, deepest first (to be fsynced for the new
-    names to be durable); ``[]`` when ``job_dir`` existed.
+    names to be durable); ``[]`` when ``job_dir`` existed. One ``mkdir`` for each directory made
+    and one for each found missing: a first attempt's dir (its job's folder missing too) takes
+    three, a later attempt's one.
 
     Raises:
         OSError: it cannot be created, or exists and is not a directory.
     """
-    try:
-        os.mkdir(job_dir, 0o700)
-        return [os.path.dirname(job_dir)]
-    except FileExistsError:
-        if not os.path.isdir(job_dir):
-            raise NotADirectoryError(errno_mod.ENOTDIR, "exists and is not a directory",
-                                     job_dir) from None
-        return []
-    except FileNotFoundError:
-        pass
-    grown = []
-    path = job_dir
-    while True:
-        parent = os.path.dirname(path)
-        grown.append(parent)
-        if parent == path or os.path.isdir(parent):
-            break
-        path = parent
-    os.makedirs(job_dir, mode=0o700, exist_ok=True)
-    return grown
+    made: list[str] = []
+    missing = [job_dir]  # deepest first
+    while missing:
+        path = missing[-1]
+        try:
+            os.mkdir(path, 0o700 if path == job_dir else 0o777)
+        except FileNotFoundError:
+            parent = os.path.dirname(path)
+            if parent == path:
+                raise
+            missing.append(parent)
+            continue
+        except FileExistsError:  # job_dir was there, or a parent was made meanwhile (by another shim)
+            if not os.path.isdir(path):
+                raise NotADirectoryError(errno_mod.ENOTDIR, "exists and is not a directory", path) from None
+        else:
+            made.append(path)
+        missing.pop()
+    return [os.path.dirname(path) for path in reversed(made)]
 
 
 def _start_child(spec: Spec, out_fd: int, err_fd: int) -> tuple[int, float, float]:

@@ -126,6 +126,42 @@ def test_make_job_dir_names_the_directories_to_fsync(tmp_path):
     assert _make_job_dir(str(tmp_path / "a" / "d")) == [str(tmp_path / "a")]
 
 
+def test_make_job_dir_makes_a_first_attempts_dir_in_three_mkdirs(tmp_path, monkeypatch):
+    """The attempt's dir, found missing with its job's folder, then the folder and the dir: no
+    other look (it took seven system calls, four of them stat calls)."""
+    (tmp_path / "jobs").mkdir()
+    calls = []
+    real_mkdir, real_stat = os.mkdir, os.stat
+    monkeypatch.setattr(os, "mkdir", lambda path, mode=0o777: calls.append(("mkdir", path)) or real_mkdir(path, mode))
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: calls.append(("stat", path)) or real_stat(path, *a, **k))
+    attempt = str(tmp_path / "jobs" / "job_1" / "attempt-1")
+    assert _make_job_dir(attempt) == [str(tmp_path / "jobs" / "job_1"), str(tmp_path / "jobs")]
+    assert calls == [("mkdir", attempt), ("mkdir", str(tmp_path / "jobs" / "job_1")), ("mkdir", attempt)]
+    calls.clear()
+    assert _make_job_dir(str(tmp_path / "jobs" / "job_1" / "attempt-2")) == [str(tmp_path / "jobs" / "job_1")]
+    assert len(calls) == 1
+
+
+def test_make_job_dir_refuses_a_file_in_its_way_and_takes_a_parent_made_meanwhile(tmp_path, monkeypatch):
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        _make_job_dir(str(tmp_path / "plain"))
+    with pytest.raises(NotADirectoryError):
+        _make_job_dir(str(tmp_path / "plain" / "attempt-1"))
+    real_mkdir = os.mkdir
+    racer = tmp_path / "jobs" / "job_2"
+
+    def another_shim_first(path, mode=0o777):
+        if path == str(racer):
+            real_mkdir(path, mode)  # the other shim's, just before ours
+        real_mkdir(path, mode)
+
+    (tmp_path / "jobs").mkdir()
+    monkeypatch.setattr(os, "mkdir", another_shim_first)
+    assert _make_job_dir(str(racer / "attempt-1")) == [str(racer)]
+    assert (racer / "attempt-1").is_dir()
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
