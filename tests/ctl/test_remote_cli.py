@@ -337,6 +337,7 @@ def test_https_checks_the_certificate(tls_stand_in, monkeypatch):
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trust it, as one would a private CA
     with _client(server, scheme="https") as client:
         assert client.get("/api/v1/daemon") == {"state": "READY"}
+        assert client.post("/api/v1/jobs", {"n": 1}) == {"echo": {"n": 1}}  # head and body in one TLS write
         assert client.get("/api/v1/daemon") == {"state": "READY"}
         with closing(client.events("/api/v1/stream")) as events:
             assert [e.event for e in events] == ["stdout", "end"]
