@@ -77,26 +77,26 @@ class OneWriteConnection(http.client.HTTPConnection):
     has no body.
     """
 
-    _holding = False
+    _hold_next = False  # the next send is a request's head
     _head: bytes | None = None
 
     def request(self, method: str, url: str, body: Any = None, headers: Any = None, *,
                 encode_chunked: bool = False) -> None:
-        self._holding = True
+        self._hold_next = True
         try:
             super().request(method, url, body, headers or {}, encode_chunked=encode_chunked)
         finally:
-            self._holding = False
+            self._hold_next = False
             head, self._head = self._head, None
         if head is not None:  # no body followed
             super().send(head)
 
     def send(self, data: Any) -> None:
-        if self._holding and self._head is None:
-            self._head = bytes(data)
+        if self._hold_next:
+            self._hold_next, self._head = False, bytes(data)
             return
         head, self._head = self._head, None
-        super().send(head + bytes(data) if head is not None else data)
+        super().send(data if head is None else head + bytes(data))
 
 
 class OneWriteTlsConnection(OneWriteConnection, http.client.HTTPSConnection):

@@ -38,7 +38,7 @@ from gpuplaned.service import access
 from gpuplaned.service.api import budgets
 from gpuplaned.service.api.run_records import ranked_checkpoints
 from gpuplaned.service.link.registry import now_ms
-from gpuplaned.service.passes.dispatch import wake_scheduler
+from gpuplaned.service.passes.dispatch import insert_and_place, wake_scheduler
 from gpuplaned.store import checkpoint_rows, evaluation_rows, event_rows, job_rows, project_rows, run_rows
 from gpuplaned.store.connection import Connection
 from gpuplaned.store.evaluation_rows import ENDED
@@ -116,9 +116,7 @@ async def create(shared: ServerContext, checkpoint_id: str, body: EvaluationCrea
         _target(conn, checkpoint_id)  # deleted since the read: refused all the same
         return queue_in(conn, checkpoint_id, spec, body, now_ms(), caller)
 
-    port = access.store_port(shared, "evaluations")
-    wake_scheduler(shared)  # queued behind the insert, as a submit's pass is
-    job, evaluation = await write(port, insert, small=True)
+    job, evaluation = await insert_and_place(shared, access.store_port(shared, "evaluations"), insert)
     return EvaluationQueued(evaluation=evaluation, job=job)
 
 

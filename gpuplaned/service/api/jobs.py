@@ -41,7 +41,7 @@ from gpuplaned.service.link.registry import NodeUnavailable, now_ms
 from gpuplaned.service.passes import resume
 from gpuplaned.service.passes.dispatch import (
     change_queue,
-    let_dispatch_go_first,
+    insert_and_place,
     placement_of,
     util_rule_of,
     wake_scheduler,
@@ -94,14 +94,7 @@ async def submit(shared: ServerContext, body: JobSubmit, *, caller: Caller | Non
         assert job is not None
         return job
 
-    port = _store(shared)
-    # Woken just before the insert is queued: the scheduler's pass is queued behind it (the
-    # store takes writes in order), mostly into the same transaction, and places the job at
-    # once when a slot is free.
-    wake_scheduler(shared)
-    job = await write(port, insert, small=True)
-    await let_dispatch_go_first()  # the job's start before the reply's own work
-    return job
+    return await insert_and_place(shared, _store(shared), insert)
 
 
 async def plan(shared: ServerContext, body: JobSubmit, *, caller: Caller | None = None) -> SubmitPlan:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
@@ -34,7 +34,7 @@ from gpuplaned.service.link.registry import NodeRegistry, NodeUnavailable, now_m
 from gpuplaned.service.sealing import KEY_FILE, unseal_env
 from gpuplaned.store import group_rows, job_rows, sweep_rows
 from gpuplaned.store.connection import Connection
-from gpuplaned.store.writer import write
+from gpuplaned.store.writer import RequestPort, write
 
 if TYPE_CHECKING:
     from gpuplaned.service.context import Actors, Dispatching, ServerContext
@@ -68,17 +68,23 @@ def wake_scheduler(shared: Actors) -> None:
 DISPATCH_STEPS = 3
 
 
-async def let_dispatch_go_first() -> None:
-    """Yield the event loop for as many turns as a dispatch takes to reach the launcher.
+async def insert_and_place(shared: Actors, port: trio.MemorySendChannel[Any] | RequestPort,
+                           insert: Callable[[Connection], T]) -> T:
+    """Write a new job with ``insert`` and place it in the same transaction; ``insert``'s result.
 
-    For a request whose write carried a scheduling pass (a submit: ``wake_scheduler`` just before
-    its insert): trio runs the tasks a commit wakes in either order, so without this the reply's
-    own work (the job's view, JSON, Quart's and Hypercorn's send, ~1 ms of CPU) ran before the
-    job's start half the time, and again at each of the next two steps. Shielded: the write has
+    The scheduler is woken just before the insert is queued, so its pass is queued behind it
+    (the store takes writes in order) and mostly shares its transaction: a job submitted to a
+    free slot starts at once. Then the caller yields the event loop for the task steps that
+    dispatch takes to reach the launcher: trio runs the tasks a commit wakes in either order, so
+    the reply's own work (the job's view, JSON, Quart's and Hypercorn's send, ~1 ms of CPU) ran
+    before the job's start half the time at each step. The yields are shielded: the write has
     committed, and its caller gets its result whatever happens meanwhile.
     """
+    wake_scheduler(shared)
+    done = await write(port, insert, small=True)
     for _ in range(DISPATCH_STEPS):
         await trio.lowlevel.cancel_shielded_checkpoint()
+    return done
 
 
 async def change_queue(shared: ServerContext, apply: Callable[[Connection], T], *, small: bool = False) -> T:
