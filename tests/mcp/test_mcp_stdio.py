@@ -173,8 +173,11 @@ def test_a_cancelled_request_is_aborted_not_answered(shared):
             bridge.stdin.write(json.dumps(message).encode() + b"\n")
             bridge.stdin.flush()
 
+        # A poll no event ends: the finished job's RUN_STARTED and RUN_FINISHED come with the
+        # detector's next pass (every 10 s), and answered an unfiltered poll before the cancel.
         send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-              "params": {"name": "wait_for_events", "arguments": {"timeout_s": 45}, "_meta": meta}})
+              "params": {"name": "wait_for_events", "arguments": {"timeout_s": 45, "job_id": "job_0none"},
+                         "_meta": meta}})
         send({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": meta}})
         first = json.loads(bridge.stdout.readline())  # the poll is in flight by the time tools/list answers
         assert first["id"] == 8 and first["result"]["tools"]
