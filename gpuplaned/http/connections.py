@@ -50,7 +50,7 @@ import hypercorn.trio.run
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.events import Closed, RawData
-from hypercorn.protocol.events import Response
+from hypercorn.protocol.events import Response, StreamClosed
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import TCPServer
 
@@ -332,11 +332,50 @@ class _H11Protocol(H11Protocol):
                 # rather than send a request as it is closed (gpuplanectl's client reads it).
                 headers = [*event.headers, (b"keep-alive", self._keep_alive)]
             event = dataclasses.replace(event, headers=headers)
+        elif isinstance(event, StreamClosed) and self._held_head is not None:
+            # The app ended before its body (it failed): the client gets the head, as upstream
+            # sends it, then the connection closes on the body it lacks.
+            held, self._held_head = self._held_head, None
+            await self.send(RawData(data=held))
         await super().stream_send(event)
 
     @functools.cached_property
     def _keep_alive(self) -> bytes:
         return b"timeout=%d" % math.floor(self.config.keep_alive_timeout)
+
+    _held_head: bytes | None = None  # a sized reply's head, until its body's first bytes
+
+    async def _send_h11_event(self, event: Any) -> None:
+        """A reply with a sized body goes out as its head and that body in one write, as
+        ``OneWriteConnection`` sends a request: upstream writes the head and the body apart,
+        so the client woke for the head, then again for the body (and it took a write more).
+        Whatever is sent next carries a held head; a reply whose body is streamed (SSE: no
+        ``content-length``) or empty sends its head at once."""
+        held = self._held_head
+        if held is None and not (isinstance(event, h11.Response) and _sized(event.headers)):
+            await super()._send_h11_event(event)
+            return
+        self._held_head = None
+        try:
+            data = self.connection.send(event)
+        except h11.LocalProtocolError:
+            if held is not None:
+                await self.send(RawData(data=held))
+            if self.connection.their_state != h11.ERROR:
+                raise
+            return
+        if held is None:
+            self._held_head = data
+        else:
+            await self.send(RawData(data=held + data))
+
+
+def _sized(headers: Any) -> bool:
+    """A reply head names a body length above zero (h11 gives names lower-cased)."""
+    for name, value in headers:
+        if name == b"content-length":
+            return value != b"0"
+    return False
 
 
 def hypercorn_config(bind: str, limits: HttpLimits) -> HypercornConfig:

@@ -383,6 +383,62 @@ def test_streams_outlive_the_idle_timeout_and_end_on_shutdown(own_front):
             conn.close()
 
 
+@pytest.mark.parametrize("where", ["tcp", "unix"])
+def test_a_sized_reply_comes_in_one_write_and_a_stream_s_head_at_once(front, where):
+    """``_H11Protocol._send_h11_event``: a reply's head goes out with its body (upstream wrote
+    them apart, so a client's first read held the head alone and it woke again for the body);
+    an SSE stream, whose body has no length, sends its head before any event."""
+    with (front.connect() if where == "tcp" else Conn(str(front.daemon.socket_path))) as conn:
+        for _ in range(5):
+            conn.request("GET", "/api/v1/daemon", front.tokens["read"])
+            first = conn.sock.recv(65536)  # one write of a small reply: one read takes it all
+            raw_head, _, body = first.partition(b"\r\n\r\n")
+            length = int(re.search(rb"(?im)^content-length: *(\d+)", raw_head).group(1))
+            assert len(body) == length > 0, "the reply's head came without its body"
+            assert json.loads(body)["endpoints"]
+        conn.request("GET", "/api/v1/events/stream", front.tokens["read"])
+        status, headers = conn.head()
+        assert status == 200 and headers["content-type"].startswith("text/event-stream")
+
+
+async def test_a_held_head_goes_out_when_the_app_fails_before_its_body(tmp_path):
+    """An app that sent a sized reply's head and then failed: the client gets the head, then
+    the connection closes on the missing body, as upstream Hypercorn does; the head is not lost
+    with the body it waited for."""
+    import trio
+    from hypercorn.trio import serve
+
+    from gpuplaned.config import HttpLimits
+    from gpuplaned.http.connections import hypercorn_config
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"5")]})
+        raise RuntimeError("failed before its body")
+
+    path = tmp_path / "s.sock"
+    config = hypercorn_config(f"unix:{path}", HttpLimits())
+    config.errorlog = None
+    shutdown = trio.Event()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lambda task_status: serve(app, config, shutdown_trigger=shutdown.wait,
+                                                          task_status=task_status))
+            stream = await trio.open_unix_socket(str(path))
+            await stream.send_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            received = b""
+            while chunk := await stream.receive_some(65536):
+                received += chunk
+            await stream.aclose()
+            shutdown.set()
+    assert received.startswith(b"HTTP/1.1 200") and received.endswith(b"\r\n\r\n")
+    assert b"content-length: 5" in received.lower()
+
+
 # --- early refusals, Allow, h2c ------------------------------------------------------------------------
 
 

@@ -88,7 +88,8 @@ def admit(conn: Connection, caller: Caller | None, spec: JobSpec) -> str | None:
     Raises:
         ApiError: ``forbidden`` as ``check``; nothing is written then.
     """
-    check(conn, caller, facts(spec))
+    if limited(caller):  # what the limits read (a realpath: a syscall a path part) only for them
+        check(conn, caller, facts(spec))
     return caller.token_id if caller is not None else None
 
 
