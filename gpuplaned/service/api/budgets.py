@@ -24,7 +24,7 @@ import attrs
 from gpuplaned.domain import gpu_budget
 from gpuplaned.domain.gpu_budget import SubmitFacts, Usage
 from gpuplaned.protocol.errors import ApiError, ErrorCode
-from gpuplaned.protocol.job_wire import JobSpec
+from gpuplaned.protocol.job_wire import Job, JobSpec
 from gpuplaned.protocol.token_limits import TokenLimits
 from gpuplaned.service.link.registry import now_ms
 from gpuplaned.store import budget_rows, job_rows, run_rows, token_rows
@@ -93,9 +93,10 @@ def admit(conn: Connection, caller: Caller | None, spec: JobSpec) -> str | None:
     return caller.token_id if caller is not None else None
 
 
-def facts(spec: JobSpec) -> SubmitFacts:
-    """What the limits read of a job; its directory with symlinks and ``..`` resolved."""
-    return SubmitFacts(spec.gpu, spec.node, os.path.realpath(spec.cwd), spec.timeout_s)
+def facts(job: JobSpec | Job) -> SubmitFacts:
+    """What the limits read of a job to queue, or of an ended one to queue again (a retry); its
+    directory with symlinks and ``..`` resolved."""
+    return SubmitFacts(job.gpu, job.node, os.path.realpath(job.cwd or "/"), job.timeout_s)
 
 
 def usage(conn: Connection, token_id: str, limits: TokenLimits) -> Usage:

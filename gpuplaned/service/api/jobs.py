@@ -15,7 +15,6 @@ shown by name only, to every caller.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,6 @@ import attrs
 import trio
 
 from gpuplaned.domain import gpu_budget, queue
-from gpuplaned.domain.gpu_budget import SubmitFacts
 from gpuplaned.domain.scheduling import waiting_reason
 from gpuplaned.domain.secret_values import looks_secret, mask_url_passwords
 from gpuplaned.home import attempt_dir
@@ -219,8 +217,7 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
         if budgets.limited(caller):
             ended = job_rows.get_job(conn, job_id)
             if ended is not None and ended.status in RETRYABLE:  # else retry_job says why not
-                budgets.check(conn, caller, SubmitFacts(ended.gpu, ended.node, os.path.realpath(ended.cwd),
-                                                        ended.timeout_s))
+                budgets.check(conn, caller, budgets.facts(ended))
         if point is not None:
             current = resume_rows.resume_point(conn, point.checkpoint_id)
             if current is None or current.deleted_at is not None:  # deleted since it was chosen

@@ -19,7 +19,6 @@ A token with limits sees and acts on its own sweeps only (403 for another's, not
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,7 +26,6 @@ import trio
 
 from gpuplaned.domain import gpu_budget
 from gpuplaned.domain import sweeps as plan
-from gpuplaned.domain.gpu_budget import SubmitFacts
 from gpuplaned.protocol.agent import Cancel, SweepThrottle
 from gpuplaned.protocol.batch_wire import BatchRefusal
 from gpuplaned.protocol.converter import structure, unstructure
@@ -452,8 +450,7 @@ async def retry_failed(shared: ServerContext, sweep_id: str, *, caller: Caller |
             if budgets.limited(caller):
                 ended = job_rows.get_job(conn, job_id)
                 assert ended is not None
-                budgets.check(conn, caller, SubmitFacts(ended.gpu, ended.node, os.path.realpath(ended.cwd or "/"),
-                                                        ended.timeout_s))
+                budgets.check(conn, caller, budgets.facts(ended))
             job_rows.retry_job(conn, job_id, asked_ms=asked)
         return _view(conn, sweep_rows.require(conn, sweep_id))
 
