@@ -316,6 +316,8 @@ class _TCPServer(TCPServer):
 
 
 class _H11Protocol(H11Protocol):
+    _held_head: bytes | None = None  # a sized reply's head, until its body's first bytes (``_send_h11_event``)
+
     async def _check_protocol(self, event: h11.Request) -> None:
         """Serve every request as HTTP/1.1: ``Upgrade: h2c`` is ignored (RFC 9110 lets a server),
         and a client that assumes HTTP/2 gets an HTTP/1.1 error for its ``PRI`` preface."""
@@ -332,18 +334,20 @@ class _H11Protocol(H11Protocol):
                 # rather than send a request as it is closed (gpuplanectl's client reads it).
                 headers = [*event.headers, (b"keep-alive", self._keep_alive)]
             event = dataclasses.replace(event, headers=headers)
-        elif isinstance(event, StreamClosed) and self._held_head is not None:
-            # The app ended before its body (it failed): the client gets the head, as upstream
-            # sends it, then the connection closes on the body it lacks.
-            held, self._held_head = self._held_head, None
-            await self.send(RawData(data=held))
+        elif isinstance(event, StreamClosed):
+            # A head still held: the app ended before its body (it failed). The client gets the
+            # head, as upstream sends it, then the connection closes on the body it lacks.
+            await self._send_held_head()
         await super().stream_send(event)
+
+    async def _send_held_head(self) -> None:
+        held, self._held_head = self._held_head, None
+        if held is not None:
+            await self.send(RawData(data=held))
 
     @functools.cached_property
     def _keep_alive(self) -> bytes:
         return b"timeout=%d" % math.floor(self.config.keep_alive_timeout)
-
-    _held_head: bytes | None = None  # a sized reply's head, until its body's first bytes
 
     async def _send_h11_event(self, event: Any) -> None:
         """A reply with a sized body goes out as its head and that body in one write, as
@@ -351,23 +355,21 @@ class _H11Protocol(H11Protocol):
         so the client woke for the head, then again for the body (and it took a write more).
         Whatever is sent next carries a held head; a reply whose body is streamed (SSE: no
         ``content-length``) or empty sends its head at once."""
-        held = self._held_head
-        if held is None and not (isinstance(event, h11.Response) and _sized(event.headers)):
+        if self._held_head is None and not (isinstance(event, h11.Response) and _sized(event.headers)):
             await super()._send_h11_event(event)
             return
-        self._held_head = None
         try:
             data = self.connection.send(event)
         except h11.LocalProtocolError:
-            if held is not None:
-                await self.send(RawData(data=held))
+            await self._send_held_head()
             if self.connection.their_state != h11.ERROR:
                 raise
             return
-        if held is None:
+        if self._held_head is None:
             self._held_head = data
         else:
-            await self.send(RawData(data=held + data))
+            self._held_head += data
+            await self._send_held_head()
 
 
 def _sized(headers: Any) -> bool:
