@@ -15,11 +15,13 @@ from helpers import jobs_with_front, wait_for
 pytestmark = pytest.mark.e2e
 
 SWEEPS = "/api/v1/sweeps"
-# Writes its argv and its GPUPLANE_SWEEP_* env to a file named after the trial.
+# Writes its argv and its GPUPLANE_SWEEP_* env to a file named after the trial: whole, by a
+# rename (``seen`` reads it once it exists; written in place, it could be read still empty).
 REPORT = ("import json, os, sys; "
           "env = {k: v for k, v in os.environ.items() if k.startswith('GPUPLANE_SWEEP_')}; "
-          "open('seen-' + env['GPUPLANE_SWEEP_ID'] + '-' + env['GPUPLANE_SWEEP_TRIAL'], 'w')"
-          ".write(json.dumps({'argv': sys.argv[1:], 'env': env}))")
+          "name = 'seen-' + env['GPUPLANE_SWEEP_ID'] + '-' + env['GPUPLANE_SWEEP_TRIAL']; "
+          "open(name + '.part', 'w').write(json.dumps({'argv': sys.argv[1:], 'env': env})); "
+          "os.replace(name + '.part', name)")
 
 
 @pytest.fixture(scope="module")
