@@ -66,7 +66,6 @@ from gpuplaned.protocol.agent import (
 )
 from gpuplaned.protocol.evaluation_wire import EVAL_RESULT_VAR
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.backends.slurm import open_slurm_backend
 from gpuplaned.slurm.commands import SlurmCli
 
 log = logging.getLogger("gpuplaned.runner")
@@ -172,6 +171,9 @@ async def run(ctx: ActorContext[NodeContext], *, task_status: trio.TaskStatus[Ru
         hello = Hello(cfg.node.name, gpuplaned.__version__, (), cfg.node.labels, cfg.node.max_cpu_jobs, "slurm",
                       host_facts("GPUs are placed by Slurm"), runner="slurm", pooled=pooled,
                       sdk_server=cfg.slurm.server_url)
+        # Imported here: a node that runs its jobs itself never loads it (~40 ms of every start).
+        from gpuplaned.backends.slurm import open_slurm_backend
+
         backend_cm = open_slurm_backend(cfg, shared.conditions, blocking, slurm_cli)
     else:
         inv = await blocking(inventory, cfg.node.gpus)

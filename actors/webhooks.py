@@ -15,26 +15,31 @@ given up (counted in ``GET /api/v1/webhooks``). Sent and given-up rows are prune
 ``KEEP_DONE_MS``.
 Restart: permanent. Delivery is at least once: a notification whose POST was cut short by a
 stop or crash is sent again (receivers dedupe on ``X-GPUPlane-Delivery``).
-Ready: once its client exists; ``started()`` passes a ``WebhooksHandle``.
+Ready: once the rows from before sealed URLs are sealed; ``started()`` passes a
+``WebhooksHandle``. Its HTTP client is made at the first notification to send.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import attrs
-import httpx
 import trio
 
 from gpuplaned.domain.webhooks import MAX_ATTEMPTS, retry_delay_s
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.service.api.webhooks import SEND_TIMEOUT_S, seal_legacy_urls, send
+from gpuplaned.service.api.webhooks import http_client, seal_legacy_urls, send
 from gpuplaned.service.context import ServerContext
 from gpuplaned.service.link.registry import now_ms
 from gpuplaned.store import webhook_rows
 from gpuplaned.store.webhook_rows import Pending
 from gpuplaned.store.writer import write
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("gpuplaned.webhooks")
 
@@ -70,8 +75,8 @@ class WebhooksHandle:
 async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[WebhooksHandle] = trio.TASK_STATUS_IGNORED) -> None:
     shared = ctx.shared
     handle = WebhooksHandle()
-    async with httpx.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False) as client, \
-            trio.open_nursery() as nursery:
+    async with contextlib.AsyncExitStack() as closing, trio.open_nursery() as nursery:
+        client = _Client(closing)
         nursery.start_soon(_wake_on_events, shared, handle)
         await seal_legacy_urls(shared)  # rows from before URLs were sealed (migration 0021)
         task_status.started(handle)
@@ -94,19 +99,33 @@ async def run(ctx: ActorContext[ServerContext], *, task_status: trio.TaskStatus[
                 await handle.wake.wait()
 
 
+class _Client:
+    """The HTTP client, made when the first notification is sent (``http_client``) and closed
+    with the actor."""
+
+    def __init__(self, closing: contextlib.AsyncExitStack) -> None:
+        self._closing = closing
+        self._client: httpx.AsyncClient | None = None
+
+    async def get(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = await self._closing.enter_async_context(http_client())
+        return self._client
+
+
 async def _wake_on_events(shared: ServerContext, handle: WebhooksHandle) -> None:
     async with shared.event_feed.subscribe(maxlen=64) as events:
         async for _ in events:  # a Lagged marker wakes too: the outbox is the record, not the feed
             handle.poke()
 
 
-async def _deliver(ctx: ActorContext[ServerContext], client: httpx.AsyncClient, handle: WebhooksHandle,
+async def _deliver(ctx: ActorContext[ServerContext], client: _Client, handle: WebhooksHandle,
                    webhook_id: str, queue: list[Pending]) -> None:
     home = ctx.shared.config.home
     store = ctx.ports["store"]
     try:
         for item in queue:
-            status, error = await send(client, home, item.webhook, item.event)
+            status, error = await send(await client.get(), home, item.webhook, item.event)
             now = now_ms()
             if error is None:
                 await write(store, lambda conn: webhook_rows.mark_delivered(conn, item.outbox_id, now), small=True)

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
-import httpx
 
 from gpuplaned.domain import webhooks as formats
 from gpuplaned.domain.event_types import EVENT_TYPES
@@ -45,6 +44,8 @@ from gpuplaned.store.writer import write
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import httpx
 
     from gpuplaned.service.context import ServerContext
 
@@ -139,7 +140,7 @@ async def test_webhook(shared: ServerContext, webhook_id: str) -> WebhookTested:
     row = await _get(shared, webhook_id)
     event = EventRow(new_id("ev"), now_ms(), TEST_EVENT, "info", None, None, None, None,
                      f"a test notification from GPUPlane for webhook {row.id}", {})
-    async with httpx.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False) as client:
+    async with http_client() as client:
         status, error = await send(client, shared.config.home, row, event)
     return WebhookTested(result=WebhookTestResult(error is None, status, error))
 
@@ -160,8 +161,19 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{netloc}/***" if hidden else f"{parts.scheme}://{netloc}/"
 
 
+def http_client() -> httpx.AsyncClient:
+    """The client notifications go out with. httpx is imported here, at the first one to send:
+    a daemon with no webhook never loads it (~85 ms of every start, most of it the command-line
+    client that httpx's package imports whenever rich and click are installed)."""
+    import httpx
+
+    return httpx.AsyncClient(timeout=SEND_TIMEOUT_S, follow_redirects=False)
+
+
 async def send(client: httpx.AsyncClient, home: Path, webhook: WebhookRow, event: EventRow) -> tuple[int | None, str | None]:
     """POST one notification: ``(status, None)`` on a 2xx, else ``(status or None, why)``."""
+    import httpx  # loaded by ``http_client`` already: a lookup
+
     out = formats.render(webhook.format, to_json(event), secret=unseal(home, webhook.sealed_secret), now_ms=now_ms())
     try:
         url = unseal(home, webhook.sealed_url) or webhook.url  # a row not sealed yet holds the URL itself
