@@ -77,7 +77,7 @@ class PrintableFormatter(logging.Formatter):
 
 def _setup_logging(level: str) -> None:
     # The daemon's lines name no source line, thread or process: the logging HOWTO's
-    # "Optimization" switches leave them uncollected, ~5.6 of ~30 us a line (a job has three).
+    # "Optimization" switches leave them uncollected, ~5.6 of ~30 us a line (a job writes five).
     logging._srcfile = None  # type: ignore[attr-defined]  # no sys._getframe() walk a record
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
