@@ -88,8 +88,7 @@ def admit(conn: Connection, caller: Caller | None, spec: JobSpec) -> str | None:
     Raises:
         ApiError: ``forbidden`` as ``check``; nothing is written then.
     """
-    if limited(caller):  # what the limits read (a realpath: a syscall a path part) only for them
-        check(conn, caller, facts(spec))
+    check(conn, caller, spec)
     return caller.token_id if caller is not None else None
 
 
@@ -117,14 +116,17 @@ def refusals(conn: Connection, caller: Caller, job: SubmitFacts) -> tuple[list[g
     return gpu_budget.check_submit(caller.limits, job, used, token=token_name(caller)), used
 
 
-def check(conn: Connection, caller: Caller | None, job: SubmitFacts) -> None:
-    """Raises:
+def check(conn: Connection, caller: Caller | None, job: JobSpec | Job) -> None:
+    """``job`` (one to queue, or an ended one to queue again) against a limited caller's limits
+    and budget; its ``facts`` (a realpath: a syscall a path part) are read only for such a caller.
+
+    Raises:
         ApiError: ``forbidden`` for the first limit the job breaks (all of them in ``details.refusals``).
     """
     if not limited(caller):
         return
     assert caller is not None
-    found, _ = refusals(conn, caller, job)
+    found, _ = refusals(conn, caller, facts(job))
     if found:
         first = found[0]
         raise ApiError(ErrorCode.FORBIDDEN, first.message,

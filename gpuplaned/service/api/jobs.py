@@ -217,7 +217,7 @@ async def retry(shared: ServerContext, job_id: str, body: RetryBody | None = Non
         if budgets.limited(caller):
             ended = job_rows.get_job(conn, job_id)
             if ended is not None and ended.status in RETRYABLE:  # else retry_job says why not
-                budgets.check(conn, caller, budgets.facts(ended))
+                budgets.check(conn, caller, ended)
         if point is not None:
             current = resume_rows.resume_point(conn, point.checkpoint_id)
             if current is None or current.deleted_at is not None:  # deleted since it was chosen

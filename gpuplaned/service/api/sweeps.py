@@ -450,7 +450,7 @@ async def retry_failed(shared: ServerContext, sweep_id: str, *, caller: Caller |
             if budgets.limited(caller):
                 ended = job_rows.get_job(conn, job_id)
                 assert ended is not None
-                budgets.check(conn, caller, budgets.facts(ended))
+                budgets.check(conn, caller, ended)
             job_rows.retry_job(conn, job_id, asked_ms=asked)
         return _view(conn, sweep_rows.require(conn, sweep_id))
 
