@@ -2,8 +2,8 @@
 // only while that stream is down. The run's job logs a burst of points each time this script
 // makes a file burst-<n> in GPUPLANE_UI_BURST_DIR, and nothing between bursts. Counted are the
 // page's chart requests (GET /runs/{id}/metrics, POST /runs/metrics/query):
-//   quiet:  the stream is up and nothing is logged for QUIET_MS (more than two polling periods):
-//           no chart request at all;
+//   quiet:  the stream is up, its "ready" caught up, and nothing is logged for QUIET_MS (more
+//           than two polling periods): no chart request at all;
 //   pushed: a burst: the chart gains its points, fetched after the stream announced them;
 //   down:   the stream refused (the tab hidden and shown again, its reconnects aborted): the
 //           chart polls, and gains the next burst's points that way;
@@ -34,9 +34,13 @@ await main("push", 90_000, async (result) => {
   const chart = [];
   const streams = [];
   const summaries = [];
+  const chartUnanswered = new Set();
   browser.context.on("request", (r) => {
     const path = new URL(r.url()).pathname;
-    if (CHART_REQUEST.test(path)) chart.push(performance.now());
+    if (CHART_REQUEST.test(path)) {
+      chart.push(performance.now());
+      chartUnanswered.add(r);
+    }
     if (STREAM.test(path)) streams.push(performance.now());
     if (SUMMARY.test(path)) summaries.push(performance.now());
   });
@@ -45,11 +49,20 @@ await main("push", 90_000, async (result) => {
   browser.context.on("response", (r) => {
     if (STREAM.test(new URL(r.url()).pathname) && r.status() === 200) opens.push(performance.now());
   });
+  for (const done of ["requestfinished", "requestfailed"]) browser.context.on(done, (r) => chartUnanswered.delete(r));
   const points = () => page.evaluate(() => Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0));
   const grows = (before, timeout) => page.waitForFunction((n) =>
     Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0) > n, before, { timeout });
   const since = (t) => chart.filter((at) => at >= t).length;
   const summariesSince = (t) => summaries.filter((at) => at >= t).length;
+  // A stream's "ready" brings the chart up to date with a request of its own, asked only once
+  // the stream is open (the page's first requests were asked before it answered). A span that
+  // counts requests starts once that one, and every other chart request, has been answered.
+  const caughtUp = async (tOpen, alsoSummary) => {
+    await until(() => since(tOpen) > 0 && chartUnanswered.size === 0 && (!alsoSummary || summariesSince(tOpen) > 0),
+      10_000);
+    await page.waitForTimeout(200);
+  };
   let bursts = 0;
   const burst = () => writeFileSync(join(burstDir, `burst-${++bursts}`), "");
 
@@ -59,6 +72,8 @@ await main("push", 90_000, async (result) => {
   await opened;
   await grows(0, 15_000);
   await page.waitForFunction(() => document.querySelectorAll('[aria-busy="true"], .chart-skeleton').length === 0);
+  await until(() => opens.length > 0, 5000);
+  await caughtUp(opens[0] ?? performance.now(), false);
 
   result.at = "quiet";
   let t = performance.now();
@@ -105,8 +120,7 @@ await main("push", 90_000, async (result) => {
   const tOpen = opens[opensBefore] ?? performance.now();
   // Its "ready" brings the chart up to date, and the headline's polling stops with one last
   // fetch: one request each, at once. Then nothing.
-  await until(() => since(tOpen) > 0 && summariesSince(tOpen) > 0, 10_000);
-  await page.waitForTimeout(200);
+  await caughtUp(tOpen, true);
   t = performance.now();
   await page.waitForTimeout(BACK_MS);
   result.back = { ms: BACK_MS, chart_requests: since(t), summary_requests: summariesSince(t) };
