@@ -34,18 +34,39 @@ await main("push-pages", 110_000, async (result) => {
   const asked = new Map(); // pattern -> times
   const patterns = [NODE_STREAM, NODE_METRICS, RUNS_STREAM, RUN_STREAM, CHART, SUMMARY];
   for (const p of patterns) asked.set(p, []);
+  const unanswered = new Set(); // counted requests not answered yet
+  const answered = new Map(); // stream pattern -> when each of its 200s came
+  for (const p of patterns) answered.set(p, []);
   browser.context.on("request", (r) => {
     const path = new URL(r.url()).pathname;
-    for (const p of patterns) if (p.test(path)) asked.get(p).push(performance.now());
+    for (const p of patterns) if (p.test(path)) {
+      asked.get(p).push(performance.now());
+      unanswered.add(r);
+    }
+  });
+  for (const done of ["requestfinished", "requestfailed"]) browser.context.on(done, (r) => unanswered.delete(r));
+  browser.context.on("response", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (r.status() === 200) for (const p of patterns) if (p.test(path)) answered.get(p).push(performance.now());
   });
   const since = (p, t) => asked.get(p).filter((at) => at >= t).length;
+  const lastOpened = (stream) => answered.get(stream).at(-1) ?? performance.now();
+  // A stream that opens brings its page up to date: `n` requests of `counted`, asked only once it
+  // answered (a run's "ready", the node's readings it missed; none when a run stream resumes
+  // where it was and nothing was logged meanwhile). A span that counts requests starts once
+  // those, and every other one counted, have been answered (an open stream never is).
+  const caughtUp = async (tOpen, counted, n) => {
+    const streaming = (r) => [NODE_STREAM, RUNS_STREAM, RUN_STREAM].some((p) => p.test(new URL(r.url()).pathname));
+    await until(() => counted.every((p) => since(p, tOpen) >= n) && [...unanswered].every(streaming), 10_000);
+    await page.waitForTimeout(500);
+  };
   const opened = (p) => page.waitForResponse((r) => p.test(new URL(r.url()).pathname) && r.status() === 200,
     { timeout: 30_000 });
   const problemsFrom = watch.problems.length;
   const refused = [];
 
   /** Refuse the stream, hide and show the tab (it reconnects, refused), let it through again. */
-  async function downAndBack(stream, counted, pollMs, name) {
+  async function downAndBack(stream, counted, pollMs, name, catchUp) {
     const pattern = (u) => stream.test(u.pathname);
     const from = watch.problems.length;
     await page.route(pattern, (route) => route.abort("connectionrefused"));
@@ -60,7 +81,7 @@ await main("push-pages", 110_000, async (result) => {
     await page.unroute(pattern);
     await back;
     refused.push([from, watch.problems.length]);
-    await page.waitForTimeout(500); // the catch-up after it reopened
+    await caughtUp(lastOpened(stream), counted, catchUp);
     t = performance.now();
     await page.waitForTimeout(pollMs + 1000);
     const after = Object.fromEntries(counted.map((p) => [p.source, since(p, t)]));
@@ -79,7 +100,7 @@ await main("push-pages", 110_000, async (result) => {
   result.node = { quiet: { ms: Math.round(performance.now() - t), metrics_requests: since(NODE_METRICS, t) } };
   check(result, result.node.quiet.metrics_requests === 0,
     `the node's charts asked ${result.node.quiet.metrics_requests} times with their stream up`);
-  Object.assign(result.node, await downAndBack(NODE_STREAM, [NODE_METRICS], NODE_POLL_MS, "the node's charts"));
+  Object.assign(result.node, await downAndBack(NODE_STREAM, [NODE_METRICS], NODE_POLL_MS, "the node's charts", 1));
   await screenshot(page, "push-node");
 
   result.at = "Compare";
@@ -93,7 +114,7 @@ await main("push-pages", 110_000, async (result) => {
   await page.waitForFunction(() => Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0) > 0,
     null, { timeout: 15_000 });
   await page.waitForFunction(() => document.querySelectorAll('[aria-busy="true"], .chart-skeleton').length === 0);
-  await page.waitForTimeout(500);
+  await caughtUp(lastOpened(RUNS_STREAM), [CHART], runIds.length);
   result.compare = { streams: { several: asked.get(RUNS_STREAM).length - before.runs, one_run: asked.get(RUN_STREAM).length - before.run } };
   check(result, result.compare.streams.several === 1 && result.compare.streams.one_run === 0,
     `Compare's two live runs did not share one stream: ${JSON.stringify(result.compare.streams)}`);
@@ -112,7 +133,7 @@ await main("push-pages", 110_000, async (result) => {
   result.compare.pushed = { before: was, after: await points(), chart_requests: since(CHART, t), summary_requests: since(SUMMARY, t) };
   check(result, result.compare.pushed.summary_requests >= 2, `Compare's summaries did not follow the pushed points: ${JSON.stringify(result.compare.pushed)}`);
   await page.waitForTimeout(3500); // the summaries' throttle lets its last one go
-  Object.assign(result.compare, await downAndBack(RUNS_STREAM, [CHART], CHART_POLL_MS, "Compare's charts"));
+  Object.assign(result.compare, await downAndBack(RUNS_STREAM, [CHART], CHART_POLL_MS, "Compare's charts", 0));
   await screenshot(page, "push-compare");
 
   delete result.at;
