@@ -29,9 +29,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
-import numpy as np
+
+# numpy is imported in the functions that use it, at the first event file decoded: a daemon's
+# start does not load it (~0.1 s).
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Columns", "EventDecoder", "WireError"]
 
@@ -79,6 +84,8 @@ class Columns:
 
     @classmethod
     def concat(cls, parts: Iterable[Columns]) -> Columns:
+        import numpy as np
+
         parts = list(parts)
         if len(parts) == 1:
             return parts[0]
@@ -218,6 +225,8 @@ class EventDecoder:
         """The scalars of the records at ``starts``/``lengths`` in ``buf``, per tag, in
         record order. A malformed record is skipped (it passed its CRC: the writer wrote
         it so, and no later pass would read it differently)."""
+        import numpy as np
+
         out: dict[str, list[tuple[np.ndarray, Columns]]] = {}
         if not starts:
             return {}
@@ -240,6 +249,8 @@ class EventDecoder:
         return {tag: _ordered(parts) for tag, parts in out.items()}
 
     def _one_by_one(self, buf, st, ln, idx, out) -> None:
+        import numpy as np
+
         for i in idx:
             s = int(st[i])
             try:
@@ -255,6 +266,8 @@ class EventDecoder:
         pass over what is left per shape (records of one length are mostly few shapes: a
         tag each). Shapes that match almost nothing mean records that differ throughout
         (text, small images): after a few, the rest are parsed one by one."""
+        import numpy as np
+
         rows = raw[st[idx][:, None] + np.arange(length)]
         misses = 0
         for _ in range(_MAX_SHAPES):
@@ -277,6 +290,8 @@ class EventDecoder:
 
     @staticmethod
     def _emit(rows: np.ndarray, idx: np.ndarray, shape: Shape, out) -> None:
+        import numpy as np
+
         steps = np.zeros(len(idx), np.int64)
         walls = np.zeros(len(idx), np.float64)
         for span in shape.spans:
@@ -303,6 +318,8 @@ def _metadata(b: bytes, p: int, end: int) -> tuple[str, int]:
 
 def _tensor_scalar(b: bytes, p: int, end: int) -> tuple[Span, float] | None:
     """The one value of a one-element numeric TensorProto, with its span; else None."""
+    import numpy as np
+
     dtype = 0
     elements = 1
     content: tuple[int, int] | None = None
@@ -350,6 +367,8 @@ def _tensor_scalar(b: bytes, p: int, end: int) -> tuple[Span, float] | None:
 
 
 def _varint_number(value: int, kind: str) -> float:
+    import numpy as np
+
     if kind == "half":
         return float(np.array([value & 0xFFFF], np.uint16).view(np.float16)[0])
     return float(_signed(value))
@@ -358,6 +377,8 @@ def _varint_number(value: int, kind: str) -> float:
 def _matching(rows: np.ndarray, spans: tuple[Span, ...]) -> np.ndarray:
     """Which rows have the first row's shape: the same bytes outside its spans, and
     varints of the same widths."""
+    import numpy as np
+
     fixed = np.ones(rows.shape[1], bool)
     for span in spans:
         fixed[span.offset:span.offset + span.width] = False
@@ -372,6 +393,8 @@ def _matching(rows: np.ndarray, spans: tuple[Span, ...]) -> np.ndarray:
 
 
 def _read(rows: np.ndarray, span: Span) -> np.ndarray:
+    import numpy as np
+
     o, w = span.offset, span.width
     if span.kind in ("varint", "half"):
         x = np.zeros(len(rows), np.uint64)
@@ -384,6 +407,8 @@ def _read(rows: np.ndarray, span: Span) -> np.ndarray:
 
 
 def _ordered(parts: list[tuple[np.ndarray, Columns]]) -> Columns:
+    import numpy as np
+
     if len(parts) == 1:
         return parts[0][1]
     idx = np.concatenate([i for i, _ in parts])

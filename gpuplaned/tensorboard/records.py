@@ -23,7 +23,6 @@ import struct
 
 import attrs
 import google_crc32c
-import numpy as np
 
 __all__ = ["HEADER", "FOOTER", "MAX_RECORD", "BadRecord", "Frames", "masked_crc32c", "scan", "find_header", "frame"]
 
@@ -137,6 +136,8 @@ def scan(buf: bytes, start: int = 0, known: dict[bytes, int] | None = None) -> F
 
 def _first_bad_data(buf: bytes, datas: list[bytes], starts: list[int], lengths: list[int]) -> int | None:
     """Index of the first record whose data CRC is wrong, or None; computed for all at once."""
+    import numpy as np  # at the first records read, not at a daemon's start (~0.1 s)
+
     got = np.fromiter(map(_crc, datas), np.uint32, len(datas))
     got = ((got >> np.uint32(15)) | (got << np.uint32(17))) + np.uint32(_MASK_DELTA)
     ends = np.asarray(starts, np.int64) + np.asarray(lengths, np.int64)

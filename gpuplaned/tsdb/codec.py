@@ -17,8 +17,6 @@ from array import array
 from itertools import accumulate
 from operator import sub
 
-import numpy
-
 PLAIN = 0
 PACKED = 1
 DEFLATED = 2  # deflated without byte planes: small blobs read often, where un-planing costs more than it saves
@@ -93,6 +91,8 @@ def _undelta(deltas: array) -> array:
     deltas were taken from int64 values, so every prefix sum is one of those values."""
     if deltas.typecode != "q":
         return array(deltas.typecode, accumulate(deltas))
+    import numpy  # here, as in the two below: only packed chunks need it, and a daemon starts without it (~0.1 s)
+
     out = array("q")
     out.frombytes(numpy.cumsum(numpy.frombuffer(deltas, dtype=numpy.int64)).tobytes())
     return out
@@ -100,9 +100,13 @@ def _undelta(deltas: array) -> array:
 
 def _planes(raw: bytes) -> bytes:
     """Byte i of every value together, for i in 0..7 (a transpose of the n x 8 bytes)."""
+    import numpy
+
     return numpy.frombuffer(raw, dtype=numpy.uint8).reshape(len(raw) // 8, 8).T.tobytes()
 
 
 def _unplanes(raw: memoryview) -> bytes:
     """The byte planes put back in place: plane i holds byte i of every value (a transpose)."""
+    import numpy
+
     return numpy.frombuffer(raw, dtype=numpy.uint8).reshape(8, len(raw) // 8).T.tobytes()

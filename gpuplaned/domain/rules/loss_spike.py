@@ -48,10 +48,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from statistics import median
+from typing import TYPE_CHECKING
 
 import attrs
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
+
+# numpy is imported in the functions that use it: only a batch of VECTOR_MIN values or more
+# needs it, and a daemon's start does not load it (~0.1 s).
+if TYPE_CHECKING:
+    import numpy as np
 
 WINDOW = 64  # the rolling window's finite values
 MIN_WINDOW = 20  # no spike before this many are known
@@ -96,6 +100,8 @@ def climbing(levels: Sequence[Sequence[float]], policy: SpikePolicy) -> bool:
 def levels(values: np.ndarray, ends: Sequence[int], size: int) -> list[tuple[float, float]]:
     """``(median, MAD)`` of ``values[k + 1 - size:k + 1]`` for each ``k`` in ``ends`` (each
     ``>= size - 1``), all at once (a big batch samples hundreds); ``values``: ``floats``'."""
+    import numpy as np
+
     rows = values[np.asarray(ends)[:, None] - size + 1 + np.arange(size)]
     a, b = (size - 1) // 2, size // 2  # the median's ranks, as ``statistics.median`` takes them
     mids = _rank_mean(np.partition(rows, sorted({a, b}), axis=1), a, b)
@@ -130,6 +136,8 @@ def judge(window: Sequence[float], value: float, mads: float) -> tuple[float, fl
 def floats(seen: Sequence[float]) -> np.ndarray | None:
     """``seen`` as float64, or None when the values do not fit float64 or lie past 2**53,
     where a float no longer holds every integer (the caller then goes point by point)."""
+    import numpy as np
+
     try:  # struct unboxes the floats faster than numpy's own conversions do
         values = np.frombuffer(struct.pack(f"{len(seen)}d", *seen), np.float64)
     except (struct.error, TypeError, ValueError, OverflowError):
@@ -144,6 +152,8 @@ def candidates(seen: Sequence[float], start: int, window: int, mads: float,
     """The positions ``p >= start`` of ``seen`` (each judged against ``seen[p - window:p]``;
     ``start >= window``) that could be spikes, in order; None when ``floats`` finds them no
     floats (the caller then judges every point). ``values``: ``floats(seen)`` if known."""
+    import numpy as np
+
     values = floats(seen) if values is None else values
     if values is None:
         return None
@@ -165,6 +175,9 @@ def candidates(seen: Sequence[float], start: int, window: int, mads: float,
 def _floors(padded: np.ndarray, start: int, blocks: int, window: int, mads: float) -> np.ndarray:
     """For each of ``blocks`` blocks of points from ``start`` on, a value its points' spike
     thresholds are all above."""
+    import numpy as np
+    from numpy.lib.stride_tricks import as_strided
+
     block = BLOCK
     span = window + block - 1
     # Block b's windows all lie in padded[start + b*block - window:][:span], the block's union.
@@ -187,6 +200,8 @@ def _floors(padded: np.ndarray, start: int, blocks: int, window: int, mads: floa
 def _closer(values: np.ndarray, maybe: np.ndarray, window: int, mads: float) -> np.ndarray:
     """Of the positions ``maybe``, those whose value is above its window's threshold
     computed in float64 (less the margin: integers near 2**53 may round), with a MAD above 0."""
+    import numpy as np
+
     if len(maybe) == 0:
         return maybe
     windows = np.sort(values[maybe[:, None] - window + np.arange(window)], axis=1)
@@ -201,6 +216,8 @@ def _closer(values: np.ndarray, maybe: np.ndarray, window: int, mads: float) -> 
 
 def _widened(floor: np.ndarray, mid: np.ndarray) -> np.ndarray:
     """``floor`` lowered by far more than float rounding could move it (-inf where it overflowed)."""
+    import numpy as np
+
     floor = floor - (_MARGIN * (np.abs(mid) + np.abs(floor)) + _TINY)
     return np.where(np.isfinite(floor), floor, -np.inf)
 
@@ -208,6 +225,8 @@ def _widened(floor: np.ndarray, mid: np.ndarray) -> np.ndarray:
 def _rank_mean(rows: np.ndarray, a: int, b: int) -> np.ndarray:
     """Per row, the mean of its (sorted) a-th and b-th values, as the rule's median takes it;
     a rank under 0 is unbounded below."""
+    import numpy as np
+
     if a < 0:
         return np.full(len(rows), -np.inf)
     if a == b:

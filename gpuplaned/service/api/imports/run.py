@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import numpy as np
 import trio
 
 from gpuplaned import tsdb
@@ -174,6 +173,8 @@ async def _import_one(shared: ServerContext, body: RunImport) -> ImportedRun:
 def _batches(series: dict[str, Columns]) -> Iterator[dict[str, dict[str, list]]]:
     """The points as ingest batches of at most BATCH_POINTS, cut the same way for the same points
     (series by name, each in order): a resumed import stores the same (source, seq)s again."""
+    import numpy as np  # loaded by the event files' reader already: a lookup
+
     batch: dict[str, dict[str, list]] = {}
     size = 0
     for name in sorted(series):
