@@ -96,14 +96,16 @@ endif
 # Three pytest workers (pytest-xdist) on 2 cores: most tests wait on real daemons and child
 # processes. One process kept 2 cores half idle (two ran tests/ctl in 148 s instead of 247 s),
 # and two still did: a full two-worker run used 1.16 cores on average (22 min of CPU in 19 min).
-# A test file stays on one worker (--dist loadfile), so a module's shared daemon starts once.
+# A test file stays on one worker (--dist loadfile), so a module's shared daemon starts once,
+# and the files go out in the order collected (--no-loadscope-reorder): the longest first
+# (tests/conftest.py), not xdist's order by their count of tests.
 TEST_WORKERS ?= 3
 
 test: $(STAMP) $(UI_TEST_DEPS) slurm-install
 ifneq ($(GPUPLANE_SKIP_UI_TESTS),1)
 	cd web && npm test
 endif
-	GPUPLANE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	GPUPLANE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Debian's Slurm (slurmctld, slurmd, the clients) and munge, for tests/slurm's private cluster
 # (tests/slurm/slurmkit.py): installed when a program is missing, as chromium is. A failed

@@ -13,15 +13,16 @@ from gpuplaned.store.database import open_writer
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The longest files start first. Under `--dist loadfile` a file runs whole on one worker, in the
-# order collected, and tests/ui sorts last: its two browser files (150 s and 50 s) ran on after
-# the rest had ended, about a minute of the run with one worker busy. Measured from a full run's
-# junit times (3 workers); a file missing here only keeps its place among the rest.
+# The longest files start first. Under `--dist loadfile` a file runs whole on one worker, and
+# with `--no-loadscope-reorder` (the Makefile's) in the order collected; xdist's own order, by a
+# file's count of tests, ignored this list and started the 70 s browser file (2 tests) about
+# 700 s into an 810 s run. Measured from a full run's junit times (3 workers, 2026-12-07:
+# 2,402 s in all); a file missing here only keeps its place among the rest.
 LONGEST_FIRST = (
-    "tests/ui/test_ui_e2e.py", "tests/e2e/test_e2e_remote_agents.py", "tests/ctl/test_groups_cli.py",
-    "tests/slurm/test_slurm_node.py", "tests/ui/test_ui_push.py", "tests/http/test_schemathesis.py",
-    "tests/ctl/test_remote_cli.py", "tests/e2e/test_daemon_lifecycle.py", "tests/e2e/test_e2e_jobs.py",
-    "tests/sdk/test_sdk_spool.py", "tests/ctl/test_sweeps_cli.py", "tests/http/test_fuzz_front.py",
+    "tests/ui/test_ui_e2e.py", "tests/e2e/test_e2e_remote_agents.py", "tests/http/test_schemathesis.py",
+    "tests/ctl/test_remote_cli.py", "tests/ui/test_ui_push.py", "tests/slurm/test_slurm_node.py",
+    "tests/ctl/test_groups_cli.py", "tests/e2e/test_daemon_lifecycle.py", "tests/e2e/test_e2e_monitor.py",
+    "tests/ctl/test_jobs.py", "tests/e2e/test_e2e_jobs.py", "tests/mcp/test_mcp_server.py",
 )
 
 
