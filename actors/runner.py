@@ -37,7 +37,7 @@ import platform
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import psutil
@@ -66,7 +66,9 @@ from gpuplaned.protocol.agent import (
 )
 from gpuplaned.protocol.evaluation_wire import EVAL_RESULT_VAR
 from gpuplaned.runtime.context import ActorContext
-from gpuplaned.slurm.commands import SlurmCli
+
+if TYPE_CHECKING:
+    from gpuplaned.slurm.commands import SlurmCli  # only a Slurm node loads the Slurm package
 
 log = logging.getLogger("gpuplaned.runner")
 
