@@ -8,8 +8,8 @@ import signal
 import subprocess
 import sys
 
-WATCHED = ("httpx", "numpy", "gpuplaned.slurm", "gpuplaned.backends.slurm", "gpuplaned.actors.webhooks", "gpuplaned.actors.runner",
-           "gpuplaned.service.api.webhooks")
+WATCHED = ("httpx", "numpy", "gpuplaned.slurm", "gpuplaned.backends.slurm", "gpuplaned.actors.webhooks",
+           "gpuplaned.actors.runner", "gpuplaned.service.api.webhooks")
 
 # The daemon as `python -m gpuplaned` runs it, saying at its exit which of WATCHED it loaded.
 PROBE = ("import atexit, json, sys\n"

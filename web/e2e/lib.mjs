@@ -188,6 +188,46 @@ export async function until(ok, ms) {
   while (!ok() && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
 }
 
+/**
+ * The requests of a context whose path matches one of `patterns`, by pattern: when each was
+ * asked and when each 200 came, in the browser's order (what follows an answer was asked after
+ * it), and which are not answered yet (an open stream never is).
+ */
+export class RequestLog {
+  constructor(context, patterns) {
+    this.asked = new Map(patterns.map((p) => [p, []]));
+    this.ok = new Map(patterns.map((p) => [p, []]));
+    this.unanswered = new Set();
+    const matching = (r) => patterns.filter((p) => p.test(new URL(r.url()).pathname));
+    context.on("request", (r) => {
+      const hits = matching(r);
+      for (const p of hits) this.asked.get(p).push(performance.now());
+      if (hits.length) this.unanswered.add(r);
+    });
+    context.on("response", (r) => {
+      if (r.status() === 200) for (const p of matching(r)) this.ok.get(p).push(performance.now());
+    });
+    for (const done of ["requestfinished", "requestfailed"]) context.on(done, (r) => this.unanswered.delete(r));
+  }
+
+  /** The requests of `pattern` asked at or after `t`. */
+  since(pattern, t) {
+    return this.asked.get(pattern).filter((at) => at >= t).length;
+  }
+
+  /**
+   * Resolves once a stream that answered at `tOpen` has brought its page up to date: each
+   * `[pattern, n]` of `wants` asked `n` times since (the requests its first event makes, asked
+   * only once it answered), and every request logged answered but those of the `streams`
+   * patterns; then `settleMs` more. A span that counts requests starts after it.
+   */
+  async caughtUp(page, tOpen, wants, streams, settleMs) {
+    const streaming = (r) => streams.some((p) => p.test(new URL(r.url()).pathname));
+    await until(() => wants.every(([p, n]) => this.since(p, tOpen) >= n) && [...this.unanswered].every(streaming), 10_000);
+    await page.waitForTimeout(settleMs);
+  }
+}
+
 /** The tab hidden or shown, as the page sees it (headless chromium never hides a tab itself). */
 export async function setVisibility(page, state) {
   await page.evaluate((s) => {

@@ -11,7 +11,7 @@
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { check, env, main, openWatchedPage, screenshot, setVisibility, signIn, until } from "./lib.mjs";
+import { RequestLog, check, env, main, openWatchedPage, screenshot, setVisibility, signIn, until } from "./lib.mjs";
 
 const NODE_POLL_MS = 5000; // SystemCharts' refetch period while its stream is down
 const NODE_QUIET_MS = 11_000; // longer than the 10 s period it polled at on a timer before it followed the stream
@@ -31,35 +31,14 @@ await main("push-pages", 110_000, async (result) => {
   await signIn(page, base, env("GPUPLANE_UI_TOKEN"), "/jobs");
   watch.expect401 = false;
 
-  const asked = new Map(); // pattern -> times
-  const patterns = [NODE_STREAM, NODE_METRICS, RUNS_STREAM, RUN_STREAM, CHART, SUMMARY];
-  for (const p of patterns) asked.set(p, []);
-  const unanswered = new Set(); // counted requests not answered yet
-  const answered = new Map(); // stream pattern -> when each of its 200s came
-  for (const p of patterns) answered.set(p, []);
-  browser.context.on("request", (r) => {
-    const path = new URL(r.url()).pathname;
-    for (const p of patterns) if (p.test(path)) {
-      asked.get(p).push(performance.now());
-      unanswered.add(r);
-    }
-  });
-  for (const done of ["requestfinished", "requestfailed"]) browser.context.on(done, (r) => unanswered.delete(r));
-  browser.context.on("response", (r) => {
-    const path = new URL(r.url()).pathname;
-    if (r.status() === 200) for (const p of patterns) if (p.test(path)) answered.get(p).push(performance.now());
-  });
-  const since = (p, t) => asked.get(p).filter((at) => at >= t).length;
-  const lastOpened = (stream) => answered.get(stream).at(-1) ?? performance.now();
-  // A stream that opens brings its page up to date: `n` requests of `counted`, asked only once it
-  // answered (a run's "ready", the node's readings it missed; none when a run stream resumes
-  // where it was and nothing was logged meanwhile). A span that counts requests starts once
-  // those, and every other one counted, have been answered (an open stream never is).
-  const caughtUp = async (tOpen, counted, n) => {
-    const streaming = (r) => [NODE_STREAM, RUNS_STREAM, RUN_STREAM].some((p) => p.test(new URL(r.url()).pathname));
-    await until(() => counted.every((p) => since(p, tOpen) >= n) && [...unanswered].every(streaming), 10_000);
-    await page.waitForTimeout(500);
-  };
+  const log = new RequestLog(browser.context, [NODE_STREAM, NODE_METRICS, RUNS_STREAM, RUN_STREAM, CHART, SUMMARY]);
+  const since = (p, t) => log.since(p, t);
+  const lastOpened = (stream) => log.ok.get(stream).at(-1) ?? performance.now();
+  // A stream that opens brings its page up to date: `n` requests of `counted` (a run's "ready",
+  // the node's readings it missed; none when a run stream resumes where it was and nothing was
+  // logged meanwhile).
+  const caughtUp = (tOpen, counted, n) =>
+    log.caughtUp(page, tOpen, counted.map((p) => [p, n]), [NODE_STREAM, RUNS_STREAM, RUN_STREAM], 500);
   const opened = (p) => page.waitForResponse((r) => p.test(new URL(r.url()).pathname) && r.status() === 200,
     { timeout: 30_000 });
   const problemsFrom = watch.problems.length;
@@ -107,7 +86,7 @@ await main("push-pages", 110_000, async (result) => {
   let bursts = 0;
   const burst = () => writeFileSync(join(burstDir, `burst-${++bursts}`), "");
   const runsOpen = opened(RUNS_STREAM);
-  const before = { runs: asked.get(RUNS_STREAM).length, run: asked.get(RUN_STREAM).length };
+  const before = { runs: log.asked.get(RUNS_STREAM).length, run: log.asked.get(RUN_STREAM).length };
   await page.goto(new URL(`/compare?runs=${runIds.join(",")}`, base).href);
   await runsOpen;
   const points = () => page.evaluate(() => Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0));
@@ -115,7 +94,7 @@ await main("push-pages", 110_000, async (result) => {
     null, { timeout: 15_000 });
   await page.waitForFunction(() => document.querySelectorAll('[aria-busy="true"], .chart-skeleton').length === 0);
   await caughtUp(lastOpened(RUNS_STREAM), [CHART], runIds.length);
-  result.compare = { streams: { several: asked.get(RUNS_STREAM).length - before.runs, one_run: asked.get(RUN_STREAM).length - before.run } };
+  result.compare = { streams: { several: log.asked.get(RUNS_STREAM).length - before.runs, one_run: log.asked.get(RUN_STREAM).length - before.run } };
   check(result, result.compare.streams.several === 1 && result.compare.streams.one_run === 0,
     `Compare's two live runs did not share one stream: ${JSON.stringify(result.compare.streams)}`);
   t = performance.now();

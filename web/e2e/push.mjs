@@ -14,7 +14,7 @@
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { check, env, main, openWatchedPage, screenshot, setVisibility, signIn, until } from "./lib.mjs";
+import { RequestLog, check, env, main, openWatchedPage, screenshot, setVisibility, signIn, until } from "./lib.mjs";
 
 const POLL_MS = 3000; // the chart's polling period while its stream is down (charts/loader.ts)
 const QUIET_MS = 2 * POLL_MS + 500;
@@ -31,38 +31,14 @@ await main("push", 90_000, async (result) => {
   await signIn(page, base, env("GPUPLANE_UI_TOKEN"), "/jobs");
   watch.expect401 = false;
 
-  const chart = [];
-  const streams = [];
-  const summaries = [];
-  const chartUnanswered = new Set();
-  browser.context.on("request", (r) => {
-    const path = new URL(r.url()).pathname;
-    if (CHART_REQUEST.test(path)) {
-      chart.push(performance.now());
-      chartUnanswered.add(r);
-    }
-    if (STREAM.test(path)) streams.push(performance.now());
-    if (SUMMARY.test(path)) summaries.push(performance.now());
-  });
-  // The stream's answers, in the browser's order among the requests: what follows one was asked after it.
-  const opens = [];
-  browser.context.on("response", (r) => {
-    if (STREAM.test(new URL(r.url()).pathname) && r.status() === 200) opens.push(performance.now());
-  });
-  for (const done of ["requestfinished", "requestfailed"]) browser.context.on(done, (r) => chartUnanswered.delete(r));
+  const log = new RequestLog(browser.context, [CHART_REQUEST, STREAM, SUMMARY]);
   const points = () => page.evaluate(() => Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0));
   const grows = (before, timeout) => page.waitForFunction((n) =>
     Number(document.querySelector('.chart-panel[data-metric="loss"]')?.dataset.points ?? 0) > n, before, { timeout });
-  const since = (t) => chart.filter((at) => at >= t).length;
-  const summariesSince = (t) => summaries.filter((at) => at >= t).length;
-  // A stream's "ready" brings the chart up to date with a request of its own, asked only once
-  // the stream is open (the page's first requests were asked before it answered). A span that
-  // counts requests starts once that one, and every other chart request, has been answered.
-  const caughtUp = async (tOpen, alsoSummary) => {
-    await until(() => since(tOpen) > 0 && chartUnanswered.size === 0 && (!alsoSummary || summariesSince(tOpen) > 0),
-      10_000);
-    await page.waitForTimeout(200);
-  };
+  const since = (t) => log.since(CHART_REQUEST, t);
+  const summariesSince = (t) => log.since(SUMMARY, t);
+  const opens = log.ok.get(STREAM);
+  const streamTries = () => log.asked.get(STREAM).length;
   let bursts = 0;
   const burst = () => writeFileSync(join(burstDir, `burst-${++bursts}`), "");
 
@@ -73,7 +49,8 @@ await main("push", 90_000, async (result) => {
   await grows(0, 15_000);
   await page.waitForFunction(() => document.querySelectorAll('[aria-busy="true"], .chart-skeleton').length === 0);
   await until(() => opens.length > 0, 5000);
-  await caughtUp(opens[0] ?? performance.now(), false);
+  // The stream's "ready" brings the chart up to date with a request of its own.
+  await log.caughtUp(page, opens[0] ?? performance.now(), [[CHART_REQUEST, 1]], [STREAM], 200);
 
   result.at = "quiet";
   let t = performance.now();
@@ -100,7 +77,7 @@ await main("push", 90_000, async (result) => {
   const streamPattern = (u) => STREAM.test(u.pathname);
   const refusedFrom = watch.problems.length;
   await page.route(streamPattern, (route) => route.abort("connectionrefused"));
-  const refusedBefore = streams.length;
+  const refusedBefore = streamTries();
   await setVisibility(page, "hidden");
   await setVisibility(page, "visible");
   before = await points();
@@ -108,7 +85,7 @@ await main("push", 90_000, async (result) => {
   burst();
   await grows(before, 15_000);
   result.down = { before, after: await points(), grew_ms: Math.round(performance.now() - t), chart_requests: since(t),
-    stream_tries: streams.length - refusedBefore };
+    stream_tries: streamTries() - refusedBefore };
   check(result, result.down.stream_tries >= 1, "the hidden and shown tab did not try its stream again");
 
   result.at = "back";
@@ -120,7 +97,7 @@ await main("push", 90_000, async (result) => {
   const tOpen = opens[opensBefore] ?? performance.now();
   // Its "ready" brings the chart up to date, and the headline's polling stops with one last
   // fetch: one request each, at once. Then nothing.
-  await caughtUp(tOpen, true);
+  await log.caughtUp(page, tOpen, [[CHART_REQUEST, 1], [SUMMARY, 1]], [STREAM], 200);
   t = performance.now();
   await page.waitForTimeout(BACK_MS);
   result.back = { ms: BACK_MS, chart_requests: since(t), summary_requests: summariesSince(t) };
