@@ -52,3 +52,22 @@ def test_the_checkouts_venv_imports_the_sdk_from_the_checkout(tmp_path):
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert found.returncode == 0, found.stderr
     assert Path(found.stdout.strip()) == REPO / "sdk" / "gpuplane" / "__init__.py"
+
+
+@pytest.mark.parametrize(("target", "starts"), [("run", "/bin/gpuplaned"), ("test", " -m pytest ")])
+def test_make_run_and_test_byte_compile_every_package_folder_first(target, starts):
+    """Where PYTHONDONTWRITEBYTECODE is set no process writes a .pyc, and each daemon start
+    compiled its modules from source: `make run` and `make test` compile every package folder of
+    the tree and the SDK's before the daemon or pytest starts."""
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    sdk = tomllib.loads((REPO / "sdk" / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = set(setup["package-dir"].values()) | {f"sdk/{name}" for name in sdk["packages"]}
+    dry = subprocess.run(["make", "-n", target, "GPUPLANE_SKIP_UI_TESTS=1"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    compiled = [i for i, line in enumerate(lines) if " -m compileall " in line]
+    started = [i for i, line in enumerate(lines) if starts in line]
+    assert len(compiled) == 1 and started and compiled[0] < started[0], dry.stdout
+    named = set(lines[compiled[0]].split(" -m compileall ", 1)[1].split())
+    assert folders <= named, f"not compiled: {sorted(folders - named)}"
